@@ -1,0 +1,14 @@
+"""Train the 4-way AG News classifier on frozen ELMo embeddings under three layer-mix settings.
+
+Loads models/bilstm.pt (from `python ELMO.py`), trains one classifier per setting (trainable λ,
+frozen λ, learned function), prints accuracy, macro precision/recall/F1 and confusion matrices, and
+writes models/classifier*.pt, results/classification.json and images/. See README.md.
+"""
+
+import sys
+
+from elmo.classify import ClassifyConfig, classify
+from elmo.cli import run_cli
+
+if __name__ == "__main__":
+    sys.exit(run_cli(ClassifyConfig, classify, __doc__.splitlines()[0]))

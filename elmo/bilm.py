@@ -1,0 +1,317 @@
+"""The bidirectional language model (biLM) of ELMo (Peters et al. 2018, §3.1 and eq. 1).
+
+Two *separate* language models read each sentence, one in each direction:
+
+* forward:  p(t_1..t_N) = Π_k p(t_k | t_1..t_{k-1}), reading ``<bos> t_1 .. t_N`` and predicting
+  ``t_1 .. t_N <eos>``;
+* backward: p(t_1..t_N) = Π_k p(t_k | t_{k+1}..t_N), reading ``<eos> t_N .. t_1`` and predicting
+  ``t_N .. t_1 <bos>``.
+
+Each is token embedding → a stack of unidirectional ``nn.LSTM`` layers → an adaptive softmax
+(Grave et al. 2017) for training speed. The two stacks never see each other, so forward layer j at
+token k depends only on tokens ≤ k (no ``bidirectional=True`` stacking, whose second layer would see
+the future). The backward model reverses every sentence *within its own length* before reading it
+and un-reverses its outputs, so backward state k lines up with token k and padding stays at the end.
+
+Padding: batches are right-padded. A unidirectional LSTM's output at a real position depends only
+on earlier positions, so right padding cannot reach any real state; padded positions are excluded
+from every loss and masked downstream. (Packing would give the same numbers but is ~1.5x slower
+on CPU, where PyTorch has no fused kernel for packed LSTMs.)
+
+The ELMo layers for token k (eq. 1, L = 2):
+``h_{k,0} = [x^fwd_k ; x^bwd_k]`` (each direction's token embedding), ``h_{k,j} = [→h_{k,j} ; ←h_{k,j}]``;
+all of width ``2 * hidden_size``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from .checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
+from .errors import ElmoError
+from .vocab import BOS_ID, EOS_ID, PAD_ID, Vocabulary
+
+IGNORE_INDEX = -100
+DIRECTIONS = ("forward", "backward")
+
+
+@dataclass
+class BiLMConfig:
+    """Sizes of one language model (both directions use the same).
+
+    Attributes:
+        vocab_size: number of words including the 4 specials.
+        embedding_dim: token embedding width; must equal ``hidden_size`` so h_0 has the same width
+            (2H) as the LSTM layers.
+        hidden_size: LSTM state width H per direction.
+        num_layers: LSTM layers L per direction (the paper and the assignment use 2).
+        dropout: dropout on embeddings, between layers and before the softmax (training only).
+        cutoffs: adaptive-softmax cluster boundaries (word ids), clipped to the vocabulary.
+        div_value: adaptive-softmax factor by which each tail cluster's projection shrinks.
+    """
+
+    vocab_size: int
+    embedding_dim: int = 256
+    hidden_size: int = 256
+    num_layers: int = 2
+    dropout: float = 0.2
+    cutoffs: tuple[int, ...] = field(default=(1000, 5000, 15000))
+    div_value: float = 4.0
+
+    def __post_init__(self):
+        self.cutoffs = tuple(int(c) for c in self.cutoffs)
+        for name in ("vocab_size", "embedding_dim", "hidden_size", "num_layers"):
+            if getattr(self, name) <= 0:
+                raise ElmoError(f"BiLMConfig.{name} must be positive, got {getattr(self, name)}")
+        if self.embedding_dim != self.hidden_size:
+            raise ElmoError(
+                f"--embedding-dim ({self.embedding_dim}) must equal --hidden-size ({self.hidden_size}) "
+                "so that layer 0 has the width of the LSTM layers"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ElmoError(f"--dropout must be in [0, 1), got {self.dropout}")
+
+    def softmax_cutoffs(self) -> list[int]:
+        """The cutoffs that fit this vocabulary and leave every tail projection at least 1 wide
+        (at least one cutoff is needed by the adaptive softmax)."""
+        cut = [c for c in self.cutoffs if c < self.vocab_size - 1]
+        cut = [c for i, c in enumerate(cut) if self.hidden_size // (self.div_value ** (i + 1)) >= 1]
+        return cut or [max(1, self.vocab_size // 2)]
+
+
+def reverse_index(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
+    """Gather index that reverses each row within its own length and leaves padding in place.
+
+    Args:
+        lengths: ``(B,)`` int64 true lengths.
+        max_len: ``T``, the padded length.
+
+    Returns:
+        ``(B, T)`` int64 with ``idx[b, t] = lengths[b] - 1 - t`` for ``t < lengths[b]``, else ``t``.
+        Reversal is its own inverse: gathering twice with it restores the input.
+    """
+    positions = torch.arange(max_len, device=lengths.device).unsqueeze(0)
+    lengths = lengths.unsqueeze(1)
+    return torch.where(positions < lengths, lengths - 1 - positions, positions)
+
+
+def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Reverse each row of a right-padded batch within its own length (padding stays at the end).
+
+    Args:
+        x: ``(B, T)`` or ``(B, T, D)``; lengths: ``(B,)`` int64.
+
+    Returns:
+        A tensor shaped like ``x``; applying the function twice gives ``x`` back.
+    """
+    index = reverse_index(lengths, x.shape[1])
+    if x.dim() == 3:
+        index = index.unsqueeze(-1).expand_as(x)
+    return x.gather(1, index)
+
+
+def length_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
+    """``(B, T)`` bool mask, True at real tokens."""
+    return torch.arange(max_len, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
+
+
+class LanguageModel(nn.Module):
+    """One direction of the biLM: embedding → L unidirectional LSTM layers → adaptive softmax.
+
+    Args:
+        config: sizes (:class:`BiLMConfig`).
+        direction: ``"forward"`` (predict the next word) or ``"backward"`` (predict the previous).
+
+    Raises:
+        ElmoError: unknown ``direction``.
+    """
+
+    def __init__(self, config: BiLMConfig, direction: str):
+        super().__init__()
+        if direction not in DIRECTIONS:
+            raise ElmoError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+        self.config, self.direction = config, direction
+        self.embedding = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=PAD_ID)
+        sizes = [config.embedding_dim] + [config.hidden_size] * config.num_layers
+        # One nn.LSTM per layer (each a fused kernel) so every layer's states are exposed.
+        self.layers = nn.ModuleList(nn.LSTM(i, o, batch_first=True) for i, o in zip(sizes[:-1], sizes[1:]))
+        self.dropout = nn.Dropout(config.dropout)
+        self.softmax = nn.AdaptiveLogSoftmaxWithLoss(
+            config.hidden_size, config.vocab_size, config.softmax_cutoffs(), div_value=config.div_value
+        )
+
+    def reading_order(self, ids: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The sequence this model reads and the words it must predict.
+
+        Args:
+            ids: ``(B, T)`` int64 token ids, right-padded with 0, no boundary tokens.
+            lengths: ``(B,)`` int64 true lengths (>= 1).
+
+        Returns:
+            ``(inputs, targets)``, both ``(B, T + 1)`` int64. Forward: inputs ``<bos> t_1..t_N``,
+            targets ``t_1..t_N <eos>``. Backward: inputs ``<eos> t_N..t_1``, targets ``t_N..t_1 <bos>``.
+            Targets at padded positions are ``IGNORE_INDEX``.
+        """
+        batch, max_len = ids.shape
+        if self.direction == "backward":
+            ids = reverse_padded(ids, lengths)
+        start, end = (BOS_ID, EOS_ID) if self.direction == "forward" else (EOS_ID, BOS_ID)
+        column = ids.new_full((batch, 1), start)
+        inputs = torch.cat([column, ids], dim=1)
+        targets = torch.cat([ids, ids.new_full((batch, 1), PAD_ID)], dim=1)
+        targets.scatter_(1, lengths.unsqueeze(1), end)
+        targets = targets.masked_fill(~length_mask(lengths + 1, max_len + 1), IGNORE_INDEX)
+        return inputs, targets
+
+    def states(self, inputs: torch.Tensor) -> list[torch.Tensor]:
+        """Embedding and LSTM outputs in reading order.
+
+        Args:
+            inputs: ``(B, S)`` int64 ids in this model's reading order.
+
+        Returns:
+            ``[x, h_1, .., h_L]``, each ``(B, S, H)``, before any dropout is applied to them
+            (dropout only feeds the next layer during training).
+        """
+        x = self.embedding(inputs)
+        outputs = [x]
+        for lstm in self.layers:
+            x, _ = lstm(self.dropout(x))
+            outputs.append(x)
+        return outputs
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """Training loss.
+
+        Args:
+            ids: ``(B, T)`` int64 right-padded token ids; lengths: ``(B,)`` int64.
+
+        Returns:
+            ``(loss, n)``: mean negative log-likelihood in nats per predicted word (the adaptive
+            softmax is a normalised distribution, so ``exp(loss)`` is this batch's perplexity) and
+            the number ``n`` of predicted words (``sum(lengths + 1)``, the boundary word included).
+        """
+        inputs, targets = self.reading_order(ids, lengths)
+        top = self.dropout(self.states(inputs)[-1])
+        keep = targets != IGNORE_INDEX
+        out = self.softmax(top[keep].float(), targets[keep])
+        return out.loss, int(keep.sum())
+
+    @torch.no_grad()
+    def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Full-vocabulary log-probabilities of every predicted word (exact, for evaluation).
+
+        Returns:
+            ``(log_probs, targets)``: ``(n, V)`` float32 and ``(n,)`` int64 over the ``n`` real
+            predicted positions of the batch.
+        """
+        inputs, targets = self.reading_order(ids, lengths)
+        top = self.states(inputs)[-1]
+        keep = targets != IGNORE_INDEX
+        return self.softmax.log_prob(top[keep].float()), targets[keep]
+
+    def token_states(self, ids: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
+        """Per-token representations aligned with the input tokens.
+
+        Args:
+            ids: ``(B, T)`` right-padded ids; lengths: ``(B,)``.
+
+        Returns:
+            ``[x, h_1, .., h_L]``, each ``(B, T, H)``: entry ``[b, k]`` is the state after reading
+            token k (forward: having read t_1..t_k; backward: having read t_N..t_k). Values at
+            padded positions are meaningless; mask them.
+        """
+        inputs, _ = self.reading_order(ids, lengths)
+        outputs = [h[:, 1:] for h in self.states(inputs)]
+        if self.direction == "backward":
+            outputs = [reverse_padded(h, lengths) for h in outputs]
+        return outputs
+
+
+class BiLM(nn.Module):
+    """A forward and a backward :class:`LanguageModel` whose states form the ELMo layers.
+
+    Args:
+        config: sizes shared by both directions.
+    """
+
+    def __init__(self, config: BiLMConfig):
+        super().__init__()
+        self.config = config
+        self.forward_lm = LanguageModel(config, "forward")
+        self.backward_lm = LanguageModel(config, "backward")
+
+    @property
+    def num_layers(self) -> int:
+        """Number of ELMo layers, L + 1 (token layer included)."""
+        return self.config.num_layers + 1
+
+    @property
+    def output_dim(self) -> int:
+        """Width of every ELMo layer, 2H."""
+        return 2 * self.config.hidden_size
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """ELMo layers (eq. 1) for every token.
+
+        Args:
+            ids: ``(B, T)`` int64 right-padded token ids (0 = ``<pad>``), no boundary tokens.
+            lengths: ``(B,)`` int64 true lengths, each in ``[1, T]``.
+
+        Returns:
+            ``(L + 1, B, T, 2H)``: layer 0 = both directions' token embeddings, layer j = both
+            directions' LSTM layer j. Padded positions are zeroed.
+        """
+        fwd = self.forward_lm.token_states(ids, lengths)
+        bwd = self.backward_lm.token_states(ids, lengths)
+        layers = torch.stack([torch.cat(pair, dim=-1) for pair in zip(fwd, bwd)])
+        return layers * length_mask(lengths, ids.shape[1]).unsqueeze(-1).to(layers.dtype)
+
+
+# ------------------------------------------------------------------------------------------
+# Files: forward.pt / backward.pt (one direction each) and bilstm.pt (both + vocab + config)
+# ------------------------------------------------------------------------------------------
+
+
+def lm_checkpoint(lm: LanguageModel, vocab: Vocabulary, meta: dict[str, Any]) -> dict[str, Any]:
+    """The ``forward.pt`` / ``backward.pt`` payload of one direction."""
+    return {"format": "elmo.lm", "version": FORMAT_VERSION, "direction": lm.direction,
+            "config": asdict(lm.config), "vocab": list(vocab.itos), "state_dict": lm.state_dict(), "meta": meta}
+
+
+def save_bilm(bilm: BiLM, vocab: Vocabulary, path: str | os.PathLike, meta: dict[str, Any]) -> None:
+    """Write ``bilstm.pt``: both directions, the vocabulary and the config, atomically."""
+    save_checkpoint({
+        "format": "elmo.bilm", "version": FORMAT_VERSION, "config": asdict(bilm.config),
+        "vocab": list(vocab.itos), "forward": bilm.forward_lm.state_dict(),
+        "backward": bilm.backward_lm.state_dict(), "meta": meta,
+    }, path)
+
+
+def load_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]]:
+    """Rebuild the biLM from ``bilstm.pt`` alone (``weights_only=True``).
+
+    Returns:
+        ``(bilm, vocab, meta)`` with the biLM in eval mode on the CPU.
+
+    Raises:
+        ElmoError: missing/corrupt file, not an ``elmo.bilm`` checkpoint, or weights that do not fit
+            the stored config.
+    """
+    ckpt = load_checkpoint(path, "elmo.bilm")
+    try:
+        config = BiLMConfig(**ckpt["config"])
+        vocab = Vocabulary(ckpt["vocab"])
+        if len(vocab) != config.vocab_size:
+            raise ElmoError(f"vocabulary has {len(vocab)} words but the config says {config.vocab_size}")
+        bilm = BiLM(config)
+        bilm.forward_lm.load_state_dict(ckpt["forward"])
+        bilm.backward_lm.load_state_dict(ckpt["backward"])
+    except (KeyError, TypeError, RuntimeError, ElmoError) as exc:
+        raise ElmoError(f"{path}: inconsistent biLM checkpoint: {str(exc).splitlines()[0]}") from None
+    return bilm.eval(), vocab, ckpt.get("meta", {})

@@ -1,0 +1,113 @@
+"""Atomic saving and safe loading of model files.
+
+Every ``.pt`` file this project writes is a dict of plain Python values and tensors with a
+``format`` tag, e.g. ``{"format": "elmo.bilm", "version": 1, "config": {...}, "vocab": [...], ...}``.
+Files are written to a temporary file in the target directory and moved into place with
+``os.replace``, so an interrupted run never leaves a half-written model; they are read with
+``torch.load(..., weights_only=True)``, which cannot execute code.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .errors import ElmoError
+
+FORMAT_VERSION = 1
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file and ``os.replace``.
+
+    Raises:
+        ElmoError: the directory cannot be created or written.
+    """
+    _atomic(path, lambda handle: handle.write(data))
+
+
+def save_checkpoint(obj: dict[str, Any], path: str | os.PathLike) -> None:
+    """``torch.save`` ``obj`` to ``path`` atomically (temp file + ``os.replace``).
+
+    Raises:
+        ElmoError: the directory cannot be created or written.
+    """
+    _atomic(path, lambda handle: torch.save(obj, handle))
+
+
+def _atomic(path: str | os.PathLike, write) -> None:
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ElmoError(f"cannot write to {path.parent}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ElmoError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def load_checkpoint(path: str | os.PathLike, expected_format: str | tuple[str, ...]) -> dict[str, Any]:
+    """Load a checkpoint with ``weights_only=True`` and check its ``format`` tag.
+
+    Args:
+        path: the ``.pt`` file.
+        expected_format: accepted value(s) of the ``format`` key, e.g. ``"elmo.bilm"``.
+
+    Returns:
+        The checkpoint dict (tensors on CPU).
+
+    Raises:
+        ElmoError: the file is missing, truncated/corrupt, not loadable without executing code,
+            or not a checkpoint of the expected kind.
+    """
+    path = Path(path)
+    expected = (expected_format,) if isinstance(expected_format, str) else tuple(expected_format)
+    if not path.is_file():
+        raise ElmoError(f"{path}: model file not found")
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # truncated zip, random bytes, a pickle with globals, ...
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        detail = next((ln for ln in lines if "Unsupported global" in ln), lines[0] if lines else type(exc).__name__)
+        raise ElmoError(f"{path}: not a loadable ELMo checkpoint (corrupt, truncated or unsafe): {detail}") from None
+    if not isinstance(obj, dict) or obj.get("format") not in expected:
+        found = obj.get("format") if isinstance(obj, dict) else type(obj).__name__
+        raise ElmoError(f"{path}: expected a checkpoint of format {' or '.join(expected)}, found {found!r}")
+    if obj.get("version") != FORMAT_VERSION:
+        raise ElmoError(f"{path}: checkpoint version {obj.get('version')} is not supported (need {FORMAT_VERSION})")
+    return obj
+
+
+def environment_info(seed: int | None = None) -> dict[str, Any]:
+    """Library versions and the seed, recorded in every checkpoint and results file."""
+    import numpy
+    import sklearn
+
+    return {
+        "torch": str(torch.__version__),
+        "numpy": numpy.__version__,
+        "scikit_learn": sklearn.__version__,
+        "python": platform.python_version(),
+        "seed": seed,
+    }
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> None:
+    """Write ``obj`` as indented JSON, atomically."""
+    import json
+
+    atomic_write_bytes(path, (json.dumps(obj, indent=2) + "\n").encode("utf-8"))

@@ -1,0 +1,142 @@
+"""The downstream AG News classifier on frozen ELMo features.
+
+Pipeline per batch (shapes batch-first):
+``ids (B, T)`` → frozen biLM → layers ``(L+1, B, T, 2H)`` → layer mix → ``(B, T, 2H)`` → dropout →
+task encoder (a single-layer BiLSTM that never lets padding into a state, see
+:class:`MaskedBiLSTM`) → masked mean and max
+pooling over real tokens → ``(B, 4E)`` → dropout → linear → logits ``(B, C)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .bilm import BiLM, length_mask, reverse_padded
+from .errors import ElmoError
+from .mix import build_mix
+
+
+@dataclass
+class ClassifierConfig:
+    """Task-model sizes.
+
+    Attributes:
+        setting: the layer-mix setting (see :mod:`elmo.mix`).
+        num_classes: output classes C.
+        encoder_hidden: BiLSTM state width E per direction.
+        dropout: dropout on the ELMo vectors and on the pooled vector.
+        seed: seeds the frozen mix weights.
+    """
+
+    setting: str = "trainable_lambda"
+    num_classes: int = 4
+    encoder_hidden: int = 128
+    dropout: float = 0.3
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.encoder_hidden <= 0 or self.num_classes < 2:
+            raise ElmoError("--encoder-hidden must be positive and there must be at least 2 classes")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ElmoError(f"--dropout must be in [0, 1), got {self.dropout}")
+
+
+def masked_mean_max(states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Concatenated mean and max over real positions.
+
+    Args:
+        states: ``(B, T, D)``; mask: ``(B, T)`` bool, True at real tokens (at least one per row).
+
+    Returns:
+        ``(B, 2D)``: ``[mean; max]``; padded positions affect neither.
+    """
+    m = mask.unsqueeze(-1).to(states.dtype)
+    mean = (states * m).sum(1) / m.sum(1).clamp_min(1.0)
+    maxed = states.masked_fill(~mask.unsqueeze(-1), torch.finfo(states.dtype).min).amax(1)
+    return torch.cat([mean, maxed], dim=-1)
+
+
+class MaskedBiLSTM(nn.Module):
+    """A one-layer bidirectional LSTM over right-padded batches, without packing.
+
+    The forward LSTM reads each row left to right (right padding comes after every real token, so
+    it cannot reach a real state); the backward LSTM reads each row reversed *within its own
+    length* and its outputs are un-reversed. This equals a packed ``nn.LSTM(bidirectional=True)``
+    at every real position (tested) while using the fused CPU kernel, which packed input cannot.
+
+    Args:
+        input_size: D; hidden_size: E per direction.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__()
+        self.forward_rnn = nn.LSTM(input_size, hidden_size, batch_first=True)
+        self.backward_rnn = nn.LSTM(input_size, hidden_size, batch_first=True)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Args: x ``(B, T, D)``, lengths ``(B,)``. Returns ``(B, T, 2E)``; padded rows are meaningless."""
+        fwd, _ = self.forward_rnn(x)
+        bwd, _ = self.backward_rnn(reverse_padded(x, lengths))
+        return torch.cat([fwd, reverse_padded(bwd, lengths)], dim=-1)
+
+
+class ElmoClassifier(nn.Module):
+    """Frozen biLM + layer mix + BiLSTM encoder + linear head.
+
+    Args:
+        bilm: a trained :class:`~elmo.bilm.BiLM`; it is frozen here (``requires_grad=False``, kept in
+            eval mode by :meth:`train`) and run without autograd.
+        config: :class:`ClassifierConfig`.
+    """
+
+    def __init__(self, bilm: BiLM, config: ClassifierConfig):
+        super().__init__()
+        self.config = config
+        self.bilm = bilm
+        for p in self.bilm.parameters():
+            p.requires_grad_(False)
+        dim = bilm.output_dim
+        self.mix = build_mix(config.setting, bilm.num_layers, dim, seed=config.seed)
+        self.dropout = nn.Dropout(config.dropout)
+        self.encoder = MaskedBiLSTM(dim, config.encoder_hidden)
+        self.head = nn.Linear(4 * config.encoder_hidden, config.num_classes)
+
+    def train(self, mode: bool = True) -> "ElmoClassifier":
+        """Train the task model; the frozen biLM always stays in eval mode (no dropout)."""
+        super().train(mode)
+        self.bilm.eval()
+        return self
+
+    def task_state_dict(self) -> dict[str, torch.Tensor]:
+        """Weights of everything except the frozen biLM (what ``classifier.pt`` stores)."""
+        return {k: v for k, v in self.state_dict().items() if not k.startswith("bilm.")}
+
+    def load_task_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Inverse of :meth:`task_state_dict`. Raises ``RuntimeError`` on mismatching keys or shapes."""
+        missing, unexpected = self.load_state_dict(state, strict=False)
+        missing = [k for k in missing if not k.startswith("bilm.")]
+        if missing or unexpected:
+            raise RuntimeError(f"missing keys {missing[:3]}, unexpected keys {list(unexpected)[:3]}")
+
+    def elmo(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """ELMo vectors ``(B, T, 2H)`` for right-padded ``ids (B, T)`` with ``lengths (B,)``."""
+        with torch.no_grad():
+            layers = self.bilm(ids, lengths)
+        return self.mix(layers)
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Class logits.
+
+        Args:
+            ids: ``(B, T)`` int64 right-padded token ids; lengths: ``(B,)`` int64, each >= 1.
+
+        Returns:
+            ``(B, C)`` unnormalised logits.
+        """
+        x = self.dropout(self.elmo(ids, lengths))
+        states = self.encoder(x, lengths)
+        pooled = masked_mean_max(states, length_mask(lengths, ids.shape[1]))
+        return self.head(self.dropout(pooled))

@@ -1,0 +1,168 @@
+"""Training the AG News classifier on frozen ELMo features (what ``python classification.py`` runs).
+
+For each layer-mix setting in turn (``trainable_lambda``, ``frozen_lambda``, ``learned_function``;
+see :mod:`elmo.mix`) the same :class:`~elmo.classifier.ElmoClassifier` is trained with the same
+:func:`elmo.train.fit` loop, selected on validation macro-F1, and evaluated on train and test.
+Writes ``models/classifier_<setting>.pt``, ``models/classifier.pt`` (the setting best on
+validation), ``results/classification.json`` and ``images/confusion_<setting>.png``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .bilm import BiLM, load_bilm
+from .checkpoint import FORMAT_VERSION, environment_info, save_checkpoint, write_json
+from .classifier import ClassifierConfig, ElmoClassifier
+from .cli import CommonConfig, option
+from .data import CLASS_NAMES, NUM_CLASSES, EncodedCorpus, load_agnews
+from .errors import ElmoError
+from .metrics import classification_metrics, plot_confusion, plot_curves
+from .mix import MIX_SETTINGS, mix_summary
+from .pretrain import encode
+from .train import TrainConfig, configure_threads, fit, resolve_device, set_seed, to_device
+from .vocab import Vocabulary
+
+
+@dataclass
+class ClassifyConfig(CommonConfig):
+    """Flags of ``classification.py`` (see ``python classification.py --help``)."""
+
+    settings: tuple[str, ...] = option(MIX_SETTINGS, "layer-mix settings to train, in turn", choices=MIX_SETTINGS)
+    encoder_hidden: int = option(128, "task BiLSTM state width per direction")
+    dropout: float = option(0.3, "dropout on ELMo vectors and the pooled vector")
+    max_tokens: int = option(8192, "token budget per batch (padding included)")
+    lr: float = option(1e-3, "Adam learning rate")
+    weight_decay: float = option(0.0, "Adam weight decay")
+    clip_norm: float = option(1.0, "gradient-norm clipping")
+    patience: int = option(2, "early-stopping patience in epochs (validation macro-F1)")
+
+    def check(self) -> None:
+        super().check()
+        if not self.settings:
+            raise ElmoError("--settings needs at least one setting")
+        if self.max_tokens < 1:
+            raise ElmoError(f"--max-tokens must be >= 1, got {self.max_tokens}")
+
+
+def bilm_fingerprint(bilm: BiLM, vocab: Vocabulary) -> str:
+    """A short hash of the biLM's config and vocabulary; a classifier only loads onto the same."""
+    text = repr(sorted(asdict(bilm.config).items())) + "\n" + "\n".join(vocab.itos)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def predict(model: ElmoClassifier, corpus: EncodedCorpus, device: torch.device, max_tokens: int = 16384) -> np.ndarray:
+    """Class probabilities ``(N, C)`` for every document of ``corpus``, in corpus order."""
+    probs = np.zeros((len(corpus), model.config.num_classes), dtype=np.float32)
+    model.eval()
+    with torch.no_grad():
+        for index in corpus.batches(256, max_tokens):
+            batch = to_device(corpus.collate(index), device)
+            probs[index] = torch.softmax(model(batch["ids"], batch["lengths"]).float(), dim=-1).cpu().numpy()
+    return probs
+
+
+def classifier_checkpoint(model: ElmoClassifier, fingerprint: str, extra: dict[str, Any]) -> dict[str, Any]:
+    """The ``classifier*.pt`` payload: task weights, config, class names and the biLM fingerprint."""
+    return {"format": "elmo.classifier", "version": FORMAT_VERSION, "config": asdict(model.config),
+            "class_names": list(CLASS_NAMES), "bilm_fingerprint": fingerprint,
+            "state_dict": model.task_state_dict(), **extra}
+
+
+def classify(config: ClassifyConfig) -> dict:
+    """Train and evaluate one classifier per setting; returns the ``classification.json`` content.
+
+    Raises:
+        ElmoError: missing biLM files (run ``python ELMO.py`` first), bad data or flags.
+    """
+    set_seed(config.seed)
+    configure_threads(config.threads)
+    device = resolve_device(config.device)
+    say = (lambda *a: None) if config.quiet else (lambda *a: print(*a, flush=True))
+    models, results, images = Path(config.models_dir), Path(config.results_dir), Path(config.images_dir)
+    if not (models / "bilstm.pt").is_file():
+        raise ElmoError(f"{models / 'bilstm.pt'} not found: run `python ELMO.py --models-dir {models}` first")
+    bilm, vocab, _ = load_bilm(models / "bilstm.pt")
+    bilm.to(device)
+    fingerprint = bilm_fingerprint(bilm, vocab)
+    train, val, test = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs,
+                                   config.skip_bad_rows)
+    data = {name: encode(c, vocab, config.max_length) for name, c in (("train", train), ("val", val), ("test", test))}
+    say(f"data: {len(train)} train / {len(val)} val / {len(test)} test documents; biLM vocabulary {len(vocab):,}")
+
+    out: dict[str, Any] = {}
+    train_config = TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm,
+                               patience=config.patience, weight_decay=config.weight_decay)
+    for setting in config.settings:
+        set_seed(config.seed)
+        model = ElmoClassifier(bilm, ClassifierConfig(setting=setting, num_classes=NUM_CLASSES,
+                                                      encoder_hidden=config.encoder_hidden,
+                                                      dropout=config.dropout, seed=config.seed)).to(device)
+        started = time.perf_counter()
+
+        def validate(model=model) -> dict[str, float]:
+            y = data["val"].labels
+            m = classification_metrics(y, predict(model, data["val"], device).argmax(1), NUM_CLASSES)
+            return {"f1": m["f1"], "accuracy": m["accuracy"]}
+
+        fitted = fit(
+            model,
+            batches=lambda epoch: (data["train"].collate(i) for i in data["train"].batches(
+                config.batch_size, config.max_tokens, shuffle=True, seed=config.seed + epoch)),
+            loss_fn=lambda m, b: (F.cross_entropy(m(b["ids"], b["lengths"]).float(), b["labels"]), len(b["labels"])),
+            validate=validate, monitor="f1", maximize=True, config=train_config, device=device,
+            desc=setting, unit="doc", quiet=config.quiet,
+        )
+        seconds = time.perf_counter() - started
+        entry: dict[str, Any] = {}
+        for split in ("train", "val", "test"):
+            pred = predict(model, data[split], device).argmax(1)
+            entry[split] = classification_metrics(data[split].labels, pred, NUM_CLASSES)
+        entry.update(mix_summary(model.mix))
+        entry.update({"best_epoch": fitted.best_epoch, "history": fitted.history, "train_seconds": seconds})
+        out[setting] = entry
+        save_checkpoint(classifier_checkpoint(model, fingerprint, {"setting_results": {k: entry[k]["f1"] for k in ("val", "test")}}),
+                        models / f"classifier_{setting}.pt")
+        plot_confusion(entry["test"]["confusion_matrix"], CLASS_NAMES, CLASS_NAMES, images / f"confusion_{setting}.png",
+                       f"{setting} (test accuracy {entry['test']['accuracy']:.3f})")
+        lam = "" if entry["lambdas"] is None else f", λ = {np.round(entry['lambdas'], 3).tolist()}, γ = {entry['gamma']:.3f}"
+        say(f"{setting}: test accuracy {entry['test']['accuracy']:.4f}, macro-F1 {entry['test']['f1']:.4f}{lam}")
+        say(format_confusion(entry["test"]["confusion_matrix"]))
+
+    best = max(config.settings, key=lambda s: out[s]["val"]["f1"])
+    out["best_setting"] = best
+    best_model = torch.load(models / f"classifier_{best}.pt", map_location="cpu", weights_only=True)
+    save_checkpoint(best_model, models / "classifier.pt")
+    out["config"], out["meta"] = asdict(config), {**environment_info(config.seed), "bilm_fingerprint": fingerprint}
+    write_json(results / "classification.json", out)
+    plot_curves({s: [row["val_f1"] for row in out[s]["history"]] for s in config.settings},
+                images / "classifier_val_f1.png", "Classifier validation macro-F1", "macro-F1")
+    say("\n" + format_results_table(out, config.settings))
+    return out
+
+
+def format_confusion(cm: list[list[int]]) -> str:
+    """The confusion matrix as text (rows true class, columns predicted)."""
+    width = max(9, max(len(str(v)) for row in cm for v in row) + 2)
+    lines = ["true \\ pred".ljust(12) + "".join(n[:width - 1].rjust(width) for n in CLASS_NAMES)]
+    lines += [name.ljust(12) + "".join(str(v).rjust(width) for v in row) for name, row in zip(CLASS_NAMES, cm)]
+    return "\n".join(lines)
+
+
+def format_results_table(out: dict, settings) -> str:
+    """One line per setting: train and test accuracy / macro P, R, F1."""
+    lines = ["setting             split  accuracy  precision  recall     F1"]
+    for s in settings:
+        for split in ("train", "test"):
+            m = out[s][split]
+            lines.append(f"{s:<20}{split:<7}{m['accuracy']:>8.4f}{m['precision']:>11.4f}{m['recall']:>8.4f}{m['f1']:>7.4f}")
+    lines.append(f"best on validation: {out['best_setting']}")
+    return "\n".join(lines)

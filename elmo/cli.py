@@ -1,0 +1,95 @@
+"""Command-line plumbing shared by ``ELMO.py`` and ``classification.py``.
+
+Each script's flags are generated 1:1 from a config dataclass (``--max-docs`` ↔ ``max_docs``), so
+the config saved in results files and checkpoints is exactly what the user asked for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from .errors import ElmoError
+
+
+def option(default: Any, help: str, **kwargs) -> Any:
+    """A dataclass field carrying its ``--flag`` help text."""
+    return field(default=default, metadata={"help": help, **kwargs})
+
+
+@dataclass
+class CommonConfig:
+    """Flags both scripts share."""
+
+    data_dir: str = option("data/ag_news", "folder holding train.csv and test.csv")
+    models_dir: str = option("models", "where model files are written / read")
+    results_dir: str = option("results", "where JSON results are written")
+    images_dir: str = option("images", "where plots are written")
+    max_docs: int | None = option(None, "use only the first N training documents")
+    val_fraction: float = option(0.05, "share of training documents held out for validation")
+    max_length: int = option(256, "truncate documents to this many tokens")
+    skip_bad_rows: bool = option(False, "skip (and count) malformed rows instead of stopping")
+    epochs: int = option(5, "maximum training epochs")
+    batch_size: int = option(64, "documents per batch")
+    seed: int = option(0, "random seed; a CPU run with the same seed repeats its metrics exactly")
+    device: str = option("auto", "auto (CUDA with mixed precision when present), cpu or cuda")
+    threads: int | None = option(None, "CPU threads (default: all cores)")
+    quiet: bool = option(False, "no progress bars or per-epoch lines")
+
+    def check(self) -> None:
+        """Validate sizes common to both scripts. Raises :class:`ElmoError` naming the flag."""
+        for name in ("epochs", "batch_size", "max_length"):
+            if getattr(self, name) < 1:
+                raise ElmoError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.max_docs is not None and self.max_docs < 1:
+            raise ElmoError(f"--max-docs must be >= 1, got {self.max_docs}")
+        if self.threads is not None and self.threads < 1:
+            raise ElmoError(f"--threads must be >= 1, got {self.threads}")
+
+
+def _flag_type(annotation: Any):
+    """The argparse type of a field annotation such as ``int | None`` or ``float``."""
+    if isinstance(annotation, str):
+        annotation = eval(annotation, vars(typing), {"int": int, "float": float, "str": str, "bool": bool})  # noqa: S307
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):  # Optional[X] -> X
+        return next(a for a in typing.get_args(annotation) if a is not type(None))
+    return annotation
+
+
+def build_parser(config_cls: type, description: str) -> argparse.ArgumentParser:
+    """An ``ArgumentParser`` with one ``--flag`` per field of ``config_cls``."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    hints = typing.get_type_hints(config_cls)
+    for f in dataclasses.fields(config_cls):
+        flag = "--" + f.name.replace("_", "-")
+        kind = _flag_type(hints[f.name])
+        extra = {k: v for k, v in f.metadata.items() if k != "help"}
+        if kind is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=f.metadata.get("help"))
+        elif typing.get_origin(kind) in (list, tuple):
+            parser.add_argument(flag, nargs="+", type=typing.get_args(kind)[0], default=f.default,
+                                help=f.metadata.get("help"), **extra)
+        else:
+            parser.add_argument(flag, type=kind, default=f.default, help=f.metadata.get("help"), **extra)
+    return parser
+
+
+def run_cli(config_cls: type, main: Callable[[Any], Any], description: str, argv: Sequence[str] | None = None) -> int:
+    """Parse flags into ``config_cls``, call ``main(config)``; an :class:`ElmoError` → one line, exit 2."""
+    args = build_parser(config_cls, description).parse_args(argv)
+    try:
+        config = config_cls(**vars(args))
+        config.check()
+        main(config)
+    except ElmoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,175 @@
+"""Pre-training the biLM on AG News descriptions (what ``python ELMO.py`` runs).
+
+Steps: read and split the data → build the vocabulary on the training split → train the forward
+LM, then the backward LM, with :func:`elmo.train.fit` (early stopping on validation perplexity) →
+exact full-vocabulary evaluation on validation and test → write ``word2idx.pkl``, ``forward.pt``,
+``backward.pt``, ``bilstm.pt``, ``results/lm.json`` and the plots.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .bilm import BiLM, BiLMConfig, LanguageModel, lm_checkpoint, save_bilm
+from .checkpoint import environment_info, save_checkpoint, write_json
+from .cli import CommonConfig, option
+from .data import EncodedCorpus, load_agnews
+from .errors import ElmoError
+from .metrics import plot_confusion, plot_curves, top_words_confusion, word_prediction_metrics
+from .train import TrainConfig, configure_threads, fit, resolve_device, set_seed, to_device
+from .vocab import Vocabulary
+
+
+@dataclass
+class PretrainConfig(CommonConfig):
+    """Flags of ``ELMO.py`` (see ``python ELMO.py --help``)."""
+
+    min_freq: int = option(2, "keep words seen at least this often in training")
+    max_vocab: int | None = option(50000, "keep at most this many words (plus 4 specials)")
+    embedding_dim: int = option(256, "token embedding width (= --hidden-size)")
+    hidden_size: int = option(256, "LSTM state width per direction")
+    num_layers: int = option(2, "LSTM layers per direction")
+    dropout: float = option(0.2, "dropout in the language models")
+    max_tokens: int = option(4096, "token budget per batch (padding included)")
+    lr: float = option(2e-3, "Adam learning rate")
+    clip_norm: float = option(1.0, "gradient-norm clipping")
+    patience: int = option(2, "early-stopping patience in epochs (validation perplexity)")
+    epochs: int = option(4, "maximum epochs per direction")
+
+    def check(self) -> None:
+        super().check()
+        if self.max_tokens < 1:
+            raise ElmoError(f"--max-tokens must be >= 1, got {self.max_tokens}")
+
+
+def encode(corpus, vocab: Vocabulary, max_length: int) -> EncodedCorpus:
+    """Token ids of a :class:`~elmo.data.Corpus` (labels kept), truncated to ``max_length``."""
+    return EncodedCorpus((vocab.encode(t) for t in corpus.tokens), corpus.labels, max_length=max_length)
+
+
+def perplexity(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device, max_tokens: int = 8192) -> float:
+    """Held-out perplexity exp(mean NLL per predicted word), boundary words included.
+
+    The adaptive softmax defines a normalised distribution over the whole vocabulary, so its loss is
+    the exact NLL (equal to :func:`evaluate_words`' full ``log_prob`` figure, tested).
+    """
+    total, count = 0.0, 0
+    lm.eval()
+    with torch.no_grad():
+        for index in corpus.batches(256, max_tokens):
+            batch = to_device(corpus.collate(index), device)
+            loss, n = lm(batch["ids"], batch["lengths"])
+            total += float(loss) * n
+            count += n
+    return math.exp(total / count)
+
+
+def evaluate_words(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device,
+                   max_tokens: int = 2048) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Exact full-softmax evaluation: perplexity and next/previous-word prediction metrics.
+
+    Returns:
+        ``(metrics, targets, top5)``: metrics holds ``perplexity`` and the keys of
+        :func:`~elmo.metrics.word_prediction_metrics`; ``targets (n,)`` and ``top5 (n, 5)`` word ids.
+    """
+    nll, targets, top5 = 0.0, [], []
+    lm.eval()
+    with torch.no_grad():
+        for index in corpus.batches(64, max_tokens):
+            batch = to_device(corpus.collate(index), device)
+            log_probs, target = lm.log_probs(batch["ids"], batch["lengths"])
+            nll -= float(log_probs.gather(1, target.unsqueeze(1)).sum())
+            targets.append(target.cpu().numpy())
+            top5.append(log_probs.topk(5, dim=1).indices.cpu().numpy())
+    targets_np, top5_np = np.concatenate(targets), np.concatenate(top5)
+    metrics = {"perplexity": math.exp(nll / len(targets_np)), **word_prediction_metrics(targets_np, top5_np)}
+    return metrics, targets_np, top5_np
+
+
+def pretrain(config: PretrainConfig) -> dict:
+    """Run the whole pre-training pipeline; returns the ``lm.json`` content.
+
+    Raises:
+        ElmoError: bad data or flags, or an output folder that cannot be written.
+    """
+    set_seed(config.seed)
+    threads = configure_threads(config.threads)
+    device = resolve_device(config.device)
+    say = (lambda *a: None) if config.quiet else (lambda *a: print(*a, flush=True))
+    models, results, images = Path(config.models_dir), Path(config.results_dir), Path(config.images_dir)
+
+    train, val, test = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs,
+                                   config.skip_bad_rows)
+    vocab = Vocabulary.build(train.tokens, config.min_freq, config.max_vocab)
+    vocab.save_pickle(models / "word2idx.pkl")
+    data = {name: encode(c, vocab, config.max_length) for name, c in (("train", train), ("val", val), ("test", test))}
+    oov = {name: vocab.oov_rate(c.tokens) for name, c in (("val", val), ("test", test))}
+    say(f"data: {len(train)} train / {len(val)} val / {len(test)} test documents, "
+        f"{data['train'].num_tokens:,} training tokens, vocabulary {len(vocab):,} "
+        f"(OOV val {oov['val']:.2%}, test {oov['test']:.2%}), device {device}, {threads} threads")
+
+    bilm_config = BiLMConfig(vocab_size=len(vocab), embedding_dim=config.embedding_dim, hidden_size=config.hidden_size,
+                             num_layers=config.num_layers, dropout=config.dropout)
+    bilm = BiLM(bilm_config).to(device)
+    train_config = TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience)
+    meta = {**environment_info(config.seed), "config": asdict(config)}
+    out = {"val": {}, "test": {}, "train_tokens": data["train"].num_tokens, "vocab_size": len(vocab),
+           "oov_rate": oov, "documents": {k: len(v) for k, v in data.items()}, "directions": {}}
+    started = time.perf_counter()
+    for lm in (bilm.forward_lm, bilm.backward_lm):
+        torch.manual_seed(config.seed)
+        fitted = fit(
+            lm,
+            batches=lambda epoch: (data["train"].collate(i) for i in data["train"].batches(
+                config.batch_size, config.max_tokens, shuffle=True, seed=config.seed + epoch)),
+            loss_fn=lambda model, batch: model(batch["ids"], batch["lengths"]),
+            validate=lambda: {"perplexity": perplexity(lm, data["val"], device)},
+            monitor="perplexity", maximize=False, config=train_config, device=device,
+            desc=f"{lm.direction} LM", quiet=config.quiet,
+        )
+        save_checkpoint(lm_checkpoint(lm, vocab, meta), models / f"{lm.direction}.pt")
+        val_metrics, _, _ = evaluate_words(lm, data["val"], device)
+        test_metrics, targets, top5 = evaluate_words(lm, data["test"], device)
+        key = f"{lm.direction}_perplexity"
+        out["val"][key], out["test"][key] = val_metrics["perplexity"], test_metrics["perplexity"]
+        out["test"][f"{lm.direction}_words"] = test_metrics
+        speeds = [row["units_per_second"] for row in fitted.history]
+        out["directions"][lm.direction] = {"best_epoch": fitted.best_epoch, "history": fitted.history,
+                                           "tokens_per_second": float(np.median(speeds))}
+        top = list(range(4, min(24, len(vocab))))
+        plot_confusion(top_words_confusion(targets, top5[:, 0], top), vocab.decode(top), vocab.decode(top) + ["other"],
+                       images / f"lm_confusion_{lm.direction}.png",
+                       f"{lm.direction} LM on test: 20 most frequent words")
+        say(f"{lm.direction} LM: val perplexity {val_metrics['perplexity']:.2f}, test perplexity "
+            f"{test_metrics['perplexity']:.2f}, test top-1 {test_metrics['top1_accuracy']:.3f}, "
+            f"top-5 {test_metrics['top5_accuracy']:.3f}")
+    out["tokens_per_second"] = {d: out["directions"][d]["tokens_per_second"] for d in out["directions"]}
+    out["seconds"] = time.perf_counter() - started
+    out["config"], out["meta"] = asdict(config), environment_info(config.seed)
+    out["bilm_config"] = asdict(bilm_config)
+    save_bilm(bilm, vocab, models / "bilstm.pt", meta)
+    write_json(results / "lm.json", out)
+    plot_curves({f"{d} {k}": [row[col] for row in out["directions"][d]["history"]]
+                 for d in out["directions"] for k, col in (("train", "train_loss"),)}
+                | {f"{d} val": [math.log(row["val_perplexity"]) for row in out["directions"][d]["history"]]
+                   for d in out["directions"]},
+                images / "lm_loss.png", "biLM loss per epoch", "NLL (nats per word)")
+    say("\n" + format_lm_table(out))
+    return out
+
+
+def format_lm_table(out: dict) -> str:
+    """A small text table of perplexities and word-prediction accuracy."""
+    lines = ["direction   val ppl   test ppl   test top-1   test top-5   tokens/s"]
+    for d in ("forward", "backward"):
+        if f"{d}_perplexity" in out["val"]:
+            w = out["test"][f"{d}_words"]
+            lines.append(f"{d:<10}{out['val'][f'{d}_perplexity']:>8.2f}{out['test'][f'{d}_perplexity']:>11.2f}"
+                         f"{w['top1_accuracy']:>13.3f}{w['top5_accuracy']:>13.3f}{out['tokens_per_second'][d]:>11,.0f}")
+    return "\n".join(lines)

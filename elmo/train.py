@@ -1,0 +1,199 @@
+"""One training loop for both the language models and the classifier.
+
+:func:`fit` runs epochs of mini-batch steps (Adam, gradient clipping, mixed precision on CUDA),
+validates after each epoch, keeps the weights of the best epoch on a monitored validation metric and
+stops early when it has not improved for ``patience`` epochs. What differs between tasks is passed
+in: how to make batches, how to compute a batch loss and how to validate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from .errors import ElmoError
+
+Batch = dict[str, torch.Tensor]
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """``"auto"`` → CUDA when available, else CPU; otherwise ``torch.device(name)``.
+
+    Raises:
+        ElmoError: an unknown device name, or CUDA asked for but absent.
+    """
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ElmoError(f"--device: unknown device {name!r} (use auto, cpu or cuda)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ElmoError("--device cuda was asked for but no CUDA device is available")
+    return device
+
+
+def set_seed(seed: int) -> None:
+    """Seed Python, NumPy and PyTorch (CPU and CUDA) so a CPU run repeats exactly."""
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+def configure_threads(threads: int | None = None) -> int:
+    """Use ``threads`` intra-op threads (default: all cores); returns the number set."""
+    threads = threads or os.cpu_count() or 1
+    torch.set_num_threads(threads)
+    return threads
+
+
+def autocast(device: torch.device) -> contextlib.AbstractContextManager:
+    """float16 autocast on CUDA (mixed precision); a no-op on CPU."""
+    if device.type == "cuda":
+        return torch.autocast("cuda", dtype=torch.float16)
+    return contextlib.nullcontext()
+
+
+def to_device(batch: Batch, device: torch.device) -> Batch:
+    """Move every tensor of a batch (pinned first on CUDA, for asynchronous copies)."""
+    if device.type == "cuda":
+        return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation settings shared by every task.
+
+    Attributes:
+        epochs: maximum number of epochs (>= 1).
+        lr: Adam learning rate.
+        clip_norm: gradient-norm clipping threshold.
+        patience: stop after this many epochs without improvement of the monitored metric.
+        weight_decay: Adam (L2) weight decay.
+    """
+
+    epochs: int = 5
+    lr: float = 1e-3
+    clip_norm: float = 1.0
+    patience: int = 2
+    weight_decay: float = 0.0
+
+    def __post_init__(self):
+        if self.epochs < 1:
+            raise ElmoError(f"--epochs must be >= 1, got {self.epochs}")
+        if self.lr <= 0 or self.clip_norm <= 0 or self.patience < 1:
+            raise ElmoError("--lr and clipping norm must be positive and patience >= 1")
+
+
+@dataclass
+class FitResult:
+    """What :func:`fit` returns.
+
+    Attributes:
+        history: one dict per epoch: ``epoch``, ``train_loss``, ``seconds``, ``units_per_second``
+            and the validation metrics prefixed ``val_``.
+        best_epoch: 1-based epoch whose weights were restored into the model.
+        best_value: the monitored validation metric at that epoch.
+    """
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+    best_epoch: int = 0
+    best_value: float = float("nan")
+
+
+def fit(
+    model: nn.Module,
+    batches: Callable[[int], Iterable[Batch]],
+    loss_fn: Callable[[nn.Module, Batch], tuple[torch.Tensor, int]],
+    validate: Callable[[], dict[str, float]],
+    monitor: str,
+    maximize: bool,
+    config: TrainConfig,
+    device: torch.device,
+    desc: str = "train",
+    unit: str = "tok",
+    quiet: bool = False,
+) -> FitResult:
+    """Train ``model`` in place and restore the weights of its best validation epoch.
+
+    Args:
+        model: the module; only parameters with ``requires_grad`` are optimised.
+        batches: ``batches(epoch)`` yields CPU batches (dicts of tensors) for a 0-based epoch.
+        loss_fn: ``loss_fn(model, batch)`` → ``(mean loss, number of units)``; units (tokens or
+            documents) weight the epoch's mean loss and the throughput figure.
+        validate: returns validation metrics (model is put in eval mode around the call).
+        monitor: key of ``validate()``'s result used for model selection and early stopping.
+        maximize: whether a larger monitored value is better.
+        config: :class:`TrainConfig`; device: where to train; desc/unit: progress-bar labels.
+
+    Returns:
+        :class:`FitResult`.
+
+    Raises:
+        ElmoError: the loss becomes NaN or infinite, or ``monitor`` is missing from ``validate()``.
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
+    scaler = torch.amp.GradScaler("cuda", enabled=device.type == "cuda")
+    result = FitResult()
+    best_state = None
+    stale = 0
+    for epoch in range(config.epochs):
+        model.train()
+        start, total_loss, total_units = time.perf_counter(), 0.0, 0
+        bar = tqdm(batches(epoch), desc=f"{desc} epoch {epoch + 1}/{config.epochs}", disable=quiet,
+                   leave=False, dynamic_ncols=True)
+        for batch in bar:
+            batch = to_device(batch, device)
+            with autocast(device):
+                loss, units = loss_fn(model, batch)
+            if not torch.isfinite(loss):
+                raise ElmoError(f"{desc}: loss became {loss.item()} in epoch {epoch + 1}; "
+                                "lower --lr or check the data")
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            nn.utils.clip_grad_norm_(params, config.clip_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            total_loss += loss.item() * units
+            total_units += units
+            rate = total_units / max(time.perf_counter() - start, 1e-9)
+            bar.set_postfix(loss=f"{total_loss / total_units:.3f}", **{f"{unit}/s": f"{rate:,.0f}"})
+        seconds = time.perf_counter() - start
+        model.eval()
+        with torch.no_grad():
+            metrics = validate()
+        if monitor not in metrics:
+            raise ElmoError(f"validation returned no {monitor!r}")
+        row = {"epoch": epoch + 1, "train_loss": total_loss / max(total_units, 1), "seconds": seconds,
+               "units_per_second": total_units / max(seconds, 1e-9), **{f"val_{k}": v for k, v in metrics.items()}}
+        result.history.append(row)
+        value = metrics[monitor]
+        improved = math.isnan(result.best_value) or (value > result.best_value if maximize else value < result.best_value)
+        if not quiet:
+            shown = " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
+            print(f"{desc} epoch {epoch + 1}: train loss {row['train_loss']:.4f}, {shown}, "
+                  f"{row['units_per_second']:,.0f} {unit}/s, {seconds:.0f}s" + (" *" if improved else ""), flush=True)
+        if improved:
+            result.best_epoch, result.best_value, stale = epoch + 1, value, 0
+            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        else:
+            stale += 1
+            if stale >= config.patience:
+                break
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    model.eval()
+    return result

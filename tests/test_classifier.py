@@ -1,0 +1,65 @@
+"""The task model: encoder equivalence, masked pooling, padding invariance, frozen biLM."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from elmo.bilm import BiLM, BiLMConfig
+from elmo.classifier import ClassifierConfig, ElmoClassifier, MaskedBiLSTM, masked_mean_max
+from elmo.mix import MIX_SETTINGS
+
+
+def test_masked_bilstm_equals_packed_bidirectional_lstm():
+    torch.manual_seed(0)
+    ours = MaskedBiLSTM(5, 4)
+    ref = torch.nn.LSTM(5, 4, batch_first=True, bidirectional=True)
+    with torch.no_grad():
+        for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"):
+            getattr(ref, name).copy_(getattr(ours.forward_rnn, name))
+            getattr(ref, name + "_reverse").copy_(getattr(ours.backward_rnn, name))
+    x, lengths = torch.randn(3, 6, 5), torch.tensor([6, 2, 4])
+    packed, _ = ref(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
+    expected, _ = pad_packed_sequence(packed, batch_first=True, total_length=6)
+    got = ours(x, lengths)
+    for b, n in enumerate(lengths.tolist()):
+        assert torch.allclose(got[b, :n], expected[b, :n], atol=1e-6)
+
+
+def test_masked_mean_max_ignores_padding():
+    states = torch.tensor([[[1.0], [3.0], [100.0]]])
+    mask = torch.tensor([[True, True, False]])
+    assert masked_mean_max(states, mask).tolist() == [[2.0, 3.0]]
+
+
+def make_classifier(setting: str) -> ElmoClassifier:
+    torch.manual_seed(0)
+    bilm = BiLM(BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,)))
+    return ElmoClassifier(bilm, ClassifierConfig(setting=setting, encoder_hidden=6, dropout=0.2))
+
+
+@pytest.mark.parametrize("setting", MIX_SETTINGS)
+def test_logits_do_not_depend_on_the_rest_of_the_batch(setting):
+    model = make_classifier(setting).eval()
+    batch = torch.tensor([[5, 6, 7, 0, 0], [8, 9, 10, 11, 12]])
+    with torch.no_grad():
+        together = model(batch, torch.tensor([3, 5]))
+        alone = model(torch.tensor([[5, 6, 7]]), torch.tensor([3]))
+    assert together.shape == (2, 4)
+    assert torch.allclose(alone[0], together[0], atol=1e-5)
+
+
+def test_training_step_leaves_the_biLM_frozen_and_in_eval_mode():
+    model = make_classifier("trainable_lambda")
+    model.train()
+    assert not model.bilm.training and model.mix.training
+    before = {k: v.clone() for k, v in model.bilm.state_dict().items()}
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    loss = torch.nn.functional.cross_entropy(model(torch.tensor([[5, 6, 7]]), torch.tensor([3])), torch.tensor([2]))
+    loss.backward()
+    opt.step()
+    assert all(torch.equal(v, model.bilm.state_dict()[k]) for k, v in before.items())
+    assert all(p.grad is None for p in model.bilm.parameters())
+    assert model.mix.weights.grad is not None
+    assert not any(k.startswith("bilm.") for k in model.task_state_dict())

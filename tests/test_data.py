@@ -1,0 +1,144 @@
+"""Text cleaning, tokenisation, both CSV layouts, bad input and batching."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import make_rows, write_csv
+from elmo.data import EncodedCorpus, clean_text, find_split, load_agnews, read_agnews, tokenize, train_val_split
+from elmo.errors import ElmoError
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("Warren Buffett #39;s Berkshire", "Warren Buffett's Berkshire"),
+    ("cost the company US\\$1.", "cost the company US$1."),
+    ("Optimizers\\\\I have yet", "Optimizers I have yet"),
+    ("growing\\anger among", "growing anger among"),
+    ("first line\\nsecond", "first line second"),
+    ("Ryder Cup &lt;b&gt;...&lt;/b&gt;", "Ryder Cup ..."),
+    ("AT&amp;T &quot;wireless&quot;", 'AT&T "wireless"'),
+    ("a &lt;A HREF=\"http://x.com/q?t=1\"&gt;link&lt;/A&gt; here", "a link here"),
+    ("  many   spaces ", "many spaces"),
+])
+def test_clean_text_undoes_agnews_escapes(raw, expected):
+    assert clean_text(raw) == expected
+
+
+def test_tokenize_lowercases_and_splits_punctuation_numbers_clitics():
+    assert tokenize("IBM #39;s PC unit sold for \\$1,250.5 million in the U.S. today!") == [
+        "ibm", "'s", "pc", "unit", "sold", "for", "$", "1,250.5", "million", "in", "the", "u.s.", "today", "!"]
+    assert tokenize("Asia-Pacific") == ["asia", "-", "pacific"]
+    assert tokenize("   ") == []
+
+
+def test_tokenize_rejects_non_strings():
+    with pytest.raises(ElmoError, match="expects a str"):
+        tokenize(None)
+
+
+def test_reads_original_layout(tmp_path):
+    path = write_csv(tmp_path / "train.csv", [(3, "Title", "Shares #39;rise"), (1, "T", "Troops move.")])
+    corpus = read_agnews(path)
+    assert corpus.labels.tolist() == [2, 0]
+    assert corpus.texts == ["Shares #39;rise", "Troops move."]
+    assert corpus.tokens == [["shares", "'rise"], ["troops", "move", "."]]
+
+
+@pytest.mark.parametrize("header, rows", [
+    (["Class Index", "Description"], [(4, "New chip"), (2, "Late goal")]),
+    (["Class Index", "Title", "Description"], [(4, "t", "New chip"), (2, "t", "Late goal")]),
+])
+def test_reads_course_layout_by_header(tmp_path, header, rows):
+    corpus = read_agnews(write_csv(tmp_path / "train.csv", rows, header=header))
+    assert corpus.labels.tolist() == [3, 1]
+    assert corpus.tokens == [["new", "chip"], ["late", "goal"]]
+
+
+def test_bom_and_crlf_simply_work(tmp_path):
+    path = tmp_path / "train.csv"
+    path.write_bytes(b'\xef\xbb\xbf"1","t","Alpha beta"\r\n"2","t","Gamma"\r\n')
+    corpus = read_agnews(path)
+    assert corpus.labels.tolist() == [0, 1] and corpus.tokens == [["alpha", "beta"], ["gamma"]]
+
+
+def test_bad_label_names_file_and_line(tmp_path):
+    path = write_csv(tmp_path / "train.csv", [(1, "t", "fine"), (5, "t", "bad label"), (0, "t", "also bad")])
+    with pytest.raises(ElmoError, match=r"train\.csv: 2 row\(s\) with a label that is not 1-4 \(line 2, 3\)"):
+        read_agnews(path)
+
+
+def test_empty_description_names_line_and_skip_flag_counts(tmp_path, capsys):
+    path = write_csv(tmp_path / "train.csv", [(1, "t", "fine"), (2, "t", "   "), (3, "t", "ok too")])
+    with pytest.raises(ElmoError, match=r"empty description \(line 2\)"):
+        read_agnews(path)
+    corpus = read_agnews(path, skip_bad_rows=True)
+    assert corpus.labels.tolist() == [0, 2]
+    assert "skipped 1 row(s) with an empty description" in capsys.readouterr().err
+
+
+def test_wrong_number_of_columns(tmp_path):
+    path = tmp_path / "train.csv"
+    path.write_text('"1","only two"\n"2","x"\n')
+    with pytest.raises(ElmoError, match="2 columns and no header"):
+        read_agnews(path)
+    path.write_text('"1","a","b"\n"2","a","b","c"\n')
+    with pytest.raises(ElmoError, match="malformed CSV"):
+        read_agnews(path)
+
+
+def test_missing_and_empty_files(tmp_path):
+    with pytest.raises(ElmoError, match="python -m elmo.data fetch"):
+        find_split(tmp_path, "train")
+    (tmp_path / "train.csv").write_text("")
+    with pytest.raises(ElmoError, match="empty"):
+        read_agnews(tmp_path / "train.csv")
+
+
+def test_undecodable_bytes(tmp_path):
+    path = tmp_path / "train.csv"
+    path.write_bytes(b'"1","t","caf\xe9 au lait"\n')
+    with pytest.raises(ElmoError, match="not valid UTF-8"):
+        read_agnews(path)
+
+
+def test_load_agnews_splits_without_overlap_and_honours_max_docs(tiny_agnews):
+    train, val, test = load_agnews(tiny_agnews, val_fraction=0.1, seed=3, max_docs=100)
+    assert len(train) + len(val) == 100 and len(val) == 10 and len(test) == 80
+    assert not set(train.texts) & set(val.texts)
+    with pytest.raises(ElmoError, match="--max-docs"):
+        load_agnews(tiny_agnews, max_docs=0)
+
+
+def test_train_val_split_is_seeded():
+    a, b = train_val_split(100, 0.05, seed=7)
+    c, d = train_val_split(100, 0.05, seed=7)
+    assert np.array_equal(a, c) and np.array_equal(b, d)
+    assert sorted(np.concatenate([a, b]).tolist()) == list(range(100))
+    with pytest.raises(ElmoError, match="val-fraction"):
+        train_val_split(100, 1.5, 0)
+
+
+def test_batches_cover_every_document_once_within_the_token_budget():
+    rng = np.random.default_rng(0)
+    corpus = EncodedCorpus([[1] * int(n) for n in rng.integers(1, 60, size=500)])
+    batches = corpus.batches(batch_size=32, max_tokens=400, shuffle=True, seed=1)
+    seen = np.concatenate(batches)
+    assert sorted(seen.tolist()) == list(range(500))
+    for b in batches:
+        assert len(b) <= 32 and (len(b) == 1 or corpus.lengths[b].max() * len(b) <= 400)
+    assert [x.tolist() for x in batches] == [x.tolist() for x in corpus.batches(32, 400, shuffle=True, seed=1)]
+    assert [x.tolist() for x in batches] != [x.tolist() for x in corpus.batches(32, 400, shuffle=True, seed=2)]
+
+
+def test_collate_pads_right_with_zero():
+    corpus = EncodedCorpus([[5, 6, 7], [8]], labels=np.array([1, 3]))
+    batch = corpus.collate([1, 0])
+    assert batch["ids"].tolist() == [[8, 0, 0], [5, 6, 7]]
+    assert batch["lengths"].tolist() == [1, 3] and batch["labels"].tolist() == [3, 1]
+
+
+def test_conftest_rows_round_trip(tmp_path):
+    rows = make_rows(8, seed=0)
+    corpus = read_agnews(write_csv(tmp_path / "x.csv", rows))
+    assert corpus.labels.tolist() == [r[0] - 1 for r in rows]

@@ -1,0 +1,74 @@
+"""The three layer-mix settings: the formula, and which weights train."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from elmo.errors import ElmoError
+from elmo.mix import MIX_SETTINGS, LearnedLayerFunction, ScalarMix, build_mix, mix_summary
+
+
+def layers(seed: int = 0) -> torch.Tensor:
+    return torch.randn(3, 2, 5, 6, generator=torch.Generator().manual_seed(seed))
+
+
+def test_scalar_mix_is_gamma_times_softmax_weighted_sum():
+    mix = ScalarMix(3, weights=torch.tensor([0.5, -1.0, 2.0]), gamma=1.7)
+    h = layers()
+    lam = torch.softmax(torch.tensor([0.5, -1.0, 2.0]), 0)
+    expected = 1.7 * (lam[0] * h[0] + lam[1] * h[1] + lam[2] * h[2])
+    assert torch.allclose(mix(h), expected, atol=1e-6)
+    assert sum(mix.lambdas()) == pytest.approx(1.0)
+
+
+def one_step(module: torch.nn.Module) -> None:
+    params = [p for p in module.parameters() if p.requires_grad]
+    opt = torch.optim.SGD(params or [torch.nn.Parameter(torch.zeros(1))], lr=0.5)
+    loss = (module(layers()) * layers(1)[0]).sum()
+    opt.zero_grad()
+    if params:
+        loss.backward()
+    opt.step()
+
+
+def test_trainable_lambda_weights_and_gamma_change():
+    mix = build_mix("trainable_lambda", 3, 6)
+    before = (mix.weights.detach().clone(), mix.gamma.detach().clone())
+    one_step(mix)
+    assert not torch.equal(before[0], mix.weights) and not torch.equal(before[1], mix.gamma)
+
+
+def test_frozen_lambda_weights_are_random_from_the_seed_and_never_change():
+    mix = build_mix("frozen_lambda", 3, 6, seed=5)
+    assert not mix.weights.requires_grad and not mix.gamma.requires_grad
+    assert torch.equal(mix.weights, build_mix("frozen_lambda", 3, 6, seed=5).weights)
+    assert not torch.equal(mix.weights, build_mix("frozen_lambda", 3, 6, seed=6).weights)
+    before = mix.weights.detach().clone()
+    one_step(mix)
+    assert torch.equal(before, mix.weights) and mix.gamma.item() == 1.0
+    assert mix_summary(mix)["lambdas"] == pytest.approx(torch.softmax(before, 0).tolist())
+
+
+def test_learned_function_trains_and_keeps_the_width():
+    f = build_mix("learned_function", 3, 6)
+    assert isinstance(f, LearnedLayerFunction) and f(layers()).shape == (2, 5, 6)
+    before = [p.detach().clone() for p in f.parameters()]
+    one_step(f)
+    assert all(not torch.equal(a, b) for a, b in zip(before, f.parameters()))
+    assert mix_summary(f) == {"lambdas": None, "gamma": None}
+
+
+def test_learned_function_is_per_token():
+    f = build_mix("learned_function", 3, 6)
+    h = layers()
+    changed = h.clone()
+    changed[:, 0, 1] += 1.0  # change one token of one document
+    diff = (f(h) - f(changed)).abs().sum(-1)
+    assert diff[0, 1] > 0 and diff.sum() == diff[0, 1]
+
+
+def test_unknown_setting():
+    assert len(MIX_SETTINGS) == 3
+    with pytest.raises(ElmoError, match="unknown layer-mix setting"):
+        build_mix("average", 3, 6)
