@@ -2,6 +2,8 @@
 
 Pipeline per batch (shapes batch-first):
 ``ids (B, T)`` → frozen biLM → layers ``(L+1, B, T, 2H)`` → layer mix → ``(B, T, 2H)`` → dropout →
+optionally concatenated with a task-trained token embedding ``x_k`` as in the paper's recipe
+(§3.3, "[x_k; ELMo_k]"; ``token_embedding_dim`` > 0) →
 task encoder (a single-layer BiLSTM that never lets padding into a state, see
 :class:`MaskedBiLSTM`) → masked mean and max
 pooling over real tokens → ``(B, 4E)`` → dropout → linear → logits ``(B, C)``.
@@ -27,6 +29,8 @@ class ClassifierConfig:
         setting: the layer-mix setting (see :mod:`elmo.mix`).
         num_classes: output classes C.
         encoder_hidden: BiLSTM state width E per direction.
+        token_embedding_dim: width of the task's own trainable token embedding x_k concatenated
+            with ELMo_k (paper §3.3); 0 feeds ELMo_k alone.
         dropout: dropout on the ELMo vectors and on the pooled vector.
         seed: seeds the frozen mix weights.
     """
@@ -34,10 +38,13 @@ class ClassifierConfig:
     setting: str = "trainable_lambda"
     num_classes: int = 4
     encoder_hidden: int = 128
+    token_embedding_dim: int = 0
     dropout: float = 0.3
     seed: int = 0
 
     def __post_init__(self):
+        if self.token_embedding_dim < 0:
+            raise ElmoError(f"--token-embedding-dim must be >= 0, got {self.token_embedding_dim}")
         if self.encoder_hidden <= 0 or self.num_classes < 2:
             raise ElmoError("--encoder-hidden must be positive and there must be at least 2 classes")
         if not 0.0 <= self.dropout < 1.0:
@@ -101,7 +108,10 @@ class ElmoClassifier(nn.Module):
         dim = bilm.output_dim
         self.mix = build_mix(config.setting, bilm.num_layers, dim, seed=config.seed)
         self.dropout = nn.Dropout(config.dropout)
-        self.encoder = MaskedBiLSTM(dim, config.encoder_hidden)
+        self.token_embedding = None
+        if config.token_embedding_dim:
+            self.token_embedding = nn.Embedding(bilm.config.vocab_size, config.token_embedding_dim, padding_idx=0)
+        self.encoder = MaskedBiLSTM(dim + config.token_embedding_dim, config.encoder_hidden)
         self.head = nn.Linear(4 * config.encoder_hidden, config.num_classes)
 
     def train(self, mode: bool = True) -> "ElmoClassifier":
@@ -136,7 +146,10 @@ class ElmoClassifier(nn.Module):
         Returns:
             ``(B, C)`` unnormalised logits.
         """
-        x = self.dropout(self.elmo(ids, lengths))
+        x = self.elmo(ids, lengths)
+        if self.token_embedding is not None:
+            x = torch.cat([x, self.token_embedding(ids).to(x.dtype)], dim=-1)
+        x = self.dropout(x)
         states = self.encoder(x, lengths)
         pooled = masked_mean_max(states, length_mask(lengths, ids.shape[1]))
         return self.head(self.dropout(pooled))

@@ -38,19 +38,15 @@ class ClassifyConfig(CommonConfig):
 
     settings: tuple[str, ...] = option(MIX_SETTINGS, "layer-mix settings to train, in turn", choices=MIX_SETTINGS)
     encoder_hidden: int = option(128, "task BiLSTM state width per direction")
+    token_embedding_dim: int = option(128, "task-trained token embedding x_k concatenated with ELMo_k "
+                                      "(paper §3.3); 0 = ELMo_k alone")
     dropout: float = option(0.3, "dropout on ELMo vectors and the pooled vector")
-    max_tokens: int = option(8192, "token budget per batch (padding included)")
-    lr: float = option(1e-3, "Adam learning rate")
     weight_decay: float = option(0.0, "Adam weight decay")
-    clip_norm: float = option(1.0, "gradient-norm clipping")
-    patience: int = option(2, "early-stopping patience in epochs (validation macro-F1)")
 
     def check(self) -> None:
         super().check()
         if not self.settings:
             raise ElmoError("--settings needs at least one setting")
-        if self.max_tokens < 1:
-            raise ElmoError(f"--max-tokens must be >= 1, got {self.max_tokens}")
 
 
 def bilm_fingerprint(bilm: BiLM, vocab: Vocabulary) -> str:
@@ -105,6 +101,7 @@ def classify(config: ClassifyConfig) -> dict:
         set_seed(config.seed)
         model = ElmoClassifier(bilm, ClassifierConfig(setting=setting, num_classes=NUM_CLASSES,
                                                       encoder_hidden=config.encoder_hidden,
+                                                      token_embedding_dim=config.token_embedding_dim,
                                                       dropout=config.dropout, seed=config.seed)).to(device)
         started = time.perf_counter()
 

@@ -36,6 +36,10 @@ class CommonConfig:
     skip_bad_rows: bool = option(False, "skip (and count) malformed rows instead of stopping")
     epochs: int = option(5, "maximum training epochs")
     batch_size: int = option(64, "documents per batch")
+    max_tokens: int = option(8192, "token budget per batch (padding included)")
+    lr: float = option(1e-3, "Adam learning rate")
+    clip_norm: float = option(1.0, "gradient-norm clipping")
+    patience: int = option(2, "early-stopping patience in epochs (on the validation metric)")
     seed: int = option(0, "random seed; a CPU run with the same seed repeats its metrics exactly")
     device: str = option("auto", "auto (CUDA with mixed precision when present), cpu or cuda")
     threads: int | None = option(None, "CPU threads (default: all cores)")
@@ -43,11 +47,13 @@ class CommonConfig:
 
     def check(self) -> None:
         """Validate sizes common to both scripts. Raises :class:`ElmoError` naming the flag."""
-        for name in ("epochs", "batch_size", "max_length"):
+        for name in ("epochs", "batch_size", "max_length", "max_tokens", "patience"):
             if getattr(self, name) < 1:
                 raise ElmoError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         if self.max_docs is not None and self.max_docs < 1:
             raise ElmoError(f"--max-docs must be >= 1, got {self.max_docs}")
+        if self.lr <= 0 or self.clip_norm <= 0:
+            raise ElmoError(f"--lr and --clip-norm must be positive, got {self.lr}, {self.clip_norm}")
         if self.threads is not None and self.threads < 1:
             raise ElmoError(f"--threads must be >= 1, got {self.threads}")
 

@@ -20,7 +20,6 @@ from .bilm import BiLM, BiLMConfig, LanguageModel, lm_checkpoint, save_bilm
 from .checkpoint import environment_info, save_checkpoint, write_json
 from .cli import CommonConfig, option
 from .data import EncodedCorpus, load_agnews
-from .errors import ElmoError
 from .metrics import plot_confusion, plot_curves, top_words_confusion, word_prediction_metrics
 from .train import TrainConfig, configure_threads, fit, resolve_device, set_seed, to_device
 from .vocab import Vocabulary
@@ -38,14 +37,7 @@ class PretrainConfig(CommonConfig):
     dropout: float = option(0.2, "dropout in the language models")
     max_tokens: int = option(4096, "token budget per batch (padding included)")
     lr: float = option(2e-3, "Adam learning rate")
-    clip_norm: float = option(1.0, "gradient-norm clipping")
-    patience: int = option(2, "early-stopping patience in epochs (validation perplexity)")
     epochs: int = option(4, "maximum epochs per direction")
-
-    def check(self) -> None:
-        super().check()
-        if self.max_tokens < 1:
-            raise ElmoError(f"--max-tokens must be >= 1, got {self.max_tokens}")
 
 
 def encode(corpus, vocab: Vocabulary, max_length: int) -> EncodedCorpus:

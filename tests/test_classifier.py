@@ -33,15 +33,17 @@ def test_masked_mean_max_ignores_padding():
     assert masked_mean_max(states, mask).tolist() == [[2.0, 3.0]]
 
 
-def make_classifier(setting: str) -> ElmoClassifier:
+def make_classifier(setting: str, token_dim: int = 0) -> ElmoClassifier:
     torch.manual_seed(0)
     bilm = BiLM(BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,)))
-    return ElmoClassifier(bilm, ClassifierConfig(setting=setting, encoder_hidden=6, dropout=0.2))
+    return ElmoClassifier(bilm, ClassifierConfig(setting=setting, encoder_hidden=6, dropout=0.2,
+                                                 token_embedding_dim=token_dim))
 
 
+@pytest.mark.parametrize("token_dim", [0, 5])
 @pytest.mark.parametrize("setting", MIX_SETTINGS)
-def test_logits_do_not_depend_on_the_rest_of_the_batch(setting):
-    model = make_classifier(setting).eval()
+def test_logits_do_not_depend_on_the_rest_of_the_batch(setting, token_dim):
+    model = make_classifier(setting, token_dim).eval()
     batch = torch.tensor([[5, 6, 7, 0, 0], [8, 9, 10, 11, 12]])
     with torch.no_grad():
         together = model(batch, torch.tensor([3, 5]))
@@ -63,3 +65,12 @@ def test_training_step_leaves_the_biLM_frozen_and_in_eval_mode():
     assert all(p.grad is None for p in model.bilm.parameters())
     assert model.mix.weights.grad is not None
     assert not any(k.startswith("bilm.") for k in model.task_state_dict())
+
+
+def test_task_token_embedding_is_trained_and_stored():
+    model = make_classifier("trainable_lambda", token_dim=5)
+    assert model.encoder.forward_rnn.input_size == 16 + 5
+    loss = model(torch.tensor([[5, 6]]), torch.tensor([2])).sum()
+    loss.backward()
+    assert model.token_embedding.weight.grad[5].abs().sum() > 0
+    assert "token_embedding.weight" in model.task_state_dict()
