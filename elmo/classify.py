@@ -95,6 +95,7 @@ def classify(config: ClassifyConfig) -> dict:
     say(f"data: {len(train)} train / {len(val)} val / {len(test)} test documents; biLM vocabulary {len(vocab):,}")
 
     out: dict[str, Any] = {}
+    payloads: dict[str, dict[str, Any]] = {}  # checkpoint contents per setting; the best is also classifier.pt
     train_config = TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm,
                                patience=config.patience, weight_decay=config.weight_decay)
     for setting in config.settings:
@@ -126,8 +127,9 @@ def classify(config: ClassifyConfig) -> dict:
         entry.update(mix_summary(model.mix))
         entry.update({"best_epoch": fitted.best_epoch, "history": fitted.history, "train_seconds": seconds})
         out[setting] = entry
-        save_checkpoint(classifier_checkpoint(model, fingerprint, {"setting_results": {k: entry[k]["f1"] for k in ("val", "test")}}),
-                        models / f"classifier_{setting}.pt")
+        payloads[setting] = classifier_checkpoint(model, fingerprint,
+                                                  {"setting_results": {k: entry[k]["f1"] for k in ("val", "test")}})
+        save_checkpoint(payloads[setting], models / f"classifier_{setting}.pt")
         plot_confusion(entry["test"]["confusion_matrix"], CLASS_NAMES, CLASS_NAMES, images / f"confusion_{setting}.png",
                        f"{setting} (test accuracy {entry['test']['accuracy']:.3f})")
         lam = "" if entry["lambdas"] is None else f", λ = {np.round(entry['lambdas'], 3).tolist()}, γ = {entry['gamma']:.3f}"
@@ -136,8 +138,7 @@ def classify(config: ClassifyConfig) -> dict:
 
     best = max(config.settings, key=lambda s: out[s]["val"]["f1"])
     out["best_setting"] = best
-    best_model = torch.load(models / f"classifier_{best}.pt", map_location="cpu", weights_only=True)
-    save_checkpoint(best_model, models / "classifier.pt")
+    save_checkpoint(payloads[best], models / "classifier.pt")
     out["config"], out["meta"] = asdict(config), {**environment_info(config.seed), "bilm_fingerprint": fingerprint}
     write_json(results / "classification.json", out)
     plot_curves({s: [row["val_f1"] for row in out[s]["history"]] for s in config.settings},
