@@ -2,7 +2,9 @@
 
 Modules: :mod:`elmo.data` (AG News, tokeniser, batching), :mod:`elmo.vocab`, :mod:`elmo.bilm`
 (the biLM), :mod:`elmo.mix` (scalar mix and learned layer function), :mod:`elmo.classifier`,
-:mod:`elmo.train` (the training loop), :mod:`elmo.metrics`, :mod:`elmo.checkpoint`.
+:mod:`elmo.train` (the training loop), :mod:`elmo.metrics`, :mod:`elmo.checkpoint`,
+:mod:`elmo.static` (Word2Vec and PPMI + SVD baselines), :mod:`elmo.baselines` (``baselines.py``) and
+:mod:`elmo.report` (``report.pdf``).
 """
 
 from .bilm import BiLM, BiLMConfig, LanguageModel, load_bilm

@@ -1,36 +1,84 @@
-"""Classical reference: TF-IDF (word 1-2 grams) + logistic regression (scikit-learn).
+"""Baselines ELMo is compared with (what ``python baselines.py`` runs), on the same data and split.
 
-Trained on exactly the training rows the ELMo classifier uses (same ``--max-docs``, validation split
-and seed), on the cleaned Description text, and evaluated on test with the same metrics.
+* **Word2Vec** and **SVD** (PPMI + TruncatedSVD) static embeddings (:mod:`elmo.static`), trained on
+  the same training descriptions with the same tokeniser and vocabulary as the biLM, each fed as a
+  *frozen* token embedding into exactly the classifier head ELMo uses
+  (:class:`~elmo.classifier.SequenceClassifier`: same task token embedding, BiLSTM encoder, pooling,
+  epochs, early stopping on validation macro-F1, seed; :func:`elmo.classify.train_and_evaluate`), so
+  the only difference is the representation.
+* **TF-IDF** (word 1-2 grams) + logistic regression (scikit-learn), the classical reference.
+* A context-sensitivity check: the same word in AG News test sentences of two topics gets different
+  ELMo vectors (cosine similarity per layer), while a static embedding gives it one vector.
 
-Run: ``python -m elmo.baselines [--data-dir data/ag_news] [--results-dir results]``; writes
-``results/baselines.json`` as ``{"tfidf_logreg": {"train": {...}, "test": {...}}, ...}``.
+Run after ``python ELMO.py`` (the vocabulary and the biLM come from ``models/bilstm.pt``). Writes
+``results/baselines.json`` (per method the metric keys of ``results/classification.json``),
+``models/word2vec.pt`` and ``models/svd.pt`` (the vectors) and ``images/confusion_<method>.png``.
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import sys
 import time
-from typing import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
 
+import numpy as np
+import torch
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
-from .checkpoint import environment_info, write_json
-from .data import NUM_CLASSES, Corpus, load_agnews
+from .bilm import BiLM
+from .checkpoint import FORMAT_VERSION, environment_info, save_checkpoint, write_json
+from .classifier import StaticEmbeddingClassifier
+from .classify import HeadConfig, format_confusion, prepare_run, train_and_evaluate
+from .cli import option, run_cli
+from .data import CLASS_NAMES, NUM_CLASSES, Corpus
 from .errors import ElmoError
-from .metrics import classification_metrics
+from .metrics import classification_metrics, plot_confusion
+from .static import STATIC_METHODS, svd_vectors, word2vec_vectors
+from .train import set_seed
+from .vocab import Vocabulary
+
+BASELINE_METHODS = (*STATIC_METHODS, "tfidf_logreg")
+#: Words that change meaning with the topic in AG News (a race / strike / record / court / crash in
+#: politics, sport or business); the first two that occur in two topics are demonstrated.
+CONTEXT_WORDS = ("strike", "race", "record", "court", "crash", "shares", "apple")
+#: Head settings that must match classification.py's for the comparison to be fair.
+HEAD_KEYS = ("encoder_hidden", "token_embedding_dim", "dropout", "weight_decay", "epochs", "batch_size",
+             "max_tokens", "lr", "clip_norm", "patience", "seed", "val_fraction", "max_docs", "max_length")
 
 
-def tfidf_logreg(train: Corpus, test: Corpus, seed: int = 0) -> dict:
-    """Fit TF-IDF (1-2 grams, sublinear tf, min_df 2) + logistic regression; metrics on train and test.
+@dataclass
+class BaselinesConfig(HeadConfig):
+    """Flags of ``baselines.py`` (see ``python baselines.py --help``); the head flags equal ``classification.py``'s."""
+
+    methods: tuple[str, ...] = option(BASELINE_METHODS, "baselines to run, in turn", choices=BASELINE_METHODS)
+    static_dim: int = option(300, "width of the Word2Vec and SVD vectors")
+    w2v_window: int = option(5, "Word2Vec context window (words on each side)")
+    w2v_epochs: int = option(10, "Word2Vec passes over the training text")
+    svd_window: int = option(5, "co-occurrence window of the SVD baseline (words on each side)")
+    svd_alpha: float = option(0.75, "PPMI context-distribution smoothing exponent")
+    context_words: tuple[str, ...] = option(CONTEXT_WORDS, "candidate words for the context-sensitivity check")
+
+    def check(self) -> None:
+        super().check()
+        if not self.methods:
+            raise ElmoError("--methods needs at least one method")
+        for name in ("static_dim", "w2v_window", "w2v_epochs", "svd_window"):
+            if getattr(self, name) < 1:
+                raise ElmoError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+
+
+def tfidf_logreg(train: Corpus, val: Corpus, test: Corpus, seed: int = 0) -> dict:
+    """Fit TF-IDF (1-2 grams, sublinear tf, min_df 2) + logistic regression; metrics on every split.
 
     The documents are the project's own tokens joined by spaces, so the baseline sees the same
     cleaned, lower-cased text as the biLM (but every word, with no vocabulary cut-off).
 
     Returns:
-        ``{"train": metrics, "test": metrics, "seconds": float}`` (metrics as
+        ``{"train", "val", "test": metrics, "train_seconds": float}`` (metrics as
         :func:`~elmo.metrics.classification_metrics`).
     """
     started = time.perf_counter()
@@ -38,35 +86,154 @@ def tfidf_logreg(train: Corpus, test: Corpus, seed: int = 0) -> dict:
     x_train = vectorizer.fit_transform(" ".join(t) for t in train.tokens)
     model = LogisticRegression(C=10.0, max_iter=2000, random_state=seed)
     model.fit(x_train, train.labels)
-    x_test = vectorizer.transform(" ".join(t) for t in test.tokens)
-    return {
-        "train": classification_metrics(train.labels, model.predict(x_train), NUM_CLASSES),
-        "test": classification_metrics(test.labels, model.predict(x_test), NUM_CLASSES),
-        "seconds": time.perf_counter() - started,
-    }
+    out: dict[str, Any] = {}
+    for name, corpus in (("train", train), ("val", val), ("test", test)):
+        x = x_train if name == "train" else vectorizer.transform(" ".join(t) for t in corpus.tokens)
+        out[name] = classification_metrics(corpus.labels, model.predict(x), NUM_CLASSES)
+    out["train_seconds"] = time.perf_counter() - started
+    out["features"] = len(vectorizer.vocabulary_)
+    return out
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine similarity of two vectors (0 when either is zero)."""
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b / norm) if norm > 0 else 0.0
+
+
+def context_sensitivity(bilm: BiLM, vocab: Vocabulary, corpus: Corpus, words: Sequence[str],
+                        lambdas: Sequence[float] | None = None, max_words: int = 2,
+                        max_length: int = 256) -> list[dict]:
+    """The same word in sentences of two topics: ELMo vectors differ, a static vector cannot.
+
+    For each candidate word (in order, up to ``max_words`` that qualify) take the two topics with the
+    most documents containing it; sentence A and A' are the first two of topic a, sentence B the first
+    of topic b. The word's vector at its first position is compared by cosine similarity:
+    ``same_topic = cos(A, A')`` and ``cross_topic = cos(A, B)``, for every biLM layer h_0..h_L (eq. 1;
+    h_0 is context-free, so both are 1) and for the scalar mix ``Σ_j λ_j h_j`` (eq. 1, γ omitted:
+    it does not change a cosine) with ``lambdas`` (uniform when ``None``). A static embedding gives
+    1.0 for both by construction.
+
+    Returns:
+        One dict per word: ``word``, ``sentences`` (topic and text of A, A', B), ``cosine``
+        (``{"h0": {"same_topic", "cross_topic"}, ..., "mix": {...}}``).
+    """
+    out = []
+    bilm.eval()
+    device = next(bilm.parameters()).device
+    for word in words:
+        if word not in vocab.stoi:
+            continue
+        by_class: dict[int, list[int]] = {}
+        for i, (tokens, label) in enumerate(zip(corpus.tokens, corpus.labels)):
+            if word in tokens[:max_length]:
+                by_class.setdefault(int(label), []).append(i)
+        ranked = sorted(by_class, key=lambda c: (-len(by_class[c]), c))
+        if len(ranked) < 2 or len(by_class[ranked[0]]) < 2:
+            continue
+        a, b = ranked[0], ranked[1]
+        docs = [by_class[a][0], by_class[a][1], by_class[b][0]]
+        seqs = [vocab.encode(corpus.tokens[i][:max_length]) for i in docs]
+        lengths = torch.tensor([len(s) for s in seqs])
+        ids = torch.zeros(len(seqs), int(lengths.max()), dtype=torch.long)
+        for row, s in enumerate(seqs):
+            ids[row, :len(s)] = torch.tensor(s)
+        with torch.no_grad():
+            layers = bilm(ids.to(device), lengths.to(device)).float().cpu().numpy()  # (L+1, 3, T, 2H)
+        positions = [corpus.tokens[i].index(word) for i in docs]
+        vecs = np.stack([layers[:, row, pos] for row, pos in enumerate(positions)], axis=1)  # (L+1, 3, 2H)
+        weights = np.full(len(layers), 1.0 / len(layers)) if lambdas is None else np.asarray(lambdas)
+        named = {f"h{j}": vecs[j] for j in range(len(layers))} | {"mix": np.tensordot(weights, vecs, axes=1)}
+        out.append({
+            "word": word,
+            "sentences": [{"topic": CLASS_NAMES[c], "text": corpus.texts[i]} for c, i in zip((a, a, b), docs)],
+            "cosine": {k: {"same_topic": cosine(v[0], v[1]), "cross_topic": cosine(v[0], v[2])}
+                       for k, v in named.items()},
+        })
+        if len(out) == max_words:
+            break
+    return out
+
+
+def head_mismatch(config: BaselinesConfig, classification_json: Path) -> list[str]:
+    """The head/training flags in which this run differs from the ELMo run in ``classification.json``."""
+    if not classification_json.is_file():
+        return []
+    elmo_config = json.loads(classification_json.read_text(encoding="utf-8")).get("config", {})
+    return [k for k in HEAD_KEYS if k in elmo_config and elmo_config[k] != getattr(config, k)]
+
+
+def baselines(config: BaselinesConfig) -> dict:
+    """Run every baseline in ``config.methods``; returns the ``baselines.json`` content.
+
+    Raises:
+        ElmoError: missing ``bilstm.pt`` (run ``python ELMO.py`` first; the baselines use its vocabulary),
+            bad data or flags.
+    """
+    run = prepare_run(config)
+    device, say, models, results, images = run.device, run.say, run.models, run.results, run.images
+    vocab, data = run.vocab, run.data
+    train, val, test = run.corpora["train"], run.corpora["val"], run.corpora["test"]
+    mismatch = head_mismatch(config, results / "classification.json")
+    if mismatch:
+        print(f"warning: these flags differ from the classification.py run in {results / 'classification.json'}: "
+              f"{', '.join(mismatch)}; the comparison is not like for like", file=sys.stderr)
+
+    out: dict[str, Any] = {}
+    for method in config.methods:
+        if method == "tfidf_logreg":
+            entry = tfidf_logreg(train, val, test, config.seed)
+        else:
+            if method == "word2vec":
+                vectors, info = word2vec_vectors(train.tokens, vocab, config.static_dim, config.w2v_window,
+                                                 config.w2v_epochs, seed=config.seed)
+            else:
+                vectors, info = svd_vectors(data["train"], len(vocab), config.static_dim, config.svd_window,
+                                            config.svd_alpha, seed=config.seed)
+            say(f"{method}: {len(vocab):,} x {vectors.shape[1]} vectors in {info['seconds']:.0f} s")
+            save_checkpoint({"format": "elmo.static", "version": FORMAT_VERSION, "vectors": torch.from_numpy(vectors),
+                             "vocab": list(vocab.itos), "info": info}, models / f"{method}.pt")
+            set_seed(config.seed)
+            model = StaticEmbeddingClassifier(torch.from_numpy(vectors), config.classifier_config(method)).to(device)
+            entry = {**train_and_evaluate(model, data, config, device), "embedding": info}
+        out[method] = entry
+        plot_confusion(entry["test"]["confusion_matrix"], CLASS_NAMES, CLASS_NAMES, images / f"confusion_{method}.png",
+                       f"{method} (test accuracy {entry['test']['accuracy']:.3f})")
+        say(f"{method}: test accuracy {entry['test']['accuracy']:.4f}, macro-F1 {entry['test']['f1']:.4f}")
+        say(format_confusion(entry["test"]["confusion_matrix"]))
+
+    lambdas = None
+    if (results / "classification.json").is_file():
+        lambdas = json.loads((results / "classification.json").read_text(encoding="utf-8")).get(
+            "trainable_lambda", {}).get("lambdas")
+    out["context"] = context_sensitivity(run.bilm, vocab, test, config.context_words, lambdas,
+                                        max_length=config.max_length)
+    for item in out["context"]:
+        cos = item["cosine"]
+        say(f"'{item['word']}': ELMo mix cosine same topic {cos['mix']['same_topic']:.3f}, "
+            f"across topics {cos['mix']['cross_topic']:.3f} ({item['sentences'][0]['topic']} vs "
+            f"{item['sentences'][2]['topic']}); a static embedding: 1.000 for both")
+    out["head_mismatch"] = mismatch
+    out["config"], out["meta"] = asdict(config), environment_info(config.seed)
+    write_json(results / "baselines.json", out)
+    say("\n" + format_baselines_table(out, config.methods))
+    return out
+
+
+def format_baselines_table(out: dict, methods: Sequence[str]) -> str:
+    """One line per method and split: accuracy and macro P, R, F1."""
+    lines = ["method              split  accuracy  precision  recall     F1"]
+    for s in methods:
+        for split in ("train", "test"):
+            m = out[s][split]
+            lines.append(f"{s:<20}{split:<7}{m['accuracy']:>8.4f}{m['precision']:>11.4f}{m['recall']:>8.4f}{m['f1']:>7.4f}")
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m elmo.baselines", description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default="data/ag_news")
-    parser.add_argument("--results-dir", default="results")
-    parser.add_argument("--max-docs", type=int, default=None)
-    parser.add_argument("--val-fraction", type=float, default=0.05)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    try:
-        train, _, test = load_agnews(args.data_dir, args.val_fraction, args.seed, args.max_docs)
-        result = tfidf_logreg(train, test, args.seed)
-        write_json(f"{args.results_dir}/baselines.json", {
-            "tfidf_logreg": {**result, "train_documents": len(train)},
-            "meta": environment_info(args.seed)})
-    except ElmoError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"TF-IDF (1-2 grams) + logistic regression on {len(train)} training documents: "
-          f"test accuracy {result['test']['accuracy']:.4f}, macro-F1 {result['test']['f1']:.4f}")
-    return 0
+    """``python baselines.py`` / ``python -m elmo.baselines``."""
+    return run_cli(BaselinesConfig, baselines, __doc__.splitlines()[0], argv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -1,4 +1,4 @@
-"""The downstream AG News classifier on frozen ELMo features.
+"""The downstream AG News classifier on frozen ELMo features (and on static embeddings, for comparison).
 
 Pipeline per batch (shapes batch-first):
 ``ids (B, T)`` → frozen biLM → layers ``(L+1, B, T, 2H)`` → layer mix → ``(B, T, 2H)`` → dropout →
@@ -33,6 +33,7 @@ class ClassifierConfig:
             with ELMo_k (paper §3.3); 0 feeds ELMo_k alone.
         dropout: dropout on the ELMo vectors and on the pooled vector.
         seed: seeds the frozen mix weights.
+        layer_norm: normalise each biLM layer per token before the mix (:mod:`elmo.mix`; ELMo only).
     """
 
     setting: str = "trainable_lambda"
@@ -41,6 +42,7 @@ class ClassifierConfig:
     token_embedding_dim: int = 0
     dropout: float = 0.3
     seed: int = 0
+    layer_norm: bool = False
 
     def __post_init__(self):
         if self.token_embedding_dim < 0:
@@ -90,29 +92,76 @@ class MaskedBiLSTM(nn.Module):
         return torch.cat([fwd, reverse_padded(bwd, lengths)], dim=-1)
 
 
-class ElmoClassifier(nn.Module):
-    """Frozen biLM + layer mix + BiLSTM encoder + linear head.
+class SequenceClassifier(nn.Module):
+    """The task head every representation shares: features → logits.
+
+    ``features (B, T, D)`` from :meth:`features` → concatenated with the task-trained token embedding
+    ``x_k`` when ``config.token_embedding_dim`` > 0 (paper §3.3, ``[x_k; ELMo_k]``) → dropout →
+    :class:`MaskedBiLSTM` → masked mean + max pooling → dropout → linear → logits ``(B, C)``.
+    Subclasses differ only in the representation: :class:`ElmoClassifier` (frozen biLM + layer mix)
+    and :class:`StaticEmbeddingClassifier` (a frozen Word2Vec / SVD matrix). They build their
+    representation first and then call :meth:`build_head`.
+
+    Args:
+        config: :class:`ClassifierConfig`.
+    """
+
+    def __init__(self, config: ClassifierConfig):
+        super().__init__()
+        self.config = config
+
+    def build_head(self, feature_dim: int, vocab_size: int) -> None:
+        """Create the dropout, token embedding, encoder and output layer for ``feature_dim``-wide features."""
+        config = self.config
+        self.dropout = nn.Dropout(config.dropout)
+        self.token_embedding = None
+        if config.token_embedding_dim:
+            self.token_embedding = nn.Embedding(vocab_size, config.token_embedding_dim, padding_idx=0)
+        self.encoder = MaskedBiLSTM(feature_dim + config.token_embedding_dim, config.encoder_hidden)
+        self.head = nn.Linear(4 * config.encoder_hidden, config.num_classes)
+
+    def features(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """The representation ``(B, T, D)`` of right-padded ``ids (B, T)``; subclasses define it."""
+        raise NotImplementedError
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Class logits.
+
+        Args:
+            ids: ``(B, T)`` int64 right-padded token ids; lengths: ``(B,)`` int64, each >= 1.
+
+        Returns:
+            ``(B, C)`` unnormalised logits.
+        """
+        x = self.features(ids, lengths)
+        if self.token_embedding is not None:
+            x = torch.cat([x, self.token_embedding(ids).to(x.dtype)], dim=-1)
+        x = self.dropout(x)
+        states = self.encoder(x, lengths)
+        pooled = masked_mean_max(states, length_mask(lengths, ids.shape[1]))
+        return self.head(self.dropout(pooled))
+
+
+class ElmoClassifier(SequenceClassifier):
+    """Frozen biLM + layer mix + the shared head (:class:`SequenceClassifier`).
 
     Args:
         bilm: a trained :class:`~elmo.bilm.BiLM`; it is frozen here (``requires_grad=False``, kept in
             eval mode by :meth:`train`) and run without autograd.
-        config: :class:`ClassifierConfig`.
+        config: :class:`ClassifierConfig`; ``config.setting`` picks the layer mix (:mod:`elmo.mix`).
+
+    Raises:
+        ElmoError: unknown ``config.setting``.
     """
 
     def __init__(self, bilm: BiLM, config: ClassifierConfig):
-        super().__init__()
-        self.config = config
+        super().__init__(config)
         self.bilm = bilm
         for p in self.bilm.parameters():
             p.requires_grad_(False)
-        dim = bilm.output_dim
-        self.mix = build_mix(config.setting, bilm.num_layers, dim, seed=config.seed)
-        self.dropout = nn.Dropout(config.dropout)
-        self.token_embedding = None
-        if config.token_embedding_dim:
-            self.token_embedding = nn.Embedding(bilm.config.vocab_size, config.token_embedding_dim, padding_idx=0)
-        self.encoder = MaskedBiLSTM(dim + config.token_embedding_dim, config.encoder_hidden)
-        self.head = nn.Linear(4 * config.encoder_hidden, config.num_classes)
+        self.mix = build_mix(config.setting, bilm.num_layers, bilm.output_dim, seed=config.seed,
+                             layer_norm=config.layer_norm)
+        self.build_head(bilm.output_dim, bilm.config.vocab_size)
 
     def train(self, mode: bool = True) -> "ElmoClassifier":
         """Train the task model; the frozen biLM always stays in eval mode (no dropout)."""
@@ -131,25 +180,28 @@ class ElmoClassifier(nn.Module):
         if missing or unexpected:
             raise RuntimeError(f"missing keys {missing[:3]}, unexpected keys {list(unexpected)[:3]}")
 
-    def elmo(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """ELMo vectors ``(B, T, 2H)`` for right-padded ``ids (B, T)`` with ``lengths (B,)``."""
+    def features(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """ELMo vectors ``(B, T, 2H)`` for right-padded ``ids (B, T)`` with ``lengths (B,)`` (eq. 1)."""
         with torch.no_grad():
             layers = self.bilm(ids, lengths)
         return self.mix(layers)
 
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """Class logits.
 
-        Args:
-            ids: ``(B, T)`` int64 right-padded token ids; lengths: ``(B,)`` int64, each >= 1.
 
-        Returns:
-            ``(B, C)`` unnormalised logits.
-        """
-        x = self.elmo(ids, lengths)
-        if self.token_embedding is not None:
-            x = torch.cat([x, self.token_embedding(ids).to(x.dtype)], dim=-1)
-        x = self.dropout(x)
-        states = self.encoder(x, lengths)
-        pooled = masked_mean_max(states, length_mask(lengths, ids.shape[1]))
-        return self.head(self.dropout(pooled))
+class StaticEmbeddingClassifier(SequenceClassifier):
+    """A frozen static embedding matrix (Word2Vec, SVD; :mod:`elmo.static`) + the shared head.
+
+    Args:
+        vectors: ``(V, D)`` float tensor, row ``i`` the vector of vocabulary id ``i``; never trained.
+        config: :class:`ClassifierConfig` (``setting`` names the embedding, e.g. ``"word2vec"``).
+    """
+
+    def __init__(self, vectors: torch.Tensor, config: ClassifierConfig):
+        super().__init__(config)
+        self.embedding = nn.Embedding.from_pretrained(torch.as_tensor(vectors, dtype=torch.float32), freeze=True,
+                                                      padding_idx=0)
+        self.build_head(self.embedding.embedding_dim, self.embedding.num_embeddings)
+
+    def features(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Static vectors ``(B, T, D)``: the same vector for a word wherever it occurs."""
+        return self.embedding(ids)

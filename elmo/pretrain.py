@@ -38,6 +38,9 @@ class PretrainConfig(CommonConfig):
     max_tokens: int = option(4096, "token budget per batch (padding included)")
     lr: float = option(2e-3, "Adam learning rate")
     epochs: int = option(4, "maximum epochs per direction")
+    init_embeddings: str = option("none", "initial token embeddings of both LMs: none (random) or word2vec "
+                                  "(skip-gram trained on the same training text, scaled to unit std)",
+                                  choices=("none", "word2vec"))
 
 
 def encode(corpus, vocab: Vocabulary, max_length: int) -> EncodedCorpus:
@@ -84,6 +87,30 @@ def evaluate_words(lm: LanguageModel, corpus: EncodedCorpus, device: torch.devic
     return metrics, targets_np, top5_np
 
 
+def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainConfig, say=print) -> dict:
+    """Apply ``--init-embeddings``: copy Word2Vec vectors into both LMs' input embeddings.
+
+    The vectors (:func:`elmo.static.word2vec_vectors`, width ``embedding_dim``, trained on
+    ``sentences``) replace the random rows of every word Word2Vec saw; ``<pad>`` stays zero and
+    ``<bos>``/``<eos>``, which never occur in the text, keep their random initialisation. The
+    embeddings stay trainable.
+
+    Returns:
+        ``{"method": "none"}`` or Word2Vec's settings (see :func:`~elmo.static.word2vec_vectors`).
+    """
+    if config.init_embeddings == "none":
+        return {"method": "none"}
+    from .static import word2vec_vectors
+
+    vectors, info = word2vec_vectors(sentences, vocab, dim=config.embedding_dim, seed=config.seed)
+    seen = torch.from_numpy(np.abs(vectors).sum(1) > 0)
+    with torch.no_grad():
+        for lm in (bilm.forward_lm, bilm.backward_lm):
+            lm.embedding.weight[seen] = torch.from_numpy(vectors[seen.numpy()])
+    say(f"initialised the token embeddings from Word2Vec ({int(seen.sum()):,} words, {info['seconds']:.0f} s)")
+    return info
+
+
 def pretrain(config: PretrainConfig) -> dict:
     """Run the whole pre-training pipeline; returns the ``lm.json`` content.
 
@@ -108,11 +135,14 @@ def pretrain(config: PretrainConfig) -> dict:
 
     bilm_config = BiLMConfig(vocab_size=len(vocab), embedding_dim=config.embedding_dim, hidden_size=config.hidden_size,
                              num_layers=config.num_layers, dropout=config.dropout)
-    bilm = BiLM(bilm_config).to(device)
+    bilm = BiLM(bilm_config)
+    out_init = init_embeddings(bilm, vocab, train.tokens, config, say)
+    bilm.to(device)
     train_config = TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience)
     meta = {**environment_info(config.seed), "config": asdict(config)}
     out = {"val": {}, "test": {}, "train_tokens": data["train"].num_tokens, "vocab_size": len(vocab),
-           "oov_rate": oov, "documents": {k: len(v) for k, v in data.items()}, "directions": {}}
+           "oov_rate": oov, "documents": {k: len(v) for k, v in data.items()}, "directions": {},
+           "init_embeddings": out_init}
     started = time.perf_counter()
     for lm in (bilm.forward_lm, bilm.backward_lm):
         torch.manual_seed(config.seed)

@@ -1,22 +1,23 @@
-"""The TF-IDF + logistic regression reference on a corpus the test writes."""
+"""The TF-IDF + logistic regression reference and the baselines CLI's errors, on corpora the tests write."""
 
 from __future__ import annotations
-
-import json
 
 from elmo.baselines import main, tfidf_logreg
 from elmo.data import load_agnews
 
 
 def test_tfidf_logreg_learns_the_toy_topics(tiny_agnews):
-    train, _, test = load_agnews(tiny_agnews)
-    result = tfidf_logreg(train, test)
+    train, val, test = load_agnews(tiny_agnews)
+    result = tfidf_logreg(train, val, test)
     assert result["test"]["accuracy"] > 0.8
     assert sum(map(sum, result["test"]["confusion_matrix"])) == len(test)
+    assert sum(map(sum, result["val"]["confusion_matrix"])) == len(val)
+    assert result["features"] > 0
 
 
-def test_cli_writes_baselines_json(tiny_agnews, tmp_path):
-    assert main(["--data-dir", str(tiny_agnews), "--results-dir", str(tmp_path)]) == 0
-    out = json.loads((tmp_path / "baselines.json").read_text())
-    assert out["tfidf_logreg"]["train_documents"] == 228
-    assert main(["--data-dir", str(tmp_path / "none"), "--results-dir", str(tmp_path)]) == 2
+def test_cli_needs_the_trained_bilm_and_valid_flags(tiny_agnews, tmp_path, capsys):
+    args = ["--data-dir", str(tiny_agnews), "--results-dir", str(tmp_path), "--models-dir", str(tmp_path / "m")]
+    assert main(args) == 2
+    assert "bilstm.pt not found: run `python ELMO.py" in capsys.readouterr().err
+    assert main([*args, "--static-dim", "0"]) == 2
+    assert "--static-dim must be >= 1" in capsys.readouterr().err

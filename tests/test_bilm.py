@@ -7,8 +7,7 @@ import math
 import pytest
 import torch
 
-from elmo.bilm import (IGNORE_INDEX, BiLM, BiLMConfig, LanguageModel, lm_checkpoint, load_bilm,
-                       reverse_padded, save_bilm)
+from elmo.bilm import IGNORE_INDEX, BiLM, BiLMConfig, LanguageModel, lm_checkpoint, load_bilm, reverse_padded, save_bilm
 from elmo.checkpoint import load_checkpoint, save_checkpoint
 from elmo.data import EncodedCorpus
 from elmo.errors import ElmoError

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import make_rows, write_csv
+
 from elmo.data import EncodedCorpus, clean_text, find_split, load_agnews, read_agnews, tokenize, train_val_split
 from elmo.errors import ElmoError
 

@@ -72,3 +72,21 @@ def test_unknown_setting():
     assert len(MIX_SETTINGS) == 3
     with pytest.raises(ElmoError, match="unknown layer-mix setting"):
         build_mix("average", 3, 6)
+
+
+@pytest.mark.parametrize("setting", MIX_SETTINGS)
+def test_layer_norm_makes_the_mix_blind_to_each_layers_scale(setting):
+    h = layers()
+    scaled = h * torch.tensor([10.0, 0.5, 3.0]).view(3, 1, 1, 1) + 5.0
+    mix = build_mix(setting, 3, 6, seed=1, layer_norm=True)
+    torch.testing.assert_close(mix(scaled), mix(h), atol=1e-3, rtol=1e-3)
+    plain = build_mix(setting, 3, 6, seed=1)
+    plain.load_state_dict(mix.state_dict())
+    assert not torch.allclose(plain(scaled), plain(h), atol=1e-2)
+
+
+def test_layer_norm_keeps_padding_zero():
+    h = layers()
+    h[:, :, -2:] = 0.0  # two padded positions
+    out = build_mix("trainable_lambda", 3, 6, layer_norm=True)(h)
+    assert not out[:, -2:].any()

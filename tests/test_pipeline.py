@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import ROOT
+
 from elmo.mix import MIX_SETTINGS
 from elmo.vocab import Vocabulary
 

@@ -13,7 +13,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT
 
 DATA = ROOT / "data" / "ag_news"
