@@ -46,7 +46,7 @@ BASELINE_METHODS = (*STATIC_METHODS, "tfidf_logreg")
 #: politics, sport or business); the first two that occur in two topics are demonstrated.
 CONTEXT_WORDS = ("strike", "race", "record", "court", "crash", "shares", "apple")
 #: Head settings that must match classification.py's for the comparison to be fair.
-HEAD_KEYS = ("encoder_hidden", "token_embedding_dim", "dropout", "weight_decay", "epochs", "batch_size",
+HEAD_KEYS = ("encoder_hidden", "token_embedding_dim", "token_embedding_init", "dropout", "weight_decay", "epochs", "batch_size",
              "max_tokens", "lr", "clip_norm", "patience", "seed", "val_fraction", "max_docs", "max_length")
 
 
@@ -102,21 +102,26 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def context_sensitivity(bilm: BiLM, vocab: Vocabulary, corpus: Corpus, words: Sequence[str],
-                        lambdas: Sequence[float] | None = None, max_words: int = 2,
+                        lambdas: Sequence[float] | None = None, max_words: int = 2, per_topic: int = 20,
                         max_length: int = 256) -> list[dict]:
     """The same word in sentences of two topics: ELMo vectors differ, a static vector cannot.
 
-    For each candidate word (in order, up to ``max_words`` that qualify) take the two topics with the
-    most documents containing it; sentence A and A' are the first two of topic a, sentence B the first
-    of topic b. The word's vector at its first position is compared by cosine similarity:
-    ``same_topic = cos(A, A')`` and ``cross_topic = cos(A, B)``, for every biLM layer h_0..h_L (eq. 1;
-    h_0 is context-free, so both are 1) and for the scalar mix ``Σ_j λ_j h_j`` (eq. 1, γ omitted:
-    it does not change a cosine) with ``lambdas`` (uniform when ``None``). A static embedding gives
-    1.0 for both by construction.
+    For each candidate word (in order, up to ``max_words`` that qualify) take the two topics a, b with
+    the most documents containing it and up to ``per_topic`` documents of each (at least 2 of a, 1 of
+    b). The word's vector at its first position in each document is taken from every biLM layer
+    h_0..h_L (eq. 1; h_0 is context-free) and from the scalar mix ``Σ_j λ_j h_j`` (eq. 1, γ omitted: it
+    does not change a cosine) with ``lambdas`` (uniform when ``None``). Reported per representation:
+
+    * ``example_same = cos(A, A')`` and ``example_cross = cos(A, B)`` for the first two documents A, A'
+      of topic a and the first document B of topic b (shown in the report);
+    * ``same_topic`` / ``cross_topic``: the mean cosine over all pairs of occurrences from the same
+      topic / from different topics.
+
+    A static embedding gives 1.0 everywhere by construction, and so does h_0.
 
     Returns:
-        One dict per word: ``word``, ``sentences`` (topic and text of A, A', B), ``cosine``
-        (``{"h0": {"same_topic", "cross_topic"}, ..., "mix": {...}}``).
+        One dict per word: ``word``, ``sentences`` (topic and text of A, A', B), ``occurrences``
+        (``{topic: count}``), ``cosine`` (``{"h0": {...}, ..., "mix": {...}}`` with the four keys above).
     """
     out = []
     bilm.eval()
@@ -132,23 +137,34 @@ def context_sensitivity(bilm: BiLM, vocab: Vocabulary, corpus: Corpus, words: Se
         if len(ranked) < 2 or len(by_class[ranked[0]]) < 2:
             continue
         a, b = ranked[0], ranked[1]
-        docs = [by_class[a][0], by_class[a][1], by_class[b][0]]
+        docs = by_class[a][:per_topic] + by_class[b][:per_topic]
+        topic = np.array([a] * len(by_class[a][:per_topic]) + [b] * len(by_class[b][:per_topic]))
         seqs = [vocab.encode(corpus.tokens[i][:max_length]) for i in docs]
-        lengths = torch.tensor([len(s) for s in seqs])
+        lengths = torch.tensor([len(q) for q in seqs])
         ids = torch.zeros(len(seqs), int(lengths.max()), dtype=torch.long)
-        for row, s in enumerate(seqs):
-            ids[row, :len(s)] = torch.tensor(s)
+        for row, q in enumerate(seqs):
+            ids[row, :len(q)] = torch.tensor(q)
         with torch.no_grad():
-            layers = bilm(ids.to(device), lengths.to(device)).float().cpu().numpy()  # (L+1, 3, T, 2H)
+            layers = bilm(ids.to(device), lengths.to(device)).float().cpu().numpy()  # (L+1, n, T, 2H)
         positions = [corpus.tokens[i].index(word) for i in docs]
-        vecs = np.stack([layers[:, row, pos] for row, pos in enumerate(positions)], axis=1)  # (L+1, 3, 2H)
+        vecs = np.stack([layers[:, row, pos] for row, pos in enumerate(positions)], axis=1)  # (L+1, n, 2H)
         weights = np.full(len(layers), 1.0 / len(layers)) if lambdas is None else np.asarray(lambdas)
         named = {f"h{j}": vecs[j] for j in range(len(layers))} | {"mix": np.tensordot(weights, vecs, axes=1)}
+        same = (topic[:, None] == topic[None, :]) & ~np.eye(len(docs), dtype=bool)
+        cross = topic[:, None] != topic[None, :]
+        example_b = len(by_class[a][:per_topic])  # row of B
+        cos: dict[str, dict[str, float]] = {}
+        for name, v in named.items():
+            unit = v / np.linalg.norm(v, axis=1, keepdims=True).clip(1e-12)
+            sim = unit @ unit.T
+            cos[name] = {"example_same": cosine(v[0], v[1]), "example_cross": cosine(v[0], v[example_b]),
+                         "same_topic": float(sim[same].mean()), "cross_topic": float(sim[cross].mean())}
         out.append({
             "word": word,
-            "sentences": [{"topic": CLASS_NAMES[c], "text": corpus.texts[i]} for c, i in zip((a, a, b), docs)],
-            "cosine": {k: {"same_topic": cosine(v[0], v[1]), "cross_topic": cosine(v[0], v[2])}
-                       for k, v in named.items()},
+            "sentences": [{"topic": CLASS_NAMES[c], "text": corpus.texts[i]}
+                          for c, i in zip((a, a, b), (docs[0], docs[1], docs[example_b]))],
+            "occurrences": {CLASS_NAMES[a]: int((topic == a).sum()), CLASS_NAMES[b]: int((topic == b).sum())},
+            "cosine": cos,
         })
         if len(out) == max_words:
             break
@@ -194,7 +210,7 @@ def baselines(config: BaselinesConfig) -> dict:
             save_checkpoint({"format": "elmo.static", "version": FORMAT_VERSION, "vectors": torch.from_numpy(vectors),
                              "vocab": list(vocab.itos), "info": info}, models / f"{method}.pt")
             set_seed(config.seed)
-            model = StaticEmbeddingClassifier(torch.from_numpy(vectors), config.classifier_config(method)).to(device)
+            model = run.to_device(StaticEmbeddingClassifier(torch.from_numpy(vectors), config.classifier_config(method)))
             entry = {**train_and_evaluate(model, data, config, device), "embedding": info}
         out[method] = entry
         plot_confusion(entry["test"]["confusion_matrix"], CLASS_NAMES, CLASS_NAMES, images / f"confusion_{method}.png",
@@ -210,9 +226,9 @@ def baselines(config: BaselinesConfig) -> dict:
                                         max_length=config.max_length)
     for item in out["context"]:
         cos = item["cosine"]
-        say(f"'{item['word']}': ELMo mix cosine same topic {cos['mix']['same_topic']:.3f}, "
-            f"across topics {cos['mix']['cross_topic']:.3f} ({item['sentences'][0]['topic']} vs "
-            f"{item['sentences'][2]['topic']}); a static embedding: 1.000 for both")
+        say(f"'{item['word']}' ({' vs '.join(f'{n} {t}' for t, n in item['occurrences'].items())} occurrences): "
+            f"mean cosine of ELMo h2 within a topic {cos['h2']['same_topic']:.3f}, across topics "
+            f"{cos['h2']['cross_topic']:.3f}; a static embedding: 1.000 for both")
     out["head_mismatch"] = mismatch
     out["config"], out["meta"] = asdict(config), environment_info(config.seed)
     write_json(results / "baselines.json", out)

@@ -41,6 +41,9 @@ class HeadConfig(CommonConfig):
     encoder_hidden: int = option(128, "task BiLSTM state width per direction")
     token_embedding_dim: int = option(128, "task-trained token embedding x_k concatenated with ELMo_k "
                                       "(paper §3.3); 0 = ELMo_k alone")
+    token_embedding_init: str = option("random", "initial x_k: random, or word2vec (skip-gram trained on the "
+                                       "training text, as the paper pairs ELMo with pre-trained word vectors)",
+                                       choices=("random", "word2vec"))
     dropout: float = option(0.3, "dropout on ELMo vectors and the pooled vector")
     weight_decay: float = option(0.0, "Adam weight decay")
     layer_norm: bool = option(False, "normalise each biLM layer per token before the mix (paper §3.2; ELMo only)")
@@ -141,6 +144,15 @@ class Run:
     vocab: Vocabulary
     corpora: dict[str, Corpus]
     data: dict[str, EncodedCorpus]
+    token_vectors: np.ndarray | None = None
+
+    def to_device(self, model: SequenceClassifier) -> SequenceClassifier:
+        """Initialise ``model``'s task token embedding x_k (``--token-embedding-init``) and move it to the device."""
+        if self.token_vectors is not None and model.token_embedding is not None:
+            seen = torch.from_numpy(np.abs(self.token_vectors).sum(1) > 0)
+            with torch.no_grad():
+                model.token_embedding.weight[seen] = torch.from_numpy(self.token_vectors[seen.numpy()])
+        return model.to(self.device)
 
 
 def prepare_run(config: HeadConfig) -> Run:
@@ -163,7 +175,15 @@ def prepare_run(config: HeadConfig) -> Run:
     data = {name: encode(c, vocab, config.max_length) for name, c in corpora.items()}
     say(f"data: {len(corpora['train'])} train / {len(corpora['val'])} val / {len(corpora['test'])} test documents; "
         f"biLM vocabulary {len(vocab):,}")
-    return Run(device, say, models, Path(config.results_dir), Path(config.images_dir), bilm, vocab, corpora, data)
+    token_vectors = None
+    if config.token_embedding_init == "word2vec" and config.token_embedding_dim:
+        from .static import word2vec_vectors
+
+        token_vectors, info = word2vec_vectors(corpora["train"].tokens, vocab, config.token_embedding_dim,
+                                               seed=config.seed)
+        say(f"x_k initialised from Word2Vec ({config.token_embedding_dim}-d, {info['seconds']:.0f} s)")
+    return Run(device, say, models, Path(config.results_dir), Path(config.images_dir), bilm, vocab, corpora, data,
+               token_vectors)
 
 
 def classify(config: ClassifyConfig) -> dict:
@@ -181,7 +201,7 @@ def classify(config: ClassifyConfig) -> dict:
     payloads: dict[str, dict[str, Any]] = {}  # checkpoint contents per setting; the best is also classifier.pt
     for setting in config.settings:
         set_seed(config.seed)
-        model = ElmoClassifier(bilm, config.classifier_config(setting)).to(device)
+        model = run.to_device(ElmoClassifier(bilm, config.classifier_config(setting)))
         entry = train_and_evaluate(model, data, config, device)
         entry.update(mix_summary(model.mix))
         out[setting] = entry

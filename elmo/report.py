@@ -67,7 +67,8 @@ def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathL
 
     Returns:
         ``{"lm", "classification", "baselines", "experiments": {name: {"lm": dict | None,
-        "classification": dict | None}}, "init": experiments["w2v_init"] when it has both files}``.
+        "classification": dict | None}}, "init"}`` where ``init`` pairs the main run with a diagnostic
+        run that differs in ``--init-embeddings``: ``{"name", "none": run, "word2vec": run}`` (or ``None``).
 
     Raises:
         ElmoError: a file that is missing or not valid JSON (naming it).
@@ -89,8 +90,14 @@ def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathL
                      for name in ("lm", "classification")}
             if entry["classification"] is not None:
                 out["experiments"][folder.name] = entry
-    init = out["experiments"].get("w2v_init")
-    out["init"] = init if init and init["lm"] is not None else None
+    out["init"] = None  # the main run and a diagnostic run that differ in --init-embeddings, when there is one
+    main_init = out["lm"].get("config", {}).get("init_embeddings", "none")  # older runs had no such flag
+    for name, exp in out["experiments"].items():
+        other = (exp["lm"] or {}).get("config", {}).get("init_embeddings", "none")
+        if exp["lm"] is not None and {main_init, other} == {"none", "word2vec"}:
+            out["init"] = {"name": name, main_init: {"lm": out["lm"], "classification": out["classification"]},
+                           other: exp}
+            break
     return out
 
 
@@ -110,6 +117,10 @@ def experiment_changes(res: dict, name: str) -> list[str]:
     if exp.get("lm"):
         changes += config_changes(res["lm"].get("config", {}), exp["lm"].get("config", {}))
     changes += config_changes(res["classification"].get("config", {}), exp["classification"].get("config", {}))
+    main_bilm = res["classification"].get("meta", {}).get("bilm_fingerprint")
+    bilm = exp["classification"].get("meta", {}).get("bilm_fingerprint")
+    if not exp.get("lm") and main_bilm and bilm and bilm != main_bilm:
+        changes.append(f"a different biLM (fingerprint {bilm})")
     return changes
 
 
@@ -214,13 +225,14 @@ def analysis(res: dict) -> dict[str, list[str]]:
 
     init = res.get("init")
     if init:
-        base_lm, init_lm = res["lm"], init["lm"]
-        words = [f"{d} test perplexity {base_lm['test'][f'{d}_perplexity']:.1f} → {init_lm['test'][f'{d}_perplexity']:.1f}"
-                 for d in ("forward", "backward")]
-        out["init"].append("Initialising both LMs' token embeddings from Word2Vec (ELMO.py --init-embeddings word2vec, "
-                           "everything else unchanged): " + "; ".join(words) + ".")
-        for s in (s for s in MIX_SETTINGS if s in init["classification"] and s in cls):
-            a, b = cls[s]["test"]["accuracy"], init["classification"][s]["test"]["accuracy"]
+        none, w2v = init["none"], init["word2vec"]
+        words = [f"{d} test perplexity {none['lm']['test'][f'{d}_perplexity']:.1f} → "
+                 f"{w2v['lm']['test'][f'{d}_perplexity']:.1f}" for d in ("forward", "backward")]
+        out["init"].append("Initialising both LMs' token embeddings from Word2Vec instead of at random "
+                           f"(--init-embeddings none → word2vec; run '{init['name']}' vs the main run, everything "
+                           "else unchanged): " + "; ".join(words) + ".")
+        for s in (s for s in MIX_SETTINGS if s in none["classification"] and s in w2v["classification"]):
+            a, b = none["classification"][s]["test"]["accuracy"], w2v["classification"][s]["test"]["accuracy"]
             verdict = "helps" if b > a else "does not help" if b < a else "makes no difference"
             out["init"].append(f"{LABELS[s]} test accuracy {a:.4f} → {b:.4f}: the Word2Vec initialisation "
                                f"{verdict} here ({(b - a) * 100:+.2f} points).")
@@ -243,7 +255,9 @@ def plot_method_comparison(res: dict, path: str | os.PathLike) -> None:
         ax.bar_label(bars, fmt="%.3f", fontsize=7, rotation=90, padding=2)
     low = min(all_methods[m]["test"][k] for m in names for k in ("accuracy", "f1"))
     ax.set_ylim(max(0.0, low - 0.05), 1.0)
-    ax.set_xticks(x, [LABELS.get(m, m).replace(" (same head)", "").replace(", ", "\n") for m in names], fontsize=8)
+    short = {"svd": "SVD\n(PPMI)", "tfidf_logreg": "TF-IDF\n+ log. reg."}
+    ax.set_xticks(x, [short.get(m, LABELS.get(m, m).replace(" (same head)", "").replace(", ", "\n")) for m in names],
+                  fontsize=8)
     ax.set_title("AG News test set: every method")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(loc="lower right")
@@ -505,17 +519,26 @@ def _build(res: dict, images: Path, out: str | os.PathLike) -> list[str]:
         for tag, sent in zip(("A", "A′", "B"), item["sentences"]):
             text = escape(sent["text"] if len(sent["text"]) < 260 else sent["text"][:257] + "…")
             block.append(Paragraph(f"<b>{tag}</b> ({sent['topic']}): {text}", st["small"]))
-        rows = [["representation", "cos(A, A′) same topic", "cos(A, B) other topic"]]
+        counts = " and ".join(f"{n} {t}" for t, n in item["occurrences"].items())
+        rows = [["representation", "cos(A, A′)", "cos(A, B)", "mean cos, same topic", "mean cos, across topics"]]
         for k, v in item["cosine"].items():
-            label = {"h0": "ELMo h0 (token layer)", "mix": "ELMo, scalar mix (trainable λ)"}.get(k, f"ELMo h{k[1:]}")
-            rows.append([label, f"{v['same_topic']:.3f}", f"{v['cross_topic']:.3f}"])
-        rows.append(["Word2Vec / SVD (one vector per word)", "1.000", "1.000"])
+            label = {"h0": "ELMo h0 (token layer)", "mix": "ELMo scalar mix (trainable λ)"}.get(k, f"ELMo h{k[1:]}")
+            rows.append([label, f"{v['example_same']:.3f}", f"{v['example_cross']:.3f}", f"{v['same_topic']:.3f}",
+                         f"{v['cross_topic']:.3f}"])
+        rows.append(["Word2Vec / SVD (one vector per word)", "1.000", "1.000", "1.000", "1.000"])
+        block.append(Paragraph(f"Means over all pairs of the {counts} test occurrences used.", st["small"]))
         block.append(_table(rows))
         story.append(KeepTogether(block))
     if context:
-        para("The biLM's contextual layers give the same word different vectors in different sentences, and the "
-             "vectors are further apart across topics than within one in the rows above where cos(A, B) < cos(A, A′); "
-             "h0 and every static embedding cannot distinguish the uses.", "small")
+        for item in context:
+            c = item["cosine"]
+            top = max((k for k in c if k not in ("h0", "mix")), key=lambda k: c[k]["same_topic"] - c[k]["cross_topic"])
+            gap = c[top]["same_topic"] - c[top]["cross_topic"]
+            para(f"“{escape(item['word'])}”: the contextual layers give every occurrence its own vector "
+                 f"(h1/h2 cosines well below 1); in {top} occurrences from the same topic are "
+                 + (f"more similar than occurrences across topics by {gap:.3f} on average." if gap > 0 else
+                    f"not more similar than across topics ({gap:+.3f}): the vectors differ, but not by topic.")
+                 + " h0 and every static embedding give one vector for all of them.", "small")
 
     story.append(PageBreak())
     section("7. Confusion matrices (test set)")
@@ -527,11 +550,11 @@ def _build(res: dict, images: Path, out: str | os.PathLike) -> list[str]:
          "confusions over the 20 most frequent words: images/lm_confusion_forward.png and _backward.png.", "small")
 
     section("8. Reproduce")
-    para("pip install torch==2.13.0 &amp;&amp; pip install -r requirements.txt; python ELMO.py; python classification.py; "
-         "python baselines.py; python ELMO.py --init-embeddings word2vec --models-dir models/w2v_init "
-         "--results-dir results/w2v_init --images-dir images/w2v_init; python classification.py --settings "
-         "trainable_lambda --models-dir models/w2v_init --results-dir results/w2v_init --images-dir images/w2v_init; "
-         "python -m elmo.report.", "small")
+    para("pip install torch==2.13.0 &amp;&amp; pip install -r requirements.txt; python ELMO.py; "
+         "python classification.py; python baselines.py; python -m elmo.report. Each diagnostic run repeats "
+         "ELMO.py (when its biLM flags changed) and/or classification.py --settings trainable_lambda with the "
+         "flags listed in its row and --models-dir models/&lt;name&gt; --results-dir results/experiments/&lt;name&gt;.",
+         "small")
     meta = cls["meta"]
     para("Environment of the classification run: " + ", ".join(f"{k} {v}" for k, v in meta.items()), "small")
 

@@ -59,8 +59,9 @@ def test_analysis_of_the_word2vec_initialisation():
     res["lm"] = {"test": {"forward_perplexity": 140.0, "backward_perplexity": 138.0}}
     init_cls = copy.deepcopy(res["classification"])
     init_cls["trainable_lambda"]["test"] = metrics(0.91)
-    res["init"] = {"lm": {"test": {"forward_perplexity": 120.0, "backward_perplexity": 150.0}},
-                   "classification": {"trainable_lambda": init_cls["trainable_lambda"]}}
+    res["init"] = {"name": "w2v", "none": {"lm": res["lm"], "classification": res["classification"]},
+                   "word2vec": {"lm": {"test": {"forward_perplexity": 120.0, "backward_perplexity": 150.0}},
+                                "classification": {"trainable_lambda": init_cls["trainable_lambda"]}}}
     init = " ".join(analysis(res)["init"])
     assert "forward test perplexity 140.0 → 120.0" in init and "backward test perplexity 138.0 → 150.0" in init
     assert "0.9000 → 0.9100: the Word2Vec initialisation helps here (+1.00 points)" in init
@@ -88,6 +89,11 @@ def tiny_run(tmp_path_factory) -> Path:
     experiment = out / "results" / "experiments" / "ln"  # a diagnostic run with one flag changed
     run("classification.py", out, data, *head, "--settings", "trainable_lambda", "--layer-norm",
         "--results-dir", str(experiment))
+    random_init = out / "results" / "experiments" / "random_init"  # a biLM with random token embeddings
+    flags = ["--models-dir", str(out / "models_random"), "--results-dir", str(random_init)]
+    run("ELMO.py", out, data, "--embedding-dim", "16", "--hidden-size", "16", "--epochs", "1",
+        "--init-embeddings", "none", *flags)
+    run("classification.py", out, data, *head, "--settings", "trainable_lambda", *flags)
     return out
 
 
@@ -104,8 +110,10 @@ def test_baselines_json_has_the_classification_keys_and_a_context_demo(tiny_run)
     assert base["context"], "a toy word in two topics must be demonstrated"
     for item in base["context"]:
         cos = item["cosine"]
-        assert cos["h0"]["same_topic"] == pytest.approx(1.0) and cos["h0"]["cross_topic"] == pytest.approx(1.0)
-        assert cos["h1"]["cross_topic"] < 0.9999  # contextual layers differ between the sentences
+        for key in ("example_same", "example_cross", "same_topic", "cross_topic"):
+            assert cos["h0"][key] == pytest.approx(1.0)  # the token layer is context-free
+            assert -1.0 <= cos["h1"][key] < 0.9999  # contextual layers differ between the sentences
+        assert sum(item["occurrences"].values()) >= 3
         assert item["sentences"][0]["topic"] == item["sentences"][1]["topic"] != item["sentences"][2]["topic"]
 
 
@@ -130,6 +138,10 @@ def test_report_pdf_renders_every_section_with_the_numbers_from_the_json(tiny_ru
     assert len(reader.pages) >= 3
     ln = json.loads((results / "experiments" / "ln" / "classification.json").read_text())
     assert "layer_norm: True" in text and f"{ln['trainable_lambda']['test']['accuracy']:.4f}" in text
+    assert "init_embeddings: none" in text
+    ri = json.loads((results / "experiments" / "random_init" / "lm.json").read_text())
+    assert (f"forward test perplexity {ri['test']['forward_perplexity']:.1f} → {lm['test']['forward_perplexity']:.1f}"
+            in " ".join(text.split()))
 
 
 def test_report_without_baselines_exits_2_naming_the_command(tmp_path, capsys):

@@ -130,4 +130,25 @@ def test_init_embeddings_copies_word2vec_into_both_language_models(toy):
     torch.testing.assert_close(bilm.forward_lm.embedding.weight[2], bos_before)  # <bos> never occurs: kept
     assert info["method"] == "word2vec" and info["dim"] == 8
     untouched = BiLM(BiLMConfig(vocab_size=len(vocab), embedding_dim=8, hidden_size=8))
-    assert init_embeddings(untouched, vocab, tokens, PretrainConfig(), say=lambda *a: None) == {"method": "none"}
+    none = PretrainConfig(init_embeddings="none")
+    assert init_embeddings(untouched, vocab, tokens, none, say=lambda *a: None) == {"method": "none"}
+
+
+def test_token_embedding_init_copies_vectors_into_x_k_only():
+    from pathlib import Path
+
+    from elmo.classify import Run
+
+    token_vectors = np.random.default_rng(0).standard_normal((12, 3)).astype(np.float32)
+    token_vectors[[0, 2]] = 0.0  # <pad> and a word Word2Vec never saw
+    run = Run(torch.device("cpu"), print, Path("."), Path("."), Path("."), None, None, {}, {}, token_vectors)
+    torch.manual_seed(0)
+    model = StaticEmbeddingClassifier(torch.randn(12, 5), ClassifierConfig(setting="svd", encoder_hidden=4,
+                                                                           token_embedding_dim=3))
+    untouched = model.token_embedding.weight[2].clone()
+    frozen = model.embedding.weight.clone()
+    run.to_device(model)
+    torch.testing.assert_close(model.token_embedding.weight[5], torch.from_numpy(token_vectors[5]))
+    torch.testing.assert_close(model.token_embedding.weight[2], untouched)
+    torch.testing.assert_close(model.embedding.weight, frozen)
+    assert model.token_embedding.weight.requires_grad  # x_k is still trained
