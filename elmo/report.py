@@ -595,7 +595,7 @@ def make_report(config: ReportConfig) -> list[str]:
     if config.markdown:
         print(markdown_table(res))
     print(f"wrote {config.out}: {len(sections)} sections, {len(res['experiments'])} diagnostic runs"
-          + ("" if res["init"] else " (no w2v_init run: the Word2Vec-initialisation comparison is left out)"))
+          + ("" if res["init"] else " (no run differing in --init-embeddings: that comparison is left out)"))
     return sections
 
 
