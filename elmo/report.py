@@ -461,14 +461,14 @@ def _build(res: dict, images: Path, out: str | os.PathLike) -> list[str]:
          "dimensions, vectors UΣ^½. TF-IDF: word 1-2 grams, logistic regression (C = 10)."
          + (f" Head flags differing from the ELMo run: {', '.join(base['head_mismatch'])}." if base.get("head_mismatch")
             else " The head flags equal the ELMo run's."), "small")
-    story.append(Paragraph("Results (macro-averaged precision, recall, F1)", st["h2"]))
     rows = [["method", "split", "accuracy", "precision", "recall", "F1"]]
     for name, entry in all_methods.items():
         for split in ("train", "test"):
             m = entry[split]
             rows.append([LABELS.get(name, name), split, f"{m['accuracy']:.4f}", f"{m['precision']:.4f}",
                          f"{m['recall']:.4f}", f"{m['f1']:.4f}"])
-    story.append(_table(rows, [6.2 * cm, 1.4 * cm, 2 * cm, 2 * cm, 2 * cm, 2 * cm]))
+    story.append(KeepTogether([Paragraph("Results (macro-averaged precision, recall, F1)", st["h2"]),
+                               _table(rows, [6.2 * cm, 1.4 * cm, 2 * cm, 2 * cm, 2 * cm, 2 * cm])]))
     story.append(_image(images / "method_comparison.png", width * 0.85))
     story.append(_image(images / "validation_curves.png", width * 0.6))
 
