@@ -34,7 +34,7 @@ from .checkpoint import FORMAT_VERSION, environment_info, save_checkpoint, write
 from .classifier import StaticEmbeddingClassifier
 from .classify import HeadConfig, format_confusion, prepare_run, train_and_evaluate
 from .cli import option, run_cli
-from .data import CLASS_NAMES, NUM_CLASSES, Corpus
+from .data import CLASS_NAMES, NUM_CLASSES, Corpus, EncodedCorpus
 from .errors import ElmoError
 from .metrics import classification_metrics, plot_confusion
 from .static import STATIC_METHODS, svd_vectors, word2vec_vectors
@@ -139,13 +139,10 @@ def context_sensitivity(bilm: BiLM, vocab: Vocabulary, corpus: Corpus, words: Se
         a, b = ranked[0], ranked[1]
         docs = by_class[a][:per_topic] + by_class[b][:per_topic]
         topic = np.array([a] * len(by_class[a][:per_topic]) + [b] * len(by_class[b][:per_topic]))
-        seqs = [vocab.encode(corpus.tokens[i][:max_length]) for i in docs]
-        lengths = torch.tensor([len(q) for q in seqs])
-        ids = torch.zeros(len(seqs), int(lengths.max()), dtype=torch.long)
-        for row, q in enumerate(seqs):
-            ids[row, :len(q)] = torch.tensor(q)
+        batch = EncodedCorpus((vocab.encode(corpus.tokens[i]) for i in docs), max_length=max_length).collate(
+            np.arange(len(docs)))
         with torch.no_grad():
-            layers = bilm(ids.to(device), lengths.to(device)).float().cpu().numpy()  # (L+1, n, T, 2H)
+            layers = bilm(batch["ids"].to(device), batch["lengths"].to(device)).float().cpu().numpy()  # (L+1, n, T, 2H)
         positions = [corpus.tokens[i].index(word) for i in docs]
         vecs = np.stack([layers[:, row, pos] for row, pos in enumerate(positions)], axis=1)  # (L+1, n, 2H)
         weights = np.full(len(layers), 1.0 / len(layers)) if lambdas is None else np.asarray(lambdas)

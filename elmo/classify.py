@@ -149,9 +149,9 @@ class Run:
     def to_device(self, model: SequenceClassifier) -> SequenceClassifier:
         """Initialise ``model``'s task token embedding x_k (``--token-embedding-init``) and move it to the device."""
         if self.token_vectors is not None and model.token_embedding is not None:
-            seen = torch.from_numpy(np.abs(self.token_vectors).sum(1) > 0)
-            with torch.no_grad():
-                model.token_embedding.weight[seen] = torch.from_numpy(self.token_vectors[seen.numpy()])
+            from .static import copy_vectors
+
+            copy_vectors(model.token_embedding, self.token_vectors)
         return model.to(self.device)
 
 

@@ -101,14 +101,11 @@ def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainCo
     """
     if config.init_embeddings == "none":
         return {"method": "none"}
-    from .static import word2vec_vectors
+    from .static import copy_vectors, word2vec_vectors
 
     vectors, info = word2vec_vectors(sentences, vocab, dim=config.embedding_dim, seed=config.seed)
-    seen = torch.from_numpy(np.abs(vectors).sum(1) > 0)
-    with torch.no_grad():
-        for lm in (bilm.forward_lm, bilm.backward_lm):
-            lm.embedding.weight[seen] = torch.from_numpy(vectors[seen.numpy()])
-    say(f"initialised the token embeddings from Word2Vec ({int(seen.sum()):,} words, {info['seconds']:.0f} s)")
+    copied = [copy_vectors(lm.embedding, vectors) for lm in (bilm.forward_lm, bilm.backward_lm)][0]
+    say(f"initialised the token embeddings from Word2Vec ({copied:,} words, {info['seconds']:.0f} s)")
     return info
 
 

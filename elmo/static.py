@@ -40,6 +40,20 @@ def standardize(vectors: np.ndarray) -> np.ndarray:
     return vectors / std if std > 0 else vectors
 
 
+def copy_vectors(embedding, vectors: np.ndarray) -> int:
+    """Overwrite the rows of ``embedding`` (an ``nn.Embedding``, V × D) whose vector in ``vectors`` (V, D) is non-zero.
+
+    Zero rows (``<pad>`` and words the embedding method never saw) keep their current values; the
+    embedding stays trainable. Returns the number of rows copied.
+    """
+    import torch
+
+    seen = torch.from_numpy(np.abs(vectors).sum(1) > 0)
+    with torch.no_grad():
+        embedding.weight[seen] = torch.from_numpy(vectors[seen.numpy()]).to(embedding.weight)
+    return int(seen.sum())
+
+
 def word2vec_vectors(sentences: Iterable[Sequence[str]], vocab: Vocabulary, dim: int = 300, window: int = 5,
                      epochs: int = 10, negative: int = 5, subsample: float = 1e-4,
                      seed: int = 0) -> tuple[np.ndarray, dict]:
