@@ -34,11 +34,12 @@ from .checkpoint import FORMAT_VERSION, environment_info, save_checkpoint, write
 from .classifier import StaticEmbeddingClassifier
 from .classify import HeadConfig, format_confusion, prepare_run, train_and_evaluate
 from .cli import option, run_cli
-from .data import CLASS_NAMES, NUM_CLASSES, Corpus, EncodedCorpus
+from .data import CLASS_NAMES, NUM_CLASSES, Corpus
 from .errors import ElmoError
 from .metrics import classification_metrics, plot_confusion
+from .pretrain import encode
 from .static import STATIC_METHODS, svd_vectors, word2vec_vectors
-from .train import set_seed
+from .train import set_seed, to_device
 from .vocab import Vocabulary
 
 BASELINE_METHODS = (*STATIC_METHODS, "tfidf_logreg")
@@ -139,10 +140,11 @@ def context_sensitivity(bilm: BiLM, vocab: Vocabulary, corpus: Corpus, words: Se
         a, b = ranked[0], ranked[1]
         docs = by_class[a][:per_topic] + by_class[b][:per_topic]
         topic = np.array([a] * len(by_class[a][:per_topic]) + [b] * len(by_class[b][:per_topic]))
-        batch = EncodedCorpus((vocab.encode(corpus.tokens[i]) for i in docs), max_length=max_length).collate(
-            np.arange(len(docs)))
+        batch = encode(corpus.subset(docs), vocab,
+                       max_length, bilm.config.chars_per_token).collate(np.arange(len(docs)))
         with torch.no_grad():
-            layers = bilm(batch["ids"].to(device), batch["lengths"].to(device)).float().cpu().numpy()  # (L+1, n, T, 2H)
+            batch = to_device(batch, device)
+            layers = bilm(batch["ids"], batch["lengths"], batch.get("chars")).float().cpu().numpy()  # (L+1, n, T, D)
         positions = [corpus.tokens[i].index(word) for i in docs]
         vecs = np.stack([layers[:, row, pos] for row, pos in enumerate(positions)], axis=1)  # (L+1, n, 2H)
         weights = np.full(len(layers), 1.0 / len(layers)) if lambdas is None else np.asarray(lambdas)

@@ -7,8 +7,13 @@ Two *separate* language models read each sentence, one in each direction:
 * backward: p(t_1..t_N) = Π_k p(t_k | t_{k+1}..t_N), reading ``<eos> t_N .. t_1`` and predicting
   ``t_N .. t_1 <bos>``.
 
-Each is token embedding → a stack of unidirectional ``nn.LSTM`` layers → an adaptive softmax
-(Grave et al. 2017) for training speed. The two stacks never see each other, so forward layer j at
+Each is a token encoder → a stack of unidirectional ``nn.LSTM`` layers → an adaptive softmax
+(Grave et al. 2017) for training speed. The token encoder is a word embedding (the default, the
+assignment's setting) or the paper's character CNN (``token_encoder="char"``, :mod:`elmo.chars`,
+§3.1), which gives every word, OOV included, its own x_k. Two more options of the paper's model:
+LSTM cells larger than their output with a linear projection (``proj_size``, ``nn.LSTM``'s
+``proj_size``; the paper has 4096 cells projected to 512) and a residual connection from the first
+to the second LSTM layer (``residual``, §3.1: h_2 = LSTM_2(h_1) + h_1). The two stacks never see each other, so forward layer j at
 token k depends only on tokens ≤ k (no ``bidirectional=True`` stacking, whose second layer would see
 the future). The backward model reverses every sentence *within its own length* before reading it
 and un-reverses its outputs, so backward state k lines up with token k and padding stays at the end.
@@ -20,7 +25,7 @@ on CPU, where PyTorch has no fused kernel for packed LSTMs.)
 
 The ELMo layers for token k (eq. 1, L = 2):
 ``h_{k,0} = [x^fwd_k ; x^bwd_k]`` (each direction's token embedding), ``h_{k,j} = [→h_{k,j} ; ←h_{k,j}]``;
-all of width ``2 * hidden_size``.
+all of width ``2 * output_size`` (``output_size`` = ``proj_size`` or else ``hidden_size``).
 """
 
 from __future__ import annotations
@@ -32,12 +37,14 @@ from typing import Any
 import torch
 from torch import nn
 
+from .chars import DEFAULT_FILTERS, CharCNN, word_char_ids
 from .checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
 from .errors import ElmoError
-from .vocab import BOS_ID, EOS_ID, PAD_ID, Vocabulary
+from .vocab import BOS, BOS_ID, EOS, EOS_ID, PAD_ID, Vocabulary
 
 IGNORE_INDEX = -100
 DIRECTIONS = ("forward", "backward")
+TOKEN_ENCODERS = ("word", "char")
 
 
 @dataclass
@@ -45,14 +52,19 @@ class BiLMConfig:
     """Sizes of one language model (both directions use the same).
 
     Attributes:
-        vocab_size: number of words including the 4 specials.
-        embedding_dim: token embedding width; must equal ``hidden_size`` so h_0 has the same width
-            (2H) as the LSTM layers.
-        hidden_size: LSTM state width H per direction.
+        vocab_size: number of words including the 4 specials (the softmax's output classes).
+        embedding_dim: token vector width; must equal the LSTM output width (``output_size``) so
+            h_0 has the same width as the LSTM layers.
+        hidden_size: LSTM cell width per direction.
         num_layers: LSTM layers L per direction (the paper and the assignment use 2).
         dropout: dropout on embeddings, between layers and before the softmax (training only).
         cutoffs: adaptive-softmax cluster boundaries (word ids), clipped to the vocabulary.
         div_value: adaptive-softmax factor by which each tail cluster's projection shrinks.
+        token_encoder: ``"word"`` (embedding table) or ``"char"`` (:class:`~elmo.chars.CharCNN`, §3.1).
+        char_dim, char_filters, num_highway, max_chars: the character CNN's sizes (char only).
+        residual: add a residual connection around every LSTM layer but the first (§3.1).
+        proj_size: when > 0, each LSTM has ``hidden_size`` cells projected to ``proj_size`` outputs
+            (must be < ``hidden_size``); 0 = no projection.
     """
 
     vocab_size: int
@@ -62,25 +74,48 @@ class BiLMConfig:
     dropout: float = 0.2
     cutoffs: tuple[int, ...] = field(default=(1000, 5000, 15000))
     div_value: float = 4.0
+    token_encoder: str = "word"
+    char_dim: int = 16
+    char_filters: tuple[tuple[int, int], ...] = field(default=DEFAULT_FILTERS)
+    num_highway: int = 1
+    max_chars: int = 20
+    residual: bool = False
+    proj_size: int = 0
 
     def __post_init__(self):
         self.cutoffs = tuple(int(c) for c in self.cutoffs)
-        for name in ("vocab_size", "embedding_dim", "hidden_size", "num_layers"):
+        self.char_filters = tuple((int(w), int(n)) for w, n in self.char_filters)
+        for name in ("vocab_size", "embedding_dim", "hidden_size", "num_layers", "char_dim", "max_chars"):
             if getattr(self, name) <= 0:
                 raise ElmoError(f"BiLMConfig.{name} must be positive, got {getattr(self, name)}")
-        if self.embedding_dim != self.hidden_size:
+        if self.token_encoder not in TOKEN_ENCODERS:
+            raise ElmoError(f"--token-encoder must be one of {TOKEN_ENCODERS}, got {self.token_encoder!r}")
+        if not 0 <= self.proj_size < self.hidden_size:
+            raise ElmoError(f"--proj-size must be 0 (none) or smaller than --hidden-size ({self.hidden_size}), "
+                            f"got {self.proj_size}")
+        if self.embedding_dim != self.output_size:
             raise ElmoError(
-                f"--embedding-dim ({self.embedding_dim}) must equal --hidden-size ({self.hidden_size}) "
-                "so that layer 0 has the width of the LSTM layers"
+                f"--embedding-dim ({self.embedding_dim}) must equal the LSTM output width ({self.output_size}: "
+                "--proj-size if set, else --hidden-size) so that layer 0 has the width of the LSTM layers"
             )
         if not 0.0 <= self.dropout < 1.0:
             raise ElmoError(f"--dropout must be in [0, 1), got {self.dropout}")
+
+    @property
+    def output_size(self) -> int:
+        """Width of each LSTM layer's output per direction: ``proj_size`` if set, else ``hidden_size``."""
+        return self.proj_size or self.hidden_size
+
+    @property
+    def chars_per_token(self) -> int | None:
+        """``max_chars`` when the biLM reads characters (batches must carry ``chars``), else ``None``."""
+        return self.max_chars if self.token_encoder == "char" else None
 
     def softmax_cutoffs(self) -> list[int]:
         """The cutoffs that fit this vocabulary and leave every tail projection at least 1 wide
         (at least one cutoff is needed by the adaptive softmax)."""
         cut = [c for c in self.cutoffs if c < self.vocab_size - 1]
-        cut = [c for i, c in enumerate(cut) if self.hidden_size // (self.div_value ** (i + 1)) >= 1]
+        cut = [c for i, c in enumerate(cut) if self.output_size // (self.div_value ** (i + 1)) >= 1]
         return cut or [max(1, self.vocab_size // 2)]
 
 
@@ -121,14 +156,18 @@ def length_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
 
 
 class LanguageModel(nn.Module):
-    """One direction of the biLM: embedding → L unidirectional LSTM layers → adaptive softmax.
+    """One direction of the biLM: token encoder → L unidirectional LSTM layers → adaptive softmax.
+
+    Every method takes right-padded word ids ``ids (B, T)``, their ``lengths (B,)`` and, when the
+    token encoder reads characters (``config.token_encoder == "char"``), ``chars (B, T, C)``
+    (:func:`elmo.chars.word_char_ids` per token; the ids then serve only as prediction targets).
 
     Args:
         config: sizes (:class:`BiLMConfig`).
         direction: ``"forward"`` (predict the next word) or ``"backward"`` (predict the previous).
 
     Raises:
-        ElmoError: unknown ``direction``.
+        ElmoError: unknown ``direction``; ``chars`` missing for a character model.
     """
 
     def __init__(self, config: BiLMConfig, direction: str):
@@ -136,98 +175,121 @@ class LanguageModel(nn.Module):
         if direction not in DIRECTIONS:
             raise ElmoError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
         self.config, self.direction = config, direction
-        self.embedding = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=PAD_ID)
-        sizes = [config.embedding_dim] + [config.hidden_size] * config.num_layers
+        if config.token_encoder == "char":
+            self.embedding = CharCNN(config.embedding_dim, config.char_dim, config.char_filters, config.num_highway,
+                                     config.max_chars)
+            start, _ = (BOS, EOS) if direction == "forward" else (EOS, BOS)
+            self.register_buffer("start_chars", torch.tensor(word_char_ids(start, config.max_chars)), persistent=False)
+        else:
+            self.embedding = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=PAD_ID)
+        sizes = [config.embedding_dim] + [config.output_size] * config.num_layers
         # One nn.LSTM per layer (each a fused kernel) so every layer's states are exposed.
-        self.layers = nn.ModuleList(nn.LSTM(i, o, batch_first=True) for i, o in zip(sizes[:-1], sizes[1:]))
+        self.layers = nn.ModuleList(nn.LSTM(i, config.hidden_size, batch_first=True, proj_size=config.proj_size)
+                                    for i in sizes[:-1])
         self.dropout = nn.Dropout(config.dropout)
         self.softmax = nn.AdaptiveLogSoftmaxWithLoss(
-            config.hidden_size, config.vocab_size, config.softmax_cutoffs(), div_value=config.div_value
+            config.output_size, config.vocab_size, config.softmax_cutoffs(), div_value=config.div_value
         )
 
-    def reading_order(self, ids: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def reading_order(self, ids: torch.Tensor, lengths: torch.Tensor,
+                      chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """The sequence this model reads and the words it must predict.
 
         Args:
             ids: ``(B, T)`` int64 token ids, right-padded with 0, no boundary tokens.
             lengths: ``(B,)`` int64 true lengths (>= 1).
+            chars: ``(B, T, C)`` int64 character ids (character encoder only).
 
         Returns:
-            ``(inputs, targets)``, both ``(B, T + 1)`` int64. Forward: inputs ``<bos> t_1..t_N``,
-            targets ``t_1..t_N <eos>``. Backward: inputs ``<eos> t_N..t_1``, targets ``t_N..t_1 <bos>``.
-            Targets at padded positions are ``IGNORE_INDEX``.
+            ``(inputs, targets, input_chars)``: ``(B, T + 1)`` int64 each, and ``(B, T + 1, C)`` or
+            ``None``. Forward: inputs ``<bos> t_1..t_N``, targets ``t_1..t_N <eos>``. Backward: inputs
+            ``<eos> t_N..t_1``, targets ``t_N..t_1 <bos>``. Targets at padded positions are
+            ``IGNORE_INDEX``.
         """
+        if self.config.token_encoder == "char" and chars is None:
+            raise ElmoError("this biLM reads characters (--token-encoder char): pass chars (B, T, C)")
         batch, max_len = ids.shape
         if self.direction == "backward":
             ids = reverse_padded(ids, lengths)
+            chars = None if chars is None else reverse_padded(chars, lengths)
         start, end = (BOS_ID, EOS_ID) if self.direction == "forward" else (EOS_ID, BOS_ID)
-        column = ids.new_full((batch, 1), start)
-        inputs = torch.cat([column, ids], dim=1)
+        inputs = torch.cat([ids.new_full((batch, 1), start), ids], dim=1)
         targets = torch.cat([ids, ids.new_full((batch, 1), PAD_ID)], dim=1)
         targets.scatter_(1, lengths.unsqueeze(1), end)
         targets = targets.masked_fill(~length_mask(lengths + 1, max_len + 1), IGNORE_INDEX)
-        return inputs, targets
+        input_chars = None
+        if self.config.token_encoder == "char":
+            column = self.start_chars.to(chars.device).expand(batch, 1, -1)
+            input_chars = torch.cat([column, chars], dim=1)
+        return inputs, targets, input_chars
 
-    def states(self, inputs: torch.Tensor) -> list[torch.Tensor]:
-        """Embedding and LSTM outputs in reading order.
+    def states(self, inputs: torch.Tensor, input_chars: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """Token vectors and LSTM outputs in reading order.
 
         Args:
             inputs: ``(B, S)`` int64 ids in this model's reading order.
+            input_chars: ``(B, S, C)`` character ids in the same order (character encoder only).
 
         Returns:
-            ``[x, h_1, .., h_L]``, each ``(B, S, H)``, before any dropout is applied to them
-            (dropout only feeds the next layer during training).
+            ``[x, h_1, .., h_L]``, each ``(B, S, output_size)``, before any dropout is applied to them
+            (dropout only feeds the next layer during training). With ``residual``, ``h_j`` for
+            j >= 2 already includes the skip connection ``+ h_{j-1}``.
         """
-        x = self.embedding(inputs)
+        x = self.embedding(input_chars if self.config.token_encoder == "char" else inputs)
         outputs = [x]
-        for lstm in self.layers:
-            x, _ = lstm(self.dropout(x))
+        for j, lstm in enumerate(self.layers):
+            h, _ = lstm(self.dropout(x))
+            x = h + x if self.config.residual and j > 0 else h
             outputs.append(x)
         return outputs
 
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, int]:
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor,
+                chars: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
         """Training loss.
 
         Args:
-            ids: ``(B, T)`` int64 right-padded token ids; lengths: ``(B,)`` int64.
+            ids: ``(B, T)`` int64 right-padded token ids; lengths: ``(B,)`` int64;
+            chars: ``(B, T, C)`` (character encoder only).
 
         Returns:
             ``(loss, n)``: mean negative log-likelihood in nats per predicted word (the adaptive
             softmax is a normalised distribution, so ``exp(loss)`` is this batch's perplexity) and
             the number ``n`` of predicted words (``sum(lengths + 1)``, the boundary word included).
         """
-        inputs, targets = self.reading_order(ids, lengths)
-        top = self.dropout(self.states(inputs)[-1])
+        inputs, targets, input_chars = self.reading_order(ids, lengths, chars)
+        top = self.dropout(self.states(inputs, input_chars)[-1])
         keep = targets != IGNORE_INDEX
         out = self.softmax(top[keep].float(), targets[keep])
         return out.loss, int(keep.sum())
 
     @torch.no_grad()
-    def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor,
+                  chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Full-vocabulary log-probabilities of every predicted word (exact, for evaluation).
 
         Returns:
             ``(log_probs, targets)``: ``(n, V)`` float32 and ``(n,)`` int64 over the ``n`` real
             predicted positions of the batch.
         """
-        inputs, targets = self.reading_order(ids, lengths)
-        top = self.states(inputs)[-1]
+        inputs, targets, input_chars = self.reading_order(ids, lengths, chars)
+        top = self.states(inputs, input_chars)[-1]
         keep = targets != IGNORE_INDEX
         return self.softmax.log_prob(top[keep].float()), targets[keep]
 
-    def token_states(self, ids: torch.Tensor, lengths: torch.Tensor) -> list[torch.Tensor]:
+    def token_states(self, ids: torch.Tensor, lengths: torch.Tensor,
+                     chars: torch.Tensor | None = None) -> list[torch.Tensor]:
         """Per-token representations aligned with the input tokens.
 
         Args:
-            ids: ``(B, T)`` right-padded ids; lengths: ``(B,)``.
+            ids: ``(B, T)`` right-padded ids; lengths: ``(B,)``; chars: ``(B, T, C)`` (character encoder only).
 
         Returns:
-            ``[x, h_1, .., h_L]``, each ``(B, T, H)``: entry ``[b, k]`` is the state after reading
-            token k (forward: having read t_1..t_k; backward: having read t_N..t_k). Values at
-            padded positions are meaningless; mask them.
+            ``[x, h_1, .., h_L]``, each ``(B, T, output_size)``: entry ``[b, k]`` is the state after
+            reading token k (forward: having read t_1..t_k; backward: having read t_N..t_k). Values
+            at padded positions are meaningless; mask them.
         """
-        inputs, _ = self.reading_order(ids, lengths)
-        outputs = [h[:, 1:] for h in self.states(inputs)]
+        inputs, _, input_chars = self.reading_order(ids, lengths, chars)
+        outputs = [h[:, 1:] for h in self.states(inputs, input_chars)]
         if self.direction == "backward":
             outputs = [reverse_padded(h, lengths) for h in outputs]
         return outputs
@@ -253,22 +315,26 @@ class BiLM(nn.Module):
 
     @property
     def output_dim(self) -> int:
-        """Width of every ELMo layer, 2H."""
-        return 2 * self.config.hidden_size
+        """Width D of every ELMo layer: 2 × the LSTM output width."""
+        return 2 * self.config.output_size
 
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
         """ELMo layers (eq. 1) for every token.
 
         Args:
             ids: ``(B, T)`` int64 right-padded token ids (0 = ``<pad>``), no boundary tokens.
             lengths: ``(B,)`` int64 true lengths, each in ``[1, T]``.
+            chars: ``(B, T, C)`` int64 character ids, required when ``config.token_encoder == "char"``.
 
         Returns:
-            ``(L + 1, B, T, 2H)``: layer 0 = both directions' token embeddings, layer j = both
-            directions' LSTM layer j. Padded positions are zeroed.
+            ``(L + 1, B, T, D)`` with D = :attr:`output_dim`: layer 0 = both directions' token vectors,
+            layer j = both directions' LSTM layer j. Padded positions are zeroed.
+
+        Raises:
+            ElmoError: ``chars`` missing for a character biLM.
         """
-        fwd = self.forward_lm.token_states(ids, lengths)
-        bwd = self.backward_lm.token_states(ids, lengths)
+        fwd = self.forward_lm.token_states(ids, lengths, chars)
+        bwd = self.backward_lm.token_states(ids, lengths, chars)
         layers = torch.stack([torch.cat(pair, dim=-1) for pair in zip(fwd, bwd)])
         return layers * length_mask(lengths, ids.shape[1]).unsqueeze(-1).to(layers.dtype)
 

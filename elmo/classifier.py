@@ -1,7 +1,8 @@
-"""The downstream AG News classifier on frozen ELMo features (and on static embeddings, for comparison).
+"""The downstream AG News classifier on ELMo features (and on static embeddings, for comparison).
 
 Pipeline per batch (shapes batch-first):
-``ids (B, T)`` → frozen biLM → layers ``(L+1, B, T, 2H)`` → layer mix → ``(B, T, 2H)`` → dropout →
+``ids (B, T)`` → :class:`~elmo.layer.Elmo` (biLM, frozen unless fine-tuned → layers ``(L+1, B, T, D)``
+→ layer mix → optional ELMo dropout) → ``(B, T, D)`` → dropout →
 optionally concatenated with a task-trained token embedding ``x_k`` as in the paper's recipe
 (§3.3, "[x_k; ELMo_k]"; ``token_embedding_dim`` > 0) →
 task encoder (a single-layer BiLSTM that never lets padding into a state, see
@@ -18,7 +19,7 @@ from torch import nn
 
 from .bilm import BiLM, length_mask, reverse_padded
 from .errors import ElmoError
-from .mix import build_mix
+from .layer import Elmo
 
 
 @dataclass
@@ -34,6 +35,9 @@ class ClassifierConfig:
         dropout: dropout on the ELMo vectors and on the pooled vector.
         seed: seeds the frozen mix weights.
         layer_norm: normalise each biLM layer per token before the mix (:mod:`elmo.mix`; ELMo only).
+        elmo_dropout: extra dropout on the ELMo vector alone (:class:`~elmo.layer.Elmo`; ELMo only).
+        mix_l2: coefficient λ of the penalty λ‖w‖² on the scalar-mix weights (§3.3; ELMo only).
+        fine_tune: train the biLM with the task (:class:`~elmo.layer.Elmo` ``requires_grad``).
     """
 
     setting: str = "trainable_lambda"
@@ -43,14 +47,20 @@ class ClassifierConfig:
     dropout: float = 0.3
     seed: int = 0
     layer_norm: bool = False
+    elmo_dropout: float = 0.0
+    mix_l2: float = 0.0
+    fine_tune: bool = False
 
     def __post_init__(self):
         if self.token_embedding_dim < 0:
             raise ElmoError(f"--token-embedding-dim must be >= 0, got {self.token_embedding_dim}")
         if self.encoder_hidden <= 0 or self.num_classes < 2:
             raise ElmoError("--encoder-hidden must be positive and there must be at least 2 classes")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ElmoError(f"--dropout must be in [0, 1), got {self.dropout}")
+        for name in ("dropout", "elmo_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ElmoError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(self, name)}")
+        if self.mix_l2 < 0:
+            raise ElmoError(f"--mix-l2 must be >= 0, got {self.mix_l2}")
 
 
 def masked_mean_max(states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -120,20 +130,25 @@ class SequenceClassifier(nn.Module):
         self.encoder = MaskedBiLSTM(feature_dim + config.token_embedding_dim, config.encoder_hidden)
         self.head = nn.Linear(4 * config.encoder_hidden, config.num_classes)
 
-    def features(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    def features(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
         """The representation ``(B, T, D)`` of right-padded ``ids (B, T)``; subclasses define it."""
         raise NotImplementedError
 
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    def penalty(self) -> torch.Tensor:
+        """A regularisation term added to the task loss (0 here; the mix-weight L2 for ELMo)."""
+        return torch.zeros(())
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
         """Class logits.
 
         Args:
-            ids: ``(B, T)`` int64 right-padded token ids; lengths: ``(B,)`` int64, each >= 1.
+            ids: ``(B, T)`` int64 right-padded token ids; lengths: ``(B,)`` int64, each >= 1;
+            chars: ``(B, T, C)`` character ids (only read by a character biLM).
 
         Returns:
             ``(B, C)`` unnormalised logits.
         """
-        x = self.features(ids, lengths)
+        x = self.features(ids, lengths, chars)
         if self.token_embedding is not None:
             x = torch.cat([x, self.token_embedding(ids).to(x.dtype)], dim=-1)
         x = self.dropout(x)
@@ -143,11 +158,12 @@ class SequenceClassifier(nn.Module):
 
 
 class ElmoClassifier(SequenceClassifier):
-    """Frozen biLM + layer mix + the shared head (:class:`SequenceClassifier`).
+    """:class:`~elmo.layer.Elmo` (biLM + layer mix) + the shared head (:class:`SequenceClassifier`).
 
     Args:
-        bilm: a trained :class:`~elmo.bilm.BiLM`; it is frozen here (``requires_grad=False``, kept in
-            eval mode by :meth:`train`) and run without autograd.
+        bilm: a trained :class:`~elmo.bilm.BiLM`. Frozen (no gradients, run without autograd) unless
+            ``config.fine_tune``, in which case it is trained in place (pass a copy to keep the original).
+            It stays in eval mode either way.
         config: :class:`ClassifierConfig`; ``config.setting`` picks the layer mix (:mod:`elmo.mix`).
 
     Raises:
@@ -156,36 +172,40 @@ class ElmoClassifier(SequenceClassifier):
 
     def __init__(self, bilm: BiLM, config: ClassifierConfig):
         super().__init__(config)
-        self.bilm = bilm
-        for p in self.bilm.parameters():
-            p.requires_grad_(False)
-        self.mix = build_mix(config.setting, bilm.num_layers, bilm.output_dim, seed=config.seed,
-                             layer_norm=config.layer_norm)
+        self.elmo = Elmo(bilm, 1, config.setting, dropout=config.elmo_dropout, do_layer_norm=config.layer_norm,
+                         requires_grad=config.fine_tune, seed=config.seed)
         self.build_head(bilm.output_dim, bilm.config.vocab_size)
 
-    def train(self, mode: bool = True) -> "ElmoClassifier":
-        """Train the task model; the frozen biLM always stays in eval mode (no dropout)."""
-        super().train(mode)
-        self.bilm.eval()
-        return self
+    @property
+    def bilm(self) -> BiLM:
+        """The biLM inside :attr:`elmo`."""
+        return self.elmo.bilm
+
+    @property
+    def mix(self) -> nn.Module:
+        """The layer mix (:mod:`elmo.mix`)."""
+        return self.elmo.mixes[0]
+
+    def penalty(self) -> torch.Tensor:
+        """``mix_l2 · ‖w‖²`` (§3.3), see :meth:`elmo.layer.Elmo.penalty`."""
+        return self.config.mix_l2 * self.elmo.penalty() if self.config.mix_l2 else torch.zeros(())
 
     def task_state_dict(self) -> dict[str, torch.Tensor]:
-        """Weights of everything except the frozen biLM (what ``classifier.pt`` stores)."""
-        return {k: v for k, v in self.state_dict().items() if not k.startswith("bilm.")}
+        """What ``classifier.pt`` stores: everything but the frozen biLM (all of it when fine-tuned)."""
+        return {k: v for k, v in self.state_dict().items() if self.config.fine_tune or not k.startswith("elmo.bilm.")}
 
     def load_task_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        """Inverse of :meth:`task_state_dict`. Raises ``RuntimeError`` on mismatching keys or shapes."""
+        """Inverse of :meth:`task_state_dict` (also reads files written before the :class:`Elmo` module,
+        whose mix keys start with ``mix.``). Raises ``RuntimeError`` on mismatching keys or shapes."""
+        state = {("elmo.mixes.0." + k[4:] if k.startswith("mix.") else k): v for k, v in state.items()}
         missing, unexpected = self.load_state_dict(state, strict=False)
-        missing = [k for k in missing if not k.startswith("bilm.")]
+        missing = [k for k in missing if self.config.fine_tune or not k.startswith("elmo.bilm.")]
         if missing or unexpected:
             raise RuntimeError(f"missing keys {missing[:3]}, unexpected keys {list(unexpected)[:3]}")
 
-    def features(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """ELMo vectors ``(B, T, 2H)`` for right-padded ``ids (B, T)`` with ``lengths (B,)`` (eq. 1)."""
-        with torch.no_grad():
-            layers = self.bilm(ids, lengths)
-        return self.mix(layers)
-
+    def features(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
+        """ELMo vectors ``(B, T, D)`` for right-padded ``ids (B, T)`` with ``lengths (B,)`` (eq. 1)."""
+        return self.elmo(ids, lengths, chars)["elmo_representations"][0]
 
 
 class StaticEmbeddingClassifier(SequenceClassifier):
@@ -202,6 +222,6 @@ class StaticEmbeddingClassifier(SequenceClassifier):
                                                       padding_idx=0)
         self.build_head(self.embedding.embedding_dim, self.embedding.num_embeddings)
 
-    def features(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    def features(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
         """Static vectors ``(B, T, D)``: the same vector for a word wherever it occurs."""
         return self.embedding(ids)

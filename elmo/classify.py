@@ -10,9 +10,11 @@ validation), ``results/classification.json`` and ``images/confusion_<setting>.pn
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,10 +23,10 @@ import torch
 import torch.nn.functional as F
 
 from .bilm import BiLM, load_bilm
-from .checkpoint import FORMAT_VERSION, environment_info, save_checkpoint, write_json
+from .checkpoint import FORMAT_VERSION, environment_info, load_checkpoint, save_checkpoint, write_json
 from .classifier import ClassifierConfig, ElmoClassifier, SequenceClassifier
 from .cli import CommonConfig, option
-from .data import CLASS_NAMES, NUM_CLASSES, Corpus, EncodedCorpus, load_agnews
+from .data import CLASS_NAMES, NUM_CLASSES, Corpus, EncodedCorpus, load_agnews, tokenize
 from .errors import ElmoError
 from .metrics import classification_metrics, plot_confusion, plot_curves
 from .mix import MIX_SETTINGS, mix_summary
@@ -47,12 +49,14 @@ class HeadConfig(CommonConfig):
     dropout: float = option(0.3, "dropout on ELMo vectors and the pooled vector")
     weight_decay: float = option(0.0, "Adam weight decay")
     layer_norm: bool = option(False, "normalise each biLM layer per token before the mix (paper §3.2; ELMo only)")
+    concat_token_embedding: bool = option(True, "feed the task encoder [x_k; ELMo_k] (paper §3.3) rather than "
+                                          "ELMo_k alone; x_k is --token-embedding-dim wide")
 
     def classifier_config(self, setting: str) -> ClassifierConfig:
         """The :class:`ClassifierConfig` of the head for one representation ``setting``."""
         return ClassifierConfig(setting=setting, num_classes=NUM_CLASSES, encoder_hidden=self.encoder_hidden,
-                                token_embedding_dim=self.token_embedding_dim, dropout=self.dropout, seed=self.seed,
-                                layer_norm=self.layer_norm)
+                                token_embedding_dim=self.token_embedding_dim if self.concat_token_embedding else 0,
+                                dropout=self.dropout, seed=self.seed, layer_norm=self.layer_norm)
 
 
 @dataclass
@@ -60,11 +64,29 @@ class ClassifyConfig(HeadConfig):
     """Flags of ``classification.py`` (see ``python classification.py --help``)."""
 
     settings: tuple[str, ...] = option(MIX_SETTINGS, "layer-mix settings to train, in turn", choices=MIX_SETTINGS)
+    elmo_dropout: float = option(0.0, "dropout on the ELMo vector itself (AllenNLP's Elmo uses 0.5)")
+    mix_l2: float = option(0.0, "L2 penalty λ‖w‖² on the scalar-mix weights, pulling λ toward the average "
+                           "(paper §3.3 and §5.2: 0.001 small, 1 ≈ plain average)")
+    fine_tune: bool = option(False, "fine-tune the biLM with the classifier instead of freezing it: discriminative "
+                             "learning rates and gradual unfreezing, top layer first")
+    lr_decay: float = option(2.6, "fine-tuning: each biLM layer group down from the top gets the learning rate of "
+                             "the group above divided by this (ULMFiT's 2.6)")
+    predict: str | None = option(None, "classify this text with models/classifier.pt and print label and "
+                                 "probability (no training)")
+    predict_file: str | None = option(None, "classify every line of this file (one text per line; no training)")
 
     def check(self) -> None:
         super().check()
         if not self.settings:
             raise ElmoError("--settings needs at least one setting")
+        if self.lr_decay < 1:
+            raise ElmoError(f"--lr-decay must be >= 1, got {self.lr_decay}")
+        self.classifier_config(self.settings[0])
+
+    def classifier_config(self, setting: str) -> ClassifierConfig:
+        """The head's config plus the ELMo options (ELMo dropout, mix L2, fine-tuning)."""
+        return replace(super().classifier_config(setting), elmo_dropout=self.elmo_dropout, mix_l2=self.mix_l2,
+                       fine_tune=self.fine_tune)
 
 
 def bilm_fingerprint(bilm: BiLM, vocab: Vocabulary) -> str:
@@ -80,7 +102,8 @@ def predict(model: SequenceClassifier, corpus: EncodedCorpus, device: torch.devi
     with torch.no_grad():
         for index in corpus.batches(256, max_tokens):
             batch = to_device(corpus.collate(index), device)
-            probs[index] = torch.softmax(model(batch["ids"], batch["lengths"]).float(), dim=-1).cpu().numpy()
+            logits = model(batch["ids"], batch["lengths"], batch.get("chars"))
+            probs[index] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
     return probs
 
 
@@ -89,6 +112,36 @@ def classifier_checkpoint(model: ElmoClassifier, fingerprint: str, extra: dict[s
     return {"format": "elmo.classifier", "version": FORMAT_VERSION, "config": asdict(model.config),
             "class_names": list(CLASS_NAMES), "bilm_fingerprint": fingerprint,
             "state_dict": model.task_state_dict(), **extra}
+
+
+def load_classifier(path: str | Path, bilm: BiLM, vocab: Vocabulary) -> tuple[ElmoClassifier, list[str]]:
+    """Rebuild an :class:`~elmo.classifier.ElmoClassifier` from a ``classifier*.pt`` on top of its biLM.
+
+    Args:
+        path: the classifier file (``weights_only=True`` load).
+        bilm, vocab: the biLM and vocabulary it was trained on (``load_bilm("models/bilstm.pt")``);
+            a fine-tuned classifier's file carries its own biLM weights, which replace ``bilm``'s.
+
+    Returns:
+        ``(model, class_names)``, the model in eval mode on the biLM's device.
+
+    Raises:
+        ElmoError: missing/corrupt file, not a classifier, trained on a different biLM (fingerprint of
+            config + vocabulary), or weights that do not fit the stored config.
+    """
+    ckpt = load_checkpoint(path, "elmo.classifier")
+    fingerprint = bilm_fingerprint(bilm, vocab)
+    if ckpt.get("bilm_fingerprint") != fingerprint:
+        raise ElmoError(f"{path} was trained on a different biLM (fingerprint {ckpt.get('bilm_fingerprint')}, "
+                        f"this biLM {fingerprint}): use the bilstm.pt it was trained with")
+    try:
+        config = ClassifierConfig(**ckpt["config"])
+        model = ElmoClassifier(copy.deepcopy(bilm) if config.fine_tune else bilm, config)
+        model.load_task_state_dict(ckpt["state_dict"])
+    except (KeyError, TypeError, RuntimeError, ElmoError) as exc:
+        raise ElmoError(f"{path}: inconsistent classifier checkpoint: {str(exc).splitlines()[0]}") from None
+    device = next(bilm.parameters()).device
+    return model.to(device).eval(), list(ckpt.get("class_names", CLASS_NAMES))
 
 
 def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus], config: HeadConfig,
@@ -118,17 +171,42 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
         model,
         batches=lambda epoch: (data["train"].collate(i) for i in data["train"].batches(
             config.batch_size, config.max_tokens, shuffle=True, seed=config.seed + epoch)),
-        loss_fn=lambda m, b: (F.cross_entropy(m(b["ids"], b["lengths"]).float(), b["labels"]), len(b["labels"])),
+        loss_fn=lambda m, b: (F.cross_entropy(m(b["ids"], b["lengths"], b.get("chars")).float(), b["labels"])
+                              + m.penalty(), len(b["labels"])),
         validate=validate, monitor="f1", maximize=True,
         config=TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience,
                            weight_decay=config.weight_decay),
-        device=device, desc=model.config.setting, unit="doc", quiet=config.quiet,
+        device=device, desc=model.config.setting, unit="doc", quiet=config.quiet, **fine_tuning(model, config),
     )
     seconds = time.perf_counter() - started
     entry: dict[str, Any] = {split: classification_metrics(data[split].labels, predict(model, data[split], device).argmax(1),
                                                            NUM_CLASSES) for split in ("train", "val", "test")}
     entry.update({"best_epoch": fitted.best_epoch, "history": fitted.history, "train_seconds": seconds})
     return entry
+
+
+def fine_tuning(model: SequenceClassifier, config: HeadConfig) -> dict[str, Any]:
+    """:func:`elmo.train.fit` arguments that fine-tune an ELMo classifier's biLM (``--fine-tune``); ``{}`` otherwise.
+
+    Discriminative learning rates: the task model (mix + head) trains at ``lr``, the biLM's top LSTM
+    layer at ``lr / lr_decay``, the next at ``lr / lr_decay²``, the token encoders lowest. Gradual
+    unfreezing: epoch 1 trains the task model only; each later epoch unfreezes the next group down
+    (Howard & Ruder 2018, ULMFiT §3.2-3.3).
+    """
+    if not getattr(model.config, "fine_tune", False):
+        return {}
+    groups = model.elmo.layer_groups()  # top down
+    bilm_ids = {id(p) for p in model.bilm.parameters()}
+    task = [p for p in model.parameters() if p.requires_grad and id(p) not in bilm_ids]
+    param_groups = [{"params": task, "lr": config.lr}]
+    param_groups += [{"params": g, "lr": config.lr / config.lr_decay ** (i + 1)} for i, g in enumerate(groups)]
+
+    def unfreeze(epoch: int) -> None:
+        for i, group in enumerate(groups):
+            for p in group:
+                p.requires_grad_(i < epoch)
+
+    return {"param_groups": param_groups, "on_epoch_start": unfreeze}
 
 
 @dataclass
@@ -172,7 +250,7 @@ def prepare_run(config: HeadConfig) -> Run:
     bilm.to(device)
     splits = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs, config.skip_bad_rows)
     corpora = dict(zip(("train", "val", "test"), splits))
-    data = {name: encode(c, vocab, config.max_length) for name, c in corpora.items()}
+    data = {name: encode(c, vocab, config.max_length, bilm.config.chars_per_token) for name, c in corpora.items()}
     say(f"data: {len(corpora['train'])} train / {len(corpora['val'])} val / {len(corpora['test'])} test documents; "
         f"biLM vocabulary {len(vocab):,}")
     token_vectors = None
@@ -186,12 +264,65 @@ def prepare_run(config: HeadConfig) -> Run:
                token_vectors)
 
 
-def classify(config: ClassifyConfig) -> dict:
+def read_texts(path: str | Path) -> tuple[list[str], list[int]]:
+    """The non-blank lines of a UTF-8 text file and their 1-based line numbers.
+
+    Raises:
+        ElmoError: the file is missing, not UTF-8, or has no non-blank line.
+    """
+    try:
+        lines = Path(path).read_text(encoding="utf-8-sig").splitlines()
+    except FileNotFoundError:
+        raise ElmoError(f"--predict-file {path}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise ElmoError(f"--predict-file {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    kept = [(i + 1, line.strip()) for i, line in enumerate(lines) if line.strip()]
+    if not kept:
+        raise ElmoError(f"--predict-file {path}: no text to classify")
+    return [t for _, t in kept], [n for n, _ in kept]
+
+
+def predict_texts(config: ClassifyConfig) -> list[dict[str, Any]]:
+    """``--predict`` / ``--predict-file``: print ``label<TAB>probability<TAB>text`` per text with
+    ``classifier.pt``; returns ``[{"text", "label", "probability", "probabilities"}]``.
+
+    Raises:
+        ElmoError: missing model files, an empty text (named by its line) or an unreadable file.
+    """
+    from .api import TextClassifier
+
+    configure_threads(config.threads)
+    if config.predict is not None:
+        texts, where = [config.predict], ["--predict"]
+    else:
+        texts, numbers = read_texts(config.predict_file)
+        blank = len(Path(config.predict_file).read_text(encoding="utf-8-sig").splitlines()) - len(texts)
+        if blank:
+            print(f"note: skipped {blank} blank line(s) of {config.predict_file}", file=sys.stderr)
+        where = [f"{config.predict_file} line {n}" for n in numbers]
+    classifier = TextClassifier.from_pretrained(config.models_dir, device=config.device)
+    for text, place in zip(texts, where):
+        if not tokenize(text):
+            raise ElmoError(f"{place}: the text holds no word to classify: {text[:60]!r}")
+    probs = classifier.predict_proba(texts)
+    out = []
+    for text, p in zip(texts, probs):
+        label = classifier.class_names[int(p.argmax())]
+        print(f"{label}\t{p.max():.4f}\t{text}", flush=True)
+        out.append({"text": text, "label": label, "probability": float(p.max()),
+                    "probabilities": dict(zip(classifier.class_names, p.tolist()))})
+    return out
+
+
+def classify(config: ClassifyConfig) -> dict | list:
     """Train and evaluate one classifier per setting; returns the ``classification.json`` content.
+    With ``--predict`` / ``--predict-file`` it only classifies those texts (:func:`predict_texts`).
 
     Raises:
         ElmoError: missing biLM files (run ``python ELMO.py`` first), bad data or flags.
     """
+    if config.predict is not None or config.predict_file is not None:
+        return predict_texts(config)
     run = prepare_run(config)
     device, say, models, results, images = run.device, run.say, run.models, run.results, run.images
     bilm, vocab, data = run.bilm, run.vocab, run.data
@@ -201,7 +332,9 @@ def classify(config: ClassifyConfig) -> dict:
     payloads: dict[str, dict[str, Any]] = {}  # checkpoint contents per setting; the best is also classifier.pt
     for setting in config.settings:
         set_seed(config.seed)
-        model = run.to_device(ElmoClassifier(bilm, config.classifier_config(setting)))
+        # Fine-tuning trains the biLM in place: give each setting its own copy of the pre-trained one.
+        model_bilm = copy.deepcopy(bilm) if config.fine_tune else bilm
+        model = run.to_device(ElmoClassifier(model_bilm, config.classifier_config(setting)))
         entry = train_and_evaluate(model, data, config, device)
         entry.update(mix_summary(model.mix))
         out[setting] = entry

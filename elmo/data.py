@@ -293,6 +293,38 @@ class EncodedCorpus:
         self.offsets = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
         self.ids = np.fromiter((t for s in seqs for t in s), dtype=np.int32, count=int(self.lengths.sum()))
         self.labels = None if labels is None else np.asarray(labels, dtype=np.int64)
+        self.type_ids: np.ndarray | None = None  # per token, a row of char_table (character biLMs)
+        self.char_table: np.ndarray | None = None
+
+    def attach_chars(self, documents: Iterable[Sequence[str]], max_chars: int) -> "EncodedCorpus":
+        """Keep the spelling of every token so :meth:`collate` can return character ids (for a
+        character biLM, :mod:`elmo.chars`; OOV words keep their own spelling although their id is ``<unk>``).
+
+        Each distinct token is stored once: ``char_table (n_types, max_chars)`` int16, row 0 = padding,
+        and ``type_ids`` int32 aligned with :attr:`ids`.
+
+        Args:
+            documents: the same token lists the ids were encoded from (truncated the same way here).
+            max_chars: characters per token C.
+
+        Raises:
+            ElmoError: the documents do not match the encoded lengths.
+        """
+        from .chars import char_table
+        from .vocab import PAD
+
+        types: dict[str, int] = {PAD: 0}
+        flat = []
+        for i, doc in enumerate(documents):
+            doc = list(doc)[: self.lengths[i]] if i < len(self.lengths) else []
+            if len(doc) == 0 or len(doc) != self.lengths[i]:
+                raise ElmoError(f"attach_chars: document {i} does not match the encoded corpus")
+            flat.extend(types.setdefault(w, len(types)) for w in doc)
+        if len(flat) != self.num_tokens:
+            raise ElmoError(f"attach_chars: got {len(flat)} tokens for a corpus of {self.num_tokens}")
+        self.type_ids = np.asarray(flat, dtype=np.int32)
+        self.char_table = char_table(list(types), max_chars)
+        return self
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -305,15 +337,21 @@ class EncodedCorpus:
         """Pad the documents at ``index`` on the right.
 
         Returns:
-            ``{"ids": (B, T) int64 with 0 = <pad>, "lengths": (B,) int64, "labels": (B,) int64}``
-            where ``T`` is the longest of the ``B`` documents (``labels`` only when present).
+            ``{"ids": (B, T) int64 with 0 = <pad>, "lengths": (B,) int64, "labels": (B,) int64,
+            "chars": (B, T, C) int64}`` where ``T`` is the longest of the ``B`` documents (``labels``
+            only when present, ``chars`` only after :meth:`attach_chars`; padding is all zeros).
         """
         index = np.asarray(index, dtype=np.int64)
         lengths = self.lengths[index]
         ids = np.zeros((len(index), int(lengths.max())), dtype=np.int64)
+        types = None if self.type_ids is None else np.zeros_like(ids)
         for row, (i, n) in enumerate(zip(index, lengths)):
             ids[row, :n] = self.ids[self.offsets[i]:self.offsets[i] + n]
+            if types is not None:
+                types[row, :n] = self.type_ids[self.offsets[i]:self.offsets[i] + n]
         batch = {"ids": torch.from_numpy(ids), "lengths": torch.from_numpy(lengths.copy())}
+        if types is not None:
+            batch["chars"] = torch.from_numpy(self.char_table[types].astype(np.int64))
         if self.labels is not None:
             batch["labels"] = torch.from_numpy(self.labels[index])
         return batch

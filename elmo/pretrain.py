@@ -17,10 +17,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .bilm import BiLM, BiLMConfig, LanguageModel, lm_checkpoint, save_bilm
+from .bilm import TOKEN_ENCODERS, BiLM, BiLMConfig, LanguageModel, lm_checkpoint, save_bilm
+from .chars import DEFAULT_FILTERS
 from .checkpoint import environment_info, save_checkpoint, write_json
 from .cli import CommonConfig, option
 from .data import EncodedCorpus, load_agnews
+from .errors import ElmoError
 from .metrics import plot_confusion, plot_curves, top_words_confusion, word_prediction_metrics
 from .train import TrainConfig, configure_threads, fit, resolve_device, set_seed, to_device
 from .vocab import Vocabulary
@@ -42,11 +44,42 @@ class PretrainConfig(CommonConfig):
     init_embeddings: str = option("word2vec", "initial token embeddings of both LMs: word2vec (skip-gram trained "
                                   "on the same training text, scaled to unit std; about 40 s on AG News) or "
                                   "none (random)", choices=("word2vec", "none"))
+    token_encoder: str = option("word", "token encoder x_k of both LMs: word (embedding table) or char (the paper's "
+                                "character CNN + highway + projection, §3.1: OOV words get their own vectors)",
+                                choices=TOKEN_ENCODERS)
+    char_filters: tuple[str, ...] = option(tuple(f"{w}:{n}" for w, n in DEFAULT_FILTERS),
+                                           "char CNN filters as width:count (the paper: 1:32 2:32 3:64 4:128 5:256 "
+                                           "6:512 7:1024)")
+    char_dim: int = option(16, "character embedding width (char encoder)")
+    num_highway: int = option(1, "highway layers after the char CNN (the paper: 2)")
+    max_chars: int = option(20, "characters per token incl. the begin/end-of-word marks (the paper: 50)")
+    residual: bool = option(False, "residual connection from the first to the second LSTM layer (§3.1)")
+    proj_size: int = option(0, "LSTM projection: --hidden-size cells projected to this width (the paper: 4096 → "
+                            "512); then --embedding-dim must equal it. 0 = none")
+
+    def bilm_config(self, vocab_size: int) -> BiLMConfig:
+        """The :class:`~elmo.bilm.BiLMConfig` these flags ask for. Raises :class:`ElmoError` on bad sizes."""
+        try:
+            filters = tuple(tuple(int(v) for v in f.split(":")) for f in self.char_filters)
+            if any(len(f) != 2 for f in filters):
+                raise ValueError
+        except ValueError:
+            raise ElmoError(f"--char-filters expects width:count pairs such as 3:64, got {' '.join(self.char_filters)}") from None
+        return BiLMConfig(vocab_size=vocab_size, embedding_dim=self.embedding_dim, hidden_size=self.hidden_size,
+                          num_layers=self.num_layers, dropout=self.dropout, token_encoder=self.token_encoder,
+                          char_dim=self.char_dim, char_filters=filters, num_highway=self.num_highway,
+                          max_chars=self.max_chars, residual=self.residual, proj_size=self.proj_size)
+
+    def check(self) -> None:
+        super().check()
+        self.bilm_config(vocab_size=10)
 
 
-def encode(corpus, vocab: Vocabulary, max_length: int) -> EncodedCorpus:
-    """Token ids of a :class:`~elmo.data.Corpus` (labels kept), truncated to ``max_length``."""
-    return EncodedCorpus((vocab.encode(t) for t in corpus.tokens), corpus.labels, max_length=max_length)
+def encode(corpus, vocab: Vocabulary, max_length: int, max_chars: int | None = None) -> EncodedCorpus:
+    """Token ids of a :class:`~elmo.data.Corpus` (labels kept), truncated to ``max_length``; with
+    ``max_chars`` (a character biLM, :attr:`BiLMConfig.chars_per_token`) batches also carry ``chars``."""
+    encoded = EncodedCorpus((vocab.encode(t) for t in corpus.tokens), corpus.labels, max_length=max_length)
+    return encoded.attach_chars(corpus.tokens, max_chars) if max_chars else encoded
 
 
 def perplexity(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device, max_tokens: int = 8192) -> float:
@@ -60,7 +93,7 @@ def perplexity(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device, m
     with torch.no_grad():
         for index in corpus.batches(256, max_tokens):
             batch = to_device(corpus.collate(index), device)
-            loss, n = lm(batch["ids"], batch["lengths"])
+            loss, n = lm(batch["ids"], batch["lengths"], batch.get("chars"))
             total += float(loss) * n
             count += n
     return math.exp(total / count)
@@ -79,7 +112,7 @@ def evaluate_words(lm: LanguageModel, corpus: EncodedCorpus, device: torch.devic
     with torch.no_grad():
         for index in corpus.batches(64, max_tokens):
             batch = to_device(corpus.collate(index), device)
-            log_probs, target = lm.log_probs(batch["ids"], batch["lengths"])
+            log_probs, target = lm.log_probs(batch["ids"], batch["lengths"], batch.get("chars"))
             nll -= float(log_probs.gather(1, target.unsqueeze(1)).sum())
             targets.append(target.cpu().numpy())
             top5.append(log_probs.topk(5, dim=1).indices.cpu().numpy())
@@ -101,6 +134,9 @@ def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainCo
     """
     if config.init_embeddings == "none":
         return {"method": "none"}
+    if bilm.config.token_encoder == "char":
+        say("--init-embeddings word2vec does not apply to the character encoder: it starts random")
+        return {"method": "none", "reason": "character token encoder"}
     from .static import copy_vectors, word2vec_vectors
 
     vectors, info = word2vec_vectors(sentences, vocab, dim=config.embedding_dim, seed=config.seed)
@@ -125,14 +161,14 @@ def pretrain(config: PretrainConfig) -> dict:
                                    config.skip_bad_rows)
     vocab = Vocabulary.build(train.tokens, config.min_freq, config.max_vocab)
     vocab.save_pickle(models / "word2idx.pkl")
-    data = {name: encode(c, vocab, config.max_length) for name, c in (("train", train), ("val", val), ("test", test))}
+    bilm_config = config.bilm_config(len(vocab))
+    data = {name: encode(c, vocab, config.max_length, bilm_config.chars_per_token)
+            for name, c in (("train", train), ("val", val), ("test", test))}
     oov = {name: vocab.oov_rate(c.tokens) for name, c in (("val", val), ("test", test))}
     say(f"data: {len(train)} train / {len(val)} val / {len(test)} test documents, "
         f"{data['train'].num_tokens:,} training tokens, vocabulary {len(vocab):,} "
         f"(OOV val {oov['val']:.2%}, test {oov['test']:.2%}), device {device}, {threads} threads")
 
-    bilm_config = BiLMConfig(vocab_size=len(vocab), embedding_dim=config.embedding_dim, hidden_size=config.hidden_size,
-                             num_layers=config.num_layers, dropout=config.dropout)
     bilm = BiLM(bilm_config)
     out_init = init_embeddings(bilm, vocab, train.tokens, config, say)
     bilm.to(device)
@@ -148,7 +184,7 @@ def pretrain(config: PretrainConfig) -> dict:
             lm,
             batches=lambda epoch: (data["train"].collate(i) for i in data["train"].batches(
                 config.batch_size, config.max_tokens, shuffle=True, seed=config.seed + epoch)),
-            loss_fn=lambda model, batch: model(batch["ids"], batch["lengths"]),
+            loss_fn=lambda model, batch: model(batch["ids"], batch["lengths"], batch.get("chars")),
             validate=lambda: {"perplexity": perplexity(lm, data["val"], device)},
             monitor="perplexity", maximize=False, config=train_config, device=device,
             desc=f"{lm.direction} LM", quiet=config.quiet,

@@ -15,6 +15,7 @@ changed (the config difference) and what it did. PDF layout: reportlab.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -30,11 +31,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from .checkpoint import atomic_write_bytes
+from .classify import ClassifyConfig
 from .cli import option, run_cli
 from .data import CLASS_NAMES
 from .errors import ElmoError
 from .metrics import _save_figure
 from .mix import MIX_SETTINGS
+from .pretrain import PretrainConfig
 
 STATIC = ("word2vec", "svd")
 LABELS = {"trainable_lambda": "ELMo, trainable λ", "frozen_lambda": "ELMo, frozen λ",
@@ -102,12 +105,21 @@ def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathL
 
 
 #: Config keys that name folders or output options, not an experimental change.
-_NOT_A_CHANGE = {"data_dir", "models_dir", "results_dir", "images_dir", "quiet", "threads", "device", "settings"}
+_NOT_A_CHANGE = {"data_dir", "models_dir", "results_dir", "images_dir", "quiet", "threads", "device", "settings",
+                 "predict", "predict_file"}
 
 
-def config_changes(base: dict, other: dict) -> list[str]:
-    """``key: value`` for every config key whose value differs from ``base`` (ignoring paths and output flags)."""
-    return [f"{k}: {other[k]}" for k in other if k not in _NOT_A_CHANGE and base.get(k) != other[k]]
+def _defaults(config_cls: type) -> dict[str, Any]:
+    """A config dataclass's defaults as they read back from JSON (tuples become lists)."""
+    return json.loads(json.dumps({f.name: f.default for f in dataclasses.fields(config_cls)}))
+
+
+def config_changes(base: dict, other: dict, defaults: dict | None = None) -> list[str]:
+    """``key: value`` for every config key whose value differs from ``base`` (ignoring paths and output
+    flags); a key ``base`` lacks (a flag added after that run) is compared with its default."""
+    defaults = defaults or {}
+    return [f"{k}: {other[k]}" for k in other
+            if k not in _NOT_A_CHANGE and base.get(k, defaults.get(k)) != other[k]]
 
 
 def experiment_changes(res: dict, name: str) -> list[str]:
@@ -115,8 +127,9 @@ def experiment_changes(res: dict, name: str) -> list[str]:
     exp = res["experiments"][name]
     changes = []
     if exp.get("lm"):
-        changes += config_changes(res["lm"].get("config", {}), exp["lm"].get("config", {}))
-    changes += config_changes(res["classification"].get("config", {}), exp["classification"].get("config", {}))
+        changes += config_changes(res["lm"].get("config", {}), exp["lm"].get("config", {}), _defaults(PretrainConfig))
+    changes += config_changes(res["classification"].get("config", {}), exp["classification"].get("config", {}),
+                              _defaults(ClassifyConfig))
     main_bilm = res["classification"].get("meta", {}).get("bilm_fingerprint")
     bilm = exp["classification"].get("meta", {}).get("bilm_fingerprint")
     if not exp.get("lm") and main_bilm and bilm and bilm != main_bilm:

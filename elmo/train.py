@@ -124,6 +124,8 @@ def fit(
     desc: str = "train",
     unit: str = "tok",
     quiet: bool = False,
+    param_groups: list[dict[str, Any]] | None = None,
+    on_epoch_start: Callable[[int], None] | None = None,
 ) -> FitResult:
     """Train ``model`` in place and restore the weights of its best validation epoch.
 
@@ -136,6 +138,10 @@ def fit(
         monitor: key of ``validate()``'s result used for model selection and early stopping.
         maximize: whether a larger monitored value is better.
         config: :class:`TrainConfig`; device: where to train; desc/unit: progress-bar labels.
+        param_groups: optional Adam parameter groups (``{"params": [...], "lr": ...}``) for
+            per-group learning rates; parameters in them may start frozen (``requires_grad=False``)
+            and be unfrozen later. Default: one group of every parameter that requires grad.
+        on_epoch_start: called with the 0-based epoch before it starts (e.g. gradual unfreezing).
 
     Returns:
         :class:`FitResult`.
@@ -143,13 +149,17 @@ def fit(
     Raises:
         ElmoError: the loss becomes NaN or infinite, or ``monitor`` is missing from ``validate()``.
     """
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
+    if param_groups is None:
+        param_groups = [{"params": [p for p in model.parameters() if p.requires_grad]}]
+    params = [p for group in param_groups for p in group["params"]]
+    optimizer = torch.optim.Adam(param_groups, lr=config.lr, weight_decay=config.weight_decay)
     scaler = torch.amp.GradScaler("cuda", enabled=device.type == "cuda")
     result = FitResult()
     best_state = None
     stale = 0
     for epoch in range(config.epochs):
+        if on_epoch_start is not None:
+            on_epoch_start(epoch)
         model.train()
         start, total_loss, total_units = time.perf_counter(), 0.0, 0
         bar = tqdm(batches(epoch), desc=f"{desc} epoch {epoch + 1}/{config.epochs}", disable=quiet,

@@ -8,6 +8,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from elmo.bilm import BiLM, BiLMConfig
 from elmo.classifier import ClassifierConfig, ElmoClassifier, MaskedBiLSTM, masked_mean_max
+from elmo.errors import ElmoError
 from elmo.mix import MIX_SETTINGS
 
 
@@ -64,7 +65,7 @@ def test_training_step_leaves_the_biLM_frozen_and_in_eval_mode():
     assert all(torch.equal(v, model.bilm.state_dict()[k]) for k, v in before.items())
     assert all(p.grad is None for p in model.bilm.parameters())
     assert model.mix.weights.grad is not None
-    assert not any(k.startswith("bilm.") for k in model.task_state_dict())
+    assert not any(k.startswith("elmo.bilm.") for k in model.task_state_dict())
 
 
 def test_task_token_embedding_is_trained_and_stored():
@@ -74,3 +75,65 @@ def test_task_token_embedding_is_trained_and_stored():
     loss.backward()
     assert model.token_embedding.weight.grad[5].abs().sum() > 0
     assert "token_embedding.weight" in model.task_state_dict()
+
+
+def test_mix_l2_penalty_is_lambda_times_squared_weights_and_pulls_toward_the_average():
+    torch.manual_seed(0)
+    bilm = BiLM(BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,)))
+    model = ElmoClassifier(bilm, ClassifierConfig(setting="trainable_lambda", encoder_hidden=6, mix_l2=0.5))
+    with torch.no_grad():
+        model.mix.weights.copy_(torch.tensor([1.0, -2.0, 0.5]))
+    penalty = model.penalty()
+    assert penalty.item() == pytest.approx(0.5 * (1 + 4 + 0.25))
+    penalty.backward()
+    assert torch.allclose(model.mix.weights.grad, torch.tensor([1.0, -2.0, 0.5]))  # d/dw 0.5‖w‖² = w
+    frozen = ElmoClassifier(bilm, ClassifierConfig(setting="frozen_lambda", encoder_hidden=6, mix_l2=0.5))
+    assert frozen.penalty().item() == 0.0  # nothing to regularise when λ is fixed
+    assert make_classifier("trainable_lambda").penalty().item() == 0.0  # off by default
+
+
+def test_concat_token_embedding_flag_controls_x_k():
+    from elmo.classify import ClassifyConfig
+
+    assert ClassifyConfig().classifier_config("trainable_lambda").token_embedding_dim == 128
+    assert ClassifyConfig(concat_token_embedding=False).classifier_config("trainable_lambda").token_embedding_dim == 0
+    config = ClassifyConfig(elmo_dropout=0.5, mix_l2=0.01, fine_tune=True).classifier_config("frozen_lambda")
+    assert (config.elmo_dropout, config.mix_l2, config.fine_tune, config.setting) == (0.5, 0.01, True, "frozen_lambda")
+    with pytest.raises(ElmoError, match="elmo-dropout"):
+        ClassifyConfig(elmo_dropout=1.0).check()
+
+
+def test_fine_tuning_uses_discriminative_rates_and_unfreezes_top_layer_first():
+    from elmo.classify import ClassifyConfig, fine_tuning
+
+    torch.manual_seed(0)
+    bilm = BiLM(BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,)))
+    before = {k: v.clone() for k, v in bilm.state_dict().items()}
+    config = ClassifyConfig(lr=0.01, lr_decay=2.0, fine_tune=True)
+    model = ElmoClassifier(bilm, config.classifier_config("trainable_lambda"))
+    args = fine_tuning(model, config)
+    assert [g["lr"] for g in args["param_groups"]] == [0.01, 0.005, 0.0025, 0.00125]
+    top, middle, embeddings = model.elmo.layer_groups()
+    assert top[0] is bilm.forward_lm.layers[1].weight_ih_l0 and embeddings[0] is bilm.forward_lm.embedding.weight
+
+    def step():
+        model.train()
+        loss = torch.nn.functional.cross_entropy(model(torch.tensor([[5, 6, 7]]), torch.tensor([3])), torch.tensor([1]))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    optimizer = torch.optim.Adam(args["param_groups"])
+    args["on_epoch_start"](0)  # epoch 1: the task model only
+    step()
+    assert all(torch.equal(v, bilm.state_dict()[k]) for k, v in before.items())
+    args["on_epoch_start"](1)  # epoch 2: + the top LSTM layer
+    step()
+    changed = {k for k, v in before.items() if not torch.equal(v, bilm.state_dict()[k])}
+    assert changed and all(".layers.1." in k for k in changed)
+    args["on_epoch_start"](3)  # epoch 4: everything
+    step()
+    changed = {k for k, v in before.items() if not torch.equal(v, bilm.state_dict()[k])}
+    assert any("embedding" in k for k in changed) and any(".layers.0." in k for k in changed)
+    assert any(k.startswith("elmo.bilm.") for k in model.task_state_dict())  # a fine-tuned biLM is saved
+    assert fine_tuning(make_classifier("trainable_lambda"), ClassifyConfig()) == {}

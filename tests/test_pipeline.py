@@ -8,10 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from conftest import ROOT
 
+from elmo.errors import ElmoError
 from elmo.mix import MIX_SETTINGS
 from elmo.vocab import Vocabulary
 
@@ -106,3 +108,80 @@ def test_missing_inputs_exit_2_with_a_clear_message(tmp_path, tiny_agnews):
     result = run("ELMO.py", tmp_path, tiny_agnews, "--max-docs", "0")
     assert result.returncode == 2 and "--max-docs" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_text_classifier_reproduces_the_test_accuracy_of_classifier_pt(first_run):
+    """classifier.pt loaded by the notebook API, on raw test.csv text, gives the accuracy classification.json reports."""
+    from elmo import TextClassifier
+    from elmo.data import CLASS_NAMES, read_agnews
+
+    data, out, (_, cls) = first_run
+    test = read_agnews(data / "test.csv")
+    model = TextClassifier.from_pretrained(out / "models", device="cpu")
+    probs = model.predict_proba(test.texts)
+    assert probs.shape == (80, 4) and np.allclose(probs.sum(1), 1, atol=1e-5)
+    labels = model.predict(test.texts)
+    assert set(labels) <= set(CLASS_NAMES)
+    accuracy = np.mean([CLASS_NAMES.index(label) == y for label, y in zip(labels, test.labels)])
+    assert accuracy == pytest.approx(cls[cls["best_setting"]]["test"]["accuracy"])
+    with pytest.raises(ElmoError, match="text 1 holds no word"):
+        model.predict_proba(["the match", "  "])
+    with pytest.raises(ElmoError, match="text 0: expected a str"):
+        model.predict_proba([None])
+
+
+def test_predict_cli_prints_label_and_probability_per_line(first_run, tmp_path):
+    from elmo import TextClassifier
+    from elmo.data import CLASS_NAMES
+
+    _, out, _ = first_run
+    texts = ["The striker scored a late goal in the championship match", "Shares and oil prices fell as investors sold"]
+    expected = TextClassifier.from_pretrained(out / "models", device="cpu").predict_proba(texts)
+    one = run("classification.py", out, tmp_path, "--predict", texts[0])
+    assert one.returncode == 0, one.stderr
+    label, prob, text = one.stdout.strip().split("\t")
+    assert label == CLASS_NAMES[expected[0].argmax()] and float(prob) == pytest.approx(expected[0].max(), abs=1e-4)
+    assert text == texts[0]
+    (tmp_path / "texts.txt").write_text(f"{texts[0]}\n\n{texts[1]}\n", encoding="utf-8")
+    many = run("classification.py", out, tmp_path, "--predict-file", str(tmp_path / "texts.txt"))
+    assert many.returncode == 0, many.stderr
+    lines = many.stdout.strip().splitlines()
+    assert [line.split("\t")[0] for line in lines] == [CLASS_NAMES[i] for i in expected.argmax(1)]
+    assert "skipped 1 blank line" in many.stderr
+    (tmp_path / "bad.txt").write_text("the match\n<br>\n", encoding="utf-8")  # markup only: no word
+    bad = run("classification.py", out, tmp_path, "--predict-file", str(tmp_path / "bad.txt"))
+    assert bad.returncode == 2 and "bad.txt line 2" in bad.stderr and "Traceback" not in bad.stderr
+    missing = run("classification.py", out, tmp_path, "--predict-file", str(tmp_path / "none.txt"))
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def test_classifier_from_another_bilm_is_refused(first_run, tmp_path):
+    import shutil
+
+    from elmo import TextClassifier
+
+    data, out, _ = first_run
+    other = tmp_path / "other"
+    other.mkdir()
+    lm = run("ELMO.py", other, data, *SMALL, "--embedding-dim", "8", "--hidden-size", "8")  # other sizes
+    assert lm.returncode == 0, lm.stderr
+    shutil.copy(out / "models" / "classifier.pt", other / "models" / "classifier.pt")
+    with pytest.raises(ElmoError, match="different biLM"):
+        TextClassifier.from_pretrained(other / "models", device="cpu")
+    with pytest.raises(ElmoError, match="classifier_x.pt not found"):
+        TextClassifier.from_pretrained(out / "models", classifier="classifier_x.pt")
+
+
+def test_readme_library_example_runs_as_written(first_run):
+    """The README's "Use it as a library" block, run verbatim in a fresh interpreter next to models/."""
+    _, out, _ = first_run
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Use it as a library"):]
+    code = section[section.index("```python\n") + len("```python\n"):section.index("\n```\n")]
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=out, timeout=300,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "(3, 10, 32)"  # 10 tokens, D = 2 × 16 in the small test run
+    assert lines[1] == "torch.Size([1, 10, 32]) torch.Size([1, 10])"
+    assert lines[2].startswith("[") and len(eval(lines[2])) == 2  # noqa: S307 - our own output

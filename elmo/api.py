@@ -1,0 +1,240 @@
+"""Pre-trained ELMo in a notebook: :class:`ELMoEmbedder` (vectors) and :class:`TextClassifier` (labels).
+
+Both load what ``python ELMO.py`` / ``python classification.py`` wrote (``models/bilstm.pt``,
+``models/classifier.pt``) with ``torch.load(weights_only=True)``, run on the GPU when one is present
+(``device=`` to choose) and tokenise text exactly as training did (:func:`elmo.data.tokenize`)::
+
+    from elmo import ELMoEmbedder, TextClassifier
+    e = ELMoEmbedder.from_pretrained("models")
+    vectors = e.embed_sentence(e.tokenize("Stocks rallied on Friday."))  # (3, 5, D)
+    TextClassifier.from_pretrained("models").predict(["Stocks rallied on Friday."])  # ['Business']
+
+Batches are right-padded, and every biLM state of a token depends only on its own sentence, so a
+sentence's vectors do not depend on what else is in its batch (padding invariance, tested).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from .bilm import BiLM, load_bilm
+from .chars import batch_char_ids
+from .data import tokenize
+from .errors import ElmoError
+from .train import autocast, resolve_device
+from .vocab import Vocabulary
+
+
+def _bilm_path(path: str | os.PathLike) -> Path:
+    """``path`` itself if it is a file, else ``path/bilstm.pt``. Raises :class:`ElmoError` when missing."""
+    path = Path(path)
+    file = path / "bilstm.pt" if path.is_dir() else path
+    if not file.is_file():
+        raise ElmoError(f"{file} not found: train the biLM with `python ELMO.py --models-dir {file.parent}` first")
+    return file
+
+
+def _check_sentences(sentences: Sequence[Sequence[str]]) -> list[list[str]]:
+    """Lower-cased token lists (training lower-cases). Raises :class:`ElmoError` on non-string input."""
+    if isinstance(sentences, str):
+        raise ElmoError("expected a list of token lists, got a str (tokenize it first: e.tokenize(text))")
+    out = []
+    for i, sentence in enumerate(sentences):
+        if isinstance(sentence, str) or not all(isinstance(t, str) for t in sentence):
+            raise ElmoError(f"sentence {i}: expected a list of str tokens, got {type(sentence).__name__} "
+                            f"{str(sentence)[:60]!r}")
+        out.append([t.lower() for t in sentence])
+    return out
+
+
+class ELMoEmbedder:
+    """Contextual vectors of every biLM layer for tokenised sentences (as AllenNLP's ``ElmoEmbedder``).
+
+    Args:
+        bilm: a trained :class:`~elmo.bilm.BiLM`; vocab: its :class:`~elmo.vocab.Vocabulary`.
+        device: ``"auto"`` (CUDA when present, with fp16 autocast), ``"cpu"`` or ``"cuda"``.
+        max_tokens: padded-token budget per internal batch.
+
+    The layers are h_0 (token vectors), h_1 .. h_L (LSTM layers), each ``D = bilm.output_dim`` wide
+    (both directions concatenated; paper eq. 1). Words outside the vocabulary (OOV) read as ``<unk>``
+    for a word biLM; a character biLM (``--token-encoder char``) spells them out.
+    """
+
+    def __init__(self, bilm: BiLM, vocab: Vocabulary, device: str | torch.device = "auto", max_tokens: int = 16384):
+        self.device = resolve_device(device) if isinstance(device, str) else device
+        self.bilm = bilm.to(self.device).eval()
+        self.vocab = vocab
+        self.max_tokens = max_tokens
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike = "models", device: str | torch.device = "auto") -> "ELMoEmbedder":
+        """Load ``bilstm.pt`` from a models directory or a file path.
+
+        Raises:
+            ElmoError: the file is missing, corrupt or not an ELMo biLM.
+        """
+        bilm, vocab, _ = load_bilm(_bilm_path(path))
+        return cls(bilm, vocab, device)
+
+    @property
+    def num_layers(self) -> int:
+        """L + 1 layers per token."""
+        return self.bilm.num_layers
+
+    @property
+    def dim(self) -> int:
+        """Width D of each layer."""
+        return self.bilm.output_dim
+
+    @staticmethod
+    def tokenize(text: str) -> list[str]:
+        """The training tokeniser (:func:`elmo.data.tokenize`): cleaned, lower-cased word tokens."""
+        return tokenize(text)
+
+    def batch_tensors(self, sentences: Sequence[Sequence[str]]) -> dict[str, torch.Tensor]:
+        """Right-padded model inputs for non-empty token lists.
+
+        Returns:
+            ``{"ids": (B, T) int64, "lengths": (B,) int64}`` plus ``"chars": (B, T, C)`` for a character biLM.
+        """
+        lengths = torch.tensor([len(s) for s in sentences], dtype=torch.int64)
+        ids = torch.zeros((len(sentences), int(lengths.max())), dtype=torch.int64)
+        for b, sentence in enumerate(sentences):
+            ids[b, : len(sentence)] = torch.tensor(self.vocab.encode(sentence))
+        batch = {"ids": ids, "lengths": lengths}
+        if self.bilm.config.chars_per_token:
+            batch["chars"] = batch_char_ids(sentences, self.bilm.config.chars_per_token)
+        return batch
+
+    @torch.no_grad()
+    def embed_batch(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """Embed token lists in one forward pass.
+
+        Args:
+            sentences: token lists (lower-cased here, as in training). An empty list is allowed.
+
+        Returns:
+            One float32 array ``(L + 1, n_i, D)`` per sentence (``n_i = 0`` for an empty one).
+
+        Raises:
+            ElmoError: input that is not a list of lists of str.
+        """
+        sentences = _check_sentences(sentences)
+        out = [np.zeros((self.num_layers, 0, self.dim), dtype=np.float32) for _ in sentences]
+        real = [i for i, s in enumerate(sentences) if s]
+        if not real:
+            return out
+        batch = {k: v.to(self.device) for k, v in self.batch_tensors([sentences[i] for i in real]).items()}
+        with autocast(self.device):
+            layers = self.bilm(batch["ids"], batch["lengths"], batch.get("chars"))  # (L+1, B, T, D)
+        layers = layers.float().cpu().numpy()
+        for row, i in enumerate(real):
+            out[i] = layers[:, row, : len(sentences[i])].copy()
+        return out
+
+    def embed_sentence(self, tokens: Sequence[str]) -> np.ndarray:
+        """Vectors of one tokenised sentence: ``(L + 1, n_tokens, D)`` float32 (layer 0, 1, 2 for L = 2)."""
+        return self.embed_batch([tokens])[0]
+
+    def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int = 64) -> Iterator[np.ndarray]:
+        """Embed many sentences lazily, in input order, batching sentences of similar length together.
+
+        Args:
+            sentences: any iterable of token lists (read ``50 * batch_size`` at a time).
+            batch_size: sentences per forward pass (also capped by the token budget).
+
+        Yields:
+            ``(L + 1, n_i, D)`` float32 arrays, one per sentence, in the order given.
+
+        Raises:
+            ElmoError: ``batch_size < 1`` or malformed input.
+        """
+        if batch_size < 1:
+            raise ElmoError(f"batch_size must be >= 1, got {batch_size}")
+        iterator = iter(sentences)
+        while True:
+            chunk = [s for _, s in zip(range(50 * batch_size), iterator)]
+            if not chunk:
+                return
+            chunk = _check_sentences(chunk)
+            order = sorted(range(len(chunk)), key=lambda i: len(chunk[i]))
+            results: list[np.ndarray | None] = [None] * len(chunk)
+            start = 0
+            while start < len(order):
+                end = start + 1
+                while (end < len(order) and end - start < batch_size
+                       and len(chunk[order[end]]) * (end - start + 1) <= self.max_tokens):
+                    end += 1
+                for i, vectors in zip(order[start:end], self.embed_batch([chunk[i] for i in order[start:end]])):
+                    results[i] = vectors
+                start = end
+            yield from results
+
+
+class TextClassifier:
+    """The trained AG News classifier on raw text: ``predict`` → class names, ``predict_proba`` → probabilities.
+
+    Args:
+        model: an :class:`~elmo.classifier.ElmoClassifier` (eval mode); vocab: its biLM's vocabulary;
+        class_names: names of the C classes in output order.
+    """
+
+    def __init__(self, model, vocab: Vocabulary, class_names: Sequence[str]):
+        self.model = model.eval()
+        self.embedder = ELMoEmbedder(model.bilm, vocab, next(model.parameters()).device)
+        self.class_names = list(class_names)
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike = "models", classifier: str = "classifier.pt",
+                        device: str | torch.device = "auto") -> "TextClassifier":
+        """Load ``bilstm.pt`` and ``classifier.pt`` (or another ``classifier_<setting>.pt``) from a models directory.
+
+        Raises:
+            ElmoError: a file is missing or corrupt, or the classifier was trained on another biLM.
+        """
+        from .classify import load_classifier
+
+        directory = Path(path)
+        bilm, vocab, _ = load_bilm(_bilm_path(directory))
+        bilm.to(resolve_device(device) if isinstance(device, str) else device)
+        file = directory / classifier
+        if not file.is_file():
+            raise ElmoError(f"{file} not found: train it with `python classification.py --models-dir {directory}`")
+        model, names = load_classifier(file, bilm, vocab)
+        return cls(model, vocab, names)
+
+    @torch.no_grad()
+    def predict_proba(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+        """Class probabilities ``(n, C)`` float32 (rows sum to 1) for raw texts.
+
+        Raises:
+            ElmoError: a text that is not a ``str`` or holds no token (named by its index).
+        """
+        if isinstance(texts, str):
+            texts = [texts]
+        tokens = []
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise ElmoError(f"text {i}: expected a str, got {type(text).__name__}")
+            tokens.append(tokenize(text))
+            if not tokens[-1]:
+                raise ElmoError(f"text {i} holds no word to classify: {text[:60]!r}")
+        probs = np.zeros((len(tokens), len(self.class_names)), dtype=np.float32)
+        order = sorted(range(len(tokens)), key=lambda i: len(tokens[i]))
+        device = self.embedder.device
+        for start in range(0, len(order), batch_size):
+            index = order[start:start + batch_size]
+            batch = {k: v.to(device) for k, v in self.embedder.batch_tensors([tokens[i] for i in index]).items()}
+            with autocast(device):
+                logits = self.model(batch["ids"], batch["lengths"], batch.get("chars"))
+            probs[index] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
+        return probs
+
+    def predict(self, texts: Sequence[str]) -> list[str]:
+        """The most probable class name per text (e.g. ``"Sci/Tech"``)."""
+        return [self.class_names[i] for i in self.predict_proba(texts).argmax(axis=1)]
