@@ -48,7 +48,8 @@ BASELINE_METHODS = (*STATIC_METHODS, "tfidf_logreg")
 CONTEXT_WORDS = ("strike", "race", "record", "court", "crash", "shares", "apple")
 #: Head settings that must match classification.py's for the comparison to be fair.
 HEAD_KEYS = ("encoder_hidden", "token_embedding_dim", "token_embedding_init", "dropout", "weight_decay", "epochs", "batch_size",
-             "max_tokens", "lr", "clip_norm", "patience", "seed", "val_fraction", "max_docs", "max_length")
+             "max_tokens", "lr", "clip_norm", "patience", "seed", "val_fraction", "max_docs", "max_length",
+             "concat_token_embedding")
 
 
 @dataclass

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .bilm import BiLM, load_bilm
+from .bilm import BiLM, BiLMConfig, load_bilm
 from .checkpoint import FORMAT_VERSION, environment_info, load_checkpoint, save_checkpoint, write_json
 from .classifier import ClassifierConfig, ElmoClassifier, SequenceClassifier
 from .cli import CommonConfig, option
@@ -89,9 +89,16 @@ class ClassifyConfig(HeadConfig):
                        fine_tune=self.fine_tune)
 
 
+#: BiLMConfig fields added after the first release (the paper's options); at their defaults they are
+#: left out of :func:`bilm_fingerprint`, so classifiers saved before they existed still load.
+_LATER_BILM_FIELDS = ("token_encoder", "char_dim", "char_filters", "num_highway", "max_chars", "residual", "proj_size")
+
+
 def bilm_fingerprint(bilm: BiLM, vocab: Vocabulary) -> str:
     """A short hash of the biLM's config and vocabulary; a classifier only loads onto the same."""
-    text = repr(sorted(asdict(bilm.config).items())) + "\n" + "\n".join(vocab.itos)
+    config, default = asdict(bilm.config), asdict(BiLMConfig(vocab_size=1))
+    kept = {k: v for k, v in config.items() if k not in _LATER_BILM_FIELDS or v != default[k]}
+    text = repr(sorted(kept.items())) + "\n" + "\n".join(vocab.itos)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 

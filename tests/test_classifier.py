@@ -137,3 +137,19 @@ def test_fine_tuning_uses_discriminative_rates_and_unfreezes_top_layer_first():
     assert any("embedding" in k for k in changed) and any(".layers.0." in k for k in changed)
     assert any(k.startswith("elmo.bilm.") for k in model.task_state_dict())  # a fine-tuned biLM is saved
     assert fine_tuning(make_classifier("trainable_lambda"), ClassifyConfig()) == {}
+
+
+def test_bilm_fingerprint_is_unchanged_for_files_written_before_the_paper_options():
+    import hashlib
+    from dataclasses import asdict
+
+    from elmo.classify import bilm_fingerprint
+    from elmo.vocab import SPECIALS, Vocabulary
+
+    vocab = Vocabulary(list(SPECIALS) + [f"w{i}" for i in range(26)])
+    config = BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,))
+    original = ("vocab_size", "embedding_dim", "hidden_size", "num_layers", "dropout", "cutoffs", "div_value")
+    text = repr(sorted((k, v) for k, v in asdict(config).items() if k in original)) + "\n" + "\n".join(vocab.itos)
+    assert bilm_fingerprint(BiLM(config), vocab) == hashlib.sha256(text.encode()).hexdigest()[:16]
+    residual = BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,), residual=True)
+    assert bilm_fingerprint(BiLM(residual), vocab) != bilm_fingerprint(BiLM(config), vocab)
