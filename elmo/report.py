@@ -601,12 +601,34 @@ def markdown_table(res: dict) -> str:
     return "\n".join(lines)
 
 
+def experiments_table(res: dict) -> str:
+    """Every diagnostic run next to the main run: its change, biLM test perplexities and trainable-λ test
+    accuracy / macro-F1 with the difference from the main run, as a Markdown table."""
+    main = res["classification"].get("trainable_lambda")
+    if not main:
+        return ""
+
+    def ppl(lm: dict | None) -> str:
+        return " / ".join(f"{lm['test'][f'{d}_perplexity']:.1f}" for d in ("forward", "backward")) if lm else "(main biLM)"
+
+    lines = ["| run | change from the default | biLM test perplexity fwd / bwd | test acc | test macro-F1 | Δ acc |",
+             "|---|---|---|---|---|---|",
+             f"| main (default) | – | {ppl(res['lm'])} | {main['test']['accuracy']:.4f} | {main['test']['f1']:.4f} | – |"]
+    for name, exp in res.get("experiments", {}).items():
+        m = exp["classification"].get("trainable_lambda")
+        if m:
+            lines.append(f"| `{name}` | {', '.join(experiment_changes(res, name)) or '–'} | {ppl(exp.get('lm'))} | "
+                         f"{m['test']['accuracy']:.4f} | {m['test']['f1']:.4f} | "
+                         f"{(m['test']['accuracy'] - main['test']['accuracy']) * 100:+.2f} |")
+    return "\n".join(lines)
+
+
 def make_report(config: ReportConfig) -> list[str]:
     """Load the results and write the report; returns the section titles."""
     res = load_results(config.results_dir, config.experiments_dir or Path(config.results_dir) / "experiments")
     sections = build_report(res, config.images_dir, config.out)
     if config.markdown:
-        print(markdown_table(res))
+        print(markdown_table(res) + "\n\n" + experiments_table(res))
     print(f"wrote {config.out}: {len(sections)} sections, {len(res['experiments'])} diagnostic runs"
           + ("" if res["init"] else " (no run differing in --init-embeddings: that comparison is left out)"))
     return sections
