@@ -13,7 +13,10 @@ AllenNLP's ``ELMoCharacterMapper`` scheme.
 
 Encoder (:class:`CharCNN`): character embedding → 1-d convolutions of several widths, each max-pooled
 over the word → ReLU → highway layers (Srivastava et al. 2015) → linear projection to the token
-width. The paper's model has widths 1-7 with 32..1024 filters (2048 in total) and 2 highway
+width → layer normalisation. The last step is ours, not the paper's: without it the ReLU features
+grew to a standard deviation of ~16 within 20 Adam steps at the default learning rate, saturated
+the LSTM gates and left the LM stuck at unigram perplexity (~940 after two epochs on AG News); with
+it x_k keeps the unit scale of the (Word2Vec-initialised) word embeddings. The paper's model has widths 1-7 with 32..1024 filters (2048 in total) and 2 highway
 layers; the default here is widths 1-5 with 384 filters and 1 highway layer, sized for a CPU.
 """
 
@@ -102,7 +105,8 @@ class Highway(nn.Module):
 
 
 class CharCNN(nn.Module):
-    """Token vectors from characters: embedding → convolutions + max-pool → highway → projection (§3.1).
+    """Token vectors from characters: embedding → convolutions + max-pool → highway → projection → layer
+    norm (§3.1; the layer norm is ours, see the module docstring).
 
     Each distinct spelling in a batch is encoded once (``torch.unique`` over the character rows), so
     the cost scales with the number of distinct words per batch, not with the number of tokens.
@@ -132,12 +136,13 @@ class CharCNN(nn.Module):
         width = sum(n for _, n in filters)
         self.highway = Highway(width, num_highway)
         self.projection = nn.Linear(width, output_dim)
+        self.norm = nn.LayerNorm(output_dim)
 
     def encode_words(self, chars: torch.Tensor) -> torch.Tensor:
         """Args: chars ``(N, C)`` int64 character ids. Returns ``(N, output_dim)`` token vectors."""
         x = self.char_embedding(chars).transpose(1, 2)  # (N, char_dim, C)
         pooled = [torch.relu(conv(x).amax(dim=-1)) for conv in self.convs]
-        return self.projection(self.highway(torch.cat(pooled, dim=-1)))
+        return self.norm(self.projection(self.highway(torch.cat(pooled, dim=-1))))
 
     def forward(self, chars: torch.Tensor) -> torch.Tensor:
         """Args: chars ``(B, T, C)`` int64. Returns ``(B, T, output_dim)``; an all-zero (padding) row gives

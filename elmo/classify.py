@@ -66,7 +66,8 @@ class ClassifyConfig(HeadConfig):
     settings: tuple[str, ...] = option(MIX_SETTINGS, "layer-mix settings to train, in turn", choices=MIX_SETTINGS)
     elmo_dropout: float = option(0.0, "dropout on the ELMo vector itself (AllenNLP's Elmo uses 0.5)")
     mix_l2: float = option(0.0, "L2 penalty λ‖w‖² on the scalar-mix weights, pulling λ toward the average "
-                           "(paper §3.3 and §5.2: 0.001 small, 1 ≈ plain average)")
+                           "(paper §3.3 and §5.2: 0.001 small, 1 ≈ plain average); trainable λ only, the other "
+                           "settings have no trainable scalar weights")
     fine_tune: bool = option(False, "fine-tune the biLM with the classifier instead of freezing it: discriminative "
                              "learning rates and gradual unfreezing, top layer first")
     lr_decay: float = option(2.6, "fine-tuning: each biLM layer group down from the top gets the learning rate of "
@@ -81,6 +82,8 @@ class ClassifyConfig(HeadConfig):
             raise ElmoError("--settings needs at least one setting")
         if self.lr_decay < 1:
             raise ElmoError(f"--lr-decay must be >= 1, got {self.lr_decay}")
+        if self.predict is not None and self.predict_file is not None:
+            raise ElmoError("give either --predict or --predict-file, not both")
         self.classifier_config(self.settings[0])
 
     def classifier_config(self, setting: str) -> ClassifierConfig:
