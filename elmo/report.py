@@ -580,7 +580,8 @@ def _build(res: dict, images: Path, out: str | os.PathLike) -> list[str]:
 
 
 def markdown_table(res: dict) -> str:
-    """The all-methods comparison (train/test accuracy, test macro P/R/F1, λ, γ) as a Markdown table."""
+    """The all-methods comparison (train/test accuracy, test macro P/R/F1, λ, γ) as a Markdown table
+    (the diagnostic runs are in :func:`experiments_table`)."""
     lines = ["| method | train acc | test acc | test precision | test recall | test macro-F1 | λ (h0, h1, h2) | γ |",
              "|---|---|---|---|---|---|---|---|"]
     best = res["classification"].get("best_setting")
@@ -591,13 +592,6 @@ def markdown_table(res: dict) -> str:
         label = LABELS.get(name, name) + (" (best on val)" if name == best else "")
         lines.append(f"| {label} | {tr['accuracy']:.4f} | {te['accuracy']:.4f} | {te['precision']:.4f} | "
                      f"{te['recall']:.4f} | {te['f1']:.4f} | {lam} | {gamma} |")
-    for name, exp in res.get("experiments", {}).items():
-        m = exp["classification"].get("trainable_lambda")
-        if m:
-            lines.append(f"| diagnostic `{name}` ({', '.join(experiment_changes(res, name))}), trainable λ | "
-                         f"{m['train']['accuracy']:.4f} | {m['test']['accuracy']:.4f} | {m['test']['precision']:.4f} | "
-                         f"{m['test']['recall']:.4f} | {m['test']['f1']:.4f} | "
-                         f"{', '.join(f'{w:.3f}' for w in m['lambdas'])} | {m['gamma']:.3f} |")
     return "\n".join(lines)
 
 

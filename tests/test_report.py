@@ -153,3 +153,19 @@ def test_report_without_baselines_exits_2_naming_the_command(tmp_path, capsys):
     assert main(["--results-dir", str(tmp_path), "--out", str(tmp_path / "r.pdf")]) == 2
     assert "not valid JSON" in capsys.readouterr().err
     assert not (tmp_path / "r.pdf").exists()
+
+
+def test_experiments_table_lists_each_run_with_its_change_perplexity_and_accuracy_difference(tiny_run):
+    from elmo.report import experiments_table, load_results
+
+    results = tiny_run / "results"
+    res = load_results(results, results / "experiments")
+    rows = {line.split(" | ")[0].strip("| `"): line for line in experiments_table(res).splitlines()[2:]}
+    assert rows.keys() == {"main (default)", "ln", "random_init"}
+    main_acc = res["classification"]["trainable_lambda"]["test"]["accuracy"]
+    ln_acc = res["experiments"]["ln"]["classification"]["trainable_lambda"]["test"]["accuracy"]
+    assert "layer_norm: True" in rows["ln"] and "(main biLM)" in rows["ln"]
+    assert rows["ln"].endswith(f"| {(ln_acc - main_acc) * 100:+.2f} |")
+    ri = res["experiments"]["random_init"]["lm"]["test"]
+    assert "init_embeddings: none" in rows["random_init"]
+    assert f"{ri['forward_perplexity']:.1f} / {ri['backward_perplexity']:.1f}" in rows["random_init"]
