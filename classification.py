@@ -2,7 +2,8 @@
 
 Loads models/bilstm.pt (from `python ELMO.py`), trains one classifier per setting (trainable λ,
 frozen λ, learned function), prints accuracy, macro precision/recall/F1 and confusion matrices, and
-writes models/classifier*.pt, results/classification.json and images/. See README.md.
+writes models/classifier*.pt, results/classification.json and images/. With --predict TEXT or
+--predict-file FILE it only classifies those texts with models/classifier.pt. See README.md.
 """
 
 import sys
