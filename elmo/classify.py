@@ -274,8 +274,8 @@ def prepare_run(config: HeadConfig) -> Run:
                token_vectors)
 
 
-def read_texts(path: str | Path) -> tuple[list[str], list[int]]:
-    """The non-blank lines of a UTF-8 text file and their 1-based line numbers.
+def read_texts(path: str | Path) -> tuple[list[str], list[int], int]:
+    """The non-blank lines of a UTF-8 text file, their 1-based line numbers and how many blank lines were skipped.
 
     Raises:
         ElmoError: the file is missing, not UTF-8, or has no non-blank line.
@@ -289,7 +289,7 @@ def read_texts(path: str | Path) -> tuple[list[str], list[int]]:
     kept = [(i + 1, line.strip()) for i, line in enumerate(lines) if line.strip()]
     if not kept:
         raise ElmoError(f"--predict-file {path}: no text to classify")
-    return [t for _, t in kept], [n for n, _ in kept]
+    return [t for _, t in kept], [n for n, _ in kept], len(lines) - len(kept)
 
 
 def predict_texts(config: ClassifyConfig) -> list[dict[str, Any]]:
@@ -305,8 +305,7 @@ def predict_texts(config: ClassifyConfig) -> list[dict[str, Any]]:
     if config.predict is not None:
         texts, where = [config.predict], ["--predict"]
     else:
-        texts, numbers = read_texts(config.predict_file)
-        blank = len(Path(config.predict_file).read_text(encoding="utf-8-sig").splitlines()) - len(texts)
+        texts, numbers, blank = read_texts(config.predict_file)
         if blank:
             print(f"note: skipped {blank} blank line(s) of {config.predict_file}", file=sys.stderr)
         where = [f"{config.predict_file} line {n}" for n in numbers]

@@ -316,11 +316,11 @@ class EncodedCorpus:
         types: dict[str, int] = {PAD: 0}
         flat = []
         for i, doc in enumerate(documents):
-            doc = list(doc)[: self.lengths[i]] if i < len(self.lengths) else []
-            if len(doc) == 0 or len(doc) != self.lengths[i]:
+            doc = list(doc)[: self.lengths[i]] if i < len(self) else []
+            if i >= len(self) or len(doc) != self.lengths[i]:
                 raise ElmoError(f"attach_chars: document {i} does not match the encoded corpus")
             flat.extend(types.setdefault(w, len(types)) for w in doc)
-        if len(flat) != self.num_tokens:
+        if len(flat) != self.num_tokens:  # fewer documents than encoded
             raise ElmoError(f"attach_chars: got {len(flat)} tokens for a corpus of {self.num_tokens}")
         self.type_ids = np.asarray(flat, dtype=np.int32)
         self.char_table = char_table(list(types), max_chars)
