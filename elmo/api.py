@@ -23,8 +23,8 @@ import numpy as np
 import torch
 
 from .bilm import BiLM, load_bilm
-from .chars import batch_char_ids
-from .data import tokenize
+from .classify import load_classifier, predict
+from .data import EncodedCorpus, tokenize
 from .errors import ElmoError
 from .train import autocast, resolve_device
 from .vocab import Vocabulary
@@ -96,22 +96,42 @@ class ELMoEmbedder:
         """The training tokeniser (:func:`elmo.data.tokenize`): cleaned, lower-cased word tokens."""
         return tokenize(text)
 
+    def encode(self, sentences: Sequence[Sequence[str]]) -> EncodedCorpus:
+        """Word ids (and, for a character biLM, spellings) of non-empty, lower-cased token lists."""
+        corpus = EncodedCorpus(self.vocab.encode(s) for s in sentences)
+        chars = self.bilm.config.chars_per_token
+        return corpus.attach_chars(sentences, chars) if chars else corpus
+
     def batch_tensors(self, sentences: Sequence[Sequence[str]]) -> dict[str, torch.Tensor]:
         """Right-padded model inputs for non-empty token lists.
 
         Returns:
             ``{"ids": (B, T) int64, "lengths": (B,) int64}`` plus ``"chars": (B, T, C)`` for a character biLM.
         """
-        lengths = torch.tensor([len(s) for s in sentences], dtype=torch.int64)
-        ids = torch.zeros((len(sentences), int(lengths.max())), dtype=torch.int64)
-        for b, sentence in enumerate(sentences):
-            ids[b, : len(sentence)] = torch.tensor(self.vocab.encode(sentence))
-        batch = {"ids": ids, "lengths": lengths}
-        if self.bilm.config.chars_per_token:
-            batch["chars"] = batch_char_ids(sentences, self.bilm.config.chars_per_token)
-        return batch
+        return self.encode(sentences).collate(np.arange(len(sentences)))
 
     @torch.no_grad()
+    def _layers(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
+        """``(L + 1, B, T, D)`` float32 biLM layers of one collated batch."""
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        with autocast(self.device):
+            layers = self.bilm(batch["ids"], batch["lengths"], batch.get("chars"))
+        return layers.float().cpu().numpy()
+
+    def _embed(self, sentences: list[list[str]], batch_size: int | None) -> list[np.ndarray]:
+        """Vectors of checked token lists, ``batch_size`` sentences per pass (all in one when ``None``)."""
+        out = [np.zeros((self.num_layers, 0, self.dim), dtype=np.float32) for _ in sentences]
+        real = [i for i, s in enumerate(sentences) if s]
+        if not real:
+            return out
+        corpus = self.encode([sentences[i] for i in real])
+        batches = corpus.batches(batch_size, self.max_tokens) if batch_size else [np.arange(len(real))]
+        for index in batches:
+            layers = self._layers(corpus.collate(index))
+            for row, j in enumerate(index):
+                out[real[j]] = layers[:, row, : corpus.lengths[j]].copy()
+        return out
+
     def embed_batch(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """Embed token lists in one forward pass.
 
@@ -124,25 +144,15 @@ class ELMoEmbedder:
         Raises:
             ElmoError: input that is not a list of lists of str.
         """
-        sentences = _check_sentences(sentences)
-        out = [np.zeros((self.num_layers, 0, self.dim), dtype=np.float32) for _ in sentences]
-        real = [i for i, s in enumerate(sentences) if s]
-        if not real:
-            return out
-        batch = {k: v.to(self.device) for k, v in self.batch_tensors([sentences[i] for i in real]).items()}
-        with autocast(self.device):
-            layers = self.bilm(batch["ids"], batch["lengths"], batch.get("chars"))  # (L+1, B, T, D)
-        layers = layers.float().cpu().numpy()
-        for row, i in enumerate(real):
-            out[i] = layers[:, row, : len(sentences[i])].copy()
-        return out
+        return self._embed(_check_sentences(sentences), None)
 
     def embed_sentence(self, tokens: Sequence[str]) -> np.ndarray:
         """Vectors of one tokenised sentence: ``(L + 1, n_tokens, D)`` float32 (layer 0, 1, 2 for L = 2)."""
         return self.embed_batch([tokens])[0]
 
     def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int = 64) -> Iterator[np.ndarray]:
-        """Embed many sentences lazily, in input order, batching sentences of similar length together.
+        """Embed many sentences lazily, in input order, batching sentences of similar length together
+        (:meth:`elmo.data.EncodedCorpus.batches`, under a ``max_tokens`` padded-token budget).
 
         Args:
             sentences: any iterable of token lists (read ``50 * batch_size`` at a time).
@@ -157,23 +167,8 @@ class ELMoEmbedder:
         if batch_size < 1:
             raise ElmoError(f"batch_size must be >= 1, got {batch_size}")
         iterator = iter(sentences)
-        while True:
-            chunk = [s for _, s in zip(range(50 * batch_size), iterator)]
-            if not chunk:
-                return
-            chunk = _check_sentences(chunk)
-            order = sorted(range(len(chunk)), key=lambda i: len(chunk[i]))
-            results: list[np.ndarray | None] = [None] * len(chunk)
-            start = 0
-            while start < len(order):
-                end = start + 1
-                while (end < len(order) and end - start < batch_size
-                       and len(chunk[order[end]]) * (end - start + 1) <= self.max_tokens):
-                    end += 1
-                for i, vectors in zip(order[start:end], self.embed_batch([chunk[i] for i in order[start:end]])):
-                    results[i] = vectors
-                start = end
-            yield from results
+        while chunk := [s for _, s in zip(range(50 * batch_size), iterator)]:
+            yield from self._embed(_check_sentences(chunk), batch_size)
 
 
 class TextClassifier:
@@ -197,8 +192,6 @@ class TextClassifier:
         Raises:
             ElmoError: a file is missing or corrupt, or the classifier was trained on another biLM.
         """
-        from .classify import load_classifier
-
         directory = Path(path)
         bilm, vocab, _ = load_bilm(_bilm_path(directory))
         bilm.to(resolve_device(device) if isinstance(device, str) else device)
@@ -208,8 +201,7 @@ class TextClassifier:
         model, names = load_classifier(file, bilm, vocab)
         return cls(model, vocab, names)
 
-    @torch.no_grad()
-    def predict_proba(self, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
+    def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
         """Class probabilities ``(n, C)`` float32 (rows sum to 1) for raw texts.
 
         Raises:
@@ -224,16 +216,7 @@ class TextClassifier:
             tokens.append(tokenize(text))
             if not tokens[-1]:
                 raise ElmoError(f"text {i} holds no word to classify: {text[:60]!r}")
-        probs = np.zeros((len(tokens), len(self.class_names)), dtype=np.float32)
-        order = sorted(range(len(tokens)), key=lambda i: len(tokens[i]))
-        device = self.embedder.device
-        for start in range(0, len(order), batch_size):
-            index = order[start:start + batch_size]
-            batch = {k: v.to(device) for k, v in self.embedder.batch_tensors([tokens[i] for i in index]).items()}
-            with autocast(device):
-                logits = self.model(batch["ids"], batch["lengths"], batch.get("chars"))
-            probs[index] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
-        return probs
+        return predict(self.model, self.embedder.encode(tokens), self.embedder.device)
 
     def predict(self, texts: Sequence[str]) -> list[str]:
         """The most probable class name per text (e.g. ``"Sci/Tech"``)."""
