@@ -26,7 +26,7 @@ from .bilm import BiLM, load_bilm
 from .classify import load_classifier, predict
 from .data import EncodedCorpus, tokenize
 from .errors import ElmoError
-from .train import autocast, resolve_device
+from .train import autocast, resolve_device, resolve_precision
 from .vocab import Vocabulary
 
 
@@ -57,29 +57,35 @@ class ELMoEmbedder:
 
     Args:
         bilm: a trained :class:`~elmo.bilm.BiLM`; vocab: its :class:`~elmo.vocab.Vocabulary`.
-        device: ``"auto"`` (CUDA when present, with fp16 autocast), ``"cpu"`` or ``"cuda"``.
+        device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda"``.
         max_tokens: padded-token budget per internal batch.
+        precision: ``"auto"`` (bf16 autocast on CPUs with native bf16 and on GPUs; see
+            :func:`elmo.train.resolve_precision`), ``"fp32"``, ``"bf16"`` or ``"fp16"`` (CUDA). The
+            vectors returned are float32 either way.
 
     The layers are h_0 (token vectors), h_1 .. h_L (LSTM layers), each ``D = bilm.output_dim`` wide
     (both directions concatenated; paper eq. 1). Words outside the vocabulary (OOV) read as ``<unk>``
     for a word biLM; a character biLM (``--token-encoder char``) spells them out.
     """
 
-    def __init__(self, bilm: BiLM, vocab: Vocabulary, device: str | torch.device = "auto", max_tokens: int = 16384):
+    def __init__(self, bilm: BiLM, vocab: Vocabulary, device: str | torch.device = "auto", max_tokens: int = 16384,
+                 precision: str = "auto"):
         self.device = resolve_device(device) if isinstance(device, str) else device
+        self.amp_dtype = resolve_precision(precision, self.device)
         self.bilm = bilm.to(self.device).eval()
         self.vocab = vocab
         self.max_tokens = max_tokens
 
     @classmethod
-    def from_pretrained(cls, path: str | os.PathLike = "models", device: str | torch.device = "auto") -> "ELMoEmbedder":
-        """Load ``bilstm.pt`` from a models directory or a file path.
+    def from_pretrained(cls, path: str | os.PathLike = "models", device: str | torch.device = "auto",
+                        precision: str = "auto") -> "ELMoEmbedder":
+        """Load ``bilstm.pt`` from a models directory or a file path (``device``, ``precision`` as above).
 
         Raises:
-            ElmoError: the file is missing, corrupt or not an ELMo biLM.
+            ElmoError: the file is missing, corrupt or not an ELMo biLM; an unknown precision.
         """
         bilm, vocab, _ = load_bilm(_bilm_path(path))
-        return cls(bilm, vocab, device)
+        return cls(bilm, vocab, device, precision=precision)
 
     @property
     def num_layers(self) -> int:
@@ -114,7 +120,7 @@ class ELMoEmbedder:
     def _layers(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
         """``(L + 1, B, T, D)`` float32 biLM layers of one collated batch."""
         batch = {k: v.to(self.device) for k, v in batch.items()}
-        with autocast(self.device):
+        with autocast(self.device, self.amp_dtype):
             layers = self.bilm(batch["ids"], batch["lengths"], batch.get("chars"))
         return layers.float().cpu().numpy()
 
@@ -179,15 +185,18 @@ class TextClassifier:
         class_names: names of the C classes in output order.
     """
 
-    def __init__(self, model, vocab: Vocabulary, class_names: Sequence[str]):
+    def __init__(self, model, vocab: Vocabulary, class_names: Sequence[str], precision: str = "auto"):
         self.model = model.eval()
-        self.embedder = ELMoEmbedder(model.bilm, vocab, next(model.parameters()).device)
+        self.embedder = ELMoEmbedder(model.bilm, vocab, next(model.parameters()).device, precision=precision)
         self.class_names = list(class_names)
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike = "models", classifier: str = "classifier.pt",
-                        device: str | torch.device = "auto") -> "TextClassifier":
+                        device: str | torch.device = "auto", precision: str = "auto") -> "TextClassifier":
         """Load ``bilstm.pt`` and ``classifier.pt`` (or another ``classifier_<setting>.pt``) from a models directory.
+
+        ``precision`` as in :class:`ELMoEmbedder`; the default matches ``classification.py``'s, so
+        the scores equal those the training run reported.
 
         Raises:
             ElmoError: a file is missing or corrupt, or the classifier was trained on another biLM.
@@ -199,7 +208,7 @@ class TextClassifier:
         if not file.is_file():
             raise ElmoError(f"{file} not found: train it with `python classification.py --models-dir {directory}`")
         model, names = load_classifier(file, bilm, vocab)
-        return cls(model, vocab, names)
+        return cls(model, vocab, names, precision=precision)
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
         """Class probabilities ``(n, C)`` float32 (rows sum to 1) for raw texts.
@@ -216,7 +225,7 @@ class TextClassifier:
             tokens.append(tokenize(text))
             if not tokens[-1]:
                 raise ElmoError(f"text {i} holds no word to classify: {text[:60]!r}")
-        return predict(self.model, self.embedder.encode(tokens), self.embedder.device)
+        return predict(self.model, self.embedder.encode(tokens), self.embedder.device, self.embedder.amp_dtype)
 
     def predict(self, texts: Sequence[str]) -> list[str]:
         """The most probable class name per text (e.g. ``"Sci/Tech"``)."""

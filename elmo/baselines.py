@@ -211,7 +211,7 @@ def baselines(config: BaselinesConfig) -> dict:
                              "vocab": list(vocab.itos), "info": info}, models / f"{method}.pt")
             set_seed(config.seed)
             model = run.to_device(StaticEmbeddingClassifier(torch.from_numpy(vectors), config.classifier_config(method)))
-            entry = {**train_and_evaluate(model, data, config, device), "embedding": info}
+            entry = {**train_and_evaluate(model, data, config, device, run.amp_dtype), "embedding": info}
         out[method] = entry
         plot_confusion(entry["test"]["confusion_matrix"], CLASS_NAMES, CLASS_NAMES, images / f"confusion_{method}.png",
                        f"{method} (test accuracy {entry['test']['accuracy']:.3f})")

@@ -39,6 +39,7 @@ from torch import nn
 
 from .chars import DEFAULT_FILTERS, CharCNN, word_char_ids
 from .checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
+from .dropout import Dropout
 from .errors import ElmoError
 from .vocab import BOS, BOS_ID, EOS, EOS_ID, PAD_ID, Vocabulary
 
@@ -150,6 +151,11 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return x.gather(1, index)
 
 
+def _fp32_output(module: nn.Module, inputs: tuple, output: torch.Tensor) -> torch.Tensor:
+    """Forward hook: return a layer's output in fp32 (used on the LM softmax's projections)."""
+    return output.float()
+
+
 def length_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
     """``(B, T)`` bool mask, True at real tokens."""
     return torch.arange(max_len, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
@@ -186,10 +192,15 @@ class LanguageModel(nn.Module):
         # One nn.LSTM per layer (each a fused kernel) so every layer's states are exposed.
         self.layers = nn.ModuleList(nn.LSTM(i, config.hidden_size, batch_first=True, proj_size=config.proj_size)
                                     for i in sizes[:-1])
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         self.softmax = nn.AdaptiveLogSoftmaxWithLoss(
             config.output_size, config.vocab_size, config.softmax_cutoffs(), div_value=config.div_value
         )
+        # Under autocast the softmax's projections run in bf16/fp16 but their logits return to fp32
+        # before log_softmax: exact log-probabilities, and AdaptiveLogSoftmaxWithLoss (which writes
+        # cluster log-probabilities into an fp32 buffer) works with mixed precision on the CPU too.
+        for linear in (self.softmax.head, *(cluster[-1] for cluster in self.softmax.tail)):
+            linear.register_forward_hook(_fp32_output)
 
     def reading_order(self, ids: torch.Tensor, lengths: torch.Tensor,
                       chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -337,6 +348,28 @@ class BiLM(nn.Module):
         bwd = self.backward_lm.token_states(ids, lengths, chars)
         layers = torch.stack([torch.cat(pair, dim=-1) for pair in zip(fwd, bwd)])
         return layers * length_mask(lengths, ids.shape[1]).unsqueeze(-1).to(layers.dtype)
+
+
+    def lstm_layers(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
+        """Layers 1..L of :meth:`forward` (the LSTM states, what :mod:`elmo.cache` stores): ``(L, B, T, D)``."""
+        return self(ids, lengths, chars)[1:]
+
+    def token_layer(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
+        """Layer 0 of :meth:`forward` alone, without running the LSTMs: ``(B, T, D)``, zero at padding.
+
+        Both directions' token encoders applied to the tokens (an embedding lookup for a word biLM,
+        equal to ``forward(...)[0]``; the character CNN for a character biLM, equal up to float rounding).
+
+        Raises:
+            ElmoError: ``chars`` missing for a character biLM.
+        """
+        if self.config.token_encoder == "char":
+            if chars is None:
+                raise ElmoError("this biLM reads characters (--token-encoder char): pass chars (B, T, C)")
+            x = [self.forward_lm.embedding(chars), self.backward_lm.embedding(chars)]
+        else:
+            x = [self.forward_lm.embedding(ids), self.backward_lm.embedding(ids)]
+        return torch.cat(x, dim=-1) * length_mask(lengths, ids.shape[1]).unsqueeze(-1).to(x[0].dtype)
 
 
 # ------------------------------------------------------------------------------------------

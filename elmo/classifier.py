@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from .bilm import BiLM, length_mask, reverse_padded
+from .dropout import Dropout
 from .errors import ElmoError
 from .layer import Elmo
 
@@ -123,14 +124,15 @@ class SequenceClassifier(nn.Module):
     def build_head(self, feature_dim: int, vocab_size: int) -> None:
         """Create the dropout, token embedding, encoder and output layer for ``feature_dim``-wide features."""
         config = self.config
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = Dropout(config.dropout)
         self.token_embedding = None
         if config.token_embedding_dim:
             self.token_embedding = nn.Embedding(vocab_size, config.token_embedding_dim, padding_idx=0)
         self.encoder = MaskedBiLSTM(feature_dim + config.token_embedding_dim, config.encoder_hidden)
         self.head = nn.Linear(4 * config.encoder_hidden, config.num_classes)
 
-    def features(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
+    def features(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
+                 layers: torch.Tensor | None = None) -> torch.Tensor:
         """The representation ``(B, T, D)`` of right-padded ``ids (B, T)``; subclasses define it."""
         raise NotImplementedError
 
@@ -138,17 +140,19 @@ class SequenceClassifier(nn.Module):
         """A regularisation term added to the task loss (0 here; the mix-weight L2 for ELMo)."""
         return torch.zeros(())
 
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
+                layers: torch.Tensor | None = None) -> torch.Tensor:
         """Class logits.
 
         Args:
             ids: ``(B, T)`` int64 right-padded token ids; lengths: ``(B,)`` int64, each >= 1;
-            chars: ``(B, T, C)`` character ids (only read by a character biLM).
+            chars: ``(B, T, C)`` character ids (only read by a character biLM);
+            layers: ``(L, B, T, D)`` cached biLM LSTM layers (:mod:`elmo.cache`; ELMo only, else ignored).
 
         Returns:
             ``(B, C)`` unnormalised logits.
         """
-        x = self.features(ids, lengths, chars)
+        x = self.features(ids, lengths, chars, layers)
         if self.token_embedding is not None:
             x = torch.cat([x, self.token_embedding(ids).to(x.dtype)], dim=-1)
         x = self.dropout(x)
@@ -203,9 +207,11 @@ class ElmoClassifier(SequenceClassifier):
         if missing or unexpected:
             raise RuntimeError(f"missing keys {missing[:3]}, unexpected keys {list(unexpected)[:3]}")
 
-    def features(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
-        """ELMo vectors ``(B, T, D)`` for right-padded ``ids (B, T)`` with ``lengths (B,)`` (eq. 1)."""
-        return self.elmo(ids, lengths, chars)["elmo_representations"][0]
+    def features(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
+                 layers: torch.Tensor | None = None) -> torch.Tensor:
+        """ELMo vectors ``(B, T, D)`` for right-padded ``ids (B, T)`` with ``lengths (B,)`` (eq. 1),
+        from cached LSTM ``layers (L, B, T, D)`` when given."""
+        return self.elmo(ids, lengths, chars, layers)["elmo_representations"][0]
 
 
 class StaticEmbeddingClassifier(SequenceClassifier):
@@ -222,6 +228,7 @@ class StaticEmbeddingClassifier(SequenceClassifier):
                                                       padding_idx=0)
         self.build_head(self.embedding.embedding_dim, self.embedding.num_embeddings)
 
-    def features(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
+    def features(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
+                 layers: torch.Tensor | None = None) -> torch.Tensor:
         """Static vectors ``(B, T, D)``: the same vector for a word wherever it occurs."""
         return self.embedding(ids)

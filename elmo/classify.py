@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from .bilm import BiLM, BiLMConfig, load_bilm
+from .cache import CACHE_MODES, PREDICT_BATCH, PREDICT_MAX_TOKENS, compute_layers, should_cache
 from .checkpoint import FORMAT_VERSION, environment_info, load_checkpoint, save_checkpoint, write_json
 from .classifier import ClassifierConfig, ElmoClassifier, SequenceClassifier
 from .cli import CommonConfig, option
@@ -31,7 +32,17 @@ from .errors import ElmoError
 from .metrics import classification_metrics, plot_confusion, plot_curves
 from .mix import MIX_SETTINGS, mix_summary
 from .pretrain import encode
-from .train import TrainConfig, configure_threads, fit, resolve_device, set_seed, to_device
+from .train import (
+    TrainConfig,
+    autocast,
+    configure_threads,
+    fit,
+    precision_name,
+    resolve_device,
+    resolve_precision,
+    set_seed,
+    to_device,
+)
 from .vocab import Vocabulary
 
 
@@ -75,6 +86,10 @@ class ClassifyConfig(HeadConfig):
     predict: str | None = option(None, "classify this text with models/classifier.pt and print label and "
                                  "probability (no training)")
     predict_file: str | None = option(None, "classify every line of this file (one text per line; no training)")
+    cache_layers: str = option("auto", "compute the frozen biLM's LSTM layers of every document once and share them "
+                               "across epochs and settings (memory for time, see elmo/cache.py): auto (when they "
+                               "fit in half the available memory), on, off (run the biLM in every step); never "
+                               "with --fine-tune", choices=CACHE_MODES)
 
     def check(self) -> None:
         super().check()
@@ -105,14 +120,21 @@ def bilm_fingerprint(bilm: BiLM, vocab: Vocabulary) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def predict(model: SequenceClassifier, corpus: EncodedCorpus, device: torch.device, max_tokens: int = 16384) -> np.ndarray:
-    """Class probabilities ``(N, C)`` for every document of ``corpus``, in corpus order."""
+def predict(model: SequenceClassifier, corpus: EncodedCorpus, device: torch.device,
+            amp_dtype: torch.dtype | None = None) -> np.ndarray:
+    """Class probabilities ``(N, C)`` for every document of ``corpus``, in corpus order.
+
+    Batches of :data:`elmo.cache.PREDICT_BATCH` documents / :data:`~elmo.cache.PREDICT_MAX_TOKENS`
+    padded tokens (the batches the layer cache is filled in), under ``amp_dtype`` autocast
+    (:func:`elmo.train.resolve_precision`); cached biLM layers are used when the corpus has them.
+    """
     probs = np.zeros((len(corpus), model.config.num_classes), dtype=np.float32)
     model.eval()
     with torch.no_grad():
-        for index in corpus.batches(256, max_tokens):
+        for index in corpus.batches(PREDICT_BATCH, PREDICT_MAX_TOKENS):
             batch = to_device(corpus.collate(index), device)
-            logits = model(batch["ids"], batch["lengths"], batch.get("chars"))
+            with autocast(device, amp_dtype):
+                logits = model(batch["ids"], batch["lengths"], batch.get("chars"), batch.get("layers"))
             probs[index] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
     return probs
 
@@ -155,7 +177,7 @@ def load_classifier(path: str | Path, bilm: BiLM, vocab: Vocabulary) -> tuple[El
 
 
 def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus], config: HeadConfig,
-                       device: torch.device) -> dict[str, Any]:
+                       device: torch.device, amp_dtype: torch.dtype | None = None) -> dict[str, Any]:
     """Train ``model`` with :func:`elmo.train.fit` and evaluate it: the one recipe every representation gets.
 
     Adam on cross-entropy over length-bucketed batches of ``data["train"]`` (reshuffled each epoch
@@ -164,8 +186,9 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
 
     Args:
         model: any :class:`~elmo.classifier.SequenceClassifier`, already on ``device``.
-        data: ``{"train", "val", "test"}`` encoded corpora with labels.
+        data: ``{"train", "val", "test"}`` encoded corpora with labels (and cached biLM layers, if attached).
         config: the head/training flags (epochs, lr, batch sizes, patience, weight decay, seed).
+        amp_dtype: mixed-precision dtype of training and prediction (``None`` = fp32).
 
     Returns:
         ``{"train", "val", "test": metrics (see :func:`~elmo.metrics.classification_metrics`),
@@ -174,23 +197,26 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
     started = time.perf_counter()
 
     def validate() -> dict[str, float]:
-        m = classification_metrics(data["val"].labels, predict(model, data["val"], device).argmax(1), NUM_CLASSES)
+        m = classification_metrics(data["val"].labels, predict(model, data["val"], device, amp_dtype).argmax(1),
+                                   NUM_CLASSES)
         return {"f1": m["f1"], "accuracy": m["accuracy"]}
 
     fitted = fit(
         model,
         batches=lambda epoch: (data["train"].collate(i) for i in data["train"].batches(
             config.batch_size, config.max_tokens, shuffle=True, seed=config.seed + epoch)),
-        loss_fn=lambda m, b: (F.cross_entropy(m(b["ids"], b["lengths"], b.get("chars")).float(), b["labels"])
-                              + m.penalty(), len(b["labels"])),
+        loss_fn=lambda m, b: (F.cross_entropy(m(b["ids"], b["lengths"], b.get("chars"), b.get("layers")).float(),
+                                              b["labels"]) + m.penalty(), len(b["labels"])),
         validate=validate, monitor="f1", maximize=True,
         config=TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience,
                            weight_decay=config.weight_decay),
-        device=device, desc=model.config.setting, unit="doc", quiet=config.quiet, **fine_tuning(model, config),
+        device=device, desc=model.config.setting, unit="doc", quiet=config.quiet, amp_dtype=amp_dtype,
+        **fine_tuning(model, config),
     )
     seconds = time.perf_counter() - started
-    entry: dict[str, Any] = {split: classification_metrics(data[split].labels, predict(model, data[split], device).argmax(1),
-                                                           NUM_CLASSES) for split in ("train", "val", "test")}
+    entry: dict[str, Any] = {split: classification_metrics(
+        data[split].labels, predict(model, data[split], device, amp_dtype).argmax(1), NUM_CLASSES)
+        for split in ("train", "val", "test")}
     entry.update({"best_epoch": fitted.best_epoch, "history": fitted.history, "train_seconds": seconds})
     return entry
 
@@ -233,6 +259,7 @@ class Run:
     corpora: dict[str, Corpus]
     data: dict[str, EncodedCorpus]
     token_vectors: np.ndarray | None = None
+    amp_dtype: torch.dtype | None = None  # mixed precision (elmo.train.resolve_precision); None = fp32
 
     def to_device(self, model: SequenceClassifier) -> SequenceClassifier:
         """Initialise ``model``'s task token embedding x_k (``--token-embedding-init``) and move it to the device."""
@@ -252,6 +279,7 @@ def prepare_run(config: HeadConfig) -> Run:
     set_seed(config.seed)
     configure_threads(config.threads)
     device = resolve_device(config.device)
+    amp_dtype = resolve_precision(config.precision, device)
     say = (lambda *a: None) if config.quiet else (lambda *a: print(*a, flush=True))
     models = Path(config.models_dir)
     if not (models / "bilstm.pt").is_file():
@@ -262,7 +290,7 @@ def prepare_run(config: HeadConfig) -> Run:
     corpora = dict(zip(("train", "val", "test"), splits))
     data = {name: encode(c, vocab, config.max_length, bilm.config.chars_per_token) for name, c in corpora.items()}
     say(f"data: {len(corpora['train'])} train / {len(corpora['val'])} val / {len(corpora['test'])} test documents; "
-        f"biLM vocabulary {len(vocab):,}")
+        f"biLM vocabulary {len(vocab):,}; device {device}, {precision_name(amp_dtype)}")
     token_vectors = None
     if config.token_embedding_init == "word2vec" and config.token_embedding_dim:
         from .static import word2vec_vectors
@@ -271,7 +299,30 @@ def prepare_run(config: HeadConfig) -> Run:
                                                seed=config.seed)
         say(f"x_k initialised from Word2Vec ({config.token_embedding_dim}-d, {info['seconds']:.0f} s)")
     return Run(device, say, models, Path(config.results_dir), Path(config.images_dir), bilm, vocab, corpora, data,
-               token_vectors)
+               token_vectors, amp_dtype)
+
+
+def attach_layer_cache(run: Run, config: ClassifyConfig) -> float | None:
+    """Apply ``--cache-layers``: compute the frozen biLM's LSTM layers of every split once
+    (:func:`elmo.cache.compute_layers`) and attach them to ``run.data``. Never with ``--fine-tune``.
+
+    Returns:
+        Seconds spent computing the cache, or ``None`` when not caching.
+    """
+    if config.fine_tune:
+        return None
+    num_tokens = sum(d.num_tokens for d in run.data.values())
+    dtype = run.amp_dtype if run.amp_dtype is not None else torch.float32
+    cache, why = should_cache(config.cache_layers, run.bilm, num_tokens, dtype)
+    run.say(why)
+    if not cache:
+        return None
+    started = time.perf_counter()
+    for corpus in run.data.values():
+        corpus.attach_layers(compute_layers(run.bilm, corpus, run.device, run.amp_dtype))
+    seconds = time.perf_counter() - started
+    run.say(f"biLM layers of {num_tokens:,} tokens computed in {seconds:.0f} s")
+    return seconds
 
 
 def read_texts(path: str | Path) -> tuple[list[str], list[int], int]:
@@ -309,7 +360,7 @@ def predict_texts(config: ClassifyConfig) -> list[dict[str, Any]]:
         if blank:
             print(f"note: skipped {blank} blank line(s) of {config.predict_file}", file=sys.stderr)
         where = [f"{config.predict_file} line {n}" for n in numbers]
-    classifier = TextClassifier.from_pretrained(config.models_dir, device=config.device)
+    classifier = TextClassifier.from_pretrained(config.models_dir, device=config.device, precision=config.precision)
     for text, place in zip(texts, where):
         if not tokenize(text):
             raise ElmoError(f"{place}: the text holds no word to classify: {text[:60]!r}")
@@ -336,6 +387,7 @@ def classify(config: ClassifyConfig) -> dict | list:
     device, say, models, results, images = run.device, run.say, run.models, run.results, run.images
     bilm, vocab, data = run.bilm, run.vocab, run.data
     fingerprint = bilm_fingerprint(bilm, vocab)
+    cache_seconds = attach_layer_cache(run, config)
 
     out: dict[str, Any] = {}
     payloads: dict[str, dict[str, Any]] = {}  # checkpoint contents per setting; the best is also classifier.pt
@@ -344,7 +396,7 @@ def classify(config: ClassifyConfig) -> dict | list:
         # Fine-tuning trains the biLM in place: give each setting its own copy of the pre-trained one.
         model_bilm = copy.deepcopy(bilm) if config.fine_tune else bilm
         model = run.to_device(ElmoClassifier(model_bilm, config.classifier_config(setting)))
-        entry = train_and_evaluate(model, data, config, device)
+        entry = train_and_evaluate(model, data, config, device, run.amp_dtype)
         entry.update(mix_summary(model.mix))
         out[setting] = entry
         payloads[setting] = classifier_checkpoint(model, fingerprint,
@@ -358,6 +410,7 @@ def classify(config: ClassifyConfig) -> dict | list:
 
     best = max(config.settings, key=lambda s: out[s]["val"]["f1"])
     out["best_setting"] = best
+    out["precision"], out["layer_cache_seconds"] = precision_name(run.amp_dtype), cache_seconds
     save_checkpoint(payloads[best], models / "classifier.pt")
     out["config"], out["meta"] = asdict(config), {**environment_info(config.seed), "bilm_fingerprint": fingerprint}
     write_json(results / "classification.json", out)

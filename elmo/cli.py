@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from .errors import ElmoError
+from .train import PRECISIONS
 
 
 def option(default: Any, help: str, **kwargs) -> Any:
@@ -41,7 +42,10 @@ class CommonConfig:
     clip_norm: float = option(1.0, "gradient-norm clipping")
     patience: int = option(2, "early-stopping patience in epochs (on the validation metric)")
     seed: int = option(0, "random seed; a CPU run with the same seed repeats its metrics exactly")
-    device: str = option("auto", "auto (CUDA with mixed precision when present), cpu or cuda")
+    device: str = option("auto", "auto (CUDA when present), cpu or cuda")
+    precision: str = option("auto", "mixed precision of training and inference: auto (bf16 on CPUs with native bf16 "
+                            "and on GPUs that have it, fp16 on older GPUs, else fp32), fp32, bf16 or fp16 (CUDA "
+                            "only); weights, losses and evaluation perplexities stay fp32", choices=PRECISIONS)
     threads: int | None = option(None, "CPU threads (default: all cores)")
     quiet: bool = option(False, "no progress bars or per-epoch lines")
 

@@ -295,6 +295,7 @@ class EncodedCorpus:
         self.labels = None if labels is None else np.asarray(labels, dtype=np.int64)
         self.type_ids: np.ndarray | None = None  # per token, a row of char_table (character biLMs)
         self.char_table: np.ndarray | None = None
+        self.layers: torch.Tensor | None = None  # per token, cached biLM layers (elmo.cache)
 
     def attach_chars(self, documents: Iterable[Sequence[str]], max_chars: int) -> "EncodedCorpus":
         """Keep the spelling of every token so :meth:`collate` can return character ids (for a
@@ -326,6 +327,21 @@ class EncodedCorpus:
         self.char_table = char_table(list(types), max_chars)
         return self
 
+    def attach_layers(self, layers: torch.Tensor) -> "EncodedCorpus":
+        """Keep precomputed per-token biLM layers (:func:`elmo.cache.compute_layers`) so that
+        :meth:`collate` also returns them, padded, as ``batch["layers"]``.
+
+        Args:
+            layers: ``(num_tokens, L, D)``, row ``offsets[i] + k`` for token k of document i.
+
+        Raises:
+            ElmoError: the number of rows is not the corpus's token count.
+        """
+        if layers.dim() != 3 or layers.shape[0] != self.num_tokens:
+            raise ElmoError(f"attach_layers: expected ({self.num_tokens}, L, D) layers, got {tuple(layers.shape)}")
+        self.layers = layers
+        return self
+
     def __len__(self) -> int:
         return len(self.lengths)
 
@@ -338,8 +354,9 @@ class EncodedCorpus:
 
         Returns:
             ``{"ids": (B, T) int64 with 0 = <pad>, "lengths": (B,) int64, "labels": (B,) int64,
-            "chars": (B, T, C) int64}`` where ``T`` is the longest of the ``B`` documents (``labels``
-            only when present, ``chars`` only after :meth:`attach_chars`; padding is all zeros).
+            "chars": (B, T, C) int64, "layers": (L, B, T, D)}`` where ``T`` is the longest of the ``B``
+            documents (``labels`` only when present, ``chars`` only after :meth:`attach_chars`,
+            ``layers`` only after :meth:`attach_layers`; padding is all zeros).
         """
         index = np.asarray(index, dtype=np.int64)
         lengths = self.lengths[index]
@@ -354,6 +371,13 @@ class EncodedCorpus:
             batch["chars"] = torch.from_numpy(self.char_table[types].astype(np.int64))
         if self.labels is not None:
             batch["labels"] = torch.from_numpy(self.labels[index])
+        if self.layers is not None:
+            positions = np.arange(ids.shape[1])
+            valid = positions[None, :] < lengths[:, None]
+            rows = np.where(valid, self.offsets[index][:, None] + positions[None, :], 0)
+            layers = self.layers[torch.from_numpy(rows)]  # (B, T, L, D)
+            layers[torch.from_numpy(~valid)] = 0
+            batch["layers"] = layers.permute(2, 0, 1, 3)
         return batch
 
     def batches(self, batch_size: int, max_tokens: int | None = None, shuffle: bool = False,

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from .bilm import BiLM
+from .dropout import Dropout
 from .errors import ElmoError
 from .mix import MIX_SETTINGS, ScalarMix, build_mix
 from .vocab import PAD_ID
@@ -55,7 +56,7 @@ class Elmo(nn.Module):
             p.requires_grad_(requires_grad)
         self.mixes = nn.ModuleList(build_mix(mix, bilm.num_layers, bilm.output_dim, seed=seed + i,
                                              layer_norm=do_layer_norm) for i in range(num_output_representations))
-        self.dropout = nn.Dropout(dropout) if dropout else nn.Identity()  # p = 0 draws no random numbers
+        self.dropout = Dropout(dropout) if dropout else nn.Identity()  # p = 0 draws no random numbers
 
     @property
     def output_dim(self) -> int:
@@ -68,8 +69,8 @@ class Elmo(nn.Module):
         self.bilm.eval()
         return self
 
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor | None = None,
-                chars: torch.Tensor | None = None) -> dict[str, list[torch.Tensor] | torch.Tensor]:
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor | None = None, chars: torch.Tensor | None = None,
+                layers: torch.Tensor | None = None) -> dict[str, list[torch.Tensor] | torch.Tensor]:
         """ELMo vectors of a right-padded batch.
 
         Args:
@@ -77,13 +78,17 @@ class Elmo(nn.Module):
             lengths: ``(B,)`` int64 true lengths; default: the count of non-padding ids per row.
             chars: ``(B, T, C)`` int64 character ids (:func:`elmo.chars.batch_char_ids`); required
                 for a character biLM, ignored otherwise.
+            layers: ``(L, B, T, D)`` precomputed LSTM layers h_1..h_L of this batch
+                (:mod:`elmo.cache`, ``batch["layers"]``); the biLM's LSTMs are then not run, only its
+                token layer h_0. Frozen biLM only.
 
         Returns:
             ``{"elmo_representations": [num_output_representations × (B, T, D)], "mask": (B, T) bool}``
             where mask is True at real tokens and the vectors are zero elsewhere.
 
         Raises:
-            ElmoError: a row with no token, ``ids`` not 2-d, or ``chars`` missing for a character biLM.
+            ElmoError: a row with no token, ``ids`` not 2-d, ``chars`` missing for a character biLM,
+                or ``layers`` given to a biLM being fine-tuned.
         """
         if ids.dim() != 2:
             raise ElmoError(f"Elmo expects ids of shape (B, T), got {tuple(ids.shape)}")
@@ -92,8 +97,15 @@ class Elmo(nn.Module):
         if bool((lengths < 1).any()):
             raise ElmoError("Elmo got an empty sequence (a row with no token)")
         mask = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0) < lengths.unsqueeze(1)
-        with torch.set_grad_enabled(torch.is_grad_enabled() and self.requires_grad):
-            layers = self.bilm(ids, lengths, chars)  # (L+1, B, T, D)
+        if layers is not None:
+            if self.requires_grad:
+                raise ElmoError("cached biLM layers cannot be used while fine-tuning the biLM")
+            with torch.no_grad():
+                h0 = self.bilm.token_layer(ids, lengths, chars)
+            layers = torch.cat([h0.unsqueeze(0), layers.to(h0.dtype)])  # (L+1, B, T, D)
+        else:
+            with torch.set_grad_enabled(torch.is_grad_enabled() and self.requires_grad):
+                layers = self.bilm(ids, lengths, chars)  # (L+1, B, T, D)
         keep = mask.unsqueeze(-1)
         reps = [self.dropout(mix(layers)).masked_fill(~keep, 0.0) for mix in self.mixes]
         return {"elmo_representations": reps, "mask": mask}

@@ -24,7 +24,16 @@ from .cli import CommonConfig, option
 from .data import EncodedCorpus, load_agnews
 from .errors import ElmoError
 from .metrics import plot_confusion, plot_curves, top_words_confusion, word_prediction_metrics
-from .train import TrainConfig, configure_threads, fit, resolve_device, set_seed, to_device
+from .train import (
+    TrainConfig,
+    configure_threads,
+    fit,
+    precision_name,
+    resolve_device,
+    resolve_precision,
+    set_seed,
+    to_device,
+)
 from .vocab import Vocabulary
 
 
@@ -154,6 +163,7 @@ def pretrain(config: PretrainConfig) -> dict:
     set_seed(config.seed)
     threads = configure_threads(config.threads)
     device = resolve_device(config.device)
+    amp_dtype = resolve_precision(config.precision, device)
     say = (lambda *a: None) if config.quiet else (lambda *a: print(*a, flush=True))
     models, results, images = Path(config.models_dir), Path(config.results_dir), Path(config.images_dir)
 
@@ -167,14 +177,15 @@ def pretrain(config: PretrainConfig) -> dict:
     oov = {name: vocab.oov_rate(c.tokens) for name, c in (("val", val), ("test", test))}
     say(f"data: {len(train)} train / {len(val)} val / {len(test)} test documents, "
         f"{data['train'].num_tokens:,} training tokens, vocabulary {len(vocab):,} "
-        f"(OOV val {oov['val']:.2%}, test {oov['test']:.2%}), device {device}, {threads} threads")
+        f"(OOV val {oov['val']:.2%}, test {oov['test']:.2%}), device {device}, {threads} threads, "
+        f"{precision_name(amp_dtype)} training")
 
     bilm = BiLM(bilm_config)
     out_init = init_embeddings(bilm, vocab, train.tokens, config, say)
     bilm.to(device)
     train_config = TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience)
     meta = {**environment_info(config.seed), "config": asdict(config)}
-    out = {"val": {}, "test": {}, "train_tokens": data["train"].num_tokens, "vocab_size": len(vocab),
+    out = {"precision": precision_name(amp_dtype), "val": {}, "test": {}, "train_tokens": data["train"].num_tokens, "vocab_size": len(vocab),
            "oov_rate": oov, "documents": {k: len(v) for k, v in data.items()}, "directions": {},
            "init_embeddings": out_init}
     started = time.perf_counter()
@@ -187,7 +198,7 @@ def pretrain(config: PretrainConfig) -> dict:
             loss_fn=lambda model, batch: model(batch["ids"], batch["lengths"], batch.get("chars")),
             validate=lambda: {"perplexity": perplexity(lm, data["val"], device)},
             monitor="perplexity", maximize=False, config=train_config, device=device,
-            desc=f"{lm.direction} LM", quiet=config.quiet,
+            desc=f"{lm.direction} LM", quiet=config.quiet, amp_dtype=amp_dtype,
         )
         save_checkpoint(lm_checkpoint(lm, vocab, meta), models / f"{lm.direction}.pt")
         val_metrics, _, _ = evaluate_words(lm, data["val"], device)
