@@ -344,15 +344,21 @@ class BiLM(nn.Module):
         Raises:
             ElmoError: ``chars`` missing for a character biLM.
         """
-        fwd = self.forward_lm.token_states(ids, lengths, chars)
-        bwd = self.backward_lm.token_states(ids, lengths, chars)
+        return self._stack(ids, lengths, chars, first=0)
+
+    def _stack(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None, first: int) -> torch.Tensor:
+        """Layers ``first..L`` of both directions, ``(L + 1 - first, B, T, D)``, zero at padding."""
+        fwd = self.forward_lm.token_states(ids, lengths, chars)[first:]
+        bwd = self.backward_lm.token_states(ids, lengths, chars)[first:]
         layers = torch.stack([torch.cat(pair, dim=-1) for pair in zip(fwd, bwd)])
         return layers * length_mask(lengths, ids.shape[1]).unsqueeze(-1).to(layers.dtype)
 
 
     def lstm_layers(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
-        """Layers 1..L of :meth:`forward` (the LSTM states, what :mod:`elmo.cache` stores): ``(L, B, T, D)``."""
-        return self(ids, lengths, chars)[1:]
+        """Layers 1..L of :meth:`forward` (the LSTM states, what :mod:`elmo.cache` stores): ``(L, B, T, D)``
+        in the dtype the LSTMs output (bf16 under bf16 autocast; :meth:`forward` promotes them to the
+        token layer's fp32, which is exact)."""
+        return self._stack(ids, lengths, chars, first=1)
 
     def token_layer(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
         """Layer 0 of :meth:`forward` alone, without running the LSTMs: ``(B, T, D)``, zero at padding.

@@ -176,6 +176,13 @@ def load_classifier(path: str | Path, bilm: BiLM, vocab: Vocabulary) -> tuple[El
     return model.to(device).eval(), list(ckpt.get("class_names", CLASS_NAMES))
 
 
+def classifier_loss(model: SequenceClassifier, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
+    """Mean cross-entropy (fp32) of a labelled batch plus the model's penalty, and its document count
+    (the ``loss_fn`` of :func:`elmo.train.fit` for every classifier)."""
+    logits = model(batch["ids"], batch["lengths"], batch.get("chars"), batch.get("layers"))
+    return F.cross_entropy(logits.float(), batch["labels"]) + model.penalty(), len(batch["labels"])
+
+
 def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus], config: HeadConfig,
                        device: torch.device, amp_dtype: torch.dtype | None = None) -> dict[str, Any]:
     """Train ``model`` with :func:`elmo.train.fit` and evaluate it: the one recipe every representation gets.
@@ -205,8 +212,7 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
         model,
         batches=lambda epoch: (data["train"].collate(i) for i in data["train"].batches(
             config.batch_size, config.max_tokens, shuffle=True, seed=config.seed + epoch)),
-        loss_fn=lambda m, b: (F.cross_entropy(m(b["ids"], b["lengths"], b.get("chars"), b.get("layers")).float(),
-                                              b["labels"]) + m.penalty(), len(b["labels"])),
+        loss_fn=classifier_loss,
         validate=validate, monitor="f1", maximize=True,
         config=TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience,
                            weight_decay=config.weight_decay),

@@ -70,8 +70,9 @@ def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathL
 
     Returns:
         ``{"lm", "classification", "baselines", "experiments": {name: {"lm": dict | None,
-        "classification": dict | None}}, "init"}`` where ``init`` pairs the main run with a diagnostic
-        run that differs in ``--init-embeddings``: ``{"name", "none": run, "word2vec": run}`` (or ``None``).
+        "classification": dict | None}}, "init"}`` where ``init`` pairs a diagnostic run with its
+        :func:`reference_run` when the two differ in ``--init-embeddings``: ``{"name", "reference",
+        "none": run, "word2vec": run}`` (or ``None``).
 
     Raises:
         ElmoError: a file that is missing or not valid JSON (naming it).
@@ -93,13 +94,15 @@ def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathL
                      for name in ("lm", "classification")}
             if entry["classification"] is not None:
                 out["experiments"][folder.name] = entry
-    out["init"] = None  # the main run and a diagnostic run that differ in --init-embeddings, when there is one
-    main_init = out["lm"].get("config", {}).get("init_embeddings", "none")  # older runs had no such flag
+    out["init"] = None  # a diagnostic run and its reference run that differ in --init-embeddings, when there is one
     for name, exp in out["experiments"].items():
+        ref_name, ref_classification = reference_run(out, exp["classification"])
+        ref = out["experiments"][ref_name] if ref_name in out["experiments"] else {"lm": out["lm"],
+                                                                                    "classification": ref_classification}
+        ref_init = (ref["lm"] or {}).get("config", {}).get("init_embeddings", "none")  # older runs had no such flag
         other = (exp["lm"] or {}).get("config", {}).get("init_embeddings", "none")
-        if exp["lm"] is not None and {main_init, other} == {"none", "word2vec"}:
-            out["init"] = {"name": name, main_init: {"lm": out["lm"], "classification": out["classification"]},
-                           other: exp}
+        if exp["lm"] is not None and ref is not exp and {ref_init, other} == {"none", "word2vec"}:
+            out["init"] = {"name": name, "reference": ref_name, ref_init: ref, other: exp}
             break
     return out
 
@@ -122,10 +125,29 @@ def config_changes(base: dict, other: dict, defaults: dict | None = None) -> lis
             if k not in _NOT_A_CHANGE and base.get(k, defaults.get(k)) != other[k]]
 
 
+def run_precision(classification: dict) -> str:
+    """The training precision a ``classification.json`` records (runs made before ``--precision`` existed were fp32)."""
+    return classification.get("precision", "fp32")
+
+
+def reference_run(res: dict, classification: dict) -> tuple[str, dict]:
+    """``(name, classification.json)`` a diagnostic run is compared with: the main run, or the
+    ``fp32_main`` diagnostic run (the main run repeated in fp32) for an fp32 run when the main run is not fp32."""
+    fp32_main = res.get("experiments", {}).get("fp32_main", {}).get("classification")
+    main = res["classification"]
+    if fp32_main and classification is not fp32_main and run_precision(classification) == run_precision(fp32_main) \
+            != run_precision(main):
+        return "fp32_main", fp32_main
+    return "the main run", main
+
+
 def experiment_changes(res: dict, name: str) -> list[str]:
-    """What a diagnostic run changed relative to the main run (its biLM flags and its classifier flags)."""
+    """What a diagnostic run changed relative to the main run (its biLM flags, its classifier flags and
+    the precision it trained in)."""
     exp = res["experiments"][name]
     changes = []
+    if run_precision(exp["classification"]) != run_precision(res["classification"]):
+        changes.append(f"precision: {run_precision(exp['classification'])}")
     if exp.get("lm"):
         changes += config_changes(res["lm"].get("config", {}), exp["lm"].get("config", {}), _defaults(PretrainConfig))
     changes += config_changes(res["classification"].get("config", {}), exp["classification"].get("config", {}),
@@ -225,10 +247,13 @@ def analysis(res: dict) -> dict[str, list[str]]:
     out["diagnostics"] = []
     for name, exp in res.get("experiments", {}).items():
         for s in (s for s in MIX_SETTINGS if s in exp["classification"] and s in cls):
-            a, b = cls[s]["test"], exp["classification"][s]["test"]
+            ref_name, ref = reference_run(res, exp["classification"])
+            if s not in ref:
+                continue
+            a, b = ref[s]["test"], exp["classification"][s]["test"]
             changes = ", ".join(experiment_changes(res, name)) or "no flag changed"
-            sentence = (f"{name} ({changes}): {LABELS[s]} test accuracy {b['accuracy']:.4f} "
-                        f"({(b['accuracy'] - a['accuracy']) * 100:+.2f} points vs the main run), macro-F1 {b['f1']:.4f}")
+            versus = "" if ref is exp["classification"] else f" ({(b['accuracy'] - a['accuracy']) * 100:+.2f} points vs {ref_name})"
+            sentence = f"{name} ({changes}): {LABELS[s]} test accuracy {b['accuracy']:.4f}{versus}, macro-F1 {b['f1']:.4f}"
             if exp.get("lm"):
                 sentence += "; test perplexity " + ", ".join(
                     f"{d} {exp['lm']['test'][f'{d}_perplexity']:.1f}" for d in ("forward", "backward"))
@@ -242,8 +267,8 @@ def analysis(res: dict) -> dict[str, list[str]]:
         words = [f"{d} test perplexity {none['lm']['test'][f'{d}_perplexity']:.1f} → "
                  f"{w2v['lm']['test'][f'{d}_perplexity']:.1f}" for d in ("forward", "backward")]
         out["init"].append("Initialising both LMs' token embeddings from Word2Vec instead of at random "
-                           f"(--init-embeddings none → word2vec; run '{init['name']}' vs the main run, everything "
-                           "else unchanged): " + "; ".join(words) + ".")
+                           f"(--init-embeddings none → word2vec; run '{init['name']}' vs {init.get('reference', 'the main run')}, "
+                           "everything else unchanged): " + "; ".join(words) + ".")
         for s in (s for s in MIX_SETTINGS if s in none["classification"] and s in w2v["classification"]):
             a, b = none["classification"][s]["test"]["accuracy"], w2v["classification"][s]["test"]["accuracy"]
             verdict = "helps" if b > a else "does not help" if b < a else "makes no difference"
@@ -597,23 +622,25 @@ def markdown_table(res: dict) -> str:
 
 def experiments_table(res: dict) -> str:
     """Every diagnostic run next to the main run: its change, biLM test perplexities and trainable-λ test
-    accuracy / macro-F1 with the difference from the main run, as a Markdown table."""
+    accuracy / macro-F1 with the difference from its :func:`reference_run`, as a Markdown table."""
     main = res["classification"].get("trainable_lambda")
     if not main:
         return ""
 
     def ppl(lm: dict | None) -> str:
-        return " / ".join(f"{lm['test'][f'{d}_perplexity']:.1f}" for d in ("forward", "backward")) if lm else "(main biLM)"
+        return " / ".join(f"{lm['test'][f'{d}_perplexity']:.1f}" for d in ("forward", "backward")) if lm else "(reference biLM)"
 
-    lines = ["| run | change from the default | biLM test perplexity fwd / bwd | test acc | test macro-F1 | Δ acc |",
+    lines = ["| run | change from the default | biLM test perplexity fwd / bwd | test acc | test macro-F1 | "
+             "Δ acc (vs the same precision's reference) |",
              "|---|---|---|---|---|---|",
              f"| main (default) | – | {ppl(res['lm'])} | {main['test']['accuracy']:.4f} | {main['test']['f1']:.4f} | – |"]
     for name, exp in res.get("experiments", {}).items():
         m = exp["classification"].get("trainable_lambda")
         if m:
+            ref = reference_run(res, exp["classification"])[1]["trainable_lambda"]
+            delta = "–" if ref is m else f"{(m['test']['accuracy'] - ref['test']['accuracy']) * 100:+.2f}"
             lines.append(f"| `{name}` | {', '.join(experiment_changes(res, name)) or '–'} | {ppl(exp.get('lm'))} | "
-                         f"{m['test']['accuracy']:.4f} | {m['test']['f1']:.4f} | "
-                         f"{(m['test']['accuracy'] - main['test']['accuracy']) * 100:+.2f} |")
+                         f"{m['test']['accuracy']:.4f} | {m['test']['f1']:.4f} | {delta} |")
     return "\n".join(lines)
 
 

@@ -164,7 +164,7 @@ def test_experiments_table_lists_each_run_with_its_change_perplexity_and_accurac
     assert rows.keys() == {"main (default)", "ln", "random_init"}
     main_acc = res["classification"]["trainable_lambda"]["test"]["accuracy"]
     ln_acc = res["experiments"]["ln"]["classification"]["trainable_lambda"]["test"]["accuracy"]
-    assert "layer_norm: True" in rows["ln"] and "(main biLM)" in rows["ln"]
+    assert "layer_norm: True" in rows["ln"] and "(reference biLM)" in rows["ln"]
     assert rows["ln"].endswith(f"| {(ln_acc - main_acc) * 100:+.2f} |")
     ri = res["experiments"]["random_init"]["lm"]["test"]
     assert "init_embeddings: none" in rows["random_init"]
