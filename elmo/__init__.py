@@ -12,16 +12,6 @@ learned layer function), :mod:`elmo.layer` (:class:`Elmo`), :mod:`elmo.classifie
 :mod:`elmo.bench` (``python -m elmo.bench``).
 """
 
-import os
-
-# oneDNN (the CPU LSTM and matmul kernels) keeps up to 1024 compiled primitives per cache, one per
-# input shape; with length-bucketed batches nearly every batch has a new shape, and a bf16 LSTM
-# primitive holds several MB, so the caches alone grew past 3 GB in a classification run (peak RSS
-# 9.5 GB). 256 entries keep the classifier's epoch-to-epoch hits (same speed, measured) and bound the
-# memory. Set before torch creates its first primitive; a value already in the environment wins.
-for _variable in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
-    os.environ.setdefault(_variable, "256")
-
 from .api import ELMoEmbedder, TextClassifier
 from .bilm import BiLM, BiLMConfig, LanguageModel, load_bilm
 from .chars import CharCNN

@@ -35,6 +35,7 @@ from .pretrain import encode
 from .train import (
     TrainConfig,
     autocast,
+    cap_kernel_caches,
     configure_threads,
     fit,
     precision_name,
@@ -282,6 +283,7 @@ def prepare_run(config: HeadConfig) -> Run:
     Raises:
         ElmoError: ``bilstm.pt`` missing from ``--models-dir`` (run ``python ELMO.py`` first), bad data.
     """
+    cap_kernel_caches(256)
     set_seed(config.seed)
     configure_threads(config.threads)
     device = resolve_device(config.device)

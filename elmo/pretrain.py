@@ -26,6 +26,7 @@ from .errors import ElmoError
 from .metrics import plot_confusion, plot_curves, top_words_confusion, word_prediction_metrics
 from .train import (
     TrainConfig,
+    cap_kernel_caches,
     configure_threads,
     fit,
     precision_name,
@@ -160,6 +161,7 @@ def pretrain(config: PretrainConfig) -> dict:
     Raises:
         ElmoError: bad data or flags, or an output folder that cannot be written.
     """
+    cap_kernel_caches(32)
     set_seed(config.seed)
     threads = configure_threads(config.threads)
     device = resolve_device(config.device)

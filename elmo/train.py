@@ -52,6 +52,20 @@ def set_seed(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def cap_kernel_caches(entries: int) -> None:
+    """Bound oneDNN's shape-keyed kernel caches (``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` and ideep's
+    ``LRU_CACHE_CAPACITY``, 1024 entries each by default) unless the environment already sets them.
+
+    With length-bucketed batches nearly every batch has a new shape and a bf16 LSTM primitive holds
+    several MB, so with the defaults the caches alone grew past 3 GB in a classification run (peak RSS
+    9.5 GB). Measured: the LM trains as fast with 32 entries (peak RSS 1.0 GB instead of 1.8 GB after
+    an epoch); the classifier needs about 256 to keep its epoch-to-epoch hits (14% slower with 64).
+    Takes effect only before the process creates its first oneDNN kernel, so the scripts call it first.
+    """
+    for variable in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
+        os.environ.setdefault(variable, str(entries))
+
+
 def configure_threads(threads: int | None = None) -> int:
     """Use ``threads`` intra-op threads (default: all cores); returns the number set."""
     threads = threads or os.cpu_count() or 1
