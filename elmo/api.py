@@ -11,11 +11,17 @@ Both load what ``python ELMO.py`` / ``python classification.py`` wrote (``models
 
 Batches are right-padded, and every biLM state of a token depends only on its own sentence, so a
 sentence's vectors do not depend on what else is in its batch (padding invariance, tested).
+
+Length: :class:`ELMoEmbedder` has no maximum; a sentence of any length is embedded whole (memory grows
+linearly, about 6 KB per token for the float32 result at the default sizes). :class:`TextClassifier`
+truncates a text to ``max_length`` tokens (256, as ``classification.py`` trained and evaluated) and
+warns when it does.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -185,7 +191,11 @@ class TextClassifier:
         class_names: names of the C classes in output order.
     """
 
-    def __init__(self, model, vocab: Vocabulary, class_names: Sequence[str], precision: str = "auto"):
+    def __init__(self, model, vocab: Vocabulary, class_names: Sequence[str], precision: str = "auto",
+                 max_length: int = 256):
+        if max_length < 1:
+            raise ElmoError(f"max_length must be >= 1, got {max_length}")
+        self.max_length = max_length
         self.model = model.eval()
         self.embedder = ELMoEmbedder(model.bilm, vocab, next(model.parameters()).device, precision=precision)
         self.class_names = list(class_names)
@@ -211,7 +221,8 @@ class TextClassifier:
         return cls(model, vocab, names, precision=precision)
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
-        """Class probabilities ``(n, C)`` float32 (rows sum to 1) for raw texts.
+        """Class probabilities ``(n, C)`` float32 (rows sum to 1) for raw texts; a text longer than
+        ``max_length`` tokens is truncated to its first ``max_length`` (as in training), with a warning.
 
         Raises:
             ElmoError: a text that is not a ``str`` or holds no token (named by its index).
@@ -225,6 +236,10 @@ class TextClassifier:
             tokens.append(tokenize(text))
             if not tokens[-1]:
                 raise ElmoError(f"text {i} holds no word to classify: {text[:60]!r}")
+            if len(tokens[-1]) > self.max_length:
+                warnings.warn(f"text {i} has {len(tokens[-1])} tokens; classifying its first {self.max_length} "
+                              "(the length classification.py trained on)", stacklevel=2)
+                tokens[-1] = tokens[-1][: self.max_length]
         return predict(self.model, self.embedder.encode(tokens), self.embedder.device, self.embedder.amp_dtype)
 
     def predict(self, texts: Sequence[str]) -> list[str]:

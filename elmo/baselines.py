@@ -33,7 +33,7 @@ from .bilm import BiLM
 from .checkpoint import FORMAT_VERSION, environment_info, save_checkpoint, write_json
 from .classifier import StaticEmbeddingClassifier
 from .classify import HeadConfig, format_confusion, prepare_run, train_and_evaluate
-from .cli import option, run_cli
+from .cli import checkpointing, option, remove_checkpoints, run_cli
 from .data import CLASS_NAMES, NUM_CLASSES, Corpus
 from .errors import ElmoError
 from .metrics import classification_metrics, plot_confusion
@@ -211,7 +211,8 @@ def baselines(config: BaselinesConfig) -> dict:
                              "vocab": list(vocab.itos), "info": info}, models / f"{method}.pt")
             set_seed(config.seed)
             model = run.to_device(StaticEmbeddingClassifier(torch.from_numpy(vectors), config.classifier_config(method)))
-            entry = {**train_and_evaluate(model, data, config, device, run.amp_dtype), "embedding": info}
+            entry = {**train_and_evaluate(model, data, config, device, run.amp_dtype,
+                                             checkpointing(config, f"baseline_{method}", vocab=vocab.fingerprint())), "embedding": info}
         out[method] = entry
         plot_confusion(entry["test"]["confusion_matrix"], CLASS_NAMES, CLASS_NAMES, images / f"confusion_{method}.png",
                        f"{method} (test accuracy {entry['test']['accuracy']:.3f})")
@@ -232,6 +233,7 @@ def baselines(config: BaselinesConfig) -> dict:
     out["head_mismatch"] = mismatch
     out["config"], out["meta"] = asdict(config), environment_info(config.seed)
     write_json(results / "baselines.json", out)
+    remove_checkpoints(config, [f"baseline_{m}" for m in config.methods])
     say("\n" + format_baselines_table(out, config.methods))
     return out
 

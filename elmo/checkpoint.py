@@ -92,6 +92,22 @@ def load_checkpoint(path: str | os.PathLike, expected_format: str | tuple[str, .
     return obj
 
 
+def check_writable(*folders: str | os.PathLike) -> None:
+    """Create each output folder and prove it can be written, before any training starts (so a run
+    never trains for minutes and then fails to save).
+
+    Raises:
+        ElmoError: naming the folder that cannot be created or written.
+    """
+    for folder in map(Path, folders):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test."):
+                pass
+        except OSError as exc:
+            raise ElmoError(f"cannot write to output folder {folder}: {exc.strerror or exc}") from None
+
+
 def environment_info(seed: int | None = None) -> dict[str, Any]:
     """Library versions and the seed, recorded in every checkpoint and results file."""
     import numpy

@@ -24,15 +24,16 @@ import torch.nn.functional as F
 
 from .bilm import BiLM, BiLMConfig, load_bilm
 from .cache import CACHE_MODES, PREDICT_BATCH, PREDICT_MAX_TOKENS, compute_layers, should_cache
-from .checkpoint import FORMAT_VERSION, environment_info, load_checkpoint, save_checkpoint, write_json
+from .checkpoint import FORMAT_VERSION, check_writable, environment_info, load_checkpoint, save_checkpoint, write_json
 from .classifier import ClassifierConfig, ElmoClassifier, SequenceClassifier
-from .cli import CommonConfig, option
+from .cli import CommonConfig, checkpointing, option, remove_checkpoints
 from .data import CLASS_NAMES, NUM_CLASSES, Corpus, EncodedCorpus, load_agnews, tokenize
 from .errors import ElmoError
 from .metrics import classification_metrics, plot_confusion, plot_curves
 from .mix import MIX_SETTINGS, mix_summary
 from .pretrain import encode
 from .train import (
+    Checkpointing,
     TrainConfig,
     autocast,
     cap_kernel_caches,
@@ -185,7 +186,8 @@ def classifier_loss(model: SequenceClassifier, batch: dict[str, torch.Tensor]) -
 
 
 def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus], config: HeadConfig,
-                       device: torch.device, amp_dtype: torch.dtype | None = None) -> dict[str, Any]:
+                       device: torch.device, amp_dtype: torch.dtype | None = None,
+                       checkpoint: Checkpointing | None = None) -> dict[str, Any]:
     """Train ``model`` with :func:`elmo.train.fit` and evaluate it: the one recipe every representation gets.
 
     Adam on cross-entropy over length-bucketed batches of ``data["train"]`` (reshuffled each epoch
@@ -197,6 +199,7 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
         data: ``{"train", "val", "test"}`` encoded corpora with labels (and cached biLM layers, if attached).
         config: the head/training flags (epochs, lr, batch sizes, patience, weight decay, seed).
         amp_dtype: mixed-precision dtype of training and prediction (``None`` = fp32).
+        checkpoint: training checkpoints / resume (:class:`elmo.train.Checkpointing`).
 
     Returns:
         ``{"train", "val", "test": metrics (see :func:`~elmo.metrics.classification_metrics`),
@@ -218,7 +221,7 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
         config=TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience,
                            weight_decay=config.weight_decay),
         device=device, desc=model.config.setting, unit="doc", quiet=config.quiet, amp_dtype=amp_dtype,
-        **fine_tuning(model, config),
+        checkpoint=checkpoint, **fine_tuning(model, config),
     )
     seconds = time.perf_counter() - started
     entry: dict[str, Any] = {split: classification_metrics(
@@ -290,6 +293,7 @@ def prepare_run(config: HeadConfig) -> Run:
     amp_dtype = resolve_precision(config.precision, device)
     say = (lambda *a: None) if config.quiet else (lambda *a: print(*a, flush=True))
     models = Path(config.models_dir)
+    check_writable(models, config.results_dir, config.images_dir)
     if not (models / "bilstm.pt").is_file():
         raise ElmoError(f"{models / 'bilstm.pt'} not found: run `python ELMO.py --models-dir {models}` first")
     bilm, vocab, _ = load_bilm(models / "bilstm.pt")
@@ -404,7 +408,8 @@ def classify(config: ClassifyConfig) -> dict | list:
         # Fine-tuning trains the biLM in place: give each setting its own copy of the pre-trained one.
         model_bilm = copy.deepcopy(bilm) if config.fine_tune else bilm
         model = run.to_device(ElmoClassifier(model_bilm, config.classifier_config(setting)))
-        entry = train_and_evaluate(model, data, config, device, run.amp_dtype)
+        entry = train_and_evaluate(model, data, config, device, run.amp_dtype,
+                                   checkpointing(config, f"classifier_{setting}", bilm=fingerprint))
         entry.update(mix_summary(model.mix))
         out[setting] = entry
         payloads[setting] = classifier_checkpoint(model, fingerprint,
@@ -424,6 +429,7 @@ def classify(config: ClassifyConfig) -> dict | list:
     write_json(results / "classification.json", out)
     plot_curves({s: [row["val_f1"] for row in out[s]["history"]] for s in config.settings},
                 images / "classifier_val_f1.png", "Classifier validation macro-F1", "macro-F1")
+    remove_checkpoints(config, [f"classifier_{s}" for s in config.settings])
     say("\n" + format_results_table(out, config.settings))
     return out
 

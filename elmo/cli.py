@@ -12,10 +12,11 @@ import sys
 import types
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .errors import ElmoError
-from .train import PRECISIONS
+from .train import PRECISIONS, Checkpointing, Interrupted
 
 
 def option(default: Any, help: str, **kwargs) -> Any:
@@ -48,10 +49,13 @@ class CommonConfig:
                             "only); weights, losses and evaluation perplexities stay fp32", choices=PRECISIONS)
     threads: int | None = option(None, "CPU threads (default: all cores)")
     quiet: bool = option(False, "no progress bars or per-epoch lines")
+    resume: bool = option(False, "continue an interrupted run from its training checkpoints in "
+                          "<models-dir>/checkpoints/ (same flags; they are deleted when the script finishes)")
+    checkpoint_every: int = option(500, "save the training state every N steps as well as at each epoch end")
 
     def check(self) -> None:
         """Validate sizes common to both scripts. Raises :class:`ElmoError` naming the flag."""
-        for name in ("epochs", "batch_size", "max_length", "max_tokens", "patience"):
+        for name in ("epochs", "batch_size", "max_length", "max_tokens", "patience", "checkpoint_every"):
             if getattr(self, name) < 1:
                 raise ElmoError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         if self.max_docs is not None and self.max_docs < 1:
@@ -60,6 +64,28 @@ class CommonConfig:
             raise ElmoError(f"--lr and --clip-norm must be positive, got {self.lr}, {self.clip_norm}")
         if self.threads is not None and self.threads < 1:
             raise ElmoError(f"--threads must be >= 1, got {self.threads}")
+
+
+#: Flags that do not change what a run computes: a checkpoint written under other values may be resumed.
+RESUMABLE_FLAGS = ("resume", "checkpoint_every", "quiet", "threads", "device", "models_dir", "results_dir", "images_dir")
+
+
+def checkpointing(config: CommonConfig, name: str, **meta: Any) -> Checkpointing:
+    """The :class:`~elmo.train.Checkpointing` of one training run (``name``, e.g. ``forward_lm``) of a
+    script: ``<models-dir>/checkpoints/<name>.pt``, every ``--checkpoint-every`` steps, resumed with
+    ``--resume``; its meta holds the script's flags (those that change results) and ``meta``."""
+    flags = {k: v for k, v in dataclasses.asdict(config).items() if k not in RESUMABLE_FLAGS}
+    return Checkpointing(Path(config.models_dir) / "checkpoints" / f"{name}.pt", config.checkpoint_every,
+                         config.resume, {"flags": repr(sorted(flags.items())), **meta})
+
+
+def remove_checkpoints(config: CommonConfig, names: Sequence[str]) -> None:
+    """Delete the training checkpoints of a script that has finished (and the folder when empty)."""
+    folder = Path(config.models_dir) / "checkpoints"
+    for name in names:
+        (folder / f"{name}.pt").unlink(missing_ok=True)
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
 
 
 def _flag_type(annotation: Any):
@@ -96,6 +122,13 @@ def run_cli(config_cls: type, main: Callable[[Any], Any], description: str, argv
         config = config_cls(**vars(args))
         config.check()
         main(config)
+    except Interrupted as exc:
+        print(f"stopped: {exc}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:  # Ctrl-C outside a training loop: nothing half-written, nothing to save
+        print("stopped by Ctrl-C; finished training runs keep their checkpoints in <models-dir>/checkpoints/: "
+              "run the same command with --resume to continue", file=sys.stderr)
+        return 130
     except ElmoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -19,8 +19,8 @@ import torch
 
 from .bilm import TOKEN_ENCODERS, BiLM, BiLMConfig, LanguageModel, lm_checkpoint, save_bilm
 from .chars import DEFAULT_FILTERS
-from .checkpoint import environment_info, save_checkpoint, write_json
-from .cli import CommonConfig, option
+from .checkpoint import check_writable, environment_info, save_checkpoint, write_json
+from .cli import CommonConfig, checkpointing, option, remove_checkpoints
 from .data import EncodedCorpus, load_agnews
 from .errors import ElmoError
 from .metrics import plot_confusion, plot_curves, top_words_confusion, word_prediction_metrics
@@ -169,6 +169,7 @@ def pretrain(config: PretrainConfig) -> dict:
     say = (lambda *a: None) if config.quiet else (lambda *a: print(*a, flush=True))
     models, results, images = Path(config.models_dir), Path(config.results_dir), Path(config.images_dir)
 
+    check_writable(models, results, images)
     train, val, test = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs,
                                    config.skip_bad_rows)
     vocab = Vocabulary.build(train.tokens, config.min_freq, config.max_vocab)
@@ -201,6 +202,7 @@ def pretrain(config: PretrainConfig) -> dict:
             validate=lambda: {"perplexity": perplexity(lm, data["val"], device)},
             monitor="perplexity", maximize=False, config=train_config, device=device,
             desc=f"{lm.direction} LM", quiet=config.quiet, amp_dtype=amp_dtype,
+            checkpoint=checkpointing(config, f"{lm.direction}_lm", vocab=vocab.fingerprint()),
         )
         save_checkpoint(lm_checkpoint(lm, vocab, meta), models / f"{lm.direction}.pt")
         val_metrics, _, _ = evaluate_words(lm, data["val"], device)
@@ -229,6 +231,7 @@ def pretrain(config: PretrainConfig) -> dict:
                 | {f"{d} val": [math.log(row["val_perplexity"]) for row in out["directions"][d]["history"]]
                    for d in out["directions"]},
                 images / "lm_loss.png", "biLM loss per epoch", "NLL (nats per word)")
+    remove_checkpoints(config, ["forward_lm", "backward_lm"])
     say("\n" + format_lm_table(out))
     return out
 

@@ -109,7 +109,7 @@ def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathL
 
 #: Config keys that name folders or output options, not an experimental change.
 _NOT_A_CHANGE = {"data_dir", "models_dir", "results_dir", "images_dir", "quiet", "threads", "device", "settings",
-                 "predict", "predict_file"}
+                 "predict", "predict_file", "resume", "checkpoint_every", "cache_layers", "precision"}
 
 
 def _defaults(config_cls: type) -> dict[str, Any]:

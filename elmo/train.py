@@ -10,9 +10,12 @@ in: how to make batches, how to compute a batch loss and how to validate.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
 import random
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +26,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from .checkpoint import FORMAT_VERSION, save_checkpoint
 from .errors import ElmoError
 
 Batch = dict[str, torch.Tensor]
@@ -171,6 +175,89 @@ class FitResult:
     best_value: float = float("nan")
 
 
+@dataclass
+class Checkpointing:
+    """Where and how often :func:`fit` saves its training state, and whether it resumes from it.
+
+    Attributes:
+        path: the training-state file (``format: elmo.training``; written atomically, so a crash at any
+            moment leaves the previous good one).
+        every: also save after every this many optimiser steps (always at each epoch end).
+        resume: continue from ``path`` when it exists (start fresh otherwise).
+        meta: plain values stored with the state and compared on resume (the run's flags, a vocabulary
+            hash): a difference raises instead of mixing two runs.
+    """
+
+    path: Path
+    every: int = 500
+    resume: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Interrupted(ElmoError):
+    """Ctrl-C stopped training after a checkpoint was saved (the scripts exit with status 130)."""
+
+
+def _rng_state() -> dict[str, Any]:
+    """Every random generator training may draw from, as tensors and plain values (``weights_only``-safe)."""
+    _, keys, pos, has_gauss, gauss = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    state = {"torch": torch.get_rng_state(),
+             "numpy": [torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(gauss)],
+             "python": [version, torch.tensor(internal, dtype=torch.int64), gauss_next]}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    """Inverse of :func:`_rng_state`."""
+    torch.set_rng_state(state["torch"])
+    keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state(("MT19937", keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    version, internal, gauss_next = state["python"]
+    random.setstate((version, tuple(internal.tolist()), gauss_next))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+@contextlib.contextmanager
+def _ctrl_c_requests_a_stop(active: bool):
+    """While ``active`` (and on the main thread), the first Ctrl-C only sets ``flag["stop"]``, which
+    :func:`fit` checks after every step; a second Ctrl-C interrupts at once as usual."""
+    flag = {"stop": False}
+    if not active or threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum, frame):
+        if flag["stop"]:
+            signal.signal(signal.SIGINT, previous)
+            raise KeyboardInterrupt
+        flag["stop"] = True
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _load_training_state(checkpoint: Checkpointing, desc: str) -> dict[str, Any]:
+    """The saved state at ``checkpoint.path``. Raises :class:`ElmoError` if it belongs to another run."""
+    from .checkpoint import load_checkpoint
+
+    state = load_checkpoint(checkpoint.path, "elmo.training")
+    saved, now = state.get("meta", {}), checkpoint.meta
+    differ = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
+    if differ or state.get("desc") != desc:
+        detail = "; ".join(f"{k}: {saved.get(k)!r} then, {now.get(k)!r} now" for k in differ[:3]) or f"it trained {state.get('desc')!r}"
+        raise ElmoError(f"{checkpoint.path} belongs to a run with other settings ({detail}): run without "
+                        "--resume to start over, or with the original flags")
+    return state
+
+
 def fit(
     model: nn.Module,
     batches: Callable[[int], Iterable[Batch]],
@@ -186,6 +273,7 @@ def fit(
     param_groups: list[dict[str, Any]] | None = None,
     on_epoch_start: Callable[[int], None] | None = None,
     amp_dtype: torch.dtype | None = None,
+    checkpoint: Checkpointing | None = None,
 ) -> FitResult:
     """Train ``model`` in place and restore the weights of its best validation epoch.
 
@@ -204,12 +292,20 @@ def fit(
         on_epoch_start: called with the 0-based epoch before it starts (e.g. gradual unfreezing).
         amp_dtype: autocast dtype of the forward pass (:func:`resolve_precision`); ``None`` = fp32.
             fp16 gets a gradient scaler; bf16 has fp32's range and needs none.
+        checkpoint: save the whole training state (weights, optimiser, gradient scaler, every RNG,
+            epoch and position in it, history, best weights) every ``checkpoint.every`` steps and at
+            each epoch end, and with ``checkpoint.resume`` continue from it: ``batches(epoch)`` must
+            give the same batches again (they are seeded by epoch), so a resumed CPU run with the same
+            seed and thread count ends with exactly the metrics of an uninterrupted one. Ctrl-C then
+            finishes the current step, saves and raises :class:`Interrupted`.
 
     Returns:
         :class:`FitResult`.
 
     Raises:
-        ElmoError: the loss becomes NaN or infinite, or ``monitor`` is missing from ``validate()``.
+        ElmoError: the loss becomes NaN or infinite (the last checkpoint on disk is the last good
+            state), ``monitor`` is missing from ``validate()``, or a checkpoint from another run.
+        Interrupted: Ctrl-C during training with ``checkpoint`` set.
     """
     if param_groups is None:
         param_groups = [{"params": [p for p in model.parameters() if p.requires_grad]}]
@@ -218,55 +314,96 @@ def fit(
     # embedding gets a dense gradient every step, the optimiser step went from 7.1 to 2.2 ms (profiled).
     optimizer = torch.optim.Adam(param_groups, lr=config.lr, weight_decay=config.weight_decay, fused=True)
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
-    result = FitResult()
-    best_state = None
-    stale = 0
-    for epoch in range(config.epochs):
-        if on_epoch_start is not None:
-            on_epoch_start(epoch)
-        model.train()
-        start, total_loss, total_units = time.perf_counter(), 0.0, 0
-        bar = tqdm(batches(epoch), desc=f"{desc} epoch {epoch + 1}/{config.epochs}", disable=quiet,
-                   leave=False, dynamic_ncols=True)
-        for batch in bar:
-            batch = to_device(batch, device)
-            with autocast(device, amp_dtype):
-                loss, units = loss_fn(model, batch)
-            if not torch.isfinite(loss):
-                raise ElmoError(f"{desc}: loss became {loss.item()} in epoch {epoch + 1}; "
-                                "lower --lr or check the data")
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)
-            nn.utils.clip_grad_norm_(params, config.clip_norm)
-            scaler.step(optimizer)
-            scaler.update()
-            total_loss += loss.item() * units
-            total_units += units
-            rate = total_units / max(time.perf_counter() - start, 1e-9)
-            bar.set_postfix(loss=f"{total_loss / total_units:.3f}", **{f"{unit}/s": f"{rate:,.0f}"})
-        seconds = time.perf_counter() - start
-        model.eval()
-        with torch.no_grad():
-            metrics = validate()
-        if monitor not in metrics:
-            raise ElmoError(f"validation returned no {monitor!r}")
-        row = {"epoch": epoch + 1, "train_loss": total_loss / max(total_units, 1), "seconds": seconds,
-               "units_per_second": total_units / max(seconds, 1e-9), **{f"val_{k}": v for k, v in metrics.items()}}
-        result.history.append(row)
-        value = metrics[monitor]
-        improved = math.isnan(result.best_value) or (value > result.best_value if maximize else value < result.best_value)
+    result, best_state, stale = FitResult(), None, 0
+    start_epoch, start_step, carried = 0, 0, (0.0, 0, 0.0)
+    if checkpoint is not None and checkpoint.resume and Path(checkpoint.path).is_file():
+        state = _load_training_state(checkpoint, desc)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scaler.load_state_dict(state["scaler"])
+        result = FitResult(state["history"], state["best_epoch"], state["best_value"])
+        best_state, stale = state["best_state"], state["stale"]
+        start_epoch, start_step, carried = state["epoch"], state["step"], tuple(state["epoch_totals"])
+        _set_rng_state(state["rng"])
         if not quiet:
-            shown = " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
-            print(f"{desc} epoch {epoch + 1}: train loss {row['train_loss']:.4f}, {shown}, "
-                  f"{row['units_per_second']:,.0f} {unit}/s, {seconds:.0f}s" + (" *" if improved else ""), flush=True)
-        if improved:
-            result.best_epoch, result.best_value, stale = epoch + 1, value, 0
-            best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        else:
-            stale += 1
-            if stale >= config.patience:
+            print(f"{desc}: resumed from {checkpoint.path} (epoch {start_epoch + 1}, step {start_step}"
+                  + (", already finished)" if state["done"] else ")"), flush=True)
+        if state["done"]:
+            start_epoch = config.epochs
+
+    def save(epoch: int, step: int, totals: tuple, done: bool = False) -> None:
+        if checkpoint is not None:
+            save_checkpoint({"format": "elmo.training", "version": FORMAT_VERSION, "desc": desc, "meta": checkpoint.meta,
+                             "epoch": epoch, "step": step, "done": done, "epoch_totals": list(totals),
+                             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                             "scaler": scaler.state_dict(), "rng": _rng_state(), "history": result.history,
+                             "best_epoch": result.best_epoch, "best_value": result.best_value,
+                             "best_state": best_state, "stale": stale}, checkpoint.path)
+
+    def stopped(epoch: int, step: int) -> Interrupted:
+        where = f"in epoch {epoch + 1} after step {step}" if step else f"at the end of epoch {epoch}"
+        return Interrupted(f"{desc}: interrupted {where}; training state saved to {checkpoint.path}: run the same "
+                           "command with --resume to continue")
+
+    with _ctrl_c_requests_a_stop(checkpoint is not None) as ctrl_c:
+        for epoch in range(start_epoch, config.epochs):
+            if on_epoch_start is not None:
+                on_epoch_start(epoch)
+            model.train()
+            skip = start_step if epoch == start_epoch else 0
+            total_loss, total_units, before = carried if skip else (0.0, 0, 0.0)
+            start, step = time.perf_counter() - before, skip
+            bar = tqdm(itertools.islice(batches(epoch), skip, None), desc=f"{desc} epoch {epoch + 1}/{config.epochs}",
+                       disable=quiet, leave=False, dynamic_ncols=True, initial=skip)
+            for batch in bar:
+                batch = to_device(batch, device)
+                with autocast(device, amp_dtype):
+                    loss, units = loss_fn(model, batch)
+                if not torch.isfinite(loss):
+                    kept = f"; the last good training state is {checkpoint.path}" if checkpoint is not None else ""
+                    raise ElmoError(f"{desc}: loss became {loss.item()} in epoch {epoch + 1} at step {step + 1}; "
+                                    f"lower --lr or check the data{kept}")
+                optimizer.zero_grad(set_to_none=True)
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                nn.utils.clip_grad_norm_(params, config.clip_norm)
+                scaler.step(optimizer)
+                scaler.update()
+                total_loss += loss.item() * units
+                total_units += units
+                step += 1
+                elapsed = time.perf_counter() - start
+                bar.set_postfix(loss=f"{total_loss / total_units:.3f}", **{f"{unit}/s": f"{total_units / elapsed:,.0f}"})
+                if checkpoint is not None and (ctrl_c["stop"] or step % checkpoint.every == 0):
+                    save(epoch, step, (total_loss, total_units, elapsed))
+                if ctrl_c["stop"]:
+                    raise stopped(epoch, step)
+            seconds = time.perf_counter() - start
+            model.eval()
+            with torch.no_grad():
+                metrics = {k: float(v) for k, v in validate().items()}  # plain floats: the checkpoint loads weights_only
+            if monitor not in metrics:
+                raise ElmoError(f"validation returned no {monitor!r}")
+            row = {"epoch": epoch + 1, "train_loss": total_loss / max(total_units, 1), "seconds": seconds,
+                   "units_per_second": total_units / max(seconds, 1e-9), **{f"val_{k}": v for k, v in metrics.items()}}
+            result.history.append(row)
+            value = metrics[monitor]
+            improved = math.isnan(result.best_value) or (value > result.best_value if maximize else value < result.best_value)
+            if not quiet:
+                shown = " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
+                print(f"{desc} epoch {epoch + 1}: train loss {row['train_loss']:.4f}, {shown}, "
+                      f"{row['units_per_second']:,.0f} {unit}/s, {seconds:.0f}s" + (" *" if improved else ""), flush=True)
+            if improved:
+                result.best_epoch, result.best_value, stale = epoch + 1, value, 0
+                best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            else:
+                stale += 1
+            finished = stale >= config.patience or epoch + 1 == config.epochs
+            save(epoch + 1, 0, (0.0, 0, 0.0), done=finished)
+            if finished:
                 break
+            if ctrl_c["stop"]:
+                raise stopped(epoch + 1, 0)
     if best_state is not None:
         model.load_state_dict(best_state)
     model.eval()

@@ -8,6 +8,7 @@ frequent words.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import pickle
@@ -69,6 +70,10 @@ class Vocabulary:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Vocabulary) and self.itos == other.itos
+
+    def fingerprint(self) -> str:
+        """A short SHA-256 of the word list (checkpoints compare it so a run resumes only on its vocabulary)."""
+        return hashlib.sha256("\n".join(self.itos).encode("utf-8")).hexdigest()[:16]
 
     def encode(self, tokens: Sequence[str]) -> list[int]:
         """Ids of ``tokens``; words not in the vocabulary (OOV) map to ``<unk>``."""

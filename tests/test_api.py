@@ -113,3 +113,8 @@ def test_elmo_module_freezes_or_fine_tunes_the_bilm():
         frozen(torch.tensor([[4, 5], [0, 0]]))
     with pytest.raises(ElmoError, match="unknown layer-mix"):
         Elmo(tiny_bilm(), mix="average")
+
+
+def test_a_very_long_sentence_is_embedded_whole(embedder):
+    vectors = embedder.embed_sentence(["the", "market", "rallied"] * 1000)
+    assert vectors.shape == (3, 3000, embedder.dim) and np.isfinite(vectors).all()

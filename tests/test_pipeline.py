@@ -128,6 +128,10 @@ def test_text_classifier_reproduces_the_test_accuracy_of_classifier_pt(first_run
         model.predict_proba(["the match", "  "])
     with pytest.raises(ElmoError, match="text 0: expected a str"):
         model.predict_proba([None])
+    long_text = " ".join(["the match"] * 200)  # 400 tokens: the first 256 are classified, as in training
+    with pytest.warns(UserWarning, match="text 0 has 400 tokens; classifying its first 256"):
+        truncated = model.predict_proba([long_text])
+    assert np.allclose(truncated, model.predict_proba([" ".join(["the match"] * 128)]), atol=1e-6)
 
 
 def test_predict_cli_prints_label_and_probability_per_line(first_run, tmp_path):
