@@ -208,7 +208,8 @@ def baselines(config: BaselinesConfig) -> dict:
                                             config.svd_alpha, seed=config.seed)
             say(f"{method}: {len(vocab):,} x {vectors.shape[1]} vectors in {info['seconds']:.0f} s")
             save_checkpoint({"format": "elmo.static", "version": FORMAT_VERSION, "vectors": torch.from_numpy(vectors),
-                             "vocab": list(vocab.itos), "info": info}, models / f"{method}.pt")
+                             "vocab": list(vocab.itos), "info": info, "meta": environment_info(config.seed)},
+                            models / f"{method}.pt")
             set_seed(config.seed)
             model = run.to_device(StaticEmbeddingClassifier(torch.from_numpy(vectors), config.classifier_config(method)))
             entry = {**train_and_evaluate(model, data, config, device, run.amp_dtype,

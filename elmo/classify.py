@@ -142,10 +142,11 @@ def predict(model: SequenceClassifier, corpus: EncodedCorpus, device: torch.devi
 
 
 def classifier_checkpoint(model: ElmoClassifier, fingerprint: str, extra: dict[str, Any]) -> dict[str, Any]:
-    """The ``classifier*.pt`` payload: task weights, config, class names and the biLM fingerprint."""
+    """The ``classifier*.pt`` payload: task weights, config, class names, the biLM fingerprint and the
+    library versions and seed (``meta``)."""
     return {"format": "elmo.classifier", "version": FORMAT_VERSION, "config": asdict(model.config),
             "class_names": list(CLASS_NAMES), "bilm_fingerprint": fingerprint,
-            "state_dict": model.task_state_dict(), **extra}
+            "meta": environment_info(model.config.seed), "state_dict": model.task_state_dict(), **extra}
 
 
 def load_classifier(path: str | Path, bilm: BiLM, vocab: Vocabulary) -> tuple[ElmoClassifier, list[str]]:

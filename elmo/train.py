@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from .checkpoint import FORMAT_VERSION, save_checkpoint
+from .checkpoint import FORMAT_VERSION, environment_info, save_checkpoint
 from .errors import ElmoError
 
 Batch = dict[str, torch.Tensor]
@@ -334,6 +334,7 @@ def fit(
     def save(epoch: int, step: int, totals: tuple, done: bool = False) -> None:
         if checkpoint is not None:
             save_checkpoint({"format": "elmo.training", "version": FORMAT_VERSION, "desc": desc, "meta": checkpoint.meta,
+                             "environment": environment_info(),
                              "epoch": epoch, "step": step, "done": done, "epoch_totals": list(totals),
                              "model": model.state_dict(), "optimizer": optimizer.state_dict(),
                              "scaler": scaler.state_dict(), "rng": _rng_state(), "history": result.history,
