@@ -108,6 +108,11 @@ def test_missing_inputs_exit_2_with_a_clear_message(tmp_path, tiny_agnews):
     result = run("ELMO.py", tmp_path, tiny_agnews, "--max-docs", "0")
     assert result.returncode == 2 and "--max-docs" in result.stderr
     assert "Traceback" not in result.stderr
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    result = run("ELMO.py", tmp_path, tiny_agnews, "--results-dir", str(blocker / "results"))
+    assert result.returncode == 2 and f"cannot write to output folder {blocker / 'results'}" in result.stderr
+    assert not (tmp_path / "models" / "bilstm.pt").exists()  # stopped before training, not after
 
 
 def test_text_classifier_reproduces_the_test_accuracy_of_classifier_pt(first_run):
