@@ -49,7 +49,7 @@ from .cli import option, run_cli
 from .data import Corpus, EncodedCorpus, load_agnews
 from .errors import ElmoError
 from .mix import MIX_SETTINGS
-from .pretrain import PretrainConfig, encode, evaluate_words, perplexity
+from .pretrain import PretrainConfig, encode, evaluate_words, perplexity, prepare_data
 from .train import (
     TrainConfig,
     cap_kernel_caches,
@@ -228,20 +228,13 @@ def section_machine(cfg: BenchConfig) -> dict[str, Any]:
     return out
 
 
-def _lm_data(cfg: BenchConfig) -> tuple[PretrainConfig, Corpus, Corpus, Vocabulary, dict[str, EncodedCorpus]]:
-    pre = PretrainConfig(data_dir=cfg.data_dir, seed=cfg.seed)
-    train, val, test = load_agnews(pre.data_dir, pre.val_fraction, pre.seed, pre.max_docs, pre.skip_bad_rows)
-    vocab = Vocabulary.build(train.tokens, pre.min_freq, pre.max_vocab)
-    data = {name: encode(c, vocab, pre.max_length) for name, c in (("train", train), ("val", val), ("test", test))}
-    return pre, train, val, vocab, data
-
-
 def section_lm(cfg: BenchConfig) -> dict[str, Any]:
     """biLM training throughput, ours vs the naive reference, achieved GFLOP/s; evaluation rates."""
     cap_kernel_caches(32)  # as ELMO.py
     device, amp_dtype = _setup(cfg)
     started = time.perf_counter()
-    pre, train, _, vocab, data = _lm_data(cfg)
+    pre = PretrainConfig(data_dir=cfg.data_dir, seed=cfg.seed)
+    _, vocab, data = prepare_data(pre)
     load_seconds = time.perf_counter() - started
     corpus, bilm_config = data["train"], pre.bilm_config(len(vocab))
     batches = corpus.batches(pre.batch_size, pre.max_tokens, shuffle=True, seed=cfg.seed)

@@ -21,7 +21,7 @@ from .bilm import TOKEN_ENCODERS, BiLM, BiLMConfig, LanguageModel, lm_checkpoint
 from .chars import DEFAULT_FILTERS
 from .checkpoint import check_writable, environment_info, save_checkpoint, write_json
 from .cli import CommonConfig, checkpointing, option, remove_checkpoints
-from .data import EncodedCorpus, load_agnews
+from .data import Corpus, EncodedCorpus, load_agnews
 from .errors import ElmoError
 from .metrics import plot_confusion, plot_curves, top_words_confusion, word_prediction_metrics
 from .train import (
@@ -159,6 +159,22 @@ def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainCo
     return info
 
 
+def prepare_data(config: PretrainConfig) -> tuple[tuple[Corpus, Corpus, Corpus], Vocabulary, dict[str, EncodedCorpus]]:
+    """Read and split AG News, build the vocabulary on the training split and encode every split.
+
+    Returns:
+        ``((train, val, test), vocab, {"train", "val", "test": EncodedCorpus})``.
+
+    Raises:
+        ElmoError: bad data or flags (see :func:`elmo.data.load_agnews`).
+    """
+    splits = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs, config.skip_bad_rows)
+    vocab = Vocabulary.build(splits[0].tokens, config.min_freq, config.max_vocab)
+    chars = config.bilm_config(len(vocab)).chars_per_token
+    data = {name: encode(c, vocab, config.max_length, chars) for name, c in zip(("train", "val", "test"), splits)}
+    return splits, vocab, data
+
+
 def pretrain(config: PretrainConfig) -> dict:
     """Run the whole pre-training pipeline; returns the ``lm.json`` content.
 
@@ -174,13 +190,9 @@ def pretrain(config: PretrainConfig) -> dict:
     models, results, images = Path(config.models_dir), Path(config.results_dir), Path(config.images_dir)
 
     check_writable(models, results, images)
-    train, val, test = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs,
-                                   config.skip_bad_rows)
-    vocab = Vocabulary.build(train.tokens, config.min_freq, config.max_vocab)
+    (train, val, test), vocab, data = prepare_data(config)
     vocab.save_pickle(models / "word2idx.pkl")
     bilm_config = config.bilm_config(len(vocab))
-    data = {name: encode(c, vocab, config.max_length, bilm_config.chars_per_token)
-            for name, c in (("train", train), ("val", val), ("test", test))}
     oov = {name: vocab.oov_rate(c.tokens) for name, c in (("val", val), ("test", test))}
     say(f"data: {len(train)} train / {len(val)} val / {len(test)} test documents, "
         f"{data['train'].num_tokens:,} training tokens, vocabulary {len(vocab):,} "
