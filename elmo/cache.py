@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from . import distributed
 from .bilm import BiLM
 from .data import EncodedCorpus
 from .errors import ElmoError
@@ -64,6 +65,8 @@ def should_cache(mode: str, bilm: BiLM, num_tokens: int, dtype: torch.dtype) -> 
     if mode != "auto":
         return mode == "on", f"--cache-layers {mode} ({size / 2**30:.2f} GiB for {num_tokens:,} tokens)"
     free = available_memory()
+    if free is not None:  # under torchrun every process on the node holds its own copy
+        free //= distributed.context().local_world_size
     if free is not None and size > free / 2:
         return False, (f"not caching the biLM layers: {size / 2**30:.2f} GiB > half of the {free / 2**30:.1f} GiB "
                        "available; the biLM runs in every step instead (--cache-layers on forces it)")

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import distributed
 from .bilm import BiLM, BiLMConfig, load_bilm
 from .cache import CACHE_MODES, PREDICT_BATCH, PREDICT_MAX_TOKENS, compute_layers, should_cache
 from .checkpoint import FORMAT_VERSION, check_writable, environment_info, load_checkpoint, save_checkpoint, write_json
@@ -129,16 +130,17 @@ def predict(model: SequenceClassifier, corpus: EncodedCorpus, device: torch.devi
     Batches of :data:`elmo.cache.PREDICT_BATCH` documents / :data:`~elmo.cache.PREDICT_MAX_TOKENS`
     padded tokens (the batches the layer cache is filled in), under ``amp_dtype`` autocast
     (:func:`elmo.train.resolve_precision`); cached biLM layers are used when the corpus has them.
+    Under ``torchrun`` each rank predicts its share of the batches and the rows are all-reduced.
     """
     probs = np.zeros((len(corpus), model.config.num_classes), dtype=np.float32)
     model.eval()
     with torch.no_grad():
-        for index in corpus.batches(PREDICT_BATCH, PREDICT_MAX_TOKENS):
-            batch = to_device(corpus.collate(index), device)
+        for index, batch in corpus.eval_batches(PREDICT_BATCH, PREDICT_MAX_TOKENS):
+            batch = to_device(batch, device)
             with autocast(device, amp_dtype):
                 logits = model(batch["ids"], batch["lengths"], batch.get("chars"), batch.get("layers"))
             probs[index] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
-    return probs
+    return distributed.all_reduce_sum(probs, device).astype(np.float32)  # each row is filled on one rank only
 
 
 def classifier_checkpoint(model: ElmoClassifier, fingerprint: str, extra: dict[str, Any]) -> dict[str, Any]:
@@ -181,9 +183,10 @@ def load_classifier(path: str | Path, bilm: BiLM, vocab: Vocabulary) -> tuple[El
 
 def classifier_loss(model: SequenceClassifier, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
     """Mean cross-entropy (fp32) of a labelled batch plus the model's penalty, and its document count
-    (the ``loss_fn`` of :func:`elmo.train.fit` for every classifier)."""
+    (the ``loss_fn`` of :func:`elmo.train.fit` for every classifier; ``model`` may be wrapped in DDP)."""
     logits = model(batch["ids"], batch["lengths"], batch.get("chars"), batch.get("layers"))
-    return F.cross_entropy(logits.float(), batch["labels"]) + model.penalty(), len(batch["labels"])
+    penalty = getattr(model, "module", model).penalty()  # under torchrun ``model`` is the DDP wrapper
+    return F.cross_entropy(logits.float(), batch["labels"]) + penalty, len(batch["labels"])
 
 
 def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus], config: HeadConfig,
@@ -215,8 +218,7 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
 
     fitted = fit(
         model,
-        batches=lambda epoch: (data["train"].collate(i) for i in data["train"].batches(
-            config.batch_size, config.max_tokens, shuffle=True, seed=config.seed + epoch)),
+        batches=lambda epoch: data["train"].epoch_batches(config.batch_size, config.max_tokens, config.seed + epoch),
         loss_fn=classifier_loss,
         validate=validate, monitor="f1", maximize=True,
         config=TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience,
@@ -288,16 +290,20 @@ def prepare_run(config: HeadConfig) -> Run:
         ElmoError: ``bilstm.pt`` missing from ``--models-dir`` (run ``python ELMO.py`` first), bad data.
     """
     cap_kernel_caches(256)
+    ctx = distributed.init(config.device)
     set_seed(config.seed)
     configure_threads(config.threads)
     device = resolve_device(config.device)
     amp_dtype = resolve_precision(config.precision, device)
-    say = (lambda *a: None) if config.quiet else (lambda *a: print(*a, flush=True))
+    say = (lambda *a: None) if config.quiet or not ctx.is_main else (lambda *a: print(*a, flush=True))
     models = Path(config.models_dir)
-    check_writable(models, config.results_dir, config.images_dir)
+    if ctx.is_main:
+        check_writable(models, config.results_dir, config.images_dir)
     if not (models / "bilstm.pt").is_file():
         raise ElmoError(f"{models / 'bilstm.pt'} not found: run `python ELMO.py --models-dir {models}` first")
     bilm, vocab, _ = load_bilm(models / "bilstm.pt")
+    if distributed.broadcast_words([bilm_fingerprint(bilm, vocab)]) != [bilm_fingerprint(bilm, vocab)]:
+        raise ElmoError(f"rank {ctx.rank}: {models / 'bilstm.pt'} differs from rank 0's: every node needs the same file")
     bilm.to(device)
     splits = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs, config.skip_bad_rows)
     corpora = dict(zip(("train", "val", "test"), splits))
@@ -305,7 +311,7 @@ def prepare_run(config: HeadConfig) -> Run:
     say(f"data: {len(corpora['train'])} train / {len(corpora['val'])} val / {len(corpora['test'])} test documents; "
         f"biLM vocabulary {len(vocab):,}; device {device}, {precision_name(amp_dtype)}")
     token_vectors = None
-    if config.token_embedding_init == "word2vec" and config.token_embedding_dim:
+    if config.token_embedding_init == "word2vec" and config.token_embedding_dim and ctx.is_main:  # DDP copies rank 0's
         from .static import word2vec_vectors
 
         token_vectors, info = word2vec_vectors(corpora["train"].tokens, vocab, config.token_embedding_dim,
@@ -404,15 +410,20 @@ def classify(config: ClassifyConfig) -> dict | list:
 
     out: dict[str, Any] = {}
     payloads: dict[str, dict[str, Any]] = {}  # checkpoint contents per setting; the best is also classifier.pt
+    ctx = distributed.context()
     for setting in config.settings:
         set_seed(config.seed)
         # Fine-tuning trains the biLM in place: give each setting its own copy of the pre-trained one.
         model_bilm = copy.deepcopy(bilm) if config.fine_tune else bilm
         model = run.to_device(ElmoClassifier(model_bilm, config.classifier_config(setting)))
+        if ctx.rank:  # one dropout stream per rank (DDP gives every rank rank 0's initial weights)
+            torch.manual_seed(config.seed + ctx.rank)
         entry = train_and_evaluate(model, data, config, device, run.amp_dtype,
                                    checkpointing(config, f"classifier_{setting}", bilm=fingerprint))
         entry.update(mix_summary(model.mix))
         out[setting] = entry
+        if not ctx.is_main:
+            continue
         payloads[setting] = classifier_checkpoint(model, fingerprint,
                                                   {"setting_results": {k: entry[k]["f1"] for k in ("val", "test")}})
         save_checkpoint(payloads[setting], models / f"classifier_{setting}.pt")
@@ -422,6 +433,9 @@ def classify(config: ClassifyConfig) -> dict | list:
         say(f"{setting}: test accuracy {entry['test']['accuracy']:.4f}, macro-F1 {entry['test']['f1']:.4f}{lam}")
         say(format_confusion(entry["test"]["confusion_matrix"]))
 
+    if not ctx.is_main:
+        distributed.barrier()  # wait for rank 0's files, so the job ends as one
+        return out
     best = max(config.settings, key=lambda s: out[s]["val"]["f1"])
     out["best_setting"] = best
     out["precision"], out["layer_cache_seconds"] = precision_name(run.amp_dtype), cache_seconds
@@ -432,6 +446,7 @@ def classify(config: ClassifyConfig) -> dict | list:
                 images / "classifier_val_f1.png", "Classifier validation macro-F1", "macro-F1")
     remove_checkpoints(config, [f"classifier_{s}" for s in config.settings])
     say("\n" + format_results_table(out, config.settings))
+    distributed.barrier()
     return out
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from . import distributed
 from .errors import ElmoError
 from .train import PRECISIONS, Checkpointing, Interrupted
 
@@ -47,7 +48,8 @@ class CommonConfig:
     precision: str = option("auto", "mixed precision of training and inference: auto (bf16 on CPUs with native bf16 "
                             "and on GPUs that have it, fp16 on older GPUs, else fp32), fp32, bf16 or fp16 (CUDA "
                             "only); weights, losses and evaluation perplexities stay fp32", choices=PRECISIONS)
-    threads: int | None = option(None, "CPU threads (default: all cores)")
+    threads: int | None = option(None, "CPU threads per process (default: all cores; under torchrun "
+                                        "the cores shared out among the processes on the node)")
     quiet: bool = option(False, "no progress bars or per-epoch lines")
     resume: bool = option(False, "continue an interrupted run from its training checkpoints in "
                           "<models-dir>/checkpoints/ (same flags; they are deleted when the script finishes)")
@@ -116,12 +118,17 @@ def build_parser(config_cls: type, description: str) -> argparse.ArgumentParser:
 
 
 def run_cli(config_cls: type, main: Callable[[Any], Any], description: str, argv: Sequence[str] | None = None) -> int:
-    """Parse flags into ``config_cls``, call ``main(config)``; an :class:`ElmoError` → one line, exit 2."""
+    """Parse flags into ``config_cls``, call ``main(config)``; an :class:`ElmoError` → one line, exit 2;
+    Ctrl-C → exit 130. Under ``torchrun`` ``main`` joins the process group (:func:`elmo.distributed.init`)
+    and it is left here whatever happens."""
     args = build_parser(config_cls, description).parse_args(argv)
     try:
         config = config_cls(**vars(args))
         config.check()
-        main(config)
+        try:
+            main(config)
+        finally:
+            distributed.shutdown()  # leave the torchrun process group, if main() joined one
     except Interrupted as exc:
         print(f"stopped: {exc}", file=sys.stderr)
         return 130
@@ -132,7 +139,4 @@ def run_cli(config_cls: type, main: Callable[[Any], Any], description: str, argv
     except ElmoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
     return 0

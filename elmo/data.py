@@ -23,12 +23,13 @@ import tempfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
+from . import distributed
 from .errors import ElmoError
 
 CLASS_NAMES = ("World", "Sports", "Business", "Sci/Tech")
@@ -379,6 +380,27 @@ class EncodedCorpus:
             layers[torch.from_numpy(~valid)] = 0
             batch["layers"] = layers.permute(2, 0, 1, 3)
         return batch
+
+    def epoch_batches(self, batch_size: int, max_tokens: int | None, seed: int) -> Iterator[dict[str, torch.Tensor]]:
+        """One training epoch: the shuffled length-bucketed batches of :meth:`batches` (``seed``: pass
+        ``seed + epoch``), collated. Under ``torchrun`` each global batch is dealt out over the ranks and
+        this rank gets its share (:func:`elmo.distributed.rank_share`; a zero-weight ``"ghost"`` key marks
+        a share borrowed from a batch with fewer documents than ranks)."""
+        for index in self.batches(batch_size, max_tokens, shuffle=True, seed=seed):
+            part, ghost = distributed.rank_share(index)
+            batch = self.collate(part)
+            if ghost:
+                batch["ghost"] = torch.ones(())
+            yield batch
+
+    def eval_batches(self, batch_size: int, max_tokens: int | None,
+                     shard: bool = True) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
+        """Evaluation batches in a fixed order as ``(document indices, collated batch)``; with ``shard``
+        only this rank's share under ``torchrun`` (:func:`elmo.distributed.eval_share`; sum the results
+        over ranks)."""
+        batches = self.batches(batch_size, max_tokens)
+        for index in distributed.eval_share(batches) if shard else batches:
+            yield index, self.collate(index)
 
     def batches(self, batch_size: int, max_tokens: int | None = None, shuffle: bool = False,
                 seed: int = 0) -> list[np.ndarray]:

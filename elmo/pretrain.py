@@ -9,14 +9,17 @@ exact full-vocabulary evaluation on validation and test → write ``word2idx.pkl
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable, Iterable
 
 import numpy as np
 import torch
 
+from . import distributed
 from .bilm import TOKEN_ENCODERS, BiLM, BiLMConfig, LanguageModel, lm_checkpoint, save_bilm
 from .chars import DEFAULT_FILTERS
 from .checkpoint import check_writable, environment_info, save_checkpoint, write_json
@@ -24,7 +27,9 @@ from .cli import CommonConfig, checkpointing, option, remove_checkpoints
 from .data import Corpus, EncodedCorpus, load_agnews
 from .errors import ElmoError
 from .metrics import plot_confusion, plot_curves, top_words_confusion, word_prediction_metrics
+from .stream import StreamedCorpus, TextSource
 from .train import (
+    FitResult,
     TrainConfig,
     cap_kernel_caches,
     configure_threads,
@@ -66,6 +71,17 @@ class PretrainConfig(CommonConfig):
     residual: bool = option(False, "residual connection from the first to the second LSTM layer (§3.1)")
     proj_size: int = option(0, "LSTM projection: --hidden-size cells projected to this width (the paper: 4096 → "
                             "512); then --embedding-dim must equal it. 0 = none")
+    train_file: str | None = option(None, "train on your own corpus instead of AG News: a UTF-8 text file with one "
+                                    "sentence or document per line (or a CSV file, with --text-column), streamed "
+                                    "from disk in every epoch, so memory does not grow with its size")
+    val_file: str | None = option(None, "validation text for --train-file (default: hold out --val-fraction of its "
+                                  "lines, at most --max-val-docs)")
+    test_file: str | None = option(None, "test text for --train-file, for the final perplexities (default: none)")
+    text_column: str | None = option(None, "read --train-file, --val-file and --test-file as CSV files with a header "
+                                     "row and take the text from this column")
+    max_val_docs: int = option(10000, "--train-file without --val-file: hold out at most this many lines")
+    stream_buffer: int = option(1_000_000, "--train-file: tokens read, shuffled and length-bucketed at a time "
+                                "(documents are shuffled within this window; it bounds the stream's memory)")
 
     def bilm_config(self, vocab_size: int) -> BiLMConfig:
         """The :class:`~elmo.bilm.BiLMConfig` these flags ask for. Raises :class:`ElmoError` on bad sizes."""
@@ -83,6 +99,13 @@ class PretrainConfig(CommonConfig):
     def check(self) -> None:
         super().check()
         self.bilm_config(vocab_size=10)
+        if self.train_file is None:
+            for name in ("val_file", "test_file", "text_column"):
+                if getattr(self, name) is not None:
+                    raise ElmoError(f"--{name.replace('_', '-')} goes with --train-file (AG News is read from --data-dir)")
+        if self.max_val_docs < 1 or self.stream_buffer < 1:
+            raise ElmoError(f"--max-val-docs and --stream-buffer must be >= 1, got {self.max_val_docs}, "
+                            f"{self.stream_buffer}")
 
 
 def encode(corpus, vocab: Vocabulary, max_length: int, max_chars: int | None = None) -> EncodedCorpus:
@@ -97,15 +120,20 @@ def perplexity(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device, m
 
     The adaptive softmax defines a normalised distribution over the whole vocabulary, so its loss is
     the exact NLL (equal to :func:`evaluate_words`' full ``log_prob`` figure, tested).
+    Works on an :class:`~elmo.data.EncodedCorpus` or a streamed :class:`~elmo.stream.StreamedCorpus`;
+    under ``torchrun`` each rank evaluates its share of the batches and the sums are all-reduced.
     """
     total, count = 0.0, 0
     lm.eval()
     with torch.no_grad():
-        for index in corpus.batches(256, max_tokens):
-            batch = to_device(corpus.collate(index), device)
+        for _, batch in corpus.eval_batches(256, max_tokens):
+            batch = to_device(batch, device)
             loss, n = lm(batch["ids"], batch["lengths"], batch.get("chars"))
             total += float(loss) * n
             count += n
+    total, count = distributed.all_reduce_sum([total, count], device)
+    if count == 0:
+        raise ElmoError("perplexity of an empty corpus")
     return math.exp(total / count)
 
 
@@ -124,8 +152,8 @@ def evaluate_words(lm: LanguageModel, corpus: EncodedCorpus, device: torch.devic
     nll, targets, top5 = 0.0, [], []
     lm.eval()
     with torch.no_grad():
-        for index in corpus.batches(64, max_tokens):
-            batch = to_device(corpus.collate(index), device)
+        for _, batch in corpus.eval_batches(64, max_tokens, shard=False):
+            batch = to_device(batch, device)
             log_probs, target = lm.log_probs(batch["ids"], batch["lengths"], batch.get("chars"))
             nll -= float(log_probs.gather(1, target.unsqueeze(1)).sum())
             targets.append(target.cpu().numpy())
@@ -159,6 +187,16 @@ def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainCo
     return info
 
 
+def shared_vocabulary(build: Callable[[], Vocabulary]) -> Vocabulary:
+    """``build()`` on rank 0 and its word list on every rank (under ``torchrun`` every rank must encode
+    with the identical vocabulary; in a single process just ``build()``)."""
+    ctx = distributed.context()
+    vocab = build() if ctx.is_main else None
+    if not ctx.enabled:
+        return vocab
+    return Vocabulary(distributed.broadcast_words(vocab.itos if vocab is not None else None))
+
+
 def prepare_data(config: PretrainConfig) -> tuple[tuple[Corpus, Corpus, Corpus], Vocabulary, dict[str, EncodedCorpus]]:
     """Read and split AG News, build the vocabulary on the training split and encode every split.
 
@@ -169,95 +207,167 @@ def prepare_data(config: PretrainConfig) -> tuple[tuple[Corpus, Corpus, Corpus],
         ElmoError: bad data or flags (see :func:`elmo.data.load_agnews`).
     """
     splits = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs, config.skip_bad_rows)
-    vocab = Vocabulary.build(splits[0].tokens, config.min_freq, config.max_vocab)
+    vocab = shared_vocabulary(lambda: Vocabulary.build(splits[0].tokens, config.min_freq, config.max_vocab))
     chars = config.bilm_config(len(vocab)).chars_per_token
     data = {name: encode(c, vocab, config.max_length, chars) for name, c in zip(("train", "val", "test"), splits)}
     return splits, vocab, data
 
 
+#: --train-file: Word2Vec (--init-embeddings word2vec) trains on at most this many leading documents.
+WORD2VEC_MAX_DOCS = 100_000
+
+
+def prepare_stream(config: PretrainConfig) -> tuple[Vocabulary, dict[str, StreamedCorpus], dict, Callable[[], Iterable]]:
+    """``--train-file``: the vocabulary from one streaming pass over the training documents and the
+    streamed train / val (/ test) corpora (:mod:`elmo.stream`).
+
+    Returns:
+        ``(vocab, {"train", "val"[, "test"]: StreamedCorpus}, stats, word2vec_sentences)``: stats holds the
+        training documents and tokens counted in the vocabulary pass (rank 0) and the skipped lines;
+        ``word2vec_sentences()`` yields the first :data:`WORD2VEC_MAX_DOCS` training documents.
+
+    Raises:
+        ElmoError: missing or unreadable files, a missing ``--text-column``, or no training text.
+    """
+    source = TextSource(config.train_file, config.text_column, config.max_docs)
+    holdout = config.val_file is None
+    split = {"val_fraction": config.val_fraction, "seed": config.seed, "max_val_docs": config.max_val_docs}
+    stats = {"train_documents": 0, "train_tokens": 0}
+
+    def counted():
+        for doc in source.documents("train", **split) if holdout else source.documents():
+            stats["train_documents"] += 1
+            stats["train_tokens"] += len(doc)
+            yield doc
+
+    vocab = shared_vocabulary(lambda: Vocabulary.build(counted(), config.min_freq, config.max_vocab))
+    if distributed.context().is_main and stats["train_documents"] == 0:
+        raise ElmoError(f"{config.train_file}: no training text (every line is blank or held out)")
+    stats["skipped_lines"] = source.skipped
+    common = {"vocab": vocab, "max_length": config.max_length, "buffer_tokens": config.stream_buffer,
+              "max_chars": config.bilm_config(len(vocab)).chars_per_token}
+    data = {"train": StreamedCorpus(source, part="train" if holdout else None, **split, **common),
+            "val": StreamedCorpus(source, part="val", **split, **common) if holdout
+            else StreamedCorpus(TextSource(config.val_file, config.text_column), **common)}
+    if config.test_file is not None:
+        data["test"] = StreamedCorpus(TextSource(config.test_file, config.text_column), **common)
+    return vocab, data, stats, lambda: itertools.islice(data["train"].pieces(), WORD2VEC_MAX_DOCS)
+
+
 def pretrain(config: PretrainConfig) -> dict:
-    """Run the whole pre-training pipeline; returns the ``lm.json`` content.
+    """Run the whole pre-training pipeline; returns the ``lm.json`` content (on every rank under
+    ``torchrun``; only rank 0 evaluates, prints and writes files, the other ranks return after training).
 
     Raises:
         ElmoError: bad data or flags, or an output folder that cannot be written.
     """
     cap_kernel_caches(32)
+    ctx = distributed.init(config.device)
     set_seed(config.seed)
     threads = configure_threads(config.threads)
     device = resolve_device(config.device)
     amp_dtype = resolve_precision(config.precision, device)
-    say = (lambda *a: None) if config.quiet else (lambda *a: print(*a, flush=True))
+    say = (lambda *a: None) if config.quiet or not ctx.is_main else (lambda *a: print(*a, flush=True))
     models, results, images = Path(config.models_dir), Path(config.results_dir), Path(config.images_dir)
 
-    check_writable(models, results, images)
-    (train, val, test), vocab, data = prepare_data(config)
-    vocab.save_pickle(models / "word2idx.pkl")
+    if ctx.is_main:
+        check_writable(models, results, images)
+    if config.train_file is not None:
+        vocab, data, stats, sentences = prepare_stream(config)
+        source = f"{config.train_file} (streamed)"
+        counts = {"train": stats["train_documents"]}
+        oov = {name: vocab.oov_rate(data[name].pieces()) for name in data if name != "train" and ctx.is_main}
+    else:
+        (train, val, test), vocab, data = prepare_data(config)
+        source, stats, sentences = config.data_dir, {"train_tokens": data["train"].num_tokens}, lambda: train.tokens
+        counts = {k: len(v) for k, v in data.items()}
+        oov = {name: vocab.oov_rate(c.tokens) for name, c in (("val", val), ("test", test))}
+    if ctx.is_main:
+        vocab.save_pickle(models / "word2idx.pkl")
     bilm_config = config.bilm_config(len(vocab))
-    oov = {name: vocab.oov_rate(c.tokens) for name, c in (("val", val), ("test", test))}
-    say(f"data: {len(train)} train / {len(val)} val / {len(test)} test documents, "
-        f"{data['train'].num_tokens:,} training tokens, vocabulary {len(vocab):,} "
-        f"(OOV val {oov['val']:.2%}, test {oov['test']:.2%}), device {device}, {threads} threads, "
+    say(f"data: {source}: " + " / ".join(f"{n} {k}" for k, n in counts.items()) + " documents, "
+        f"{stats['train_tokens']:,} training tokens, vocabulary {len(vocab):,} ("
+        + ", ".join(f"OOV {k} {v:.2%}" for k, v in oov.items()) + f"), device {device}, "
+        + (f"{ctx.world_size} processes × " if ctx.enabled else "") + f"{threads} threads, "
         f"{precision_name(amp_dtype)} training")
 
     bilm = BiLM(bilm_config)
-    out_init = init_embeddings(bilm, vocab, train.tokens, config, say)
+    # Rank 0's weights reach every rank when fit() wraps the model (DDP broadcasts them), so only it
+    # needs the Word2Vec vectors.
+    out_init = init_embeddings(bilm, vocab, sentences(), config, say) if ctx.is_main else {}
     bilm.to(device)
     train_config = TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience)
     meta = {**environment_info(config.seed), "config": asdict(config)}
-    out = {"precision": precision_name(amp_dtype), "val": {}, "test": {}, "train_tokens": data["train"].num_tokens, "vocab_size": len(vocab),
-           "oov_rate": oov, "documents": {k: len(v) for k, v in data.items()}, "directions": {},
-           "init_embeddings": out_init}
+    out = {"precision": precision_name(amp_dtype), "val": {}, "test": {}, "train_tokens": stats["train_tokens"],
+           "vocab_size": len(vocab), "oov_rate": oov, "documents": counts, "directions": {},
+           "init_embeddings": out_init, "processes": ctx.world_size}
+    if config.train_file is not None:
+        out["skipped_lines"] = stats["skipped_lines"]
     started = time.perf_counter()
+    fitted = {}
     for lm in (bilm.forward_lm, bilm.backward_lm):
-        torch.manual_seed(config.seed)
-        fitted = fit(
+        torch.manual_seed(config.seed + ctx.rank)  # one dropout stream per rank; rank 0 = a single process's
+        fitted[lm.direction] = fit(
             lm,
-            batches=lambda epoch: (data["train"].collate(i) for i in data["train"].batches(
-                config.batch_size, config.max_tokens, shuffle=True, seed=config.seed + epoch)),
+            batches=lambda epoch: data["train"].epoch_batches(config.batch_size, config.max_tokens, config.seed + epoch),
             loss_fn=lambda model, batch: model(batch["ids"], batch["lengths"], batch.get("chars")),
             validate=lambda: {"perplexity": perplexity(lm, data["val"], device)},
             monitor="perplexity", maximize=False, config=train_config, device=device,
             desc=f"{lm.direction} LM", quiet=config.quiet, amp_dtype=amp_dtype,
             checkpoint=checkpointing(config, f"{lm.direction}_lm", vocab=vocab.fingerprint()),
         )
-        save_checkpoint(lm_checkpoint(lm, vocab, meta), models / f"{lm.direction}.pt")
-        val_metrics, _, _ = evaluate_words(lm, data["val"], device)
-        test_metrics, targets, top5 = evaluate_words(lm, data["test"], device)
-        key = f"{lm.direction}_perplexity"
-        out["val"][key], out["test"][key] = val_metrics["perplexity"], test_metrics["perplexity"]
-        out["test"][f"{lm.direction}_words"] = test_metrics
-        speeds = [row["units_per_second"] for row in fitted.history]
-        out["directions"][lm.direction] = {"best_epoch": fitted.best_epoch, "history": fitted.history,
-                                           "tokens_per_second": float(np.median(speeds))}
-        top = list(range(4, min(24, len(vocab))))
-        plot_confusion(top_words_confusion(targets, top5[:, 0], top), vocab.decode(top), vocab.decode(top) + ["other"],
-                       images / f"lm_confusion_{lm.direction}.png",
-                       f"{lm.direction} LM on test: 20 most frequent words")
-        say(f"{lm.direction} LM: val perplexity {val_metrics['perplexity']:.2f}, test perplexity "
-            f"{test_metrics['perplexity']:.2f}, test top-1 {test_metrics['top1_accuracy']:.3f}, "
-            f"top-5 {test_metrics['top5_accuracy']:.3f}")
-    out["tokens_per_second"] = {d: out["directions"][d]["tokens_per_second"] for d in out["directions"]}
-    out["seconds"] = time.perf_counter() - started
-    out["config"], out["meta"] = asdict(config), environment_info(config.seed)
-    out["bilm_config"] = asdict(bilm_config)
-    save_bilm(bilm, vocab, models / "bilstm.pt", meta)
-    write_json(results / "lm.json", out)
-    plot_curves({f"{d} {k}": [row[col] for row in out["directions"][d]["history"]]
-                 for d in out["directions"] for k, col in (("train", "train_loss"),)}
-                | {f"{d} val": [math.log(row["val_perplexity"]) for row in out["directions"][d]["history"]]
-                   for d in out["directions"]},
-                images / "lm_loss.png", "biLM loss per epoch", "NLL (nats per word)")
-    remove_checkpoints(config, ["forward_lm", "backward_lm"])
-    say("\n" + format_lm_table(out))
+    out["train_seconds"] = time.perf_counter() - started
+    if ctx.is_main:
+        for lm in (bilm.forward_lm, bilm.backward_lm):
+            save_checkpoint(lm_checkpoint(lm, vocab, meta), models / f"{lm.direction}.pt")
+            evaluate_direction(lm, fitted[lm.direction], data, device, images, vocab, out, say)
+        out["tokens_per_second"] = {d: out["directions"][d]["tokens_per_second"] for d in out["directions"]}
+        out["seconds"] = time.perf_counter() - started
+        out["config"], out["meta"] = asdict(config), environment_info(config.seed)
+        out["bilm_config"] = asdict(bilm_config)
+        save_bilm(bilm, vocab, models / "bilstm.pt", meta)
+        write_json(results / "lm.json", out)
+        plot_curves({f"{d} {k}": [row[col] for row in out["directions"][d]["history"]]
+                     for d in out["directions"] for k, col in (("train", "train_loss"),)}
+                    | {f"{d} val": [math.log(row["val_perplexity"]) for row in out["directions"][d]["history"]]
+                       for d in out["directions"]},
+                    images / "lm_loss.png", "biLM loss per epoch", "NLL (nats per word)")
+        remove_checkpoints(config, ["forward_lm", "backward_lm"])
+        say("\n" + format_lm_table(out))
+    distributed.barrier()  # the other ranks wait for rank 0's files, so the job ends as one
     return out
+
+
+def evaluate_direction(lm: LanguageModel, fitted: FitResult, data: dict, device: torch.device, images: Path,
+                       vocab: Vocabulary, out: dict, say: Callable[..., None]) -> None:
+    """Exact full-vocabulary evaluation of one trained LM on val (and test, when there is one): adds its
+    perplexities, word metrics and training history to ``out`` and plots the test (else val)
+    confusion of the 20 most frequent words."""
+    key = f"{lm.direction}_perplexity"
+    val_metrics, targets, top5 = evaluate_words(lm, data["val"], device)
+    out["val"][key] = val_metrics["perplexity"]
+    out["val"][f"{lm.direction}_words"] = val_metrics
+    shown, split = val_metrics, "val"
+    if "test" in data:
+        shown, targets, top5 = evaluate_words(lm, data["test"], device)
+        out["test"][key], out["test"][f"{lm.direction}_words"], split = shown["perplexity"], shown, "test"
+    speeds = [row["units_per_second"] for row in fitted.history]
+    out["directions"][lm.direction] = {"best_epoch": fitted.best_epoch, "history": fitted.history,
+                                       "tokens_per_second": float(np.median(speeds))}
+    top = list(range(4, min(24, len(vocab))))
+    plot_confusion(top_words_confusion(targets, top5[:, 0], top), vocab.decode(top), vocab.decode(top) + ["other"],
+                   images / f"lm_confusion_{lm.direction}.png", f"{lm.direction} LM on {split}: 20 most frequent words")
+    say(f"{lm.direction} LM: val perplexity {val_metrics['perplexity']:.2f}, {split} perplexity "
+        f"{shown['perplexity']:.2f}, {split} top-1 {shown['top1_accuracy']:.3f}, top-5 {shown['top5_accuracy']:.3f}")
 
 
 def format_lm_table(out: dict) -> str:
     """A small text table of perplexities and word-prediction accuracy."""
-    lines = ["direction   val ppl   test ppl   test top-1   test top-5   tokens/s"]
+    split = "test" if out["test"] else "val"
+    lines = [f"direction   val ppl  {split:>5} ppl  {split:>5} top-1  {split:>5} top-5   tokens/s"]
     for d in ("forward", "backward"):
         if f"{d}_perplexity" in out["val"]:
-            w = out["test"][f"{d}_words"]
-            lines.append(f"{d:<10}{out['val'][f'{d}_perplexity']:>8.2f}{out['test'][f'{d}_perplexity']:>11.2f}"
+            w = out[split][f"{d}_words"]
+            lines.append(f"{d:<10}{out['val'][f'{d}_perplexity']:>8.2f}{out[split][f'{d}_perplexity']:>11.2f}"
                          f"{w['top1_accuracy']:>13.3f}{w['top5_accuracy']:>13.3f}{out['tokens_per_second'][d]:>11,.0f}")
     return "\n".join(lines)

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from . import distributed
 from .checkpoint import FORMAT_VERSION, environment_info, save_checkpoint
 from .errors import ElmoError
 
@@ -33,19 +34,22 @@ Batch = dict[str, torch.Tensor]
 
 
 def resolve_device(name: str = "auto") -> torch.device:
-    """``"auto"`` → CUDA when available, else CPU; otherwise ``torch.device(name)``.
+    """``"auto"`` → CUDA when available, else CPU; otherwise ``torch.device(name)``. A bare ``cuda``
+    means the current GPU (under ``torchrun``, the local rank's: :func:`elmo.distributed.init`).
 
     Raises:
         ElmoError: an unknown device name, or CUDA asked for but absent.
     """
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        name = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         device = torch.device(name)
     except RuntimeError:
         raise ElmoError(f"--device: unknown device {name!r} (use auto, cpu or cuda)") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ElmoError("--device cuda was asked for but no CUDA device is available")
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
     return device
 
 
@@ -71,8 +75,9 @@ def cap_kernel_caches(entries: int) -> None:
 
 
 def configure_threads(threads: int | None = None) -> int:
-    """Use ``threads`` intra-op threads (default: all cores); returns the number set."""
-    threads = threads or os.cpu_count() or 1
+    """Use ``threads`` intra-op threads (default: all cores, shared out among the processes ``torchrun``
+    started on this node: :func:`elmo.distributed.default_threads`); returns the number set."""
+    threads = threads or distributed.default_threads()
     torch.set_num_threads(threads)
     return threads
 
@@ -224,8 +229,9 @@ def _set_rng_state(state: dict[str, Any]) -> None:
 @contextlib.contextmanager
 def _ctrl_c_requests_a_stop(active: bool):
     """While ``active`` (and on the main thread), the first Ctrl-C only sets ``flag["stop"]``, which
-    :func:`fit` checks after every step; a second Ctrl-C interrupts at once as usual."""
-    flag = {"stop": False}
+    :func:`fit` checks after every step; a second Ctrl-C a second or more later interrupts at once as
+    usual (under ``torchrun`` a worker gets the terminal's SIGINT and then the agent's copy of it)."""
+    flag = {"stop": False, "at": 0.0}
     if not active or threading.current_thread() is not threading.main_thread():
         yield flag
         return
@@ -233,9 +239,11 @@ def _ctrl_c_requests_a_stop(active: bool):
 
     def handler(signum, frame):
         if flag["stop"]:
+            if time.monotonic() - flag["at"] < 1.0:
+                return
             signal.signal(signal.SIGINT, previous)
             raise KeyboardInterrupt
-        flag["stop"] = True
+        flag["stop"], flag["at"] = True, time.monotonic()
 
     signal.signal(signal.SIGINT, handler)
     try:
@@ -256,6 +264,19 @@ def _load_training_state(checkpoint: Checkpointing, desc: str) -> dict[str, Any]
         raise ElmoError(f"{checkpoint.path} belongs to a run with other settings ({detail}): run without "
                         "--resume to start over, or with the original flags")
     return state
+
+
+def _step_totals(loss: torch.Tensor, units: int, stop: bool) -> tuple[float, int, bool]:
+    """``(loss × units, units, Ctrl-C)`` of one step summed over every rank (one all-reduce under
+    ``torchrun``; just this process's values otherwise)."""
+    if not distributed.context().enabled:
+        return loss.item() * units, units, stop
+    totals = torch.stack([loss.detach().double() * units,
+                          torch.tensor(float(units), dtype=torch.float64, device=loss.device),
+                          torch.tensor(float(stop), dtype=torch.float64, device=loss.device)])
+    torch.distributed.all_reduce(totals)
+    loss_sum, global_units, stops = totals.tolist()
+    return loss_sum, int(round(global_units)), stops > 0
 
 
 def fit(
@@ -299,6 +320,14 @@ def fit(
             seed and thread count ends with exactly the metrics of an uninterrupted one. Ctrl-C then
             finishes the current step, saves and raises :class:`Interrupted`.
 
+    Under ``torchrun`` (:mod:`elmo.distributed`) each process passes its share of every global batch
+    (``batches``; a batch holding ``"ghost"`` counts zero units), the model trains wrapped in
+    DistributedDataParallel, and every step all-reduces the loss sum, the unit count and the Ctrl-C
+    flag: each rank's loss is weighted by ``world_size × its units / global units`` so the averaged
+    gradient is the global batch's, the NaN check and the stop are the same on every rank, and the
+    reported loss and throughput are global. ``validate`` must return whole-split metrics on every
+    rank. Rank 0 alone prints and writes the checkpoint, which holds every rank's RNG state.
+
     Returns:
         :class:`FitResult`.
 
@@ -307,6 +336,8 @@ def fit(
             state), ``monitor`` is missing from ``validate()``, or a checkpoint from another run.
         Interrupted: Ctrl-C during training with ``checkpoint`` set.
     """
+    ctx = distributed.context()
+    quiet = quiet or not ctx.is_main
     if param_groups is None:
         param_groups = [{"params": [p for p in model.parameters() if p.requires_grad]}]
     params = [p for group in param_groups for p in group["params"]]
@@ -324,7 +355,13 @@ def fit(
         result = FitResult(state["history"], state["best_epoch"], state["best_value"])
         best_state, stale = state["best_state"], state["stale"]
         start_epoch, start_step, carried = state["epoch"], state["step"], tuple(state["epoch_totals"])
-        _set_rng_state(state["rng"])
+        ranks = state.get("rng_ranks", [state["rng"]])
+        _set_rng_state(ranks[ctx.rank] if len(ranks) == ctx.world_size else state["rng"])
+        if len(ranks) != ctx.world_size:  # another number of processes: same batches, new dropout streams
+            torch.manual_seed(torch.initial_seed() + 7919 * (start_step + 1) + ctx.rank)
+            if not quiet:
+                print(f"{desc}: the checkpoint was written by {len(ranks)} process(es), this run has "
+                      f"{ctx.world_size}: batches continue exactly, dropout masks do not", flush=True)
         if not quiet:
             print(f"{desc}: resumed from {checkpoint.path} (epoch {start_epoch + 1}, step {start_step}"
                   + (", already finished)" if state["done"] else ")"), flush=True)
@@ -332,12 +369,15 @@ def fit(
             start_epoch = config.epochs
 
     def save(epoch: int, step: int, totals: tuple, done: bool = False) -> None:
-        if checkpoint is not None:
+        if checkpoint is None:
+            return
+        rng = distributed.gather_objects(_rng_state())  # a collective: every rank calls save()
+        if ctx.is_main:
             save_checkpoint({"format": "elmo.training", "version": FORMAT_VERSION, "desc": desc, "meta": checkpoint.meta,
                              "environment": environment_info(),
                              "epoch": epoch, "step": step, "done": done, "epoch_totals": list(totals),
                              "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                             "scaler": scaler.state_dict(), "rng": _rng_state(), "history": result.history,
+                             "scaler": scaler.state_dict(), "rng": rng[0], "rng_ranks": rng, "history": result.history,
                              "best_epoch": result.best_epoch, "best_value": result.best_value,
                              "best_state": best_state, "stale": stale}, checkpoint.path)
 
@@ -351,27 +391,34 @@ def fit(
             if on_epoch_start is not None:
                 on_epoch_start(epoch)
             model.train()
+            trained = distributed.wrap(model, device)  # after on_epoch_start: DDP covers what is trainable now
             skip = start_step if epoch == start_epoch else 0
             total_loss, total_units, before = carried if skip else (0.0, 0, 0.0)
             start, step = time.perf_counter() - before, skip
             bar = tqdm(itertools.islice(batches(epoch), skip, None), desc=f"{desc} epoch {epoch + 1}/{config.epochs}",
                        disable=quiet, leave=False, dynamic_ncols=True, initial=skip)
             for batch in bar:
+                ghost = batch.pop("ghost", None) is not None
                 batch = to_device(batch, device)
                 with autocast(device, amp_dtype):
-                    loss, units = loss_fn(model, batch)
-                if not torch.isfinite(loss):
+                    loss, units = loss_fn(trained, batch)
+                units = 0 if ghost else units
+                loss_sum, global_units, stop = _step_totals(loss, units, ctrl_c["stop"])
+                if not math.isfinite(loss_sum):
                     kept = f"; the last good training state is {checkpoint.path}" if checkpoint is not None else ""
-                    raise ElmoError(f"{desc}: loss became {loss.item()} in epoch {epoch + 1} at step {step + 1}; "
-                                    f"lower --lr or check the data{kept}")
+                    raise ElmoError(f"{desc}: loss became {loss_sum / max(global_units, 1)} in epoch {epoch + 1} at "
+                                    f"step {step + 1}; lower --lr or check the data{kept}")
+                ctrl_c["stop"] = stop
+                if ctx.enabled:  # DDP averages over ranks: weight each by its share of the global batch
+                    loss = loss * (ctx.world_size * units / global_units)
                 optimizer.zero_grad(set_to_none=True)
                 scaler.scale(loss).backward()
                 scaler.unscale_(optimizer)
                 nn.utils.clip_grad_norm_(params, config.clip_norm)
                 scaler.step(optimizer)
                 scaler.update()
-                total_loss += loss.item() * units
-                total_units += units
+                total_loss += loss_sum
+                total_units += global_units
                 step += 1
                 elapsed = time.perf_counter() - start
                 bar.set_postfix(loss=f"{total_loss / total_units:.3f}", **{f"{unit}/s": f"{total_units / elapsed:,.0f}"})
