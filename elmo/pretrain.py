@@ -77,8 +77,9 @@ class PretrainConfig(CommonConfig):
     val_file: str | None = option(None, "validation text for --train-file (default: hold out --val-fraction of its "
                                   "lines, at most --max-val-docs)")
     test_file: str | None = option(None, "test text for --train-file, for the final perplexities (default: none)")
-    text_column: str | None = option(None, "read --train-file, --val-file and --test-file as CSV files with a header "
-                                     "row and take the text from this column")
+    text_column: str | None = option(None, "the column holding the text in --train-file, --val-file and --test-file "
+                                     "files ending in .csv (read as CSV with a header row; other files are plain "
+                                     "text, one document per line)")
     max_val_docs: int = option(10000, "--train-file without --val-file: hold out at most this many lines")
     stream_buffer: int = option(1_000_000, "--train-file: tokens read, shuffled and length-bucketed at a time "
                                 "(documents are shuffled within this window; it bounds the stream's memory)")
@@ -229,7 +230,14 @@ def prepare_stream(config: PretrainConfig) -> tuple[Vocabulary, dict[str, Stream
     Raises:
         ElmoError: missing or unreadable files, a missing ``--text-column``, or no training text.
     """
-    source = TextSource(config.train_file, config.text_column, config.max_docs)
+    def open_source(path: str, max_docs: int | None = None) -> TextSource:
+        if Path(path).suffix.lower() != ".csv":
+            return TextSource(path, None, max_docs)
+        if config.text_column is None:
+            raise ElmoError(f"{path}: a CSV file: name the column holding the text with --text-column")
+        return TextSource(path, config.text_column, max_docs)
+
+    source = open_source(config.train_file, config.max_docs)
     holdout = config.val_file is None
     split = {"val_fraction": config.val_fraction, "seed": config.seed, "max_val_docs": config.max_val_docs}
     stats = {"train_documents": 0, "train_tokens": 0}
@@ -248,9 +256,9 @@ def prepare_stream(config: PretrainConfig) -> tuple[Vocabulary, dict[str, Stream
               "max_chars": config.bilm_config(len(vocab)).chars_per_token}
     data = {"train": StreamedCorpus(source, part="train" if holdout else None, **split, **common),
             "val": StreamedCorpus(source, part="val", **split, **common) if holdout
-            else StreamedCorpus(TextSource(config.val_file, config.text_column), **common)}
+            else StreamedCorpus(open_source(config.val_file), **common)}
     if config.test_file is not None:
-        data["test"] = StreamedCorpus(TextSource(config.test_file, config.text_column), **common)
+        data["test"] = StreamedCorpus(open_source(config.test_file), **common)
     return vocab, data, stats, lambda: itertools.islice(data["train"].pieces(), WORD2VEC_MAX_DOCS)
 
 
