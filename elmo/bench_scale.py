@@ -158,10 +158,9 @@ def section_stream(cfg: ScaleConfig) -> dict[str, Any]:
 
 
 def _torchrun(procs: int) -> list[str]:
-    exe = shutil.which("torchrun")
-    if procs > 1 and exe is None:
-        raise ElmoError("torchrun is not on PATH")
-    return [exe, "--standalone", f"--nproc_per_node={procs}"] if procs > 1 else [sys.executable]
+    """The command prefix of ``procs`` processes: ``python -m torch.distributed.run`` (= ``torchrun``) or ``python``."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={procs}"] \
+        if procs > 1 else [sys.executable]
 
 
 def section_ddp(cfg: ScaleConfig) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from conftest import ROOT, make_rows, write_csv
 from elmo import distributed
 from elmo.data import EncodedCorpus
 
-TORCHRUN = shutil.which("torchrun")
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # what the torchrun command runs; always on hand
 # fp32 and no dropout: the two runs then take mathematically the same steps (same global batches, each
 # rank's loss weighted by its share of the batch's tokens), so only the order of floating-point sums
 # differs; 1e-4 relative leaves room for that over an epoch of Adam steps and still catches any real
@@ -39,7 +39,7 @@ def data(tmp_path_factory) -> Path:
 def launch(out: Path, data: Path, *extra: str, procs: int = 2, script: str | Path = ROOT / "ELMO.py"):
     """``torchrun --nproc_per_node=procs script`` (``procs=0``: plain ``python script``) writing under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
-    prefix = [TORCHRUN, "--standalone", f"--nproc_per_node={procs}"] if procs else [sys.executable]
+    prefix = [*TORCHRUN, "--standalone", f"--nproc_per_node={procs}"] if procs else [sys.executable]
     args = [*prefix, str(script), "--data-dir", str(data), "--models-dir", str(out / "models"),
             "--results-dir", str(out / "results"), "--images-dir", str(out / "images"), *extra]
     env = {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
@@ -51,7 +51,6 @@ def val_perplexities(out: Path) -> list[float]:
     return [lm["directions"][d]["history"][0]["val_perplexity"] for d in ("forward", "backward")]
 
 
-@pytest.mark.skipif(TORCHRUN is None, reason="torchrun not on PATH")
 def test_two_processes_train_like_one_with_the_same_global_batch_and_write_one_set_of_artefacts(data, tmp_path):
     single = launch(tmp_path / "single", data, *EXACT, "--threads", "1", procs=0)
     assert single.returncode == 0, single.stderr
@@ -83,7 +82,6 @@ sys.exit(run_cli(PretrainConfig, pretrain, "killed run", sys.argv[1:]))
 """
 
 
-@pytest.mark.skipif(TORCHRUN is None, reason="torchrun not on PATH")
 def test_resume_under_torchrun_after_a_rank_is_killed_ends_like_the_uninterrupted_run(data, tmp_path):
     flags = ["--embedding-dim", "16", "--hidden-size", "16", "--batch-size", "16", "--epochs", "2",
              "--precision", "fp32", "--init-embeddings", "none", "--quiet", "--checkpoint-every", "3"]  # dropout on
@@ -104,7 +102,6 @@ def test_resume_under_torchrun_after_a_rank_is_killed_ends_like_the_uninterrupte
     assert not (tmp_path / "run" / "models" / "checkpoints").exists()
 
 
-@pytest.mark.skipif(TORCHRUN is None, reason="torchrun not on PATH")
 def test_classification_under_torchrun_matches_one_process(data, tmp_path):
     lm = launch(tmp_path / "one", data, *EXACT, procs=0)
     assert lm.returncode == 0, lm.stderr
