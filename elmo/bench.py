@@ -389,12 +389,12 @@ def section_word2vec(cfg: BenchConfig) -> dict[str, Any]:
             "peak_rss_mb": _peak_rss_mb()}
 
 
-def _in_child(section: Callable[[BenchConfig], dict], cfg: BenchConfig) -> dict[str, Any]:
-    """Run a section in a fresh spawned process (its own peak RSS, no state shared between sections)."""
+def _in_child(function: Callable[..., dict], *args: Any) -> dict[str, Any]:
+    """``function(*args)`` in a fresh spawned process (its own peak RSS, no state shared between measurements)."""
     import multiprocessing as mp
 
     with mp.get_context("spawn").Pool(1) as pool:
-        return pool.apply(section, (cfg,))
+        return pool.apply(function, args)
 
 
 # ------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .bench import _run_script
+from .bench import _in_child, _run_script
 from .checkpoint import environment_info, write_json
 from .cli import option, run_cli
 from .errors import ElmoError
@@ -113,13 +113,6 @@ def stream_pass(path: str, max_length: int = 256, batch_size: int = 256, max_tok
         batches += 1
     return {"vocabulary_seconds": counted, "epoch_seconds": time.perf_counter() - started - counted,
             "tokens": tokens, "batches": batches, "vocab_size": len(vocab), "peak_rss_mb": _peak_rss_mb()}
-
-
-def _in_child(function, *args) -> dict[str, Any]:
-    import multiprocessing as mp
-
-    with mp.get_context("spawn").Pool(1) as pool:
-        return pool.apply(function, args)
 
 
 def section_stream(cfg: ScaleConfig) -> dict[str, Any]:

@@ -140,7 +140,7 @@ def predict(model: SequenceClassifier, corpus: EncodedCorpus, device: torch.devi
             with autocast(device, amp_dtype):
                 logits = model(batch["ids"], batch["lengths"], batch.get("chars"), batch.get("layers"))
             probs[index] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
-    return distributed.all_reduce_sum(probs, device).astype(np.float32)  # each row is filled on one rank only
+    return distributed.all_reduce_sum(probs).astype(np.float32)  # each row is filled on one rank only
 
 
 def classifier_checkpoint(model: ElmoClassifier, fingerprint: str, extra: dict[str, Any]) -> dict[str, Any]:

@@ -169,21 +169,24 @@ def eval_share(batches: Sequence[Any]) -> Sequence[Any]:
     return batches[_CONTEXT.rank::_CONTEXT.world_size]
 
 
-def all_reduce_sum(values: np.ndarray | Sequence[float], device: torch.device | None = None) -> np.ndarray:
+def all_reduce_sum(values: np.ndarray | Sequence[float]) -> np.ndarray:
     """Element-wise sum over ranks of a NumPy array (returned as float64; a copy of it in a single process).
 
     Args:
-        values: any shape; float64 on the wire, so counts up to 2**53 stay exact.
-        device: where the collective runs (a CUDA device under NCCL; default CPU for gloo).
+        values: any shape; float64 on the wire, so counts up to 2**53 stay exact. The collective runs
+            on the current GPU under NCCL, on the CPU under gloo.
     """
     array = np.asarray(values, dtype=np.float64)
     if not _CONTEXT.enabled:
         return array.copy()
-    if device is None or _CONTEXT.backend != "nccl":
-        device = torch.device("cuda") if _CONTEXT.backend == "nccl" else torch.device("cpu")
-    tensor = torch.from_numpy(array.copy()).to(device)
+    tensor = torch.from_numpy(array.copy()).to(_collective_device())
     dist.all_reduce(tensor)
     return tensor.cpu().numpy()
+
+
+def _collective_device() -> torch.device:
+    """Where collectives' tensors live: the current GPU under NCCL, else the CPU."""
+    return torch.device("cuda") if _CONTEXT.backend == "nccl" else torch.device("cpu")
 
 
 def broadcast_words(words: list[str] | None) -> list[str]:
@@ -195,7 +198,7 @@ def broadcast_words(words: list[str] | None) -> list[str]:
     if not _CONTEXT.enabled:
         assert words is not None
         return words
-    device = torch.device("cuda") if _CONTEXT.backend == "nccl" else torch.device("cpu")
+    device = _collective_device()
     payload = "\n".join(words).encode("utf-8") if _CONTEXT.is_main else b""
     size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
     dist.broadcast(size, src=0)

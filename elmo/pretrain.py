@@ -132,7 +132,7 @@ def perplexity(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device, m
             loss, n = lm(batch["ids"], batch["lengths"], batch.get("chars"))
             total += float(loss) * n
             count += n
-    total, count = distributed.all_reduce_sum([total, count], device)
+    total, count = distributed.all_reduce_sum([total, count])
     if count == 0:
         raise ElmoError("perplexity of an empty corpus")
     return math.exp(total / count)

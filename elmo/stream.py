@@ -194,11 +194,3 @@ class StreamedCorpus:
         """Evaluation batches, buffer by buffer (document indices are within their buffer)."""
         for buffer in self.buffers():
             yield from buffer.eval_batches(batch_size, max_tokens, shard)
-
-    def count(self) -> tuple[int, int]:
-        """``(pieces, tokens)`` of one pass over the stream (reads the file)."""
-        pieces = tokens = 0
-        for doc in self.pieces():
-            pieces += 1
-            tokens += len(doc)
-        return pieces, tokens
