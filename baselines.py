@@ -1,13 +1,12 @@
 """Baselines for the report: Word2Vec and SVD embeddings in ELMo's classifier head, and TF-IDF + LR.
 
-Run after ELMO.py (it uses the biLM's vocabulary). Trains each static embedding on the same training
-descriptions, feeds it frozen into exactly the classifier head classification.py uses, and writes
-results/baselines.json, models/{word2vec,svd}.pt and images/confusion_<method>.png. See README.md.
+Run after ELMO.py (it uses the biLM's vocabulary). Writes results/baselines.json,
+models/{word2vec,svd}.pt and images/confusion_<method>.png. Same as `python -m elmo baselines`.
 """
 
 import sys
 
-from elmo.baselines import main
+from elmo.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run("baselines", prog="baselines.py"))

@@ -3,13 +3,12 @@
 Loads models/bilstm.pt (from `python ELMO.py`), trains one classifier per setting (trainable λ,
 frozen λ, learned function), prints accuracy, macro precision/recall/F1 and confusion matrices, and
 writes models/classifier*.pt, results/classification.json and images/. With --predict TEXT or
---predict-file FILE it only classifies those texts with models/classifier.pt. See README.md.
+--predict-file FILE it only classifies those texts. Same as `python -m elmo classify`; see README.md.
 """
 
 import sys
 
-from elmo.classify import ClassifyConfig, classify
-from elmo.cli import run_cli
+from elmo.cli import run
 
 if __name__ == "__main__":
-    sys.exit(run_cli(ClassifyConfig, classify, __doc__.splitlines()[0]))
+    sys.exit(run("classify", prog="classification.py"))

@@ -1,25 +1,22 @@
-"""ELMo: deep contextualized word representations (Peters et al. 2018), trained from scratch.
+"""ELMo: deep contextualized word representations (Peters et al. 2018), trained from scratch in PyTorch.
 
-Notebook API: :class:`ELMoEmbedder` (vectors of every layer), :class:`Elmo` (the ELMo layer for your
-own ``nn.Module``), :class:`TextClassifier` (AG News labels), all in :mod:`elmo.api` / :mod:`elmo.layer`.
+The notebook API (see ``docs/architecture.md`` for the package map):
 
-Modules: :mod:`elmo.data` (AG News, tokeniser, batching), :mod:`elmo.stream` (your own corpus,
-streamed), :mod:`elmo.distributed` (``torchrun`` data parallelism), :mod:`elmo.vocab`, :mod:`elmo.bilm`
-(the biLM), :mod:`elmo.chars` (character CNN token encoder), :mod:`elmo.mix` (scalar mix and
-learned layer function), :mod:`elmo.layer` (:class:`Elmo`), :mod:`elmo.classifier`,
-:mod:`elmo.train` (the training loop), :mod:`elmo.metrics`, :mod:`elmo.checkpoint`,
-:mod:`elmo.static` (Word2Vec and PPMI + SVD baselines), :mod:`elmo.baselines` (``baselines.py``) and
-:mod:`elmo.report` (``report.pdf``), :mod:`elmo.cache` (frozen biLM layers computed once) and
-:mod:`elmo.bench` (``python -m elmo.bench``) and :mod:`elmo.bench_scale` (streaming memory, torchrun).
+* :class:`ELMoEmbedder` — vectors of every biLM layer for tokenised sentences;
+* :class:`Elmo` — the ELMo layer (biLM + scalar mix) for your own ``nn.Module``;
+* :class:`TextClassifier` — AG News labels for raw text;
+* :func:`load_bilm`, :class:`BiLM`, :class:`ScalarMix`, :class:`Vocabulary`, :class:`ElmoError`.
 """
 
-from .api import ELMoEmbedder, TextClassifier
-from .bilm import BiLM, BiLMConfig, LanguageModel, load_bilm
-from .chars import CharCNN
+from .data.vocab import Vocabulary
 from .errors import ElmoError
-from .layer import Elmo
-from .mix import MIX_SETTINGS, LearnedLayerFunction, ScalarMix, build_mix
-from .vocab import Vocabulary
+from .inference.embedder import ELMoEmbedder
+from .inference.text_classifier import TextClassifier
+from .model.bilm import BiLM, BiLMConfig, LanguageModel
+from .model.char_cnn import CharCNN
+from .model.elmo import Elmo
+from .model.mix import MIX_SETTINGS, LearnedLayerFunction, ScalarMix, build_mix
+from .model.serialization import load_bilm
 
 __all__ = ["BiLM", "BiLMConfig", "CharCNN", "ELMoEmbedder", "Elmo", "ElmoError", "LanguageModel",
            "LearnedLayerFunction", "MIX_SETTINGS", "ScalarMix", "TextClassifier", "Vocabulary", "build_mix",

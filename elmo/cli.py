@@ -1,7 +1,21 @@
-"""Command-line plumbing shared by ``ELMO.py`` and ``classification.py``.
+"""The command line: ``python -m elmo <command> [flags]`` (and the top-level scripts, which are shims).
 
-Each script's flags are generated 1:1 from a config dataclass (``--max-docs`` ↔ ``max_docs``), so
-the config saved in results files and checkpoints is exactly what the user asked for.
+=============  ==============================================  =========================
+command        what it runs                                    top-level shim
+=============  ==============================================  =========================
+``pretrain``   :func:`elmo.pipelines.pretraining.pretrain`     ``python ELMO.py``
+``classify``   :func:`elmo.pipelines.classification.classify`  ``python classification.py``
+``baselines``  :func:`elmo.pipelines.baselines.baselines`      ``python baselines.py``
+``predict``    :func:`elmo.pipelines.prediction.predict_texts`
+``report``     :func:`elmo.report.make_report` (report.pdf)
+``bench``      :func:`elmo.bench.speed.bench`
+``bench-scale`` :func:`elmo.bench.scale.bench_scale`
+``fetch``      :func:`elmo.data.agnews.fetch` (AG News)
+=============  ==============================================  =========================
+
+Each command's flags are generated 1:1 from its config dataclass (``--max-docs`` ↔ ``max_docs``; see
+:func:`elmo.pipelines.common.option`). An :class:`~elmo.errors.ElmoError` becomes one line on stderr
+and exit status 2; Ctrl-C exits with 130 (after saving a training checkpoint when one is being written).
 """
 
 from __future__ import annotations
@@ -11,97 +25,85 @@ import dataclasses
 import sys
 import types
 import typing
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from . import distributed
+from .bench.scale import ScaleConfig, bench_scale
+from .bench.speed import BenchConfig, bench
+from .data.agnews import SOURCE_URL, fetch
 from .errors import ElmoError
-from .train import PRECISIONS, Checkpointing, Interrupted
-
-
-def option(default: Any, help: str, **kwargs) -> Any:
-    """A dataclass field carrying its ``--flag`` help text."""
-    return field(default=default, metadata={"help": help, **kwargs})
+from .pipelines.baselines import BaselinesConfig, baselines
+from .pipelines.classification import ClassifyConfig, classify
+from .pipelines.common import option
+from .pipelines.prediction import predict_texts
+from .pipelines.pretraining import PretrainConfig, pretrain
+from .report import ReportConfig, make_report
+from .runtime import distributed
+from .runtime.device import PRECISIONS
+from .training.state import Interrupted
 
 
 @dataclass
-class CommonConfig:
-    """Flags both scripts share."""
+class PredictConfig:
+    """Flags of ``python -m elmo predict``."""
 
-    data_dir: str = option("data/ag_news", "folder holding train.csv and test.csv")
-    models_dir: str = option("models", "where model files are written / read")
-    results_dir: str = option("results", "where JSON results are written")
-    images_dir: str = option("images", "where plots are written")
-    max_docs: int | None = option(None, "use only the first N training documents")
-    val_fraction: float = option(0.05, "share of training documents held out for validation")
-    max_length: int = option(256, "truncate documents to this many tokens")
-    skip_bad_rows: bool = option(False, "skip (and count) malformed rows instead of stopping")
-    epochs: int = option(5, "maximum training epochs")
-    batch_size: int = option(64, "documents per batch")
-    max_tokens: int = option(8192, "token budget per batch (padding included)")
-    lr: float = option(1e-3, "Adam learning rate")
-    clip_norm: float = option(1.0, "gradient-norm clipping")
-    patience: int = option(2, "early-stopping patience in epochs (on the validation metric)")
-    seed: int = option(0, "random seed; a CPU run with the same seed repeats its metrics exactly")
+    text: str | None = option(None, "classify this text")
+    file: str | None = option(None, "classify every non-blank line of this UTF-8 file")
+    models_dir: str = option("models", "folder holding bilstm.pt and classifier.pt")
     device: str = option("auto", "auto (CUDA when present), cpu or cuda")
-    precision: str = option("auto", "mixed precision of training and inference: auto (bf16 on CPUs with native bf16 "
-                            "and on GPUs that have it, fp16 on older GPUs, else fp32), fp32, bf16 or fp16 (CUDA "
-                            "only); weights, losses and evaluation perplexities stay fp32", choices=PRECISIONS)
-    threads: int | None = option(None, "CPU threads per process (default: all cores; under torchrun "
-                                        "the cores shared out among the processes on the node)")
-    quiet: bool = option(False, "no progress bars or per-epoch lines")
-    resume: bool = option(False, "continue an interrupted run from its training checkpoints in "
-                          "<models-dir>/checkpoints/ (same flags; they are deleted when the script finishes)")
-    checkpoint_every: int = option(500, "save the training state every N steps as well as at each epoch end")
+    precision: str = option("auto", "auto, fp32, bf16 or fp16 (as classification.py)", choices=PRECISIONS)
+    threads: int | None = option(None, "CPU threads (default: all cores)")
 
     def check(self) -> None:
-        """Validate sizes common to both scripts. Raises :class:`ElmoError` naming the flag."""
-        for name in ("epochs", "batch_size", "max_length", "max_tokens", "patience", "checkpoint_every"):
-            if getattr(self, name) < 1:
-                raise ElmoError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        if self.max_docs is not None and self.max_docs < 1:
-            raise ElmoError(f"--max-docs must be >= 1, got {self.max_docs}")
-        if self.lr <= 0 or self.clip_norm <= 0:
-            raise ElmoError(f"--lr and --clip-norm must be positive, got {self.lr}, {self.clip_norm}")
-        if self.threads is not None and self.threads < 1:
-            raise ElmoError(f"--threads must be >= 1, got {self.threads}")
+        """Exactly one of ``--text`` and ``--file``. Raises :class:`ElmoError`."""
+        if (self.text is None) == (self.file is None):
+            raise ElmoError("give either --text TEXT or --file FILE")
 
 
-#: Flags that do not change what a run computes: a checkpoint written under other values may be resumed.
-RESUMABLE_FLAGS = ("resume", "checkpoint_every", "quiet", "threads", "device", "models_dir", "results_dir", "images_dir")
+@dataclass
+class FetchConfig:
+    """Flags of ``python -m elmo fetch``."""
+
+    data_dir: str = option("data/ag_news", "where train.csv and test.csv go")
+    url: str = option(SOURCE_URL, "base URL holding train.csv and test.csv")
+    force: bool = option(False, "replace present files whose md5 differs")
+
+    def check(self) -> None:
+        """Nothing to check."""
 
 
-def checkpointing(config: CommonConfig, name: str, **meta: Any) -> Checkpointing:
-    """The :class:`~elmo.train.Checkpointing` of one training run (``name``, e.g. ``forward_lm``) of a
-    script: ``<models-dir>/checkpoints/<name>.pt``, every ``--checkpoint-every`` steps, resumed with
-    ``--resume``; its meta holds the script's flags (those that change results) and ``meta``."""
-    flags = {k: v for k, v in dataclasses.asdict(config).items() if k not in RESUMABLE_FLAGS}
-    return Checkpointing(Path(config.models_dir) / "checkpoints" / f"{name}.pt", config.checkpoint_every,
-                         config.resume, {"flags": repr(sorted(flags.items())), **meta})
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its config dataclass, the function it runs and a one-line description."""
+
+    config: type
+    run: Callable[[Any], Any]
+    help: str
 
 
-def remove_checkpoints(config: CommonConfig, names: Sequence[str]) -> None:
-    """Delete the training checkpoints of a script that has finished (and the folder when empty)."""
-    folder = Path(config.models_dir) / "checkpoints"
-    for name in names:
-        (folder / f"{name}.pt").unlink(missing_ok=True)
-    if folder.is_dir() and not any(folder.iterdir()):
-        folder.rmdir()
+COMMANDS: dict[str, Command] = {
+    "pretrain": Command(PretrainConfig, pretrain, "pre-train the biLM on AG News or your corpus (ELMO.py)"),
+    "classify": Command(ClassifyConfig, classify, "train the AG News classifier on ELMo, three layer mixes "
+                                                  "(classification.py)"),
+    "baselines": Command(BaselinesConfig, baselines, "Word2Vec, SVD and TF-IDF baselines (baselines.py)"),
+    "predict": Command(PredictConfig, lambda c: predict_texts(c.models_dir, c.text, c.file, c.device, c.precision,
+                                                              c.threads), "classify texts with classifier.pt"),
+    "report": Command(ReportConfig, make_report, "write report.pdf from results/ and images/"),
+    "bench": Command(BenchConfig, bench, "speed and memory benchmark (results/bench.json)"),
+    "bench-scale": Command(ScaleConfig, bench_scale, "streaming and torchrun scaling benchmark"),
+    "fetch": Command(FetchConfig, lambda c: fetch(c.data_dir, c.url, c.force), "download AG News (md5-verified)"),
+}
 
 
 def _flag_type(annotation: Any):
     """The argparse type of a field annotation such as ``int | None`` or ``float``."""
-    if isinstance(annotation, str):
-        annotation = eval(annotation, vars(typing), {"int": int, "float": float, "str": str, "bool": bool})  # noqa: S307
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):  # Optional[X] -> X
         return next(a for a in typing.get_args(annotation) if a is not type(None))
     return annotation
 
 
-def build_parser(config_cls: type, description: str) -> argparse.ArgumentParser:
-    """An ``ArgumentParser`` with one ``--flag`` per field of ``config_cls``."""
-    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def add_flags(parser: argparse.ArgumentParser, config_cls: type) -> argparse.ArgumentParser:
+    """Add one ``--flag`` per field of the dataclass ``config_cls`` (booleans get ``--no-flag`` too)."""
     hints = typing.get_type_hints(config_cls)
     for f in dataclasses.fields(config_cls):
         flag = "--" + f.name.replace("_", "-")
@@ -117,18 +119,37 @@ def build_parser(config_cls: type, description: str) -> argparse.ArgumentParser:
     return parser
 
 
-def run_cli(config_cls: type, main: Callable[[Any], Any], description: str, argv: Sequence[str] | None = None) -> int:
-    """Parse flags into ``config_cls``, call ``main(config)``; an :class:`ElmoError` → one line, exit 2;
-    Ctrl-C → exit 130. Under ``torchrun`` ``main`` joins the process group (:func:`elmo.distributed.init`)
-    and it is left here whatever happens."""
-    args = build_parser(config_cls, description).parse_args(argv)
+def build_parser(prog: str = "python -m elmo") -> argparse.ArgumentParser:
+    """The parser of ``python -m elmo``: one subcommand per entry of :data:`COMMANDS`."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
+    for name, command in COMMANDS.items():
+        add_flags(sub.add_parser(name, help=command.help, description=command.help,
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter), command.config)
+    return parser
+
+
+def run(command: str, argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+    """Parse ``argv`` as the flags of ``command`` and run it; returns the exit status.
+
+    Args:
+        command: a key of :data:`COMMANDS`; argv: its flags (default ``sys.argv[1:]``); prog: the
+            program name in ``--help`` (the shims pass their file name).
+
+    An :class:`~elmo.errors.ElmoError` → one line on stderr, 2; Ctrl-C → 130. Under ``torchrun`` the
+    command joins the process group, which is left here whatever happens.
+    """
+    spec = COMMANDS[command]
+    parser = add_flags(argparse.ArgumentParser(prog=prog or f"python -m elmo {command}", description=spec.help,
+                                               formatter_class=argparse.ArgumentDefaultsHelpFormatter), spec.config)
+    args = parser.parse_args(argv)
     try:
-        config = config_cls(**vars(args))
+        config = spec.config(**vars(args))
         config.check()
         try:
-            main(config)
+            spec.run(config)
         finally:
-            distributed.shutdown()  # leave the torchrun process group, if main() joined one
+            distributed.shutdown()  # leave the torchrun process group, if the command joined one
     except Interrupted as exc:
         print(f"stopped: {exc}", file=sys.stderr)
         return 130
@@ -140,3 +161,12 @@ def run_cli(config_cls: type, main: Callable[[Any], Any], description: str, argv
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m elmo <command> [flags]``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in COMMANDS:
+        build_parser().parse_args(argv)  # prints usage (or --help) and exits
+        return 2
+    return run(argv[0], argv[1:])

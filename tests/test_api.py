@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from elmo import Elmo, ELMoEmbedder, ElmoError
-from elmo.bilm import BiLM, BiLMConfig, save_bilm
-from elmo.data import tokenize
-from elmo.vocab import SPECIALS, Vocabulary
+from elmo.data.text import tokenize
+from elmo.data.vocab import SPECIALS, Vocabulary
+from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.serialization import save_bilm
 
 WORDS = list(SPECIALS) + ["the", "market", "rallied", "on", "friday", "team", "won", "match", "."]
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from elmo.baselines import main, tfidf_logreg
-from elmo.data import load_agnews
+from elmo.cli import run
+from elmo.data.agnews import load_agnews
+from elmo.pipelines.baselines import tfidf_logreg
 
 
 def test_tfidf_logreg_learns_the_toy_topics(tiny_agnews):
@@ -17,7 +18,7 @@ def test_tfidf_logreg_learns_the_toy_topics(tiny_agnews):
 
 def test_cli_needs_the_trained_bilm_and_valid_flags(tiny_agnews, tmp_path, capsys):
     args = ["--data-dir", str(tiny_agnews), "--results-dir", str(tmp_path), "--models-dir", str(tmp_path / "m")]
-    assert main(args) == 2
+    assert run("baselines", args) == 2
     assert "bilstm.pt not found: run `python ELMO.py" in capsys.readouterr().err
-    assert main([*args, "--static-dim", "0"]) == 2
+    assert run("baselines", [*args, "--static-dim", "0"]) == 2
     assert "--static-dim must be >= 1" in capsys.readouterr().err

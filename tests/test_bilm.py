@@ -7,13 +7,15 @@ import math
 import pytest
 import torch
 
-from elmo.bilm import IGNORE_INDEX, BiLM, BiLMConfig, LanguageModel, lm_checkpoint, load_bilm, reverse_padded, save_bilm
-from elmo.chars import CharCNN, batch_char_ids, char_table, word_char_ids
-from elmo.checkpoint import load_checkpoint, save_checkpoint
-from elmo.data import EncodedCorpus
+from elmo.artifacts import load_checkpoint, save_checkpoint
+from elmo.data.chars import batch_char_ids, char_table, word_char_ids
+from elmo.data.corpus import EncodedCorpus
+from elmo.data.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD, SPECIALS, UNK_ID, Vocabulary
 from elmo.errors import ElmoError
-from elmo.pretrain import evaluate_words, perplexity
-from elmo.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD, SPECIALS, UNK_ID, Vocabulary
+from elmo.model.bilm import IGNORE_INDEX, BiLM, BiLMConfig, LanguageModel, reverse_padded
+from elmo.model.char_cnn import CharCNN
+from elmo.model.serialization import lm_checkpoint, load_bilm, save_bilm
+from elmo.training.evaluation import evaluate_words, perplexity
 
 V = 40
 WORDS = list(SPECIALS) + [f"w{i}" for i in range(V - 4)]

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 from conftest import make_rows, write_csv
 
-from elmo.data import EncodedCorpus, clean_text, find_split, load_agnews, read_agnews, tokenize, train_val_split
+from elmo.data.agnews import find_split, load_agnews, read_agnews, train_val_split
+from elmo.data.corpus import EncodedCorpus
+from elmo.data.text import clean_text, tokenize
 from elmo.errors import ElmoError
 
 
@@ -88,8 +90,8 @@ def test_wrong_number_of_columns(tmp_path):
 
 
 def test_missing_and_empty_files(tmp_path):
-    with pytest.raises(ElmoError, match="python -m elmo.data fetch"):
-        find_split(tmp_path, "train")
+    with pytest.raises(ElmoError, match="--no-download.*python -m elmo fetch"):
+        find_split(tmp_path, "train", download=False)
     (tmp_path / "train.csv").write_text("")
     with pytest.raises(ElmoError, match="empty"):
         read_agnews(tmp_path / "train.csv")

@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 from conftest import ROOT, make_rows, write_csv
 
-from elmo import distributed
-from elmo.data import EncodedCorpus
+from elmo.data.corpus import EncodedCorpus
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # what the torchrun command runs; always on hand
 # fp32 and no dropout: the two runs then take mathematically the same steps (same global batches, each
@@ -68,7 +67,7 @@ def test_two_processes_train_like_one_with_the_same_global_batch_and_write_one_s
 KILLER = """
 import os, signal, sys
 sys.path.insert(0, {root!r})
-import elmo.bilm as target
+import elmo.model.bilm as target
 original, calls = target.LanguageModel.forward, [0]
 def forward(self, *args, **kwargs):
     calls[0] += 1
@@ -76,9 +75,8 @@ def forward(self, *args, **kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
     return original(self, *args, **kwargs)
 target.LanguageModel.forward = forward
-from elmo.cli import run_cli
-from elmo.pretrain import PretrainConfig, pretrain
-sys.exit(run_cli(PretrainConfig, pretrain, "killed run", sys.argv[1:]))
+from elmo.cli import run
+sys.exit(run("pretrain", sys.argv[1:]))
 """
 
 
@@ -128,9 +126,7 @@ def test_ranks_split_every_global_batch_without_overlap_and_borrow_a_ghost_when_
     corpus = EncodedCorpus([rng.integers(4, 50, size=rng.integers(1, 20)).tolist() for _ in range(101)])
     shares = []
     for rank in range(3):
-        monkeypatch.setattr(distributed, "_CONTEXT", distributed.Context(rank=rank, world_size=3))
-        shares.append(list(corpus.epoch_batches(8, 64, seed=5)))
-    monkeypatch.setattr(distributed, "_CONTEXT", distributed.Context())
+        shares.append(list(corpus.epoch_batches(8, 64, seed=5, shard=(rank, 3))))
     whole = corpus.batches(8, 64, shuffle=True, seed=5)
     assert all(len(s) == len(whole) for s in shares)  # every rank takes every step
     for step, index in enumerate(whole):

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from elmo.errors import ElmoError
-from elmo.mix import MIX_SETTINGS, LearnedLayerFunction, ScalarMix, build_mix, mix_summary
+from elmo.model.mix import MIX_SETTINGS, LearnedLayerFunction, ScalarMix, build_mix, mix_summary
 
 
 def layers(seed: int = 0) -> torch.Tensor:

@@ -13,9 +13,9 @@ import pytest
 import torch
 from conftest import ROOT
 
+from elmo.data.vocab import Vocabulary
 from elmo.errors import ElmoError
-from elmo.mix import MIX_SETTINGS
-from elmo.vocab import Vocabulary
+from elmo.model.mix import MIX_SETTINGS
 
 SMALL = ["--embedding-dim", "16", "--hidden-size", "16", "--batch-size", "16", "--epochs", "2", "--quiet"]
 
@@ -103,8 +103,8 @@ def test_same_seed_repeats_the_metrics_exactly(first_run, tmp_path):
 def test_missing_inputs_exit_2_with_a_clear_message(tmp_path, tiny_agnews):
     result = run("classification.py", tmp_path, tiny_agnews)
     assert result.returncode == 2 and "bilstm.pt not found: run `python ELMO.py" in result.stderr
-    result = run("ELMO.py", tmp_path, tmp_path / "nowhere")
-    assert result.returncode == 2 and "python -m elmo.data fetch" in result.stderr
+    result = run("ELMO.py", tmp_path, tmp_path / "nowhere", "--no-download")
+    assert result.returncode == 2 and "--no-download" in result.stderr and "python -m elmo fetch" in result.stderr
     result = run("ELMO.py", tmp_path, tiny_agnews, "--max-docs", "0")
     assert result.returncode == 2 and "--max-docs" in result.stderr
     assert "Traceback" not in result.stderr
@@ -118,7 +118,7 @@ def test_missing_inputs_exit_2_with_a_clear_message(tmp_path, tiny_agnews):
 def test_text_classifier_reproduces_the_test_accuracy_of_classifier_pt(first_run):
     """classifier.pt loaded by the notebook API, on raw test.csv text, gives the accuracy classification.json reports."""
     from elmo import TextClassifier
-    from elmo.data import CLASS_NAMES, read_agnews
+    from elmo.data.agnews import CLASS_NAMES, read_agnews
 
     data, out, (_, cls) = first_run
     test = read_agnews(data / "test.csv")
@@ -141,7 +141,7 @@ def test_text_classifier_reproduces_the_test_accuracy_of_classifier_pt(first_run
 
 def test_predict_cli_prints_label_and_probability_per_line(first_run, tmp_path):
     from elmo import TextClassifier
-    from elmo.data import CLASS_NAMES
+    from elmo.data.agnews import CLASS_NAMES
 
     _, out, _ = first_run
     texts = ["The striker scored a late goal in the championship match", "Shares and oil prices fell as investors sold"]

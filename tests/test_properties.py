@@ -8,7 +8,8 @@ import io
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elmo.data import read_agnews, tokenize
+from elmo.data.agnews import read_agnews
+from elmo.data.text import tokenize
 from elmo.errors import ElmoError
 
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200)  # any encodable code point

@@ -13,7 +13,8 @@ import pytest
 from conftest import ROOT, make_rows, write_csv
 from pypdf import PdfReader
 
-from elmo.report import analysis, main
+from elmo.cli import run as elmo_run
+from elmo.report.pdf import analysis
 
 CONTEXT = ["--context-words", "bank", "season", "said"]  # words of the toy corpus that occur in several topics
 
@@ -120,7 +121,7 @@ def test_baselines_json_has_the_classification_keys_and_a_context_demo(tiny_run)
 def test_report_pdf_renders_every_section_with_the_numbers_from_the_json(tiny_run):
     out = tiny_run / "report.pdf"
     results = tiny_run / "results"
-    assert main(["--results-dir", str(results), "--images-dir", str(tiny_run / "images"), "--out", str(out)]) == 0
+    assert elmo_run("report", ["--results-dir", str(results), "--images-dir", str(tiny_run / "images"), "--out", str(out)]) == 0
     reader = PdfReader(out)
     text = " ".join(page.extract_text() for page in reader.pages)
     for title in ("1. Data", "2. Pre-training the biLM", "3. Downstream classification", "4. The role of λ",
@@ -147,16 +148,16 @@ def test_report_pdf_renders_every_section_with_the_numbers_from_the_json(tiny_ru
 def test_report_without_baselines_exits_2_naming_the_command(tmp_path, capsys):
     (tmp_path / "lm.json").write_text("{}")
     (tmp_path / "classification.json").write_text("{}")
-    assert main(["--results-dir", str(tmp_path), "--out", str(tmp_path / "r.pdf")]) == 2
+    assert elmo_run("report", ["--results-dir", str(tmp_path), "--out", str(tmp_path / "r.pdf")]) == 2
     assert "baselines.json not found: run `python baselines.py` first" in capsys.readouterr().err
     (tmp_path / "baselines.json").write_text("{not json")
-    assert main(["--results-dir", str(tmp_path), "--out", str(tmp_path / "r.pdf")]) == 2
+    assert elmo_run("report", ["--results-dir", str(tmp_path), "--out", str(tmp_path / "r.pdf")]) == 2
     assert "not valid JSON" in capsys.readouterr().err
     assert not (tmp_path / "r.pdf").exists()
 
 
 def test_experiments_table_lists_each_run_with_its_change_perplexity_and_accuracy_difference(tiny_run):
-    from elmo.report import experiments_table, load_results
+    from elmo.report.pdf import experiments_table, load_results
 
     results = tiny_run / "results"
     res = load_results(results, results / "experiments")

@@ -15,11 +15,12 @@ import torch
 from conftest import ROOT
 from test_pipeline import SMALL, first_run, run  # noqa: F401  (first_run is a fixture)
 
-from elmo.bilm import BiLM, BiLMConfig
-from elmo.checkpoint import load_checkpoint
-from elmo.data import EncodedCorpus
+from elmo.artifacts import load_checkpoint
+from elmo.data.corpus import EncodedCorpus
 from elmo.errors import ElmoError
-from elmo.train import Checkpointing, TrainConfig, fit
+from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.training.state import Checkpointing
+from elmo.training.trainer import Objective, Progress, TrainConfig, fit
 
 V = 30
 
@@ -53,9 +54,10 @@ def train(lm, corpus, checkpoint=None, crash_at=None, nan_at=None, epochs=3):
             return {"loss": float(lm(b["ids"], b["lengths"])[0])}
 
     torch.manual_seed(0)
-    return fit(lm, lambda epoch: (corpus.collate(i) for i in corpus.batches(8, shuffle=True, seed=epoch)), loss_fn,
-               validate, "loss", False, TrainConfig(epochs=epochs, patience=5), torch.device("cpu"), quiet=True,
-               checkpoint=checkpoint)
+    objective = Objective(lambda epoch: (corpus.collate(i) for i in corpus.batches(8, shuffle=True, seed=epoch)),
+                          loss_fn, validate, "loss", False)
+    return fit(lm, objective, TrainConfig(epochs=epochs, patience=5), torch.device("cpu"), checkpoint=checkpoint,
+               progress=Progress(quiet=True))
 
 
 def test_resuming_after_a_crash_between_checkpoints_ends_exactly_like_an_uninterrupted_run(tmp_path):
@@ -123,19 +125,18 @@ def forward(self, *args, **kwargs):
         os.kill(os.getpid(), signal.{sig})
     return original(self, *args, **kwargs)
 target.{cls}.forward = forward
-from elmo.cli import run_cli
-from elmo.{entry} import {config}, {main}
-sys.exit(run_cli({config}, {main}, "killed run", sys.argv[1:]))
+from elmo.cli import run
+sys.exit(run({command!r}, sys.argv[1:]))
 """
 
 
 def run_killed(out: Path, data: Path, script: str, sig: str, at: int, *extra: str) -> subprocess.CompletedProcess:
     """Run ``script``'s pipeline in a process that sends itself ``sig`` at the ``at``-th model forward call."""
-    module, cls, entry, config, main = {
-        "ELMO.py": ("elmo.bilm", "LanguageModel", "pretrain", "PretrainConfig", "pretrain"),
-        "classification.py": ("elmo.classifier", "SequenceClassifier", "classify", "ClassifyConfig", "classify"),
+    module, cls, command = {
+        "ELMO.py": ("elmo.model.bilm", "LanguageModel", "pretrain"),
+        "classification.py": ("elmo.model.classifier", "SequenceClassifier", "classify"),
     }[script]
-    code = KILLER.format(root=str(ROOT), module=module, cls=cls, at=at, sig=sig, entry=entry, config=config, main=main)
+    code = KILLER.format(root=str(ROOT), module=module, cls=cls, at=at, sig=sig, command=command)
     args = [sys.executable, "-c", code, "--data-dir", str(data), "--models-dir", str(out / "models"),
             "--results-dir", str(out / "results"), "--images-dir", str(out / "images"), *extra]
     return subprocess.run(args, capture_output=True, text=True, cwd=out, timeout=600,

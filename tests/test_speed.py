@@ -13,13 +13,13 @@ import torch
 from conftest import ROOT
 
 from elmo import Elmo
-from elmo.bench import NaiveLM, adaptive_softmax_flops, lstm_flops
-from elmo.bilm import BiLM, BiLMConfig
-from elmo.cache import cache_bytes, compute_layers, should_cache
-from elmo.data import EncodedCorpus
-from elmo.dropout import Dropout
+from elmo.bench.speed import NaiveLM, adaptive_softmax_flops, lstm_flops
+from elmo.data.corpus import EncodedCorpus
 from elmo.errors import ElmoError
-from elmo.train import autocast, cpu_has_bf16, resolve_precision
+from elmo.inference.layer_cache import cache_bytes, compute_layers, should_cache
+from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.dropout import FastDropout as Dropout
+from elmo.runtime.device import autocast, cpu_has_bf16, resolve_precision
 
 V = 30
 
@@ -139,7 +139,7 @@ def test_layer_cache_errors():
 
 
 def test_cache_policy_follows_available_memory(monkeypatch):
-    import elmo.cache as cache
+    import elmo.inference.layer_cache as cache
 
     bilm = make_bilm()
     size = cache_bytes(bilm, 1000, torch.bfloat16)
@@ -179,7 +179,7 @@ def test_naive_reference_scores_only_real_words():
 
 def test_bench_runs_end_to_end_and_writes_its_json(tiny_agnews, tmp_path):
     out = tmp_path / "bench.json"
-    args = [sys.executable, "-m", "elmo.bench", "--data-dir", str(tiny_agnews), "--models-dir", str(tmp_path / "none"),
+    args = [sys.executable, "-m", "elmo", "bench", "--data-dir", str(tiny_agnews), "--models-dir", str(tmp_path / "none"),
             "--out", str(out), "--repeats", "1", "--lm-batches", "1", "--naive-batches", "1",
             "--classifier-batches", "1", "--embed-sentences", "40", "--single-sentences", "4",
             "--memory-docs", "120", "240", "--threads", "1"]

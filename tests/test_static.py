@@ -9,13 +9,14 @@ import pytest
 import torch
 from conftest import TOPIC_WORDS, make_rows
 
-from elmo.bilm import BiLM, BiLMConfig
-from elmo.classifier import ClassifierConfig, StaticEmbeddingClassifier
-from elmo.data import EncodedCorpus, tokenize
+from elmo.data.corpus import EncodedCorpus
+from elmo.data.text import tokenize
+from elmo.data.vocab import Vocabulary
 from elmo.errors import ElmoError
-from elmo.pretrain import PretrainConfig, init_embeddings
-from elmo.static import cooccurrence_matrix, ppmi, svd_vectors, word2vec_vectors
-from elmo.vocab import Vocabulary
+from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.classifier import ClassifierConfig, StaticEmbeddingClassifier
+from elmo.model.static import cooccurrence_matrix, ppmi, svd_vectors, word2vec_vectors
+from elmo.pipelines.pretraining import PretrainConfig, init_embeddings
 
 
 def brute_force_counts(docs: list[list[int]], vocab_size: int, window: int) -> np.ndarray:
@@ -135,13 +136,13 @@ def test_init_embeddings_copies_word2vec_into_both_language_models(toy):
 
 
 def test_token_embedding_init_copies_vectors_into_x_k_only():
-    from pathlib import Path
 
-    from elmo.classify import Run
+    from elmo.pipelines.task import TaskData
 
     token_vectors = np.random.default_rng(0).standard_normal((12, 3)).astype(np.float32)
     token_vectors[[0, 2]] = 0.0  # <pad> and a word Word2Vec never saw
-    run = Run(torch.device("cpu"), print, Path("."), Path("."), Path("."), None, None, {}, {}, token_vectors)
+    session = type("Session", (), {"device": torch.device("cpu")})()
+    run = TaskData(session, None, None, {}, {}, token_vectors)
     torch.manual_seed(0)
     model = StaticEmbeddingClassifier(torch.randn(12, 5), ClassifierConfig(setting="svd", encoder_hidden=4,
                                                                            token_embedding_dim=3))

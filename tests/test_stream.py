@@ -11,10 +11,10 @@ import pytest
 from conftest import make_rows
 from test_pipeline import run
 
-from elmo.data import tokenize
+from elmo.data.stream import StreamedCorpus, TextSource
+from elmo.data.text import tokenize
+from elmo.data.vocab import Vocabulary
 from elmo.errors import ElmoError
-from elmo.stream import StreamedCorpus, TextSource
-from elmo.vocab import Vocabulary
 
 
 def write_text(path: Path, lines: list[str], newline: str = "\n", bom: bool = False) -> Path:

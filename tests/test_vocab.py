@@ -7,8 +7,8 @@ import pickle
 
 import pytest
 
+from elmo.data.vocab import SPECIALS, UNK_ID, Vocabulary
 from elmo.errors import ElmoError
-from elmo.vocab import SPECIALS, UNK_ID, Vocabulary
 
 DOCS = [["b", "a", "b"], ["c", "b", "a"], ["d"]]
 

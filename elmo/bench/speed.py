@@ -1,0 +1,508 @@
+"""Speed and memory benchmark (``python -m elmo bench``): prints a table and writes ``results/bench.json``.
+
+Everything is measured on the device present (``--device``), at the pipeline's default sizes, on
+real AG News batches, through the same code the scripts run (:func:`elmo.training.trainer.fit` for training):
+
+* **biLM training** tokens/s per direction (predicted words, as ``lm.json``): ours as shipped
+  (length-bucketed batches under a token budget, adaptive softmax, mixed precision where the
+  hardware has it, fused Adam) against a **naive reference** measured in the same run, the way course
+  implementations train (:class:`NaiveLM`: one ``nn.LSTM``, full softmax over the vocabulary at every
+  position, every batch padded to the longest sentence of the corpus, fp32), and the ratio.
+* **Achieved GFLOP/s** of the LM training step (LSTM and softmax matrix products counted, forward +
+  backward = 3 × forward) against a **measured matmul peak** of the same precision on this machine.
+* **ELMoEmbedder** sentences/s and tokens/s, batches of 64 and one sentence at a time.
+* **Classifier training** documents/s per layer-mix setting, with the biLM layer cache
+  (:mod:`elmo.inference.layer_cache`, the default) and without it; the cache's fill rate and size per token.
+* **Peak resident memory** of each section (each runs in a fresh process) and of ``ELMO.py`` /
+  ``classification.py`` runs at two corpus sizes, extrapolated linearly to the full train file.
+* **Projected wall time** of the whole pipeline (both scripts, all three settings, default epochs)
+  for the official 120,000-row train file, from the measured rates, component by component.
+
+Every figure is the median of ``--repeats`` measurements after a warm-up. This is a benchmark that
+prints numbers, not a timed test.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..artifacts import environment_info, write_json
+from ..data.agnews import Corpus, load_agnews
+from ..data.corpus import EncodedCorpus, encode_corpus
+from ..data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabulary
+from ..errors import ElmoError
+from ..inference.embedder import ELMoEmbedder
+from ..inference.layer_cache import compute_layers
+from ..inference.prediction import predict
+from ..model.bilm import IGNORE_INDEX, BiLM, BiLMConfig, LanguageModel, length_mask
+from ..model.classifier import ElmoClassifier
+from ..model.mix import MIX_SETTINGS
+from ..model.serialization import load_bilm
+from ..model.static import word2vec_vectors
+from ..pipelines.classification import ClassifyConfig
+from ..pipelines.common import option
+from ..pipelines.pretraining import PretrainConfig, prepare_data
+from ..pipelines.task import classifier_loss
+from ..runtime.device import (
+    cap_kernel_caches,
+    configure_threads,
+    precision_name,
+    resolve_device,
+    resolve_precision,
+    set_seed,
+)
+from ..training.evaluation import evaluate_words, perplexity
+from ..training.trainer import Objective, Progress, TrainConfig, fit
+from .children import in_child, peak_rss_mb, run_script
+
+
+@dataclass
+class BenchConfig:
+    """Flags of ``python -m elmo bench``."""
+
+    data_dir: str = option("data/ag_news", "folder holding train.csv and test.csv")
+    models_dir: str = option("models", "bilstm.pt to embed / classify with (a randomly initialised biLM of the "
+                             "default sizes when absent: speed does not depend on the weights)")
+    out: str = option("results/bench.json", "where the JSON is written")
+    device: str = option("auto", "auto, cpu or cuda")
+    precision: str = option("auto", "mixed precision of 'ours' (the naive reference is always fp32)")
+    threads: int | None = option(None, "CPU threads (default: all cores)")
+    seed: int = option(0, "random seed")
+    repeats: int = option(3, "measurements per figure; the median is reported")
+    lm_batches: int = option(40, "LM training batches per measurement")
+    naive_batches: int = option(3, "naive-reference batches per measurement")
+    classifier_batches: int = option(30, "classifier training batches per measurement")
+    embed_sentences: int = option(2000, "sentences per batched-embedding measurement")
+    single_sentences: int = option(200, "sentences per one-at-a-time measurement")
+    memory_docs: tuple[int, ...] = option((12000, 36000), "training rows of the ELMO.py / classification.py runs "
+                                          "whose peak memory is extrapolated; both large enough that oneDNN's "
+                                          "shape caches are full (empty: skip those runs)")
+    target_rows: int = option(120000, "train rows of the file the pipeline time and memory are projected for")
+
+    def check(self) -> None:
+        for name in ("repeats", "lm_batches", "naive_batches", "classifier_batches", "embed_sentences",
+                     "single_sentences", "target_rows"):
+            if getattr(self, name) < 1:
+                raise ElmoError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.memory_docs and (len(self.memory_docs) != 2 or min(self.memory_docs) < 100
+                                 or self.memory_docs[0] >= self.memory_docs[1]):
+            raise ElmoError(f"--memory-docs needs two increasing sizes >= 100, got {self.memory_docs}")
+
+
+# ------------------------------------------------------------------------------------------
+# The naive reference
+# ------------------------------------------------------------------------------------------
+
+
+class NaiveLM(nn.Module):
+    """How course implementations train an LM, kept only as the benchmark's baseline.
+
+    One multi-layer ``nn.LSTM``, ``nn.Dropout``, and a full softmax: a ``Linear(H, V)`` and
+    cross-entropy over the whole vocabulary at every position, padding included (masked from the
+    loss). Same sizes as :class:`~elmo.model.bilm.LanguageModel` (forward direction).
+
+    Args:
+        config: :class:`~elmo.model.bilm.BiLMConfig` (word token encoder, no projection).
+    """
+
+    def __init__(self, config: BiLMConfig):
+        super().__init__()
+        self.embedding = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=PAD_ID)
+        self.lstm = nn.LSTM(config.embedding_dim, config.hidden_size, config.num_layers, batch_first=True,
+                            dropout=config.dropout)
+        self.dropout = nn.Dropout(config.dropout)
+        self.out = nn.Linear(config.hidden_size, config.vocab_size)
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """``(mean NLL per predicted word, number of predicted words)`` for ``ids (B, T)``, ``lengths (B,)``."""
+        batch = ids.shape[0]
+        inputs = torch.cat([ids.new_full((batch, 1), BOS_ID), ids], dim=1)
+        targets = torch.cat([ids, ids.new_full((batch, 1), PAD_ID)], dim=1)
+        targets.scatter_(1, lengths.unsqueeze(1), EOS_ID)
+        targets = targets.masked_fill(~length_mask(lengths + 1, targets.shape[1]), IGNORE_INDEX)
+        h, _ = self.lstm(self.dropout(self.embedding(inputs)))
+        logits = self.out(self.dropout(h))
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX)
+        return loss, int((targets != IGNORE_INDEX).sum())
+
+
+# ------------------------------------------------------------------------------------------
+# FLOP counts (matrix products only; forward + backward = 3 x forward)
+# ------------------------------------------------------------------------------------------
+
+
+def lstm_flops(config: BiLMConfig, positions: int) -> float:
+    """Training FLOPs of the LSTM stack over ``positions`` (B × S, padding included: the kernel runs on it)."""
+    sizes = [config.embedding_dim] + [config.output_size] * config.num_layers
+    h, p = config.hidden_size, config.proj_size or config.hidden_size
+    per_position = sum(2 * 4 * h * (i + p) + (2 * h * p if config.proj_size else 0) for i in sizes[:-1])
+    return 3.0 * per_position * positions
+
+
+def adaptive_softmax_flops(config: BiLMConfig, targets: np.ndarray) -> float:
+    """Training FLOPs of the adaptive softmax for these target ids: the head (shortlist + one logit
+    per cluster) for every target, a cluster's two projections only for targets in that cluster."""
+    d, cutoffs = config.output_size, config.softmax_cutoffs() + [config.vocab_size]
+    flops = 2.0 * d * (cutoffs[0] + len(cutoffs) - 1) * len(targets)
+    for i in range(1, len(cutoffs)):
+        width = int(d // config.div_value ** i)
+        count = int(((targets >= cutoffs[i - 1]) & (targets < cutoffs[i])).sum())
+        flops += 2.0 * (d * width + width * (cutoffs[i] - cutoffs[i - 1])) * count
+    return 3.0 * flops
+
+
+def matmul_peak(device: torch.device, dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:
+    """Measured GFLOP/s of an ``n × n`` matrix product in ``dtype`` (median of ``repeats`` after warm-up)."""
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    times = []
+    for i in range(repeats + 2):
+        _sync(device)
+        start = time.perf_counter()
+        a @ b
+        _sync(device)
+        if i >= 2:
+            times.append(time.perf_counter() - start)
+    return 2 * n ** 3 / statistics.median(times) / 1e9
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+# ------------------------------------------------------------------------------------------
+# Sections (each runs in its own process so that its peak RSS is its own)
+# ------------------------------------------------------------------------------------------
+
+
+def _setup(cfg: BenchConfig) -> tuple[torch.device, torch.dtype | None]:
+    set_seed(cfg.seed)
+    configure_threads(cfg.threads)
+    device = resolve_device(cfg.device)
+    return device, resolve_precision(cfg.precision, device)
+
+
+def _train_rate(model: nn.Module, batches: list[np.ndarray], corpus: EncodedCorpus, loss_fn: Callable,
+                device: torch.device, amp_dtype: torch.dtype | None, lr: float,
+                transform: Callable[[dict], dict] = lambda b: b) -> tuple[float, float]:
+    """``(units/s, seconds)`` of one pass of :func:`elmo.training.trainer.fit` over ``batches`` (collated inside
+    the timed loop, as in training)."""
+    objective = Objective(batches=lambda epoch: (transform(corpus.collate(i)) for i in batches), loss_fn=loss_fn,
+                          validate=lambda: {"none": 0.0}, monitor="none", maximize=False)
+    fitted = fit(model, objective, TrainConfig(epochs=1, lr=lr), device, amp_dtype, progress=Progress(quiet=True))
+    row = fitted.history[0]
+    return row["units_per_second"], row["seconds"]
+
+
+def _median_runs(cfg: BenchConfig, batches: list[np.ndarray], per_run: int, measure: Callable) -> list[Any]:
+    """Warm up on one slice of ``batches``, then call ``measure(slice)`` on ``cfg.repeats`` further slices."""
+    need = per_run * (cfg.repeats + 1)
+    if len(batches) < need:
+        raise ElmoError(f"the benchmark needs {need} batches, the corpus gives {len(batches)}: lower the batch counts")
+    measure(batches[:per_run])
+    return [measure(batches[per_run * (r + 1): per_run * (r + 2)]) for r in range(cfg.repeats)]
+
+
+def section_machine(cfg: BenchConfig) -> dict[str, Any]:
+    """Device, threads, precision and measured matmul peaks."""
+    device, amp_dtype = _setup(cfg)
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16} | ({"fp16": torch.float16} if device.type == "cuda" else {})
+    out = {"device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
+           else platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+           "cpu_count": os.cpu_count(), "precision": precision_name(amp_dtype), "torch": torch.__version__,
+           "matmul_peak_gflops": {name: matmul_peak(device, dt) for name, dt in dtypes.items()}}
+    out["peak_rss_mb"] = peak_rss_mb()
+    return out
+
+
+def section_lm(cfg: BenchConfig) -> dict[str, Any]:
+    """biLM training throughput, ours vs the naive reference, achieved GFLOP/s; evaluation rates."""
+    cap_kernel_caches(32)  # as ELMO.py
+    device, amp_dtype = _setup(cfg)
+    started = time.perf_counter()
+    pre = PretrainConfig(data_dir=cfg.data_dir, seed=cfg.seed)
+    _, vocab, data = prepare_data(pre)
+    load_seconds = time.perf_counter() - started
+    corpus, bilm_config = data["train"], pre.bilm_config(len(vocab))
+    batches = corpus.batches(pre.batch_size, pre.max_tokens, shuffle=True, seed=cfg.seed)
+
+    def flops_ours(index: Sequence[np.ndarray]) -> float:
+        total = 0.0
+        for i in index:
+            lengths = corpus.lengths[i]
+            targets = np.concatenate([np.concatenate([corpus.ids[corpus.offsets[j]:corpus.offsets[j] + corpus.lengths[j]]
+                                                      for j in i]), np.full(len(i), EOS_ID)])
+            total += lstm_flops(bilm_config, len(i) * (int(lengths.max()) + 1)) + adaptive_softmax_flops(bilm_config, targets)
+        return total
+
+    lm = LanguageModel(bilm_config, "forward").to(device)
+
+    def ours(index):
+        rate, seconds = _train_rate(lm, index, corpus, lambda m, b: m(b["ids"], b["lengths"]), device, amp_dtype, pre.lr)
+        return rate, flops_ours(index) / seconds / 1e9
+
+    runs = _median_runs(cfg, batches, cfg.lm_batches, ours)
+    ours_rss = peak_rss_mb()  # before the naive reference, whose (B, T, V) logits need far more
+    longest = int(corpus.lengths.max())
+    naive = NaiveLM(bilm_config).to(device)
+    naive_batches = corpus.batches(pre.batch_size, shuffle=True, seed=cfg.seed)  # document count only: no budget
+
+    def pad_to_longest(batch: dict) -> dict:
+        return {**batch, "ids": F.pad(batch["ids"], (0, longest - batch["ids"].shape[1]))}
+
+    def reference(index):
+        rate, seconds = _train_rate(naive, index, corpus, lambda m, b: m(b["ids"], b["lengths"]), device, None, pre.lr,
+                                    transform=pad_to_longest)
+        positions = sum(len(i) for i in index) * (longest + 1)
+        flops = lstm_flops(bilm_config, positions) + 3.0 * 2 * bilm_config.hidden_size * bilm_config.vocab_size * positions
+        return rate, flops / seconds / 1e9
+
+    naive_runs = _median_runs(cfg, naive_batches, cfg.naive_batches, reference)
+    ours_rate, naive_rate = statistics.median(r for r, _ in runs), statistics.median(r for r, _ in naive_runs)
+
+    lm.eval()
+    val = data["val"]
+    ppl_rates, eval_rates = [], []
+    words = val.num_tokens + len(val)
+    for _ in range(cfg.repeats):
+        start = time.perf_counter()
+        perplexity(lm, val, device)
+        ppl_rates.append(words / (time.perf_counter() - start))
+        start = time.perf_counter()
+        evaluate_words(lm, val, device)
+        eval_rates.append(words / (time.perf_counter() - start))
+    return {
+        "vocab_size": len(vocab), "train_documents": len(corpus), "train_tokens": corpus.num_tokens,
+        "val_documents": len(val), "test_documents": len(data["test"]),
+        "longest_document": longest, "batch_size": pre.batch_size, "max_tokens": pre.max_tokens,
+        "padding_share": {"ours": 1 - corpus.num_tokens / sum(len(i) * int(corpus.lengths[i].max()) for i in batches),
+                          "naive": 1 - corpus.num_tokens / (len(corpus) * longest)},
+        "tokens_per_second": {"ours": ours_rate, "naive": naive_rate, "ratio": ours_rate / naive_rate,
+                              "ours_runs": [r for r, _ in runs], "naive_runs": [r for r, _ in naive_runs]},
+        "gflops": {"ours": statistics.median(g for _, g in runs), "naive": statistics.median(g for _, g in naive_runs)},
+        "eval_words_per_second": {"perplexity": statistics.median(ppl_rates), "full_softmax": statistics.median(eval_rates)},
+        "load_seconds_per_row": load_seconds / (len(corpus) + len(val) + len(data["test"])),
+        "precision": precision_name(amp_dtype), "peak_rss_mb": ours_rss, "peak_rss_mb_with_naive": peak_rss_mb(),
+    }
+
+
+def _bilm(cfg: BenchConfig, train: Corpus) -> tuple[BiLM, Vocabulary, str]:
+    path = Path(cfg.models_dir) / "bilstm.pt"
+    if path.is_file():
+        bilm, vocab, _ = load_bilm(path)
+        return bilm, vocab, str(path)
+    pre = PretrainConfig()
+    vocab = Vocabulary.build(train.tokens, pre.min_freq, pre.max_vocab)
+    return BiLM(pre.bilm_config(len(vocab))).eval(), vocab, "random initialisation, default sizes"
+
+
+def section_embedding(cfg: BenchConfig) -> dict[str, Any]:
+    """ELMoEmbedder sentences/s and tokens/s, batched (64) and one sentence at a time."""
+    device, _ = _setup(cfg)
+    train, _, test = load_agnews(cfg.data_dir, 0.05, cfg.seed)
+    bilm, vocab, source = _bilm(cfg, train)
+    embedder = ELMoEmbedder(bilm, vocab, device, precision=cfg.precision)
+    sentences = [s for s in test.tokens if s][: cfg.embed_sentences]
+    single = sentences[: cfg.single_sentences]
+
+    def rate(run: Callable[[], Any], items: list[list[str]]) -> tuple[float, float]:
+        start = time.perf_counter()
+        run()
+        seconds = time.perf_counter() - start
+        return len(items) / seconds, sum(map(len, items)) / seconds
+
+    batched = [rate(lambda: sum(1 for _ in embedder.embed_sentences(sentences, batch_size=64)), sentences)
+               for _ in range(cfg.repeats + 1)][1:]
+    one = [rate(lambda: [embedder.embed_sentence(s) for s in single], single) for _ in range(cfg.repeats + 1)][1:]
+    return {"bilm": source, "sentences": len(sentences), "mean_tokens": float(np.mean([len(s) for s in sentences])),
+            "batch_64": {"sentences_per_second": statistics.median(r for r, _ in batched),
+                         "tokens_per_second": statistics.median(t for _, t in batched)},
+            "single": {"sentences_per_second": statistics.median(r for r, _ in one),
+                       "seconds_per_sentence": 1 / statistics.median(r for r, _ in one)},
+            "precision": precision_name(embedder.amp_dtype), "peak_rss_mb": peak_rss_mb()}
+
+
+def section_classifier(cfg: BenchConfig) -> dict[str, Any]:
+    """Classifier training documents/s per setting, with and without the biLM layer cache; cache fill
+    rate and size; prediction documents/s."""
+    cap_kernel_caches(256)  # as classification.py
+    device, amp_dtype = _setup(cfg)
+    clf = ClassifyConfig(data_dir=cfg.data_dir, seed=cfg.seed)
+    train, _, _ = load_agnews(cfg.data_dir, clf.val_fraction, cfg.seed)
+    bilm, vocab, source = _bilm(cfg, train)
+    bilm.to(device)
+    per_run = cfg.classifier_batches
+    docs = train.subset(np.arange(min(len(train), 100 * per_run * (cfg.repeats + 1))))
+    plain, cached = (encode_corpus(docs.tokens, vocab, docs.labels, clf.max_length, bilm.config.chars_per_token)
+                      for _ in range(2))
+    start = time.perf_counter()
+    layers = compute_layers(bilm, cached, device, amp_dtype)
+    fill_seconds = time.perf_counter() - start
+    cached.attach_layers(layers)
+    batches = plain.batches(clf.batch_size, clf.max_tokens, shuffle=True, seed=cfg.seed)
+    out: dict[str, Any] = {"bilm": source, "documents": len(docs), "mean_tokens": float(plain.lengths.mean()),
+                           "cache": {"tokens_per_second": cached.num_tokens / fill_seconds,
+                                     "bytes_per_token": layers[0].numel() * layers.element_size()},
+                           "train_docs_per_second": {}, "predict_docs_per_second": {}}
+    for setting in MIX_SETTINGS:
+        out["train_docs_per_second"][setting] = {}
+        for name, corpus in (("cached", cached), ("uncached", plain)):
+            set_seed(cfg.seed)
+            model = ElmoClassifier(bilm, clf.classifier_config(setting)).to(device)
+            runs = _median_runs(cfg, batches, per_run,
+                                lambda index, model=model, corpus=corpus: _train_rate(model, index, corpus, classifier_loss, device, amp_dtype, clf.lr)[0])
+            out["train_docs_per_second"][setting][name] = statistics.median(runs)
+        start = time.perf_counter()
+        predict(model, cached, device, amp_dtype)
+        out["predict_docs_per_second"][setting] = len(cached) / (time.perf_counter() - start)
+    out["precision"], out["peak_rss_mb"] = precision_name(amp_dtype), peak_rss_mb()
+    return out
+
+
+def section_word2vec(cfg: BenchConfig) -> dict[str, Any]:
+    """Seconds per training token of the Word2Vec initialisation (``--init-embeddings word2vec``)."""
+    _setup(cfg)
+    pre = PretrainConfig()
+    train, _, _ = load_agnews(cfg.data_dir, pre.val_fraction, cfg.seed, max_docs=5000)
+    vocab = Vocabulary.build(train.tokens, pre.min_freq, pre.max_vocab)
+    _, info = word2vec_vectors(train.tokens, vocab, dim=pre.embedding_dim, seed=cfg.seed)
+    tokens = sum(map(len, train.tokens))
+    return {"tokens": tokens, "seconds": info["seconds"], "seconds_per_token": info["seconds"] / tokens,
+            "peak_rss_mb": peak_rss_mb()}
+
+
+# ------------------------------------------------------------------------------------------
+# Whole-script runs at two sizes (peak memory), and the 120k projection
+# ------------------------------------------------------------------------------------------
+
+
+def section_scripts(cfg: BenchConfig, threads: int) -> dict[str, Any]:
+    """Peak RSS of ``ELMO.py`` (1 epoch) and ``classification.py`` (1 setting, 1 epoch, layer cache on)
+    at the two ``--memory-docs`` sizes, and the straight line through them extrapolated to the train
+    split of ``--target-rows`` rows (epochs and settings add time, not memory)."""
+    out: dict[str, Any] = {"documents": list(cfg.memory_docs), "runs": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        common = ["--data-dir", cfg.data_dir, "--seed", str(cfg.seed), "--threads", str(threads), "--quiet",
+                  "--epochs", "1", "--device", cfg.device, "--precision", cfg.precision]
+        for docs in cfg.memory_docs:
+            dirs = [f"--{k}-dir" for k in ("models", "results", "images")]
+            where = [x for d in dirs for x in (d, str(Path(tmp) / d[2:-4] / str(docs)))]
+            args = common + ["--max-docs", str(docs)] + where
+            out["runs"][docs] = {
+                "ELMO.py": run_script(["-m", "elmo", "pretrain", *args]),
+                "classification.py": run_script(["-m", "elmo", "classify", *args, "--settings",
+                                                   "trainable_lambda", "--cache-layers", "on"]),
+            }
+    small, large = cfg.memory_docs
+    target_docs = cfg.target_rows * (1 - PretrainConfig().val_fraction)
+    out["projected_peak_rss_mb"] = {}
+    for script in ("ELMO.py", "classification.py"):
+        (_, a), (_, b) = out["runs"][small][script], out["runs"][large][script]
+        slope = (b - a) / ((large - small) * (1 - PretrainConfig().val_fraction))
+        out["projected_peak_rss_mb"][script] = b + slope * (target_docs - large * (1 - PretrainConfig().val_fraction))
+    return out
+
+
+def project_pipeline(results: dict[str, Any], train_docs: float, val_docs: float, test_docs: float,
+                     tokens_per_doc: float) -> dict[str, float]:
+    """Wall seconds of ``ELMO.py`` + ``classification.py`` (defaults: both LM directions, every epoch,
+    all three settings, no early stop) for a corpus of these sizes, from the measured rates."""
+    pre, clf = PretrainConfig(), ClassifyConfig()
+    lm, c, w2v = results["lm"], results["classifier"], results["word2vec"]
+    words = lambda docs: docs * (tokens_per_doc + 1)  # noqa: E731  (predicted words incl. the end marker)
+    rows = train_docs + val_docs + test_docs
+    parts = {
+        "read_and_tokenise": 2 * rows * lm["load_seconds_per_row"],  # both scripts read the data
+        "word2vec_init": w2v["seconds_per_token"] * train_docs * tokens_per_doc,
+        "lm_training": 2 * pre.epochs * words(train_docs) / lm["tokens_per_second"]["ours"],
+        "lm_validation": 2 * pre.epochs * words(val_docs) / lm["eval_words_per_second"]["perplexity"],
+        "lm_final_evaluation": 2 * words(val_docs + test_docs) / lm["eval_words_per_second"]["full_softmax"],
+        "layer_cache": rows * tokens_per_doc / c["cache"]["tokens_per_second"],
+        "classifier_training": sum(clf.epochs * train_docs / c["train_docs_per_second"][s]["cached"]
+                                   for s in MIX_SETTINGS),
+        "classifier_prediction": sum((clf.epochs * val_docs + train_docs + val_docs + test_docs)
+                                     / c["predict_docs_per_second"][s] for s in MIX_SETTINGS),
+    }
+    parts["total"] = sum(parts.values())
+    return parts
+
+
+def bench(cfg: BenchConfig) -> dict[str, Any]:
+    """Run every section, print the table, write ``cfg.out``; returns the JSON content."""
+    threads = configure_threads(cfg.threads)
+    cfg = replace(cfg, threads=threads)
+    started = time.perf_counter()
+    results: dict[str, Any] = {"config": asdict(cfg), "meta": environment_info(cfg.seed)}
+    for name, section in (("machine", section_machine), ("lm", section_lm), ("embedding", section_embedding),
+                          ("classifier", section_classifier), ("word2vec", section_word2vec)):
+        print(f"[bench] {name} ...", file=sys.stderr, flush=True)
+        results[name] = in_child(section, cfg)
+    if cfg.memory_docs:
+        print("[bench] ELMO.py / classification.py memory runs ...", file=sys.stderr, flush=True)
+        results["scripts"] = section_scripts(cfg, threads)
+    lm = results["lm"]
+    tokens_per_doc = lm["train_tokens"] / lm["train_documents"]
+    val_fraction, test_docs = PretrainConfig().val_fraction, lm["test_documents"]  # the official test file
+    results["projection"] = {
+        "target_rows": cfg.target_rows, "tokens_per_document": tokens_per_doc,
+        "this_corpus_seconds": project_pipeline(results, lm["train_documents"], lm["val_documents"], test_docs,
+                                                tokens_per_doc),
+        "target_seconds": project_pipeline(results, cfg.target_rows * (1 - val_fraction), cfg.target_rows * val_fraction,
+                                           test_docs, tokens_per_doc),
+    }
+    mm = results["machine"]["matmul_peak_gflops"]
+    peak = mm.get(lm["precision"], mm["fp32"])
+    results["lm"]["peak_fraction"] = {"ours": lm["gflops"]["ours"] / peak, "naive": lm["gflops"]["naive"] / mm["fp32"]}
+    results["seconds"] = time.perf_counter() - started
+    write_json(cfg.out, results)
+    print(format_bench(results))
+    return results
+
+
+def format_bench(r: dict[str, Any]) -> str:
+    """The benchmark as a plain-text table (also what README's "Performance" section shows)."""
+    m, lm, e, c, p = r["machine"], r["lm"], r["embedding"], r["classifier"], r["projection"]
+    mm = m["matmul_peak_gflops"]
+    lines = [f"device {m['device']} ({m['device_name']}), {m['threads']} threads, precision {m['precision']}, "
+             f"torch {m['torch']}",
+             "matmul peak: " + ", ".join(f"{k} {v:,.0f} GFLOP/s" for k, v in mm.items()),
+             "",
+             f"{'measurement':<52}{'value':>14}  peak RSS",
+             f"{'biLM training, ours (tokens/s per direction)':<52}{lm['tokens_per_second']['ours']:>14,.0f}"
+             f"  {lm['peak_rss_mb']:,.0f} MB",
+             f"{'biLM training, naive reference (tokens/s)':<52}{lm['tokens_per_second']['naive']:>14,.0f}",
+             f"{'  speed-up ours / naive':<52}{lm['tokens_per_second']['ratio']:>13.1f}x",
+             f"{'  achieved GFLOP/s, ours (share of ' + lm['precision'] + ' peak)':<52}{lm['gflops']['ours']:>14,.1f}"
+             f"  ({lm['peak_fraction']['ours']:.0%})",
+             f"{'  achieved GFLOP/s, naive (share of fp32 peak)':<52}{lm['gflops']['naive']:>14,.1f}"
+             f"  ({lm['peak_fraction']['naive']:.0%})",
+             f"{'ELMoEmbedder, batch 64 (sentences/s)':<52}{e['batch_64']['sentences_per_second']:>14,.0f}"
+             f"  {e['peak_rss_mb']:,.0f} MB",
+             f"{'ELMoEmbedder, batch 64 (tokens/s)':<52}{e['batch_64']['tokens_per_second']:>14,.0f}",
+             f"{'ELMoEmbedder, one sentence at a time (sentences/s)':<52}{e['single']['sentences_per_second']:>14,.0f}",
+             f"{'biLM layer cache fill (tokens/s)':<52}{c['cache']['tokens_per_second']:>14,.0f}"
+             f"  {c['peak_rss_mb']:,.0f} MB"]
+    for s, v in c["train_docs_per_second"].items():
+        lines.append(f"{'classifier training, ' + s + ' (docs/s)':<52}{v['cached']:>14,.0f}"
+                     f"  uncached {v['uncached']:,.0f}")
+    if "scripts" in r:
+        for script, mb in r["scripts"]["projected_peak_rss_mb"].items():
+            lines.append(f"{script + ' peak RSS projected for ' + format(p['target_rows'], ',') + ' rows (MB)':<52}"
+                         f"{mb:>14,.0f}")
+    lines += ["", f"projected pipeline wall time (minutes){'':<14}{'this corpus':>14}{format(p['target_rows'], ',') + ' rows':>14}"]
+    for part, seconds in p["target_seconds"].items():
+        lines.append(f"  {part:<50}{p['this_corpus_seconds'][part] / 60:>14.1f}{seconds / 60:>14.1f}")
+    return "\n".join(lines)

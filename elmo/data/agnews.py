@@ -1,0 +1,289 @@
+"""AG News reading, text cleaning, tokenisation and length-bucketed batching.
+
+AG News (Zhang et al. 2015, "Character-level Convolutional Networks for Text Classification") ships
+as CSV. Two layouts are accepted, detected from the first row (never guessed):
+
+* the original ``ag_news_csv`` layout: no header, three quoted columns ``class, title, description``;
+* the course layout: a header row naming the columns, with at least ``Class Index`` and
+  ``Description`` (e.g. ``Class Index,Description`` or ``Class Index,Title,Description``).
+
+The text used everywhere is the Description column; the label is the class index 1-4, stored
+0-based. When ``train.csv`` / ``test.csv`` are missing, :func:`load_agnews` downloads the official
+files (md5-verified, :func:`fetch`; also ``python -m elmo fetch``) unless told not to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from ..artifacts import atomic_write
+from ..errors import ElmoError
+from .text import tokenize
+
+CLASS_NAMES = ("World", "Sports", "Business", "Sci/Tech")
+NUM_CLASSES = len(CLASS_NAMES)
+
+#: Official files, the public URL torchtext downloads them from, and torchtext's published md5s.
+SOURCE_URL = "https://raw.githubusercontent.com/mhjabreel/CharCnn_Keras/master/data/ag_news_csv/"
+OFFICIAL_MD5 = {
+    "train.csv": "b1a00f826fdfbd249f79597b59e1dc12",
+    "test.csv": "d52ea96a97a2d943681189a97654912d",
+}
+
+
+
+@dataclass
+class Corpus:
+    """Labelled documents read from one CSV file.
+
+    Attributes:
+        texts: the raw Description fields, one per row.
+        tokens: ``tokenize(text)`` for each row (never empty).
+        labels: int64 array of shape ``(N,)`` with 0-based classes in ``[0, 4)``.
+        path: the file they came from (for messages).
+    """
+
+    texts: list[str]
+    tokens: list[list[str]]
+    labels: np.ndarray
+    path: str = ""
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def subset(self, index: Sequence[int] | np.ndarray) -> "Corpus":
+        """The rows at ``index``, in that order."""
+        index = np.asarray(index, dtype=np.int64)
+        return Corpus([self.texts[i] for i in index], [self.tokens[i] for i in index], self.labels[index], self.path)
+
+
+def _is_header(row: Sequence[str]) -> bool:
+    return any(cell.strip().lower() == "class index" for cell in row)
+
+
+def read_agnews(path: str | os.PathLike, skip_bad_rows: bool = False, max_rows: int | None = None) -> Corpus:
+    """Read an AG News CSV file in either layout (see the module docstring).
+
+    Args:
+        path: the CSV file. UTF-8, with or without a BOM; LF or CRLF line endings.
+        skip_bad_rows: skip rows with a bad label or an empty description (and say how many on
+            stderr) instead of raising.
+        max_rows: read only the first ``max_rows`` data rows (``None`` = all).
+
+    Returns:
+        A :class:`Corpus` with the raw Description texts and 0-based labels.
+
+    Raises:
+        ElmoError: the file is missing, empty, not UTF-8 or not CSV; the columns fit neither layout;
+            or (unless ``skip_bad_rows``) a row has a label outside 1-4 or an empty description.
+            The message names the file and the line numbers.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ElmoError(f"{path}: file not found")
+    if max_rows is not None and max_rows <= 0:
+        raise ElmoError(f"max_rows must be positive, got {max_rows}")
+    try:
+        frame = pd.read_csv(
+            path, header=None, dtype=str, keep_default_na=False, na_filter=False,
+            encoding="utf-8-sig", skip_blank_lines=True, nrows=None if max_rows is None else max_rows + 1,
+        )
+    except pd.errors.EmptyDataError:
+        raise ElmoError(f"{path}: the file is empty") from None
+    except pd.errors.ParserError as exc:
+        raise ElmoError(f"{path}: malformed CSV ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ElmoError(f"{path}: not valid UTF-8 (bad byte at offset {exc.start})") from None
+
+    first_line = 1
+    if _is_header(frame.iloc[0].tolist()):
+        names = [c.strip().lower() for c in frame.iloc[0].tolist()]
+        if "description" not in names:
+            raise ElmoError(f"{path}: header {frame.iloc[0].tolist()} has 'Class Index' but no 'Description' column")
+        label_col, text_col = names.index("class index"), names.index("description")
+        frame, first_line = frame.iloc[1:], 2
+    elif frame.shape[1] == 3:
+        label_col, text_col = 0, 2
+    else:
+        raise ElmoError(
+            f"{path}: {frame.shape[1]} columns and no header; expected the original AG News layout "
+            "(no header; class, title, description) or a header with 'Class Index' and 'Description'"
+        )
+    if max_rows is not None:
+        frame = frame.iloc[:max_rows]
+    if len(frame) == 0:
+        raise ElmoError(f"{path}: no data rows")
+
+    raw_labels = frame.iloc[:, label_col].str.strip()
+    texts = frame.iloc[:, text_col].tolist()
+    line_numbers = np.arange(first_line, first_line + len(frame))
+    bad_label = ~raw_labels.isin(["1", "2", "3", "4"]).to_numpy()
+    tokens = [tokenize(t) for t in texts]
+    empty = np.array([not t for t in tokens], dtype=bool)
+    problems = []
+    for mask, what in ((bad_label, "a label that is not 1-4"), (empty, "an empty description")):
+        if mask.any():
+            lines = line_numbers[mask]
+            shown = ", ".join(map(str, lines[:5])) + (", ..." if len(lines) > 5 else "")
+            problems.append(f"{int(mask.sum())} row(s) with {what} (line {shown})")
+    if problems:
+        if not skip_bad_rows:
+            raise ElmoError(f"{path}: " + "; ".join(problems) + ". Fix the file or pass --skip-bad-rows.")
+        keep = ~(bad_label | empty)
+        print(f"warning: {path}: skipped " + "; ".join(problems), file=sys.stderr)
+        if not keep.any():
+            raise ElmoError(f"{path}: every row was skipped; nothing left to use")
+        texts = [t for t, k in zip(texts, keep) if k]
+        tokens = [t for t, k in zip(tokens, keep) if k]
+        raw_labels = raw_labels[keep]
+    labels = raw_labels.astype(np.int64).to_numpy() - 1
+    return Corpus(texts=texts, tokens=tokens, labels=labels, path=str(path))
+
+
+def find_split(data_dir: str | os.PathLike, split: str, download: bool = True) -> Path:
+    """Path of ``<data_dir>/<split>.csv``; when it is missing and ``download`` is true, first fetch the
+    official AG News files into ``data_dir`` (:func:`fetch`, saying so on stderr).
+
+    Raises:
+        ElmoError: the file is missing and downloading is off or fails; the message says where to put
+            the files by hand.
+    """
+    path = Path(data_dir) / f"{split}.csv"
+    if path.is_file():
+        return path
+    how = (f"Put the AG News CSV files (train.csv, test.csv; no header; class, title, description) in "
+           f"{Path(data_dir)}/, or download the official ones with: python -m elmo fetch --data-dir {data_dir}")
+    if not download:
+        raise ElmoError(f"{path} not found (and --no-download is set). {how}")
+    print(f"{path} not found: downloading the official AG News files into {Path(data_dir)}/ "
+          "(md5-verified; --no-download turns this off)", file=sys.stderr)
+    try:
+        fetch(data_dir)
+    except ElmoError as exc:
+        raise ElmoError(f"{path} not found and the download failed ({exc}). {how}") from None
+    return path
+
+
+def train_val_split(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Shuffle ``range(n)`` with ``seed`` and cut off a validation part.
+
+    Returns:
+        ``(train_index, val_index)``, int64 arrays; ``val_index`` has ``max(1, round(n*val_fraction))``
+        rows when ``0 < val_fraction < 1``.
+
+    Raises:
+        ElmoError: ``val_fraction`` outside ``(0, 1)`` or too few rows to split.
+    """
+    if not 0.0 < val_fraction < 1.0:
+        raise ElmoError(f"--val-fraction must be in (0, 1), got {val_fraction}")
+    n_val = max(1, int(round(n * val_fraction)))
+    if n - n_val < 1:
+        raise ElmoError(f"need at least 2 training documents to split off validation, got {n}")
+    order = np.random.default_rng(seed).permutation(n)
+    return np.sort(order[n_val:]), np.sort(order[:n_val])
+
+
+def load_agnews(data_dir: str | os.PathLike, val_fraction: float = 0.05, seed: int = 0,
+                max_docs: int | None = None, skip_bad_rows: bool = False,
+                download: bool = True) -> tuple[Corpus, Corpus, Corpus]:
+    """Read ``train.csv`` and ``test.csv`` and split validation off the training rows.
+
+    Args:
+        data_dir: folder holding ``train.csv`` and ``test.csv``.
+        val_fraction: share of the (first ``max_docs``) training rows held out for validation and
+            model selection; the test rows are only ever used for the final report.
+        seed: seeds the split.
+        max_docs: use only the first ``max_docs`` training rows (``None`` = all).
+        skip_bad_rows: see :func:`read_agnews`.
+        download: fetch the official files when they are missing (:func:`find_split`).
+
+    Returns:
+        ``(train, val, test)`` corpora.
+
+    Raises:
+        ElmoError: missing files (with instructions), bad rows, or ``max_docs < 1``.
+    """
+    if max_docs is not None and max_docs < 1:
+        raise ElmoError(f"--max-docs must be a positive number of documents, got {max_docs}")
+    full = read_agnews(find_split(data_dir, "train", download), skip_bad_rows=skip_bad_rows, max_rows=max_docs)
+    test = read_agnews(find_split(data_dir, "test", download), skip_bad_rows=skip_bad_rows)
+    train_index, val_index = train_val_split(len(full), val_fraction, seed)
+    return full.subset(train_index), full.subset(val_index), test
+
+
+def md5sum(path: str | os.PathLike) -> str:
+    """Hex md5 of a file, read in 1 MiB blocks."""
+    digest = hashlib.md5()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _download(url: str, handle, expected_md5: str, quiet: bool, timeout: float) -> None:
+    """Stream ``url`` into ``handle`` with a tqdm progress bar (bytes) and check its md5.
+
+    Raises:
+        ElmoError: the URL cannot be read (offline, HTTP error) or the md5 differs.
+    """
+    digest = hashlib.md5()
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            total = int(response.headers.get("Content-Length") or 0) or None
+            with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=url.rsplit("/", 1)[-1],
+                      disable=quiet, leave=False) as bar:
+                for block in iter(lambda: response.read(1 << 20), b""):
+                    digest.update(block)
+                    handle.write(block)
+                    bar.update(len(block))
+    except (OSError, urllib.error.URLError) as exc:
+        raise ElmoError(f"could not download {url}: {getattr(exc, 'reason', exc)}") from None
+    if digest.hexdigest() != expected_md5:
+        raise ElmoError(f"{url}: md5 {digest.hexdigest()} does not match the official {expected_md5}; not saved")
+
+
+def fetch(data_dir: str | os.PathLike, base_url: str = SOURCE_URL, force: bool = False,
+          checksums: dict[str, str] | None = None, quiet: bool = False, timeout: float = 60.0) -> list[Path]:
+    """Download the official AG News ``train.csv`` and ``test.csv`` and verify their md5s.
+
+    Each file is streamed (with a progress bar) into a temporary file in ``data_dir`` and moved into
+    place only when its md5 matches the published value (:func:`elmo.artifacts.atomic_write`), so a
+    failed or tampered download leaves nothing.
+
+    Args:
+        data_dir: where the files go (created). base_url: the folder URL holding both files (``file://``
+            works too). force: replace present files whose md5 differs. checksums: ``{name: md5}``
+            (default :data:`OFFICIAL_MD5`). quiet: no progress bar. timeout: socket timeout in seconds.
+
+    Returns:
+        The paths of the verified files.
+
+    Raises:
+        ElmoError: a download fails (offline, HTTP error) or a checksum does not match.
+    """
+    data_dir = Path(data_dir)
+    written = []
+    for name, expected in (checksums or OFFICIAL_MD5).items():
+        target = data_dir / name
+        if target.is_file() and not force:
+            if md5sum(target) != expected:
+                raise ElmoError(f"{target} exists but its md5 is not the official {expected}; pass --force to replace it")
+            print(f"{target}: present, md5 ok", file=sys.stderr)
+        else:
+            print(f"downloading {base_url}{name} ...", file=sys.stderr)
+            url = base_url + name
+            atomic_write(target, lambda handle, url=url, md5=expected: _download(url, handle, md5, quiet, timeout))
+            print(f"{target}: md5 ok", file=sys.stderr)
+        written.append(target)
+    return written

@@ -1,0 +1,91 @@
+"""Which documents form a batch: length bucketing, shuffling and the share of each ``torchrun`` rank.
+
+Pure index arithmetic on document lengths (no tensors, no process group): the caller says which
+``(rank, world_size)`` it is (:attr:`elmo.runtime.distributed.Context.shard`), so the data layer
+never needs to know how processes are launched.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence, TypeVar
+
+import numpy as np
+
+from ..errors import ElmoError
+
+#: ``(rank, world_size)`` of a process among those sharing the batches.
+Shard = tuple[int, int]
+SINGLE: Shard = (0, 1)
+T = TypeVar("T")
+
+
+def bucket_batches(lengths: np.ndarray, batch_size: int, max_tokens: int | None = None, shuffle: bool = False,
+                   seed: int = 0) -> list[np.ndarray]:
+    """Length-bucketed batches of document indices.
+
+    Documents are (optionally shuffled, then) grouped in pools of ``50 * batch_size``, sorted by
+    length inside each pool, and cut into batches of at most ``batch_size`` documents and at most
+    ``max_tokens`` padded tokens; with ``shuffle`` the batch order is shuffled too. Padding is
+    therefore small while the order stays random across epochs (pass ``seed + epoch``).
+
+    Args:
+        lengths: ``(N,)`` int document lengths in tokens.
+
+    Returns:
+        int64 index arrays, together covering ``range(N)`` once.
+
+    Raises:
+        ElmoError: ``batch_size`` or ``max_tokens`` not positive.
+    """
+    if batch_size <= 0 or (max_tokens is not None and max_tokens <= 0):
+        raise ElmoError(f"batch size and token budget must be positive, got {batch_size}, {max_tokens}")
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(lengths)) if shuffle else np.arange(len(lengths))
+    pool = 50 * batch_size
+    out: list[np.ndarray] = []
+    for start in range(0, len(order), pool):
+        chunk = order[start:start + pool]
+        out.extend(_cut(chunk[np.argsort(lengths[chunk], kind="stable")], lengths, batch_size, max_tokens))
+    if shuffle:
+        out = [out[i] for i in rng.permutation(len(out))]
+    return out
+
+
+def _cut(sorted_index: np.ndarray, lengths: np.ndarray, batch_size: int, max_tokens: int | None) -> list[np.ndarray]:
+    """Consecutive batches of length-sorted documents under the size and padded-token limits."""
+    out, current, longest = [], [], 0
+    for i in sorted_index:
+        n = int(lengths[i])
+        too_many = max_tokens is not None and current and max(longest, n) * (len(current) + 1) > max_tokens
+        if len(current) == batch_size or too_many:
+            out.append(np.array(current, dtype=np.int64))
+            current, longest = [], 0
+        current.append(int(i))
+        longest = max(longest, n)
+    if current:
+        out.append(np.array(current, dtype=np.int64))
+    return out
+
+
+def rank_share(index: np.ndarray, shard: Shard = SINGLE) -> tuple[np.ndarray, bool]:
+    """This rank's documents of a global batch: every ``world_size``-th, starting at ``rank``.
+
+    Args:
+        index: ``(B,)`` document indices of one global batch (sorted by length within the batch, so
+            each share gets similar lengths); shard: ``(rank, world_size)``.
+
+    Returns:
+        ``(part, ghost)``: ``part`` is never empty; when the batch has fewer documents than ranks, a
+        rank left without one gets the first document with ``ghost=True`` and must weight its loss by
+        zero (it still runs forward/backward, as every DDP rank must in every step).
+    """
+    rank, world_size = shard
+    part = index[rank::world_size]
+    return (part, False) if len(part) else (index[:1], True)
+
+
+def eval_share(batches: Sequence[T], shard: Shard = SINGLE) -> Sequence[T]:
+    """The evaluation batches rank ``shard[0]`` of ``shard[1]`` computes (every ``world_size``-th);
+    the callers all-reduce their sums."""
+    rank, world_size = shard
+    return batches[rank::world_size]

@@ -1,0 +1,160 @@
+"""Encoded corpora: the token ids of many documents in one flat array, and padded batches of them.
+
+:class:`EncodedCorpus` owns the storage (ids, lengths, offsets; optionally each token's spelling for a
+character biLM and each token's cached biLM layers) and :meth:`~EncodedCorpus.collate`, which turns
+a list of document indices into right-padded tensors. *Which* documents go together (length
+bucketing, shuffling, the share of each ``torchrun`` rank) is :mod:`elmo.data.batching`'s job.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from ..errors import ElmoError
+from .batching import SINGLE, Shard, bucket_batches, eval_share, rank_share
+from .chars import char_table
+from .vocab import PAD, Vocabulary
+
+
+class EncodedCorpus:
+    """Token ids of many documents in one flat array (no padded whole-corpus tensor).
+
+    Args:
+        sequences: one list of token ids per document (each non-empty).
+        labels: optional int array of shape ``(N,)``.
+        max_length: truncate documents to this many tokens (``None`` = no limit).
+    """
+
+    def __init__(self, sequences: Iterable[Sequence[int]], labels: np.ndarray | None = None,
+                 max_length: int | None = None):
+        seqs = [list(s)[:max_length] if max_length else list(s) for s in sequences]
+        if any(len(s) == 0 for s in seqs):
+            raise ElmoError("EncodedCorpus got an empty document")
+        self.lengths = np.array([len(s) for s in seqs], dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
+        self.ids = np.fromiter((t for s in seqs for t in s), dtype=np.int32, count=int(self.lengths.sum()))
+        self.labels = None if labels is None else np.asarray(labels, dtype=np.int64)
+        self.type_ids: np.ndarray | None = None  # per token, a row of char_table (character biLMs)
+        self.char_table: np.ndarray | None = None
+        self.layers: torch.Tensor | None = None  # per token, cached biLM layers (elmo.cache)
+
+    def attach_chars(self, documents: Iterable[Sequence[str]], max_chars: int) -> "EncodedCorpus":
+        """Keep the spelling of every token so :meth:`collate` can return character ids (for a
+        character biLM, :mod:`elmo.data.chars`; OOV words keep their own spelling although their id is ``<unk>``).
+
+        Each distinct token is stored once: ``char_table (n_types, max_chars)`` int16, row 0 = padding,
+        and ``type_ids`` int32 aligned with :attr:`ids`.
+
+        Args:
+            documents: the same token lists the ids were encoded from (truncated the same way here).
+            max_chars: characters per token C.
+
+        Raises:
+            ElmoError: the documents do not match the encoded lengths.
+        """
+        types: dict[str, int] = {PAD: 0}
+        flat = []
+        for i, doc in enumerate(documents):
+            doc = list(doc)[: self.lengths[i]] if i < len(self) else []
+            if i >= len(self) or len(doc) != self.lengths[i]:
+                raise ElmoError(f"attach_chars: document {i} does not match the encoded corpus")
+            flat.extend(types.setdefault(w, len(types)) for w in doc)
+        if len(flat) != self.num_tokens:  # fewer documents than encoded
+            raise ElmoError(f"attach_chars: got {len(flat)} tokens for a corpus of {self.num_tokens}")
+        self.type_ids = np.asarray(flat, dtype=np.int32)
+        self.char_table = char_table(list(types), max_chars)
+        return self
+
+    def attach_layers(self, layers: torch.Tensor) -> "EncodedCorpus":
+        """Keep precomputed per-token biLM layers (:func:`elmo.inference.layer_cache.compute_layers`) so that
+        :meth:`collate` also returns them, padded, as ``batch["layers"]``.
+
+        Args:
+            layers: ``(num_tokens, L, D)``, row ``offsets[i] + k`` for token k of document i.
+
+        Raises:
+            ElmoError: the number of rows is not the corpus's token count.
+        """
+        if layers.dim() != 3 or layers.shape[0] != self.num_tokens:
+            raise ElmoError(f"attach_layers: expected ({self.num_tokens}, L, D) layers, got {tuple(layers.shape)}")
+        self.layers = layers
+        return self
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.lengths.sum())
+
+    def collate(self, index: Sequence[int] | np.ndarray) -> dict[str, torch.Tensor]:
+        """Pad the documents at ``index`` on the right.
+
+        Returns:
+            ``{"ids": (B, T) int64 with 0 = <pad>, "lengths": (B,) int64, "labels": (B,) int64,
+            "chars": (B, T, C) int64, "layers": (L, B, T, D)}`` where ``T`` is the longest of the ``B``
+            documents (``labels`` only when present, ``chars`` only after :meth:`attach_chars`,
+            ``layers`` only after :meth:`attach_layers`; padding is all zeros).
+        """
+        index = np.asarray(index, dtype=np.int64)
+        lengths = self.lengths[index]
+        ids = np.zeros((len(index), int(lengths.max())), dtype=np.int64)
+        types = None if self.type_ids is None else np.zeros_like(ids)
+        for row, (i, n) in enumerate(zip(index, lengths)):
+            ids[row, :n] = self.ids[self.offsets[i]:self.offsets[i] + n]
+            if types is not None:
+                types[row, :n] = self.type_ids[self.offsets[i]:self.offsets[i] + n]
+        batch = {"ids": torch.from_numpy(ids), "lengths": torch.from_numpy(lengths.copy())}
+        if types is not None:
+            batch["chars"] = torch.from_numpy(self.char_table[types].astype(np.int64))
+        if self.labels is not None:
+            batch["labels"] = torch.from_numpy(self.labels[index])
+        if self.layers is not None:
+            positions = np.arange(ids.shape[1])
+            valid = positions[None, :] < lengths[:, None]
+            rows = np.where(valid, self.offsets[index][:, None] + positions[None, :], 0)
+            layers = self.layers[torch.from_numpy(rows)]  # (B, T, L, D)
+            layers[torch.from_numpy(~valid)] = 0
+            batch["layers"] = layers.permute(2, 0, 1, 3)
+        return batch
+
+    def batches(self, batch_size: int, max_tokens: int | None = None, shuffle: bool = False,
+                seed: int = 0) -> list[np.ndarray]:
+        """Length-bucketed batches of document indices (:func:`elmo.data.batching.bucket_batches`)."""
+        return bucket_batches(self.lengths, batch_size, max_tokens, shuffle, seed)
+
+    def epoch_batches(self, batch_size: int, max_tokens: int | None, seed: int,
+                      shard: Shard = SINGLE) -> Iterator[dict[str, torch.Tensor]]:
+        """One training epoch: the shuffled length-bucketed batches of :meth:`batches` (``seed``: pass
+        ``seed + epoch``), collated. With ``shard = (rank, world_size)`` each global batch is dealt out
+        over the ranks and this rank gets its share (:func:`~elmo.data.batching.rank_share`; a zero-weight
+        ``"ghost"`` key marks a share borrowed from a batch with fewer documents than ranks)."""
+        for index in self.batches(batch_size, max_tokens, shuffle=True, seed=seed):
+            part, ghost = rank_share(index, shard)
+            batch = self.collate(part)
+            if ghost:
+                batch["ghost"] = torch.ones(())
+            yield batch
+
+    def eval_batches(self, batch_size: int, max_tokens: int | None,
+                     shard: Shard = SINGLE) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
+        """Evaluation batches in a fixed order as ``(document indices, collated batch)``; with ``shard``
+        only that rank's share (:func:`~elmo.data.batching.eval_share`; sum the results over ranks)."""
+        for index in eval_share(self.batches(batch_size, max_tokens), shard):
+            yield index, self.collate(index)
+
+
+def encode_corpus(documents: Iterable[Sequence[str]], vocab: Vocabulary, labels: np.ndarray | None = None,
+                  max_length: int | None = None, max_chars: int | None = None) -> EncodedCorpus:
+    """Token ids of tokenised documents (OOV → ``<unk>``), truncated to ``max_length``; with ``max_chars``
+    (a character biLM, :attr:`elmo.model.bilm.BiLMConfig.chars_per_token`) batches also carry ``chars``.
+
+    Raises:
+        ElmoError: an empty document.
+    """
+    documents = documents if isinstance(documents, list) else list(documents)
+    encoded = EncodedCorpus((vocab.encode(t) for t in documents), labels, max_length=max_length)
+    return encoded.attach_chars(documents, max_chars) if max_chars else encoded

@@ -1,0 +1,88 @@
+"""The trained AG News classifier on raw text, in a notebook or behind ``python -m elmo predict``::
+
+    from elmo import TextClassifier
+    TextClassifier.from_pretrained("models").predict(["Stocks rallied on Friday."])  # ['Business']
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from ..artifacts import Outputs
+from ..data.text import tokenize
+from ..data.vocab import Vocabulary
+from ..errors import ElmoError
+from ..model.serialization import load_bilm, load_classifier
+from ..runtime.device import resolve_device
+from .embedder import ELMoEmbedder, bilm_path
+from .prediction import predict
+
+
+class TextClassifier:
+    """The trained AG News classifier on raw text: ``predict`` → class names, ``predict_proba`` → probabilities.
+
+    Args:
+        model: an :class:`~elmo.model.classifier.ElmoClassifier` (eval mode); vocab: its biLM's vocabulary;
+        class_names: names of the C classes in output order.
+    """
+
+    def __init__(self, model, vocab: Vocabulary, class_names: Sequence[str], precision: str = "auto",
+                 max_length: int = 256):
+        if max_length < 1:
+            raise ElmoError(f"max_length must be >= 1, got {max_length}")
+        self.max_length = max_length
+        self.model = model.eval()
+        self.embedder = ELMoEmbedder(model.bilm, vocab, next(model.parameters()).device, precision=precision)
+        self.class_names = list(class_names)
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike = "models", classifier: str = "classifier.pt",
+                        device: str | torch.device = "auto", precision: str = "auto") -> "TextClassifier":
+        """Load ``bilstm.pt`` and ``classifier.pt`` (or another ``classifier_<setting>.pt``) from a models directory.
+
+        ``precision`` as in :class:`ELMoEmbedder`; the default matches ``classification.py``'s, so
+        the scores equal those the training run reported.
+
+        Raises:
+            ElmoError: a file is missing or corrupt, or the classifier was trained on another biLM.
+        """
+        directory = Path(path)
+        bilm, vocab, _ = load_bilm(bilm_path(directory))
+        bilm.to(resolve_device(device))
+        file = Outputs(models=directory).models / classifier
+        if not file.is_file():
+            raise ElmoError(f"{file} not found: train it with `python classification.py --models-dir {directory}`")
+        model, names = load_classifier(file, bilm, vocab)
+        return cls(model, vocab, names, precision=precision)
+
+    def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
+        """Class probabilities ``(n, C)`` float32 (rows sum to 1) for raw texts; a text longer than
+        ``max_length`` tokens is truncated to its first ``max_length`` (as in training), with a warning.
+
+        Raises:
+            ElmoError: a text that is not a ``str`` or holds no token (named by its index).
+        """
+        if isinstance(texts, str):
+            texts = [texts]
+        tokens = []
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise ElmoError(f"text {i}: expected a str, got {type(text).__name__}")
+            tokens.append(tokenize(text))
+            if not tokens[-1]:
+                raise ElmoError(f"text {i} holds no word to classify: {text[:60]!r}")
+            if len(tokens[-1]) > self.max_length:
+                warnings.warn(f"text {i} has {len(tokens[-1])} tokens; classifying its first {self.max_length} "
+                              "(the length classification.py trained on)", stacklevel=2)
+                tokens[-1] = tokens[-1][: self.max_length]
+        return predict(self.model, self.embedder.encode(tokens), self.embedder.device, self.embedder.amp_dtype)
+
+    def predict(self, texts: Sequence[str]) -> list[str]:
+        """The most probable class name per text (e.g. ``"Sci/Tech"``)."""
+        return [self.class_names[i] for i in self.predict_proba(texts).argmax(axis=1)]

@@ -1,0 +1,376 @@
+"""The bidirectional language model (biLM) of ELMo (Peters et al. 2018, §3.1 and eq. 1).
+
+Two *separate* language models read each sentence, one in each direction:
+
+* forward:  p(t_1..t_N) = Π_k p(t_k | t_1..t_{k-1}), reading ``<bos> t_1 .. t_N`` and predicting
+  ``t_1 .. t_N <eos>``;
+* backward: p(t_1..t_N) = Π_k p(t_k | t_{k+1}..t_N), reading ``<eos> t_N .. t_1`` and predicting
+  ``t_N .. t_1 <bos>``.
+
+Each is a token encoder → a stack of unidirectional ``nn.LSTM`` layers → an adaptive softmax
+(Grave et al. 2017) for training speed. The token encoder is a word embedding (the default, the
+assignment's setting) or the paper's character CNN (``token_encoder="char"``, :mod:`elmo.model.char_cnn`,
+§3.1), which gives every word, OOV included, its own x_k. Two more options of the paper's model:
+LSTM cells larger than their output with a linear projection (``proj_size``, ``nn.LSTM``'s
+``proj_size``; the paper has 4096 cells projected to 512) and a residual connection from the first
+to the second LSTM layer (``residual``, §3.1: h_2 = LSTM_2(h_1) + h_1). The two stacks never see each other, so forward layer j at
+token k depends only on tokens ≤ k (no ``bidirectional=True`` stacking, whose second layer would see
+the future). The backward model reverses every sentence *within its own length* before reading it
+and un-reverses its outputs, so backward state k lines up with token k and padding stays at the end.
+
+Padding: batches are right-padded. A unidirectional LSTM's output at a real position depends only
+on earlier positions, so right padding cannot reach any real state; padded positions are excluded
+from every loss and masked downstream. (Packing would give the same numbers but is ~1.5x slower
+on CPU, where PyTorch has no fused kernel for packed LSTMs.)
+
+The ELMo layers for token k (eq. 1, L = 2):
+``h_{k,0} = [x^fwd_k ; x^bwd_k]`` (each direction's token embedding), ``h_{k,j} = [→h_{k,j} ; ←h_{k,j}]``;
+all of width ``2 * output_size`` (``output_size`` = ``proj_size`` or else ``hidden_size``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from ..data.chars import word_char_ids
+from ..data.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD_ID
+from ..errors import ElmoError
+from .char_cnn import DEFAULT_FILTERS, CharCNN
+from .dropout import FastDropout
+
+IGNORE_INDEX = -100
+DIRECTIONS = ("forward", "backward")
+TOKEN_ENCODERS = ("word", "char")
+
+
+@dataclass
+class BiLMConfig:
+    """Sizes of one language model (both directions use the same).
+
+    Attributes:
+        vocab_size: number of words including the 4 specials (the softmax's output classes).
+        embedding_dim: token vector width; must equal the LSTM output width (``output_size``) so
+            h_0 has the same width as the LSTM layers.
+        hidden_size: LSTM cell width per direction.
+        num_layers: LSTM layers L per direction (the paper and the assignment use 2).
+        dropout: dropout on embeddings, between layers and before the softmax (training only).
+        cutoffs: adaptive-softmax cluster boundaries (word ids), clipped to the vocabulary.
+        div_value: adaptive-softmax factor by which each tail cluster's projection shrinks.
+        token_encoder: ``"word"`` (embedding table) or ``"char"`` (:class:`~elmo.model.char_cnn.CharCNN`, §3.1).
+        char_dim, char_filters, num_highway, max_chars: the character CNN's sizes (char only).
+        residual: add a residual connection around every LSTM layer but the first (§3.1).
+        proj_size: when > 0, each LSTM has ``hidden_size`` cells projected to ``proj_size`` outputs
+            (must be < ``hidden_size``); 0 = no projection.
+    """
+
+    vocab_size: int
+    embedding_dim: int = 256
+    hidden_size: int = 256
+    num_layers: int = 2
+    dropout: float = 0.2
+    cutoffs: tuple[int, ...] = field(default=(1000, 5000, 15000))
+    div_value: float = 4.0
+    token_encoder: str = "word"
+    char_dim: int = 16
+    char_filters: tuple[tuple[int, int], ...] = field(default=DEFAULT_FILTERS)
+    num_highway: int = 1
+    max_chars: int = 20
+    residual: bool = False
+    proj_size: int = 0
+
+    def __post_init__(self):
+        self.cutoffs = tuple(int(c) for c in self.cutoffs)
+        self.char_filters = tuple((int(w), int(n)) for w, n in self.char_filters)
+        for name in ("vocab_size", "embedding_dim", "hidden_size", "num_layers", "char_dim", "max_chars"):
+            if getattr(self, name) <= 0:
+                raise ElmoError(f"BiLMConfig.{name} must be positive, got {getattr(self, name)}")
+        if self.token_encoder not in TOKEN_ENCODERS:
+            raise ElmoError(f"--token-encoder must be one of {TOKEN_ENCODERS}, got {self.token_encoder!r}")
+        if not 0 <= self.proj_size < self.hidden_size:
+            raise ElmoError(f"--proj-size must be 0 (none) or smaller than --hidden-size ({self.hidden_size}), "
+                            f"got {self.proj_size}")
+        if self.embedding_dim != self.output_size:
+            raise ElmoError(
+                f"--embedding-dim ({self.embedding_dim}) must equal the LSTM output width ({self.output_size}: "
+                "--proj-size if set, else --hidden-size) so that layer 0 has the width of the LSTM layers"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            raise ElmoError(f"--dropout must be in [0, 1), got {self.dropout}")
+
+    @property
+    def output_size(self) -> int:
+        """Width of each LSTM layer's output per direction: ``proj_size`` if set, else ``hidden_size``."""
+        return self.proj_size or self.hidden_size
+
+    @property
+    def chars_per_token(self) -> int | None:
+        """``max_chars`` when the biLM reads characters (batches must carry ``chars``), else ``None``."""
+        return self.max_chars if self.token_encoder == "char" else None
+
+    def softmax_cutoffs(self) -> list[int]:
+        """The cutoffs that fit this vocabulary and leave every tail projection at least 1 wide
+        (at least one cutoff is needed by the adaptive softmax)."""
+        cut = [c for c in self.cutoffs if c < self.vocab_size - 1]
+        cut = [c for i, c in enumerate(cut) if self.output_size // (self.div_value ** (i + 1)) >= 1]
+        return cut or [max(1, self.vocab_size // 2)]
+
+
+def reverse_index(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
+    """Gather index that reverses each row within its own length and leaves padding in place.
+
+    Args:
+        lengths: ``(B,)`` int64 true lengths.
+        max_len: ``T``, the padded length.
+
+    Returns:
+        ``(B, T)`` int64 with ``idx[b, t] = lengths[b] - 1 - t`` for ``t < lengths[b]``, else ``t``.
+        Reversal is its own inverse: gathering twice with it restores the input.
+    """
+    positions = torch.arange(max_len, device=lengths.device).unsqueeze(0)
+    lengths = lengths.unsqueeze(1)
+    return torch.where(positions < lengths, lengths - 1 - positions, positions)
+
+
+def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Reverse each row of a right-padded batch within its own length (padding stays at the end).
+
+    Args:
+        x: ``(B, T)`` or ``(B, T, D)``; lengths: ``(B,)`` int64.
+
+    Returns:
+        A tensor shaped like ``x``; applying the function twice gives ``x`` back.
+    """
+    index = reverse_index(lengths, x.shape[1])
+    if x.dim() == 3:
+        index = index.unsqueeze(-1).expand_as(x)
+    return x.gather(1, index)
+
+
+def _fp32_output(module: nn.Module, inputs: tuple, output: torch.Tensor) -> torch.Tensor:
+    """Forward hook: return a layer's output in fp32 (used on the LM softmax's projections)."""
+    return output.float()
+
+
+def length_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
+    """``(B, T)`` bool mask, True at real tokens."""
+    return torch.arange(max_len, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
+
+
+class LanguageModel(nn.Module):
+    """One direction of the biLM: token encoder → L unidirectional LSTM layers → adaptive softmax.
+
+    Every method takes right-padded word ids ``ids (B, T)``, their ``lengths (B,)`` and, when the
+    token encoder reads characters (``config.token_encoder == "char"``), ``chars (B, T, C)``
+    (:func:`elmo.data.chars.word_char_ids` per token; the ids then serve only as prediction targets).
+
+    Args:
+        config: sizes (:class:`BiLMConfig`).
+        direction: ``"forward"`` (predict the next word) or ``"backward"`` (predict the previous).
+
+    Raises:
+        ElmoError: unknown ``direction``; ``chars`` missing for a character model.
+    """
+
+    def __init__(self, config: BiLMConfig, direction: str):
+        super().__init__()
+        if direction not in DIRECTIONS:
+            raise ElmoError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+        self.config, self.direction = config, direction
+        if config.token_encoder == "char":
+            self.embedding = CharCNN(config.embedding_dim, config.char_dim, config.char_filters, config.num_highway,
+                                     config.max_chars)
+            start, _ = (BOS, EOS) if direction == "forward" else (EOS, BOS)
+            self.register_buffer("start_chars", torch.tensor(word_char_ids(start, config.max_chars)), persistent=False)
+        else:
+            self.embedding = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=PAD_ID)
+        sizes = [config.embedding_dim] + [config.output_size] * config.num_layers
+        # One nn.LSTM per layer (each a fused kernel) so every layer's states are exposed.
+        self.layers = nn.ModuleList(nn.LSTM(i, config.hidden_size, batch_first=True, proj_size=config.proj_size)
+                                    for i in sizes[:-1])
+        self.dropout = FastDropout(config.dropout)
+        self.softmax = nn.AdaptiveLogSoftmaxWithLoss(
+            config.output_size, config.vocab_size, config.softmax_cutoffs(), div_value=config.div_value
+        )
+        # Under autocast the softmax's projections run in bf16/fp16 but their logits return to fp32
+        # before log_softmax: exact log-probabilities, and AdaptiveLogSoftmaxWithLoss (which writes
+        # cluster log-probabilities into an fp32 buffer) works with mixed precision on the CPU too.
+        for linear in (self.softmax.head, *(cluster[-1] for cluster in self.softmax.tail)):
+            linear.register_forward_hook(_fp32_output)
+
+    def reading_order(self, ids: torch.Tensor, lengths: torch.Tensor,
+                      chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The sequence this model reads and the words it must predict.
+
+        Args:
+            ids: ``(B, T)`` int64 token ids, right-padded with 0, no boundary tokens.
+            lengths: ``(B,)`` int64 true lengths (>= 1).
+            chars: ``(B, T, C)`` int64 character ids (character encoder only).
+
+        Returns:
+            ``(inputs, targets, input_chars)``: ``(B, T + 1)`` int64 each, and ``(B, T + 1, C)`` or
+            ``None``. Forward: inputs ``<bos> t_1..t_N``, targets ``t_1..t_N <eos>``. Backward: inputs
+            ``<eos> t_N..t_1``, targets ``t_N..t_1 <bos>``. Targets at padded positions are
+            ``IGNORE_INDEX``.
+        """
+        if self.config.token_encoder == "char" and chars is None:
+            raise ElmoError("this biLM reads characters (--token-encoder char): pass chars (B, T, C)")
+        batch, max_len = ids.shape
+        if self.direction == "backward":
+            ids = reverse_padded(ids, lengths)
+            chars = None if chars is None else reverse_padded(chars, lengths)
+        start, end = (BOS_ID, EOS_ID) if self.direction == "forward" else (EOS_ID, BOS_ID)
+        inputs = torch.cat([ids.new_full((batch, 1), start), ids], dim=1)
+        targets = torch.cat([ids, ids.new_full((batch, 1), PAD_ID)], dim=1)
+        targets.scatter_(1, lengths.unsqueeze(1), end)
+        targets = targets.masked_fill(~length_mask(lengths + 1, max_len + 1), IGNORE_INDEX)
+        input_chars = None
+        if self.config.token_encoder == "char":
+            column = self.start_chars.to(chars.device).expand(batch, 1, -1)
+            input_chars = torch.cat([column, chars], dim=1)
+        return inputs, targets, input_chars
+
+    def states(self, inputs: torch.Tensor, input_chars: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """Token vectors and LSTM outputs in reading order.
+
+        Args:
+            inputs: ``(B, S)`` int64 ids in this model's reading order.
+            input_chars: ``(B, S, C)`` character ids in the same order (character encoder only).
+
+        Returns:
+            ``[x, h_1, .., h_L]``, each ``(B, S, output_size)``, before any dropout is applied to them
+            (dropout only feeds the next layer during training). With ``residual``, ``h_j`` for
+            j >= 2 already includes the skip connection ``+ h_{j-1}``.
+        """
+        x = self.embedding(input_chars if self.config.token_encoder == "char" else inputs)
+        outputs = [x]
+        for j, lstm in enumerate(self.layers):
+            h, _ = lstm(self.dropout(x))
+            x = h + x if self.config.residual and j > 0 else h
+            outputs.append(x)
+        return outputs
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor,
+                chars: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
+        """Training loss.
+
+        Args:
+            ids: ``(B, T)`` int64 right-padded token ids; lengths: ``(B,)`` int64;
+            chars: ``(B, T, C)`` (character encoder only).
+
+        Returns:
+            ``(loss, n)``: mean negative log-likelihood in nats per predicted word (the adaptive
+            softmax is a normalised distribution, so ``exp(loss)`` is this batch's perplexity) and
+            the number ``n`` of predicted words (``sum(lengths + 1)``, the boundary word included).
+        """
+        inputs, targets, input_chars = self.reading_order(ids, lengths, chars)
+        top = self.dropout(self.states(inputs, input_chars)[-1])
+        keep = targets != IGNORE_INDEX
+        out = self.softmax(top[keep].float(), targets[keep])
+        return out.loss, int(keep.sum())
+
+    @torch.no_grad()
+    def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor,
+                  chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Full-vocabulary log-probabilities of every predicted word (exact, for evaluation).
+
+        Returns:
+            ``(log_probs, targets)``: ``(n, V)`` float32 and ``(n,)`` int64 over the ``n`` real
+            predicted positions of the batch.
+        """
+        inputs, targets, input_chars = self.reading_order(ids, lengths, chars)
+        top = self.states(inputs, input_chars)[-1]
+        keep = targets != IGNORE_INDEX
+        return self.softmax.log_prob(top[keep].float()), targets[keep]
+
+    def token_states(self, ids: torch.Tensor, lengths: torch.Tensor,
+                     chars: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """Per-token representations aligned with the input tokens.
+
+        Args:
+            ids: ``(B, T)`` right-padded ids; lengths: ``(B,)``; chars: ``(B, T, C)`` (character encoder only).
+
+        Returns:
+            ``[x, h_1, .., h_L]``, each ``(B, T, output_size)``: entry ``[b, k]`` is the state after
+            reading token k (forward: having read t_1..t_k; backward: having read t_N..t_k). Values
+            at padded positions are meaningless; mask them.
+        """
+        inputs, _, input_chars = self.reading_order(ids, lengths, chars)
+        outputs = [h[:, 1:] for h in self.states(inputs, input_chars)]
+        if self.direction == "backward":
+            outputs = [reverse_padded(h, lengths) for h in outputs]
+        return outputs
+
+
+class BiLM(nn.Module):
+    """A forward and a backward :class:`LanguageModel` whose states form the ELMo layers.
+
+    Args:
+        config: sizes shared by both directions.
+    """
+
+    def __init__(self, config: BiLMConfig):
+        super().__init__()
+        self.config = config
+        self.forward_lm = LanguageModel(config, "forward")
+        self.backward_lm = LanguageModel(config, "backward")
+
+    @property
+    def num_layers(self) -> int:
+        """Number of ELMo layers, L + 1 (token layer included)."""
+        return self.config.num_layers + 1
+
+    @property
+    def output_dim(self) -> int:
+        """Width D of every ELMo layer: 2 × the LSTM output width."""
+        return 2 * self.config.output_size
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
+        """ELMo layers (eq. 1) for every token.
+
+        Args:
+            ids: ``(B, T)`` int64 right-padded token ids (0 = ``<pad>``), no boundary tokens.
+            lengths: ``(B,)`` int64 true lengths, each in ``[1, T]``.
+            chars: ``(B, T, C)`` int64 character ids, required when ``config.token_encoder == "char"``.
+
+        Returns:
+            ``(L + 1, B, T, D)`` with D = :attr:`output_dim`: layer 0 = both directions' token vectors,
+            layer j = both directions' LSTM layer j. Padded positions are zeroed.
+
+        Raises:
+            ElmoError: ``chars`` missing for a character biLM.
+        """
+        return self._stack(ids, lengths, chars, first=0)
+
+    def _stack(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None, first: int) -> torch.Tensor:
+        """Layers ``first..L`` of both directions, ``(L + 1 - first, B, T, D)``, zero at padding."""
+        fwd = self.forward_lm.token_states(ids, lengths, chars)[first:]
+        bwd = self.backward_lm.token_states(ids, lengths, chars)[first:]
+        layers = torch.stack([torch.cat(pair, dim=-1) for pair in zip(fwd, bwd)])
+        return layers * length_mask(lengths, ids.shape[1]).unsqueeze(-1).to(layers.dtype)
+
+
+    def lstm_layers(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
+        """Layers 1..L of :meth:`forward` (the LSTM states, what :mod:`elmo.inference.layer_cache` stores): ``(L, B, T, D)``
+        in the dtype the LSTMs output (bf16 under bf16 autocast; :meth:`forward` promotes them to the
+        token layer's fp32, which is exact)."""
+        return self._stack(ids, lengths, chars, first=1)
+
+    def token_layer(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
+        """Layer 0 of :meth:`forward` alone, without running the LSTMs: ``(B, T, D)``, zero at padding.
+
+        Both directions' token encoders applied to the tokens (an embedding lookup for a word biLM,
+        equal to ``forward(...)[0]``; the character CNN for a character biLM, equal up to float rounding).
+
+        Raises:
+            ElmoError: ``chars`` missing for a character biLM.
+        """
+        if self.config.token_encoder == "char":
+            if chars is None:
+                raise ElmoError("this biLM reads characters (--token-encoder char): pass chars (B, T, C)")
+            x = [self.forward_lm.embedding(chars), self.backward_lm.embedding(chars)]
+        else:
+            x = [self.forward_lm.embedding(ids), self.backward_lm.embedding(ids)]
+        return torch.cat(x, dim=-1) * length_mask(lengths, ids.shape[1]).unsqueeze(-1).to(x[0].dtype)

@@ -1,0 +1,234 @@
+"""The downstream AG News classifier on ELMo features (and on static embeddings, for comparison).
+
+Pipeline per batch (shapes batch-first):
+``ids (B, T)`` → :class:`~elmo.model.elmo.Elmo` (biLM, frozen unless fine-tuned → layers ``(L+1, B, T, D)``
+→ layer mix → optional ELMo dropout) → ``(B, T, D)`` → dropout →
+optionally concatenated with a task-trained token embedding ``x_k`` as in the paper's recipe
+(§3.3, "[x_k; ELMo_k]"; ``token_embedding_dim`` > 0) →
+task encoder (a single-layer BiLSTM that never lets padding into a state, see
+:class:`MaskedBiLSTM`) → masked mean and max
+pooling over real tokens → ``(B, 4E)`` → dropout → linear → logits ``(B, C)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..errors import ElmoError
+from .bilm import BiLM, length_mask, reverse_padded
+from .dropout import FastDropout
+from .elmo import Elmo
+
+
+@dataclass
+class ClassifierConfig:
+    """Task-model sizes.
+
+    Attributes:
+        setting: the layer-mix setting (see :mod:`elmo.model.mix`).
+        num_classes: output classes C.
+        encoder_hidden: BiLSTM state width E per direction.
+        token_embedding_dim: width of the task's own trainable token embedding x_k concatenated
+            with ELMo_k (paper §3.3); 0 feeds ELMo_k alone.
+        dropout: dropout on the ELMo vectors and on the pooled vector.
+        seed: seeds the frozen mix weights.
+        layer_norm: normalise each biLM layer per token before the mix (:mod:`elmo.model.mix`; ELMo only).
+        elmo_dropout: extra dropout on the ELMo vector alone (:class:`~elmo.model.elmo.Elmo`; ELMo only).
+        mix_l2: coefficient λ of the penalty λ‖w‖² on the scalar-mix weights (§3.3; ELMo only).
+        fine_tune: train the biLM with the task (:class:`~elmo.model.elmo.Elmo` ``requires_grad``).
+    """
+
+    setting: str = "trainable_lambda"
+    num_classes: int = 4
+    encoder_hidden: int = 128
+    token_embedding_dim: int = 0
+    dropout: float = 0.3
+    seed: int = 0
+    layer_norm: bool = False
+    elmo_dropout: float = 0.0
+    mix_l2: float = 0.0
+    fine_tune: bool = False
+
+    def __post_init__(self):
+        if self.token_embedding_dim < 0:
+            raise ElmoError(f"--token-embedding-dim must be >= 0, got {self.token_embedding_dim}")
+        if self.encoder_hidden <= 0 or self.num_classes < 2:
+            raise ElmoError("--encoder-hidden must be positive and there must be at least 2 classes")
+        for name in ("dropout", "elmo_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ElmoError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(self, name)}")
+        if self.mix_l2 < 0:
+            raise ElmoError(f"--mix-l2 must be >= 0, got {self.mix_l2}")
+
+
+def masked_mean_max(states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Concatenated mean and max over real positions.
+
+    Args:
+        states: ``(B, T, D)``; mask: ``(B, T)`` bool, True at real tokens (at least one per row).
+
+    Returns:
+        ``(B, 2D)``: ``[mean; max]``; padded positions affect neither.
+    """
+    m = mask.unsqueeze(-1).to(states.dtype)
+    mean = (states * m).sum(1) / m.sum(1).clamp_min(1.0)
+    maxed = states.masked_fill(~mask.unsqueeze(-1), torch.finfo(states.dtype).min).amax(1)
+    return torch.cat([mean, maxed], dim=-1)
+
+
+class MaskedBiLSTM(nn.Module):
+    """A one-layer bidirectional LSTM over right-padded batches, without packing.
+
+    The forward LSTM reads each row left to right (right padding comes after every real token, so
+    it cannot reach a real state); the backward LSTM reads each row reversed *within its own
+    length* and its outputs are un-reversed. This equals a packed ``nn.LSTM(bidirectional=True)``
+    at every real position (tested) while using the fused CPU kernel, which packed input cannot.
+
+    Args:
+        input_size: D; hidden_size: E per direction.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int):
+        super().__init__()
+        self.forward_rnn = nn.LSTM(input_size, hidden_size, batch_first=True)
+        self.backward_rnn = nn.LSTM(input_size, hidden_size, batch_first=True)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """Args: x ``(B, T, D)``, lengths ``(B,)``. Returns ``(B, T, 2E)``; padded rows are meaningless."""
+        fwd, _ = self.forward_rnn(x)
+        bwd, _ = self.backward_rnn(reverse_padded(x, lengths))
+        return torch.cat([fwd, reverse_padded(bwd, lengths)], dim=-1)
+
+
+class SequenceClassifier(nn.Module):
+    """The task head every representation shares: features → logits.
+
+    ``features (B, T, D)`` from :meth:`features` → concatenated with the task-trained token embedding
+    ``x_k`` when ``config.token_embedding_dim`` > 0 (paper §3.3, ``[x_k; ELMo_k]``) → dropout →
+    :class:`MaskedBiLSTM` → masked mean + max pooling → dropout → linear → logits ``(B, C)``.
+    Subclasses differ only in the representation: :class:`ElmoClassifier` (frozen biLM + layer mix)
+    and :class:`StaticEmbeddingClassifier` (a frozen Word2Vec / SVD matrix). They build their
+    representation first and then call :meth:`build_head`.
+
+    Args:
+        config: :class:`ClassifierConfig`.
+    """
+
+    def __init__(self, config: ClassifierConfig):
+        super().__init__()
+        self.config = config
+
+    def build_head(self, feature_dim: int, vocab_size: int) -> None:
+        """Create the dropout, token embedding, encoder and output layer for ``feature_dim``-wide features."""
+        config = self.config
+        self.dropout = FastDropout(config.dropout)
+        self.token_embedding = None
+        if config.token_embedding_dim:
+            self.token_embedding = nn.Embedding(vocab_size, config.token_embedding_dim, padding_idx=0)
+        self.encoder = MaskedBiLSTM(feature_dim + config.token_embedding_dim, config.encoder_hidden)
+        self.head = nn.Linear(4 * config.encoder_hidden, config.num_classes)
+
+    def features(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
+                 layers: torch.Tensor | None = None) -> torch.Tensor:
+        """The representation ``(B, T, D)`` of right-padded ``ids (B, T)``; subclasses define it."""
+        raise NotImplementedError
+
+    def penalty(self) -> torch.Tensor:
+        """A regularisation term added to the task loss (0 here; the mix-weight L2 for ELMo)."""
+        return torch.zeros(())
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
+                layers: torch.Tensor | None = None) -> torch.Tensor:
+        """Class logits.
+
+        Args:
+            ids: ``(B, T)`` int64 right-padded token ids; lengths: ``(B,)`` int64, each >= 1;
+            chars: ``(B, T, C)`` character ids (only read by a character biLM);
+            layers: ``(L, B, T, D)`` cached biLM LSTM layers (:mod:`elmo.inference.layer_cache`; ELMo only, else ignored).
+
+        Returns:
+            ``(B, C)`` unnormalised logits.
+        """
+        x = self.features(ids, lengths, chars, layers)
+        if self.token_embedding is not None:
+            x = torch.cat([x, self.token_embedding(ids).to(x.dtype)], dim=-1)
+        x = self.dropout(x)
+        states = self.encoder(x, lengths)
+        pooled = masked_mean_max(states, length_mask(lengths, ids.shape[1]))
+        return self.head(self.dropout(pooled))
+
+
+class ElmoClassifier(SequenceClassifier):
+    """:class:`~elmo.model.elmo.Elmo` (biLM + layer mix) + the shared head (:class:`SequenceClassifier`).
+
+    Args:
+        bilm: a trained :class:`~elmo.model.bilm.BiLM`. Frozen (no gradients, run without autograd) unless
+            ``config.fine_tune``, in which case it is trained in place (pass a copy to keep the original).
+            It stays in eval mode either way.
+        config: :class:`ClassifierConfig`; ``config.setting`` picks the layer mix (:mod:`elmo.model.mix`).
+
+    Raises:
+        ElmoError: unknown ``config.setting``.
+    """
+
+    def __init__(self, bilm: BiLM, config: ClassifierConfig):
+        super().__init__(config)
+        self.elmo = Elmo(bilm, 1, config.setting, dropout=config.elmo_dropout, do_layer_norm=config.layer_norm,
+                         requires_grad=config.fine_tune, seed=config.seed)
+        self.build_head(bilm.output_dim, bilm.config.vocab_size)
+
+    @property
+    def bilm(self) -> BiLM:
+        """The biLM inside :attr:`elmo`."""
+        return self.elmo.bilm
+
+    @property
+    def mix(self) -> nn.Module:
+        """The layer mix (:mod:`elmo.model.mix`)."""
+        return self.elmo.mixes[0]
+
+    def penalty(self) -> torch.Tensor:
+        """``mix_l2 · ‖w‖²`` (§3.3), see :meth:`elmo.model.elmo.Elmo.penalty`."""
+        return self.config.mix_l2 * self.elmo.penalty() if self.config.mix_l2 else torch.zeros(())
+
+    def task_state_dict(self) -> dict[str, torch.Tensor]:
+        """What ``classifier.pt`` stores: everything but the frozen biLM (all of it when fine-tuned)."""
+        return {k: v for k, v in self.state_dict().items() if self.config.fine_tune or not k.startswith("elmo.bilm.")}
+
+    def load_task_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Inverse of :meth:`task_state_dict` (also reads files written before the :class:`Elmo` module,
+        whose mix keys start with ``mix.``). Raises ``RuntimeError`` on mismatching keys or shapes."""
+        state = {("elmo.mixes.0." + k[4:] if k.startswith("mix.") else k): v for k, v in state.items()}
+        missing, unexpected = self.load_state_dict(state, strict=False)
+        missing = [k for k in missing if self.config.fine_tune or not k.startswith("elmo.bilm.")]
+        if missing or unexpected:
+            raise RuntimeError(f"missing keys {missing[:3]}, unexpected keys {list(unexpected)[:3]}")
+
+    def features(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
+                 layers: torch.Tensor | None = None) -> torch.Tensor:
+        """ELMo vectors ``(B, T, D)`` for right-padded ``ids (B, T)`` with ``lengths (B,)`` (eq. 1),
+        from cached LSTM ``layers (L, B, T, D)`` when given."""
+        return self.elmo(ids, lengths, chars, layers)["elmo_representations"][0]
+
+
+class StaticEmbeddingClassifier(SequenceClassifier):
+    """A frozen static embedding matrix (Word2Vec, SVD; :mod:`elmo.model.static`) + the shared head.
+
+    Args:
+        vectors: ``(V, D)`` float tensor, row ``i`` the vector of vocabulary id ``i``; never trained.
+        config: :class:`ClassifierConfig` (``setting`` names the embedding, e.g. ``"word2vec"``).
+    """
+
+    def __init__(self, vectors: torch.Tensor, config: ClassifierConfig):
+        super().__init__(config)
+        self.embedding = nn.Embedding.from_pretrained(torch.as_tensor(vectors, dtype=torch.float32), freeze=True,
+                                                      padding_idx=0)
+        self.build_head(self.embedding.embedding_dim, self.embedding.num_embeddings)
+
+    def features(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
+                 layers: torch.Tensor | None = None) -> torch.Tensor:
+        """Static vectors ``(B, T, D)``: the same vector for a word wherever it occurs."""
+        return self.embedding(ids)

@@ -1,0 +1,130 @@
+"""The ELMo layer for downstream models: a pre-trained biLM + one or more layer mixes (paper §3.2-3.3).
+
+:class:`Elmo` is the piece a task model embeds, as AllenNLP's ``Elmo`` module: token ids (and, for a
+character biLM, character ids) in; ``num_output_representations`` ELMo vectors per token out, each
+with its own mix (the paper adds ELMo at the task model's input and, for some tasks, also at its
+output, each with separate weights). Options are the paper's: the mix setting (:mod:`elmo.model.mix`),
+per-token layer normalisation before the mix (``do_layer_norm``, §3.2), dropout on the ELMo vector
+and an L2 penalty λ‖w‖² on the mix weights (§3.3; :meth:`Elmo.penalty`, to be added to the task
+loss), and fine-tuning the biLM itself (``requires_grad=True``).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..data.vocab import PAD_ID
+from ..errors import ElmoError
+from .bilm import BiLM
+from .dropout import FastDropout
+from .mix import MIX_SETTINGS, ScalarMix, build_mix
+
+
+class Elmo(nn.Module):
+    """ELMo_k = mix(h_{k,0}, .., h_{k,L}) for every token k, with dropout (paper eq. 1).
+
+    Args:
+        bilm: a trained :class:`~elmo.model.bilm.BiLM` (e.g. ``load_bilm("models/bilstm.pt")[0]``).
+        num_output_representations: how many ELMo vectors per token, each with its own mix (>= 1).
+        mix: the layer-combination setting, one of :data:`~elmo.model.mix.MIX_SETTINGS`.
+        dropout: dropout on each ELMo vector (training only).
+        do_layer_norm: normalise each biLM layer per token before mixing (§3.2).
+        requires_grad: fine-tune the biLM (its weights get gradients); ``False`` freezes it and runs
+            it without autograd. The biLM always runs in eval mode (no LM dropout) either way.
+        seed: draws the fixed weights of ``frozen_lambda`` (output i uses ``seed + i``).
+
+    Raises:
+        ElmoError: unknown ``mix``, ``num_output_representations < 1`` or ``dropout`` outside [0, 1).
+
+    Shapes: ``ids (B, T)``, ``lengths (B,)``, ``chars (B, T, C)``; every ELMo vector ``(B, T, D)`` with
+    ``D = bilm.output_dim`` (2 × the LSTM output width), zero at padded positions.
+    """
+
+    def __init__(self, bilm: BiLM, num_output_representations: int = 1, mix: str = "trainable_lambda",
+                 dropout: float = 0.5, do_layer_norm: bool = False, requires_grad: bool = False, seed: int = 0):
+        super().__init__()
+        if mix not in MIX_SETTINGS:
+            raise ElmoError(f"unknown layer-mix setting {mix!r}; choose from {', '.join(MIX_SETTINGS)}")
+        if num_output_representations < 1:
+            raise ElmoError(f"num_output_representations must be >= 1, got {num_output_representations}")
+        if not 0.0 <= dropout < 1.0:
+            raise ElmoError(f"ELMo dropout must be in [0, 1), got {dropout}")
+        self.bilm = bilm
+        self.requires_grad = requires_grad
+        for p in self.bilm.parameters():
+            p.requires_grad_(requires_grad)
+        self.mixes = nn.ModuleList(build_mix(mix, bilm.num_layers, bilm.output_dim, seed=seed + i,
+                                             layer_norm=do_layer_norm) for i in range(num_output_representations))
+        self.dropout = FastDropout(dropout) if dropout else nn.Identity()  # p = 0 draws no random numbers
+
+    @property
+    def output_dim(self) -> int:
+        """Width D of each ELMo vector."""
+        return self.bilm.output_dim
+
+    def train(self, mode: bool = True) -> "Elmo":
+        """Train the mixes (and dropout); the biLM stays in eval mode."""
+        super().train(mode)
+        self.bilm.eval()
+        return self
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor | None = None, chars: torch.Tensor | None = None,
+                layers: torch.Tensor | None = None) -> dict[str, list[torch.Tensor] | torch.Tensor]:
+        """ELMo vectors of a right-padded batch.
+
+        Args:
+            ids: ``(B, T)`` int64 word ids of the biLM's vocabulary, right-padded with 0 (``<pad>``).
+            lengths: ``(B,)`` int64 true lengths; default: the count of non-padding ids per row.
+            chars: ``(B, T, C)`` int64 character ids (:func:`elmo.data.chars.batch_char_ids`); required
+                for a character biLM, ignored otherwise.
+            layers: ``(L, B, T, D)`` precomputed LSTM layers h_1..h_L of this batch
+                (:mod:`elmo.inference.layer_cache`, ``batch["layers"]``); the biLM's LSTMs are then not run, only its
+                token layer h_0. Frozen biLM only.
+
+        Returns:
+            ``{"elmo_representations": [num_output_representations × (B, T, D)], "mask": (B, T) bool}``
+            where mask is True at real tokens and the vectors are zero elsewhere.
+
+        Raises:
+            ElmoError: a row with no token, ``ids`` not 2-d, ``chars`` missing for a character biLM,
+                or ``layers`` given to a biLM being fine-tuned.
+        """
+        if ids.dim() != 2:
+            raise ElmoError(f"Elmo expects ids of shape (B, T), got {tuple(ids.shape)}")
+        if lengths is None:
+            lengths = (ids != PAD_ID).sum(dim=1)
+        if bool((lengths < 1).any()):
+            raise ElmoError("Elmo got an empty sequence (a row with no token)")
+        mask = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0) < lengths.unsqueeze(1)
+        if layers is not None:
+            if self.requires_grad:
+                raise ElmoError("cached biLM layers cannot be used while fine-tuning the biLM")
+            with torch.no_grad():
+                h0 = self.bilm.token_layer(ids, lengths, chars)
+            layers = torch.cat([h0.unsqueeze(0), layers.to(h0.dtype)])  # (L+1, B, T, D)
+        else:
+            with torch.set_grad_enabled(torch.is_grad_enabled() and self.requires_grad):
+                layers = self.bilm(ids, lengths, chars)  # (L+1, B, T, D)
+        keep = mask.unsqueeze(-1)
+        reps = [self.dropout(mix(layers)).masked_fill(~keep, 0.0) for mix in self.mixes]
+        return {"elmo_representations": reps, "mask": mask}
+
+    def penalty(self) -> torch.Tensor:
+        """Σ over trainable scalar mixes of ‖w‖² (the un-normalised weights; softmax(0) is the plain
+        average, so the penalty pulls λ toward 1/(L+1); paper §3.3, as bilm-tf). 0 for other mixes.
+
+        Returns:
+            A scalar tensor; multiply by the coefficient λ and add it to the task loss.
+        """
+        terms = [(m.weights ** 2).sum() for m in self.mixes if isinstance(m, ScalarMix) and m.weights.requires_grad]
+        return torch.stack(terms).sum() if terms else torch.zeros(())
+
+    def layer_groups(self) -> list[list[nn.Parameter]]:
+        """The biLM's parameters from the top down, for discriminative learning rates and gradual
+        unfreezing: ``[LSTM layer L of both directions, .., LSTM layer 1, both token encoders]``
+        (the LM softmaxes are not part of ELMo and never get gradients)."""
+        lms = (self.bilm.forward_lm, self.bilm.backward_lm)
+        groups = [[p for lm in lms for p in lm.layers[j].parameters()] for j in reversed(range(len(lms[0].layers)))]
+        groups.append([p for lm in lms for p in lm.embedding.parameters()])
+        return groups

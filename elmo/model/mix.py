@@ -1,0 +1,135 @@
+"""Combining the biLM layers h_0, h_1, h_2 into one ELMo vector per token.
+
+Three settings, which are the only thing that differs between the classifier's three runs:
+
+* ``trainable_lambda``: ELMo_k = γ Σ_j softmax(w)_j h_{k,j} with w and γ trained (paper eq. 1,
+  the *scalar mix*, as AllenNLP's ``ScalarMix``);
+* ``frozen_lambda``: the same sum with w drawn once from N(0, 1) using the seed and never trained,
+  and γ fixed at 1 (a global scale is absorbed by the first linear layer of the task encoder, so
+  training γ alone would add nothing but a second learning rate);
+* ``learned_function``: a small network f(h_0, h_1, h_2) per token: a two-layer MLP on the
+  concatenation ``[h_0; h_1; h_2]`` (3D → D → D), which can weigh layers differently per feature and
+  per token instead of with one scalar per layer.
+
+Optionally (``layer_norm=True``, classifier flag ``--layer-norm``) every layer is first normalised
+per token to zero mean and unit variance over its D features, without learned scale or shift (the
+paper's §3.2 remark that layer normalisation before weighting sometimes helps). It matters here
+because the layers differ in scale: the token layer h_0 has about 2.5x the standard deviation of
+the LSTM layers h_1, h_2, so an unnormalised mix is dominated by h_0 whatever λ says. Unlike
+AllenNLP's batch-wide statistics, per-token statistics keep a sentence's vector independent of the
+rest of its batch.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import ElmoError
+
+MIX_SETTINGS = ("trainable_lambda", "frozen_lambda", "learned_function")
+
+
+def normalize_layers(layers: torch.Tensor) -> torch.Tensor:
+    """Per-token layer normalisation without affine parameters.
+
+    Args:
+        layers: ``(L+1, B, T, D)``.
+
+    Returns:
+        The same shape, each ``(j, b, t)`` vector shifted and scaled to mean 0 and variance 1 over D
+        (an all-zero padded vector stays zero).
+    """
+    return F.layer_norm(layers, layers.shape[-1:])
+
+
+class ScalarMix(nn.Module):
+    """γ · Σ_j softmax(w)_j · h_j (Peters et al. 2018, eq. 1).
+
+    Args:
+        num_layers: number of layers mixed (L + 1).
+        trainable: train w and γ (``trainable_lambda``) or keep them fixed (``frozen_lambda``).
+        weights: initial un-normalised weights w, shape ``(num_layers,)``; zeros (the average) when
+            ``None``.
+        gamma: initial γ.
+        layer_norm: normalise each layer per token first (:func:`normalize_layers`).
+
+    Raises:
+        ElmoError: ``weights`` of the wrong shape.
+    """
+
+    def __init__(self, num_layers: int, trainable: bool = True, weights: torch.Tensor | None = None,
+                 gamma: float = 1.0, layer_norm: bool = False):
+        super().__init__()
+        self.layer_norm = layer_norm
+        w = torch.zeros(num_layers) if weights is None else torch.as_tensor(weights, dtype=torch.float32).clone()
+        if w.shape != (num_layers,):
+            raise ElmoError(f"ScalarMix expects {num_layers} weights, got shape {tuple(w.shape)}")
+        self.weights = nn.Parameter(w, requires_grad=trainable)
+        self.gamma = nn.Parameter(torch.tensor(float(gamma)), requires_grad=trainable)
+
+    def forward(self, layers: torch.Tensor) -> torch.Tensor:
+        """Args: layers ``(L+1, B, T, D)``. Returns ``(B, T, D)``."""
+        if self.layer_norm:
+            layers = normalize_layers(layers)
+        lambdas = torch.softmax(self.weights, dim=0).to(layers.dtype)
+        return self.gamma.to(layers.dtype) * torch.einsum("l,lbtd->btd", lambdas, layers)
+
+    def lambdas(self) -> list[float]:
+        """The normalised layer weights softmax(w), for logging."""
+        return torch.softmax(self.weights.detach().float(), dim=0).tolist()
+
+
+class LearnedLayerFunction(nn.Module):
+    """f(h_0, .., h_L) = W_2 · GELU(W_1 · [h_0; ..; h_L] + b_1) + b_2, applied per token.
+
+    Args:
+        num_layers: number of layers (L + 1); dim: width D of each layer and of the output.
+        layer_norm: normalise each layer per token first (:func:`normalize_layers`).
+    """
+
+    def __init__(self, num_layers: int, dim: int, layer_norm: bool = False):
+        super().__init__()
+        self.layer_norm = layer_norm
+        self.net = nn.Sequential(nn.Linear(num_layers * dim, dim), nn.GELU(), nn.Linear(dim, dim))
+
+    def forward(self, layers: torch.Tensor) -> torch.Tensor:
+        """Args: layers ``(L+1, B, T, D)``. Returns ``(B, T, D)``."""
+        if self.layer_norm:
+            layers = normalize_layers(layers)
+        return self.net(torch.cat(list(layers), dim=-1))
+
+    def lambdas(self) -> None:
+        """No scalar weights exist for this setting."""
+        return None
+
+
+def build_mix(setting: str, num_layers: int, dim: int, seed: int = 0, layer_norm: bool = False) -> nn.Module:
+    """The layer-combination module of one setting (see the module docstring).
+
+    Args:
+        setting: one of :data:`MIX_SETTINGS`.
+        num_layers: L + 1; dim: layer width D.
+        seed: draws the frozen weights of ``frozen_lambda`` (reproducible, logged in the results).
+        layer_norm: normalise each layer per token before combining (:func:`normalize_layers`).
+
+    Raises:
+        ElmoError: unknown setting.
+    """
+    if setting == "trainable_lambda":
+        return ScalarMix(num_layers, trainable=True, layer_norm=layer_norm)
+    if setting == "frozen_lambda":
+        generator = torch.Generator().manual_seed(seed)
+        return ScalarMix(num_layers, trainable=False, weights=torch.randn(num_layers, generator=generator),
+                         layer_norm=layer_norm)
+    if setting == "learned_function":
+        return LearnedLayerFunction(num_layers, dim, layer_norm=layer_norm)
+    raise ElmoError(f"unknown layer-mix setting {setting!r}; choose from {', '.join(MIX_SETTINGS)}")
+
+
+def mix_summary(mix: nn.Module) -> dict:
+    """``{"lambdas": [...] or None, "gamma": float or None}`` for results files."""
+    if isinstance(mix, ScalarMix):
+        return {"lambdas": mix.lambdas(), "gamma": float(mix.gamma.detach())}
+    return {"lambdas": None, "gamma": None}

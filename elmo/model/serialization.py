@@ -1,0 +1,122 @@
+"""Model files: what ``forward.pt``, ``backward.pt``, ``bilstm.pt``, ``classifier*.pt`` and the static
+baselines' ``<method>.pt`` hold, and how they are rebuilt.
+
+Every file is a dict of plain values and tensors tagged with its ``format`` (:func:`elmo.artifacts.payload`),
+written atomically and read with ``torch.load(weights_only=True)`` (:mod:`elmo.artifacts`). A
+classifier records the fingerprint of the biLM it was trained on (:func:`bilm_fingerprint`) and only
+loads onto that biLM.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+from dataclasses import asdict
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from ..artifacts import environment_info, load_checkpoint, payload, save_checkpoint
+from ..data.agnews import CLASS_NAMES
+from ..data.vocab import Vocabulary
+from ..errors import ElmoError
+from .bilm import BiLM, BiLMConfig, LanguageModel
+from .classifier import ClassifierConfig, ElmoClassifier
+
+
+def lm_checkpoint(lm: LanguageModel, vocab: Vocabulary, meta: dict[str, Any]) -> dict[str, Any]:
+    """The ``forward.pt`` / ``backward.pt`` payload of one direction."""
+    return payload("lm", direction=lm.direction, config=asdict(lm.config), vocab=list(vocab.itos),
+                   state_dict=lm.state_dict(), meta=meta)
+
+
+def save_bilm(bilm: BiLM, vocab: Vocabulary, path: str | os.PathLike, meta: dict[str, Any]) -> None:
+    """Write ``bilstm.pt``: both directions, the vocabulary and the config, atomically."""
+    save_checkpoint(payload("bilm", config=asdict(bilm.config), vocab=list(vocab.itos),
+                            forward=bilm.forward_lm.state_dict(), backward=bilm.backward_lm.state_dict(),
+                            meta=meta), path)
+
+
+def load_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]]:
+    """Rebuild the biLM from ``bilstm.pt`` alone (``weights_only=True``).
+
+    Returns:
+        ``(bilm, vocab, meta)`` with the biLM in eval mode on the CPU.
+
+    Raises:
+        ElmoError: missing/corrupt file, not an ``elmo.bilm`` checkpoint, or weights that do not fit
+            the stored config.
+    """
+    ckpt = load_checkpoint(path, "elmo.bilm")
+    try:
+        config = BiLMConfig(**ckpt["config"])
+        vocab = Vocabulary(ckpt["vocab"])
+        if len(vocab) != config.vocab_size:
+            raise ElmoError(f"vocabulary has {len(vocab)} words but the config says {config.vocab_size}")
+        bilm = BiLM(config)
+        bilm.forward_lm.load_state_dict(ckpt["forward"])
+        bilm.backward_lm.load_state_dict(ckpt["backward"])
+    except (KeyError, TypeError, RuntimeError, ElmoError) as exc:
+        raise ElmoError(f"{path}: inconsistent biLM checkpoint: {str(exc).splitlines()[0]}") from None
+    return bilm.eval(), vocab, ckpt.get("meta", {})
+
+
+#: BiLMConfig fields added after the first release (the paper's options); at their defaults they are
+#: left out of :func:`bilm_fingerprint`, so classifiers saved before they existed still load.
+LATER_BILM_FIELDS = ("token_encoder", "char_dim", "char_filters", "num_highway", "max_chars", "residual", "proj_size")
+
+
+def bilm_fingerprint(bilm: BiLM, vocab: Vocabulary) -> str:
+    """A short hash of the biLM's config and vocabulary; a classifier only loads onto the same."""
+    config, default = asdict(bilm.config), asdict(BiLMConfig(vocab_size=1))
+    kept = {k: v for k, v in config.items() if k not in LATER_BILM_FIELDS or v != default[k]}
+    text = repr(sorted(kept.items())) + "\n" + "\n".join(vocab.itos)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def classifier_checkpoint(model: ElmoClassifier, fingerprint: str, class_names: Sequence[str],
+                          extra: dict[str, Any]) -> dict[str, Any]:
+    """The ``classifier*.pt`` payload: task weights, config, class names, the biLM fingerprint and the
+    library versions and seed (``meta``), then ``extra``."""
+    return payload("classifier", config=asdict(model.config), class_names=list(class_names),
+                   bilm_fingerprint=fingerprint, meta=environment_info(model.config.seed),
+                   state_dict=model.task_state_dict(), **extra)
+
+
+def load_classifier(path: str | os.PathLike, bilm: BiLM, vocab: Vocabulary) -> tuple[ElmoClassifier, list[str]]:
+    """Rebuild an :class:`~elmo.model.classifier.ElmoClassifier` from a ``classifier*.pt`` on top of its biLM.
+
+    Args:
+        path: the classifier file (``weights_only=True`` load).
+        bilm, vocab: the biLM and vocabulary it was trained on (:func:`load_bilm`); a fine-tuned
+            classifier's file carries its own biLM weights, which replace ``bilm``'s.
+
+    Returns:
+        ``(model, class_names)``, the model in eval mode on the biLM's device.
+
+    Raises:
+        ElmoError: missing/corrupt file, not a classifier, trained on a different biLM (fingerprint of
+            config + vocabulary), or weights that do not fit the stored config.
+    """
+    ckpt = load_checkpoint(path, "elmo.classifier")
+    fingerprint = bilm_fingerprint(bilm, vocab)
+    if ckpt.get("bilm_fingerprint") != fingerprint:
+        raise ElmoError(f"{path} was trained on a different biLM (fingerprint {ckpt.get('bilm_fingerprint')}, "
+                        f"this biLM {fingerprint}): use the bilstm.pt it was trained with")
+    try:
+        config = ClassifierConfig(**ckpt["config"])
+        model = ElmoClassifier(copy.deepcopy(bilm) if config.fine_tune else bilm, config)
+        model.load_task_state_dict(ckpt["state_dict"])
+    except (KeyError, TypeError, RuntimeError, ElmoError) as exc:
+        raise ElmoError(f"{path}: inconsistent classifier checkpoint: {str(exc).splitlines()[0]}") from None
+    device = next(bilm.parameters()).device
+    return model.to(device).eval(), list(ckpt.get("class_names", CLASS_NAMES))
+
+
+def save_static_vectors(vectors: np.ndarray, vocab: Vocabulary, info: dict[str, Any], seed: int,
+                        path: str | os.PathLike) -> None:
+    """Write a static baseline's ``(V, D)`` vectors with the vocabulary and how they were trained."""
+    save_checkpoint(payload("static", vectors=torch.from_numpy(vectors), vocab=list(vocab.itos), info=info,
+                            meta=environment_info(seed)), path)

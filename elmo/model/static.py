@@ -1,0 +1,194 @@
+"""Static (context-free) word embeddings the report compares ELMo with: Word2Vec and PPMI + SVD.
+
+Both are trained on exactly the training descriptions the biLM sees, through the same tokeniser and
+the same :class:`~elmo.data.vocab.Vocabulary` (words below ``--min-freq`` become ``<unk>`` and get the
+``<unk>`` vector), so a static matrix row ``i`` and a biLM input id ``i`` name the same word.
+
+* **Word2Vec** (Mikolov et al. 2013): skip-gram with negative sampling, trained by gensim with one
+  worker thread so that a seed repeats the vectors exactly.
+* **SVD** (Levy, Goldberg & Dagan 2015, "Improving distributional similarity with lessons learned
+  from word embeddings"): symmetric word–context co-occurrence counts within ``window`` tokens on each
+  side (inside one document, unweighted), positive PMI with context-distribution smoothing
+  (α = 0.75), reduced with scikit-learn's ``TruncatedSVD`` on the sparse matrix; the word vectors are
+  ``U Σ^½`` (eigenvalue weighting p = 0.5). No dense V×V matrix is ever built.
+
+Every matrix returned here has shape ``(V, D)`` (float32), row 0 (``<pad>``) zero, and is scaled to a
+global standard deviation of 1 so that a classifier head sees inputs of the same scale whichever
+embedding it is given.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..data.corpus import EncodedCorpus
+from ..data.vocab import PAD_ID, Vocabulary
+from ..errors import ElmoError
+
+STATIC_METHODS = ("word2vec", "svd")
+
+
+def standardize(vectors: np.ndarray) -> np.ndarray:
+    """``vectors`` (V, D) divided by their global standard deviation, with the ``<pad>`` row zeroed."""
+    vectors = np.asarray(vectors, dtype=np.float32).copy()
+    vectors[PAD_ID] = 0.0
+    std = float(vectors[PAD_ID + 1:].std())
+    return vectors / std if std > 0 else vectors
+
+
+def copy_vectors(embedding, vectors: np.ndarray) -> int:
+    """Overwrite the rows of ``embedding`` (an ``nn.Embedding``, V × D) whose vector in ``vectors`` (V, D) is non-zero.
+
+    Zero rows (``<pad>`` and words the embedding method never saw) keep their current values; the
+    embedding stays trainable. Returns the number of rows copied.
+    """
+    import torch
+
+    seen = torch.from_numpy(np.abs(vectors).sum(1) > 0)
+    with torch.no_grad():
+        embedding.weight[seen] = torch.from_numpy(vectors[seen.numpy()]).to(embedding.weight)
+    return int(seen.sum())
+
+
+def word2vec_vectors(sentences: Iterable[Sequence[str]], vocab: Vocabulary, dim: int = 300, window: int = 5,
+                     epochs: int = 10, negative: int = 5, subsample: float = 1e-4,
+                     seed: int = 0) -> tuple[np.ndarray, dict]:
+    """Train skip-gram Word2Vec (gensim) and return one vector per vocabulary word.
+
+    Args:
+        sentences: token lists (the training descriptions, tokenised by :func:`elmo.data.text.tokenize`).
+        vocab: the biLM vocabulary; tokens outside it are replaced by ``<unk>`` before training.
+        dim: vector width D; window: context words on each side; epochs: passes over the corpus;
+        negative: negative samples per positive pair; subsample: gensim's ``sample``, the frequency
+            above which words are randomly down-sampled (0 = off); seed: gensim's seed (one worker thread, so
+            a seed repeats the vectors exactly).
+
+    Returns:
+        ``(vectors (V, D) float32, info)``. Specials that never occur in the corpus (``<pad>``,
+        ``<bos>``, ``<eos>``) get a zero vector; ``info`` holds the training settings and seconds.
+
+    Raises:
+        ElmoError: a non-positive size, or a corpus with no tokens.
+    """
+    from gensim.models import (
+        Word2Vec,  # imported here: only the baselines and --init-embeddings need it
+    )
+
+    if min(dim, window, epochs, negative) < 1:
+        raise ElmoError(f"Word2Vec sizes must be positive, got dim={dim} window={window} epochs={epochs} "
+                        f"negative={negative}")
+    mapped = [vocab.decode(vocab.encode(tokens)) for tokens in sentences]
+    mapped = [s for s in mapped if s]
+    if not mapped:
+        raise ElmoError("Word2Vec needs at least one non-empty training sentence")
+    started = time.perf_counter()
+    model = Word2Vec(sentences=mapped, vector_size=dim, window=window, min_count=1, sg=1, negative=negative,
+                     epochs=epochs, workers=1, seed=seed, sample=subsample)
+    vectors = np.zeros((len(vocab), dim), dtype=np.float32)
+    for word, row in model.wv.key_to_index.items():
+        vectors[vocab.stoi[word]] = model.wv.vectors[row]
+    info = {"method": "word2vec", "algorithm": "skip-gram, negative sampling (gensim)", "dim": dim,
+            "window": window, "epochs": epochs, "negative": negative, "subsample": subsample,
+            "words_trained": len(model.wv.key_to_index), "seconds": time.perf_counter() - started}
+    return standardize(vectors), info
+
+
+def cooccurrence_matrix(corpus: EncodedCorpus, vocab_size: int, window: int = 5) -> sp.csr_matrix:
+    """Symmetric word–context co-occurrence counts, as a sparse matrix.
+
+    Token ``i`` and token ``j`` of the same document co-occur when ``0 < |i - j| <= window``; each such
+    pair adds 1 to ``C[w_i, w_j]`` and 1 to ``C[w_j, w_i]``. Documents never see each other.
+
+    Args:
+        corpus: the encoded training documents (flat ids + offsets); vocab_size: V.
+        window: context size on each side, >= 1.
+
+    Returns:
+        ``(V, V)`` ``scipy.sparse.csr_matrix`` of float64 counts.
+
+    Raises:
+        ElmoError: ``window < 1``.
+    """
+    if window < 1:
+        raise ElmoError(f"--svd-window must be >= 1, got {window}")
+    ids = corpus.ids.astype(np.int64)
+    doc = np.repeat(np.arange(len(corpus)), corpus.lengths)  # document of each flat position
+    rows, cols = [], []
+    for k in range(1, window + 1):
+        same = doc[k:] == doc[:-k]
+        rows.append(ids[:-k][same])
+        cols.append(ids[k:][same])
+    left, right = (np.concatenate(rows), np.concatenate(cols)) if rows else (np.array([], np.int64),) * 2
+    data = np.ones(2 * len(left))
+    counts = sp.coo_matrix((data, (np.concatenate([left, right]), np.concatenate([right, left]))),
+                           shape=(vocab_size, vocab_size))
+    return counts.tocsr()  # duplicate (row, col) entries are summed here
+
+
+def ppmi(counts: sp.spmatrix, alpha: float = 0.75) -> sp.csr_matrix:
+    """Positive pointwise mutual information with context-distribution smoothing (Levy et al. 2015).
+
+    ``PPMI(w, c) = max(0, log P(w, c) / (P(w) P_α(c)))`` with ``P(w, c) = n_wc / N``,
+    ``P(w) = n_w / N`` (row sums) and ``P_α(c) = n_c^α / Σ_c' n_c'^α`` (column sums). Computed on the
+    non-zero entries only; zero counts stay zero.
+
+    Args:
+        counts: ``(V, V)`` sparse co-occurrence counts; alpha: smoothing exponent in (0, 1].
+
+    Returns:
+        ``(V, V)`` ``csr_matrix`` with the non-positive entries removed.
+
+    Raises:
+        ElmoError: ``alpha`` outside (0, 1] or an all-zero matrix.
+    """
+    if not 0.0 < alpha <= 1.0:
+        raise ElmoError(f"PPMI smoothing alpha must be in (0, 1], got {alpha}")
+    counts = sp.csr_matrix(counts, dtype=np.float64)
+    total = counts.sum()
+    if total <= 0:
+        raise ElmoError("the co-occurrence matrix is empty: no document has two tokens")
+    word = np.asarray(counts.sum(axis=1)).ravel() / total
+    context = np.asarray(counts.sum(axis=0)).ravel() ** alpha
+    context /= context.sum()
+    coo = counts.tocoo()
+    pmi = np.log(coo.data / total) - np.log(word[coo.row]) - np.log(context[coo.col])
+    keep = pmi > 0
+    out = sp.csr_matrix((pmi[keep], (coo.row[keep], coo.col[keep])), shape=counts.shape)
+    out.eliminate_zeros()
+    return out
+
+
+def svd_vectors(corpus: EncodedCorpus, vocab_size: int, dim: int = 300, window: int = 5, alpha: float = 0.75,
+                seed: int = 0) -> tuple[np.ndarray, dict]:
+    """PPMI + truncated SVD word vectors ``U Σ^½``.
+
+    Args:
+        corpus: the encoded training documents; vocab_size: V; dim: D (< V);
+        window: co-occurrence window on each side; alpha: PPMI context smoothing; seed: the
+            randomized SVD's seed.
+
+    Returns:
+        ``(vectors (V, D) float32, info)``; ``info`` records the settings, the share of non-zero
+        PPMI cells and the seconds taken.
+
+    Raises:
+        ElmoError: ``dim`` not in [1, V), or the errors of :func:`cooccurrence_matrix` / :func:`ppmi`.
+    """
+    from sklearn.decomposition import TruncatedSVD
+
+    if not 1 <= dim < vocab_size:
+        raise ElmoError(f"SVD dimension must be in [1, {vocab_size}) for this vocabulary, got {dim}")
+    started = time.perf_counter()
+    matrix = ppmi(cooccurrence_matrix(corpus, vocab_size, window), alpha)
+    svd = TruncatedSVD(n_components=dim, algorithm="randomized", n_iter=7, random_state=seed)
+    u_sigma = svd.fit_transform(matrix)  # U Σ
+    vectors = u_sigma / np.sqrt(np.maximum(svd.singular_values_, 1e-12))  # U Σ^½
+    info = {"method": "svd", "algorithm": "PPMI (alpha-smoothed) + TruncatedSVD, U Sigma^0.5", "dim": dim,
+            "window": window, "alpha": alpha, "ppmi_nonzero_share": matrix.nnz / float(vocab_size) ** 2,
+            "explained_variance_ratio": float(svd.explained_variance_ratio_.sum()),
+            "seconds": time.perf_counter() - started}
+    return standardize(vectors), info

@@ -1,0 +1,252 @@
+"""Baselines ELMo is compared with (what ``python baselines.py`` runs), on the same data and split.
+
+* **Word2Vec** and **SVD** (PPMI + TruncatedSVD) static embeddings (:mod:`elmo.model.static`), trained on
+  the same training descriptions with the same tokeniser and vocabulary as the biLM, each fed as a
+  *frozen* token embedding into exactly the classifier head ELMo uses
+  (:class:`~elmo.model.classifier.SequenceClassifier`: same task token embedding, BiLSTM encoder, pooling,
+  epochs, early stopping on validation macro-F1, seed; :func:`elmo.pipelines.task.train_and_evaluate`), so
+  the only difference is the representation.
+* **TF-IDF** (word 1-2 grams) + logistic regression (scikit-learn), the classical reference.
+* A context-sensitivity check: the same word in AG News test sentences of two topics gets different
+  ELMo vectors (cosine similarity per layer), while a static embedding gives it one vector.
+
+Run after ``python ELMO.py`` (the vocabulary and the biLM come from ``models/bilstm.pt``). Writes
+``results/baselines.json`` (per method the metric keys of ``results/classification.json``),
+``models/word2vec.pt`` and ``models/svd.pt`` (the vectors) and ``images/confusion_<method>.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+
+from ..artifacts import environment_info, write_json
+from ..data.agnews import CLASS_NAMES, NUM_CLASSES, Corpus
+from ..data.corpus import encode_corpus
+from ..data.vocab import Vocabulary
+from ..errors import ElmoError
+from ..model.bilm import BiLM
+from ..model.classifier import StaticEmbeddingClassifier
+from ..model.serialization import save_static_vectors
+from ..model.static import STATIC_METHODS, svd_vectors, word2vec_vectors
+from ..runtime.device import set_seed, to_device
+from ..training.metrics import classification_metrics
+from .common import (
+    checkpointing,
+    format_confusion,
+    format_results_table,
+    option,
+    remove_checkpoints,
+)
+from .plots import plot_confusion
+from .task import HeadConfig, TaskData, prepare, train_and_evaluate
+
+BASELINE_METHODS = (*STATIC_METHODS, "tfidf_logreg")
+#: Words that change meaning with the topic in AG News (a race / strike / record / court / crash in
+#: politics, sport or business); the first two that occur in two topics are demonstrated.
+CONTEXT_WORDS = ("strike", "race", "record", "court", "crash", "shares", "apple")
+#: Head settings that must match classification.py's for the comparison to be fair.
+HEAD_KEYS = ("encoder_hidden", "token_embedding_dim", "token_embedding_init", "dropout", "weight_decay", "epochs", "batch_size",
+             "max_tokens", "lr", "clip_norm", "patience", "seed", "val_fraction", "max_docs", "max_length",
+             "concat_token_embedding")
+
+
+@dataclass
+class BaselinesConfig(HeadConfig):
+    """Flags of ``baselines.py`` (see ``python baselines.py --help``); the head flags equal ``classification.py``'s."""
+
+    methods: tuple[str, ...] = option(BASELINE_METHODS, "baselines to run, in turn", choices=BASELINE_METHODS)
+    static_dim: int = option(300, "width of the Word2Vec and SVD vectors")
+    w2v_window: int = option(5, "Word2Vec context window (words on each side)")
+    w2v_epochs: int = option(10, "Word2Vec passes over the training text")
+    svd_window: int = option(5, "co-occurrence window of the SVD baseline (words on each side)")
+    svd_alpha: float = option(0.75, "PPMI context-distribution smoothing exponent")
+    context_words: tuple[str, ...] = option(CONTEXT_WORDS, "candidate words for the context-sensitivity check")
+
+    def check(self) -> None:
+        super().check()
+        if not self.methods:
+            raise ElmoError("--methods needs at least one method")
+        for name in ("static_dim", "w2v_window", "w2v_epochs", "svd_window"):
+            if getattr(self, name) < 1:
+                raise ElmoError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+
+
+def tfidf_logreg(train: Corpus, val: Corpus, test: Corpus, seed: int = 0) -> dict:
+    """Fit TF-IDF (1-2 grams, sublinear tf, min_df 2) + logistic regression; metrics on every split.
+
+    The documents are the project's own tokens joined by spaces, so the baseline sees the same
+    cleaned, lower-cased text as the biLM (but every word, with no vocabulary cut-off).
+
+    Returns:
+        ``{"train", "val", "test": metrics, "train_seconds": float}`` (metrics as
+        :func:`~elmo.training.metrics.classification_metrics`).
+    """
+    started = time.perf_counter()
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, token_pattern=r"\S+")
+    x_train = vectorizer.fit_transform(" ".join(t) for t in train.tokens)
+    model = LogisticRegression(C=10.0, max_iter=2000, random_state=seed)
+    model.fit(x_train, train.labels)
+    out: dict[str, Any] = {}
+    for name, corpus in (("train", train), ("val", val), ("test", test)):
+        x = x_train if name == "train" else vectorizer.transform(" ".join(t) for t in corpus.tokens)
+        out[name] = classification_metrics(corpus.labels, model.predict(x), NUM_CLASSES)
+    out["train_seconds"] = time.perf_counter() - started
+    out["features"] = len(vectorizer.vocabulary_)
+    return out
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine similarity of two vectors (0 when either is zero)."""
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b / norm) if norm > 0 else 0.0
+
+
+def context_sensitivity(bilm: BiLM, vocab: Vocabulary, corpus: Corpus, words: Sequence[str],
+                        lambdas: Sequence[float] | None = None, max_words: int = 2, per_topic: int = 20,
+                        max_length: int = 256) -> list[dict]:
+    """The same word in sentences of two topics: ELMo vectors differ, a static vector cannot.
+
+    For each candidate word (in order, up to ``max_words`` that qualify) take the two topics a, b with
+    the most documents containing it and up to ``per_topic`` documents of each (at least 2 of a, 1 of
+    b). The word's vector at its first position in each document is taken from every biLM layer
+    h_0..h_L (eq. 1; h_0 is context-free) and from the scalar mix ``Σ_j λ_j h_j`` (eq. 1, γ omitted: it
+    does not change a cosine) with ``lambdas`` (uniform when ``None``). Reported per representation:
+
+    * ``example_same = cos(A, A')`` and ``example_cross = cos(A, B)`` for the first two documents A, A'
+      of topic a and the first document B of topic b (shown in the report);
+    * ``same_topic`` / ``cross_topic``: the mean cosine over all pairs of occurrences from the same
+      topic / from different topics.
+
+    A static embedding gives 1.0 everywhere by construction, and so does h_0.
+
+    Returns:
+        One dict per word: ``word``, ``sentences`` (topic and text of A, A', B), ``occurrences``
+        (``{topic: count}``), ``cosine`` (``{"h0": {...}, ..., "mix": {...}}`` with the four keys above).
+    """
+    out = []
+    bilm.eval()
+    device = next(bilm.parameters()).device
+    for word in words:
+        if word not in vocab.stoi:
+            continue
+        by_class: dict[int, list[int]] = {}
+        for i, (tokens, label) in enumerate(zip(corpus.tokens, corpus.labels)):
+            if word in tokens[:max_length]:
+                by_class.setdefault(int(label), []).append(i)
+        ranked = sorted(by_class, key=lambda c: (-len(by_class[c]), c))
+        if len(ranked) < 2 or len(by_class[ranked[0]]) < 2:
+            continue
+        a, b = ranked[0], ranked[1]
+        docs = by_class[a][:per_topic] + by_class[b][:per_topic]
+        topic = np.array([a] * len(by_class[a][:per_topic]) + [b] * len(by_class[b][:per_topic]))
+        chosen = corpus.subset(docs)
+        batch = encode_corpus(chosen.tokens, vocab, chosen.labels, max_length,
+                              bilm.config.chars_per_token).collate(np.arange(len(docs)))
+        with torch.no_grad():
+            batch = to_device(batch, device)
+            layers = bilm(batch["ids"], batch["lengths"], batch.get("chars")).float().cpu().numpy()  # (L+1, n, T, D)
+        positions = [corpus.tokens[i].index(word) for i in docs]
+        vecs = np.stack([layers[:, row, pos] for row, pos in enumerate(positions)], axis=1)  # (L+1, n, 2H)
+        weights = np.full(len(layers), 1.0 / len(layers)) if lambdas is None else np.asarray(lambdas)
+        named = {f"h{j}": vecs[j] for j in range(len(layers))} | {"mix": np.tensordot(weights, vecs, axes=1)}
+        same = (topic[:, None] == topic[None, :]) & ~np.eye(len(docs), dtype=bool)
+        cross = topic[:, None] != topic[None, :]
+        example_b = len(by_class[a][:per_topic])  # row of B
+        cos: dict[str, dict[str, float]] = {}
+        for name, v in named.items():
+            unit = v / np.linalg.norm(v, axis=1, keepdims=True).clip(1e-12)
+            sim = unit @ unit.T
+            cos[name] = {"example_same": cosine(v[0], v[1]), "example_cross": cosine(v[0], v[example_b]),
+                         "same_topic": float(sim[same].mean()), "cross_topic": float(sim[cross].mean())}
+        out.append({
+            "word": word,
+            "sentences": [{"topic": CLASS_NAMES[c], "text": corpus.texts[i]}
+                          for c, i in zip((a, a, b), (docs[0], docs[1], docs[example_b]))],
+            "occurrences": {CLASS_NAMES[a]: int((topic == a).sum()), CLASS_NAMES[b]: int((topic == b).sum())},
+            "cosine": cos,
+        })
+        if len(out) == max_words:
+            break
+    return out
+
+
+def head_mismatch(config: BaselinesConfig, classification_json: Path) -> list[str]:
+    """The head/training flags in which this run differs from the ELMo run in ``classification.json``."""
+    if not classification_json.is_file():
+        return []
+    elmo_config = json.loads(classification_json.read_text(encoding="utf-8")).get("config", {})
+    return [k for k in HEAD_KEYS if k in elmo_config and elmo_config[k] != getattr(config, k)]
+
+
+def static_baseline(task: TaskData, config: BaselinesConfig, method: str) -> dict:
+    """Train a static embedding (``word2vec`` or ``svd``) on the training descriptions, save it as
+    ``<method>.pt`` and train and evaluate the shared head on it, frozen."""
+    train, vocab, session = task.corpora["train"], task.vocab, task.session
+    if method == "word2vec":
+        vectors, info = word2vec_vectors(train.tokens, vocab, config.static_dim, config.w2v_window,
+                                         config.w2v_epochs, seed=config.seed)
+    else:
+        vectors, info = svd_vectors(task.data["train"], len(vocab), config.static_dim, config.svd_window,
+                                    config.svd_alpha, seed=config.seed)
+    session.say(f"{method}: {len(vocab):,} x {vectors.shape[1]} vectors in {info['seconds']:.0f} s")
+    save_static_vectors(vectors, vocab, info, config.seed, session.outputs.static(method))
+    set_seed(config.seed)
+    model = task.to_device(StaticEmbeddingClassifier(torch.from_numpy(vectors), config.classifier_config(method)))
+    checkpoint = checkpointing(config, f"baseline_{method}", vocab=vocab.fingerprint())
+    return {**train_and_evaluate(model, task.data, config, session, checkpoint), "embedding": info}
+
+
+def trained_lambdas(classification_json: Path) -> list[float] | None:
+    """The trainable-λ weights of the ELMo run in ``classification.json`` (``None`` without one)."""
+    if not classification_json.is_file():
+        return None
+    return json.loads(classification_json.read_text(encoding="utf-8")).get("trainable_lambda", {}).get("lambdas")
+
+
+def baselines(config: BaselinesConfig) -> dict:
+    """Run every baseline in ``config.methods``; returns the ``baselines.json`` content.
+
+    Raises:
+        ElmoError: missing ``bilstm.pt`` (run ``python ELMO.py`` first; the baselines use its vocabulary),
+            bad data or flags.
+    """
+    task = prepare(config)
+    outputs, say = task.session.outputs, task.session.say
+    train, val, test = task.corpora["train"], task.corpora["val"], task.corpora["test"]
+    classification_json = outputs.result("classification")
+    mismatch = head_mismatch(config, classification_json)
+    if mismatch:
+        print(f"warning: these flags differ from the classification.py run in {classification_json}: "
+              f"{', '.join(mismatch)}; the comparison is not like for like", file=sys.stderr)
+    out: dict[str, Any] = {}
+    for method in config.methods:
+        entry = tfidf_logreg(train, val, test, config.seed) if method == "tfidf_logreg" else \
+            static_baseline(task, config, method)
+        out[method] = entry
+        plot_confusion(entry["test"]["confusion_matrix"], CLASS_NAMES, CLASS_NAMES, outputs.image(f"confusion_{method}"),
+                       f"{method} (test accuracy {entry['test']['accuracy']:.3f})")
+        say(f"{method}: test accuracy {entry['test']['accuracy']:.4f}, macro-F1 {entry['test']['f1']:.4f}")
+        say(format_confusion(entry["test"]["confusion_matrix"]))
+    out["context"] = context_sensitivity(task.bilm, task.vocab, test, config.context_words,
+                                        trained_lambdas(classification_json), max_length=config.max_length)
+    for item in out["context"]:
+        cos = item["cosine"]
+        say(f"'{item['word']}' ({' vs '.join(f'{n} {t}' for t, n in item['occurrences'].items())} occurrences): "
+            f"mean cosine of ELMo h2 within a topic {cos['h2']['same_topic']:.3f}, across topics "
+            f"{cos['h2']['cross_topic']:.3f}; a static embedding: 1.000 for both")
+    out["head_mismatch"] = mismatch
+    out["config"], out["meta"] = asdict(config), environment_info(config.seed)
+    write_json(outputs.result("baselines"), out)
+    remove_checkpoints(config, [f"baseline_{m}" for m in config.methods])
+    say("\n" + format_results_table(out, config.methods, header="method"))
+    return out

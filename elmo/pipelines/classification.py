@@ -1,0 +1,166 @@
+"""Training the AG News classifier on frozen ELMo features (what ``python classification.py`` runs).
+
+For each layer-mix setting in turn (``trainable_lambda``, ``frozen_lambda``, ``learned_function``;
+see :mod:`elmo.model.mix`) the same :class:`~elmo.model.classifier.ElmoClassifier` is trained by
+:func:`elmo.pipelines.task.train_and_evaluate`, the recipe ``baselines.py`` also applies to the static
+embeddings. Writes ``models/classifier_<setting>.pt``, ``models/classifier.pt`` (the setting best on
+validation), ``results/classification.json`` and ``images/confusion_<setting>.png``. With
+``--predict`` / ``--predict-file`` it only classifies texts (:mod:`elmo.pipelines.prediction`).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..artifacts import environment_info, save_checkpoint, write_json
+from ..data.agnews import CLASS_NAMES
+from ..errors import ElmoError
+from ..inference.layer_cache import CACHE_MODES, compute_layers, should_cache
+from ..model.classifier import ClassifierConfig, ElmoClassifier
+from ..model.mix import MIX_SETTINGS, mix_summary
+from ..model.serialization import bilm_fingerprint, classifier_checkpoint
+from ..runtime import distributed
+from ..runtime.device import set_seed
+from .common import (
+    checkpointing,
+    format_confusion,
+    format_results_table,
+    option,
+    remove_checkpoints,
+)
+from .plots import plot_confusion, plot_curves
+from .prediction import predict_texts
+from .task import HeadConfig, TaskData, prepare, train_and_evaluate
+
+
+@dataclass
+class ClassifyConfig(HeadConfig):
+    """Flags of ``classification.py`` (see ``python classification.py --help``)."""
+
+    settings: tuple[str, ...] = option(MIX_SETTINGS, "layer-mix settings to train, in turn", choices=MIX_SETTINGS)
+    elmo_dropout: float = option(0.0, "dropout on the ELMo vector itself (AllenNLP's Elmo uses 0.5)")
+    mix_l2: float = option(0.0, "L2 penalty λ‖w‖² on the scalar-mix weights, pulling λ toward the average "
+                           "(paper §3.3 and §5.2: 0.001 small, 1 ≈ plain average); trainable λ only, the other "
+                           "settings have no trainable scalar weights")
+    fine_tune: bool = option(False, "fine-tune the biLM with the classifier instead of freezing it: discriminative "
+                             "learning rates and gradual unfreezing, top layer first")
+    lr_decay: float = option(2.6, "fine-tuning: each biLM layer group down from the top gets the learning rate of "
+                             "the group above divided by this (ULMFiT's 2.6)")
+    predict: str | None = option(None, "classify this text with models/classifier.pt and print label and "
+                                 "probability (no training)")
+    predict_file: str | None = option(None, "classify every line of this file (one text per line; no training)")
+    cache_layers: str = option("auto", "compute the frozen biLM's LSTM layers of every document once and share them "
+                               "across epochs and settings (memory for time, see elmo/inference/layer_cache.py): auto (when they "
+                               "fit in half the available memory), on, off (run the biLM in every step); never "
+                               "with --fine-tune", choices=CACHE_MODES)
+
+    def check(self) -> None:
+        super().check()
+        if not self.settings:
+            raise ElmoError("--settings needs at least one setting")
+        if self.lr_decay < 1:
+            raise ElmoError(f"--lr-decay must be >= 1, got {self.lr_decay}")
+        if self.predict is not None and self.predict_file is not None:
+            raise ElmoError("give either --predict or --predict-file, not both")
+        self.classifier_config(self.settings[0])
+
+    def classifier_config(self, setting: str) -> ClassifierConfig:
+        """The head's config plus the ELMo options (ELMo dropout, mix L2, fine-tuning)."""
+        return replace(super().classifier_config(setting), elmo_dropout=self.elmo_dropout, mix_l2=self.mix_l2,
+                       fine_tune=self.fine_tune)
+
+
+def attach_layer_cache(task: TaskData, config: ClassifyConfig) -> float | None:
+    """Apply ``--cache-layers``: compute the frozen biLM's LSTM layers of every split once
+    (:func:`elmo.inference.layer_cache.compute_layers`) and attach them to ``task.data``. Never with
+    ``--fine-tune``.
+
+    Returns:
+        Seconds spent computing the cache, or ``None`` when not caching.
+    """
+    if config.fine_tune:
+        return None
+    session = task.session
+    num_tokens = sum(d.num_tokens for d in task.data.values())
+    dtype = session.amp_dtype if session.amp_dtype is not None else torch.float32
+    cache, why = should_cache(config.cache_layers, task.bilm, num_tokens, dtype)
+    session.say(why)
+    if not cache:
+        return None
+    started = time.perf_counter()
+    for corpus in task.data.values():
+        corpus.attach_layers(compute_layers(task.bilm, corpus, session.device, session.amp_dtype))
+    seconds = time.perf_counter() - started
+    session.say(f"biLM layers of {num_tokens:,} tokens computed in {seconds:.0f} s")
+    return seconds
+
+
+def train_setting(task: TaskData, config: ClassifyConfig, setting: str, fingerprint: str) -> tuple[dict, ElmoClassifier]:
+    """Train and evaluate the ELMo classifier of one layer-mix ``setting``; returns its results entry
+    (with the mix's λ and γ) and the trained model."""
+    set_seed(config.seed)
+    # Fine-tuning trains the biLM in place: give each setting its own copy of the pre-trained one.
+    bilm = copy.deepcopy(task.bilm) if config.fine_tune else task.bilm
+    model = task.to_device(ElmoClassifier(bilm, config.classifier_config(setting)))
+    if task.session.ctx.rank:  # one dropout stream per rank (DDP gives every rank rank 0's initial weights)
+        torch.manual_seed(config.seed + task.session.ctx.rank)
+    entry = train_and_evaluate(model, task.data, config, task.session,
+                               checkpointing(config, f"classifier_{setting}", bilm=fingerprint))
+    entry.update(mix_summary(model.mix))
+    return entry, model
+
+
+def report_setting(task: TaskData, setting: str, entry: dict) -> None:
+    """Rank 0: the confusion-matrix plot and the printed result of one setting."""
+    outputs, say = task.session.outputs, task.session.say
+    plot_confusion(entry["test"]["confusion_matrix"], CLASS_NAMES, CLASS_NAMES, outputs.image(f"confusion_{setting}"),
+                   f"{setting} (test accuracy {entry['test']['accuracy']:.3f})")
+    lam = "" if entry["lambdas"] is None else f", λ = {np.round(entry['lambdas'], 3).tolist()}, γ = {entry['gamma']:.3f}"
+    say(f"{setting}: test accuracy {entry['test']['accuracy']:.4f}, macro-F1 {entry['test']['f1']:.4f}{lam}")
+    say(format_confusion(entry["test"]["confusion_matrix"]))
+
+
+def classify(config: ClassifyConfig) -> dict | list:
+    """Train and evaluate one classifier per setting; returns the ``classification.json`` content.
+    With ``--predict`` / ``--predict-file`` it only classifies those texts (:func:`predict_texts`).
+
+    Raises:
+        ElmoError: missing biLM files (run ``python ELMO.py`` first), bad data or flags.
+    """
+    if config.predict is not None or config.predict_file is not None:
+        return predict_texts(config.models_dir, config.predict, config.predict_file, config.device,
+                             config.precision, config.threads)
+    task = prepare(config)
+    session, outputs = task.session, task.session.outputs
+    fingerprint = bilm_fingerprint(task.bilm, task.vocab)
+    cache_seconds = attach_layer_cache(task, config)
+    out: dict[str, Any] = {}
+    payloads: dict[str, dict[str, Any]] = {}  # checkpoint contents per setting; the best is also classifier.pt
+    for setting in config.settings:
+        out[setting], model = train_setting(task, config, setting, fingerprint)
+        if session.ctx.is_main:
+            payloads[setting] = classifier_checkpoint(model, fingerprint, CLASS_NAMES, {
+                "setting_results": {k: out[setting][k]["f1"] for k in ("val", "test")}})
+            save_checkpoint(payloads[setting], outputs.classifier(setting))
+            report_setting(task, setting, out[setting])
+    if not session.ctx.is_main:
+        distributed.barrier()  # wait for rank 0's files, so the job ends as one
+        return out
+    best = max(config.settings, key=lambda s: out[s]["val"]["f1"])
+    out["best_setting"] = best
+    out["precision"], out["layer_cache_seconds"] = session.precision, cache_seconds
+    save_checkpoint(payloads[best], outputs.classifier())
+    out["config"], out["meta"] = asdict(config), {**environment_info(config.seed), "bilm_fingerprint": fingerprint}
+    write_json(outputs.result("classification"), out)
+    plot_curves({s: [row["val_f1"] for row in out[s]["history"]] for s in config.settings},
+                outputs.image("classifier_val_f1"), "Classifier validation macro-F1", "macro-F1")
+    remove_checkpoints(config, [f"classifier_{s}" for s in config.settings])
+    session.say("\n" + format_results_table(out, config.settings) + f"\nbest on validation: {best}")
+    distributed.barrier()
+    return out

@@ -1,0 +1,173 @@
+"""What every pipeline shares: the flags common to all scripts (:class:`CommonConfig`), the run
+start-up sequence (:func:`start`), training checkpoints named per run, and the text tables printed at
+the end.
+
+Each script's flags are generated 1:1 from a config dataclass (``--max-docs`` ↔ ``max_docs``;
+:func:`option` carries the help text), so the config saved in results files and checkpoints is
+exactly what the user asked for. The parser itself is :mod:`elmo.cli`'s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+
+from ..artifacts import Outputs, check_writable
+from ..data.agnews import CLASS_NAMES
+from ..errors import ElmoError
+from ..runtime import distributed
+from ..runtime.device import (
+    PRECISIONS,
+    cap_kernel_caches,
+    configure_threads,
+    precision_name,
+    resolve_device,
+    resolve_precision,
+    set_seed,
+)
+from ..training.state import Checkpointing
+
+
+def option(default: Any, help: str, **kwargs) -> Any:
+    """A dataclass field carrying its ``--flag`` help text (and argparse extras such as ``choices``)."""
+    return field(default=default, metadata={"help": help, **kwargs})
+
+
+@dataclass
+class CommonConfig:
+    """Flags every training script shares."""
+
+    data_dir: str = option("data/ag_news", "folder holding train.csv and test.csv")
+    download: bool = option(True, "download the official AG News files into --data-dir when they are missing "
+                            "(md5-verified); --no-download turns it off")
+    models_dir: str = option("models", "where model files are written / read")
+    results_dir: str = option("results", "where JSON results are written")
+    images_dir: str = option("images", "where plots are written")
+    max_docs: int | None = option(None, "use only the first N training documents")
+    val_fraction: float = option(0.05, "share of training documents held out for validation")
+    max_length: int = option(256, "truncate documents to this many tokens")
+    skip_bad_rows: bool = option(False, "skip (and count) malformed rows instead of stopping")
+    epochs: int = option(5, "maximum training epochs")
+    batch_size: int = option(64, "documents per batch")
+    max_tokens: int = option(8192, "token budget per batch (padding included)")
+    lr: float = option(1e-3, "Adam learning rate")
+    clip_norm: float = option(1.0, "gradient-norm clipping")
+    patience: int = option(2, "early-stopping patience in epochs (on the validation metric)")
+    seed: int = option(0, "random seed; a CPU run with the same seed repeats its metrics exactly")
+    device: str = option("auto", "auto (CUDA when present), cpu or cuda")
+    precision: str = option("auto", "mixed precision of training and inference: auto (bf16 on CPUs with native bf16 "
+                            "and on GPUs that have it, fp16 on older GPUs, else fp32), fp32, bf16 (an error on a "
+                            "CPU without native bf16) or fp16 (CUDA only); weights, losses and evaluation "
+                            "perplexities stay fp32", choices=PRECISIONS)
+    threads: int | None = option(None, "CPU threads per process (default: all cores; under torchrun "
+                                        "the cores shared out among the processes on the node)")
+    quiet: bool = option(False, "no progress bars or per-epoch lines")
+    resume: bool = option(False, "continue an interrupted run from its training checkpoints in "
+                          "<models-dir>/checkpoints/ (same flags; they are deleted when the script finishes)")
+    checkpoint_every: int = option(500, "save the training state every N steps as well as at each epoch end")
+
+    def check(self) -> None:
+        """Validate sizes common to both scripts. Raises :class:`ElmoError` naming the flag."""
+        for name in ("epochs", "batch_size", "max_length", "max_tokens", "patience", "checkpoint_every"):
+            if getattr(self, name) < 1:
+                raise ElmoError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.max_docs is not None and self.max_docs < 1:
+            raise ElmoError(f"--max-docs must be >= 1, got {self.max_docs}")
+        if self.lr <= 0 or self.clip_norm <= 0:
+            raise ElmoError(f"--lr and --clip-norm must be positive, got {self.lr}, {self.clip_norm}")
+        if self.threads is not None and self.threads < 1:
+            raise ElmoError(f"--threads must be >= 1, got {self.threads}")
+
+    @property
+    def outputs(self) -> Outputs:
+        """The output files of this run (:class:`~elmo.artifacts.Outputs`)."""
+        return Outputs.of(self.models_dir, self.results_dir, self.images_dir)
+
+
+#: Flags that do not change what a run computes: a checkpoint written under other values may be resumed.
+RESUMABLE_FLAGS = ("resume", "checkpoint_every", "quiet", "threads", "device", "models_dir", "results_dir", "images_dir",
+                   "download")
+
+
+@dataclass
+class Session:
+    """A started run (:func:`start`): where it computes and where it writes.
+
+    Attributes:
+        ctx: this process's place in a ``torchrun`` job (single process otherwise).
+        device: where models run; amp_dtype: the autocast dtype (``None`` = fp32); threads: CPU threads.
+        outputs: the output files; say: prints a line on rank 0 unless ``--quiet``.
+    """
+
+    ctx: distributed.Context
+    device: torch.device
+    amp_dtype: torch.dtype | None
+    threads: int
+    outputs: Outputs
+    say: Callable[..., None]
+
+    @property
+    def precision(self) -> str:
+        """``fp32``, ``bf16`` or ``fp16``."""
+        return precision_name(self.amp_dtype)
+
+
+def start(config: CommonConfig, kernel_cache_entries: int) -> Session:
+    """The start-up sequence every training script runs, in this order: bound oneDNN's kernel caches
+    (:func:`~elmo.runtime.device.cap_kernel_caches`, before any kernel exists), join the ``torchrun``
+    group if any, seed, set threads, resolve device and precision, and prove the output folders
+    writable (rank 0) before any training starts.
+
+    Raises:
+        ElmoError: an unknown or unavailable device or precision, or an output folder that cannot be written.
+    """
+    cap_kernel_caches(kernel_cache_entries)
+    ctx = distributed.init(config.device)
+    set_seed(config.seed)
+    threads = configure_threads(config.threads)
+    device = resolve_device(config.device)
+    amp_dtype = resolve_precision(config.precision, device)
+    say = (lambda *a: None) if config.quiet or not ctx.is_main else (lambda *a: print(*a, flush=True))
+    outputs = config.outputs
+    if ctx.is_main:
+        check_writable(outputs.models, outputs.results, outputs.images)
+    return Session(ctx, device, amp_dtype, threads, outputs, say)
+
+
+def checkpointing(config: CommonConfig, name: str, **meta: Any) -> Checkpointing:
+    """The :class:`~elmo.training.state.Checkpointing` of one training run (``name``, e.g. ``forward_lm``)
+    of a script: ``<models-dir>/checkpoints/<name>.pt``, every ``--checkpoint-every`` steps, resumed with
+    ``--resume``; its meta holds the script's flags (those that change results) and ``meta``."""
+    flags = {k: v for k, v in dataclasses.asdict(config).items() if k not in RESUMABLE_FLAGS}
+    return Checkpointing(config.outputs.checkpoint(name), config.checkpoint_every, config.resume,
+                         {"flags": repr(sorted(flags.items())), **meta})
+
+
+def remove_checkpoints(config: CommonConfig, names: Sequence[str]) -> None:
+    """Delete the training checkpoints of a script that has finished (and the folder when empty)."""
+    for name in names:
+        config.outputs.checkpoint(name).unlink(missing_ok=True)
+    folder = config.outputs.checkpoint("x").parent
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+
+
+def format_confusion(cm: list[list[int]]) -> str:
+    """The confusion matrix as text (rows true class, columns predicted)."""
+    width = max(9, max(len(str(v)) for row in cm for v in row) + 2)
+    lines = ["true \\ pred".ljust(12) + "".join(n[:width - 1].rjust(width) for n in CLASS_NAMES)]
+    lines += [name.ljust(12) + "".join(str(v).rjust(width) for v in row) for name, row in zip(CLASS_NAMES, cm)]
+    return "\n".join(lines)
+
+
+def format_results_table(out: dict, names: Sequence[str], header: str = "setting") -> str:
+    """One line per method (or setting) and split: accuracy and macro precision, recall, F1."""
+    lines = [f"{header:<20}split  accuracy  precision  recall     F1"]
+    for s in names:
+        for split in ("train", "test"):
+            m = out[s][split]
+            lines.append(f"{s:<20}{split:<7}{m['accuracy']:>8.4f}{m['precision']:>11.4f}{m['recall']:>8.4f}{m['f1']:>7.4f}")
+    return "\n".join(lines)

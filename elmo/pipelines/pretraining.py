@@ -1,0 +1,351 @@
+"""Pre-training the biLM on AG News descriptions (what ``python ELMO.py`` runs).
+
+Steps: read and split the data → build the vocabulary on the training split → initialise both LMs'
+token embeddings from Word2Vec trained on the same text (``--init-embeddings word2vec``, the default;
+``none`` keeps them random) → train the forward LM, then the backward LM, with :func:`elmo.training.trainer.fit` (early stopping on validation perplexity) →
+exact full-vocabulary evaluation on validation and test → write ``word2idx.pkl``, ``forward.pt``,
+``backward.pt``, ``bilstm.pt``, ``results/lm.json`` and the plots.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+import torch
+
+from ..artifacts import environment_info, save_checkpoint, write_json
+from ..data.agnews import Corpus, load_agnews
+from ..data.corpus import EncodedCorpus, encode_corpus
+from ..data.stream import StreamedCorpus, TextSource
+from ..data.vocab import Vocabulary
+from ..errors import ElmoError
+from ..model.bilm import TOKEN_ENCODERS, BiLM, BiLMConfig, LanguageModel
+from ..model.char_cnn import DEFAULT_FILTERS
+from ..model.serialization import lm_checkpoint, save_bilm
+from ..model.static import copy_vectors, word2vec_vectors
+from ..runtime import distributed
+from ..training.evaluation import evaluate_words, perplexity
+from ..training.metrics import top_words_confusion
+from ..training.trainer import FitResult, Objective, Progress, TrainConfig, fit
+from .common import (
+    CommonConfig,
+    Session,
+    checkpointing,
+    option,
+    remove_checkpoints,
+    start,
+)
+from .plots import plot_confusion, plot_curves
+
+
+@dataclass
+class PretrainConfig(CommonConfig):
+    """Flags of ``ELMO.py`` (see ``python ELMO.py --help``)."""
+
+    min_freq: int = option(2, "keep words seen at least this often in training")
+    max_vocab: int | None = option(50000, "keep at most this many words (plus 4 specials)")
+    embedding_dim: int = option(256, "token embedding width (= --hidden-size)")
+    hidden_size: int = option(256, "LSTM state width per direction")
+    num_layers: int = option(2, "LSTM layers per direction")
+    dropout: float = option(0.2, "dropout in the language models")
+    max_tokens: int = option(4096, "token budget per batch (padding included)")
+    lr: float = option(2e-3, "Adam learning rate")
+    epochs: int = option(4, "maximum epochs per direction")
+    init_embeddings: str = option("word2vec", "initial token embeddings of both LMs: word2vec (skip-gram trained "
+                                  "on the same training text, scaled to unit std; about 40 s on AG News) or "
+                                  "none (random)", choices=("word2vec", "none"))
+    token_encoder: str = option("word", "token encoder x_k of both LMs: word (embedding table) or char (the paper's "
+                                "character CNN + highway + projection, §3.1: OOV words get their own vectors)",
+                                choices=TOKEN_ENCODERS)
+    char_filters: tuple[str, ...] = option(tuple(f"{w}:{n}" for w, n in DEFAULT_FILTERS),
+                                           "char CNN filters as width:count (the paper: 1:32 2:32 3:64 4:128 5:256 "
+                                           "6:512 7:1024)")
+    char_dim: int = option(16, "character embedding width (char encoder)")
+    num_highway: int = option(1, "highway layers after the char CNN (the paper: 2)")
+    max_chars: int = option(20, "characters per token incl. the begin/end-of-word marks (the paper: 50)")
+    residual: bool = option(False, "residual connection from the first to the second LSTM layer (§3.1)")
+    proj_size: int = option(0, "LSTM projection: --hidden-size cells projected to this width (the paper: 4096 → "
+                            "512); then --embedding-dim must equal it. 0 = none")
+    train_file: str | None = option(None, "train on your own corpus instead of AG News: a UTF-8 text file with one "
+                                    "sentence or document per line (or a CSV file, with --text-column), streamed "
+                                    "from disk in every epoch, so memory does not grow with its size")
+    val_file: str | None = option(None, "validation text for --train-file (default: hold out --val-fraction of its "
+                                  "lines, at most --max-val-docs)")
+    test_file: str | None = option(None, "test text for --train-file, for the final perplexities (default: none)")
+    text_column: str | None = option(None, "the column holding the text in --train-file, --val-file and --test-file "
+                                     "files ending in .csv (read as CSV with a header row; other files are plain "
+                                     "text, one document per line)")
+    max_val_docs: int = option(10000, "--train-file without --val-file: hold out at most this many lines")
+    stream_buffer: int = option(1_000_000, "--train-file: tokens read, shuffled and length-bucketed at a time "
+                                "(documents are shuffled within this window; it bounds the stream's memory)")
+
+    def bilm_config(self, vocab_size: int) -> BiLMConfig:
+        """The :class:`~elmo.model.bilm.BiLMConfig` these flags ask for. Raises :class:`ElmoError` on bad sizes."""
+        try:
+            filters = tuple(tuple(int(v) for v in f.split(":")) for f in self.char_filters)
+            if any(len(f) != 2 for f in filters):
+                raise ValueError
+        except ValueError:
+            raise ElmoError(f"--char-filters expects width:count pairs such as 3:64, got {' '.join(self.char_filters)}") from None
+        return BiLMConfig(vocab_size=vocab_size, embedding_dim=self.embedding_dim, hidden_size=self.hidden_size,
+                          num_layers=self.num_layers, dropout=self.dropout, token_encoder=self.token_encoder,
+                          char_dim=self.char_dim, char_filters=filters, num_highway=self.num_highway,
+                          max_chars=self.max_chars, residual=self.residual, proj_size=self.proj_size)
+
+    def check(self) -> None:
+        super().check()
+        self.bilm_config(vocab_size=10)
+        if self.train_file is None:
+            for name in ("val_file", "test_file", "text_column"):
+                if getattr(self, name) is not None:
+                    raise ElmoError(f"--{name.replace('_', '-')} goes with --train-file (AG News is read from --data-dir)")
+        if self.max_val_docs < 1 or self.stream_buffer < 1:
+            raise ElmoError(f"--max-val-docs and --stream-buffer must be >= 1, got {self.max_val_docs}, "
+                            f"{self.stream_buffer}")
+
+
+def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainConfig, say=print) -> dict:
+    """Apply ``--init-embeddings``: copy Word2Vec vectors into both LMs' input embeddings.
+
+    The vectors (:func:`elmo.model.static.word2vec_vectors`, width ``embedding_dim``, trained on
+    ``sentences``) replace the random rows of every word Word2Vec saw; ``<pad>`` stays zero and
+    ``<bos>``/``<eos>``, which never occur in the text, keep their random initialisation. The
+    embeddings stay trainable.
+
+    Returns:
+        ``{"method": "none"}`` or Word2Vec's settings (see :func:`~elmo.model.static.word2vec_vectors`).
+    """
+    if config.init_embeddings == "none":
+        return {"method": "none"}
+    if bilm.config.token_encoder == "char":
+        say("--init-embeddings word2vec does not apply to the character encoder: it starts random")
+        return {"method": "none", "reason": "character token encoder"}
+    vectors, info = word2vec_vectors(sentences, vocab, dim=config.embedding_dim, seed=config.seed)
+    copied = [copy_vectors(lm.embedding, vectors) for lm in (bilm.forward_lm, bilm.backward_lm)][0]
+    say(f"initialised the token embeddings from Word2Vec ({copied:,} words, {info['seconds']:.0f} s)")
+    return info
+
+
+def shared_vocabulary(build: Callable[[], Vocabulary]) -> Vocabulary:
+    """``build()`` on rank 0 and its word list on every rank (under ``torchrun`` every rank must encode
+    with the identical vocabulary; in a single process just ``build()``)."""
+    ctx = distributed.context()
+    vocab = build() if ctx.is_main else None
+    if not ctx.enabled:
+        return vocab
+    return Vocabulary(distributed.broadcast_words(vocab.itos if vocab is not None else None))
+
+
+def prepare_data(config: PretrainConfig) -> tuple[tuple[Corpus, Corpus, Corpus], Vocabulary, dict[str, EncodedCorpus]]:
+    """Read and split AG News, build the vocabulary on the training split and encode every split.
+
+    Returns:
+        ``((train, val, test), vocab, {"train", "val", "test": EncodedCorpus})``.
+
+    Raises:
+        ElmoError: bad data or flags (see :func:`elmo.data.agnews.load_agnews`).
+    """
+    splits = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs, config.skip_bad_rows,
+                         config.download)
+    vocab = shared_vocabulary(lambda: Vocabulary.build(splits[0].tokens, config.min_freq, config.max_vocab))
+    chars = config.bilm_config(len(vocab)).chars_per_token
+    data = {name: encode_corpus(c.tokens, vocab, c.labels, config.max_length, chars)
+            for name, c in zip(("train", "val", "test"), splits)}
+    return splits, vocab, data
+
+
+#: --train-file: Word2Vec (--init-embeddings word2vec) trains on at most this many leading documents.
+WORD2VEC_MAX_DOCS = 100_000
+
+
+def prepare_stream(config: PretrainConfig) -> tuple[Vocabulary, dict[str, StreamedCorpus], dict, Callable[[], Iterable]]:
+    """``--train-file``: the vocabulary from one streaming pass over the training documents and the
+    streamed train / val (/ test) corpora (:mod:`elmo.data.stream`).
+
+    Returns:
+        ``(vocab, {"train", "val"[, "test"]: StreamedCorpus}, stats, word2vec_sentences)``: stats holds the
+        training documents and tokens counted in the vocabulary pass (rank 0) and the skipped lines;
+        ``word2vec_sentences()`` yields the first :data:`WORD2VEC_MAX_DOCS` training documents.
+
+    Raises:
+        ElmoError: missing or unreadable files, a missing ``--text-column``, or no training text.
+    """
+    def open_source(path: str, max_docs: int | None = None) -> TextSource:
+        if Path(path).suffix.lower() != ".csv":
+            return TextSource(path, None, max_docs)
+        if config.text_column is None:
+            raise ElmoError(f"{path}: a CSV file: name the column holding the text with --text-column")
+        return TextSource(path, config.text_column, max_docs)
+
+    source = open_source(config.train_file, config.max_docs)
+    holdout = config.val_file is None
+    split = {"val_fraction": config.val_fraction, "seed": config.seed, "max_val_docs": config.max_val_docs}
+    stats = {"train_documents": 0, "train_tokens": 0}
+
+    def counted():
+        for doc in source.documents("train", **split) if holdout else source.documents():
+            stats["train_documents"] += 1
+            stats["train_tokens"] += len(doc)
+            yield doc
+
+    vocab = shared_vocabulary(lambda: Vocabulary.build(counted(), config.min_freq, config.max_vocab))
+    if distributed.context().is_main and stats["train_documents"] == 0:
+        raise ElmoError(f"{config.train_file}: no training text (every line is blank or held out)")
+    stats["skipped_lines"] = source.skipped
+    common = {"vocab": vocab, "max_length": config.max_length, "buffer_tokens": config.stream_buffer,
+              "max_chars": config.bilm_config(len(vocab)).chars_per_token}
+    data = {"train": StreamedCorpus(source, part="train" if holdout else None, **split, **common),
+            "val": StreamedCorpus(source, part="val", **split, **common) if holdout
+            else StreamedCorpus(open_source(config.val_file), **common)}
+    if config.test_file is not None:
+        data["test"] = StreamedCorpus(open_source(config.test_file), **common)
+    return vocab, data, stats, lambda: itertools.islice(data["train"].pieces(), WORD2VEC_MAX_DOCS)
+
+
+@dataclass
+class PretrainData:
+    """The encoded (or streamed) splits, the vocabulary and what the log and ``lm.json`` say of them."""
+
+    vocab: Vocabulary
+    data: dict[str, EncodedCorpus | StreamedCorpus]
+    source: str
+    counts: dict[str, int]
+    train_tokens: int
+    oov: dict[str, float]
+    sentences: Callable[[], Iterable]
+    skipped_lines: int | None = None
+
+
+def load_data(config: PretrainConfig, session: Session) -> PretrainData:
+    """AG News (:func:`prepare_data`) or ``--train-file`` (:func:`prepare_stream`), summarised the same way."""
+    if config.train_file is not None:
+        vocab, data, stats, sentences = prepare_stream(config)
+        oov = {name: vocab.oov_rate(data[name].pieces()) for name in data if name != "train" and session.ctx.is_main}
+        return PretrainData(vocab, data, f"{config.train_file} (streamed)", {"train": stats["train_documents"]},
+                            stats["train_tokens"], oov, sentences, stats["skipped_lines"])
+    (train, val, test), vocab, data = prepare_data(config)
+    oov = {name: vocab.oov_rate(c.tokens) for name, c in (("val", val), ("test", test))}
+    return PretrainData(vocab, data, config.data_dir, {k: len(v) for k, v in data.items()}, data["train"].num_tokens,
+                        oov, lambda: train.tokens)
+
+
+def train_directions(bilm: BiLM, loaded: PretrainData, config: PretrainConfig, session: Session) -> dict[str, FitResult]:
+    """Train the forward LM, then the backward LM, each with early stopping on validation perplexity."""
+    data, device, shard = loaded.data, session.device, session.ctx.shard
+    train_config = TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience)
+    fitted = {}
+    for lm in (bilm.forward_lm, bilm.backward_lm):
+        torch.manual_seed(config.seed + session.ctx.rank)  # one dropout stream per rank; rank 0 = a single process's
+        objective = Objective(
+            batches=lambda epoch: data["train"].epoch_batches(config.batch_size, config.max_tokens, config.seed + epoch,
+                                                              shard),
+            loss_fn=lambda model, batch: model(batch["ids"], batch["lengths"], batch.get("chars")),
+            validate=lambda lm=lm: {"perplexity": perplexity(lm, data["val"], device)},
+            monitor="perplexity", maximize=False)
+        fitted[lm.direction] = fit(lm, objective, train_config, device, session.amp_dtype,
+                                   checkpointing(config, f"{lm.direction}_lm", vocab=loaded.vocab.fingerprint()),
+                                   Progress(f"{lm.direction} LM", "tok", config.quiet))
+    return fitted
+
+
+def pretrain(config: PretrainConfig) -> dict:
+    """Run the whole pre-training pipeline; returns the ``lm.json`` content (on every rank under
+    ``torchrun``; only rank 0 evaluates, prints and writes files, the other ranks return after training).
+
+    Raises:
+        ElmoError: bad data or flags, or an output folder that cannot be written.
+    """
+    session = start(config, kernel_cache_entries=32)
+    ctx, outputs, say = session.ctx, session.outputs, session.say
+    loaded = load_data(config, session)
+    vocab = loaded.vocab
+    if ctx.is_main:
+        vocab.save_pickle(outputs.word2idx)
+    bilm_config = config.bilm_config(len(vocab))
+    say(f"data: {loaded.source}: " + " / ".join(f"{n} {k}" for k, n in loaded.counts.items()) + " documents, "
+        f"{loaded.train_tokens:,} training tokens, vocabulary {len(vocab):,} ("
+        + ", ".join(f"OOV {k} {v:.2%}" for k, v in loaded.oov.items()) + f"), device {session.device}, "
+        + (f"{ctx.world_size} processes × " if ctx.enabled else "") + f"{session.threads} threads, "
+        f"{session.precision} training")
+    bilm = BiLM(bilm_config)
+    # Rank 0's weights reach every rank when fit() wraps the model (DDP broadcasts them), so only it
+    # needs the Word2Vec vectors.
+    out_init = init_embeddings(bilm, vocab, loaded.sentences(), config, say) if ctx.is_main else {}
+    bilm.to(session.device)
+    out = {"precision": session.precision, "val": {}, "test": {}, "train_tokens": loaded.train_tokens,
+           "vocab_size": len(vocab), "oov_rate": loaded.oov, "documents": loaded.counts, "directions": {},
+           "init_embeddings": out_init, "processes": ctx.world_size}
+    if loaded.skipped_lines is not None:
+        out["skipped_lines"] = loaded.skipped_lines
+    started = time.perf_counter()
+    fitted = train_directions(bilm, loaded, config, session)
+    out["train_seconds"] = time.perf_counter() - started
+    if ctx.is_main:
+        write_outputs(bilm, loaded, fitted, config, session, out, started)
+    distributed.barrier()  # the other ranks wait for rank 0's files, so the job ends as one
+    return out
+
+
+def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult], config: PretrainConfig,
+                  session: Session, out: dict, started: float) -> None:
+    """Rank 0: evaluate both directions exactly, then write ``forward.pt``, ``backward.pt``, ``bilstm.pt``,
+    ``lm.json`` and the plots, delete the training checkpoints and print the table."""
+    outputs, vocab = session.outputs, loaded.vocab
+    meta = {**environment_info(config.seed), "config": asdict(config)}
+    for lm in (bilm.forward_lm, bilm.backward_lm):
+        save_checkpoint(lm_checkpoint(lm, vocab, meta), outputs.lm(lm.direction))
+        evaluate_direction(lm, fitted[lm.direction], loaded.data, session, vocab, out)
+    out["tokens_per_second"] = {d: out["directions"][d]["tokens_per_second"] for d in out["directions"]}
+    out["seconds"] = time.perf_counter() - started
+    out["config"], out["meta"] = asdict(config), environment_info(config.seed)
+    out["bilm_config"] = asdict(bilm.config)
+    save_bilm(bilm, vocab, outputs.bilm, meta)
+    write_json(outputs.result("lm"), out)
+    history = {d: out["directions"][d]["history"] for d in out["directions"]}
+    plot_curves({f"{d} train": [row["train_loss"] for row in rows] for d, rows in history.items()}
+                | {f"{d} val": [math.log(row["val_perplexity"]) for row in rows] for d, rows in history.items()},
+                outputs.image("lm_loss"), "biLM loss per epoch", "NLL (nats per word)")
+    remove_checkpoints(config, ["forward_lm", "backward_lm"])
+    session.say("\n" + format_lm_table(out))
+
+
+def evaluate_direction(lm: LanguageModel, fitted: FitResult, data: dict, session: Session, vocab: Vocabulary,
+                       out: dict) -> None:
+    """Exact full-vocabulary evaluation of one trained LM on val (and test, when there is one): adds its
+    perplexities, word metrics and training history to ``out`` and plots the test (else val)
+    confusion of the 20 most frequent words."""
+    key, device = f"{lm.direction}_perplexity", session.device
+    val_metrics, targets, top5 = evaluate_words(lm, data["val"], device)
+    out["val"][key] = val_metrics["perplexity"]
+    out["val"][f"{lm.direction}_words"] = val_metrics
+    shown, split = val_metrics, "val"
+    if "test" in data:
+        shown, targets, top5 = evaluate_words(lm, data["test"], device)
+        out["test"][key], out["test"][f"{lm.direction}_words"], split = shown["perplexity"], shown, "test"
+    speeds = [row["units_per_second"] for row in fitted.history]
+    out["directions"][lm.direction] = {"best_epoch": fitted.best_epoch, "history": fitted.history,
+                                       "tokens_per_second": float(np.median(speeds))}
+    top = list(range(4, min(24, len(vocab))))
+    plot_confusion(top_words_confusion(targets, top5[:, 0], top), vocab.decode(top), vocab.decode(top) + ["other"],
+                   session.outputs.image(f"lm_confusion_{lm.direction}"),
+                   f"{lm.direction} LM on {split}: 20 most frequent words")
+    session.say(f"{lm.direction} LM: val perplexity {val_metrics['perplexity']:.2f}, {split} perplexity "
+        f"{shown['perplexity']:.2f}, {split} top-1 {shown['top1_accuracy']:.3f}, top-5 {shown['top5_accuracy']:.3f}")
+
+
+def format_lm_table(out: dict) -> str:
+    """A small text table of perplexities and word-prediction accuracy."""
+    split = "test" if out["test"] else "val"
+    lines = [f"direction   val ppl  {split:>5} ppl  {split:>5} top-1  {split:>5} top-5   tokens/s"]
+    for d in ("forward", "backward"):
+        if f"{d}_perplexity" in out["val"]:
+            w = out[split][f"{d}_words"]
+            lines.append(f"{d:<10}{out['val'][f'{d}_perplexity']:>8.2f}{out[split][f'{d}_perplexity']:>11.2f}"
+                         f"{w['top1_accuracy']:>13.3f}{w['top5_accuracy']:>13.3f}{out['tokens_per_second'][d]:>11,.0f}")
+    return "\n".join(lines)

@@ -1,0 +1,184 @@
+"""The downstream task recipe every representation gets, so ELMo and the baselines differ only in it.
+
+:class:`HeadConfig` holds the classifier-head flags ``classification.py`` and ``baselines.py`` share;
+:func:`prepare` loads the trained biLM and the encoded AG News splits; :func:`train_and_evaluate`
+trains any :class:`~elmo.model.classifier.SequenceClassifier` with :func:`elmo.training.trainer.fit`
+(selection on validation macro-F1) and scores it on every split.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..data.agnews import NUM_CLASSES, Corpus, load_agnews
+from ..data.corpus import EncodedCorpus, encode_corpus
+from ..data.vocab import Vocabulary
+from ..errors import ElmoError
+from ..inference.prediction import predict
+from ..model.bilm import BiLM
+from ..model.classifier import ClassifierConfig, SequenceClassifier
+from ..model.serialization import bilm_fingerprint, load_bilm
+from ..model.static import copy_vectors, word2vec_vectors
+from ..runtime import distributed
+from ..training.metrics import classification_metrics
+from ..training.state import Checkpointing
+from ..training.trainer import Objective, Progress, TrainConfig, Unfreezing, fit
+from .common import CommonConfig, Session, option, start
+
+
+@dataclass
+class HeadConfig(CommonConfig):
+    """Flags of the classifier head, shared by ``classification.py`` and ``baselines.py`` so that ELMo and
+    the static embeddings are compared with exactly the same head and training."""
+
+    encoder_hidden: int = option(128, "task BiLSTM state width per direction")
+    token_embedding_dim: int = option(128, "task-trained token embedding x_k concatenated with ELMo_k "
+                                      "(paper §3.3); 0 = ELMo_k alone")
+    token_embedding_init: str = option("random", "initial x_k: random, or word2vec (skip-gram trained on the "
+                                       "training text, as the paper pairs ELMo with pre-trained word vectors)",
+                                       choices=("random", "word2vec"))
+    dropout: float = option(0.3, "dropout on ELMo vectors and the pooled vector")
+    weight_decay: float = option(0.0, "Adam weight decay")
+    layer_norm: bool = option(False, "normalise each biLM layer per token before the mix (paper §3.2; ELMo only)")
+    concat_token_embedding: bool = option(True, "feed the task encoder [x_k; ELMo_k] (paper §3.3) rather than "
+                                          "ELMo_k alone; x_k is --token-embedding-dim wide")
+
+    def classifier_config(self, setting: str) -> ClassifierConfig:
+        """The :class:`~elmo.model.classifier.ClassifierConfig` of the head for one representation ``setting``."""
+        return ClassifierConfig(setting=setting, num_classes=NUM_CLASSES, encoder_hidden=self.encoder_hidden,
+                                token_embedding_dim=self.token_embedding_dim if self.concat_token_embedding else 0,
+                                dropout=self.dropout, seed=self.seed, layer_norm=self.layer_norm)
+
+
+@dataclass
+class TaskData:
+    """What every classifier run starts from (:func:`prepare`): the session, the trained biLM (on the
+    device), its vocabulary, the AG News splits raw and encoded, and optional Word2Vec rows for x_k."""
+
+    session: Session
+    bilm: BiLM
+    vocab: Vocabulary
+    corpora: dict[str, Corpus]
+    data: dict[str, EncodedCorpus]
+    token_vectors: np.ndarray | None = None
+
+    def to_device(self, model: SequenceClassifier) -> SequenceClassifier:
+        """Initialise ``model``'s task token embedding x_k (``--token-embedding-init``) and move it to the device."""
+        if self.token_vectors is not None and model.token_embedding is not None:
+            copy_vectors(model.token_embedding, self.token_vectors)
+        return model.to(self.session.device)
+
+
+def prepare(config: HeadConfig) -> TaskData:
+    """Start the run (:func:`~elmo.pipelines.common.start`), load ``bilstm.pt`` onto the device and read
+    and encode the train/val/test splits with its vocabulary.
+
+    Raises:
+        ElmoError: ``bilstm.pt`` missing from ``--models-dir`` (run ``python ELMO.py`` first), a
+            different ``bilstm.pt`` on another ``torchrun`` node, bad data.
+    """
+    session = start(config, kernel_cache_entries=256)
+    path = session.outputs.bilm
+    if not path.is_file():
+        raise ElmoError(f"{path} not found: run `python ELMO.py --models-dir {session.outputs.models}` first")
+    bilm, vocab, _ = load_bilm(path)
+    if distributed.broadcast_words([bilm_fingerprint(bilm, vocab)]) != [bilm_fingerprint(bilm, vocab)]:
+        raise ElmoError(f"rank {session.ctx.rank}: {path} differs from rank 0's: every node needs the same file")
+    bilm.to(session.device)
+    splits = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs, config.skip_bad_rows,
+                         config.download)
+    corpora = dict(zip(("train", "val", "test"), splits))
+    data = {name: encode_corpus(c.tokens, vocab, c.labels, config.max_length, bilm.config.chars_per_token)
+            for name, c in corpora.items()}
+    session.say(f"data: {len(corpora['train'])} train / {len(corpora['val'])} val / {len(corpora['test'])} test "
+                f"documents; biLM vocabulary {len(vocab):,}; device {session.device}, {session.precision}")
+    token_vectors = None
+    if config.token_embedding_init == "word2vec" and config.token_embedding_dim and session.ctx.is_main:
+        token_vectors, info = word2vec_vectors(corpora["train"].tokens, vocab, config.token_embedding_dim,
+                                               seed=config.seed)  # DDP copies rank 0's weights
+        session.say(f"x_k initialised from Word2Vec ({config.token_embedding_dim}-d, {info['seconds']:.0f} s)")
+    return TaskData(session, bilm, vocab, corpora, data, token_vectors)
+
+
+def classifier_loss(model: SequenceClassifier, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
+    """Mean cross-entropy (fp32) of a labelled batch plus the model's penalty, and its document count
+    (the ``loss_fn`` of every classifier; ``model`` may be wrapped in DDP)."""
+    logits = model(batch["ids"], batch["lengths"], batch.get("chars"), batch.get("layers"))
+    penalty = getattr(model, "module", model).penalty()  # under torchrun ``model`` is the DDP wrapper
+    return F.cross_entropy(logits.float(), batch["labels"]) + penalty, len(batch["labels"])
+
+
+def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus], config: HeadConfig,
+                       session: Session, checkpoint: Checkpointing | None = None) -> dict[str, Any]:
+    """Train ``model`` with :func:`elmo.training.trainer.fit` and evaluate it: the one recipe every
+    representation gets.
+
+    Adam on cross-entropy over length-bucketed batches of ``data["train"]`` (reshuffled each epoch
+    from ``config.seed + epoch``), validation macro-F1 after every epoch, early stopping and the best
+    epoch's weights kept; then metrics on every split.
+
+    Args:
+        model: any :class:`~elmo.model.classifier.SequenceClassifier`, already on the session's device.
+        data: ``{"train", "val", "test"}`` encoded corpora with labels (and cached biLM layers, if attached).
+        config: the head/training flags (epochs, lr, batch sizes, patience, weight decay, seed).
+        session: device and mixed precision (:class:`~elmo.pipelines.common.Session`).
+        checkpoint: training checkpoints / resume (:class:`elmo.training.state.Checkpointing`).
+
+    Returns:
+        ``{"train", "val", "test": metrics (see :func:`~elmo.training.metrics.classification_metrics`),
+        "best_epoch", "history", "train_seconds"}``.
+    """
+    started = time.perf_counter()
+    device, amp_dtype, shard = session.device, session.amp_dtype, session.ctx.shard
+
+    def scores(split: str) -> dict[str, Any]:
+        return classification_metrics(data[split].labels, predict(model, data[split], device, amp_dtype).argmax(1),
+                                      NUM_CLASSES)
+
+    def validate() -> dict[str, float]:
+        m = scores("val")
+        return {"f1": m["f1"], "accuracy": m["accuracy"]}
+
+    objective = Objective(
+        batches=lambda epoch: data["train"].epoch_batches(config.batch_size, config.max_tokens, config.seed + epoch,
+                                                          shard),
+        loss_fn=classifier_loss, validate=validate, monitor="f1", maximize=True)
+    train_config = TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience,
+                               weight_decay=config.weight_decay)
+    fitted = fit(model, objective, train_config, device, amp_dtype, checkpoint,
+                 Progress(model.config.setting, "doc", config.quiet), fine_tuning(model, config))
+    seconds = time.perf_counter() - started
+    entry: dict[str, Any] = {split: scores(split) for split in ("train", "val", "test")}
+    entry.update({"best_epoch": fitted.best_epoch, "history": fitted.history, "train_seconds": seconds})
+    return entry
+
+
+def fine_tuning(model: SequenceClassifier, config: HeadConfig) -> Unfreezing | None:
+    """The :class:`~elmo.training.trainer.Unfreezing` schedule that fine-tunes an ELMo classifier's biLM
+    (``--fine-tune``); ``None`` otherwise.
+
+    Discriminative learning rates: the task model (mix + head) trains at ``lr``, the biLM's top LSTM
+    layer at ``lr / lr_decay``, the next at ``lr / lr_decay²``, the token encoders lowest. Gradual
+    unfreezing: epoch 1 trains the task model only; each later epoch unfreezes the next group down
+    (Howard & Ruder 2018, ULMFiT §3.2-3.3).
+    """
+    if not getattr(model.config, "fine_tune", False):
+        return None
+    groups = model.elmo.layer_groups()  # top down
+    bilm_ids = {id(p) for p in model.bilm.parameters()}
+    task = [p for p in model.parameters() if p.requires_grad and id(p) not in bilm_ids]
+    param_groups = [{"params": task, "lr": config.lr}]
+    param_groups += [{"params": g, "lr": config.lr / config.lr_decay ** (i + 1)} for i, g in enumerate(groups)]
+
+    def unfreeze(epoch: int) -> None:
+        for i, group in enumerate(groups):
+            for p in group:
+                p.requires_grad_(i < epoch)
+
+    return Unfreezing(param_groups, unfreeze)

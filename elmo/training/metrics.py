@@ -1,0 +1,74 @@
+"""Metrics for both tasks (scikit-learn); the plots of them are :mod:`elmo.pipelines.plots`.
+
+Classification: accuracy, macro precision / recall / F1 and the confusion matrix.
+Language modelling: perplexity exp(mean NLL in nats), top-1 / top-5 word accuracy and micro/macro
+precision, recall and F1 of the top-1 predicted word.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from sklearn.metrics import (
+    accuracy_score,
+    confusion_matrix,
+    precision_recall_fscore_support,
+)
+
+
+def classification_metrics(y_true: Sequence[int], y_pred: Sequence[int], num_classes: int) -> dict:
+    """Accuracy, macro precision/recall/F1 and the confusion matrix.
+
+    Args:
+        y_true, y_pred: 0-based class ids of equal length.
+        num_classes: C; the confusion matrix is ``C x C`` (rows = true class, columns = predicted).
+
+    Returns:
+        ``{"accuracy", "precision", "recall", "f1", "confusion_matrix"}`` (floats; a nested list).
+    """
+    labels = list(range(num_classes))
+    p, r, f, _ = precision_recall_fscore_support(y_true, y_pred, labels=labels, average="macro", zero_division=0)
+    return {
+        "accuracy": float(accuracy_score(y_true, y_pred)),
+        "precision": float(p),
+        "recall": float(r),
+        "f1": float(f),
+        "confusion_matrix": confusion_matrix(y_true, y_pred, labels=labels).tolist(),
+    }
+
+
+def word_prediction_metrics(targets: np.ndarray, top5: np.ndarray) -> dict:
+    """Next/previous-word prediction quality.
+
+    Args:
+        targets: ``(n,)`` true word ids; top5: ``(n, 5)`` the five most probable ids, best first.
+
+    Returns:
+        ``top1_accuracy``, ``top5_accuracy``, and ``micro_``/``macro_`` ``precision``, ``recall``,
+        ``f1`` of the top-1 prediction, macro-averaged over the words that occur as a target or a
+        prediction.
+    """
+    pred = top5[:, 0]
+    out = {"top1_accuracy": float((pred == targets).mean()),
+           "top5_accuracy": float((top5 == targets[:, None]).any(1).mean())}
+    labels = np.union1d(targets, pred)
+    for avg in ("micro", "macro"):
+        p, r, f, _ = precision_recall_fscore_support(targets, pred, labels=labels, average=avg, zero_division=0)
+        out.update({f"{avg}_precision": float(p), f"{avg}_recall": float(r), f"{avg}_f1": float(f)})
+    return out
+
+
+def top_words_confusion(targets: np.ndarray, pred: np.ndarray, word_ids: Sequence[int]) -> np.ndarray:
+    """Confusion matrix restricted to positions whose true word is in ``word_ids``.
+
+    Returns:
+        ``(K, K + 1)`` counts; rows = true word, columns = predicted word, last column = any other.
+    """
+    word_ids = list(word_ids)
+    col = {w: i for i, w in enumerate(word_ids)}
+    cm = np.zeros((len(word_ids), len(word_ids) + 1), dtype=np.int64)
+    for t, p in zip(targets, pred):
+        if t in col:
+            cm[col[t], col.get(p, len(word_ids))] += 1
+    return cm

@@ -1,0 +1,152 @@
+"""Training checkpoints: the whole state of an unfinished run, saved so ``--resume`` continues it exactly.
+
+A checkpoint (``format: elmo.training``) holds the weights, optimiser and gradient-scaler state, every
+random generator of every rank, the epoch and the step within it, the epoch's running totals, the
+history so far and the early-stopping state (:class:`~elmo.training.early_stopping.EarlyStopping`).
+It also holds the run's settings (:attr:`Checkpointing.meta`): resuming under other settings is an
+error rather than a silent mix of two runs. Ctrl-C during training (:func:`ctrl_c_requests_a_stop`)
+finishes the step, saves and raises :class:`Interrupted`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+
+from ..artifacts import environment_info, load_checkpoint, payload, save_checkpoint
+from ..errors import ElmoError
+from ..runtime import distributed
+
+
+@dataclass
+class Checkpointing:
+    """Where and how often training saves its state, and whether it resumes from it.
+
+    Attributes:
+        path: the training-state file (``format: elmo.training``; written atomically, so a crash at any
+            moment leaves the previous good one).
+        every: also save after every this many optimiser steps (always at each epoch end).
+        resume: continue from ``path`` when it exists (start fresh otherwise).
+        meta: plain values stored with the state and compared on resume (the run's flags, a vocabulary
+            hash): a difference raises instead of mixing two runs.
+    """
+
+    path: Path
+    every: int = 500
+    resume: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Position:
+    """Where training stands: ``epoch`` (0-based, the one running), ``step`` within it and the running
+    ``totals`` ``(loss × units, units, seconds)`` of the steps done in it."""
+
+    epoch: int = 0
+    step: int = 0
+    totals: tuple[float, int, float] = (0.0, 0, 0.0)
+
+
+class Interrupted(ElmoError):
+    """Ctrl-C stopped training after a checkpoint was saved (the scripts exit with status 130)."""
+
+
+def rng_state() -> dict[str, Any]:
+    """Every random generator training may draw from, as tensors and plain values (``weights_only``-safe)."""
+    _, keys, pos, has_gauss, gauss = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    state = {"torch": torch.get_rng_state(),
+             "numpy": [torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(gauss)],
+             "python": [version, torch.tensor(internal, dtype=torch.int64), gauss_next]}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Inverse of :func:`rng_state`."""
+    torch.set_rng_state(state["torch"])
+    keys, pos, has_gauss, gauss = state["numpy"]
+    np.random.set_state(("MT19937", keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    version, internal, gauss_next = state["python"]
+    random.setstate((version, tuple(internal.tolist()), gauss_next))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_training_state(checkpoint: Checkpointing, desc: str, position: Position, done: bool,
+                        parts: dict[str, Any]) -> None:
+    """Save the training state (a collective under ``torchrun``: every rank calls it, rank 0 writes).
+
+    Args:
+        checkpoint: where; desc: the run's label (``forward LM``, ``trainable_lambda``), checked on resume.
+        position: where training stands; done: training has finished (a resume then only restores).
+        parts: ``model``, ``optimizer``, ``scaler`` state dicts, ``history`` and the early-stopping state.
+    """
+    rng = distributed.gather_objects(rng_state())
+    if distributed.context().is_main:
+        save_checkpoint(payload("training", desc=desc, meta=checkpoint.meta, environment=environment_info(),
+                                epoch=position.epoch, step=position.step, done=done,
+                                epoch_totals=list(position.totals), rng=rng[0], rng_ranks=rng, **parts),
+                        checkpoint.path)
+
+
+def load_training_state(checkpoint: Checkpointing, desc: str) -> dict[str, Any]:
+    """The saved state at ``checkpoint.path``, with this process's random generators restored.
+
+    Under another number of processes than wrote it, batches continue exactly but dropout gets new
+    streams (and this is said on stdout by the caller).
+
+    Raises:
+        ElmoError: the checkpoint belongs to a run with other settings (naming up to three), or is unreadable.
+    """
+    state = load_checkpoint(checkpoint.path, "elmo.training")
+    saved, now = state.get("meta", {}), checkpoint.meta
+    differ = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
+    if differ or state.get("desc") != desc:
+        detail = "; ".join(f"{k}: {saved.get(k)!r} then, {now.get(k)!r} now" for k in differ[:3]) or f"it trained {state.get('desc')!r}"
+        raise ElmoError(f"{checkpoint.path} belongs to a run with other settings ({detail}): run without "
+                        "--resume to start over, or with the original flags")
+    ctx = distributed.context()
+    ranks = state.get("rng_ranks", [state["rng"]])
+    set_rng_state(ranks[ctx.rank] if len(ranks) == ctx.world_size else state["rng"])
+    state["same_processes"] = len(ranks) == ctx.world_size
+    if not state["same_processes"]:  # another number of processes: same batches, new dropout streams
+        torch.manual_seed(torch.initial_seed() + 7919 * (state["step"] + 1) + ctx.rank)
+        state["written_by"] = len(ranks)
+    return state
+
+
+@contextlib.contextmanager
+def ctrl_c_requests_a_stop(active: bool) -> Iterator[dict[str, Any]]:
+    """While ``active`` (and on the main thread), the first Ctrl-C only sets ``flag["stop"]``, which the
+    trainer checks after every step; a second Ctrl-C a second or more later interrupts at once as usual
+    (under ``torchrun`` a worker gets the terminal's SIGINT and then the agent's copy of it)."""
+    flag = {"stop": False, "at": 0.0}
+    if not active or threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def handler(signum, frame):
+        if flag["stop"]:
+            if time.monotonic() - flag["at"] < 1.0:
+                return
+            signal.signal(signal.SIGINT, previous)
+            raise KeyboardInterrupt
+        flag["stop"], flag["at"] = True, time.monotonic()
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -1,0 +1,329 @@
+"""One training loop for the language models and every classifier.
+
+:func:`fit` runs epochs of mini-batch steps (fused Adam, gradient clipping, mixed precision: bf16 on
+CPUs that have it, bf16 or fp16 on CUDA; :func:`elmo.runtime.device.resolve_precision`), validates
+after each epoch, keeps the weights of the best epoch on a monitored validation metric and stops
+early (:class:`~elmo.training.early_stopping.EarlyStopping`). What differs between tasks is the
+:class:`Objective`: how to make batches, how to compute a batch loss and how to validate. Saving and
+resuming the training state is :mod:`elmo.training.state`'s job; the ``torchrun`` loss reduction is
+:func:`elmo.runtime.distributed.step_totals`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from ..errors import ElmoError
+from ..runtime import distributed
+from ..runtime.device import Batch, autocast, to_device
+from .early_stopping import EarlyStopping
+from .state import (
+    Checkpointing,
+    Interrupted,
+    Position,
+    ctrl_c_requests_a_stop,
+    load_training_state,
+    save_training_state,
+)
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation settings shared by every task.
+
+    Attributes:
+        epochs: maximum number of epochs (>= 1).
+        lr: Adam learning rate.
+        clip_norm: gradient-norm clipping threshold.
+        patience: stop after this many epochs without improvement of the monitored metric.
+        weight_decay: Adam (L2) weight decay.
+    """
+
+    epochs: int = 5
+    lr: float = 1e-3
+    clip_norm: float = 1.0
+    patience: int = 2
+    weight_decay: float = 0.0
+
+    def __post_init__(self):
+        if self.epochs < 1:
+            raise ElmoError(f"--epochs must be >= 1, got {self.epochs}")
+        if self.lr <= 0 or self.clip_norm <= 0 or self.patience < 1:
+            raise ElmoError("--lr and clipping norm must be positive and patience >= 1")
+
+
+@dataclass
+class Objective:
+    """What a task trains on and how it is judged.
+
+    Attributes:
+        batches: ``batches(epoch)`` yields CPU batches (dicts of tensors) for a 0-based epoch; it must
+            give the same batches again for the same epoch (seeded by epoch) so a resumed run repeats.
+        loss_fn: ``loss_fn(model, batch)`` → ``(mean loss, number of units)``; units (tokens or
+            documents) weight the epoch's mean loss and the throughput figure.
+        validate: returns validation metrics (the model is put in eval mode around the call).
+        monitor: key of ``validate()``'s result used for model selection and early stopping.
+        maximize: whether a larger monitored value is better.
+    """
+
+    batches: Callable[[int], Iterable[Batch]]
+    loss_fn: Callable[[nn.Module, Batch], tuple[torch.Tensor, int]]
+    validate: Callable[[], dict[str, float]]
+    monitor: str
+    maximize: bool
+
+
+@dataclass
+class Progress:
+    """How training reports itself: ``desc`` labels the bar and lines (``forward LM``), ``unit`` its
+    throughput (``tok``, ``doc``); ``quiet`` shows nothing (always so on ranks other than 0)."""
+
+    desc: str = "train"
+    unit: str = "tok"
+    quiet: bool = False
+
+
+@dataclass
+class Unfreezing:
+    """Per-group learning rates and a hook run before each epoch (gradual unfreezing when fine-tuning).
+
+    Attributes:
+        param_groups: Adam parameter groups (``{"params": [...], "lr": ...}``); parameters in them may
+            start frozen (``requires_grad=False``) and be unfrozen later.
+        on_epoch_start: called with the 0-based epoch before it starts.
+    """
+
+    param_groups: list[dict[str, Any]]
+    on_epoch_start: Callable[[int], None]
+
+
+@dataclass
+class FitResult:
+    """What :func:`fit` returns.
+
+    Attributes:
+        history: one dict per epoch: ``epoch``, ``train_loss``, ``seconds``, ``units_per_second``
+            and the validation metrics prefixed ``val_``.
+        best_epoch: 1-based epoch whose weights were restored into the model.
+        best_value: the monitored validation metric at that epoch.
+    """
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+    best_epoch: int = 0
+    best_value: float = float("nan")
+
+
+@dataclass
+class _Run:
+    """The moving parts of one :func:`fit` call, passed to its steps."""
+
+    model: nn.Module
+    objective: Objective
+    config: TrainConfig
+    device: torch.device
+    amp_dtype: torch.dtype | None
+    progress: Progress
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    params: list[nn.Parameter]
+    stopping: EarlyStopping
+    history: list[dict[str, Any]]
+    checkpoint: Checkpointing | None
+
+    def save(self, position: Position, done: bool = False) -> None:
+        """Save the training state at ``position`` when checkpointing is on (every rank calls it)."""
+        if self.checkpoint is not None:
+            save_training_state(self.checkpoint, self.progress.desc, position, done, {
+                "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "scaler": self.scaler.state_dict(), "history": self.history, **self.stopping.state()})
+
+    def interrupted(self, position: Position) -> Interrupted:
+        """The exception Ctrl-C ends training with, saying where and how to resume."""
+        where = (f"in epoch {position.epoch + 1} after step {position.step}" if position.step
+                 else f"at the end of epoch {position.epoch}")
+        return Interrupted(f"{self.progress.desc}: interrupted {where}; training state saved to {self.checkpoint.path}: "
+                           "run the same command with --resume to continue")
+
+
+def fit(model: nn.Module, objective: Objective, config: TrainConfig, device: torch.device,
+        amp_dtype: torch.dtype | None = None, checkpoint: Checkpointing | None = None,
+        progress: Progress | None = None, unfreezing: Unfreezing | None = None) -> FitResult:
+    """Train ``model`` in place and restore the weights of its best validation epoch.
+
+    Args:
+        model: the module; only parameters with ``requires_grad`` are optimised (or ``unfreezing``'s groups).
+        objective: batches, loss and validation (:class:`Objective`).
+        config: :class:`TrainConfig`; device: where to train.
+        amp_dtype: autocast dtype of the forward pass (:func:`elmo.runtime.device.resolve_precision`);
+            ``None`` = fp32. fp16 gets a gradient scaler; bf16 has fp32's range and needs none.
+        checkpoint: save the whole training state every ``checkpoint.every`` steps and at each epoch end,
+            and with ``checkpoint.resume`` continue from it (:mod:`elmo.training.state`): a resumed CPU
+            run with the same seed and thread count ends with exactly the metrics of an uninterrupted
+            one. Ctrl-C then finishes the current step, saves and raises :class:`Interrupted`.
+        progress: labels and verbosity (:class:`Progress`); unfreezing: fine-tuning schedule (:class:`Unfreezing`).
+
+    Under ``torchrun`` (:mod:`elmo.runtime.distributed`) each process passes its share of every global
+    batch (a batch holding ``"ghost"`` counts zero units), the model trains wrapped in
+    DistributedDataParallel, and every step all-reduces the loss sum, the unit count and the Ctrl-C
+    flag (:func:`~elmo.runtime.distributed.step_totals`). ``validate`` must return whole-split metrics
+    on every rank. Rank 0 alone prints and writes the checkpoint, which holds every rank's RNG state.
+
+    Returns:
+        :class:`FitResult`.
+
+    Raises:
+        ElmoError: the loss becomes NaN or infinite (the last checkpoint on disk is the last good
+            state), ``monitor`` is missing from ``validate()``, or a checkpoint from another run.
+        Interrupted: Ctrl-C during training with ``checkpoint`` set.
+    """
+    progress = progress or Progress()
+    quiet = progress.quiet or not distributed.context().is_main
+    run = _start(model, objective, config, device, amp_dtype, checkpoint, Progress(progress.desc, progress.unit, quiet),
+                 unfreezing)
+    position = _resume(run) if checkpoint is not None and checkpoint.resume and Path(checkpoint.path).is_file() else Position()
+    with ctrl_c_requests_a_stop(checkpoint is not None) as ctrl_c:
+        for epoch in range(position.epoch, config.epochs):
+            if unfreezing is not None:
+                unfreezing.on_epoch_start(epoch)
+            start = position if epoch == position.epoch else Position(epoch)
+            seconds, totals = _train_epoch(run, start, ctrl_c)
+            finished = _end_epoch(run, epoch, seconds, totals)
+            run.save(Position(epoch + 1), done=finished)
+            if finished:
+                break
+            if ctrl_c["stop"]:
+                raise run.interrupted(Position(epoch + 1))
+    run.stopping.restore_best(model)
+    model.eval()
+    return FitResult(run.history, run.stopping.best_epoch, run.stopping.best_value)
+
+
+def _start(model: nn.Module, objective: Objective, config: TrainConfig, device: torch.device,
+           amp_dtype: torch.dtype | None, checkpoint: Checkpointing | None, progress: Progress,
+           unfreezing: Unfreezing | None) -> _Run:
+    """The optimiser (fused Adam over the trainable parameters or ``unfreezing``'s groups), the gradient
+    scaler (fp16 only) and an empty early-stopping state."""
+    groups = unfreezing.param_groups if unfreezing is not None else [{"params": [p for p in model.parameters()
+                                                                                  if p.requires_grad]}]
+    # fused=True: one kernel updates every parameter (CPU and CUDA); on the LM, whose 6.3M-weight
+    # embedding gets a dense gradient every step, the optimiser step went from 7.1 to 2.2 ms (profiled).
+    optimizer = torch.optim.Adam(groups, lr=config.lr, weight_decay=config.weight_decay, fused=True)
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
+    return _Run(model, objective, config, device, amp_dtype, progress, optimizer, scaler,
+                [p for group in groups for p in group["params"]], EarlyStopping(config.patience, objective.maximize),
+                [], checkpoint)
+
+
+def _resume(run: _Run) -> Position:
+    """Load the saved training state into ``run`` and return where to continue."""
+    state = load_training_state(run.checkpoint, run.progress.desc)
+    run.model.load_state_dict(state["model"])
+    run.optimizer.load_state_dict(state["optimizer"])
+    run.scaler.load_state_dict(state["scaler"])
+    run.history[:] = state["history"]
+    run.stopping.load(state)
+    position = Position(state["epoch"], state["step"], tuple(state["epoch_totals"]))
+    desc = run.progress.desc
+    if not run.progress.quiet:
+        if not state["same_processes"]:
+            print(f"{desc}: the checkpoint was written by {state['written_by']} process(es), this run has "
+                  f"{distributed.context().world_size}: batches continue exactly, dropout masks do not", flush=True)
+        print(f"{desc}: resumed from {run.checkpoint.path} (epoch {position.epoch + 1}, step {position.step}"
+              + (", already finished)" if state["done"] else ")"), flush=True)
+    return Position(run.config.epochs) if state["done"] else position
+
+
+def _train_epoch(run: _Run, start: Position, ctrl_c: dict[str, Any]) -> tuple[float, tuple[float, int]]:
+    """Train one epoch from ``start`` (a mid-epoch position when resuming).
+
+    Returns:
+        ``(seconds, (loss × units, units))`` of the whole epoch, resumed part included.
+
+    Raises:
+        ElmoError: a non-finite loss. Interrupted: Ctrl-C (after saving).
+    """
+    run.model.train()
+    trained = distributed.wrap(run.model, run.device)  # after on_epoch_start: DDP covers what is trainable now
+    total_loss, total_units, before = start.totals if start.step else (0.0, 0, 0.0)
+    clock, step = time.perf_counter() - before, start.step
+    epochs, desc, unit = run.config.epochs, run.progress.desc, run.progress.unit
+    bar = tqdm(itertools.islice(run.objective.batches(start.epoch), step, None),
+               desc=f"{desc} epoch {start.epoch + 1}/{epochs}", disable=run.progress.quiet, leave=False,
+               dynamic_ncols=True, initial=step)
+    for batch in bar:
+        loss_sum, units = _step(run, trained, batch, ctrl_c, start.epoch, step)
+        total_loss, total_units, step = total_loss + loss_sum, total_units + units, step + 1
+        elapsed = time.perf_counter() - clock
+        bar.set_postfix(loss=f"{total_loss / total_units:.3f}", **{f"{unit}/s": f"{total_units / elapsed:,.0f}"})
+        if run.checkpoint is not None and (ctrl_c["stop"] or step % run.checkpoint.every == 0):
+            run.save(Position(start.epoch, step, (total_loss, total_units, elapsed)))
+        if ctrl_c["stop"]:
+            raise run.interrupted(Position(start.epoch, step))
+    return time.perf_counter() - clock, (total_loss, total_units)
+
+
+def _step(run: _Run, trained: nn.Module, batch: Batch, ctrl_c: dict[str, Any], epoch: int, step: int) -> tuple[float, int]:
+    """One optimiser step on ``batch``; returns the global ``(loss × units, units)`` and sets
+    ``ctrl_c["stop"]`` when Ctrl-C reached any rank (read after the forward pass, where a signal lands).
+
+    Under ``torchrun`` each rank's loss is weighted by ``world_size × units / global units`` so DDP's
+    averaged gradient is the global batch's.
+
+    Raises:
+        ElmoError: the global loss is NaN or infinite.
+    """
+    ghost = batch.pop("ghost", None) is not None
+    batch = to_device(batch, run.device)
+    with autocast(run.device, run.amp_dtype):
+        loss, units = run.objective.loss_fn(trained, batch)
+    units = 0 if ghost else units
+    loss_sum, global_units, stop = distributed.step_totals(loss, units, ctrl_c["stop"])
+    if not math.isfinite(loss_sum):
+        kept = f"; the last good training state is {run.checkpoint.path}" if run.checkpoint is not None else ""
+        raise ElmoError(f"{run.progress.desc}: loss became {loss_sum / max(global_units, 1)} in epoch {epoch + 1} at "
+                        f"step {step + 1}; lower --lr or check the data{kept}")
+    ctrl_c["stop"] = stop
+    ctx = distributed.context()
+    if ctx.enabled:  # DDP averages over ranks: weight each by its share of the global batch
+        loss = loss * (ctx.world_size * units / global_units)
+    run.optimizer.zero_grad(set_to_none=True)
+    run.scaler.scale(loss).backward()
+    run.scaler.unscale_(run.optimizer)
+    nn.utils.clip_grad_norm_(run.params, run.config.clip_norm)
+    run.scaler.step(run.optimizer)
+    run.scaler.update()
+    return loss_sum, global_units
+
+
+def _end_epoch(run: _Run, epoch: int, seconds: float, totals: tuple[float, int]) -> bool:
+    """Validate after 0-based ``epoch``, log it, update early stopping; returns whether training is over.
+
+    Raises:
+        ElmoError: ``validate()`` has no ``monitor`` key.
+    """
+    run.model.eval()
+    with torch.no_grad():
+        metrics = {k: float(v) for k, v in run.objective.validate().items()}  # plain floats: weights_only loads
+    monitor = run.objective.monitor
+    if monitor not in metrics:
+        raise ElmoError(f"validation returned no {monitor!r}")
+    total_loss, total_units = totals
+    row = {"epoch": epoch + 1, "train_loss": total_loss / max(total_units, 1), "seconds": seconds,
+           "units_per_second": total_units / max(seconds, 1e-9), **{f"val_{k}": v for k, v in metrics.items()}}
+    run.history.append(row)
+    improved = run.stopping.update(epoch + 1, metrics[monitor], run.model)
+    if not run.progress.quiet:
+        shown = " ".join(f"{k}={v:.4f}" for k, v in metrics.items())
+        print(f"{run.progress.desc} epoch {epoch + 1}: train loss {row['train_loss']:.4f}, {shown}, "
+              f"{row['units_per_second']:,.0f} {run.progress.unit}/s, {seconds:.0f}s" + (" *" if improved else ""),
+              flush=True)
+    return run.stopping.should_stop or epoch + 1 == run.config.epochs
