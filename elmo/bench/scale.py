@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import environment_info, write_json
+from ..artifacts import Outputs, environment_info, write_json
 from ..data.stream import StreamedCorpus, TextSource
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
@@ -136,7 +136,7 @@ def section_stream(cfg: ScaleConfig) -> dict[str, Any]:
         seconds, rss = run_script([*COMMAND["ELMO.py"], "--train-file", str(corpus), *STREAM_FLAGS,
                                     "--models-dir", str(run_dir / "models"), "--results-dir", str(run_dir / "results"),
                                     "--images-dir", str(run_dir / "images")])
-        lm = json.loads((run_dir / "results" / "lm.json").read_text())
+        lm = json.loads(Outputs(results=run_dir / "results").result("lm").read_text())
         out["script"].append({"megabytes": made["bytes"] / 1e6, "lines": made["lines"], "seconds": seconds,
                               "peak_rss_mb": rss, "tokens": lm["train_tokens"], "vocab_size": lm["vocab_size"],
                               "tokens_per_second": lm["tokens_per_second"],
@@ -178,8 +178,8 @@ def section_ddp(cfg: ScaleConfig) -> dict[str, Any]:
             if proc.returncode != 0:
                 raise ElmoError(f"{script} with {procs} process(es) failed: {proc.stderr[-800:]}")
             row[f"{script}_seconds"] = time.perf_counter() - started
-        lm = json.loads((run_dir / "results" / "lm.json").read_text())
-        cls = json.loads((run_dir / "results" / "classification.json").read_text())
+        lm = json.loads(Outputs(results=run_dir / "results").result("lm").read_text())
+        cls = json.loads(Outputs(results=run_dir / "results").result("classification").read_text())
         row["lm_tokens_per_second"] = lm["tokens_per_second"]
         row["lm_val_perplexity"] = {d: lm["val"][f"{d}_perplexity"] for d in ("forward", "backward")}
         row["classifier_docs_per_second"] = cls["trainable_lambda"]["history"][0]["units_per_second"]

@@ -1,5 +1,15 @@
-"""``report.pdf`` from ``results/*.json`` and ``images/`` (``python -m elmo report``)."""
+"""``report.pdf`` from ``results/*.json`` and ``images/`` (``python -m elmo report``).
 
-from .pdf import ReportConfig, make_report
+Modules, one concept each: :mod:`~elmo.report.results` (reading the JSON, the methods, what a
+diagnostic run changed), :mod:`~elmo.report.analysis` (every comparative sentence),
+:mod:`~elmo.report.figures` (the summary figures), :mod:`~elmo.report.tables` (the Markdown tables)
+and :mod:`~elmo.report.pdf` (the reportlab layout, :func:`make_report` and its flags).
+"""
 
-__all__ = ["ReportConfig", "make_report"]
+from .analysis import analysis
+from .pdf import ReportConfig, build_report, make_report
+from .results import load_results
+from .tables import experiments_table, markdown_table
+
+__all__ = ["ReportConfig", "analysis", "build_report", "experiments_table", "load_results", "make_report",
+           "markdown_table"]

@@ -1,0 +1,205 @@
+"""Every sentence of the report that compares or judges numbers, computed from the results.
+
+Owns :func:`analysis`: the report states nothing about the results that is not computed here from
+the JSON (:func:`~elmo.report.results.load_results`), so when ELMo loses somewhere the report says so.
+The sentences are plain text (no markup); the PDF layout (:mod:`elmo.report.pdf`) only places them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.mix import MIX_SETTINGS
+from .results import LABELS, STATIC, elmo_settings, experiment_changes, methods, reference_run
+
+
+def _compare(name_a: str, a: dict, name_b: str, b: dict) -> tuple[str, bool]:
+    """A sentence comparing two methods' test accuracy and macro-F1, and whether ``a`` loses on either."""
+    da, df = (a["accuracy"] - b["accuracy"]) * 100, (a["f1"] - b["f1"]) * 100
+    if da > 0 and df > 0:
+        verdict = "ahead on both"
+    elif da < 0 and df < 0:
+        verdict = "behind on both"
+    elif da == 0 and df == 0:
+        verdict = "level"
+    else:
+        verdict = "ahead on one and not the other"
+    text = (f"{name_a} vs {name_b}: test accuracy {a['accuracy']:.4f} vs {b['accuracy']:.4f} ({da:+.2f} points), "
+            f"macro-F1 {a['f1']:.4f} vs {b['f1']:.4f} ({df:+.2f} points): {verdict}.")
+    return text, da < 0 or df < 0
+
+
+def _best_setting(res: dict) -> str:
+    """The ELMo setting with the highest test accuracy."""
+    cls = res["classification"]
+    return max(elmo_settings(res), key=lambda s: cls[s]["test"]["accuracy"])
+
+
+def _elmo_vs_static(res: dict) -> list[str]:
+    """The best ELMo setting against every baseline, and what the contextual layers are worth."""
+    all_methods = methods(res)
+    test = {m: all_methods[m]["test"] for m in all_methods}
+    best = _best_setting(res)
+    chosen = res["classification"].get("best_setting", best)
+    text = [f"The best ELMo setting on test accuracy is {LABELS[best]} ({test[best]['accuracy']:.4f}, macro-F1 "
+            f"{test[best]['f1']:.4f}); the setting chosen on validation macro-F1 is {LABELS[chosen]} "
+            f"({test[chosen]['accuracy']:.4f})."]
+    losses = []
+    for other in (m for m in (*STATIC, "tfidf_logreg") if m in test):
+        sentence, lost = _compare(LABELS[best], test[best], LABELS[other], test[other])
+        text.append(sentence)
+        if lost:
+            losses.append(LABELS[other])
+    if losses:
+        text.append(f"ELMo does not win everywhere: it loses to {', '.join(losses)} on at least one of test "
+                    "accuracy and macro-F1 in this run.")
+    else:
+        text.append("ELMo's best setting is ahead of every baseline on both test accuracy and macro-F1 in this run.")
+    static_best = max((m for m in STATIC if m in test), key=lambda m: test[m]["accuracy"], default=None)
+    if static_best:
+        gain = test[best]["accuracy"] - test[static_best]["accuracy"]
+        text.append(f"Contextual layers are worth {gain * 100:+.2f} accuracy points over the best static embedding "
+                    f"({LABELS[static_best]}) with the identical head, data and training schedule, so the "
+                    "difference comes from the representation alone.")
+        gaps = {m: all_methods[m]["train"]["accuracy"] - test[m]["accuracy"] for m in (best, static_best)}
+        text.append(f"Train-test accuracy gap: {gaps[best] * 100:.1f} points for {LABELS[best]}, "
+                    f"{gaps[static_best] * 100:.1f} for {LABELS[static_best]}.")
+    return text
+
+
+def _lambda_weights(cls: dict, setting: str) -> str:
+    """The softmax weights λ and γ of one scalar-mix setting, and where the weight sits."""
+    weights = cls[setting]["lambdas"]
+    top = int(np.argmax(weights))
+    spread = max(abs(w - 1 / len(weights)) for w in weights)
+    return (f"{LABELS[setting]}: softmax weights λ = ({', '.join(f'{w:.3f}' for w in weights)}) for "
+            f"(h0 … h{len(weights) - 1}), γ = {cls[setting]['gamma']:.3f}; the largest weight is on h{top}, "
+            f"and the weights are at most {spread:.3f} from the uniform {1 / len(weights):.3f}.")
+
+
+def _lambda(res: dict) -> list[str]:
+    """The ELMo settings ranked by test accuracy, compared pairwise, and their layer weights."""
+    cls = res["classification"]
+    test = {s: cls[s]["test"] for s in elmo_settings(res)}
+    ranked = sorted(test, key=lambda s: -test[s]["accuracy"])
+    text = ["Test accuracy by layer combination: " + "; ".join(
+        f"{LABELS[s]} {test[s]['accuracy']:.4f} (macro-F1 {test[s]['f1']:.4f})" for s in ranked) + "."]
+    for a, b in (("trainable_lambda", "frozen_lambda"), ("learned_function", "trainable_lambda")):
+        if a in cls and b in cls:
+            text.append(_compare(LABELS[a], cls[a]["test"], LABELS[b], cls[b]["test"])[0])
+    text += [_lambda_weights(cls, s) for s in ("trainable_lambda", "frozen_lambda") if cls.get(s, {}).get("lambdas")]
+    if "frozen_lambda" in cls and cls["frozen_lambda"].get("lambdas"):
+        w0 = cls["frozen_lambda"]["lambdas"][0]
+        if w0 > 0.5:
+            text.append(f"The random frozen draw puts {w0:.0%} of the weight on h0, the context-free token layer, "
+                        "so this classifier sees mostly static vectors; its gap to trainable λ measures what the "
+                        "contextual layers add when the mix is chosen by the task.")
+    return text
+
+
+def _diagnostic(res: dict, name: str, setting: str) -> str | None:
+    """One diagnostic run's result for one ELMo setting, against its reference run and Word2Vec
+    (``None`` when the reference run lacks the setting)."""
+    exp = res["experiments"][name]
+    ref_name, ref = reference_run(res, exp["classification"])
+    if setting not in ref:
+        return None
+    a, b = ref[setting]["test"], exp["classification"][setting]["test"]
+    changes = ", ".join(experiment_changes(res, name)) or "no flag changed"
+    versus = "" if ref is exp["classification"] else f" ({(b['accuracy'] - a['accuracy']) * 100:+.2f} points vs {ref_name})"
+    sentence = f"{name} ({changes}): {LABELS[setting]} test accuracy {b['accuracy']:.4f}{versus}, macro-F1 {b['f1']:.4f}"
+    if exp.get("lm"):
+        sentence += "; test perplexity " + ", ".join(
+            f"{d} {exp['lm']['test'][f'{d}_perplexity']:.1f}" for d in ("forward", "backward"))
+    w2v = res["baselines"].get("word2vec")
+    if w2v:
+        w2v_acc = w2v["test"]["accuracy"]
+        sentence += f"; vs Word2Vec ({w2v_acc:.4f}): {(b['accuracy'] - w2v_acc) * 100:+.2f} points"
+    return sentence + "."
+
+
+def _diagnostics(res: dict) -> list[str]:
+    """A sentence per diagnostic run and ELMo setting it trained (see :func:`_diagnostic`)."""
+    cls = res["classification"]
+    sentences = (_diagnostic(res, name, s) for name, exp in res.get("experiments", {}).items()
+                 for s in MIX_SETTINGS if s in exp["classification"] and s in cls)
+    return [s for s in sentences if s is not None]
+
+
+def _diagnostics_reference(res: dict) -> list[str]:
+    """What the diagnostic runs' table compares with (only when there are diagnostic sentences)."""
+    w2v = res["baselines"].get("word2vec")
+    return ["Each row is ELMo with trainable λ and the same head; test accuracy of Word2Vec with the same head: "
+            + (f"{w2v['test']['accuracy']:.4f}." if w2v else "not run.")]
+
+
+def _init(res: dict) -> list[str]:
+    """What initialising the biLM's token embeddings from Word2Vec did (empty without such a run)."""
+    init = res.get("init")
+    if not init:
+        return []
+    none, w2v = init["none"], init["word2vec"]
+    words = [f"{d} test perplexity {none['lm']['test'][f'{d}_perplexity']:.1f} → "
+             f"{w2v['lm']['test'][f'{d}_perplexity']:.1f}" for d in ("forward", "backward")]
+    text = ["Initialising both LMs' token embeddings from Word2Vec instead of at random "
+            f"(--init-embeddings none → word2vec; run '{init['name']}' vs {init.get('reference', 'the main run')}, "
+            "everything else unchanged): " + "; ".join(words) + "."]
+    for s in (s for s in MIX_SETTINGS if s in none["classification"] and s in w2v["classification"]):
+        a, b = none["classification"][s]["test"]["accuracy"], w2v["classification"][s]["test"]["accuracy"]
+        verdict = "helps" if b > a else "does not help" if b < a else "makes no difference"
+        text.append(f"{LABELS[s]} test accuracy {a:.4f} → {b:.4f}: the Word2Vec initialisation "
+                    f"{verdict} here ({(b - a) * 100:+.2f} points).")
+    return text
+
+
+def _head(res: dict) -> list[str]:
+    """Whether the static baselines' head flags equal the ELMo run's."""
+    mismatch = res["baselines"].get("head_mismatch")
+    if mismatch:
+        return [f"Head flags differing from the ELMo run: {', '.join(mismatch)}."]
+    return ["The head flags equal the ELMo run's."]
+
+
+def _context_word(item: dict) -> str:
+    """Whether a word's contextual vectors separate its topics, from the cosines ``baselines.json`` records."""
+    c = item["cosine"]
+    top = max((k for k in c if k not in ("h0", "mix")), key=lambda k: c[k]["same_topic"] - c[k]["cross_topic"])
+    gap = c[top]["same_topic"] - c[top]["cross_topic"]
+    return (f"“{item['word']}”: the contextual layers give every occurrence its own vector "
+            f"(h1/h2 cosines well below 1); in {top} occurrences from the same topic are "
+            + (f"more similar than occurrences across topics by {gap:.3f} on average." if gap > 0 else
+               f"not more similar than across topics ({gap:+.3f}): the vectors differ, but not by topic.")
+            + " h0 and every static embedding give one vector for all of them.")
+
+
+def _context(res: dict) -> list[str]:
+    """A sentence per context word of ``baselines.json``, or one saying there is none."""
+    context = res["baselines"].get("context") or []
+    if not context:
+        return ["No candidate word occurred in two topics of the test set; nothing to show."]
+    return [_context_word(item) for item in context]
+
+
+def analysis(res: dict) -> dict[str, list[str]]:
+    """The report's comparative sentences, each computed from the numbers in ``res``.
+
+    Args:
+        res: :func:`~elmo.report.results.load_results` (``experiments`` and ``init`` may be absent).
+
+    Returns:
+        Lists of plain-text sentences: ``elmo_vs_static`` (best ELMo setting vs every baseline),
+        ``summary`` (its first two sentences, for the report's opening), ``lambda`` (layer mixes and
+        weights), ``init`` (Word2Vec-initialised biLM; empty without that run), ``diagnostics`` (a
+        sentence per diagnostic run), ``diagnostics_reference`` (what the diagnostic table compares with;
+        empty without diagnostic sentences), ``head`` (baselines' head vs the ELMo run's) and ``context``
+        (per context word, or a sentence saying there is none).
+
+    Raises:
+        KeyError: ``res`` lacks a key the sentences need.
+    """
+    elmo_vs_static = _elmo_vs_static(res)
+    diagnostics = _diagnostics(res)
+    return {"elmo_vs_static": elmo_vs_static, "summary": elmo_vs_static[:2], "lambda": _lambda(res),
+            "init": _init(res), "diagnostics": diagnostics,
+            "diagnostics_reference": _diagnostics_reference(res) if diagnostics else [],
+            "head": _head(res), "context": _context(res)}

@@ -1,0 +1,106 @@
+"""The report's summary figures, drawn from the results JSON into ``images/``.
+
+Owns :func:`plot_method_comparison`, :func:`plot_lambdas`, :func:`plot_validation_curves` and
+:func:`draw_figures` (all three, under the names the PDF layout places). The per-method confusion
+matrices and the LM loss curves are not drawn here: they are the PNGs the training pipelines wrote.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from ..errors import ElmoError  # noqa: E402
+from ..pipelines.plots import save_figure  # noqa: E402
+from .results import LABELS, methods  # noqa: E402
+
+#: The file each summary figure is written to, inside the images folder.
+FIGURES = {"method_comparison": "method_comparison.png", "lambdas": "lambda_weights.png",
+           "validation_curves": "validation_curves.png"}
+
+
+def plot_method_comparison(res: dict, path: str | os.PathLike) -> None:
+    """Save to ``path`` (PNG) a bar chart of test accuracy and macro-F1 for every method of ``res``
+    (:func:`~elmo.report.results.methods`: ELMo settings and baselines)."""
+    all_methods = methods(res)
+    names = list(all_methods)
+    x = np.arange(len(names))
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for k, (metric, label) in enumerate((("accuracy", "test accuracy"), ("f1", "test macro-F1"))):
+        values = [all_methods[m]["test"][metric] for m in names]
+        bars = ax.bar(x + (k - 0.5) * 0.38, values, 0.38, label=label)
+        ax.bar_label(bars, fmt="%.3f", fontsize=7, rotation=90, padding=2)
+    low = min(all_methods[m]["test"][k] for m in names for k in ("accuracy", "f1"))
+    ax.set_ylim(max(0.0, low - 0.05), 1.0)
+    short = {"svd": "SVD\n(PPMI)", "tfidf_logreg": "TF-IDF\n+ log. reg."}
+    ax.set_xticks(x, [short.get(m, LABELS.get(m, m).replace(" (same head)", "").replace(", ", "\n")) for m in names],
+                  fontsize=8)
+    ax.set_title("AG News test set: every method")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(loc="lower right")
+    save_figure(fig, path)
+
+
+def plot_lambdas(res: dict, path: str | os.PathLike) -> None:
+    """Save to ``path`` (PNG) a bar chart of the softmax-normalised layer weights λ_j of each scalar-mix
+    setting in ``res["classification"]``, γ in the legend.
+
+    Raises:
+        ElmoError: neither ``trainable_lambda`` nor ``frozen_lambda`` holds λ weights.
+    """
+    cls = res["classification"]
+    settings = [s for s in ("trainable_lambda", "frozen_lambda") if cls.get(s, {}).get("lambdas")]
+    if not settings:
+        raise ElmoError("classification.json holds no λ weights (run the trainable_lambda or frozen_lambda setting)")
+    layers = len(cls[settings[0]]["lambdas"])
+    x = np.arange(layers)
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    width = 0.8 / len(settings)
+    for k, s in enumerate(settings):
+        bars = ax.bar(x + (k - (len(settings) - 1) / 2) * width, cls[s]["lambdas"], width,
+                      label=f"{LABELS[s]} (γ = {cls[s]['gamma']:.2f})")
+        ax.bar_label(bars, fmt="%.2f", fontsize=8)
+    ax.axhline(1 / layers, color="grey", linestyle="--", linewidth=1, label="uniform")
+    ax.set_xticks(x, [f"h{j}" + (" (token)" if j == 0 else "") for j in range(layers)])
+    ax.set_ylabel("softmax weight λ")
+    ax.set_ylim(0, 1)
+    ax.set_title("ELMo layer weights")
+    ax.legend(fontsize=8)
+    save_figure(fig, path)
+
+
+def plot_validation_curves(res: dict, path: str | os.PathLike) -> None:
+    """Save to ``path`` (PNG) the validation macro-F1 per epoch of every method of ``res`` that records
+    a training history (the classifiers trained with the shared head)."""
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, entry in methods(res).items():
+        history = entry.get("history")
+        if history:
+            ax.plot(range(1, len(history) + 1), [row["val_f1"] for row in history], marker="o",
+                    label=LABELS.get(name, name))
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("validation macro-F1")
+    ax.set_title("Classifier validation curves (same head)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    save_figure(fig, path)
+
+
+def draw_figures(res: dict, images_dir: str | os.PathLike) -> None:
+    """Draw the three summary figures of ``res`` (:func:`~elmo.report.results.load_results`) into
+    ``images_dir``, under the names in :data:`FIGURES`.
+
+    Raises:
+        ElmoError: ``res`` holds no λ weights (:func:`plot_lambdas`).
+        KeyError: ``res`` lacks a key a figure needs.
+    """
+    images = Path(images_dir)
+    plot_method_comparison(res, images / FIGURES["method_comparison"])
+    plot_lambdas(res, images / FIGURES["lambdas"])
+    plot_validation_curves(res, images / FIGURES["validation_curves"])

@@ -1,0 +1,181 @@
+"""The pipeline's results as the report reads them.
+
+Owns reading ``results/*.json`` and the diagnostic runs under ``results/experiments/<name>/``
+(:func:`load_results`), the list of classifiers and their display names (:func:`methods`,
+:data:`LABELS`), and what a diagnostic run changed relative to the main run
+(:func:`experiment_changes`, :func:`config_changes`, :func:`reference_run`). Nothing here formats
+a sentence, draws or lays out anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import ElmoError
+from ..model.mix import MIX_SETTINGS
+from ..pipelines.classification import ClassifyConfig
+from ..pipelines.pretraining import PretrainConfig
+
+#: The static-embedding baselines, trained with the same head as ELMo.
+STATIC = ("word2vec", "svd")
+#: Display name of every method (ELMo settings and baselines).
+LABELS = {"trainable_lambda": "ELMo, trainable λ", "frozen_lambda": "ELMo, frozen λ",
+          "learned_function": "ELMo, learned function", "word2vec": "Word2Vec (same head)",
+          "svd": "SVD / PPMI (same head)", "tfidf_logreg": "TF-IDF + logistic regression"}
+
+#: Config keys that name folders or output options, or otherwise do not change what a run computes
+#: (``download`` only decides whether missing data files are fetched): never an experimental change.
+_NOT_A_CHANGE = {"data_dir", "models_dir", "results_dir", "images_dir", "quiet", "threads", "device", "settings",
+                 "predict", "predict_file", "resume", "checkpoint_every", "cache_layers", "precision", "download"}
+
+
+def _read_json(path: Path) -> dict:
+    """The JSON object in ``path``; :class:`ElmoError` (naming the file) when missing or invalid."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ElmoError(f"{path} not found") from None
+    except json.JSONDecodeError as exc:
+        raise ElmoError(f"{path}: not valid JSON ({exc})") from None
+
+
+def _load_experiments(experiments_dir: str | os.PathLike | None) -> dict[str, dict]:
+    """``{name: {"lm": dict | None, "classification": dict}}`` for every sub-folder of ``experiments_dir``
+    that holds a ``classification.json`` (sorted by name; empty when the folder is absent)."""
+    out: dict[str, dict] = {}
+    if not experiments_dir or not Path(experiments_dir).is_dir():
+        return out
+    for folder in sorted(p for p in Path(experiments_dir).iterdir() if p.is_dir()):
+        entry = {name: _read_json(folder / f"{name}.json") if (folder / f"{name}.json").is_file() else None
+                 for name in ("lm", "classification")}
+        if entry["classification"] is not None:
+            out[folder.name] = entry
+    return out
+
+
+def _init_embeddings(lm: dict | None) -> str:
+    """The ``--init-embeddings`` of a biLM run (``"none"`` for runs made before the flag existed)."""
+    return (lm or {}).get("config", {}).get("init_embeddings", "none")
+
+
+def _init_pair(res: dict) -> dict | None:
+    """The first diagnostic run that differs from its :func:`reference_run` in ``--init-embeddings``
+    (``none`` vs ``word2vec``): ``{"name", "reference", "none": run, "word2vec": run}``, or ``None``."""
+    for name, exp in res["experiments"].items():
+        ref_name, ref_classification = reference_run(res, exp["classification"])
+        ref = res["experiments"].get(ref_name) or {"lm": res["lm"], "classification": ref_classification}
+        ref_init, other = _init_embeddings(ref["lm"]), _init_embeddings(exp["lm"])
+        if exp["lm"] is not None and ref is not exp and {ref_init, other} == {"none", "word2vec"}:
+            return {"name": name, "reference": ref_name, ref_init: ref, other: exp}
+    return None
+
+
+def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Read the pipeline's JSON.
+
+    Args:
+        results_dir: folder with ``lm.json``, ``classification.json`` and ``baselines.json``.
+        experiments_dir: folder of diagnostic runs, one sub-folder each (skipped when ``None`` or absent).
+
+    Returns:
+        ``{"lm", "classification", "baselines", "experiments": {name: {"lm": dict | None,
+        "classification": dict | None}}, "init"}`` where ``init`` pairs a diagnostic run with its
+        :func:`reference_run` when the two differ in ``--init-embeddings``: ``{"name", "reference",
+        "none": run, "word2vec": run}`` (or ``None``).
+
+    Raises:
+        ElmoError: a file that is missing or not valid JSON (naming it).
+    """
+    results = Path(results_dir)
+    out = {name: _read_json(results / f"{name}.json") for name in ("lm", "classification", "baselines")}
+    out["experiments"] = _load_experiments(experiments_dir)
+    out["init"] = _init_pair(out)
+    return out
+
+
+def _defaults(config_cls: type) -> dict[str, Any]:
+    """A config dataclass's defaults as they read back from JSON (tuples become lists)."""
+    return json.loads(json.dumps({f.name: f.default for f in dataclasses.fields(config_cls)}))
+
+
+def config_changes(base: dict, other: dict, defaults: dict | None = None) -> list[str]:
+    """What ``other`` changed relative to ``base`` (two run configs as recorded in the JSON).
+
+    Args:
+        base, other: ``{flag: value}`` of the two runs.
+        defaults: values for the flags ``base`` lacks (added after that run was made).
+
+    Returns:
+        ``"key: value"`` (``other``'s value) for every key that differs, ignoring paths, output flags and
+        the other keys of ``_NOT_A_CHANGE``.
+    """
+    defaults = defaults or {}
+    return [f"{k}: {other[k]}" for k in other
+            if k not in _NOT_A_CHANGE and base.get(k, defaults.get(k)) != other[k]]
+
+
+def run_precision(classification: dict) -> str:
+    """The training precision a ``classification.json`` records (runs made before ``--precision`` existed were fp32)."""
+    return classification.get("precision", "fp32")
+
+
+def reference_run(res: dict, classification: dict) -> tuple[str, dict]:
+    """The run a diagnostic run is compared with.
+
+    Args:
+        res: :func:`load_results`.
+        classification: the diagnostic run's ``classification.json``.
+
+    Returns:
+        ``(name, classification.json)``: the main run, or the ``fp32_main`` diagnostic run (the main run
+        repeated in fp32) for an fp32 run when the main run is not fp32.
+    """
+    fp32_main = res.get("experiments", {}).get("fp32_main", {}).get("classification")
+    main = res["classification"]
+    if fp32_main and classification is not fp32_main and run_precision(classification) == run_precision(fp32_main) \
+            != run_precision(main):
+        return "fp32_main", fp32_main
+    return "the main run", main
+
+
+def experiment_changes(res: dict, name: str) -> list[str]:
+    """What the diagnostic run ``name`` of ``res`` (:func:`load_results`) changed relative to the main run.
+
+    Returns:
+        ``"key: value"`` entries: its precision when it differs, then its biLM flags and its classifier
+        flags (:func:`config_changes`), and a different biLM fingerprint when it reused another biLM.
+    """
+    exp = res["experiments"][name]
+    changes = []
+    if run_precision(exp["classification"]) != run_precision(res["classification"]):
+        changes.append(f"precision: {run_precision(exp['classification'])}")
+    if exp.get("lm"):
+        changes += config_changes(res["lm"].get("config", {}), exp["lm"].get("config", {}), _defaults(PretrainConfig))
+    changes += config_changes(res["classification"].get("config", {}), exp["classification"].get("config", {}),
+                              _defaults(ClassifyConfig))
+    main_bilm = res["classification"].get("meta", {}).get("bilm_fingerprint")
+    bilm = exp["classification"].get("meta", {}).get("bilm_fingerprint")
+    if not exp.get("lm") and main_bilm and bilm and bilm != main_bilm:
+        changes.append(f"a different biLM (fingerprint {bilm})")
+    return changes
+
+
+def elmo_settings(res: dict) -> list[str]:
+    """The scalar-mix settings (:data:`~elmo.model.mix.MIX_SETTINGS`) ``res["classification"]`` holds, in order."""
+    return [s for s in MIX_SETTINGS if s in res["classification"]]
+
+
+def methods(res: dict) -> dict[str, dict]:
+    """Every classifier ``res`` (:func:`load_results`) holds, ELMo settings first.
+
+    Returns:
+        ``{name: {"train", "val", "test", ...}}``: the ELMo settings, then :data:`STATIC` and ``tfidf_logreg``.
+    """
+    cls, base = res["classification"], res["baselines"]
+    out = {s: cls[s] for s in elmo_settings(res)}
+    out |= {m: base[m] for m in (*STATIC, "tfidf_logreg") if m in base}
+    return out

@@ -1,0 +1,64 @@
+"""The report's comparison tables as Markdown (``python -m elmo report --markdown``, for README.md).
+
+Owns :func:`markdown_table` (every method) and :func:`experiments_table` (every diagnostic run), and
+:func:`perplexities`, the biLM test-perplexity cell they share with the PDF's tables.
+"""
+
+from __future__ import annotations
+
+from .results import LABELS, experiment_changes, methods, reference_run
+
+
+def perplexities(lm: dict | None, missing: str = "–") -> str:
+    """``"fwd / bwd"``: the forward and backward test perplexities of an ``lm.json`` to one decimal
+    (``missing`` when ``lm`` is ``None`` or empty)."""
+    return " / ".join(f"{lm['test'][f'{d}_perplexity']:.1f}" for d in ("forward", "backward")) if lm else missing
+
+
+def markdown_table(res: dict) -> str:
+    """The all-methods comparison of ``res`` (:func:`~elmo.report.results.load_results`) as a Markdown table.
+
+    Returns:
+        One row per method (:func:`~elmo.report.results.methods`): train and test accuracy, test macro
+        precision / recall / F1, λ and γ; the setting chosen on validation is marked. The diagnostic runs
+        are in :func:`experiments_table`.
+    """
+    lines = ["| method | train acc | test acc | test precision | test recall | test macro-F1 | λ (h0, h1, h2) | γ |",
+             "|---|---|---|---|---|---|---|---|"]
+    best = res["classification"].get("best_setting")
+    for name, entry in methods(res).items():
+        tr, te = entry["train"], entry["test"]
+        lam = ", ".join(f"{w:.3f}" for w in entry["lambdas"]) if entry.get("lambdas") else "–"
+        gamma = f"{entry['gamma']:.3f}" if entry.get("gamma") is not None else "–"
+        label = LABELS.get(name, name) + (" (best on val)" if name == best else "")
+        lines.append(f"| {label} | {tr['accuracy']:.4f} | {te['accuracy']:.4f} | {te['precision']:.4f} | "
+                     f"{te['recall']:.4f} | {te['f1']:.4f} | {lam} | {gamma} |")
+    return "\n".join(lines)
+
+
+def experiments_table(res: dict) -> str:
+    """Every diagnostic run of ``res`` (:func:`~elmo.report.results.load_results`) next to the main run,
+    as a Markdown table.
+
+    Returns:
+        A row per run: its change, biLM test perplexities and trainable-λ test accuracy / macro-F1 with the
+        difference from its :func:`~elmo.report.results.reference_run`; ``""`` when the main run has no
+        trainable-λ setting.
+    """
+    main = res["classification"].get("trainable_lambda")
+    if not main:
+        return ""
+    lines = ["| run | change from the default | biLM test perplexity fwd / bwd | test acc | test macro-F1 | "
+             "Δ acc (vs the same precision's reference) |",
+             "|---|---|---|---|---|---|",
+             f"| main (default) | – | {perplexities(res['lm'], '(reference biLM)')} | {main['test']['accuracy']:.4f} | "
+             f"{main['test']['f1']:.4f} | – |"]
+    for name, exp in res.get("experiments", {}).items():
+        m = exp["classification"].get("trainable_lambda")
+        if m:
+            ref = reference_run(res, exp["classification"])[1]["trainable_lambda"]
+            delta = "–" if ref is m else f"{(m['test']['accuracy'] - ref['test']['accuracy']) * 100:+.2f}"
+            lines.append(f"| `{name}` | {', '.join(experiment_changes(res, name)) or '–'} | "
+                         f"{perplexities(exp.get('lm'), '(reference biLM)')} | "
+                         f"{m['test']['accuracy']:.4f} | {m['test']['f1']:.4f} | {delta} |")
+    return "\n".join(lines)
