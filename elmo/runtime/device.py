@@ -87,12 +87,19 @@ def configure_threads(threads: int | None = None) -> int:
     return threads
 
 
+#: oneDNN instruction-set ceilings (``ONEDNN_MAX_CPU_ISA``) below AVX512_CORE_BF16: bf16 is emulated under them.
+ISAS_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI")
+
+
 def cpu_has_bf16() -> bool:
     """Whether this CPU has native bfloat16 dot products (AVX512-BF16 or AMX-BF16), read from ``/proc/cpuinfo``.
 
     Without them oneDNN emulates bf16 (slower than fp32) and has no bf16 LSTM kernel at all, so
-    ``--precision auto`` keeps fp32 there (and on any system without ``/proc/cpuinfo``).
+    ``--precision auto`` keeps fp32 there (and on any system without ``/proc/cpuinfo``). A oneDNN
+    ceiling set with ``ONEDNN_MAX_CPU_ISA`` (e.g. ``AVX2``, to reproduce an older CPU) counts too.
     """
+    if os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper() in ISAS_WITHOUT_BF16:
+        return False
     try:
         flags = Path("/proc/cpuinfo").read_text(errors="replace").split()
     except OSError:
