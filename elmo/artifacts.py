@@ -9,12 +9,13 @@ Files are written to a temporary file in the target directory and moved into pla
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Callable
+from typing import Any, BinaryIO, Callable, Iterator
 
 import torch
 
@@ -95,6 +96,45 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     atomic_write(path, lambda handle: handle.write(data))
 
 
+@contextlib.contextmanager
+def _replacing(path: Path) -> Iterator[tuple[int, str]]:
+    """``(fd, name)`` of a new temporary file beside ``path`` that replaces ``path`` (``os.replace``) when the
+    block ends without an error and is removed otherwise, leaving ``path`` as it was.
+
+    Raises:
+        ElmoError: the folder cannot be created or written, or the file cannot be written or moved.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ElmoError(f"cannot write to {path.parent}: {exc.strerror or exc}") from None
+    try:
+        yield fd, tmp
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise ElmoError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+@contextlib.contextmanager
+def atomic_hdf5(path: str | os.PathLike) -> Iterator[Any]:
+    """An ``h5py.File`` open for writing on a temporary file beside ``path``, moved into place with
+    ``os.replace`` when the block ends without an error (removed otherwise, leaving ``path`` as it was).
+
+    Raises:
+        ElmoError: the folder or the file cannot be written.
+    """
+    import h5py
+
+    with _replacing(Path(path)) as (fd, tmp):
+        os.close(fd)
+        with h5py.File(tmp, "w") as handle:
+            yield handle
+
+
 def save_checkpoint(obj: dict[str, Any], path: str | os.PathLike) -> None:
     """``torch.save`` ``obj`` to ``path`` atomically (temp file + ``os.replace``).
 
@@ -112,23 +152,10 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> N
     Raises:
         ElmoError: the directory cannot be created or written (or whatever ``write`` raises).
     """
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise ElmoError(f"cannot write to {path.parent}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise ElmoError(f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with _replacing(Path(path)) as (fd, _), os.fdopen(fd, "wb") as handle:
+        write(handle)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def load_checkpoint(path: str | os.PathLike, expected_format: str | tuple[str, ...]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ command        what it runs                                    top-level shim
 ``classify``   :func:`elmo.pipelines.classification.classify`  ``python classification.py``
 ``baselines``  :func:`elmo.pipelines.baselines.baselines`      ``python baselines.py``
 ``predict``    :func:`elmo.pipelines.prediction.predict_texts`
+``embed``      :func:`elmo.pipelines.embedding.embed` (hdf5)
 ``report``     :func:`elmo.report.make_report` (report.pdf)
 ``bench``      :func:`elmo.bench.speed.bench`
 ``bench-scale`` :func:`elmo.bench.scale.bench_scale`
@@ -35,6 +36,7 @@ from .errors import ElmoError
 from .pipelines.baselines import BaselinesConfig, baselines
 from .pipelines.classification import ClassifyConfig, classify
 from .pipelines.common import option
+from .pipelines.embedding import EmbedConfig, embed
 from .pipelines.prediction import predict_texts
 from .pipelines.pretraining import PretrainConfig, pretrain
 from .report import ReportConfig, make_report
@@ -89,6 +91,8 @@ COMMANDS: dict[str, Command] = {
     "predict": Command(PredictConfig, lambda c: predict_texts(c.models_dir, c.text, c.file, c.device, c.precision,
                                                               c.threads), "classify texts with classifier.pt"),
     "report": Command(ReportConfig, make_report, "write report.pdf from results/ and images/"),
+    "embed": Command(EmbedConfig, embed, "ELMo vectors of every line of a text file into an hdf5 file (AllenNLP's "
+                                         "`elmo` command; the published ELMo or our biLM)"),
     "bench": Command(BenchConfig, bench, "speed and memory benchmark (results/bench.json)"),
     "bench-scale": Command(ScaleConfig, bench_scale, "streaming and torchrun scaling benchmark"),
     "fetch": Command(FetchConfig, lambda c: fetch(c.data_dir, c.url, c.force), "download AG News (md5-verified)"),
@@ -103,13 +107,16 @@ def _flag_type(annotation: Any):
 
 
 def add_flags(parser: argparse.ArgumentParser, config_cls: type) -> argparse.ArgumentParser:
-    """Add one ``--flag`` per field of the dataclass ``config_cls`` (booleans get ``--no-flag`` too)."""
+    """Add one ``--flag`` per field of the dataclass ``config_cls`` (booleans get ``--no-flag`` too; a field
+    whose metadata says ``positional=True`` becomes a positional argument)."""
     hints = typing.get_type_hints(config_cls)
     for f in dataclasses.fields(config_cls):
         flag = "--" + f.name.replace("_", "-")
         kind = _flag_type(hints[f.name])
-        extra = {k: v for k, v in f.metadata.items() if k != "help"}
-        if kind is bool:
+        extra = {k: v for k, v in f.metadata.items() if k not in ("help", "positional")}
+        if f.metadata.get("positional"):
+            parser.add_argument(f.name, type=kind, help=f.metadata.get("help"), **extra)
+        elif kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=f.metadata.get("help"))
         elif typing.get_origin(kind) in (list, tuple):
             parser.add_argument(flag, nargs="+", type=typing.get_args(kind)[0], default=f.default,

@@ -15,6 +15,8 @@ real AG News batches, through the same code the scripts run (:func:`elmo.trainin
   (:mod:`elmo.inference.layer_cache`, the default) and without it; the cache's fill rate and size per token.
 * **Peak resident memory** of each section (each runs in a fresh process) and of ``ELMO.py`` /
   ``classification.py`` runs at two corpus sizes, extrapolated linearly to the full train file.
+* **The published ELMo** (``--published``, instead of the above): embedding speed of the Small and
+  Original architectures in fp32 and bf16 (:mod:`elmo.bench.published`).
 * **Projected wall time** of the whole pipeline (both scripts, all three settings, default epochs)
   for the official 120,000-row train file, from the measured rates, component by component.
 
@@ -67,6 +69,7 @@ from ..runtime.device import (
 from ..training.evaluation import evaluate_words, perplexity
 from ..training.trainer import Objective, Progress, TrainConfig, fit
 from .children import in_child, peak_rss_mb, run_script
+from .published import bench_published
 
 
 @dataclass
@@ -91,10 +94,15 @@ class BenchConfig:
                                           "whose peak memory is extrapolated; both large enough that oneDNN's "
                                           "shape caches are full (empty: skip those runs)")
     target_rows: int = option(120000, "train rows of the file the pipeline time and memory are projected for")
+    published: bool = option(False, "instead of the sections above, measure embedding with the published ELMo "
+                             "architectures (Small and Original, random weights in the published layout; fp32 and bf16) "
+                             "and write --published-out (elmo/bench/published.py)")
+    published_sentences: int = option(256, "AG News sentences per measurement of --published (after a warm-up batch)")
+    published_out: str = option("results/bench_published.json", "where --published writes its JSON")
 
     def check(self) -> None:
         for name in ("repeats", "lm_batches", "naive_batches", "classifier_batches", "embed_sentences",
-                     "single_sentences", "target_rows"):
+                     "single_sentences", "target_rows", "published_sentences"):
             if getattr(self, name) < 1:
                 raise ElmoError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         if self.memory_docs and (len(self.memory_docs) != 2 or min(self.memory_docs) < 100
@@ -441,7 +449,10 @@ def project_pipeline(results: dict[str, Any], train_docs: float, val_docs: float
 
 
 def bench(cfg: BenchConfig) -> dict[str, Any]:
-    """Run every section, print the table, write ``cfg.out``; returns the JSON content."""
+    """Run every section, print the table, write ``cfg.out``; returns the JSON content. With ``--published``
+    only the published-ELMo section (:func:`elmo.bench.published.bench_published`, its own JSON)."""
+    if cfg.published:
+        return bench_published(cfg)
     threads = configure_threads(cfg.threads)
     cfg = replace(cfg, threads=threads)
     started = time.perf_counter()

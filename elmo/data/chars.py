@@ -1,16 +1,20 @@
-"""Character ids of tokens, for the character-level token encoder (:class:`elmo.model.char_cnn.CharCNN`).
+"""Character ids of tokens, for the character-level token encoders.
 
 Characters are the word's UTF-8 bytes (so no character vocabulary has to be stored and any string
-works), framed by begin/end-of-word marks and padded to ``max_chars``:
+works), framed by begin/end-of-word marks and padded to ``max_chars``. Two numberings exist
+(:data:`CHAR_SCHEMES`), both with ``id = byte + 1`` (1..256) and an all-zero row for a padded token:
 
-``id = byte + 1`` (1..256), :data:`BOW_CHAR`, :data:`EOW_CHAR`, and two marks that spell the
-sentence boundaries ``<bos>`` / ``<eos>``; 0 is padding, so a padded token is all zeros. This is
-AllenNLP's ``ELMoCharacterMapper`` scheme.
+* ``"elmo"`` — ours (:class:`elmo.model.char_cnn.CharCNN`): :data:`BOW_CHAR`, :data:`EOW_CHAR`, two
+  marks that spell the sentence boundaries ``<bos>`` / ``<eos>``, and 0 after the end of the word.
+* ``"bilm_tf"`` — the published ELMo models' (bilm-tf; AllenNLP's ``ELMoCharacterMapper``,
+  :func:`bilm_tf_char_ids`): the marks ``<S>`` 256, ``</S>`` 257, begin-of-word 258, end-of-word 259
+  and the in-word padding character 260, each + 1 (:data:`TF_BOS_CHAR` .. :data:`TF_PAD_CHAR`), at
+  most 50 characters per token (48 bytes); the tokens ``<S>`` / ``</S>`` get the boundary marks.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -21,6 +25,12 @@ from .vocab import BOS, EOS, PAD
 CHAR_PAD = 0
 BOW_CHAR, EOW_CHAR, BOS_CHAR, EOS_CHAR = 257, 258, 259, 260
 NUM_CHARS = 261
+
+#: bilm-tf's numbering (AllenNLP's ``ELMoCharacterMapper``): its constants 256..260, + 1 as for the bytes.
+TF_BOS_CHAR, TF_EOS_CHAR, TF_BOW_CHAR, TF_EOW_CHAR, TF_PAD_CHAR = 257, 258, 259, 260, 261
+TF_NUM_CHARS = 262  # ids 0..261: 0 only in a padded (masked) token
+TF_MAX_CHARS = 50
+TF_BOS, TF_EOS = "<S>", "</S>"
 
 
 def word_char_ids(word: str, max_chars: int) -> list[int]:
@@ -50,19 +60,63 @@ def char_table(words: Sequence[str], max_chars: int) -> np.ndarray:
     Raises:
         ElmoError: ``max_chars < 3`` (no room for one byte between the word marks).
     """
+    return _table(words, max_chars, word_char_ids, "--max-chars")
+
+
+def _table(words: Sequence[str], max_chars: int, spell: Callable[[str, int], list[int]], name: str) -> np.ndarray:
+    """Rows ``spell(word, max_chars)`` as an int16 array; ``name`` is the option named when ``max_chars < 3``."""
     if max_chars < 3:
-        raise ElmoError(f"--max-chars must be >= 3, got {max_chars}")
-    table = np.zeros((len(words), max_chars), dtype=np.int16)
-    for i, w in enumerate(words):
-        table[i] = word_char_ids(w, max_chars)
-    return table
+        raise ElmoError(f"{name} must be >= 3, got {max_chars}")
+    return np.array([spell(w, max_chars) for w in words], dtype=np.int16).reshape(len(words), max_chars)
 
 
-def batch_char_ids(sentences: Sequence[Sequence[str]], max_chars: int) -> torch.Tensor:
-    """Right-padded character ids ``(B, T, max_chars)`` int64 for token lists (T = longest sentence)."""
+def batch_char_ids(sentences: Sequence[Sequence[str]], max_chars: int, scheme: str = "elmo") -> torch.Tensor:
+    """Right-padded character ids ``(B, T, max_chars)`` int64 for token lists (T = longest sentence; padded
+    tokens all zeros) in the numbering ``scheme`` (:data:`CHAR_SCHEMES`; ``"bilm_tf"`` with 50 characters is
+    AllenNLP's ``batch_to_ids``, the input of a published biLM)."""
+    table = scheme_table(scheme)
     longest = max((len(s) for s in sentences), default=0)
     out = np.zeros((len(sentences), longest, max_chars), dtype=np.int64)
     for b, sentence in enumerate(sentences):
         if sentence:
-            out[b, : len(sentence)] = char_table(sentence, max_chars)
+            out[b, : len(sentence)] = table(sentence, max_chars)
     return torch.from_numpy(out)
+
+
+def bilm_tf_char_ids(word: str, max_chars: int = TF_MAX_CHARS) -> list[int]:
+    """Character ids of one token in bilm-tf's scheme (AllenNLP's ``ELMoCharacterMapper.convert_word_to_char_ids``).
+
+    Args:
+        word: a token, case kept; ``<S>`` / ``</S>`` get the sentence-boundary marks (as in bilm-tf), every
+            other string is spelled out byte by byte (UTF-8; bytes past ``max_chars - 2`` are dropped).
+        max_chars: C, characters per token (50 in every published model).
+
+    Returns:
+        ``C`` ints in ``[1, TF_NUM_CHARS)``: ``[BOW, byte + 1, .., EOW, PAD, ..]``.
+    """
+    if word in (TF_BOS, TF_EOS):
+        body = [TF_BOS_CHAR if word == TF_BOS else TF_EOS_CHAR]
+    else:
+        body = [b + 1 for b in word.encode("utf-8", "ignore")[: max_chars - 2]]
+    ids = [TF_BOW_CHAR, *body, TF_EOW_CHAR]
+    return ids + [TF_PAD_CHAR] * (max_chars - len(ids))
+
+
+def bilm_tf_char_table(words: Sequence[str], max_chars: int = TF_MAX_CHARS) -> np.ndarray:
+    """``(len(words), max_chars)`` int16 array: row i = :func:`bilm_tf_char_ids` of ``words[i]``.
+
+    Raises:
+        ElmoError: ``max_chars < 3``.
+    """
+    return _table(words, max_chars, bilm_tf_char_ids, "max_characters_per_token")
+
+
+#: name → ``table(words, max_chars)`` of each character numbering (see the module docstring).
+CHAR_SCHEMES: dict[str, Callable[[Sequence[str], int], np.ndarray]] = {"elmo": char_table, "bilm_tf": bilm_tf_char_table}
+
+
+def scheme_table(scheme: str) -> Callable[[Sequence[str], int], np.ndarray]:
+    """The table function of a character numbering. Raises :class:`ElmoError` for an unknown name."""
+    if scheme not in CHAR_SCHEMES:
+        raise ElmoError(f"unknown character scheme {scheme!r} (use {', '.join(CHAR_SCHEMES)})")
+    return CHAR_SCHEMES[scheme]

@@ -15,8 +15,8 @@ import torch
 
 from ..errors import ElmoError
 from .batching import SINGLE, Shard, bucket_batches, eval_share, rank_share
-from .chars import char_table
-from .vocab import PAD, Vocabulary
+from .chars import scheme_table
+from .vocab import Vocabulary
 
 
 class EncodedCorpus:
@@ -39,23 +39,28 @@ class EncodedCorpus:
         self.labels = None if labels is None else np.asarray(labels, dtype=np.int64)
         self.type_ids: np.ndarray | None = None  # per token, a row of char_table (character biLMs)
         self.char_table: np.ndarray | None = None
+        self.types: list[str] | None = None  # the distinct tokens spelled by char_table[1:]
         self.layers: torch.Tensor | None = None  # per token, cached biLM layers (elmo.cache)
 
-    def attach_chars(self, documents: Iterable[Sequence[str]], max_chars: int) -> "EncodedCorpus":
+    def attach_chars(self, documents: Iterable[Sequence[str]], max_chars: int, scheme: str = "elmo") -> "EncodedCorpus":
         """Keep the spelling of every token so :meth:`collate` can return character ids (for a
         character biLM, :mod:`elmo.data.chars`; OOV words keep their own spelling although their id is ``<unk>``).
 
-        Each distinct token is stored once: ``char_table (n_types, max_chars)`` int16, row 0 = padding,
-        and ``type_ids`` int32 aligned with :attr:`ids`.
+        Each distinct token is stored once: ``char_table (n_types, max_chars)`` int16, row 0 = padding
+        (all zeros), and ``type_ids`` int32 aligned with :attr:`ids`; :attr:`types` lists the distinct
+        tokens (``types[k]`` is spelled by row ``k + 1``).
 
         Args:
             documents: the same token lists the ids were encoded from (truncated the same way here).
             max_chars: characters per token C.
+            scheme: the character numbering, ``"elmo"`` (ours) or ``"bilm_tf"`` (the published models';
+                :data:`elmo.data.chars.CHAR_SCHEMES`).
 
         Raises:
-            ElmoError: the documents do not match the encoded lengths.
+            ElmoError: the documents do not match the encoded lengths; an unknown scheme.
         """
-        types: dict[str, int] = {PAD: 0}
+        table = scheme_table(scheme)
+        types: dict[str | None, int] = {None: 0}  # None: the padding row, never a token
         flat = []
         for i, doc in enumerate(documents):
             doc = list(doc)[: self.lengths[i]] if i < len(self) else []
@@ -65,7 +70,8 @@ class EncodedCorpus:
         if len(flat) != self.num_tokens:  # fewer documents than encoded
             raise ElmoError(f"attach_chars: got {len(flat)} tokens for a corpus of {self.num_tokens}")
         self.type_ids = np.asarray(flat, dtype=np.int32)
-        self.char_table = char_table(list(types), max_chars)
+        self.types = [w for w in types if w is not None]
+        self.char_table = np.concatenate([np.zeros((1, max_chars), dtype=np.int16), table(self.types, max_chars)])
         return self
 
     def attach_layers(self, layers: torch.Tensor) -> "EncodedCorpus":
@@ -148,13 +154,15 @@ class EncodedCorpus:
 
 
 def encode_corpus(documents: Iterable[Sequence[str]], vocab: Vocabulary, labels: np.ndarray | None = None,
-                  max_length: int | None = None, max_chars: int | None = None) -> EncodedCorpus:
+                  max_length: int | None = None, max_chars: int | None = None,
+                  char_scheme: str = "elmo") -> EncodedCorpus:
     """Token ids of tokenised documents (OOV → ``<unk>``), truncated to ``max_length``; with ``max_chars``
-    (a character biLM, :attr:`elmo.model.bilm.BiLMConfig.chars_per_token`) batches also carry ``chars``.
+    (a character biLM, :attr:`elmo.model.bilm.BiLMConfig.chars_per_token`) batches also carry ``chars``
+    in the numbering ``char_scheme`` (the biLM config's ``char_scheme``; see :meth:`EncodedCorpus.attach_chars`).
 
     Raises:
         ElmoError: an empty document.
     """
     documents = documents if isinstance(documents, list) else list(documents)
     encoded = EncodedCorpus((vocab.encode(t) for t in documents), labels, max_length=max_length)
-    return encoded.attach_chars(documents, max_chars) if max_chars else encoded
+    return encoded.attach_chars(documents, max_chars, char_scheme) if max_chars else encoded

@@ -53,11 +53,12 @@ def clean_text(text: str) -> str:
     return _SPACES.sub(" ", text).strip()
 
 
-def tokenize(text: str) -> list[str]:
+def tokenize(text: str, lowercase: bool = True) -> list[str]:
     """Clean, lower-case and split text into word tokens with :data:`TOKEN_PATTERN`.
 
     Args:
         text: raw or cleaned text.
+        lowercase: ``False`` keeps the case (for the published ELMo models, which read cased text).
 
     Returns:
         A list of tokens; empty when the text holds no token. Deterministic, no downloads.
@@ -67,7 +68,8 @@ def tokenize(text: str) -> list[str]:
     """
     if not isinstance(text, str):
         raise ElmoError(f"tokenize() expects a str, got {type(text).__name__}")
-    return TOKEN_PATTERN.findall(clean_text(text).lower())
+    text = clean_text(text)
+    return TOKEN_PATTERN.findall(text.lower() if lowercase else text)
 
 
 def read_lines(path: str | os.PathLike, what: str = "file") -> tuple[list[str], list[int], int]:

@@ -1,21 +1,28 @@
-"""Pre-trained ELMo in a notebook: :class:`ELMoEmbedder`, contextual vectors of every biLM layer.
+"""Pre-trained ELMo in a notebook: contextual vectors of every biLM layer, from our biLM or the published one.
 
-It and :class:`~elmo.inference.text_classifier.TextClassifier` (labels) load what ``python ELMO.py`` / ``python classification.py`` wrote (``models/bilstm.pt``,
-``models/classifier.pt``) with ``torch.load(weights_only=True)``, run on the GPU when one is present
-(``device=`` to choose) and tokenise text exactly as training did (:func:`elmo.data.text.tokenize`)::
+:class:`ElmoEmbedder` has AllenNLP's interface and takes either weight source: the published ELMo files
+(bilm-tf's ``options.json`` + ``weights.hdf5``, :mod:`elmo.model.bilm_tf_io`) or what ``python ELMO.py``
+wrote (a ``models/`` folder or its ``bilstm.pt``)::
 
-    from elmo import ELMoEmbedder, TextClassifier
-    e = ELMoEmbedder.from_pretrained("models")
-    vectors = e.embed_sentence(e.tokenize("Stocks rallied on Friday."))  # (3, 5, D)
+    from elmo import ElmoEmbedder, TextClassifier
+    e = ElmoEmbedder(options_file="elmo_2x4096_512_2048cnn_2xhighway_options.json",
+                     weight_file="elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5")
+    v = e.embed_sentence(["The", "cat", "sat", "on", "the", "mat", "."])   # numpy (3, 7, 1024)
+    ours = ElmoEmbedder("models")                                           # our biLM: (3, 7, D)
     TextClassifier.from_pretrained("models").predict(["Stocks rallied on Friday."])  # ['Business']
 
-Batches are right-padded, and every biLM state of a token depends only on its own sentence, so a
-sentence's vectors do not depend on what else is in its batch (padding invariance, tested).
+:class:`ELMoEmbedder` is the same class built from a biLM object (``ELMoEmbedder.from_pretrained("models")``).
+Our biLM is trained lower-cased, so tokens are lower-cased for it (and :meth:`~ELMoEmbedder.tokenize` is the
+training tokeniser); the published models read cased text, so tokens are kept as given.
 
-Length: :class:`ELMoEmbedder` has no maximum; a sentence of any length is embedded whole (memory grows
-linearly, about 6 KB per token for the float32 result at the default sizes). :class:`TextClassifier`
-truncates a text to ``max_length`` tokens (256, as ``classification.py`` trained and evaluated) and
-warns when it does.
+Stateless (the default) and stateful. Batches are right-padded and every biLM state of a token depends
+only on its own sentence, so a sentence's vectors do not depend on what else is in its batch (tested).
+With ``stateful=True`` (published biLMs only) the embedder reproduces bilm-tf / AllenNLP's
+``ElmoEmbedder``: the LSTM states at the end of row r of a call initialise row r of the next call
+(see :class:`ELMoEmbedder` and ``docs/published_elmo.md`` for when each mode is right).
+
+Length: there is no maximum; a sentence of any length is embedded whole (memory grows linearly).
+:class:`~elmo.inference.text_classifier.TextClassifier` truncates a text to ``max_length`` tokens.
 """
 
 from __future__ import annotations
@@ -28,13 +35,22 @@ import numpy as np
 import torch
 
 from ..artifacts import Outputs
+from ..data.batching import bucket_batches
+from ..data.chars import bilm_tf_char_table
 from ..data.corpus import EncodedCorpus, encode_corpus
 from ..data.text import tokenize
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..model.bilm import BiLM
+from ..model.bilm_tf import PublishedBiLM, States
+from ..model.bilm_tf_io import load_published_bilm
 from ..model.serialization import load_bilm
 from ..runtime.device import autocast, resolve_device, resolve_precision
+
+#: sentences read (and length-bucketed together) per pass of :meth:`ELMoEmbedder.embed_sentences`, in batches
+CHUNK_BATCHES = 16
+#: where AllenNLP publishes the ELMo files (``<name>/elmo_<name>_options.json`` and ``_weights.hdf5``)
+PUBLISHED_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/"
 
 
 def bilm_path(path: str | os.PathLike) -> Path:
@@ -50,8 +66,44 @@ def bilm_path(path: str | os.PathLike) -> Path:
     return file
 
 
-def _check_sentences(sentences: Sequence[Sequence[str]]) -> list[list[str]]:
-    """Lower-cased token lists (training lower-cases). Raises :class:`ElmoError` on non-string input."""
+def is_published(options_file: str | os.PathLike | None, weight_file: str | os.PathLike | None) -> bool:
+    """Whether the pair names bilm-tf files (an options file and a weight file) rather than our biLM (one
+    ``models/`` folder or ``bilstm.pt``, given as either argument).
+
+    Raises:
+        ElmoError: neither given, or one of bilm-tf's two files without the other.
+    """
+    given = [Path(p) for p in (options_file, weight_file) if p is not None]
+    if not given:
+        raise ElmoError("give options_file and weight_file (the published ELMo files, e.g. from "
+                        f"{PUBLISHED_URL}2x4096_512_2048cnn_2xhighway/) or a models folder / bilstm.pt of our own biLM")
+    ours = [p.is_dir() or p.suffix in (".pt", "") for p in given]  # a models folder (even a missing one) or bilstm.pt
+    if any(ours):
+        if len(given) == 2 and given[0] != given[1]:
+            raise ElmoError(f"{given[ours.index(True)]} is our own biLM: give it alone, without a second file")
+        return False
+    if len(given) == 1:
+        raise ElmoError(f"a published (bilm-tf) biLM needs both files: options_file and weight_file (got only {given[0]})")
+    return True
+
+
+def load_any_bilm(options_file: str | os.PathLike | None,
+                  weight_file: str | os.PathLike | None) -> tuple[BiLM | PublishedBiLM, Vocabulary | None]:
+    """``(bilm, vocab)``: the published biLM of bilm-tf's two files (vocab ``None``), or our biLM of a
+    ``models/`` folder / ``bilstm.pt`` with its vocabulary (:func:`is_published` tells which).
+
+    Raises:
+        ElmoError: see :func:`is_published`, :func:`~elmo.model.bilm_tf_io.load_published_bilm` and
+            :func:`~elmo.model.serialization.load_bilm`.
+    """
+    if is_published(options_file, weight_file):
+        return load_published_bilm(options_file, weight_file), None
+    bilm, vocab, _ = load_bilm(bilm_path(options_file if options_file is not None else weight_file))
+    return bilm, vocab
+
+
+def _check_sentences(sentences: Sequence[Sequence[str]], lowercase: bool = True) -> list[list[str]]:
+    """Token lists, lower-cased for our biLM (training lower-cases). Raises :class:`ElmoError` on non-string input."""
     if isinstance(sentences, str):
         raise ElmoError("expected a list of token lists, got a str (tokenize it first: e.tokenize(text))")
     out = []
@@ -59,7 +111,7 @@ def _check_sentences(sentences: Sequence[Sequence[str]]) -> list[list[str]]:
         if isinstance(sentence, str) or not all(isinstance(t, str) for t in sentence):
             raise ElmoError(f"sentence {i}: expected a list of str tokens, got {type(sentence).__name__} "
                             f"{str(sentence)[:60]!r}")
-        out.append([t.lower() for t in sentence])
+        out.append([t.lower() for t in sentence] if lowercase else list(sentence))
     return out
 
 
@@ -67,25 +119,52 @@ class ELMoEmbedder:
     """Contextual vectors of every biLM layer for tokenised sentences (as AllenNLP's ``ElmoEmbedder``).
 
     Args:
-        bilm: a trained :class:`~elmo.model.bilm.BiLM`; vocab: its :class:`~elmo.data.vocab.Vocabulary`.
+        bilm: our trained :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.bilm_tf.PublishedBiLM`.
+        vocab: our biLM's :class:`~elmo.data.vocab.Vocabulary` (``None`` for a published biLM, which has none).
         device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda"``.
-        max_tokens: padded-token budget per internal batch.
+        max_tokens: padded-token budget per internal batch (stateless mode).
         precision: ``"auto"`` (bf16 autocast on CPUs with native bf16 and on GPUs; see
             :func:`elmo.runtime.device.resolve_precision`), ``"fp32"``, ``"bf16"`` or ``"fp16"`` (CUDA). The
             vectors returned are float32 either way.
+        stateful: published biLM only. ``False``: every sentence starts from zero LSTM states (deterministic;
+            a sentence's vectors depend on it alone). ``True``: bilm-tf / AllenNLP's behaviour — row r of each
+            call starts from the states row r of the previous call ended with (``<S> .. </S>`` read whole), a
+            smaller call uses and updates only its first rows and keeps the others, a larger one starts its new
+            rows from zeros; batches are then the calls' sentences in the order given (``embed_sentences``:
+            consecutive groups of ``batch_size``), never re-ordered by length. :meth:`reset_states` forgets them.
+        vocab_to_cache: published biLM only: words whose token vectors are computed once here (as AllenNLP's
+            ``vocab_to_cache``); others are computed once per distinct word per pass of up to
+            :data:`CHUNK_BATCHES` batches.
 
     The layers are h_0 (token vectors), h_1 .. h_L (LSTM layers), each ``D = bilm.output_dim`` wide
-    (both directions concatenated; paper eq. 1). Words outside the vocabulary (OOV) read as ``<unk>``
-    for a word biLM; a character biLM (``--token-encoder char``) spells them out.
+    (both directions concatenated; paper eq. 1). Words outside our biLM's vocabulary read as ``<unk>``
+    for a word biLM; a character biLM (ours with ``--token-encoder char``, or a published one) spells them out.
+
+    Raises:
+        ElmoError: ``stateful`` or ``vocab_to_cache`` with our biLM; a missing ``vocab`` for it; a bad device or precision.
     """
 
-    def __init__(self, bilm: BiLM, vocab: Vocabulary, device: str | torch.device = "auto", max_tokens: int = 16384,
-                 precision: str = "auto"):
+    def __init__(self, bilm: BiLM | PublishedBiLM, vocab: Vocabulary | None = None, device: str | torch.device = "auto",
+                 max_tokens: int = 16384, precision: str = "auto", stateful: bool = False,
+                 vocab_to_cache: Sequence[str] | None = None):
+        self.published = isinstance(bilm, PublishedBiLM)
+        if not self.published and vocab is None:
+            raise ElmoError("our biLM needs its vocabulary (load_bilm returns it)")
+        if not self.published and (stateful or vocab_to_cache):
+            raise ElmoError("stateful=True and vocab_to_cache are options of a published (bilm-tf) biLM only")
         self.device = resolve_device(device)
         self.amp_dtype = resolve_precision(precision, self.device)
         self.bilm = bilm.to(self.device).eval()
         self.vocab = vocab
         self.max_tokens = max_tokens
+        self.stateful = stateful
+        self._states: States | None = None
+        self._cache_index: dict[str, int] = {}
+        self._cache_vectors: torch.Tensor | None = None
+        if vocab_to_cache:
+            words = list(dict.fromkeys(vocab_to_cache))
+            self._cache_vectors = self._compute_token_vectors(words)
+            self._cache_index = {w: i for i, w in enumerate(words)}
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike = "models", device: str | torch.device = "auto",
@@ -108,17 +187,23 @@ class ELMoEmbedder:
         """Width D of each layer."""
         return self.bilm.output_dim
 
-    @staticmethod
-    def tokenize(text: str) -> list[str]:
-        """The training tokeniser (:func:`elmo.data.text.tokenize`): cleaned, lower-cased word tokens."""
-        return tokenize(text)
+    def tokenize(self, text: str) -> list[str]:
+        """The project's tokeniser (:func:`elmo.data.text.tokenize`): lower-cased for our biLM (as in training),
+        case kept for a published one."""
+        return tokenize(text, lowercase=not self.published)
+
+    def reset_states(self) -> None:
+        """Forget the LSTM states carried between calls (stateful mode); the next call starts from zeros."""
+        self._states = None
 
     def encode(self, sentences: Sequence[Sequence[str]]) -> EncodedCorpus:
-        """Word ids (and, for a character biLM, spellings) of non-empty, lower-cased token lists."""
-        return encode_corpus(sentences, self.vocab, max_chars=self.bilm.config.chars_per_token)
+        """Word ids of ``vocab`` (and, for a character biLM, spellings) of non-empty token lists, as a classifier
+        reads them."""
+        config = self.bilm.config
+        return encode_corpus(sentences, self.vocab, max_chars=config.chars_per_token, char_scheme=config.char_scheme)
 
     def batch_tensors(self, sentences: Sequence[Sequence[str]]) -> dict[str, torch.Tensor]:
-        """Right-padded model inputs for non-empty token lists.
+        """Right-padded model inputs for non-empty token lists (our biLM).
 
         Returns:
             ``{"ids": (B, T) int64, "lengths": (B,) int64}`` plus ``"chars": (B, T, C)`` for a character biLM.
@@ -127,7 +212,7 @@ class ELMoEmbedder:
 
     @torch.no_grad()
     def _layers(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
-        """``(L + 1, B, T, D)`` float32 biLM layers of one collated batch."""
+        """``(L + 1, B, T, D)`` float32 biLM layers of one collated batch (our biLM)."""
         batch = {k: v.to(self.device) for k, v in batch.items()}
         with autocast(self.device, self.amp_dtype):
             layers = self.bilm(batch["ids"], batch["lengths"], batch.get("chars"))
@@ -135,6 +220,8 @@ class ELMoEmbedder:
 
     def _embed(self, sentences: list[list[str]], batch_size: int | None) -> list[np.ndarray]:
         """Vectors of checked token lists, ``batch_size`` sentences per pass (all in one when ``None``)."""
+        if self.published:
+            return self._embed_published(sentences, batch_size)
         out = [np.zeros((self.num_layers, 0, self.dim), dtype=np.float32) for _ in sentences]
         real = [i for i, s in enumerate(sentences) if s]
         if not real:
@@ -147,11 +234,87 @@ class ELMoEmbedder:
                 out[real[j]] = layers[:, row, : corpus.lengths[j]].copy()
         return out
 
+    # --- the published biLM ------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def _compute_token_vectors(self, words: list[str]) -> torch.Tensor:
+        """``(len(words), P)`` float32 token vectors (the char CNN, once per word) on the device."""
+        chars = torch.from_numpy(bilm_tf_char_table(words, self.bilm.config.max_chars)).long().to(self.device)
+        with autocast(self.device, self.amp_dtype):
+            return self.bilm.token_vectors(chars).float()
+
+    def _token_table(self, words: list[str]) -> torch.Tensor:
+        """Token vectors of distinct ``words``, ``(len(words), P)``: from ``vocab_to_cache`` where cached."""
+        if self._cache_vectors is None:
+            return self._compute_token_vectors(words)
+        cached = torch.tensor([self._cache_index.get(w, -1) for w in words], dtype=torch.long)
+        table = self._cache_vectors[cached.clamp_min(0).to(self.device)]
+        missing = (cached < 0).nonzero().flatten()
+        if len(missing):
+            table[missing.to(self.device)] = self._compute_token_vectors([words[i] for i in missing.tolist()])
+        return table
+
+    def _embed_published(self, sentences: list[list[str]], batch_size: int | None) -> list[np.ndarray]:
+        """:meth:`_embed` for a published biLM: each distinct word's token vector computed once, then
+        length-bucketed batches (stateless) or the rows in the order given (stateful)."""
+        out = [np.zeros((self.num_layers, 0, self.dim), dtype=np.float32) for _ in sentences]
+        rows = [i for i, s in enumerate(sentences) if s or self.stateful]  # stateful: an empty row still reads <S> </S>
+        if not any(sentences):
+            return out
+        types: dict[str, int] = {}
+        ids = [[types.setdefault(w, len(types)) for w in sentences[i]] for i in rows]
+        vectors = self._token_table(list(types))
+        lengths = np.array([len(x) for x in ids], dtype=np.int64)
+        size = batch_size or len(rows)
+        if self.stateful:
+            batches = [np.arange(s, min(s + size, len(rows))) for s in range(0, len(rows), size)]
+        else:
+            batches = bucket_batches(lengths, size, self.max_tokens if batch_size else None)
+        for index in batches:
+            layers = self._run_published(vectors, [ids[j] for j in index], lengths[index])
+            for row, j in enumerate(index):
+                out[rows[j]] = layers[:, row, : lengths[j]].copy()
+        return out
+
+    @torch.no_grad()
+    def _run_published(self, vectors: torch.Tensor, ids: list[list[int]], lengths: np.ndarray) -> np.ndarray:
+        """``(L + 1, B, T, D)`` float32 layers of one batch of type-id rows (carrying states when stateful)."""
+        index = np.zeros((len(ids), int(lengths.max())), dtype=np.int64)
+        for row, x in enumerate(ids):
+            index[row, : len(x)] = x
+        x = vectors[torch.from_numpy(index).to(self.device)]
+        states = self._initial_states(len(ids)) if self.stateful else None
+        with autocast(self.device, self.amp_dtype):
+            layers, final = self.bilm.contextual(x, torch.from_numpy(lengths), states, carry=self.stateful)
+        if final is not None:
+            self._keep_states(final)
+        return layers.float().cpu().numpy()
+
+    def _initial_states(self, batch: int) -> States:
+        """Rows ``0..batch-1`` of the carried states; rows never used so far start from zeros."""
+        if self._states is None:
+            config = self.bilm.config
+            zeros = [(torch.zeros(0, config.projection_dim), torch.zeros(0, config.hidden_size))]
+            self._states = [tuple(t.to(self.device) for t in z) for z in zeros * (2 * config.num_layers)]
+        have = self._states[0][0].shape[0]
+        if have < batch:
+            self._states = [tuple(torch.cat([t, t.new_zeros(batch - have, t.shape[1])]) for t in pair)
+                            for pair in self._states]
+        return [(h[:batch], c[:batch]) for h, c in self._states]
+
+    def _keep_states(self, final: States) -> None:
+        """Store a call's final states in its rows; rows beyond the call keep theirs (as bilm-tf)."""
+        batch = final[0][0].shape[0]
+        self._states = [tuple(torch.cat([new.float(), old[batch:]]) for new, old in zip(f, s))
+                        for f, s in zip(final, self._states)]
+
+    # --- the public interface ----------------------------------------------------------------------
+
     def embed_batch(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """Embed token lists in one forward pass.
 
         Args:
-            sentences: token lists (lower-cased here, as in training). An empty list is allowed.
+            sentences: token lists (lower-cased here for our biLM, as in training). An empty list is allowed.
 
         Returns:
             One float32 array ``(L + 1, n_i, D)`` per sentence (``n_i = 0`` for an empty one).
@@ -159,7 +322,7 @@ class ELMoEmbedder:
         Raises:
             ElmoError: input that is not a list of lists of str.
         """
-        return self._embed(_check_sentences(sentences), None)
+        return self._embed(_check_sentences(sentences, not self.published), None)
 
     def embed_sentence(self, tokens: Sequence[str]) -> np.ndarray:
         """Vectors of one tokenised sentence: ``(L + 1, n_tokens, D)`` float32 (layer 0, 1, 2 for L = 2)."""
@@ -167,10 +330,11 @@ class ELMoEmbedder:
 
     def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int = 64) -> Iterator[np.ndarray]:
         """Embed many sentences lazily, in input order, batching sentences of similar length together
-        (:meth:`elmo.data.corpus.EncodedCorpus.batches`, under a ``max_tokens`` padded-token budget).
+        (under a ``max_tokens`` padded-token budget; stateful mode: consecutive groups of ``batch_size``).
 
         Args:
-            sentences: any iterable of token lists (read ``50 * batch_size`` at a time).
+            sentences: any iterable of token lists (read ``CHUNK_BATCHES * batch_size`` at a time, so memory
+                does not grow with the number of sentences).
             batch_size: sentences per forward pass (also capped by the token budget).
 
         Yields:
@@ -182,5 +346,47 @@ class ELMoEmbedder:
         if batch_size < 1:
             raise ElmoError(f"batch_size must be >= 1, got {batch_size}")
         iterator = iter(sentences)
-        while chunk := [s for _, s in zip(range(50 * batch_size), iterator)]:
-            yield from self._embed(_check_sentences(chunk), batch_size)
+        while chunk := [s for _, s in zip(range(CHUNK_BATCHES * batch_size), iterator)]:
+            yield from self._embed(_check_sentences(chunk, not self.published), batch_size)
+
+
+def _device(cuda_device: int | None, device: str | torch.device | None) -> str | torch.device:
+    """AllenNLP's ``cuda_device`` (-1 = CPU, k = ``cuda:k``) or our ``device``; ``"auto"`` when neither is given."""
+    if device is not None and cuda_device is not None:
+        raise ElmoError("give cuda_device or device, not both")
+    if device is not None:
+        return device
+    if cuda_device is None:
+        return "auto"
+    return "cpu" if cuda_device < 0 else f"cuda:{cuda_device}"
+
+
+class ElmoEmbedder(ELMoEmbedder):
+    """AllenNLP's ``ElmoEmbedder``: ELMo vectors from the published files or from our own biLM.
+
+    Args:
+        options_file: bilm-tf's ``options.json`` — or our ``models/`` folder / ``bilstm.pt`` (then without
+            ``weight_file``); weight_file: bilm-tf's ``weights.hdf5`` (see :func:`is_published`).
+        cuda_device: AllenNLP's argument: -1 = CPU, k >= 0 = GPU k; device: ours (``"auto"``, ``"cpu"``,
+            ``"cuda"``); give at most one (default: a GPU when present).
+        stateful, vocab_to_cache, max_tokens: see :class:`ELMoEmbedder` (stateful needs a published biLM).
+        precision: ``"fp32"`` by default (AllenNLP's, and what the published vectors are checked in);
+            ``"bf16"`` / ``"auto"`` trade about 1e-2 of accuracy for speed (``docs/published_elmo.md``).
+
+    Raises:
+        ElmoError: missing, unreadable or inconsistent files (see :func:`load_any_bilm`), a bad device or
+            precision, ``stateful`` with our biLM.
+    """
+
+    def __init__(self, options_file: str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
+                 cuda_device: int | None = None, *, device: str | torch.device | None = None, stateful: bool = False,
+                 precision: str = "fp32", vocab_to_cache: Sequence[str] | None = None, max_tokens: int = 16384):
+        target = _device(cuda_device, device)
+        bilm, vocab = load_any_bilm(options_file, weight_file)
+        super().__init__(bilm, vocab, target, max_tokens, precision, stateful, vocab_to_cache)
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike = "models", device: str | torch.device = "auto",
+                        precision: str = "auto") -> "ElmoEmbedder":
+        """Our biLM of a models folder or ``bilstm.pt`` (as :meth:`ELMoEmbedder.from_pretrained`)."""
+        return cls(path, device=device, precision=precision)

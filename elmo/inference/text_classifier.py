@@ -15,10 +15,9 @@ import numpy as np
 import torch
 
 from ..artifacts import Outputs
-from ..data.text import tokenize
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from ..model.serialization import load_bilm, load_classifier
+from ..model.serialization import load_bilm, load_classifier, load_classifier_bilm
 from ..runtime.device import resolve_device
 from .embedder import ELMoEmbedder, bilm_path
 from .prediction import predict
@@ -44,7 +43,8 @@ class TextClassifier:
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike = "models", classifier: str = "classifier.pt",
                         device: str | torch.device = "auto", precision: str = "auto") -> "TextClassifier":
-        """Load ``bilstm.pt`` and ``classifier.pt`` (or another ``classifier_<setting>.pt``) from a models directory.
+        """Load ``bilstm.pt`` and ``classifier.pt`` (or another ``classifier_<setting>.pt``) from a models directory
+        (a classifier trained on the published ELMo loads the bilm-tf files it records instead of ``bilstm.pt``).
 
         ``precision`` as in :class:`ELMoEmbedder`; the default matches ``classification.py``'s, so
         the scores equal those the training run reported.
@@ -53,11 +53,12 @@ class TextClassifier:
             ElmoError: a file is missing or corrupt, or the classifier was trained on another biLM.
         """
         directory = Path(path)
-        bilm, vocab, _ = load_bilm(bilm_path(directory))
-        bilm.to(resolve_device(device))
         file = Outputs(models=directory).models / classifier
         if not file.is_file():
             raise ElmoError(f"{file} not found: train it with `python classification.py --models-dir {directory}`")
+        published = load_classifier_bilm(file)  # trained on the published ELMo (--bilm-options-file)?
+        bilm, vocab = published if published is not None else load_bilm(bilm_path(directory))[:2]
+        bilm.to(resolve_device(device))
         model, names = load_classifier(file, bilm, vocab)
         return cls(model, vocab, names, precision=precision)
 
@@ -74,7 +75,7 @@ class TextClassifier:
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise ElmoError(f"text {i}: expected a str, got {type(text).__name__}")
-            tokens.append(tokenize(text))
+            tokens.append(self.embedder.tokenize(text))
             if not tokens[-1]:
                 raise ElmoError(f"text {i} holds no word to classify: {text[:60]!r}")
             if len(tokens[-1]) > self.max_length:

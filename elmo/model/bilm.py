@@ -110,6 +110,11 @@ class BiLMConfig:
         """``max_chars`` when the biLM reads characters (batches must carry ``chars``), else ``None``."""
         return self.max_chars if self.token_encoder == "char" else None
 
+    @property
+    def char_scheme(self) -> str:
+        """The character numbering of ``chars`` (:data:`elmo.data.chars.CHAR_SCHEMES`): ours, ``"elmo"``."""
+        return "elmo"
+
     def softmax_cutoffs(self) -> list[int]:
         """The cutoffs that fit this vocabulary and leave every tail projection at least 1 wide
         (at least one cutoff is needed by the adaptive softmax)."""

@@ -19,6 +19,7 @@ from torch import nn
 
 from ..errors import ElmoError
 from .bilm import BiLM, length_mask, reverse_padded
+from .bilm_tf import PublishedBiLM
 from .dropout import FastDropout
 from .elmo import Elmo
 
@@ -165,23 +166,27 @@ class ElmoClassifier(SequenceClassifier):
     """:class:`~elmo.model.elmo.Elmo` (biLM + layer mix) + the shared head (:class:`SequenceClassifier`).
 
     Args:
-        bilm: a trained :class:`~elmo.model.bilm.BiLM`. Frozen (no gradients, run without autograd) unless
-            ``config.fine_tune``, in which case it is trained in place (pass a copy to keep the original).
-            It stays in eval mode either way.
+        bilm: a trained :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.bilm_tf.PublishedBiLM`.
+            Frozen (no gradients, run without autograd) unless ``config.fine_tune``, in which case it is
+            trained in place (pass a copy to keep the original). It stays in eval mode either way.
         config: :class:`ClassifierConfig`; ``config.setting`` picks the layer mix (:mod:`elmo.model.mix`).
+        vocab_size: rows of the task token embedding x_k (the vocabulary the ids come from); default: our
+            biLM's vocabulary (a published biLM has none: pass the task vocabulary's size).
 
     Raises:
         ElmoError: unknown ``config.setting``.
     """
 
-    def __init__(self, bilm: BiLM, config: ClassifierConfig):
+    def __init__(self, bilm: BiLM | PublishedBiLM, config: ClassifierConfig, vocab_size: int | None = None):
         super().__init__(config)
         self.elmo = Elmo(bilm, 1, config.setting, dropout=config.elmo_dropout, do_layer_norm=config.layer_norm,
                          requires_grad=config.fine_tune, seed=config.seed)
-        self.build_head(bilm.output_dim, bilm.config.vocab_size)
+        if vocab_size is None and not hasattr(bilm.config, "vocab_size"):
+            raise ElmoError("a published biLM has no vocabulary: pass vocab_size (the task vocabulary's size)")
+        self.build_head(bilm.output_dim, vocab_size or bilm.config.vocab_size)
 
     @property
-    def bilm(self) -> BiLM:
+    def bilm(self) -> BiLM | PublishedBiLM:
         """The biLM inside :attr:`elmo`."""
         return self.elmo.bilm
 

@@ -17,6 +17,7 @@ from torch import nn
 from ..data.vocab import PAD_ID
 from ..errors import ElmoError
 from .bilm import BiLM
+from .bilm_tf import PublishedBiLM
 from .dropout import FastDropout
 from .mix import MIX_SETTINGS, ScalarMix, build_mix
 
@@ -25,7 +26,9 @@ class Elmo(nn.Module):
     """ELMo_k = mix(h_{k,0}, .., h_{k,L}) for every token k, with dropout (paper eq. 1).
 
     Args:
-        bilm: a trained :class:`~elmo.model.bilm.BiLM` (e.g. ``load_bilm("models/bilstm.pt")[0]``).
+        bilm: a trained :class:`~elmo.model.bilm.BiLM` (e.g. ``load_bilm("models/bilstm.pt")[0]``) or the
+            published one, :class:`~elmo.model.bilm_tf.PublishedBiLM` (``load_published_bilm(options, weights)``;
+            stateless: every sentence starts from zero LSTM states).
         num_output_representations: how many ELMo vectors per token, each with its own mix (>= 1).
         mix: the layer-combination setting, one of :data:`~elmo.model.mix.MIX_SETTINGS`.
         dropout: dropout on each ELMo vector (training only).
@@ -41,7 +44,7 @@ class Elmo(nn.Module):
     ``D = bilm.output_dim`` (2 × the LSTM output width), zero at padded positions.
     """
 
-    def __init__(self, bilm: BiLM, num_output_representations: int = 1, mix: str = "trainable_lambda",
+    def __init__(self, bilm: BiLM | PublishedBiLM, num_output_representations: int = 1, mix: str = "trainable_lambda",
                  dropout: float = 0.5, do_layer_norm: bool = False, requires_grad: bool = False, seed: int = 0):
         super().__init__()
         if mix not in MIX_SETTINGS:
@@ -76,8 +79,9 @@ class Elmo(nn.Module):
         Args:
             ids: ``(B, T)`` int64 word ids of the biLM's vocabulary, right-padded with 0 (``<pad>``).
             lengths: ``(B,)`` int64 true lengths; default: the count of non-padding ids per row.
-            chars: ``(B, T, C)`` int64 character ids (:func:`elmo.data.chars.batch_char_ids`); required
-                for a character biLM, ignored otherwise.
+            chars: ``(B, T, C)`` int64 character ids (:func:`elmo.data.chars.batch_char_ids`; bilm-tf's
+                numbering for a published biLM, :func:`elmo.data.chars.bilm_tf_char_table`); required for a
+                character biLM, ignored otherwise.
             layers: ``(L, B, T, D)`` precomputed LSTM layers h_1..h_L of this batch
                 (:mod:`elmo.inference.layer_cache`, ``batch["layers"]``); the biLM's LSTMs are then not run, only its
                 token layer h_0. Frozen biLM only.
@@ -124,6 +128,8 @@ class Elmo(nn.Module):
         """The biLM's parameters from the top down, for discriminative learning rates and gradual
         unfreezing: ``[LSTM layer L of both directions, .., LSTM layer 1, both token encoders]``
         (the LM softmaxes are not part of ELMo and never get gradients)."""
+        if isinstance(self.bilm, PublishedBiLM):
+            return self.bilm.layer_groups()
         lms = (self.bilm.forward_lm, self.bilm.backward_lm)
         groups = [[p for lm in lms for p in lm.layers[j].parameters()] for j in reversed(range(len(lms[0].layers)))]
         groups.append([p for lm in lms for p in lm.embedding.parameters()])

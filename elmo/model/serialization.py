@@ -23,6 +23,8 @@ from ..data.agnews import CLASS_NAMES
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from .bilm import BiLM, BiLMConfig, LanguageModel
+from .bilm_tf import PublishedBiLM
+from .bilm_tf_io import load_published_bilm
 from .classifier import ClassifierConfig, ElmoClassifier
 
 
@@ -68,8 +70,9 @@ def load_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]
 LATER_BILM_FIELDS = ("token_encoder", "char_dim", "char_filters", "num_highway", "max_chars", "residual", "proj_size")
 
 
-def bilm_fingerprint(bilm: BiLM, vocab: Vocabulary) -> str:
-    """A short hash of the biLM's config and vocabulary; a classifier only loads onto the same."""
+def bilm_fingerprint(bilm: BiLM | PublishedBiLM, vocab: Vocabulary) -> str:
+    """A short hash of the biLM's config and vocabulary (for a published biLM: its config, which includes a
+    digest of its weights, and the task vocabulary); a classifier only loads onto the same."""
     config, default = asdict(bilm.config), asdict(BiLMConfig(vocab_size=1))
     kept = {k: v for k, v in config.items() if k not in LATER_BILM_FIELDS or v != default[k]}
     text = repr(sorted(kept.items())) + "\n" + "\n".join(vocab.itos)
@@ -85,7 +88,7 @@ def classifier_checkpoint(model: ElmoClassifier, fingerprint: str, class_names: 
                    state_dict=model.task_state_dict(), **extra)
 
 
-def load_classifier(path: str | os.PathLike, bilm: BiLM, vocab: Vocabulary) -> tuple[ElmoClassifier, list[str]]:
+def load_classifier(path: str | os.PathLike, bilm: BiLM | PublishedBiLM, vocab: Vocabulary) -> tuple[ElmoClassifier, list[str]]:
     """Rebuild an :class:`~elmo.model.classifier.ElmoClassifier` from a ``classifier*.pt`` on top of its biLM.
 
     Args:
@@ -107,12 +110,38 @@ def load_classifier(path: str | os.PathLike, bilm: BiLM, vocab: Vocabulary) -> t
                         f"this biLM {fingerprint}): use the bilstm.pt it was trained with")
     try:
         config = ClassifierConfig(**ckpt["config"])
-        model = ElmoClassifier(copy.deepcopy(bilm) if config.fine_tune else bilm, config)
+        model = ElmoClassifier(copy.deepcopy(bilm) if config.fine_tune else bilm, config, vocab_size=len(vocab))
         model.load_task_state_dict(ckpt["state_dict"])
     except (KeyError, TypeError, RuntimeError, ElmoError) as exc:
         raise ElmoError(f"{path}: inconsistent classifier checkpoint: {str(exc).splitlines()[0]}") from None
     device = next(bilm.parameters()).device
     return model.to(device).eval(), list(ckpt.get("class_names", CLASS_NAMES))
+
+
+def published_record(bilm: BiLM | PublishedBiLM, vocab: Vocabulary) -> dict[str, Any]:
+    """What a classifier file records to find a published biLM again: ``{"bilm_tf": {"options_file",
+    "weight_file"}, "vocab": the task vocabulary}`` (``{}`` for our biLM: ``bilstm.pt`` holds its vocabulary)."""
+    if not isinstance(bilm, PublishedBiLM) or bilm.source is None:
+        return {}
+    options, weights = bilm.source
+    return {"bilm_tf": {"options_file": str(options), "weight_file": str(weights)}, "vocab": list(vocab.itos)}
+
+
+def load_classifier_bilm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabulary] | None:
+    """The published biLM and task vocabulary a ``classifier*.pt`` was trained on (:func:`published_record`),
+    or ``None`` when it was trained on our ``bilstm.pt``.
+
+    Raises:
+        ElmoError: the classifier file is missing or corrupt; the recorded bilm-tf files are missing or invalid.
+    """
+    ckpt = load_checkpoint(path, "elmo.classifier")
+    source = ckpt.get("bilm_tf")
+    if not isinstance(source, dict):
+        return None
+    try:
+        return load_published_bilm(source["options_file"], source["weight_file"]), Vocabulary(ckpt["vocab"])
+    except KeyError as exc:
+        raise ElmoError(f"{path}: inconsistent classifier checkpoint: no {exc}") from None
 
 
 def save_static_vectors(vectors: np.ndarray, vocab: Vocabulary, info: dict[str, Any], seed: int,

@@ -24,7 +24,7 @@ from ..errors import ElmoError
 from ..inference.layer_cache import CACHE_MODES, compute_layers, should_cache
 from ..model.classifier import ClassifierConfig, ElmoClassifier
 from ..model.mix import MIX_SETTINGS, mix_summary
-from ..model.serialization import bilm_fingerprint, classifier_checkpoint
+from ..model.serialization import bilm_fingerprint, classifier_checkpoint, published_record
 from ..runtime import distributed
 from ..runtime.device import set_seed
 from .common import (
@@ -55,6 +55,9 @@ class ClassifyConfig(HeadConfig):
     predict: str | None = option(None, "classify this text with models/classifier.pt and print label and "
                                  "probability (no training)")
     predict_file: str | None = option(None, "classify every line of this file (one text per line; no training)")
+    bilm_options_file: str | None = option(None, "classify on the published ELMo instead of <models-dir>/bilstm.pt: "
+                                           "bilm-tf's options.json (with --bilm-weight-file; docs/published_elmo.md)")
+    bilm_weight_file: str | None = option(None, "the published ELMo's weights.hdf5 (with --bilm-options-file)")
     cache_layers: str = option("auto", "compute the frozen biLM's LSTM layers of every document once and share them "
                                "across epochs and settings (memory for time, see elmo/inference/layer_cache.py): auto (when they "
                                "fit in half the available memory), on, off (run the biLM in every step); never "
@@ -68,7 +71,14 @@ class ClassifyConfig(HeadConfig):
             raise ElmoError(f"--lr-decay must be >= 1, got {self.lr_decay}")
         if self.predict is not None and self.predict_file is not None:
             raise ElmoError("give either --predict or --predict-file, not both")
+        if (self.bilm_options_file is None) != (self.bilm_weight_file is None):
+            raise ElmoError("give both --bilm-options-file and --bilm-weight-file (the published ELMo's two files)")
         self.classifier_config(self.settings[0])
+
+    @property
+    def published(self) -> tuple[str, str] | None:
+        """``(options.json, weights.hdf5)`` of the published biLM to classify on, or ``None`` (``bilstm.pt``)."""
+        return None if self.bilm_options_file is None else (self.bilm_options_file, self.bilm_weight_file)
 
     def classifier_config(self, setting: str) -> ClassifierConfig:
         """The head's config plus the ELMo options (ELMo dropout, mix L2, fine-tuning)."""
@@ -107,7 +117,7 @@ def train_setting(task: TaskData, config: ClassifyConfig, setting: str, fingerpr
     set_seed(config.seed)
     # Fine-tuning trains the biLM in place: give each setting its own copy of the pre-trained one.
     bilm = copy.deepcopy(task.bilm) if config.fine_tune else task.bilm
-    model = task.to_device(ElmoClassifier(bilm, config.classifier_config(setting)))
+    model = task.to_device(ElmoClassifier(bilm, config.classifier_config(setting), vocab_size=len(task.vocab)))
     if task.session.ctx.rank:  # one dropout stream per rank (DDP gives every rank rank 0's initial weights)
         torch.manual_seed(config.seed + task.session.ctx.rank)
     entry = train_and_evaluate(model, task.data, config, task.session,
@@ -136,7 +146,7 @@ def classify(config: ClassifyConfig) -> dict | list:
     if config.predict is not None or config.predict_file is not None:
         return predict_texts(config.models_dir, config.predict, config.predict_file, config.device,
                              config.precision, config.threads)
-    task = prepare(config)
+    task = prepare(config, config.published)
     session, outputs = task.session, task.session.outputs
     fingerprint = bilm_fingerprint(task.bilm, task.vocab)
     cache_seconds = attach_layer_cache(task, config)
@@ -146,7 +156,8 @@ def classify(config: ClassifyConfig) -> dict | list:
         out[setting], model = train_setting(task, config, setting, fingerprint)
         if session.ctx.is_main:
             payloads[setting] = classifier_checkpoint(model, fingerprint, CLASS_NAMES, {
-                "setting_results": {k: out[setting][k]["f1"] for k in ("val", "test")}})
+                "setting_results": {k: out[setting][k]["f1"] for k in ("val", "test")},
+                **published_record(task.bilm, task.vocab)})
             save_checkpoint(payloads[setting], outputs.classifier(setting))
             report_setting(task, setting, out[setting])
     if not session.ctx.is_main:

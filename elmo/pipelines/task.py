@@ -18,10 +18,13 @@ import torch.nn.functional as F
 
 from ..data.agnews import NUM_CLASSES, Corpus, load_agnews
 from ..data.corpus import EncodedCorpus, encode_corpus
+from ..data.text import tokenize
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..inference.prediction import predict
 from ..model.bilm import BiLM
+from ..model.bilm_tf import PublishedBiLM
+from ..model.bilm_tf_io import load_published_bilm
 from ..model.classifier import ClassifierConfig, SequenceClassifier
 from ..model.serialization import bilm_fingerprint, load_bilm
 from ..model.static import copy_vectors, word2vec_vectors
@@ -30,6 +33,9 @@ from ..training.metrics import classification_metrics
 from ..training.state import Checkpointing
 from ..training.trainer import Objective, Progress, TrainConfig, Unfreezing, fit
 from .common import CommonConfig, Session, option, start
+
+#: the task vocabulary with a published biLM (which has none): training words seen this often, at most this many
+TASK_MIN_FREQ, TASK_MAX_VOCAB = 2, 50000
 
 
 @dataclass
@@ -62,7 +68,7 @@ class TaskData:
     device), its vocabulary, the AG News splits raw and encoded, and optional Word2Vec rows for x_k."""
 
     session: Session
-    bilm: BiLM
+    bilm: BiLM | PublishedBiLM
     vocab: Vocabulary
     corpora: dict[str, Corpus]
     data: dict[str, EncodedCorpus]
@@ -75,29 +81,54 @@ class TaskData:
         return model.to(self.session.device)
 
 
-def prepare(config: HeadConfig) -> TaskData:
-    """Start the run (:func:`~elmo.pipelines.common.start`), load ``bilstm.pt`` onto the device and read
-    and encode the train/val/test splits with its vocabulary.
-
-    Raises:
-        ElmoError: ``bilstm.pt`` missing from ``--models-dir`` (run ``python ELMO.py`` first), a
-            different ``bilstm.pt`` on another ``torchrun`` node, bad data.
-    """
-    session = start(config, kernel_cache_entries=256)
+def _load_bilm(session: Session, published: tuple[str, str] | None) -> tuple[BiLM | PublishedBiLM, Vocabulary | None, str]:
+    """``(bilm, vocabulary or None, where from)``: the published biLM of bilm-tf's two files (no vocabulary)
+    or ``bilstm.pt`` of ``--models-dir``. Raises :class:`ElmoError` for missing or invalid files."""
+    if published is not None:
+        return load_published_bilm(*published), None, str(published[1])
     path = session.outputs.bilm
     if not path.is_file():
-        raise ElmoError(f"{path} not found: run `python ELMO.py --models-dir {session.outputs.models}` first")
+        raise ElmoError(f"{path} not found: run `python ELMO.py --models-dir {session.outputs.models}` first, or use "
+                        "the published ELMo with --bilm-options-file and --bilm-weight-file")
     bilm, vocab, _ = load_bilm(path)
-    if distributed.broadcast_words([bilm_fingerprint(bilm, vocab)]) != [bilm_fingerprint(bilm, vocab)]:
-        raise ElmoError(f"rank {session.ctx.rank}: {path} differs from rank 0's: every node needs the same file")
-    bilm.to(session.device)
+    return bilm, vocab, str(path)
+
+
+def cased(corpus: Corpus) -> Corpus:
+    """``corpus`` tokenised again with the case kept (the published ELMo models read cased text)."""
+    return Corpus(corpus.texts, [tokenize(t, lowercase=False) for t in corpus.texts], corpus.labels, corpus.path)
+
+
+def prepare(config: HeadConfig, published: tuple[str, str] | None = None) -> TaskData:
+    """Start the run (:func:`~elmo.pipelines.common.start`), load the biLM onto the device and read and
+    encode the train/val/test splits.
+
+    Args:
+        config: the head's flags.
+        published: ``(options.json, weights.hdf5)`` of a published (bilm-tf) biLM to use instead of
+            ``<models-dir>/bilstm.pt``. Its text is tokenised with the case kept, and the task vocabulary
+            (the ids of the task token embedding x_k) is built from the training split (words seen
+            :data:`TASK_MIN_FREQ` times, at most :data:`TASK_MAX_VOCAB`); our biLM brings its own vocabulary.
+
+    Raises:
+        ElmoError: ``bilstm.pt`` missing from ``--models-dir`` (run ``python ELMO.py`` first) or invalid
+            bilm-tf files, a different biLM on another ``torchrun`` node, bad data.
+    """
+    session = start(config, kernel_cache_entries=256)
+    bilm, vocab, where = _load_bilm(session, published)
     splits = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs, config.skip_bad_rows,
                          config.download)
     corpora = dict(zip(("train", "val", "test"), splits))
-    data = {name: encode_corpus(c.tokens, vocab, c.labels, config.max_length, bilm.config.chars_per_token)
-            for name, c in corpora.items()}
+    if vocab is None:
+        corpora = {name: cased(c) for name, c in corpora.items()}
+        vocab = Vocabulary.build(corpora["train"].tokens, TASK_MIN_FREQ, TASK_MAX_VOCAB)
+    if distributed.broadcast_words([bilm_fingerprint(bilm, vocab)]) != [bilm_fingerprint(bilm, vocab)]:
+        raise ElmoError(f"rank {session.ctx.rank}: {where} (or the data) differs from rank 0's: every node needs the same")
+    bilm.to(session.device)
+    data = {name: encode_corpus(c.tokens, vocab, c.labels, config.max_length, bilm.config.chars_per_token,
+                                bilm.config.char_scheme) for name, c in corpora.items()}
     session.say(f"data: {len(corpora['train'])} train / {len(corpora['val'])} val / {len(corpora['test'])} test "
-                f"documents; biLM vocabulary {len(vocab):,}; device {session.device}, {session.precision}")
+                f"documents; biLM {where}, vocabulary {len(vocab):,}; device {session.device}, {session.precision}")
     token_vectors = None
     if config.token_embedding_init == "word2vec" and config.token_embedding_dim and session.ctx.is_main:
         token_vectors, info = word2vec_vectors(corpora["train"].tokens, vocab, config.token_embedding_dim,

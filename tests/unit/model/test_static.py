@@ -7,16 +7,14 @@ import itertools
 import numpy as np
 import pytest
 import torch
-from conftest import TOPIC_WORDS, make_rows
+from support import TOPIC_WORDS, make_rows
 
 from elmo.data.corpus import EncodedCorpus
 from elmo.data.text import tokenize
 from elmo.data.vocab import Vocabulary
 from elmo.errors import ElmoError
-from elmo.model.bilm import BiLM, BiLMConfig
 from elmo.model.classifier import ClassifierConfig, StaticEmbeddingClassifier
 from elmo.model.static import cooccurrence_matrix, ppmi, svd_vectors, word2vec_vectors
-from elmo.pipelines.pretraining import PretrainConfig, init_embeddings
 
 
 def brute_force_counts(docs: list[list[int]], vocab_size: int, window: int) -> np.ndarray:
@@ -115,41 +113,3 @@ def test_static_classifier_trains_its_head_but_never_its_embedding():
     assert model.embedding.weight.grad is None and not model.embedding.weight.requires_grad
     assert model.token_embedding.weight.grad is not None and model.head.weight.grad is not None
     torch.testing.assert_close(model.embedding.weight, vectors)
-
-
-def test_init_embeddings_copies_word2vec_into_both_language_models(toy):
-    tokens, vocab = toy
-    bilm = BiLM(BiLMConfig(vocab_size=len(vocab), embedding_dim=8, hidden_size=8))
-    bos_before = bilm.forward_lm.embedding.weight[2].clone()
-    config = PretrainConfig(init_embeddings="word2vec", embedding_dim=8, hidden_size=8)
-    info = init_embeddings(bilm, vocab, tokens, config, say=lambda *a: None)
-    expected, _ = word2vec_vectors(tokens, vocab, dim=8, seed=0)
-    word = vocab.stoi[TOPIC_WORDS[0][0]]
-    for lm in (bilm.forward_lm, bilm.backward_lm):
-        torch.testing.assert_close(lm.embedding.weight[word], torch.from_numpy(expected[word]))
-        assert not lm.embedding.weight[0].any()  # <pad> stays zero
-    torch.testing.assert_close(bilm.forward_lm.embedding.weight[2], bos_before)  # <bos> never occurs: kept
-    assert info["method"] == "word2vec" and info["dim"] == 8
-    untouched = BiLM(BiLMConfig(vocab_size=len(vocab), embedding_dim=8, hidden_size=8))
-    none = PretrainConfig(init_embeddings="none")
-    assert init_embeddings(untouched, vocab, tokens, none, say=lambda *a: None) == {"method": "none"}
-
-
-def test_token_embedding_init_copies_vectors_into_x_k_only():
-
-    from elmo.pipelines.task import TaskData
-
-    token_vectors = np.random.default_rng(0).standard_normal((12, 3)).astype(np.float32)
-    token_vectors[[0, 2]] = 0.0  # <pad> and a word Word2Vec never saw
-    session = type("Session", (), {"device": torch.device("cpu")})()
-    run = TaskData(session, None, None, {}, {}, token_vectors)
-    torch.manual_seed(0)
-    model = StaticEmbeddingClassifier(torch.randn(12, 5), ClassifierConfig(setting="svd", encoder_hidden=4,
-                                                                           token_embedding_dim=3))
-    untouched = model.token_embedding.weight[2].clone()
-    frozen = model.embedding.weight.clone()
-    run.to_device(model)
-    torch.testing.assert_close(model.token_embedding.weight[5], torch.from_numpy(token_vectors[5]))
-    torch.testing.assert_close(model.token_embedding.weight[2], untouched)
-    torch.testing.assert_close(model.embedding.weight, frozen)
-    assert model.token_embedding.weight.requires_grad  # x_k is still trained

@@ -6,7 +6,6 @@ import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from elmo.errors import ElmoError
 from elmo.model.bilm import BiLM, BiLMConfig
 from elmo.model.classifier import ClassifierConfig, ElmoClassifier, MaskedBiLSTM, masked_mean_max
 from elmo.model.mix import MIX_SETTINGS
@@ -90,67 +89,3 @@ def test_mix_l2_penalty_is_lambda_times_squared_weights_and_pulls_toward_the_ave
     frozen = ElmoClassifier(bilm, ClassifierConfig(setting="frozen_lambda", encoder_hidden=6, mix_l2=0.5))
     assert frozen.penalty().item() == 0.0  # nothing to regularise when λ is fixed
     assert make_classifier("trainable_lambda").penalty().item() == 0.0  # off by default
-
-
-def test_concat_token_embedding_flag_controls_x_k():
-    from elmo.pipelines.classification import ClassifyConfig
-
-    assert ClassifyConfig().classifier_config("trainable_lambda").token_embedding_dim == 128
-    assert ClassifyConfig(concat_token_embedding=False).classifier_config("trainable_lambda").token_embedding_dim == 0
-    config = ClassifyConfig(elmo_dropout=0.5, mix_l2=0.01, fine_tune=True).classifier_config("frozen_lambda")
-    assert (config.elmo_dropout, config.mix_l2, config.fine_tune, config.setting) == (0.5, 0.01, True, "frozen_lambda")
-    with pytest.raises(ElmoError, match="elmo-dropout"):
-        ClassifyConfig(elmo_dropout=1.0).check()
-
-
-def test_fine_tuning_uses_discriminative_rates_and_unfreezes_top_layer_first():
-    from elmo.pipelines.classification import ClassifyConfig
-    from elmo.pipelines.task import fine_tuning
-
-    torch.manual_seed(0)
-    bilm = BiLM(BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,)))
-    before = {k: v.clone() for k, v in bilm.state_dict().items()}
-    config = ClassifyConfig(lr=0.01, lr_decay=2.0, fine_tune=True)
-    model = ElmoClassifier(bilm, config.classifier_config("trainable_lambda"))
-    args = fine_tuning(model, config)
-    assert [g["lr"] for g in args.param_groups] == [0.01, 0.005, 0.0025, 0.00125]
-    top, middle, embeddings = model.elmo.layer_groups()
-    assert top[0] is bilm.forward_lm.layers[1].weight_ih_l0 and embeddings[0] is bilm.forward_lm.embedding.weight
-
-    def step():
-        model.train()
-        loss = torch.nn.functional.cross_entropy(model(torch.tensor([[5, 6, 7]]), torch.tensor([3])), torch.tensor([1]))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-
-    optimizer = torch.optim.Adam(args.param_groups)
-    args.on_epoch_start(0)  # epoch 1: the task model only
-    step()
-    assert all(torch.equal(v, bilm.state_dict()[k]) for k, v in before.items())
-    args.on_epoch_start(1)  # epoch 2: + the top LSTM layer
-    step()
-    changed = {k for k, v in before.items() if not torch.equal(v, bilm.state_dict()[k])}
-    assert changed and all(".layers.1." in k for k in changed)
-    args.on_epoch_start(3)  # epoch 4: everything
-    step()
-    changed = {k for k, v in before.items() if not torch.equal(v, bilm.state_dict()[k])}
-    assert any("embedding" in k for k in changed) and any(".layers.0." in k for k in changed)
-    assert any(k.startswith("elmo.bilm.") for k in model.task_state_dict())  # a fine-tuned biLM is saved
-    assert fine_tuning(make_classifier("trainable_lambda"), ClassifyConfig()) is None
-
-
-def test_bilm_fingerprint_is_unchanged_for_files_written_before_the_paper_options():
-    import hashlib
-    from dataclasses import asdict
-
-    from elmo.data.vocab import SPECIALS, Vocabulary
-    from elmo.model.serialization import bilm_fingerprint
-
-    vocab = Vocabulary(list(SPECIALS) + [f"w{i}" for i in range(26)])
-    config = BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,))
-    original = ("vocab_size", "embedding_dim", "hidden_size", "num_layers", "dropout", "cutoffs", "div_value")
-    text = repr(sorted((k, v) for k, v in asdict(config).items() if k in original)) + "\n" + "\n".join(vocab.itos)
-    assert bilm_fingerprint(BiLM(config), vocab) == hashlib.sha256(text.encode()).hexdigest()[:16]
-    residual = BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,), residual=True)
-    assert bilm_fingerprint(BiLM(residual), vocab) != bilm_fingerprint(BiLM(config), vocab)

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
-from elmo.artifacts import load_checkpoint, save_checkpoint
-from elmo.data.chars import batch_char_ids, char_table, word_char_ids
-from elmo.data.corpus import EncodedCorpus
-from elmo.data.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD, SPECIALS, UNK_ID, Vocabulary
+from elmo.data.chars import batch_char_ids, char_table
+from elmo.data.vocab import BOS_ID, EOS_ID, SPECIALS, UNK_ID
 from elmo.errors import ElmoError
 from elmo.model.bilm import IGNORE_INDEX, BiLM, BiLMConfig, LanguageModel, reverse_padded
-from elmo.model.char_cnn import CharCNN
-from elmo.model.serialization import lm_checkpoint, load_bilm, save_bilm
-from elmo.training.evaluation import evaluate_words, perplexity
 
 V = 40
 WORDS = list(SPECIALS) + [f"w{i}" for i in range(V - 4)]
@@ -108,19 +101,6 @@ def test_layer_zero_is_both_token_embeddings():
     assert torch.allclose(layers[0], expected)
 
 
-def test_adaptive_loss_perplexity_equals_full_softmax_perplexity():
-    bilm = make_bilm()
-    g = torch.Generator().manual_seed(1)
-    corpus = EncodedCorpus([torch.randint(4, V, (int(n),), generator=g).tolist() for n in torch.randint(1, 9, (20,), generator=g)])
-    for lm in (bilm.forward_lm, bilm.backward_lm):
-        fast = perplexity(lm, corpus, torch.device("cpu"))
-        exact, targets, top5 = evaluate_words(lm, corpus, torch.device("cpu"))
-        assert fast == pytest.approx(exact["perplexity"], rel=1e-4)
-        assert len(targets) == corpus.num_tokens + len(corpus)  # every word plus one boundary word
-        assert 1 < exact["perplexity"] < 10 * V and top5.shape == (len(targets), 5)
-        assert exact["top1_accuracy"] <= exact["top5_accuracy"]
-
-
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_training_lowers_loss(variant):
     torch.manual_seed(0)
@@ -171,29 +151,6 @@ def test_char_encoder_gives_each_oov_word_its_own_vector():
         char(ids, lengths)
 
 
-def test_char_ids_frame_truncate_and_mark_sentence_boundaries():
-    assert word_char_ids("ab", 6) == [257, 98, 99, 258, 0, 0]
-    assert word_char_ids("abcdefgh", 5) == [257, 98, 99, 100, 258]  # C - 2 bytes kept
-    assert word_char_ids("é", 5)[1:3] == [0xC3 + 1, 0xA9 + 1]  # UTF-8 bytes, any script works
-    assert word_char_ids(BOS, 4) != word_char_ids(EOS, 4) and word_char_ids(PAD, 4) == [0, 0, 0, 0]
-    with pytest.raises(ElmoError, match="max-chars"):
-        char_table(["a"], 2)
-
-
-def test_char_cnn_encodes_each_distinct_word_once_with_the_same_result():
-    torch.manual_seed(0)
-    cnn = CharCNN(8, char_dim=4, filters=((1, 3), (2, 5)), num_highway=2, max_chars=6).eval()
-    chars = batch_char_ids([["a", "bb", "a"], ["bb", "ccc"]], 6)
-    with torch.no_grad():
-        out = cnn(chars)
-        direct = cnn.encode_words(chars.reshape(-1, 6)).reshape(2, 3, 8)
-    assert out.shape == (2, 3, 8)
-    assert torch.allclose(out, direct, atol=1e-6)
-    assert torch.equal(out[0, 0], out[0, 2]) and torch.equal(out[0, 1], out[1, 0])
-    with pytest.raises(ElmoError, match="widest"):
-        CharCNN(8, filters=((7, 2),), max_chars=6)
-
-
 def test_residual_connection_adds_the_first_layer_to_the_second():
     lm = make_bilm(**VARIANTS["residual"]).forward_lm
     inputs = torch.tensor([[BOS_ID, 5, 6, 7]])
@@ -210,70 +167,3 @@ def test_projected_lstm_has_more_cells_than_outputs():
     assert bilm.output_dim == 16 and bilm.forward_lm.softmax.in_features == 8
 
 
-@pytest.mark.parametrize("variant", ["char", "proj"])
-def test_option_checkpoints_round_trip_with_weights_only(tmp_path, variant):
-    bilm = make_bilm(**VARIANTS[variant])
-    save_bilm(bilm, Vocabulary(WORDS), tmp_path / "bilstm.pt", {})
-    loaded, _, _ = load_bilm(tmp_path / "bilstm.pt")
-    assert loaded.config == bilm.config
-    ids, lengths = torch.tensor([[5, 6, 7]]), torch.tensor([3])
-    with torch.no_grad():
-        assert torch.equal(loaded(ids, lengths, chars_of(bilm, ids)), bilm(ids, lengths, chars_of(bilm, ids)))
-
-
-def test_encoded_corpus_keeps_the_spelling_of_oov_words():
-    docs = [["w1", "zebra", "w2"], ["quokka"]]
-    vocab = Vocabulary(WORDS)
-    corpus = EncodedCorpus((vocab.encode(d) for d in docs), max_length=2).attach_chars(docs, 6)
-    batch = corpus.collate([0, 1])
-    assert batch["ids"].tolist() == [[5, UNK_ID], [UNK_ID, 0]]
-    assert batch["chars"].shape == (2, 2, 6)
-    assert batch["chars"][0, 1].tolist() == word_char_ids("zebra", 6)
-    assert batch["chars"][1, 0].tolist() == word_char_ids("quokka", 6)
-    assert batch["chars"][1, 1].tolist() == [0] * 6
-    with pytest.raises(ElmoError, match="does not match"):
-        EncodedCorpus([[5, 6]]).attach_chars([["w1"]], 6)
-
-
-def test_bilstm_checkpoint_round_trip_with_weights_only(tmp_path):
-    bilm = make_bilm()
-    vocab = Vocabulary(WORDS)
-    save_bilm(bilm, vocab, tmp_path / "bilstm.pt", {"seed": 0})
-    raw = torch.load(tmp_path / "bilstm.pt", weights_only=True)
-    assert raw["format"] == "elmo.bilm" and raw["vocab"] == vocab.itos
-    loaded, loaded_vocab, _ = load_bilm(tmp_path / "bilstm.pt")
-    ids, lengths = torch.tensor([[5, 6, 7]]), torch.tensor([3])
-    with torch.no_grad():
-        assert torch.equal(loaded(ids, lengths), bilm(ids, lengths))
-    assert loaded_vocab == vocab
-    save_checkpoint(lm_checkpoint(bilm.forward_lm, vocab, {}), tmp_path / "forward.pt")
-    assert load_checkpoint(tmp_path / "forward.pt", "elmo.lm")["direction"] == "forward"
-
-
-def test_bad_model_files_give_clear_errors(tmp_path):
-    with pytest.raises(ElmoError, match="not found"):
-        load_bilm(tmp_path / "missing.pt")
-    bilm = make_bilm()
-    vocab = Vocabulary(WORDS)
-    save_bilm(bilm, vocab, tmp_path / "bilstm.pt", {})
-    data = (tmp_path / "bilstm.pt").read_bytes()
-    (tmp_path / "truncated.pt").write_bytes(data[: len(data) // 2])
-    with pytest.raises(ElmoError, match="not a loadable ELMo checkpoint"):
-        load_bilm(tmp_path / "truncated.pt")
-    torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
-    with pytest.raises(ElmoError, match="expected a checkpoint of format elmo.bilm"):
-        load_bilm(tmp_path / "other.pt")
-    save_checkpoint(lm_checkpoint(bilm.forward_lm, vocab, {}), tmp_path / "forward.pt")
-    with pytest.raises(ElmoError, match="found 'elmo.lm'"):
-        load_bilm(tmp_path / "forward.pt")
-
-
-def test_perplexity_of_uniform_model_is_vocabulary_size():
-    lm = LanguageModel(BiLMConfig(vocab_size=V, embedding_dim=8, hidden_size=8, cutoffs=(10,)), "forward")
-    with torch.no_grad():
-        for p in lm.softmax.parameters():
-            p.zero_()
-    corpus = EncodedCorpus([[5, 6, 25]])  # targets 5, 6, 25, <eos>: word 25 is in the tail
-    # head: 10 words + 1 cluster equally likely; the cluster spreads its mass over 30 words
-    expected = math.exp(-(3 * math.log(1 / 11) + math.log(1 / 11 / 30)) / 4)
-    assert perplexity(lm, corpus, torch.device("cpu")) == pytest.approx(expected, rel=1e-5)

@@ -1,42 +1,13 @@
-"""Text cleaning, tokenisation, both CSV layouts, bad input and batching."""
+"""AG News files (elmo.data.agnews): both CSV layouts, bad input with clear errors, the splits."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import make_rows, write_csv
+from support import make_rows, write_csv
 
 from elmo.data.agnews import find_split, load_agnews, read_agnews, train_val_split
-from elmo.data.corpus import EncodedCorpus
-from elmo.data.text import clean_text, tokenize
 from elmo.errors import ElmoError
-
-
-@pytest.mark.parametrize("raw, expected", [
-    ("Warren Buffett #39;s Berkshire", "Warren Buffett's Berkshire"),
-    ("cost the company US\\$1.", "cost the company US$1."),
-    ("Optimizers\\\\I have yet", "Optimizers I have yet"),
-    ("growing\\anger among", "growing anger among"),
-    ("first line\\nsecond", "first line second"),
-    ("Ryder Cup &lt;b&gt;...&lt;/b&gt;", "Ryder Cup ..."),
-    ("AT&amp;T &quot;wireless&quot;", 'AT&T "wireless"'),
-    ("a &lt;A HREF=\"http://x.com/q?t=1\"&gt;link&lt;/A&gt; here", "a link here"),
-    ("  many   spaces ", "many spaces"),
-])
-def test_clean_text_undoes_agnews_escapes(raw, expected):
-    assert clean_text(raw) == expected
-
-
-def test_tokenize_lowercases_and_splits_punctuation_numbers_clitics():
-    assert tokenize("IBM #39;s PC unit sold for \\$1,250.5 million in the U.S. today!") == [
-        "ibm", "'s", "pc", "unit", "sold", "for", "$", "1,250.5", "million", "in", "the", "u.s.", "today", "!"]
-    assert tokenize("Asia-Pacific") == ["asia", "-", "pacific"]
-    assert tokenize("   ") == []
-
-
-def test_tokenize_rejects_non_strings():
-    with pytest.raises(ElmoError, match="expects a str"):
-        tokenize(None)
 
 
 def test_reads_original_layout(tmp_path):
@@ -121,26 +92,7 @@ def test_train_val_split_is_seeded():
         train_val_split(100, 1.5, 0)
 
 
-def test_batches_cover_every_document_once_within_the_token_budget():
-    rng = np.random.default_rng(0)
-    corpus = EncodedCorpus([[1] * int(n) for n in rng.integers(1, 60, size=500)])
-    batches = corpus.batches(batch_size=32, max_tokens=400, shuffle=True, seed=1)
-    seen = np.concatenate(batches)
-    assert sorted(seen.tolist()) == list(range(500))
-    for b in batches:
-        assert len(b) <= 32 and (len(b) == 1 or corpus.lengths[b].max() * len(b) <= 400)
-    assert [x.tolist() for x in batches] == [x.tolist() for x in corpus.batches(32, 400, shuffle=True, seed=1)]
-    assert [x.tolist() for x in batches] != [x.tolist() for x in corpus.batches(32, 400, shuffle=True, seed=2)]
-
-
-def test_collate_pads_right_with_zero():
-    corpus = EncodedCorpus([[5, 6, 7], [8]], labels=np.array([1, 3]))
-    batch = corpus.collate([1, 0])
-    assert batch["ids"].tolist() == [[8, 0, 0], [5, 6, 7]]
-    assert batch["lengths"].tolist() == [1, 3] and batch["labels"].tolist() == [3, 1]
-
-
-def test_conftest_rows_round_trip(tmp_path):
+def test_support_rows_round_trip(tmp_path):
     rows = make_rows(8, seed=0)
     corpus = read_agnews(write_csv(tmp_path / "x.csv", rows))
     assert corpus.labels.tolist() == [r[0] - 1 for r in rows]

@@ -1,4 +1,5 @@
-"""torchrun: two CPU processes (gloo) against one, one set of artefacts, --resume under DDP; rank sharding."""
+"""torchrun: two CPU processes (gloo) against one, one set of artefacts, --resume under DDP (how the ranks share
+the batches is tested without processes in tests/unit/data/test_batching.py)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
-from conftest import ROOT, make_rows, write_csv
+from support import ROOT
 
-from elmo.data.corpus import EncodedCorpus
+pytestmark = pytest.mark.slow
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # what the torchrun command runs; always on hand
 # fp32 and no dropout: the two runs then take mathematically the same steps (same global batches, each
@@ -28,11 +28,8 @@ ARTEFACTS = {"models": ["backward.pt", "bilstm.pt", "forward.pt", "word2idx.pkl"
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("ddp") / "data"
-    write_csv(folder / "train.csv", make_rows(240, seed=1))
-    write_csv(folder / "test.csv", make_rows(80, seed=2))
-    return folder
+def data(tiny_agnews_shared) -> Path:
+    return tiny_agnews_shared
 
 
 def launch(out: Path, data: Path, *extra: str, procs: int = 2, script: str | Path = ROOT / "ELMO.py"):
@@ -50,12 +47,19 @@ def val_perplexities(out: Path) -> list[float]:
     return [lm["directions"][d]["history"][0]["val_perplexity"] for d in ("forward", "backward")]
 
 
-def test_two_processes_train_like_one_with_the_same_global_batch_and_write_one_set_of_artefacts(data, tmp_path):
-    single = launch(tmp_path / "single", data, *EXACT, "--threads", "1", procs=0)
-    assert single.returncode == 0, single.stderr
+@pytest.fixture(scope="module")
+def single(data, tmp_path_factory) -> Path:
+    """``ELMO.py`` with the :data:`EXACT` flags in one process, one thread (read only: copy its models)."""
+    out = tmp_path_factory.mktemp("single")
+    done = launch(out, data, *EXACT, "--threads", "1", procs=0)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def test_two_processes_train_like_one_with_the_same_global_batch_and_write_one_set_of_artefacts(data, single, tmp_path):
     ddp = launch(tmp_path / "ddp", data, *EXACT[:-1])  # not quiet: rank 0 alone must print
     assert ddp.returncode == 0, ddp.stderr
-    assert val_perplexities(tmp_path / "ddp") == pytest.approx(val_perplexities(tmp_path / "single"), rel=TOLERANCE)
+    assert val_perplexities(tmp_path / "ddp") == pytest.approx(val_perplexities(single), rel=TOLERANCE)
     lm = json.loads((tmp_path / "ddp" / "results" / "lm.json").read_text())
     assert lm["processes"] == 2
     for folder, names in ARTEFACTS.items():  # exactly one set, nothing per rank, no checkpoints left
@@ -100,10 +104,9 @@ def test_resume_under_torchrun_after_a_rank_is_killed_ends_like_the_uninterrupte
     assert not (tmp_path / "run" / "models" / "checkpoints").exists()
 
 
-def test_classification_under_torchrun_matches_one_process(data, tmp_path):
-    lm = launch(tmp_path / "one", data, *EXACT, procs=0)
-    assert lm.returncode == 0, lm.stderr
-    shutil.copytree(tmp_path / "one" / "models", tmp_path / "two" / "models")
+def test_classification_under_torchrun_matches_one_process(data, single, tmp_path):
+    for run in ("one", "two"):
+        shutil.copytree(single / "models", tmp_path / run / "models")
     flags = ["--epochs", "2", "--batch-size", "16", "--encoder-hidden", "8", "--lr", "0.01", "--dropout", "0",
              "--precision", "fp32", "--settings", "trainable_lambda", "learned_function", "--quiet"]
     one = launch(tmp_path / "one", data, *flags, "--threads", "1", procs=0, script=ROOT / "classification.py")
@@ -116,22 +119,3 @@ def test_classification_under_torchrun_matches_one_process(data, tmp_path):
         assert b[setting]["lambdas"] == pytest.approx(a[setting]["lambdas"], rel=1e-3, abs=1e-4) \
             if a[setting]["lambdas"] else True
     assert (tmp_path / "two" / "models" / "classifier.pt").is_file()
-
-
-# ------------------------------------------------------------------ sharding, without processes
-
-
-def test_ranks_split_every_global_batch_without_overlap_and_borrow_a_ghost_when_short(monkeypatch):
-    rng = np.random.default_rng(0)
-    corpus = EncodedCorpus([rng.integers(4, 50, size=rng.integers(1, 20)).tolist() for _ in range(101)])
-    shares = []
-    for rank in range(3):
-        shares.append(list(corpus.epoch_batches(8, 64, seed=5, shard=(rank, 3))))
-    whole = corpus.batches(8, 64, shuffle=True, seed=5)
-    assert all(len(s) == len(whole) for s in shares)  # every rank takes every step
-    for step, index in enumerate(whole):
-        parts = [shares[r][step] for r in range(3)]
-        real = [p for p in parts if "ghost" not in p]
-        got = sorted(int(x) for p in real for x in p["lengths"])
-        assert got == sorted(corpus.lengths[index].tolist())  # the global batch, each document once
-        assert len(real) == min(3, len(index))  # ghosts only when a batch has fewer documents than ranks

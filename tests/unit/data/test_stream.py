@@ -1,15 +1,12 @@
-"""Your own corpus: streamed text and CSV sources, bounded buffers, no lost tokens, ELMO.py --train-file."""
+"""Your own corpus (elmo.data.stream): streamed text and CSV sources, bounded buffers, no lost tokens."""
 
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
-import numpy as np
 import pytest
-from conftest import make_rows
-from test_pipeline import run
+from support import make_rows
 
 from elmo.data.stream import StreamedCorpus, TextSource
 from elmo.data.text import tokenize
@@ -77,48 +74,3 @@ def test_an_epoch_streams_every_token_once_in_bounded_shuffled_buffers(tmp_path)
         epochs.append([b["lengths"].tolist() for b in batches])
     assert epochs[0] != epochs[1]  # reshuffled every epoch
     assert sum(1 for _ in stream.eval_batches(64, 256)) > 0
-
-
-@pytest.fixture(scope="module")
-def corpus_files(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("own")
-    lines = corpus_lines(300)
-    write_text(root / "corpus.txt", lines[:260] + ["", "  "])
-    write_text(root / "val.txt", lines[260:])
-    with open(root / "corpus.csv", "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["id", "body"])
-        writer.writerows([i, t] for i, t in enumerate(lines[:260]))
-    return root
-
-
-OWN = ["--embedding-dim", "16", "--hidden-size", "16", "--batch-size", "16", "--epochs", "2", "--quiet",
-       "--stream-buffer", "800", "--precision", "fp32"]
-
-
-def test_elmo_py_trains_on_a_text_file_and_on_the_same_text_as_a_csv_column(corpus_files, tmp_path):
-    (tmp_path / "text").mkdir()
-    text = run("ELMO.py", tmp_path / "text", corpus_files, "--train-file", str(corpus_files / "corpus.txt"),
-               "--val-file", str(corpus_files / "val.txt"), *OWN)
-    assert text.returncode == 0, text.stderr
-    (tmp_path / "csv").mkdir()
-    table = run("ELMO.py", tmp_path / "csv", corpus_files, "--train-file", str(corpus_files / "corpus.csv"),
-                "--text-column", "body", "--val-file", str(corpus_files / "val.txt"), *OWN)
-    assert table.returncode == 0, table.stderr
-    a, b = (json.loads((tmp_path / r / "results" / "lm.json").read_text()) for r in ("text", "csv"))
-    assert a["documents"]["train"] == 260 and a["train_tokens"] == sum(len(tokenize(t)) for t in corpus_lines(300)[:260])
-    assert a["val"] == b["val"] and np.isfinite(a["val"]["forward_perplexity"])  # same text, same model
-    assert a["test"] == {}  # no --test-file: val only
-    for name in ("word2idx.pkl", "forward.pt", "backward.pt", "bilstm.pt"):
-        assert (tmp_path / "text" / "models" / name).is_file()
-    vocab = Vocabulary.load_pickle(tmp_path / "text" / "models" / "word2idx.pkl")
-    assert "striker" in vocab.stoi  # built from the file, not from AG News
-
-
-def test_own_corpus_flags_are_checked(corpus_files, tmp_path):
-    bad = run("ELMO.py", tmp_path, corpus_files, "--val-file", str(corpus_files / "val.txt"), *OWN)
-    assert bad.returncode == 2 and "--val-file goes with --train-file" in bad.stderr
-    missing = run("ELMO.py", tmp_path, corpus_files, "--train-file", str(tmp_path / "nope.txt"), *OWN)
-    assert missing.returncode == 2 and "nope.txt: file not found" in missing.stderr
-    unnamed = run("ELMO.py", tmp_path, corpus_files, "--train-file", str(corpus_files / "corpus.csv"), *OWN)
-    assert unnamed.returncode == 2 and "name the column holding the text with --text-column" in unnamed.stderr

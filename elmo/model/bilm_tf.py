@@ -1,0 +1,506 @@
+"""The original ELMo biLM of bilm-tf (Peters et al. 2018), the architecture of the published ELMo weights.
+
+The published models (AllenNLP's ``elmo_2x4096_512_2048cnn_2xhighway`` and its smaller siblings) are
+bilm-tf's character-input biLM; :mod:`elmo.model.bilm_tf_io` reads their ``options.json`` + ``weights.hdf5``
+into :class:`PublishedBiLM`, which computes the reference implementation's vectors (checked against
+bilm-tf's own outputs to 1e-5, ``tests/unit/model/test_published_bilm.py``). Per token:
+
+1. **Token layer** (:class:`CharTokenEncoder`): the token's characters in bilm-tf's numbering
+   (:func:`elmo.data.chars.bilm_tf_char_ids`: UTF-8 bytes + 1 framed by begin/end-of-word marks, padded
+   with a padding *character* to 50) → a character embedding (row 0, the id of a masked token, is zero)
+   → 1-d convolutions of several widths, each max-pooled over the characters, then ``char_cnn.activation``
+   (relu or tanh) → highway layers (Srivastava et al. 2015), TensorFlow's form
+   ``y = g ⊙ relu(W_t x + b_t) + (1 − g) ⊙ x`` with ``g = σ(W_c x + b_c)`` → a linear projection to
+   ``projection_dim``. One token layer serves both directions, so ``h_0 = [x; x]``.
+2. **LSTM layers** (:class:`ProjectedLSTM`), per direction: TensorFlow's ``LSTMCell`` with ``num_proj``:
+   gates from ``[x_t; h_{t-1}]`` in TF's order (i, j, f, o) with the forget-gate bias + 1.0, the cell
+   state clipped to ``±cell_clip``, the output ``o ⊙ tanh(c)`` projected (no bias) and clipped to
+   ``±proj_clip``; with ``use_skip_connections`` every layer but the first adds its input to its output
+   (TF's ``ResidualWrapper``; the recurrence uses the output before the addition).
+3. **Sentence boundaries**: ``<S>`` and ``</S>`` (their own character marks) are added around every
+   sentence before the LSTMs and removed from the output; the forward LSTM reads ``<S> t_1 .. t_n </S>``,
+   the backward one the reverse.
+
+Stateless and stateful. :meth:`PublishedBiLM.forward` starts every sentence from zero LSTM states, so a
+sentence's vectors depend on that sentence alone (deterministic, batch-independent). bilm-tf and AllenNLP's
+``_ElmoBiLm`` are *stateful*: the states at the end of a batch's row r initialise row r of the next batch.
+:meth:`PublishedBiLM.contextual` with ``carry=True`` takes and returns those states (the embedder keeps
+them, :class:`elmo.inference.embedder.ElmoEmbedder` ``stateful=True``); in stateless mode it skips the
+steps whose outputs are dropped anyway (the forward LSTM at ``</S>``, the backward one at ``<S>``).
+
+Speed: ``nn.LSTM`` cannot clip its cell, so :class:`ProjectedLSTM` is written out: the input
+projections of all time steps are one matrix product, only the recurrence (one product with the
+recurrent weights, the gates, one product with the projection) runs in the Python loop; rows are
+sorted by length so that each step multiplies only the rows still running. On the CPU the fp32
+products go through oneDNN (:func:`matmul`), about twice as fast as the default BLAS for the
+64-row products of the recurrence. Under bf16/fp16 autocast the products run in that precision with
+weights cast once per call (not per step) and the cell state and gates stay fp32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.profiler import record_function
+
+from ..data.chars import TF_BOS, TF_EOS, TF_MAX_CHARS, TF_NUM_CHARS, TF_PAD_CHAR, bilm_tf_char_table
+from ..errors import ElmoError
+from .bilm import length_mask, reverse_padded
+
+#: the character CNN of every published model (widths 1-7, 2048 filters)
+PUBLISHED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
+ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}
+ONEDNN_MIN_WORK = 1 << 20
+WORDS_PER_PASS = 256
+_ONEDNN = hasattr(torch.ops, "mkldnn") and hasattr(torch.ops.mkldnn, "_linear_pointwise") \
+    and torch.backends.mkldnn.is_available()
+
+
+@dataclass(frozen=True)
+class BilmTfConfig:
+    """bilm-tf's hyperparameters (its ``options.json``, read by :func:`elmo.model.bilm_tf_io.read_options`).
+
+    Attributes:
+        char_dim: ``char_cnn.embedding.dim``; filters: ``char_cnn.filters`` ``(width, count)`` pairs;
+        num_highway: ``char_cnn.n_highway``; max_chars: ``char_cnn.max_characters_per_token``;
+        activation: ``char_cnn.activation`` (``relu`` or ``tanh``); n_characters: ``char_cnn.n_characters``
+            (261 when training, 262 with the padding id; the weights have 261 rows either way);
+        hidden_size: ``lstm.dim`` (cells); projection_dim: ``lstm.projection_dim`` (= the token width);
+        num_layers: ``lstm.n_layers``; cell_clip, proj_clip: ``lstm.cell_clip``, ``lstm.proj_clip``
+            (``None`` = no clipping); use_skip_connections: ``lstm.use_skip_connections``;
+        weights_digest: a hash of the weights (set by the loader) so that classifiers only load onto them.
+
+    Raises:
+        ElmoError: a value outside what is supported, naming the option.
+    """
+
+    char_dim: int = 16
+    filters: tuple[tuple[int, int], ...] = field(default=PUBLISHED_FILTERS)
+    num_highway: int = 2
+    max_chars: int = TF_MAX_CHARS
+    activation: str = "relu"
+    hidden_size: int = 4096
+    projection_dim: int = 512
+    num_layers: int = 2
+    cell_clip: float | None = 3.0
+    proj_clip: float | None = 3.0
+    use_skip_connections: bool = True
+    n_characters: int = TF_NUM_CHARS
+    weights_digest: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "filters", tuple((int(w), int(n)) for w, n in self.filters))
+        sizes = {"char_cnn.embedding.dim": self.char_dim, "char_cnn.n_highway": self.num_highway + 1,
+                 "lstm.dim": self.hidden_size, "lstm.projection_dim": self.projection_dim,
+                 "lstm.n_layers": self.num_layers}
+        for name, value in sizes.items():
+            if value < 1:
+                raise ElmoError(f"{name} must be positive, got {value - (name == 'char_cnn.n_highway')}")
+        if not self.filters or any(w < 1 or n < 1 for w, n in self.filters):
+            raise ElmoError(f"char_cnn.filters must be non-empty [width, count] pairs, got {list(self.filters)}")
+        if not 3 <= self.max_chars or max(w for w, _ in self.filters) > self.max_chars:
+            raise ElmoError(f"char_cnn.max_characters_per_token {self.max_chars} must be >= 3 and >= the widest "
+                            f"filter ({max(w for w, _ in self.filters)})")
+        if self.activation not in ACTIVATIONS:
+            raise ElmoError(f"char_cnn.activation {self.activation!r} is not supported (use {' or '.join(ACTIVATIONS)})")
+        if self.n_characters not in (261, 262):
+            raise ElmoError(f"char_cnn.n_characters must be 261 or 262 (bilm-tf's byte vocabulary), got {self.n_characters}")
+        if self.projection_dim > self.hidden_size:
+            raise ElmoError(f"lstm.projection_dim ({self.projection_dim}) must not exceed lstm.dim ({self.hidden_size})")
+        for name in ("cell_clip", "proj_clip"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ElmoError(f"lstm.{name} must be positive or null, got {value}")
+
+    @property
+    def output_size(self) -> int:
+        """Width of the token vectors and of each LSTM layer's output per direction (``projection_dim``)."""
+        return self.projection_dim
+
+    @property
+    def n_filters(self) -> int:
+        """Width of the concatenated max-pooled convolutions (2048 in the published models)."""
+        return sum(n for _, n in self.filters)
+
+    @property
+    def chars_per_token(self) -> int:
+        """Characters per token of ``chars`` (batches always carry them: this biLM reads characters only)."""
+        return self.max_chars
+
+    @property
+    def char_scheme(self) -> str:
+        """The character numbering of ``chars``: bilm-tf's (:func:`elmo.data.chars.bilm_tf_char_ids`)."""
+        return "bilm_tf"
+
+
+def compute_dtype(device_type: str) -> torch.dtype:
+    """The autocast dtype on ``device_type`` when autocast is on there, else float32."""
+    try:
+        enabled, dtype = torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type)
+    except TypeError:  # torch < 2.4
+        cpu = device_type == "cpu"
+        enabled = torch.is_autocast_cpu_enabled() if cpu else torch.is_autocast_enabled()
+        dtype = torch.get_autocast_cpu_dtype() if cpu else torch.get_autocast_gpu_dtype()
+    return dtype if enabled else torch.float32
+
+
+def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+           add: torch.Tensor | None = None) -> torch.Tensor:
+    """``x @ weight.T + bias + add`` in ``weight``'s dtype, returned in float32.
+
+    Args:
+        x: ``(..., K)`` float; weight: ``(N, K)``; bias: ``(N,)`` float32; add: ``(..., N)`` float32.
+
+    fp32 on the CPU without autograd runs through oneDNN (``mkldnn._linear_pointwise``, with ``add`` as a
+    fused post-op) when the product has at least :data:`ONEDNN_MIN_WORK` multiply-adds: about 3x faster than
+    the default BLAS (MKL) for the 64-row products of an LSTM step of the published models on this
+    project's AMD CPU; for small weights its fixed cost (~15 µs a call) loses. Everything else goes
+    through ``F.linear``.
+    """
+    if weight.dtype == torch.float32 and x.is_cpu and _ONEDNN and x.numel() * weight.shape[0] >= ONEDNN_MIN_WORK \
+            and not (torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad)):
+        x = x.float().contiguous()
+        if add is not None:
+            return torch.ops.mkldnn._linear_pointwise.binary(x, add.contiguous(), weight, bias, "add")
+        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    y = F.linear(x.to(weight.dtype), weight)
+    if bias is not None:
+        y = torch.add(bias, y)  # fp32 + bf16/fp16: the cast happens inside the addition, in one pass
+    if add is not None:
+        y = torch.add(add, y)
+    return y.float()
+
+
+def _clip(x: torch.Tensor, value: float | None) -> torch.Tensor:
+    """``x`` clamped to ``±value`` (in place when autograd does not need ``x``); ``None``: unchanged."""
+    if value is None:
+        return x
+    return x.clamp(-value, value) if x.requires_grad else x.clamp_(-value, value)
+
+
+def cached(cache: dict, name: str, sources: list[torch.Tensor | None], dtype: torch.dtype,
+           make: Callable[[], list[torch.Tensor | None]]) -> list[torch.Tensor | None]:
+    """``make()`` — tensors derived from the parameters ``sources`` in ``dtype`` (cast, merged) — kept in
+    ``cache[name]`` until ``dtype`` or one of ``sources`` changes (in place or replaced); rebuilt every
+    call while autograd needs the gradient through them (fine-tuning)."""
+    live = [t for t in sources if t is not None]
+    if torch.is_grad_enabled() and any(t.requires_grad for t in live):
+        return make()
+    key = (dtype, tuple((t.data_ptr(), t._version) for t in live))
+    if cache.get(name, (None,))[0] != key:
+        with torch.no_grad():
+            cache[name] = (key, make())
+    return cache[name][1]
+
+
+class CharTokenEncoder(nn.Module):
+    """bilm-tf's token layer: characters → embedding → convolutions + max-pool + activation → highway →
+    projection (step 1 of the module docstring).
+
+    Args:
+        config: :class:`BilmTfConfig`.
+
+    Parameters keep the layout of ``nn.Conv1d`` / ``nn.Linear`` (``convs.i``, ``highways.k`` = [transform;
+    carry], ``projection``). The computation is arranged for speed, with the same result up to float
+    rounding: each distinct spelling is encoded once (``torch.unique``), words are sorted by length and
+    encoded :data:`WORDS_PER_PASS` at a time, each pass cut to its longest word plus the widest filter
+    (every window lying wholly in the padding characters gives the same value, so the max-pool is
+    unchanged), and the convolutions of all widths are one matrix product over character windows
+    (kernels zero-padded to the widest; windows that the unpadded input does not have are masked).
+    """
+
+    def __init__(self, config: BilmTfConfig):
+        super().__init__()
+        self.activation = ACTIVATIONS[config.activation]
+        self.max_width = max(w for w, _ in config.filters)
+        self.char_embedding = nn.Embedding(TF_NUM_CHARS, config.char_dim, padding_idx=0)
+        self.convs = nn.ModuleList(nn.Conv1d(config.char_dim, n, w) for w, n in config.filters)
+        width = config.n_filters
+        self.highways = nn.ModuleList(nn.Linear(width, 2 * width) for _ in range(config.num_highway))  # [transform; carry]
+        self.projection = nn.Linear(width, config.projection_dim) if width != config.projection_dim else None
+        widths = torch.cat([torch.full((n,), w) for w, n in config.filters])
+        self.register_buffer("filter_widths", widths, persistent=False)
+        self._cache: dict = {}
+
+    def weights(self, dtype: torch.dtype) -> list[torch.Tensor | None]:
+        """``[embedding, merged conv weight (F, max_width * char_dim), highway weights.., projection]`` in
+        ``dtype`` (biases stay float32), built once while the parameters are unchanged."""
+        def make() -> list[torch.Tensor | None]:
+            merged = torch.cat([F.pad(c.weight, (0, self.max_width - c.weight.shape[-1])).flatten(1) for c in self.convs])
+            mats = [merged, *(h.weight for h in self.highways), None if self.projection is None else self.projection.weight]
+            return [self.char_embedding.weight.to(dtype), *(m if m is None else m.to(dtype) for m in mats)]
+        sources = [self.char_embedding.weight, *(c.weight for c in self.convs), *(h.weight for h in self.highways),
+                   None if self.projection is None else self.projection.weight]
+        return cached(self._cache, "weights", sources, dtype, make)
+
+    def forward(self, chars: torch.Tensor) -> torch.Tensor:
+        """Args: chars ``(N, C)`` int64 (bilm-tf ids). Returns ``(N, projection_dim)`` float32 token vectors."""
+        unique, inverse = torch.unique(chars, dim=0, return_inverse=True)
+        order = torch.argsort(((unique != TF_PAD_CHAR) & (unique != 0)).sum(dim=1), stable=True)
+        dtype = compute_dtype(chars.device.type)
+        with torch.autocast(chars.device.type, enabled=False), record_function("elmo.token_layer"):
+            weights = self.weights(dtype)
+            parts = [self.encode_distinct(unique[rows], weights) for rows in order.split(WORDS_PER_PASS)]
+        return torch.cat(parts)[torch.argsort(order)][inverse]
+
+    def encode_distinct(self, chars: torch.Tensor, weights: list[torch.Tensor | None]) -> torch.Tensor:
+        """Token vectors ``(N, projection_dim)`` float32 of ``chars (N, C)`` with :meth:`weights`."""
+        embedding, conv, *mats = weights
+        full = chars.shape[1]
+        real = ((chars != TF_PAD_CHAR) & (chars != 0)).any(dim=0).nonzero()
+        keep = min(full, (int(real.max()) + 1 if len(real) else 0) + self.max_width)
+        tail = chars.new_full((len(chars), self.max_width - 1), TF_PAD_CHAR)
+        x = F.embedding(torch.cat([chars[:, :keep], tail], dim=1), embedding)  # (N, C' + w - 1, char_dim)
+        windows = x.unfold(1, self.max_width, 1).flatten(2)  # (N, C', char_dim * w), channel-major as conv's weight
+        bias = torch.cat([c.bias for c in self.convs]).float()
+        y = matmul(windows.flatten(0, 1), conv, bias).view(len(chars), keep, -1)
+        beyond = torch.arange(keep, device=y.device).unsqueeze(1) > full - self.filter_widths  # windows past column C
+        x = self.activation(y.masked_fill(beyond, float("-inf")).amax(dim=1))
+        for layer, weight in zip(self.highways, mats):
+            transform, carry = matmul(x, weight, layer.bias.float()).chunk(2, dim=-1)
+            gate = torch.sigmoid(carry)
+            x = gate * torch.relu(transform) + (1 - gate) * x
+        return x if self.projection is None else matmul(x, mats[-1], self.projection.bias.float())
+
+
+class ProjectedLSTM(nn.Module):
+    """One direction of one layer: TensorFlow's ``LSTMCell(num_proj, cell_clip, proj_clip)`` (step 2 of the
+    module docstring), over a whole time-major batch.
+
+    Args:
+        input_size: I; hidden_size: H cells; projection_dim: P outputs (``P == H``: no projection);
+        cell_clip, proj_clip: clipping bounds or ``None``.
+
+    Parameters (our layout; :mod:`elmo.model.bilm_tf_io` converts TF's): ``input_weight (4H, I)``,
+    ``recurrent_weight (4H, P)``, ``bias (4H,)`` (forget bias + 1 included), gate blocks in the order
+    (i, f, o, j) so the three sigmoid gates are contiguous; ``projection (P, H)``.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, projection_dim: int, cell_clip: float | None,
+                 proj_clip: float | None):
+        super().__init__()
+        self.hidden_size, self.output_size = hidden_size, projection_dim
+        self.cell_clip, self.proj_clip = cell_clip, proj_clip
+        self.input_weight = nn.Parameter(torch.empty(4 * hidden_size, input_size))
+        self.recurrent_weight = nn.Parameter(torch.empty(4 * hidden_size, projection_dim))
+        self.bias = nn.Parameter(torch.empty(4 * hidden_size))
+        self.projection = nn.Parameter(torch.empty(projection_dim, hidden_size)) if projection_dim < hidden_size else None
+        self._cache: dict = {}
+
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """Random weights of the usual scale (uniform ±1/√fan-in), bias 0 (benchmarks and tests)."""
+        with torch.no_grad():
+            for p in (self.input_weight, self.recurrent_weight, self.projection):
+                if p is not None:
+                    bound = p.shape[1] ** -0.5
+                    p.copy_(torch.rand(p.shape, generator=generator) * 2 * bound - bound)
+            self.bias.zero_()
+
+    def weights(self, dtype: torch.dtype) -> list[torch.Tensor | None]:
+        """``[input_weight, recurrent_weight, projection]`` in ``dtype``: cast once and cached while the
+        parameters are unchanged (autocast would cast them again at every step)."""
+        params = [self.input_weight, self.recurrent_weight, self.projection]
+        if dtype == self.input_weight.dtype:
+            return params
+        return cached(self._cache, "weights", params, dtype, lambda: [p if p is None else p.to(dtype) for p in params])
+
+    def forward(self, x: torch.Tensor, active: list[int],
+                state: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """Run the layer over a time-major batch whose rows are sorted by length, longest first.
+
+        Args:
+            x: ``(S, B, I)`` inputs; active: ``active[t]`` = rows still running at step t (non-increasing,
+                ``len(active) <= S``); state: initial ``(h (B, P), c (B, H))`` float32, zeros when ``None``.
+
+        Returns:
+            ``(outputs (S, B, P), (h, c))`` float32: outputs are zero where a row has ended; ``(h, c)`` is each
+            row's state after its last step (or its initial state if it ran no step).
+        """
+        steps, batch, _ = x.shape
+        hidden = self.hidden_size
+        dtype = compute_dtype(x.device.type)
+        with torch.autocast(x.device.type, enabled=False):
+            w_in, w_rec, w_proj = self.weights(dtype)
+            with record_function("elmo.lstm_input_products"):
+                gates_x = self._input_gates(x.reshape(steps * batch, -1), w_in).view(steps, batch, 4 * hidden)
+            h, c = state if state is not None else (x.new_zeros(batch, self.output_size, dtype=torch.float32),
+                                                    x.new_zeros(batch, hidden, dtype=torch.float32))
+            out = x.new_zeros(steps, batch, self.output_size, dtype=torch.float32)
+            for t, n in enumerate(active):
+                g = self._step_gates(h[:n], w_rec, gates_x[t, :n])
+                i, f, o = torch.sigmoid(g[:, : 3 * hidden]).chunk(3, dim=1)
+                cell = _clip(torch.addcmul(f * c[:n], i, torch.tanh(g[:, 3 * hidden:])), self.cell_clip)
+                h_new = o * torch.tanh(cell)
+                h_new = h_new if w_proj is None else _clip(matmul(h_new, w_proj), self.proj_clip)
+                out[t, :n] = h_new
+                h = h_new if n == batch else torch.cat([h_new, h[n:]])
+                c = cell if n == batch else torch.cat([cell, c[n:]])
+        return out, (h, c)
+
+    def _input_gates(self, x: torch.Tensor, w_in: torch.Tensor) -> torch.Tensor:
+        """``x @ W_x + b`` of all time steps in one product: ``(S·B, 4H)``, float32 (bias included) or, in a
+        lower precision, that precision without the bias (added per step, saving a pass over the whole)."""
+        if w_in.dtype == torch.float32:
+            return matmul(x, w_in, self.bias)
+        return F.linear(x.to(w_in.dtype), w_in)
+
+    def _step_gates(self, h: torch.Tensor, w_rec: torch.Tensor, gates_x: torch.Tensor) -> torch.Tensor:
+        """Gate pre-activations ``(n, 4H)`` float32 of one step: ``gates_x + h @ W_h`` (+ the bias in a lower
+        precision, where the product and the addition are one ``addmm`` and the bias add casts to float32)."""
+        if w_rec.dtype == torch.float32:
+            return matmul(h, w_rec, add=gates_x)
+        return torch.add(self.bias, torch.addmm(gates_x, h.to(w_rec.dtype), w_rec.t()))
+
+
+#: LSTM states of a published biLM: ``[(h, c)]`` for the forward layers 1..L then the backward ones,
+#: ``h (B, projection_dim)``, ``c (B, hidden_size)`` float32, row b = batch row b.
+States = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+class PublishedBiLM(nn.Module):
+    """bilm-tf's biLM with the interface of :class:`elmo.model.bilm.BiLM` that :class:`~elmo.model.elmo.Elmo`,
+    the layer cache and the embedder use (``num_layers``, ``output_dim``, ``forward``, ``token_layer``,
+    ``lstm_layers``, ``layer_groups``, ``config``). Load the published weights with
+    :func:`elmo.model.bilm_tf_io.load_published_bilm`.
+
+    Args:
+        config: :class:`BilmTfConfig`.
+
+    Shapes: ``ids (B, T)`` (ignored but for ``Elmo``'s default lengths: this biLM has no word vocabulary),
+    ``lengths (B,)``, ``chars (B, T, C)`` in bilm-tf's numbering *without* the sentence boundaries;
+    layers ``(L + 1, B, T, D)`` with ``D = 2 × projection_dim`` (1024 for the Original model).
+    """
+
+    def __init__(self, config: BilmTfConfig):
+        super().__init__()
+        self.config = config
+        self.source: tuple[str, str] | None = None  # the options and weight files it was loaded from
+        self.token_encoder = CharTokenEncoder(config)
+        sizes = (config.projection_dim, config.hidden_size, config.projection_dim, config.cell_clip, config.proj_clip)
+        self.forward_layers = nn.ModuleList(ProjectedLSTM(*sizes) for _ in range(config.num_layers))
+        self.backward_layers = nn.ModuleList(ProjectedLSTM(*sizes) for _ in range(config.num_layers))
+        boundaries = torch.from_numpy(bilm_tf_char_table([TF_BOS, TF_EOS], config.max_chars)).long()
+        self.register_buffer("boundary_chars", boundaries, persistent=False)
+
+    @property
+    def num_layers(self) -> int:
+        """Number of ELMo layers, L + 1 (token layer included)."""
+        return self.config.num_layers + 1
+
+    @property
+    def output_dim(self) -> int:
+        """Width D of every ELMo layer: 2 × ``projection_dim``."""
+        return 2 * self.config.projection_dim
+
+    def reset_parameters(self, seed: int = 0) -> "PublishedBiLM":
+        """Random weights of the right scale (benchmarks and tests; real ones come from the hdf5 file)."""
+        generator = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for p in self.token_encoder.parameters():
+                p.copy_(torch.randn(p.shape, generator=generator) * (p[0].numel() ** -0.5 if p.dim() > 1 else 0.1))
+            self.token_encoder.char_embedding.weight[0].zero_()
+        for layer in (*self.forward_layers, *self.backward_layers):
+            layer.reset_parameters(generator)
+        return self
+
+    def token_vectors(self, chars: torch.Tensor) -> torch.Tensor:
+        """Context-free token vectors ``(..., projection_dim)`` float32 of ``chars (..., C)`` (the token layer x)."""
+        flat = chars.reshape(-1, chars.shape[-1])
+        return self.token_encoder(flat).reshape(*chars.shape[:-1], -1)
+
+    def forward(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
+        """ELMo layers of every token, stateless (zero initial states for every sentence).
+
+        Returns:
+            ``(L + 1, B, T, D)`` float32: layer 0 = ``[x; x]``, layer j = both directions' LSTM layer j;
+            zero at padded positions.
+
+        Raises:
+            ElmoError: ``chars`` missing.
+        """
+        return self.contextual(self.token_vectors(self._chars(chars)), lengths)[0]
+
+    def lstm_layers(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
+        """Layers 1..L of :meth:`forward`, ``(L, B, T, D)`` (what :mod:`elmo.inference.layer_cache` stores)."""
+        return self.forward(ids, lengths, chars)[1:]
+
+    def token_layer(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
+        """Layer 0 of :meth:`forward` without running the LSTMs: ``[x; x]`` ``(B, T, D)``, zero at padding."""
+        x = self.token_vectors(self._chars(chars))
+        return torch.cat([x, x], dim=-1) * length_mask(lengths, x.shape[1]).unsqueeze(-1).to(x.dtype)
+
+    @staticmethod
+    def _chars(chars: torch.Tensor | None) -> torch.Tensor:
+        if chars is None:
+            raise ElmoError("a published (bilm-tf) biLM reads characters: pass chars (B, T, C) in bilm-tf's numbering "
+                            "(elmo.data.chars.bilm_tf_char_table)")
+        return chars
+
+    def layer_groups(self) -> list[list[nn.Parameter]]:
+        """Parameters from the top down (fine-tuning): ``[LSTM layer L of both directions, .., layer 1,
+        the token encoder]``."""
+        groups = [[*f.parameters(), *b.parameters()] for f, b in zip(self.forward_layers, self.backward_layers)]
+        return [*reversed(groups), list(self.token_encoder.parameters())]
+
+    def contextual(self, x: torch.Tensor, lengths: torch.Tensor, states: States | None = None,
+                   carry: bool = False) -> tuple[torch.Tensor, States | None]:
+        """ELMo layers from token vectors: adds ``<S>`` / ``</S>``, runs both LSTM stacks, removes the boundaries.
+
+        Args:
+            x: ``(B, T, P)`` token vectors (:meth:`token_vectors`), right-padded; lengths: ``(B,)`` int64
+                (0 allowed: the row reads ``<S> </S>`` only).
+            states: initial :data:`States` (rows = batch rows); ``None`` = zeros.
+            carry: read every sentence to its end (``</S>`` forward, ``<S>`` backward) and return the final
+                states (stateful use); otherwise those last steps are skipped (their outputs are dropped).
+
+        Returns:
+            ``(layers (L + 1, B, T, D), final states or None)``; layers zero at padded positions.
+        """
+        batch, longest = x.shape[:2]
+        lengths = lengths.to(x.device)
+        full, sentence = self._with_boundaries(x, lengths)
+        read = sentence if carry else sentence - 1
+        order = torch.argsort(read, descending=True, stable=True)  # longest first: each step runs a prefix of rows
+        restore = torch.argsort(order)
+        counts = read[order].tolist()
+        active = [sum(1 for r in counts if r > t) for t in range(counts[0])] if batch else []
+        depth = self.config.num_layers
+        outputs, finals = [], []
+        directions = ((self.forward_layers, full), (self.backward_layers, reverse_padded(full, sentence)))
+        for d, (stack, inputs) in enumerate(directions):
+            initial = None if states is None else [(h[order], c[order]) for h, c in states[d * depth:(d + 1) * depth]]
+            hs, ends = self._stack(stack, inputs[order].transpose(0, 1), active, initial)
+            hs = [h.transpose(0, 1)[restore] for h in hs]
+            outputs.append(hs if d == 0 else [reverse_padded(h, sentence) for h in hs])
+            finals += [(h[restore], c[restore]) for h, c in ends]
+        x = x.float()
+        layers = [torch.cat([x, x], -1)] + [torch.cat([f[:, 1:longest + 1], b[:, 1:longest + 1]], -1)
+                                            for f, b in zip(*outputs)]
+        mask = length_mask(lengths, longest).unsqueeze(-1).float()
+        return torch.stack(layers) * mask, finals if carry else None
+
+    def _with_boundaries(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``<S> x_1 .. x_n </S>``, right-padded ``(B, T + 2, P)`` float32, and the lengths ``n + 2``."""
+        batch, longest, width = x.shape
+        bounds = self.token_vectors(self.boundary_chars.to(x.device))
+        mask = length_mask(lengths, longest).unsqueeze(-1)
+        end = torch.zeros(batch, 1, width, device=x.device)
+        full = torch.cat([bounds[0].expand(batch, 1, -1), x.float() * mask, end], dim=1)
+        full[torch.arange(batch, device=x.device), lengths + 1] = bounds[1]
+        return full, lengths + 2
+
+    def _stack(self, layers: nn.ModuleList, x: torch.Tensor, active: list[int],
+               states: States | None) -> tuple[list[torch.Tensor], States]:
+        """One direction's LSTM layers over time-major ``x (S, B, P)``: outputs ``[(S, B, P)] * L`` (skip
+        connections added) and each layer's final ``(h, c)``."""
+        outputs, finals = [], []
+        for j, layer in enumerate(layers):
+            h, final = layer(x, active, None if states is None else states[j])
+            x = h + x if self.config.use_skip_connections and j > 0 else h
+            outputs.append(x)
+            finals.append(final)
+        return outputs, finals

@@ -1,0 +1,293 @@
+"""Reading (and writing) the published ELMo files: bilm-tf's ``options.json`` and ``weights.hdf5``.
+
+:func:`load_published_bilm` turns AllenNLP's published files (e.g. ``elmo_2x4096_512_2048cnn_2xhighway_options.json``
+and ``_weights.hdf5``) into a :class:`~elmo.model.bilm_tf.PublishedBiLM`. The hdf5 layout (bilm-tf's
+TensorFlow variable names; checked against the files, see ``docs/published_elmo.md``):
+
+=========================================================  ==============================  ===========================
+dataset                                                    shape                           becomes
+=========================================================  ==============================  ===========================
+``char_embed``                                             (261, char_dim)                 rows 1..261 (row 0 = 0)
+``CNN/W_cnn_i``, ``CNN/b_cnn_i``                           (1, width, char_dim, n), (n,)   ``Conv1d`` (n, char_dim, width)
+``CNN_high_k/W_transform``, ``W_carry``, ``b_*``           (F, F), (F,)                    ``Linear(F, 2F)`` (transposed)
+``CNN_proj/W_proj``, ``b_proj``                            (F, P), (P,)                    ``Linear(F, P)`` (transposed)
+``RNN_d/RNN/MultiRNNCell/Cell{l}/LSTMCell/W_0``            (P + P, 4H), gates i, j, f, o   input + recurrent weights
+``RNN_d/RNN/MultiRNNCell/Cell{l}/LSTMCell/B``              (4H,)                           bias, forget gate + 1.0
+``RNN_d/RNN/MultiRNNCell/Cell{l}/LSTMCell/W_P_0``          (H, P)                          projection (transposed)
+=========================================================  ==============================  ===========================
+
+(d = 0 forward, 1 backward; F = the filters' total, P = ``projection_dim``, H = ``lstm.dim``.) Every
+problem a user can cause — a missing or unreadable file, an options key or value this code does not
+support, a dataset that is missing or has the wrong shape — raises :class:`~elmo.errors.ElmoError`
+naming the file and the key or dataset (and both shapes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+
+from ..artifacts import atomic_hdf5, write_json
+from ..errors import ElmoError
+from .bilm_tf import BilmTfConfig, PublishedBiLM
+
+#: keys of bilm-tf's options files; "training" ones (written by bilm-tf's trainer) are accepted and ignored
+OPTION_KEYS = {
+    "lstm": {"dim", "projection_dim", "n_layers", "cell_clip", "proj_clip", "use_skip_connections"},
+    "char_cnn": {"embedding", "filters", "n_highway", "n_characters", "max_characters_per_token", "activation"},
+}
+TRAINING_KEYS = {"bidirectional", "dropout", "all_clip_norm_val", "n_epochs", "n_train_tokens", "batch_size",
+                 "n_tokens_vocab", "unroll_steps", "n_negative_samples_batch"}
+_TF_GATES, _OUR_GATES = [0, 2, 3, 1], [0, 3, 1, 2]  # TF (i, j, f, o) -> ours (i, f, o, j), and back
+
+
+def _read_json(path: Path) -> Any:
+    if not path.is_file():
+        raise ElmoError(f"{path}: options file not found")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ElmoError(f"{path}: cannot read the options file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ElmoError(f"{path}: the options file is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ElmoError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+
+
+def _unknown_keys(options: dict) -> list[str]:
+    unknown = [k for k in options if k not in OPTION_KEYS and k not in TRAINING_KEYS]
+    for section, known in OPTION_KEYS.items():
+        if isinstance(options.get(section), dict):
+            unknown += [f"{section}.{k}" for k in options[section] if k not in known]
+    embedding = options.get("char_cnn", {}).get("embedding") if isinstance(options.get("char_cnn"), dict) else None
+    if isinstance(embedding, dict):
+        unknown += [f"char_cnn.embedding.{k}" for k in embedding if k != "dim"]
+    return unknown
+
+
+def _get(options: dict, key: str, kind: type | tuple, default: Any = ...) -> Any:
+    """``options[a][b]`` for ``key = "a.b"``, checked to be of ``kind``; ``default`` when absent (else an error)."""
+    value: Any = options
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            if default is ...:
+                raise ElmoError(f"{key} is missing")
+            return default
+        value = value[part]
+    if value is None and default is None:
+        return None
+    if isinstance(value, bool) != (kind is bool) or not isinstance(value, kind):
+        raise ElmoError(f"{key} must be {getattr(kind, '__name__', 'a number')}, got {value!r}")
+    return value
+
+
+def config_from_options(options: Any) -> BilmTfConfig:
+    """:class:`~elmo.model.bilm_tf.BilmTfConfig` of a parsed ``options.json``.
+
+    Raises:
+        ElmoError: unknown keys (all named), a missing or mistyped key, or a value outside what is supported.
+    """
+    if not isinstance(options, dict):
+        raise ElmoError(f"expected a JSON object, got {type(options).__name__}")
+    if unknown := _unknown_keys(options):
+        raise ElmoError(f"unknown option(s) {', '.join(unknown)}")
+    if "char_cnn" not in options:
+        raise ElmoError("no char_cnn section: only character-input biLMs (every published ELMo model) are supported")
+    if options.get("bidirectional", True) is not True:
+        raise ElmoError("bidirectional must be true (ELMo needs both directions)")
+    filters = _get(options, "char_cnn.filters", list)
+    if not all(isinstance(f, list) and len(f) == 2 and all(type(v) is int for v in f) for f in filters):
+        raise ElmoError(f"char_cnn.filters must be a list of [width, count] integer pairs, got {filters!r}")
+    number = (int, float)
+    return BilmTfConfig(
+        char_dim=_get(options, "char_cnn.embedding.dim", int), filters=tuple(map(tuple, filters)),
+        num_highway=_get(options, "char_cnn.n_highway", int, 0),
+        max_chars=_get(options, "char_cnn.max_characters_per_token", int),
+        activation=_get(options, "char_cnn.activation", str, "relu"),
+        n_characters=_get(options, "char_cnn.n_characters", int, 262),
+        hidden_size=_get(options, "lstm.dim", int), projection_dim=_get(options, "lstm.projection_dim", int),
+        num_layers=_get(options, "lstm.n_layers", int),
+        cell_clip=_get(options, "lstm.cell_clip", number, None), proj_clip=_get(options, "lstm.proj_clip", number, None),
+        use_skip_connections=_get(options, "lstm.use_skip_connections", bool, False))
+
+
+def read_options(path: str | os.PathLike) -> BilmTfConfig:
+    """Read bilm-tf's ``options.json``.
+
+    Raises:
+        ElmoError: the file is missing, unreadable or not JSON; see :func:`config_from_options` (the
+            message starts with the file name).
+    """
+    path = Path(path)
+    options = _read_json(path)
+    try:
+        return config_from_options(options)
+    except ElmoError as exc:
+        raise ElmoError(f"{path}: {exc}") from None
+
+
+def options_of(config: BilmTfConfig) -> dict[str, Any]:
+    """The ``options.json`` content of ``config`` (inverse of :func:`config_from_options`)."""
+    return {"lstm": {"dim": config.hidden_size, "projection_dim": config.projection_dim, "n_layers": config.num_layers,
+                     "cell_clip": config.cell_clip, "proj_clip": config.proj_clip,
+                     "use_skip_connections": config.use_skip_connections},
+            "char_cnn": {"embedding": {"dim": config.char_dim}, "filters": [list(f) for f in config.filters],
+                         "n_highway": config.num_highway, "n_characters": config.n_characters,
+                         "max_characters_per_token": config.max_chars, "activation": config.activation}}
+
+
+def _cell(direction: int, layer: int) -> str:
+    return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
+
+
+def expected_datasets(config: BilmTfConfig) -> dict[str, tuple[int, ...]]:
+    """Name → shape of every dataset the weights file of ``config`` must hold (see the module docstring)."""
+    width, proj, cells = config.n_filters, config.projection_dim, config.hidden_size
+    shapes: dict[str, tuple[int, ...]] = {"char_embed": (261, config.char_dim)}
+    for i, (w, n) in enumerate(config.filters):
+        shapes |= {f"CNN/W_cnn_{i}": (1, w, config.char_dim, n), f"CNN/b_cnn_{i}": (n,)}
+    for k in range(config.num_highway):
+        for part in ("carry", "transform"):
+            shapes |= {f"CNN_high_{k}/W_{part}": (width, width), f"CNN_high_{k}/b_{part}": (width,)}
+    if width != proj:
+        shapes |= {"CNN_proj/W_proj": (width, proj), "CNN_proj/b_proj": (proj,)}
+    for d in range(2):
+        for layer in range(config.num_layers):
+            shapes |= {f"{_cell(d, layer)}/W_0": (2 * proj, 4 * cells), f"{_cell(d, layer)}/B": (4 * cells,)}
+            if proj < cells:
+                shapes[f"{_cell(d, layer)}/W_P_0"] = (cells, proj)
+    return shapes
+
+
+def _gates(array: np.ndarray, order: list[int]) -> np.ndarray:
+    """Reorder the four gate blocks along the first axis."""
+    return np.concatenate([array[k * len(array) // 4:(k + 1) * len(array) // 4] for k in order])
+
+
+def _lstm_from_tf(prefix: str, name: str, array: np.ndarray, config: BilmTfConfig) -> dict[str, np.ndarray]:
+    if name == "W_0":
+        weight = _gates(array.T, _TF_GATES)
+        return {f"{prefix}.input_weight": weight[:, :config.projection_dim],
+                f"{prefix}.recurrent_weight": weight[:, config.projection_dim:]}
+    if name == "B":
+        bias = array.copy()
+        bias[2 * config.hidden_size:3 * config.hidden_size] += 1.0  # TF's LSTMCell forget_bias
+        return {f"{prefix}.bias": _gates(bias, _TF_GATES)}
+    return {f"{prefix}.projection": array.T}
+
+
+def state_from_tf(name: str, array: np.ndarray, config: BilmTfConfig) -> dict[str, np.ndarray]:
+    """The :class:`~elmo.model.bilm_tf.PublishedBiLM` state-dict entries of one hdf5 dataset (layout conversion)."""
+    parts = name.split("/")
+    if name == "char_embed":
+        return {"token_encoder.char_embedding.weight": np.concatenate([np.zeros_like(array[:1]), array])}
+    if parts[0] == "CNN":
+        i = parts[1].split("_")[-1]
+        key = f"token_encoder.convs.{i}." + ("weight" if parts[1].startswith("W") else "bias")
+        return {key: array[0].transpose(2, 1, 0) if array.ndim == 4 else array}
+    if parts[0].startswith("CNN_high_"):
+        k, (kind, part) = parts[0].split("_")[-1], parts[1].split("_")
+        return {f"token_encoder.highways.{k}.{'weight' if kind == 'W' else 'bias'}.{part}": array.T}
+    if parts[0] == "CNN_proj":
+        return {"token_encoder.projection." + ("weight" if parts[1] == "W_proj" else "bias"): array.T}
+    direction = ("forward_layers", "backward_layers")[int(parts[0][-1])]
+    return _lstm_from_tf(f"{direction}.{parts[3][4:]}", parts[-1], array, config)
+
+
+def _join_highways(state: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    """Tensors of a converted state dict; each highway layer's ``[transform; carry]`` halves concatenated."""
+    out = {}
+    for key in sorted(state):
+        if key.endswith(".transform"):
+            base = key[: -len(".transform")]
+            out[base] = torch.from_numpy(np.ascontiguousarray(np.concatenate([state[key], state[base + ".carry"]])))
+        elif not key.endswith(".carry"):
+            out[key] = torch.from_numpy(np.ascontiguousarray(state[key]))
+    return out
+
+
+def _datasets(path: Path, shapes: dict[str, tuple[int, ...]]) -> Iterator[tuple[str, np.ndarray]]:
+    """``(name, float32 array)`` of every expected dataset, each checked before it is read."""
+    import h5py
+
+    if not path.is_file():
+        raise ElmoError(f"{path}: weight file not found")
+    try:
+        handle = h5py.File(path, "r")
+    except OSError as exc:
+        raise ElmoError(f"{path}: not a readable HDF5 weight file ({str(exc).splitlines()[0]})") from None
+    with handle:
+        for name, shape in shapes.items():
+            node = handle.get(name)
+            if not isinstance(node, h5py.Dataset):
+                raise ElmoError(f"{path}: dataset {name} is missing (expected shape {shape} for these options)")
+            if node.shape != shape:
+                raise ElmoError(f"{path}: dataset {name} has shape {node.shape}, but the options need {shape}")
+            try:
+                yield name, np.asarray(node[...], dtype=np.float32)
+            except (OSError, TypeError, ValueError) as exc:
+                raise ElmoError(f"{path}: dataset {name} cannot be read as float32: {exc}") from None
+
+
+def load_published_bilm(options_file: str | os.PathLike, weight_file: str | os.PathLike) -> PublishedBiLM:
+    """A :class:`~elmo.model.bilm_tf.PublishedBiLM` from bilm-tf's ``options.json`` and ``weights.hdf5``.
+
+    Returns:
+        The biLM in eval mode on the CPU, float32; its ``config.weights_digest`` identifies the weights.
+
+    Raises:
+        ElmoError: see :func:`read_options`; the weight file is missing or not HDF5; a dataset is missing,
+            has the wrong shape for the options (both shapes named) or is not numeric.
+    """
+    config = read_options(options_file)
+    state: dict[str, np.ndarray] = {}
+    digest = hashlib.sha256()
+    for name, array in _datasets(Path(weight_file), expected_datasets(config)):
+        digest.update(f"{name}{array.shape}".encode() + array.reshape(-1)[:4096].tobytes())
+        state |= state_from_tf(name, array, config)
+    bilm = PublishedBiLM(replace(config, weights_digest=digest.hexdigest()[:16]))
+    bilm.load_state_dict(_join_highways(state), assign=True)
+    bilm.source = (str(Path(options_file).resolve()), str(Path(weight_file).resolve()))
+    return bilm.eval()
+
+
+def tf_datasets(bilm: PublishedBiLM) -> dict[str, np.ndarray]:
+    """The hdf5 datasets of ``bilm`` in bilm-tf's layout (inverse of the loading conversion)."""
+    config, p = bilm.config, {k: v.detach().cpu().float().numpy() for k, v in bilm.state_dict().items()}
+    width = config.n_filters
+    out = {"char_embed": p["token_encoder.char_embedding.weight"][1:]}
+    for i in range(len(config.filters)):
+        out[f"CNN/W_cnn_{i}"] = p[f"token_encoder.convs.{i}.weight"].transpose(2, 1, 0)[None]
+        out[f"CNN/b_cnn_{i}"] = p[f"token_encoder.convs.{i}.bias"]
+    for k in range(config.num_highway):
+        w, b = p[f"token_encoder.highways.{k}.weight"], p[f"token_encoder.highways.{k}.bias"]
+        out |= {f"CNN_high_{k}/W_transform": w[:width].T, f"CNN_high_{k}/W_carry": w[width:].T,
+                f"CNN_high_{k}/b_transform": b[:width], f"CNN_high_{k}/b_carry": b[width:]}
+    if "token_encoder.projection.weight" in p:
+        out |= {"CNN_proj/W_proj": p["token_encoder.projection.weight"].T, "CNN_proj/b_proj": p["token_encoder.projection.bias"]}
+    for d, direction in enumerate(("forward_layers", "backward_layers")):
+        for layer in range(config.num_layers):
+            prefix, cell = f"{direction}.{layer}", _cell(d, layer)
+            weight = np.concatenate([p[f"{prefix}.input_weight"], p[f"{prefix}.recurrent_weight"]], axis=1)
+            bias = _gates(p[f"{prefix}.bias"], _OUR_GATES)
+            bias[2 * config.hidden_size:3 * config.hidden_size] -= 1.0
+            out |= {f"{cell}/W_0": _gates(weight, _OUR_GATES).T, f"{cell}/B": bias}
+            if f"{prefix}.projection" in p:
+                out[f"{cell}/W_P_0"] = p[f"{prefix}.projection"].T
+    return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in out.items()}
+
+
+def save_published_bilm(bilm: PublishedBiLM, options_file: str | os.PathLike, weight_file: str | os.PathLike) -> None:
+    """Write ``bilm`` as bilm-tf's ``options.json`` + ``weights.hdf5`` (atomically; for benchmarks and tests:
+    random weights of a published architecture in the published layout)."""
+    write_json(options_file, options_of(bilm.config))
+    with atomic_hdf5(weight_file) as out:
+        for name, array in tf_datasets(bilm).items():
+            out.create_dataset(name, data=array)

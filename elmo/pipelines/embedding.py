@@ -1,0 +1,166 @@
+"""Embedding a text file into an hdf5 file (``python -m elmo embed``), AllenNLP's ``allennlp elmo`` command.
+
+``python -m elmo embed sentences.txt out.hdf5 --all --options-file OPTIONS.json --weight-file WEIGHTS.hdf5``
+(the published ELMo, :mod:`elmo.model.bilm_tf_io`) or ``--bilm models/`` (our own biLM). The output has
+AllenNLP's layout: one dataset per input line, named by its 0-based line index, holding
+``(L + 1, n, D)`` with ``--all``, the top layer ``(n, D)`` with ``--top`` or the layers' average ``(n, D)``
+with ``--average`` (float32); plus a dataset ``sentence_to_index`` of shape ``(1,)`` holding a JSON map
+from each sentence (the stripped line) to its index (a later duplicate wins, as in AllenNLP), left out
+with ``--forget-sentences``.
+
+Lines are tokenised as that command does, ``line.strip().split()`` (whitespace; case kept — our own biLM
+lower-cases them itself). A blank line is an error naming its line, found by a first pass over the file
+before anything is computed. The file is then streamed: sentences are read, length-bucketed and
+embedded :data:`~elmo.inference.embedder.CHUNK_BATCHES` batches at a time and written as they come, so
+memory does not grow with the file (except the ``sentence_to_index`` map, which holds each distinct
+sentence once). The hdf5 file is written beside its target and moved into place when complete.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+from tqdm import tqdm
+
+from ..artifacts import atomic_hdf5
+from ..errors import ElmoError
+from ..inference.embedder import ElmoEmbedder
+from ..runtime.device import PRECISIONS, configure_threads
+from .common import option
+
+OUTPUT_FORMATS = ("all", "top", "average")
+
+
+@dataclass
+class EmbedConfig:
+    """Flags of ``python -m elmo embed`` (AllenNLP's ``elmo`` command)."""
+
+    input_file: str = option(None, "UTF-8 text file, one whitespace-tokenised sentence per line", positional=True)
+    output_file: str = option(None, "the hdf5 file to write", positional=True)
+    all: bool = option(False, "write every layer of each sentence, (L + 1, n, D)")
+    top: bool = option(False, "write the top layer, (n, D)")
+    average: bool = option(False, "write the average of the layers, (n, D)")
+    options_file: str | None = option(None, "the published ELMo's options.json (bilm-tf; with --weight-file)")
+    weight_file: str | None = option(None, "the published ELMo's weights.hdf5 (with --options-file)")
+    bilm: str | None = option(None, "our own biLM instead: a models folder or its bilstm.pt")
+    batch_size: int = option(64, "sentences per batch")
+    device: str | None = option(None, "auto, cpu or cuda (default: auto)")
+    cuda_device: int | None = option(None, "AllenNLP's flag: -1 = CPU, k = GPU k")
+    precision: str = option("fp32", "fp32 (exact), or bf16 / auto for speed (docs/published_elmo.md)",
+                            choices=PRECISIONS)
+    stateful: bool = option(False, "carry the LSTM states from each batch to the next, row by row, as bilm-tf and "
+                            "AllenNLP do (published biLM only; batches are then the lines in file order)")
+    forget_sentences: bool = option(False, "do not write the sentence_to_index dataset")
+    threads: int | None = option(None, "CPU threads (default: all cores)")
+    quiet: bool = option(False, "no progress bar")
+
+    def check(self) -> None:
+        """Exactly one output format and one biLM. Raises :class:`ElmoError`."""
+        if sum((self.all, self.top, self.average)) != 1:
+            raise ElmoError("give exactly one of --all, --top and --average")
+        if (self.bilm is None) == (self.options_file is None and self.weight_file is None):
+            raise ElmoError("give the published ELMo (--options-file and --weight-file) or our own biLM (--bilm), "
+                            "not both and not neither")
+        if self.batch_size < 1:
+            raise ElmoError(f"--batch-size must be >= 1, got {self.batch_size}")
+
+    @property
+    def output_format(self) -> str:
+        """``"all"``, ``"top"`` or ``"average"``."""
+        return next(name for name in OUTPUT_FORMATS if getattr(self, name))
+
+
+def count_sentences(path: str | os.PathLike) -> int:
+    """Number of lines of ``path``, checking (in one streamed pass) that every line holds a sentence.
+
+    Raises:
+        ElmoError: the file is missing, unreadable or not UTF-8; a blank line (named by its 1-based line
+            number and its 0-based sentence index); no line at all.
+    """
+    count = 0
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            for count, line in enumerate(handle, 1):
+                if not line.strip():
+                    raise ElmoError(f"{path} line {count} is blank (sentence index {count - 1}): every line must "
+                                    "hold a sentence; remove the blank lines")
+    except FileNotFoundError:
+        raise ElmoError(f"{path}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise ElmoError(f"{path}: not UTF-8 text after line {count} ({exc.reason})") from None
+    except OSError as exc:
+        raise ElmoError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    if count == 0:
+        raise ElmoError(f"{path}: no sentences in it")
+    return count
+
+
+def read_sentences(path: str | os.PathLike) -> Iterator[str]:
+    """The stripped lines of ``path``, one at a time (checked by :func:`count_sentences` first)."""
+    with open(path, encoding="utf-8-sig") as handle:
+        for line in handle:
+            yield line.strip()
+
+
+def _reduce(vectors: np.ndarray, output_format: str) -> np.ndarray:
+    """``(L + 1, n, D)`` → what ``--all`` / ``--top`` / ``--average`` writes."""
+    if output_format == "top":
+        return vectors[-1]
+    return vectors.mean(axis=0) if output_format == "average" else vectors
+
+
+def write_embeddings(embedder: ElmoEmbedder, config: EmbedConfig, total: int, out: Any) -> dict[str, Any]:
+    """Embed every line of ``config.input_file`` into the open hdf5 file ``out``; returns counts."""
+    import h5py
+
+    sentences = read_sentences(config.input_file)
+    lines: deque[str] = deque()  # the lines read ahead by embed_sentences, not yet written
+
+    def tokens() -> Iterator[list[str]]:
+        for line in sentences:
+            lines.append(line)
+            yield line.split()
+
+    index: dict[str, str] = {}
+    n_tokens = 0
+    vectors = embedder.embed_sentences(tokens(), config.batch_size)
+    for i, layers in enumerate(tqdm(vectors, total=total, unit=" sentences", disable=config.quiet, file=sys.stderr)):
+        out.create_dataset(str(i), data=_reduce(layers, config.output_format).astype(np.float32))
+        line = lines.popleft()
+        n_tokens += layers.shape[1]
+        if not config.forget_sentences:
+            index[line] = str(i)
+    if not config.forget_sentences:
+        out.create_dataset("sentence_to_index", (1,), dtype=h5py.special_dtype(vlen=str))[0] = json.dumps(index)
+    return {"sentences": total, "tokens": n_tokens}
+
+
+def embed(config: EmbedConfig) -> dict[str, Any]:
+    """Write the hdf5 file of ``config`` (module docstring); returns ``{"sentences", "tokens", "seconds", ...}``.
+
+    Raises:
+        ElmoError: a bad input file (blank line, not UTF-8), missing or invalid biLM files, an output
+            folder that cannot be written.
+    """
+    configure_threads(config.threads)
+    total = count_sentences(config.input_file)
+    embedder = ElmoEmbedder(config.bilm if config.bilm else config.options_file, config.weight_file,
+                            config.cuda_device, device=config.device, stateful=config.stateful,
+                            precision=config.precision)
+    target = Path(config.output_file)
+    started = time.perf_counter()
+    with atomic_hdf5(target) as out:
+        summary = write_embeddings(embedder, config, total, out)
+    summary |= {"seconds": time.perf_counter() - started, "output_file": str(target), "format": config.output_format}
+    if not config.quiet:
+        print(f"wrote {summary['sentences']:,} sentences ({summary['tokens']:,} tokens) to {target} in "
+              f"{summary['seconds']:.1f} s", file=sys.stderr)
+    return summary

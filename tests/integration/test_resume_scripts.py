@@ -1,0 +1,104 @@
+"""Never lose a run, for real: the scripts killed by SIGKILL or stopped by Ctrl-C mid-epoch, then ``--resume``
+(the in-process resume of elmo.training is in tests/unit/training/test_checkpointing.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import CLASSIFY, ROOT, SMALL, run_script
+
+from elmo.artifacts import load_checkpoint
+from elmo.model.mix import MIX_SETTINGS
+
+pytestmark = pytest.mark.slow
+
+KILLER = """
+import os, signal, sys
+sys.path.insert(0, {root!r})
+import {module} as target
+original, calls = target.{cls}.forward, [0]
+def forward(self, *args, **kwargs):
+    calls[0] += 1
+    if calls[0] == {at}:
+        os.kill(os.getpid(), signal.{sig})
+    return original(self, *args, **kwargs)
+target.{cls}.forward = forward
+from elmo.cli import run
+sys.exit(run({command!r}, sys.argv[1:]))
+"""
+
+
+def run_killed(out: Path, data: Path, script: str, sig: str, at: int, *extra: str) -> subprocess.CompletedProcess:
+    """Run ``script``'s pipeline in a process that sends itself ``sig`` at the ``at``-th model forward call."""
+    module, cls, command = {
+        "ELMO.py": ("elmo.model.bilm", "LanguageModel", "pretrain"),
+        "classification.py": ("elmo.model.classifier", "SequenceClassifier", "classify"),
+    }[script]
+    code = KILLER.format(root=str(ROOT), module=module, cls=cls, at=at, sig=sig, command=command)
+    args = [sys.executable, "-c", code, "--data-dir", str(data), "--models-dir", str(out / "models"),
+            "--results-dir", str(out / "results"), "--images-dir", str(out / "images"), *extra]
+    return subprocess.run(args, capture_output=True, text=True, cwd=out, timeout=600,
+                          env={**os.environ, "PYTHONHASHSEED": "0"})
+
+
+def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_metrics_bit_for_bit(small_pipeline, tmp_path):
+    """Both scripts killed mid-epoch in new processes, then resumed, end with exactly the numbers of the shared
+    uninterrupted run (another process): so a run also repeats itself exactly with the same seed (the state at the
+    kill must equal the uninterrupted run's, the rest is restored from it). A resume with other flags is refused."""
+    data, lm_ref, cls_ref = small_pipeline.data, small_pipeline.lm, small_pipeline.cls
+    # 228 training documents in batches of 16: 15 steps an epoch; the kill lands in epoch 2 of the
+    # forward LM, between the checkpoints written every 4 steps
+    killed = run_killed(tmp_path, data, "ELMO.py", "SIGKILL", 23, *SMALL, "--checkpoint-every", "4")
+    assert killed.returncode == -signal.SIGKILL
+    saved = load_checkpoint(tmp_path / "models" / "checkpoints" / "forward_lm.pt", "elmo.training")
+    assert not saved["done"] and saved["step"] > 0  # a mid-epoch checkpoint is what the resume starts from
+    assert not (tmp_path / "models" / "bilstm.pt").exists()  # killed before the end
+    other = [a if a != "16" else "8" for a in SMALL]  # --embedding-dim/--hidden-size/--batch-size changed
+    refused = run_script("ELMO.py", tmp_path, data, *other, "--checkpoint-every", "4", "--resume")
+    assert refused.returncode == 2 and "belongs to a run with other settings" in refused.stderr
+    resumed = run_script("ELMO.py", tmp_path, data, *SMALL, "--checkpoint-every", "4", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    lm = json.loads((tmp_path / "results" / "lm.json").read_text())
+    assert lm["test"] == lm_ref["test"] and lm["val"] == lm_ref["val"]
+    for d in ("forward", "backward"):
+        assert lm["directions"][d]["history"] == [{**row, "seconds": got["seconds"], "units_per_second": got["units_per_second"]}
+                                                  for row, got in zip(lm_ref["directions"][d]["history"],
+                                                                      lm["directions"][d]["history"])]
+    assert not (tmp_path / "models" / "checkpoints").exists()  # removed once the script finished
+
+    # call 40: step 8 of epoch 3 of trainable_lambda (15 steps + 1 validation call an epoch)
+    killed = run_killed(tmp_path, data, "classification.py", "SIGKILL", 40, *CLASSIFY, "--checkpoint-every", "5")
+    assert killed.returncode == -signal.SIGKILL
+    resumed = run_script("classification.py", tmp_path, data, *CLASSIFY, "--checkpoint-every", "5", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    cls = json.loads((tmp_path / "results" / "classification.json").read_text())
+    assert cls["best_setting"] == cls_ref["best_setting"]
+    for setting in MIX_SETTINGS:
+        assert cls[setting]["test"] == cls_ref[setting]["test"], setting
+        assert cls[setting]["lambdas"] == cls_ref[setting]["lambdas"] and cls[setting]["gamma"] == cls_ref[setting]["gamma"]
+        for key in ("train_loss", "val_f1"):
+            assert [r[key] for r in cls[setting]["history"]] == [r[key] for r in cls_ref[setting]["history"]], key
+
+
+def test_ctrl_c_saves_says_how_to_resume_and_the_resume_finishes_the_run(small_pipeline, tmp_path):
+    data, cls_ref = small_pipeline.data, small_pipeline.cls
+    models = tmp_path / "models"
+    models.mkdir()
+    for name in ("word2idx.pkl", "forward.pt", "backward.pt", "bilstm.pt"):  # what ELMO.py with these flags writes
+        shutil.copy(small_pipeline.out / "models" / name, models / name)
+    # 15 steps + 1 validation call an epoch and 3 final predictions: call 75 is in epoch 2 of frozen_lambda
+    stopped = run_killed(tmp_path, data, "classification.py", "SIGINT", 75, *CLASSIFY)
+    assert stopped.returncode == 130, stopped.stderr
+    assert "interrupted" in stopped.stderr and "--resume" in stopped.stderr and "Traceback" not in stopped.stderr
+    assert (models / "checkpoints").is_dir() and not (tmp_path / "results" / "classification.json").exists()
+    resumed = run_script("classification.py", tmp_path, data, *CLASSIFY, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    cls = json.loads((tmp_path / "results" / "classification.json").read_text())
+    assert all(cls[s]["test"] == cls_ref[s]["test"] for s in MIX_SETTINGS)

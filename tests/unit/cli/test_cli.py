@@ -1,0 +1,115 @@
+"""The command line (elmo.cli), in process: the command list, --help of every entry point, flag errors, exit codes."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+
+import pytest
+from support import ROOT
+
+import elmo.runtime.device as device_module
+from elmo.cli import COMMANDS, build_parser, main, run
+
+#: The commands the README documents (others may be added; none of these may go).
+DOCUMENTED = {"pretrain", "classify", "baselines", "predict", "report", "bench", "bench-scale", "fetch"}
+SHIMS = {"ELMO.py": ("pretrain", "--max-docs"), "classification.py": ("classify", "--settings"),
+         "baselines.py": ("baselines", "--static-dim")}
+
+
+def run_as_main(monkeypatch, argv: list[str], script: str | None = None) -> int:
+    """Run ``python -m elmo argv`` (``script`` None) or ``python <script> argv`` in this process; returns its exit code."""
+    monkeypatch.setattr(sys, "argv", [script or "elmo", *argv])
+    with pytest.raises(SystemExit) as done:
+        if script is None:
+            runpy.run_module("elmo", run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(str(ROOT / script), run_name="__main__")
+    code = done.value.code
+    return 0 if code is None else code
+
+
+def test_python_m_elmo_help_lists_every_command(monkeypatch, capsys):
+    assert DOCUMENTED <= set(COMMANDS)
+    assert run_as_main(monkeypatch, ["--help"]) == 0
+    out = capsys.readouterr().out
+    for name, command in COMMANDS.items():
+        assert f"    {name}" in out and command.help.split()[0] in out, name
+    assert set(build_parser()._subparsers._group_actions[0].choices) == set(COMMANDS)
+
+
+def test_no_or_an_unknown_command_prints_usage_and_exits_2(capsys):
+    for argv in ([], ["train"]):
+        with pytest.raises(SystemExit) as done:
+            main(argv)
+        assert done.value.code == 2
+        assert "usage: python -m elmo" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_has_help_generated_from_its_config(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert f"usage: python -m elmo {command}" in out
+    for name, field in COMMANDS[command].config.__dataclass_fields__.items():
+        shown = name if field.metadata.get("positional") else "--" + name.replace("_", "-")
+        assert shown in out, name
+
+
+@pytest.mark.parametrize("script", sorted(SHIMS))
+def test_each_shim_help_exits_0_naming_itself(monkeypatch, capsys, script):
+    command, flag = SHIMS[script]
+    assert run_as_main(monkeypatch, ["--help"], script) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: {script}") and flag in out and COMMANDS[command].help in out
+
+
+def test_predict_without_text_or_file_exits_2_saying_what_to_give(capsys, tmp_path):
+    assert run("predict", []) == 2
+    assert capsys.readouterr().err == "error: give either --text TEXT or --file FILE\n"
+    assert run("predict", ["--text", "a", "--file", str(tmp_path / "x.txt")]) == 2
+    assert "give either --text TEXT or --file FILE" in capsys.readouterr().err
+    assert run("predict", ["--text", "the match", "--models-dir", str(tmp_path)]) == 2
+    assert "classifier.pt not found: train it with `python classification.py" in capsys.readouterr().err
+
+
+def test_a_bad_flag_value_is_an_argparse_error(capsys):
+    with pytest.raises(SystemExit) as done:
+        run("pretrain", ["--precision", "fp8"])
+    assert done.value.code == 2 and "invalid choice: 'fp8'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run("classify", ["--epochs", "many"])
+    assert "invalid int value: 'many'" in capsys.readouterr().err
+
+
+def test_boolean_and_list_flags(tmp_path):
+    import argparse
+
+    from elmo.cli import add_flags
+    from elmo.pipelines.classification import ClassifyConfig
+
+    parser = add_flags(argparse.ArgumentParser(), ClassifyConfig)
+    args = parser.parse_args(["--no-download", "--settings", "frozen_lambda", "learned_function", "--layer-norm"])
+    config = ClassifyConfig(**vars(args))
+    assert config.download is False and config.layer_norm is True
+    assert list(config.settings) == ["frozen_lambda", "learned_function"]
+    defaults = ClassifyConfig(**vars(parser.parse_args([])))
+    assert defaults == ClassifyConfig()  # every flag's default is the dataclass default
+
+
+@pytest.mark.parametrize("script, command", [("ELMO.py", "pretrain"), ("classification.py", "classify")])
+def test_bf16_on_a_cpu_without_native_bf16_exits_2_before_writing_anything(monkeypatch, capsys, tiny_agnews, tmp_path,
+                                                                           script, command):
+    """``python ELMO.py --precision bf16`` on an AVX2-only CPU: run in this process with the CPU check answering no."""
+    monkeypatch.setattr(device_module, "cpu_has_bf16", lambda: False)
+    argv = ["--precision", "bf16", "--data-dir", str(tiny_agnews), "--models-dir", str(tmp_path / "models"),
+            "--results-dir", str(tmp_path / "results"), "--images-dir", str(tmp_path / "images"), "--quiet"]
+    assert run_as_main(monkeypatch, argv, script) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --precision bf16 needs a CPU with native bf16") and "Traceback" not in err
+    assert "use --precision fp32 or auto (auto picks fp32 here)" in err
+    assert not any((tmp_path / d).exists() for d in ("models", "results", "images"))
+    assert run(command, [*argv[2:], "--precision", "fp16"]) == 2  # and fp16 needs CUDA whatever the CPU
+    assert "--precision fp16 needs a CUDA device" in capsys.readouterr().err

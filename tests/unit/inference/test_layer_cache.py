@@ -1,0 +1,90 @@
+"""The biLM layer cache (elmo.inference.layer_cache): the same ELMo vectors as running the biLM, and its policy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from support import needs_native_bf16
+
+from elmo import Elmo
+from elmo.data.corpus import EncodedCorpus
+from elmo.errors import ElmoError
+from elmo.inference.layer_cache import cache_bytes, compute_layers, should_cache
+from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.runtime.device import autocast
+
+V = 30
+
+
+def make_bilm(**options) -> BiLM:
+    torch.manual_seed(0)
+    sizes = {"vocab_size": V, "embedding_dim": 8, "hidden_size": 8, "dropout": 0.0, "cutoffs": (10, 20)} | options
+    return BiLM(BiLMConfig(**sizes)).eval()
+
+
+def make_corpus(n: int = 9, seed: int = 0) -> EncodedCorpus:
+    rng = np.random.default_rng(seed)
+    return EncodedCorpus([rng.integers(4, V, size=rng.integers(1, 12)).tolist() for _ in range(n)])
+
+
+@pytest.mark.parametrize("options", [{}, {"residual": True}])
+def test_cached_layers_give_the_same_elmo_vectors_as_running_the_bilm(options):
+    bilm = make_bilm(**options)
+    corpus = make_corpus()
+    store = compute_layers(bilm, corpus, torch.device("cpu"))
+    assert store.shape == (corpus.num_tokens, 2, bilm.output_dim)
+    cached = make_corpus().attach_layers(store)
+    elmo = Elmo(bilm, dropout=0.0).eval()
+    for index in (np.array([0, 3, 5]), np.array([8]), np.arange(9)):
+        batch = cached.collate(index)
+        assert batch["layers"].shape == (2, len(index), batch["ids"].shape[1], bilm.output_dim)
+        direct = elmo(batch["ids"], batch["lengths"])["elmo_representations"][0]
+        from_cache = elmo(batch["ids"], batch["lengths"], layers=batch["layers"])["elmo_representations"][0]
+        torch.testing.assert_close(from_cache, direct, rtol=1e-5, atol=1e-6)
+        pad = ~torch.arange(batch["ids"].shape[1]).unsqueeze(0).lt(batch["lengths"].unsqueeze(1))
+        assert not batch["layers"][:, pad].any()  # padding is zero
+
+
+@needs_native_bf16()
+def test_cache_keeps_the_lstm_precision_under_bf16_autocast():
+    bilm = make_bilm()
+    corpus = make_corpus()
+    store = compute_layers(bilm, corpus, torch.device("cpu"), torch.bfloat16)
+    assert store.dtype == torch.bfloat16  # 2 bytes per value, half of fp32
+    batch = make_corpus().attach_layers(store).collate(np.arange(9))
+    with autocast(torch.device("cpu"), torch.bfloat16):
+        direct = bilm(batch["ids"], batch["lengths"])[1:]
+    torch.testing.assert_close(batch["layers"].float(), direct, rtol=0.02, atol=0.02)
+
+
+def test_token_layer_is_layer_zero_without_running_the_lstms():
+    bilm = make_bilm()
+    batch = make_corpus().collate(np.arange(9))
+    torch.testing.assert_close(bilm.token_layer(batch["ids"], batch["lengths"]), bilm(batch["ids"], batch["lengths"])[0])
+
+
+def test_layer_cache_errors():
+    bilm = make_bilm()
+    with pytest.raises(ElmoError, match="attach_layers"):
+        make_corpus().attach_layers(torch.zeros(3, 2, bilm.output_dim))
+    batch = make_corpus().collate(np.arange(2))
+    tuned = Elmo(make_bilm(), requires_grad=True)
+    with pytest.raises(ElmoError, match="fine-tuning"):
+        tuned(batch["ids"], batch["lengths"], layers=torch.zeros(2, 2, batch["ids"].shape[1], bilm.output_dim))
+    with pytest.raises(ElmoError, match="--cache-layers"):
+        should_cache("sometimes", bilm, 10, torch.bfloat16)
+
+
+def test_cache_policy_follows_available_memory(monkeypatch):
+    import elmo.inference.layer_cache as cache
+
+    bilm = make_bilm()
+    size = cache_bytes(bilm, 1000, torch.bfloat16)
+    assert size == 1000 * 2 * bilm.output_dim * 2
+    monkeypatch.setattr(cache, "available_memory", lambda: 4 * size)
+    assert should_cache("auto", bilm, 1000, torch.bfloat16)[0]
+    monkeypatch.setattr(cache, "available_memory", lambda: size)
+    decided, why = should_cache("auto", bilm, 1000, torch.bfloat16)
+    assert not decided and "available" in why
+    assert should_cache("on", bilm, 1000, torch.bfloat16)[0] and not should_cache("off", bilm, 1000, torch.bfloat16)[0]

@@ -1,0 +1,92 @@
+"""Model files (elmo.model.serialization, elmo.artifacts): weights-only round trips, clear errors, fingerprints."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from elmo.artifacts import load_checkpoint, save_checkpoint
+from elmo.data.chars import char_table
+from elmo.data.vocab import SPECIALS, Vocabulary
+from elmo.errors import ElmoError
+from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.serialization import lm_checkpoint, load_bilm, save_bilm
+
+V = 40
+WORDS = list(SPECIALS) + [f"w{i}" for i in range(V - 4)]
+VARIANTS = {
+    "char": {"token_encoder": "char", "char_dim": 4, "char_filters": ((1, 4), (2, 6), (3, 6)), "max_chars": 6},
+    "proj": {"hidden_size": 12, "proj_size": 8},
+}
+
+
+def make_bilm(**options) -> BiLM:
+    torch.manual_seed(0)
+    sizes = {"vocab_size": V, "embedding_dim": 8, "hidden_size": 8, "dropout": 0.0, "cutoffs": (10, 20)} | options
+    return BiLM(BiLMConfig(**sizes)).eval()
+
+
+def chars_of(bilm: BiLM, ids: torch.Tensor) -> torch.Tensor | None:
+    if not bilm.config.chars_per_token:
+        return None
+    return torch.from_numpy(char_table(WORDS, bilm.config.max_chars)[ids.numpy()]).long()
+
+
+@pytest.mark.parametrize("variant", ["char", "proj"])
+def test_option_checkpoints_round_trip_with_weights_only(tmp_path, variant):
+    bilm = make_bilm(**VARIANTS[variant])
+    save_bilm(bilm, Vocabulary(WORDS), tmp_path / "bilstm.pt", {})
+    loaded, _, _ = load_bilm(tmp_path / "bilstm.pt")
+    assert loaded.config == bilm.config
+    ids, lengths = torch.tensor([[5, 6, 7]]), torch.tensor([3])
+    with torch.no_grad():
+        assert torch.equal(loaded(ids, lengths, chars_of(bilm, ids)), bilm(ids, lengths, chars_of(bilm, ids)))
+
+
+def test_bilstm_checkpoint_round_trip_with_weights_only(tmp_path):
+    bilm = make_bilm()
+    vocab = Vocabulary(WORDS)
+    save_bilm(bilm, vocab, tmp_path / "bilstm.pt", {"seed": 0})
+    raw = torch.load(tmp_path / "bilstm.pt", weights_only=True)
+    assert raw["format"] == "elmo.bilm" and raw["vocab"] == vocab.itos
+    loaded, loaded_vocab, _ = load_bilm(tmp_path / "bilstm.pt")
+    ids, lengths = torch.tensor([[5, 6, 7]]), torch.tensor([3])
+    with torch.no_grad():
+        assert torch.equal(loaded(ids, lengths), bilm(ids, lengths))
+    assert loaded_vocab == vocab
+    save_checkpoint(lm_checkpoint(bilm.forward_lm, vocab, {}), tmp_path / "forward.pt")
+    assert load_checkpoint(tmp_path / "forward.pt", "elmo.lm")["direction"] == "forward"
+
+
+def test_bad_model_files_give_clear_errors(tmp_path):
+    with pytest.raises(ElmoError, match="not found"):
+        load_bilm(tmp_path / "missing.pt")
+    bilm = make_bilm()
+    vocab = Vocabulary(WORDS)
+    save_bilm(bilm, vocab, tmp_path / "bilstm.pt", {})
+    data = (tmp_path / "bilstm.pt").read_bytes()
+    (tmp_path / "truncated.pt").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ElmoError, match="not a loadable ELMo checkpoint"):
+        load_bilm(tmp_path / "truncated.pt")
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
+    with pytest.raises(ElmoError, match="expected a checkpoint of format elmo.bilm"):
+        load_bilm(tmp_path / "other.pt")
+    save_checkpoint(lm_checkpoint(bilm.forward_lm, vocab, {}), tmp_path / "forward.pt")
+    with pytest.raises(ElmoError, match="found 'elmo.lm'"):
+        load_bilm(tmp_path / "forward.pt")
+
+
+def test_bilm_fingerprint_is_unchanged_for_files_written_before_the_paper_options():
+    import hashlib
+    from dataclasses import asdict
+
+    from elmo.data.vocab import SPECIALS, Vocabulary
+    from elmo.model.serialization import bilm_fingerprint
+
+    vocab = Vocabulary(list(SPECIALS) + [f"w{i}" for i in range(26)])
+    config = BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,))
+    original = ("vocab_size", "embedding_dim", "hidden_size", "num_layers", "dropout", "cutoffs", "div_value")
+    text = repr(sorted((k, v) for k, v in asdict(config).items() if k in original)) + "\n" + "\n".join(vocab.itos)
+    assert bilm_fingerprint(BiLM(config), vocab) == hashlib.sha256(text.encode()).hexdigest()[:16]
+    residual = BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,), residual=True)
+    assert bilm_fingerprint(BiLM(residual), vocab) != bilm_fingerprint(BiLM(config), vocab)

@@ -1,0 +1,86 @@
+"""The downstream task recipe (elmo.pipelines.task, elmo.pipelines.classification): flags, x_k, fine-tuning."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from elmo.errors import ElmoError
+from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.classifier import ClassifierConfig, ElmoClassifier, StaticEmbeddingClassifier
+
+
+def make_classifier(setting: str, token_dim: int = 0) -> ElmoClassifier:
+    torch.manual_seed(0)
+    bilm = BiLM(BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,)))
+    return ElmoClassifier(bilm, ClassifierConfig(setting=setting, encoder_hidden=6, dropout=0.2,
+                                                 token_embedding_dim=token_dim))
+
+
+def test_concat_token_embedding_flag_controls_x_k():
+    from elmo.pipelines.classification import ClassifyConfig
+
+    assert ClassifyConfig().classifier_config("trainable_lambda").token_embedding_dim == 128
+    assert ClassifyConfig(concat_token_embedding=False).classifier_config("trainable_lambda").token_embedding_dim == 0
+    config = ClassifyConfig(elmo_dropout=0.5, mix_l2=0.01, fine_tune=True).classifier_config("frozen_lambda")
+    assert (config.elmo_dropout, config.mix_l2, config.fine_tune, config.setting) == (0.5, 0.01, True, "frozen_lambda")
+    with pytest.raises(ElmoError, match="elmo-dropout"):
+        ClassifyConfig(elmo_dropout=1.0).check()
+
+
+def test_fine_tuning_uses_discriminative_rates_and_unfreezes_top_layer_first():
+    from elmo.pipelines.classification import ClassifyConfig
+    from elmo.pipelines.task import fine_tuning
+
+    torch.manual_seed(0)
+    bilm = BiLM(BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,)))
+    before = {k: v.clone() for k, v in bilm.state_dict().items()}
+    config = ClassifyConfig(lr=0.01, lr_decay=2.0, fine_tune=True)
+    model = ElmoClassifier(bilm, config.classifier_config("trainable_lambda"))
+    args = fine_tuning(model, config)
+    assert [g["lr"] for g in args.param_groups] == [0.01, 0.005, 0.0025, 0.00125]
+    top, middle, embeddings = model.elmo.layer_groups()
+    assert top[0] is bilm.forward_lm.layers[1].weight_ih_l0 and embeddings[0] is bilm.forward_lm.embedding.weight
+
+    def step():
+        model.train()
+        loss = torch.nn.functional.cross_entropy(model(torch.tensor([[5, 6, 7]]), torch.tensor([3])), torch.tensor([1]))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    optimizer = torch.optim.Adam(args.param_groups)
+    args.on_epoch_start(0)  # epoch 1: the task model only
+    step()
+    assert all(torch.equal(v, bilm.state_dict()[k]) for k, v in before.items())
+    args.on_epoch_start(1)  # epoch 2: + the top LSTM layer
+    step()
+    changed = {k for k, v in before.items() if not torch.equal(v, bilm.state_dict()[k])}
+    assert changed and all(".layers.1." in k for k in changed)
+    args.on_epoch_start(3)  # epoch 4: everything
+    step()
+    changed = {k for k, v in before.items() if not torch.equal(v, bilm.state_dict()[k])}
+    assert any("embedding" in k for k in changed) and any(".layers.0." in k for k in changed)
+    assert any(k.startswith("elmo.bilm.") for k in model.task_state_dict())  # a fine-tuned biLM is saved
+    assert fine_tuning(make_classifier("trainable_lambda"), ClassifyConfig()) is None
+
+
+def test_token_embedding_init_copies_vectors_into_x_k_only():
+
+    from elmo.pipelines.task import TaskData
+
+    token_vectors = np.random.default_rng(0).standard_normal((12, 3)).astype(np.float32)
+    token_vectors[[0, 2]] = 0.0  # <pad> and a word Word2Vec never saw
+    session = type("Session", (), {"device": torch.device("cpu")})()
+    run = TaskData(session, None, None, {}, {}, token_vectors)
+    torch.manual_seed(0)
+    model = StaticEmbeddingClassifier(torch.randn(12, 5), ClassifierConfig(setting="svd", encoder_hidden=4,
+                                                                           token_embedding_dim=3))
+    untouched = model.token_embedding.weight[2].clone()
+    frozen = model.embedding.weight.clone()
+    run.to_device(model)
+    torch.testing.assert_close(model.token_embedding.weight[5], torch.from_numpy(token_vectors[5]))
+    torch.testing.assert_close(model.token_embedding.weight[2], untouched)
+    torch.testing.assert_close(model.embedding.weight, frozen)
+    assert model.token_embedding.weight.requires_grad  # x_k is still trained
