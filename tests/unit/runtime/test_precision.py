@@ -88,6 +88,11 @@ def test_cpu_has_bf16_reads_the_cpu_flags(monkeypatch, cpuinfo, expected):
             return cpuinfo
 
     monkeypatch.setattr(device_module, "Path", FakePath)
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    assert cpu_has_bf16() is expected
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx2")  # a oneDNN ceiling below bf16 (how CI-like runs are reproduced)
+    assert cpu_has_bf16() is False
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_AMX")  # a ceiling that keeps bf16 changes nothing
     assert cpu_has_bf16() is expected
 
 
