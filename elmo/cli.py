@@ -11,6 +11,7 @@ command        what it runs                                    top-level shim
 ``report``     :func:`elmo.report.make_report` (report.pdf)
 ``bench``      :func:`elmo.bench.speed.bench`
 ``bench-scale`` :func:`elmo.bench.scale.bench_scale`
+``study``      :func:`elmo.pipelines.study.study` (seeds)
 ``fetch``      :func:`elmo.data.agnews.fetch` (AG News)
 =============  ==============================================  =========================
 
@@ -39,6 +40,7 @@ from .pipelines.common import option
 from .pipelines.embedding import EmbedConfig, embed
 from .pipelines.prediction import predict_texts
 from .pipelines.pretraining import PretrainConfig, pretrain
+from .pipelines.study import StudyConfig, study
 from .report import ReportConfig, make_report
 from .runtime import distributed
 from .runtime.device import PRECISIONS
@@ -95,6 +97,8 @@ COMMANDS: dict[str, Command] = {
                                          "`elmo` command; the published ELMo or our biLM)"),
     "bench": Command(BenchConfig, bench, "speed and memory benchmark (results/bench.json)"),
     "bench-scale": Command(ScaleConfig, bench_scale, "streaming and torchrun scaling benchmark"),
+    "study": Command(StudyConfig, study, "the comparison over several seeds with confidence intervals and paired "
+                                         "tests (results/seeds.json)"),
     "fetch": Command(FetchConfig, lambda c: fetch(c.data_dir, c.url, c.force), "download AG News (md5-verified)"),
 }
 

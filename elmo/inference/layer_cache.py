@@ -7,10 +7,13 @@ once, in the batches :func:`elmo.inference.prediction.predict` uses, and shared 
 token layer h_0 is not stored: for a word biLM it is an embedding lookup, recomputed per batch
 (:meth:`elmo.model.bilm.BiLM.token_layer`).
 
-The trade-off, memory for time: the cache holds ``L × D`` values per token in the precision the
-biLM runs in (bf16: 2 KB per token at the default sizes, 2 × 512; fp32 twice that), about 3.5 GB for
-the shared 39k-row AG News sample and 9.5 GB for the full 120k-row train file (plus val and test),
-and it removes the biLM forward from every classifier step (measured in ``python -m elmo bench``).
+The trade-off, memory for time: the cache holds ``L × D`` values per token at 16 bits
+(:func:`cache_dtype`: bf16 when the biLM runs in bf16, otherwise fp16, whose 11-bit significand
+keeps the LSTM outputs, bounded by the tanh and the residual sum, to a relative error of 2^-11; 2 KB
+per token at the default sizes, 2 × 512, whatever the compute precision), about 3.3 GiB for the shared
+39k-row AG News sample and 9 GiB for the full 120k-row train file (plus val and test), and it removes
+the biLM forward from every classifier step (measured in ``python -m elmo bench``). Each batch's rows
+are cast back to the compute precision when used.
 ``--cache-layers auto`` caches only when that fits in half of the memory the OS reports available.
 """
 
@@ -26,6 +29,12 @@ from ..runtime.device import autocast, available_memory, to_device
 from .prediction import PREDICT_BATCH, PREDICT_MAX_TOKENS
 
 CACHE_MODES = ("auto", "on", "off")
+
+
+def cache_dtype(amp_dtype: torch.dtype | None) -> torch.dtype:
+    """The 16-bit dtype the layers are stored in: ``amp_dtype`` when it is bf16 or fp16, else fp16 (an fp32
+    run stores its layers at half the size; see the module docstring for the rounding)."""
+    return amp_dtype if amp_dtype in (torch.bfloat16, torch.float16) else torch.float16
 
 
 def cache_bytes(bilm: BiLM, num_tokens: int, dtype: torch.dtype) -> int:
@@ -61,8 +70,8 @@ def compute_layers(bilm: BiLM, corpus: EncodedCorpus, device: torch.device,
     Args:
         bilm: the frozen biLM (eval mode, on ``device``).
         corpus: the documents; chars must be attached for a character biLM.
-        amp_dtype: autocast dtype (:func:`elmo.runtime.device.resolve_precision`); the layers are stored in the
-            dtype the LSTMs output (bf16 under bf16 autocast, else fp32).
+        amp_dtype: autocast dtype (:func:`elmo.runtime.device.resolve_precision`); the layers are stored in
+            :func:`cache_dtype` of it (bf16 under bf16 autocast, else fp16).
 
     Returns:
         ``(num_tokens, L, D)`` CPU tensor: row ``corpus.offsets[i] + k`` holds h_1..h_L of token k of
@@ -76,7 +85,7 @@ def compute_layers(bilm: BiLM, corpus: EncodedCorpus, device: torch.device,
             layers = bilm.lstm_layers(batch["ids"], batch["lengths"], batch.get("chars"))  # (L, B, T, D)
         layers = layers.permute(1, 2, 0, 3).cpu()  # (B, T, L, D)
         if store is None:
-            store = torch.empty((corpus.num_tokens, *layers.shape[2:]), dtype=layers.dtype)
+            store = torch.empty((corpus.num_tokens, *layers.shape[2:]), dtype=cache_dtype(amp_dtype))
         for row, i in enumerate(index):
             start, n = corpus.offsets[i], corpus.lengths[i]
             store[start:start + n] = layers[row, :n]

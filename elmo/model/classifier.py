@@ -22,6 +22,7 @@ from .bilm import BiLM, length_mask, reverse_padded
 from .bilm_tf import PublishedBiLM
 from .dropout import FastDropout
 from .elmo import Elmo
+from .mix import LEARNED_FUNCTIONS
 
 
 @dataclass
@@ -40,6 +41,8 @@ class ClassifierConfig:
         elmo_dropout: extra dropout on the ELMo vector alone (:class:`~elmo.model.elmo.Elmo`; ELMo only).
         mix_l2: coefficient λ of the penalty λ‖w‖² on the scalar-mix weights (§3.3; ELMo only).
         fine_tune: train the biLM with the task (:class:`~elmo.model.elmo.Elmo` ``requires_grad``).
+        learned_function: the network of the ``learned_function`` setting, ``gate`` or ``mlp``
+            (:data:`~elmo.model.mix.LEARNED_FUNCTIONS`; checkpoints written before it existed hold ``mlp``).
     """
 
     setting: str = "trainable_lambda"
@@ -52,6 +55,7 @@ class ClassifierConfig:
     elmo_dropout: float = 0.0
     mix_l2: float = 0.0
     fine_tune: bool = False
+    learned_function: str = "gate"
 
     def __post_init__(self):
         if self.token_embedding_dim < 0:
@@ -63,6 +67,8 @@ class ClassifierConfig:
                 raise ElmoError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(self, name)}")
         if self.mix_l2 < 0:
             raise ElmoError(f"--mix-l2 must be >= 0, got {self.mix_l2}")
+        if self.learned_function not in LEARNED_FUNCTIONS:
+            raise ElmoError(f"--learned-function must be one of {', '.join(LEARNED_FUNCTIONS)}, got {self.learned_function!r}")
 
 
 def masked_mean_max(states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -180,7 +186,7 @@ class ElmoClassifier(SequenceClassifier):
     def __init__(self, bilm: BiLM | PublishedBiLM, config: ClassifierConfig, vocab_size: int | None = None):
         super().__init__(config)
         self.elmo = Elmo(bilm, 1, config.setting, dropout=config.elmo_dropout, do_layer_norm=config.layer_norm,
-                         requires_grad=config.fine_tune, seed=config.seed)
+                         requires_grad=config.fine_tune, seed=config.seed, learned_function=config.learned_function)
         if vocab_size is None and not hasattr(bilm.config, "vocab_size"):
             raise ElmoError("a published biLM has no vocabulary: pass vocab_size (the task vocabulary's size)")
         self.build_head(bilm.output_dim, vocab_size or bilm.config.vocab_size)

@@ -36,16 +36,19 @@ class Elmo(nn.Module):
         requires_grad: fine-tune the biLM (its weights get gradients); ``False`` freezes it and runs
             it without autograd. The biLM always runs in eval mode (no LM dropout) either way.
         seed: draws the fixed weights of ``frozen_lambda`` (output i uses ``seed + i``).
+        learned_function: the network of ``mix="learned_function"``: ``"gate"`` (token-wise scalar mix,
+            :class:`~elmo.model.mix.GatedLayerMix`) or ``"mlp"`` (:class:`~elmo.model.mix.LearnedLayerFunction`).
 
     Raises:
-        ElmoError: unknown ``mix``, ``num_output_representations < 1`` or ``dropout`` outside [0, 1).
+        ElmoError: unknown ``mix`` or ``learned_function``, ``num_output_representations < 1`` or ``dropout`` outside [0, 1).
 
     Shapes: ``ids (B, T)``, ``lengths (B,)``, ``chars (B, T, C)``; every ELMo vector ``(B, T, D)`` with
     ``D = bilm.output_dim`` (2 × the LSTM output width), zero at padded positions.
     """
 
     def __init__(self, bilm: BiLM | PublishedBiLM, num_output_representations: int = 1, mix: str = "trainable_lambda",
-                 dropout: float = 0.5, do_layer_norm: bool = False, requires_grad: bool = False, seed: int = 0):
+                 dropout: float = 0.5, do_layer_norm: bool = False, requires_grad: bool = False, seed: int = 0,
+                 learned_function: str = "gate"):
         super().__init__()
         if mix not in MIX_SETTINGS:
             raise ElmoError(f"unknown layer-mix setting {mix!r}; choose from {', '.join(MIX_SETTINGS)}")
@@ -58,7 +61,8 @@ class Elmo(nn.Module):
         for p in self.bilm.parameters():
             p.requires_grad_(requires_grad)
         self.mixes = nn.ModuleList(build_mix(mix, bilm.num_layers, bilm.output_dim, seed=seed + i,
-                                             layer_norm=do_layer_norm) for i in range(num_output_representations))
+                                             layer_norm=do_layer_norm, learned_function=learned_function)
+                                   for i in range(num_output_representations))
         self.dropout = FastDropout(dropout) if dropout else nn.Identity()  # p = 0 draws no random numbers
 
     @property

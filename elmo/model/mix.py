@@ -7,9 +7,16 @@ Three settings, which are the only thing that differs between the classifier's t
 * ``frozen_lambda``: the same sum with w drawn once from N(0, 1) using the seed and never trained,
   and γ fixed at 1 (a global scale is absorbed by the first linear layer of the task encoder, so
   training γ alone would add nothing but a second learning rate);
-* ``learned_function``: a small network f(h_0, h_1, h_2) per token: a two-layer MLP on the
-  concatenation ``[h_0; h_1; h_2]`` (3D → D → D), which can weigh layers differently per feature and
-  per token instead of with one scalar per layer.
+* ``learned_function``: a small network f(h_0, h_1, h_2) per token. Two kinds (``--learned-function``):
+
+  - ``gate`` (the default, :class:`GatedLayerMix`): ELMo_k = γ Σ_j a_{k,j} h_{k,j} with token-wise
+    weights a_k = softmax(w + g([h_{k,0}; ..; h_{k,L}])) computed by a small gate network g. It contains
+    the scalar mix as the special case g = 0 and starts there (g's output layer is zero-initialised,
+    w = 0, γ = 1: the uniform mix, the same start as ``trainable_lambda``), so it can only do worse than
+    trainable λ by over-fitting; yet it is a learned function of the layers, the weights differing per token;
+  - ``mlp`` (:class:`LearnedLayerFunction`): a two-layer MLP on the concatenation ``[h_0; h_1; h_2]``
+    (3D → D → D), free to weigh layers differently per feature and per token, but starting far from
+    any mix.
 
 Optionally (``layer_norm=True``, classifier flag ``--layer-norm``) every layer is first normalised
 per token to zero mean and unit variance over its D features, without learned scale or shift (the
@@ -29,6 +36,10 @@ from torch import nn
 from ..errors import ElmoError
 
 MIX_SETTINGS = ("trainable_lambda", "frozen_lambda", "learned_function")
+#: the kinds of ``learned_function`` (``--learned-function``)
+LEARNED_FUNCTIONS = ("gate", "mlp")
+#: hidden width of :class:`GatedLayerMix`'s gate network
+GATE_HIDDEN = 64
 
 
 def normalize_layers(layers: torch.Tensor) -> torch.Tensor:
@@ -105,7 +116,50 @@ class LearnedLayerFunction(nn.Module):
         return None
 
 
-def build_mix(setting: str, num_layers: int, dim: int, seed: int = 0, layer_norm: bool = False) -> nn.Module:
+class GatedLayerMix(nn.Module):
+    """Token-wise scalar mix: γ Σ_j a_{k,j} h_{k,j}, a_k = softmax(w + g([h_{k,0}; ..; h_{k,L}])).
+
+    The scalar mix of eq. 1 (Peters et al. 2018) with weights that depend on the token: a gate network
+    g (``(L+1)·D → hidden → L+1``, GELU) adds per-token logits to the global ones w. g's output layer
+    starts at zero, w at zero and γ at 1, so the module starts as the uniform average (as
+    :class:`ScalarMix` does) and contains the scalar mix as the special case g = 0.
+
+    Args:
+        num_layers: number of layers mixed (L + 1); dim: width D of each layer.
+        hidden: width of the gate network's hidden layer.
+        layer_norm: normalise each layer per token first (:func:`normalize_layers`).
+    """
+
+    def __init__(self, num_layers: int, dim: int, hidden: int = GATE_HIDDEN, layer_norm: bool = False):
+        super().__init__()
+        self.layer_norm = layer_norm
+        self.weights = nn.Parameter(torch.zeros(num_layers))
+        self.gamma = nn.Parameter(torch.tensor(1.0))
+        self.gate = nn.Sequential(nn.Linear(num_layers * dim, hidden), nn.GELU(), nn.Linear(hidden, num_layers))
+        nn.init.zeros_(self.gate[2].weight)
+        nn.init.zeros_(self.gate[2].bias)
+
+    def token_weights(self, layers: torch.Tensor) -> torch.Tensor:
+        """The per-token layer weights a: ``(L+1, B, T, D)`` layers → ``(B, T, L+1)``, each row summing to 1."""
+        if self.layer_norm:
+            layers = normalize_layers(layers)
+        logits = self.weights.to(layers.dtype) + self.gate(torch.cat(list(layers), dim=-1))
+        return torch.softmax(logits.float(), dim=-1).to(layers.dtype)
+
+    def forward(self, layers: torch.Tensor) -> torch.Tensor:
+        """Args: layers ``(L+1, B, T, D)``. Returns ``(B, T, D)``."""
+        a = self.token_weights(layers)
+        if self.layer_norm:
+            layers = normalize_layers(layers)
+        return self.gamma.to(layers.dtype) * torch.einsum("btl,lbtd->btd", a, layers)
+
+    def lambdas(self) -> list[float]:
+        """softmax(w): the layer weights of a token whose gate output is zero (the global part), for logging."""
+        return torch.softmax(self.weights.detach().float(), dim=0).tolist()
+
+
+def build_mix(setting: str, num_layers: int, dim: int, seed: int = 0, layer_norm: bool = False,
+              learned_function: str = "gate") -> nn.Module:
     """The layer-combination module of one setting (see the module docstring).
 
     Args:
@@ -113,16 +167,21 @@ def build_mix(setting: str, num_layers: int, dim: int, seed: int = 0, layer_norm
         num_layers: L + 1; dim: layer width D.
         seed: draws the frozen weights of ``frozen_lambda`` (reproducible, logged in the results).
         layer_norm: normalise each layer per token before combining (:func:`normalize_layers`).
+        learned_function: the kind of ``learned_function``, one of :data:`LEARNED_FUNCTIONS`.
 
     Raises:
-        ElmoError: unknown setting.
+        ElmoError: unknown setting or learned-function kind.
     """
+    if learned_function not in LEARNED_FUNCTIONS:
+        raise ElmoError(f"unknown learned function {learned_function!r}; choose from {', '.join(LEARNED_FUNCTIONS)}")
     if setting == "trainable_lambda":
         return ScalarMix(num_layers, trainable=True, layer_norm=layer_norm)
     if setting == "frozen_lambda":
         generator = torch.Generator().manual_seed(seed)
         return ScalarMix(num_layers, trainable=False, weights=torch.randn(num_layers, generator=generator),
                          layer_norm=layer_norm)
+    if setting == "learned_function" and learned_function == "gate":
+        return GatedLayerMix(num_layers, dim, layer_norm=layer_norm)
     if setting == "learned_function":
         return LearnedLayerFunction(num_layers, dim, layer_norm=layer_norm)
     raise ElmoError(f"unknown layer-mix setting {setting!r}; choose from {', '.join(MIX_SETTINGS)}")
@@ -130,6 +189,6 @@ def build_mix(setting: str, num_layers: int, dim: int, seed: int = 0, layer_norm
 
 def mix_summary(mix: nn.Module) -> dict:
     """``{"lambdas": [...] or None, "gamma": float or None}`` for results files."""
-    if isinstance(mix, ScalarMix):
+    if isinstance(mix, (ScalarMix, GatedLayerMix)):
         return {"lambdas": mix.lambdas(), "gamma": float(mix.gamma.detach())}
     return {"lambdas": None, "gamma": None}

@@ -109,7 +109,7 @@ def load_classifier(path: str | os.PathLike, bilm: BiLM | PublishedBiLM, vocab: 
         raise ElmoError(f"{path} was trained on a different biLM (fingerprint {ckpt.get('bilm_fingerprint')}, "
                         f"this biLM {fingerprint}): use the bilstm.pt it was trained with")
     try:
-        config = ClassifierConfig(**ckpt["config"])
+        config = ClassifierConfig(**{"learned_function": "mlp", **ckpt["config"]})  # older files: the MLP
         model = ElmoClassifier(copy.deepcopy(bilm) if config.fine_tune else bilm, config, vocab_size=len(vocab))
         model.load_task_state_dict(ckpt["state_dict"])
     except (KeyError, TypeError, RuntimeError, ElmoError) as exc:

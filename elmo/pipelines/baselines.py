@@ -88,8 +88,8 @@ def tfidf_logreg(train: Corpus, val: Corpus, test: Corpus, seed: int = 0) -> dic
     cleaned, lower-cased text as the biLM (but every word, with no vocabulary cut-off).
 
     Returns:
-        ``{"train", "val", "test": metrics, "train_seconds": float}`` (metrics as
-        :func:`~elmo.training.metrics.classification_metrics`).
+        ``{"train", "val", "test": metrics, "train_seconds": float, "features": int, "test_predictions":
+        [class per test document]}`` (metrics as :func:`~elmo.training.metrics.classification_metrics`).
     """
     started = time.perf_counter()
     vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, token_pattern=r"\S+")
@@ -99,7 +99,9 @@ def tfidf_logreg(train: Corpus, val: Corpus, test: Corpus, seed: int = 0) -> dic
     out: dict[str, Any] = {}
     for name, corpus in (("train", train), ("val", val), ("test", test)):
         x = x_train if name == "train" else vectorizer.transform(" ".join(t) for t in corpus.tokens)
-        out[name] = classification_metrics(corpus.labels, model.predict(x), NUM_CLASSES)
+        predicted = model.predict(x)
+        out[name] = classification_metrics(corpus.labels, predicted, NUM_CLASSES)
+    out["test_predictions"] = np.asarray(predicted).tolist()
     out["train_seconds"] = time.perf_counter() - started
     out["features"] = len(vectorizer.vocabulary_)
     return out

@@ -21,9 +21,9 @@ import torch
 from ..artifacts import environment_info, save_checkpoint, write_json
 from ..data.agnews import CLASS_NAMES
 from ..errors import ElmoError
-from ..inference.layer_cache import CACHE_MODES, compute_layers, should_cache
+from ..inference.layer_cache import CACHE_MODES, cache_dtype, compute_layers, should_cache
 from ..model.classifier import ClassifierConfig, ElmoClassifier
-from ..model.mix import MIX_SETTINGS, mix_summary
+from ..model.mix import LEARNED_FUNCTIONS, MIX_SETTINGS, mix_summary
 from ..model.serialization import bilm_fingerprint, classifier_checkpoint, published_record
 from ..runtime import distributed
 from ..runtime.device import set_seed
@@ -44,6 +44,9 @@ class ClassifyConfig(HeadConfig):
     """Flags of ``classification.py`` (see ``python classification.py --help``)."""
 
     settings: tuple[str, ...] = option(MIX_SETTINGS, "layer-mix settings to train, in turn", choices=MIX_SETTINGS)
+    learned_function: str = option("gate", "the learned_function setting's network: gate (token-wise softmax weights "
+                                   "over the layers from a small gate network, starting as the uniform scalar mix) or "
+                                   "mlp (an MLP on [h0; h1; h2]); see elmo/model/mix.py", choices=LEARNED_FUNCTIONS)
     elmo_dropout: float = option(0.0, "dropout on the ELMo vector itself (AllenNLP's Elmo uses 0.5)")
     mix_l2: float = option(0.0, "L2 penalty λ‖w‖² on the scalar-mix weights, pulling λ toward the average "
                            "(paper §3.3 and §5.2: 0.001 small, 1 ≈ plain average); trainable λ only, the other "
@@ -83,7 +86,7 @@ class ClassifyConfig(HeadConfig):
     def classifier_config(self, setting: str) -> ClassifierConfig:
         """The head's config plus the ELMo options (ELMo dropout, mix L2, fine-tuning)."""
         return replace(super().classifier_config(setting), elmo_dropout=self.elmo_dropout, mix_l2=self.mix_l2,
-                       fine_tune=self.fine_tune)
+                       fine_tune=self.fine_tune, learned_function=self.learned_function)
 
 
 def attach_layer_cache(task: TaskData, config: ClassifyConfig) -> float | None:
@@ -98,8 +101,7 @@ def attach_layer_cache(task: TaskData, config: ClassifyConfig) -> float | None:
         return None
     session = task.session
     num_tokens = sum(d.num_tokens for d in task.data.values())
-    dtype = session.amp_dtype if session.amp_dtype is not None else torch.float32
-    cache, why = should_cache(config.cache_layers, task.bilm, num_tokens, dtype)
+    cache, why = should_cache(config.cache_layers, task.bilm, num_tokens, cache_dtype(session.amp_dtype))
     session.say(why)
     if not cache:
         return None

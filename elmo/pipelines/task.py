@@ -163,14 +163,17 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
 
     Returns:
         ``{"train", "val", "test": metrics (see :func:`~elmo.training.metrics.classification_metrics`),
-        "best_epoch", "history", "train_seconds"}``.
+        "best_epoch", "history", "train_seconds", "test_predictions": the predicted class of every test
+        document, in file order (for paired tests such as McNemar's)}``.
     """
     started = time.perf_counter()
     device, amp_dtype, shard = session.device, session.amp_dtype, session.ctx.shard
 
+    predictions: dict[str, np.ndarray] = {}
+
     def scores(split: str) -> dict[str, Any]:
-        return classification_metrics(data[split].labels, predict(model, data[split], device, amp_dtype).argmax(1),
-                                      NUM_CLASSES)
+        predictions[split] = predict(model, data[split], device, amp_dtype).argmax(1)
+        return classification_metrics(data[split].labels, predictions[split], NUM_CLASSES)
 
     def validate() -> dict[str, float]:
         m = scores("val")
@@ -186,7 +189,8 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
                  Progress(model.config.setting, "doc", config.quiet), fine_tuning(model, config))
     seconds = time.perf_counter() - started
     entry: dict[str, Any] = {split: scores(split) for split in ("train", "val", "test")}
-    entry.update({"best_epoch": fitted.best_epoch, "history": fitted.history, "train_seconds": seconds})
+    entry.update({"best_epoch": fitted.best_epoch, "history": fitted.history, "train_seconds": seconds,
+                  "test_predictions": np.asarray(predictions["test"]).tolist()})
     return entry
 
 

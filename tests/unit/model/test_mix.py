@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from elmo.errors import ElmoError
-from elmo.model.mix import MIX_SETTINGS, LearnedLayerFunction, ScalarMix, build_mix, mix_summary
+from elmo.model.mix import MIX_SETTINGS, GatedLayerMix, LearnedLayerFunction, ScalarMix, build_mix, mix_summary
 
 
 def layers(seed: int = 0) -> torch.Tensor:
@@ -50,8 +50,8 @@ def test_frozen_lambda_weights_are_random_from_the_seed_and_never_change():
     assert mix_summary(mix)["lambdas"] == pytest.approx(torch.softmax(before, 0).tolist())
 
 
-def test_learned_function_trains_and_keeps_the_width():
-    f = build_mix("learned_function", 3, 6)
+def test_mlp_learned_function_trains_and_keeps_the_width():
+    f = build_mix("learned_function", 3, 6, learned_function="mlp")
     assert isinstance(f, LearnedLayerFunction) and f(layers()).shape == (2, 5, 6)
     before = [p.detach().clone() for p in f.parameters()]
     one_step(f)
@@ -59,8 +59,12 @@ def test_learned_function_trains_and_keeps_the_width():
     assert mix_summary(f) == {"lambdas": None, "gamma": None}
 
 
-def test_learned_function_is_per_token():
-    f = build_mix("learned_function", 3, 6)
+@pytest.mark.parametrize("kind", ["gate", "mlp"])
+def test_learned_function_is_per_token(kind):
+    f = build_mix("learned_function", 3, 6, learned_function=kind)
+    with torch.no_grad():  # move the gate off its zero start so that it reads the layers
+        for p in f.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=torch.Generator().manual_seed(p.numel())))
     h = layers()
     changed = h.clone()
     changed[:, 0, 1] += 1.0  # change one token of one document
@@ -90,3 +94,32 @@ def test_layer_norm_keeps_padding_zero():
     h[:, :, -2:] = 0.0  # two padded positions
     out = build_mix("trainable_lambda", 3, 6, layer_norm=True)(h)
     assert not out[:, -2:].any()
+
+
+def test_gated_mix_is_the_default_learned_function_and_starts_as_the_uniform_scalar_mix():
+    gate = build_mix("learned_function", 3, 6)
+    assert isinstance(gate, GatedLayerMix)
+    h = layers()
+    assert torch.allclose(gate(h), ScalarMix(3)(h), atol=1e-6)  # w = 0, γ = 1, gate output 0
+    assert torch.allclose(gate.token_weights(h), torch.full((2, 5, 3), 1 / 3))
+
+
+def test_gated_mix_contains_any_scalar_mix_and_learns_token_wise_weights():
+    w = torch.tensor([0.3, -1.2, 0.8])
+    gate = GatedLayerMix(3, 6)
+    with torch.no_grad():
+        gate.weights.copy_(w)
+        gate.gamma.fill_(1.4)
+    h = layers()
+    assert torch.allclose(gate(h), ScalarMix(3, weights=w, gamma=1.4)(h), atol=1e-6)
+    for _ in range(3):
+        one_step(gate)
+    a = gate.token_weights(h)
+    assert torch.allclose(a.sum(-1), torch.ones(2, 5), atol=1e-6)
+    assert float((a - a[0, 0]).abs().max()) > 1e-4  # no longer one set of weights for every token
+    assert mix_summary(gate)["gamma"] != 1.4 and len(mix_summary(gate)["lambdas"]) == 3
+
+
+def test_unknown_learned_function_kind_is_an_error():
+    with pytest.raises(ElmoError, match="learned function"):
+        build_mix("learned_function", 3, 6, learned_function="attention")

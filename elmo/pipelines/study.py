@@ -1,0 +1,321 @@
+"""The seeds study (``python -m elmo study``): the whole comparison once per seed, then its statistics.
+
+Per seed s, in ``<out-dir>/seed_<s>/``, four *parts*, each the project's own command run as a child
+process (so a part is exactly what a user runs, and its peak memory is measured on its own):
+
+=============  ==================================================================  ==========================
+part           command (plus ``--seed s``, the folders and ``--threads``)         done when it has written
+=============  ==================================================================  ==========================
+``pretrain``   ``python -m elmo pretrain``  (``ELMO.py``)                          ``results/lm.json``
+``classify``   ``python -m elmo classify``  (the three ELMo settings)              ``results/classification.json``
+``mlp``        ``classify --settings learned_function --learned-function mlp``    ``results_mlp/classification.json``
+``baselines``  ``python -m elmo baselines`` (Word2Vec, SVD, TF-IDF + LR)           ``results/baselines.json``
+=============  ==================================================================  ==========================
+
+``classify``, ``mlp`` and ``baselines`` need the seed's biLM (its vocabulary) and start when its
+``pretrain`` is done. ``--jobs`` parts run at once, each on ``--threads`` threads (default: two at a time
+on one thread each, which uses both cores of a 2-core machine). A part whose file exists is skipped, so
+an interrupted study resumes where it stopped (delete a seed's folder to redo it). Each part's log is
+``logs/<part>.log``; its wall time and peak resident memory go to ``<out-dir>/parts.json``.
+
+Then :func:`aggregate` writes ``--results`` (``results/seeds.json``): per method the per-seed test
+accuracy, test and validation macro-F1 with mean, std and 95% CI (:func:`elmo.training.significance.summarize`);
+the biLM's perplexities per seed; and the comparisons — each ELMo setting against each baseline, the
+settings against each other and the gated learned function against the MLP — as a paired t-test over
+seeds plus McNemar's test on the test documents per seed (:mod:`elmo.training.significance`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import environment_info, write_json
+from ..data.agnews import read_agnews
+from ..errors import ElmoError
+from ..training.significance import MCNEMAR, PAIRED_T, mcnemar, paired_over_seeds, summarize
+from .common import option
+
+ELMO_SETTINGS = ("trainable_lambda", "frozen_lambda", "learned_function")
+BASELINES = ("word2vec", "svd", "tfidf_logreg")
+PARTS = ("pretrain", "classify", "mlp", "baselines")
+METRICS = ("test_accuracy", "test_f1", "val_f1", "val_accuracy")
+
+
+@dataclass
+class StudyConfig:
+    """Flags of ``python -m elmo study``."""
+
+    seeds: tuple[int, ...] = option((0, 1, 2), "seeds to run (each: biLM, three ELMo settings, baselines)")
+    out_dir: str = option("runs/study", "per-seed folders seed_<s>/ (models, results, images, logs) and parts.json")
+    results: str = option("results/seeds.json", "where the statistics over seeds are written")
+    data_dir: str = option("data/ag_news", "folder holding train.csv and test.csv")
+    jobs: int = option(2, "parts run at the same time")
+    threads: int = option(1, "CPU threads of each part")
+    precision: str = option("auto", "--precision of every part")
+    parts: tuple[str, ...] = option(PARTS, "parts to run per seed (mlp: the learned function as the MLP, for "
+                                    "comparison with the default gate)", choices=PARTS)
+    extra: str = option("", "more flags for every training part, e.g. '--max-docs 2000 --epochs 1' (quick check)")
+    aggregate_only: bool = option(False, "only (re)compute --results from the finished parts")
+
+    def check(self) -> None:
+        """Raises :class:`ElmoError` naming the flag."""
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ElmoError(f"--seeds must be distinct and at least one, got {list(self.seeds)}")
+        if self.jobs < 1 or self.threads < 1:
+            raise ElmoError(f"--jobs and --threads must be >= 1, got {self.jobs}, {self.threads}")
+        if "pretrain" not in self.parts and not self.aggregate_only:
+            missing = [s for s in self.seeds if not (self.seed_dir(s) / "models" / "bilstm.pt").is_file()]
+            if missing:
+                raise ElmoError(f"--parts without pretrain needs each seed's biLM; missing for seeds {missing}")
+
+    def seed_dir(self, seed: int) -> Path:
+        """``<out-dir>/seed_<seed>``."""
+        return Path(self.out_dir) / f"seed_{seed}"
+
+
+@dataclass
+class Part:
+    """One command of one seed: what it runs, what marks it done, what it waits for."""
+
+    name: str
+    seed: int
+    argv: list[str]
+    done_file: Path
+    log: Path
+    needs: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"seed_{self.seed}/{self.name}"
+
+
+def plan(config: StudyConfig) -> list[Part]:
+    """The parts of the study in start order (every seed's biLM first, then the rest seed by seed)."""
+    python = [sys.executable, "-m", "elmo"]
+    parts: list[Part] = []
+    for seed in config.seeds:
+        d = config.seed_dir(seed)
+
+        def flags(results: str = "results", models: str = "models", images: str = "images",
+                  seed: int = seed, d: Path = d) -> list[str]:
+            return ["--seed", str(seed), "--data-dir", config.data_dir, "--models-dir", str(d / models),
+                    "--results-dir", str(d / results), "--images-dir", str(d / images), "--threads",
+                    str(config.threads), "--precision", config.precision, "--quiet", *shlex.split(config.extra)]
+
+        runs = {
+            "pretrain": (python + ["pretrain", *flags()], d / "results" / "lm.json", []),
+            "classify": (python + ["classify", *flags()], d / "results" / "classification.json", ["pretrain"]),
+            "mlp": (python + ["classify", "--settings", "learned_function", "--learned-function", "mlp",
+                              *flags("results_mlp", "models_mlp", "images_mlp")],
+                    d / "results_mlp" / "classification.json", ["pretrain"]),
+            "baselines": (python + ["baselines", *flags()], d / "results" / "baselines.json", ["pretrain"]),
+        }
+        for name in config.parts:
+            argv, done, needs = runs[name]
+            parts.append(Part(name, seed, argv, done, d / "logs" / f"{name}.log",
+                              [n for n in needs if n in config.parts]))
+    return sorted(parts, key=lambda p: (p.name != "pretrain", config.seeds.index(p.seed), PARTS.index(p.name)))
+
+
+def _launch(part: Part) -> subprocess.Popen:
+    """Start ``part`` with its output in its log file (the mlp part gets the seed's biLM linked in)."""
+    part.log.parent.mkdir(parents=True, exist_ok=True)
+    if part.name == "mlp":
+        models = part.done_file.parent.parent / "models_mlp"
+        models.mkdir(parents=True, exist_ok=True)
+        for name in ("bilstm.pt", "word2idx.pkl"):
+            link = models / name
+            if not link.exists():
+                link.symlink_to(Path("..") / "models" / name)
+    with open(part.log, "w", encoding="utf-8") as log:
+        log.write("$ " + " ".join(shlex.quote(a) for a in part.argv) + "\n")
+        log.flush()
+        return subprocess.Popen(part.argv, stdout=log, stderr=subprocess.STDOUT)
+
+
+def run_parts(config: StudyConfig, parts: list[Part], say=print) -> dict[str, dict]:
+    """Run the unfinished ``parts``, ``--jobs`` at a time, in order as their dependencies finish.
+
+    Returns:
+        ``{part key: {"seconds", "peak_rss_mb", "returncode", "log"}}`` of the parts run now, merged
+        into ``<out-dir>/parts.json`` after each one ends.
+
+    Raises:
+        ElmoError: a part failed (its log named); the others that do not depend on it are finished first.
+    """
+    record_path = Path(config.out_dir) / "parts.json"
+    record: dict[str, dict] = {}
+    if record_path.is_file():
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+    todo = [p for p in parts if not p.done_file.is_file()]
+    for p in parts:
+        if p.done_file.is_file():
+            say(f"[study] {p.key}: done before ({p.done_file})")
+    done = {(p.seed, p.name) for p in parts if p.done_file.is_file()}
+    failed: set[tuple[int, str]] = set()
+    running: dict[int, tuple[Part, subprocess.Popen, float]] = {}
+    while todo or running:
+        for p in list(todo):
+            if len(running) >= config.jobs:
+                break
+            if any((p.seed, n) in failed for n in p.needs):
+                todo.remove(p)
+                failed.add((p.seed, p.name))
+                say(f"[study] {p.key}: skipped, a part it needs failed")
+            elif all((p.seed, n) in done for n in p.needs):
+                todo.remove(p)
+                proc = _launch(p)
+                running[proc.pid] = (p, proc, time.perf_counter())
+                say(f"[study] {p.key}: started (log {p.log})")
+        if not running:
+            break
+        pid, status, usage = os.wait4(-1, 0)
+        if pid not in running:
+            continue
+        p, proc, started = running.pop(pid)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.perf_counter() - started
+        ok = proc.returncode == 0 and p.done_file.is_file()
+        (done if ok else failed).add((p.seed, p.name))
+        record[p.key] = {"seconds": round(seconds, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+                         "returncode": proc.returncode, "log": str(p.log), "argv": p.argv}
+        write_json(record_path, record)
+        say(f"[study] {p.key}: {'finished' if ok else 'FAILED'} in {seconds / 60:.1f} min, "
+            f"peak {usage.ru_maxrss / 2**20:.2f} GB")
+    if failed:
+        raise ElmoError("study parts failed: " + ", ".join(f"seed_{s}/{n}" for s, n in sorted(failed))
+                        + f" (see their logs under {config.out_dir}/seed_*/logs/)")
+    return record
+
+
+def _load(path: Path) -> dict | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def seed_results(config: StudyConfig, seed: int) -> dict[str, dict]:
+    """One seed's finished results: ``{method: its entry}`` (``learned_function_mlp`` for the mlp part)
+    and ``"lm"`` (``lm.json``); methods whose part has not finished are absent."""
+    d = config.seed_dir(seed)
+    out: dict[str, dict] = {}
+    cls, mlp, base, lm = (_load(d / f) for f in ("results/classification.json", "results_mlp/classification.json",
+                                                 "results/baselines.json", "results/lm.json"))
+    for name in ELMO_SETTINGS:
+        if cls and name in cls:
+            out[name] = cls[name]
+    if mlp and "learned_function" in mlp:
+        out["learned_function_mlp"] = mlp["learned_function"]
+    for name in BASELINES:
+        if base and name in base:
+            out[name] = base[name]
+    if lm:
+        out["lm"] = lm
+    return out
+
+
+def _comparisons(per_seed: dict[int, dict[str, dict]], seeds: list[int], labels: list[int] | None) -> list[dict]:
+    """Paired comparisons (over seeds, and McNemar per seed) of the pairs the study is about."""
+    elmo = [m for m in (*ELMO_SETTINGS, "learned_function_mlp") if all(m in per_seed[s] for s in seeds)]
+    base = [m for m in BASELINES if all(m in per_seed[s] for s in seeds)]
+    pairs = [(a, b) for a in elmo if a != "learned_function_mlp" for b in base]
+    pairs += [(a, b) for i, a in enumerate(ELMO_SETTINGS) for b in ELMO_SETTINGS[i + 1:] if a in elmo and b in elmo]
+    if "learned_function_mlp" in elmo and "learned_function" in elmo:
+        pairs.append(("learned_function", "learned_function_mlp"))
+    out = []
+    for a, b in pairs:
+        for metric in ("test_accuracy", "test_f1"):
+            split, key = metric.split("_")
+            xs = [per_seed[s][a][split][key] for s in seeds]
+            ys = [per_seed[s][b][split][key] for s in seeds]
+            entry = {"a": a, "b": b, "metric": metric, **paired_over_seeds(xs, ys)}
+            if metric == "test_accuracy" and labels is not None:
+                entry["mcnemar_per_seed"] = [
+                    {"seed": s, **mcnemar(labels, per_seed[s][a]["test_predictions"], per_seed[s][b]["test_predictions"])}
+                    for s in seeds if "test_predictions" in per_seed[s][a] and "test_predictions" in per_seed[s][b]]
+            out.append(entry)
+    return out
+
+
+def _test_labels(config: StudyConfig) -> list[int] | None:
+    """The test split's labels in file order (for McNemar's test), ``None`` when the file cannot be read."""
+    try:
+        return list(read_agnews(Path(config.data_dir) / "test.csv").labels)
+    except (ElmoError, OSError):
+        return None
+
+
+def aggregate(config: StudyConfig, record: dict[str, dict] | None = None) -> dict[str, Any]:
+    """``results/seeds.json`` from the seeds whose parts have all finished (see the module docstring).
+
+    Raises:
+        ElmoError: no seed has finished.
+    """
+    per_seed = {s: seed_results(config, s) for s in config.seeds}
+    wanted = set(ELMO_SETTINGS if "classify" in config.parts else ()) | set(
+        BASELINES if "baselines" in config.parts else ()) | ({"learned_function_mlp"} if "mlp" in config.parts else set())
+    seeds = [s for s in config.seeds if wanted <= set(per_seed[s]) and "lm" in per_seed[s]]
+    if not seeds:
+        raise ElmoError(f"no seed of {list(config.seeds)} has finished all its parts under {config.out_dir}")
+    methods: dict[str, dict] = {}
+    for m in [m for m in (*ELMO_SETTINGS, "learned_function_mlp", *BASELINES) if m in wanted]:
+        values = {metric: [per_seed[s][m][metric.split("_")[0]][metric.split("_")[1]] for s in seeds]
+                  for metric in METRICS}
+        methods[m] = {**values, "summary": {k: summarize(v) for k, v in values.items()},
+                      "best_epoch": [per_seed[s][m].get("best_epoch") for s in seeds]}
+        if m in ELMO_SETTINGS:
+            methods[m]["lambdas"] = [per_seed[s][m].get("lambdas") for s in seeds]
+    lm = {f"{split}_{d}_perplexity": [per_seed[s]["lm"][split][f"{d}_perplexity"] for s in seeds]
+          for split in ("val", "test") for d in ("forward", "backward")}
+    lm["seconds"] = [per_seed[s]["lm"].get("seconds") for s in seeds]
+    out = {"seeds": seeds, "methods": methods, "bilm": {**lm, "summary": {k: summarize(v) for k, v in lm.items()
+                                                                           if None not in v}},
+           "comparisons": _comparisons(per_seed, seeds, _test_labels(config)),
+           "tests": {"over_seeds": PAIRED_T, "per_seed": MCNEMAR},
+           "parts": record or _load(Path(config.out_dir) / "parts.json") or {},
+           "config": asdict(config), "meta": environment_info(seeds[0])}
+    write_json(Path(config.results), out)
+    return out
+
+
+def format_study(out: dict) -> str:
+    """The headline table (mean ± std and 95% CI of test accuracy per method) and the comparisons."""
+    lines = [f"seeds {out['seeds']}", f"{'method':<22}{'test accuracy':>24}{'95% CI':>20}{'test macro-F1':>22}"]
+    for m, entry in out["methods"].items():
+        acc, f1 = entry["summary"]["test_accuracy"], entry["summary"]["test_f1"]
+        ci = "" if acc["ci95"] is None else f"[{acc['ci95'][0]:.4f}, {acc['ci95'][1]:.4f}]"
+        std = "" if acc["std"] is None else f" ± {acc['std']:.4f}"
+        f1std = "" if f1["std"] is None else f" ± {f1['std']:.4f}"
+        lines.append(f"{m:<22}{acc['mean']:>14.4f}{std:<10}{ci:>20}{f1['mean']:>12.4f}{f1std:<10}")
+    lines.append("\npaired over seeds (test accuracy, a - b, points):")
+    for c in out["comparisons"]:
+        if c["metric"] != "test_accuracy":
+            continue
+        p = "n/a" if c["p_value"] is None else f"{c['p_value']:.3g}"
+        ci = "" if c["ci95"] is None else f" [{c['ci95'][0] * 100:+.2f}, {c['ci95'][1] * 100:+.2f}]"
+        lines.append(f"  {c['a']} - {c['b']}: {c['mean_difference'] * 100:+.2f}{ci}, p = {p}, "
+                     f"a better in {c['wins']}/{c['n']} seeds")
+    return "\n".join(lines)
+
+
+def study(config: StudyConfig) -> dict[str, Any]:
+    """Run the unfinished parts (:func:`run_parts`), then :func:`aggregate`; prints the table.
+
+    Raises:
+        ElmoError: bad flags, a failed part, or no seed finished.
+    """
+    config.check()
+    record = None
+    if not config.aggregate_only:
+        started = time.perf_counter()
+        record = run_parts(config, plan(config))
+        print(f"[study] parts finished in {(time.perf_counter() - started) / 60:.1f} min", flush=True)
+    out = aggregate(config, record)
+    print(format_study(out), flush=True)
+    return out
