@@ -69,7 +69,9 @@ class PretrainConfig(CommonConfig):
     char_dim: int = option(16, "character embedding width (char encoder)")
     num_highway: int = option(1, "highway layers after the char CNN (the paper: 2)")
     max_chars: int = option(20, "characters per token incl. the begin/end-of-word marks (the paper: 50)")
-    residual: bool = option(False, "residual connection from the first to the second LSTM layer (§3.1)")
+    residual: bool = option(True, "residual connection from the first to the second LSTM layer (§3.1; on by default: "
+                            "it cut validation perplexity from 126 / 120 to 97 / 96 in the same 4 epochs, "
+                            "results/experiments/residual); --no-residual turns it off")
     proj_size: int = option(0, "LSTM projection: --hidden-size cells projected to this width (the paper: 4096 → "
                             "512); then --embedding-dim must equal it. 0 = none")
     train_file: str | None = option(None, "train on your own corpus instead of AG News: a UTF-8 text file with one "
