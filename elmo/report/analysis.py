@@ -180,6 +180,103 @@ def _context(res: dict) -> list[str]:
     return [_context_word(item) for item in context]
 
 
+def _points(x: float) -> str:
+    return f"{x * 100:+.2f}"
+
+
+def _verdict(c: dict, alpha: float = 0.05) -> str:
+    """``significant`` / ``not significant`` at ``alpha`` for one comparison of ``seeds.json``."""
+    if c["p_value"] is None:
+        return "untestable with one seed"
+    return ("significant" if c["p_value"] < alpha else "not significant") + f" at {alpha}"
+
+
+def _comparison_sentence(c: dict) -> str:
+    """One paired comparison of ``seeds.json``: mean difference, CI, p, wins, McNemar per seed."""
+    ci = "" if c["ci95"] is None else f" (95% CI [{_points(c['ci95'][0])}, {_points(c['ci95'][1])}])"
+    p = "n/a" if c["p_value"] is None else f"{c['p_value']:.3g}"
+    text = (f"{LABELS.get(c['a'], c['a'])} − {LABELS.get(c['b'], c['b'])}: {_points(c['mean_difference'])} test "
+            f"accuracy points{ci}, paired t-test p = {p} over {c['n']} seeds, ahead in {c['wins']} of {c['n']}: "
+            f"{_verdict(c)}")
+    per_seed = c.get("mcnemar_per_seed") or []
+    if per_seed:
+        significant = sum(m["p_value"] < 0.05 for m in per_seed)
+        text += f"; McNemar's test on the test documents: p < 0.05 in {significant} of {len(per_seed)} seeds"
+    return text + "."
+
+
+def seed_comparison(study: dict, a: str, b: str, metric: str = "test_accuracy") -> dict | None:
+    """The entry of ``seeds.json``'s comparisons for ``a`` vs ``b`` on ``metric`` (``None`` when absent)."""
+    return next((c for c in study["comparisons"] if (c["a"], c["b"], c["metric"]) == (a, b, metric)), None)
+
+
+def best_over_seeds(study: dict) -> str:
+    """The ELMo setting with the highest mean test accuracy over the study's seeds."""
+    elmo = [m for m in MIX_SETTINGS if m in study["methods"]]
+    return max(elmo, key=lambda m: study["methods"][m]["summary"]["test_accuracy"]["mean"])
+
+
+def _seeds(res: dict) -> list[str]:
+    """The headline over seeds (``seeds.json``): mean ± std per method, then the paired comparisons."""
+    study = res.get("seeds")
+    if not study:
+        return []
+    summary = {m: e["summary"]["test_accuracy"] for m, e in study["methods"].items()}
+    seeds = ", ".join(map(str, study["seeds"]))
+    text = [f"Over {len(study['seeds'])} seeds ({seeds}; each seed re-trains the biLM and every classifier and "
+            "re-draws the validation split's shuffling, the initialisation and dropout), test accuracy mean ± std: "
+            + "; ".join(f"{LABELS.get(m, m)} {v['mean']:.4f} ± {v['std'] or 0:.4f}" for m, v in summary.items()) + "."]
+    best = best_over_seeds(study)
+    for b in ("word2vec", "svd", "tfidf_logreg"):
+        c = seed_comparison(study, best, b)
+        if c:
+            text.append(_comparison_sentence(c))
+    stds = [v["std"] for v in summary.values() if v["std"] is not None]
+    if stds:
+        text.append(f"The seed-to-seed standard deviation of one method's test accuracy is {min(stds) * 100:.2f}–"
+                    f"{max(stds) * 100:.2f} points, so a single-seed difference of that size is noise.")
+    return text
+
+
+def _seeds_settings(res: dict) -> list[str]:
+    """The ELMo settings against each other over seeds, and the gated learned function against the MLP."""
+    study = res.get("seeds")
+    if not study:
+        return []
+    pairs = [(a, b) for i, a in enumerate(MIX_SETTINGS) for b in MIX_SETTINGS[i + 1:]]
+    pairs.append(("learned_function", "learned_function_mlp"))
+    return [_comparison_sentence(c) for a, b in pairs if (c := seed_comparison(study, a, b))]
+
+
+def _targets(res: dict) -> list[str]:
+    """The seeds-study issue's targets, each met or not, from ``seeds.json``."""
+    study = res.get("seeds")
+    if not study:
+        return []
+    acc = {m: e["summary"]["test_accuracy"]["mean"] for m, e in study["methods"].items()}
+    best = best_over_seeds(study)
+    text = []
+    w2v = seed_comparison(study, best, "word2vec")
+    if w2v:
+        met = w2v["mean_difference"] >= 0.01 and w2v["p_value"] is not None and w2v["p_value"] < 0.05
+        text.append(f"Best ELMo setting ≥ Word2Vec + 1.0 point with p < 0.05: {'met' if met else 'not met'} "
+                    f"({_points(w2v['mean_difference'])} points, p = {w2v['p_value']}).")
+    if "tfidf_logreg" in acc:
+        gap = acc[best] - acc["tfidf_logreg"]
+        text.append(f"Best ELMo setting ≥ TF-IDF + LR + 1.5 points: {'met' if gap >= 0.015 else 'not met'} "
+                    f"({_points(gap)} points).")
+    settings = [m for m in MIX_SETTINGS if m in acc]
+    spread = acc[best] - min(acc[m] for m in settings)
+    text.append(f"All ELMo settings within 1.0 point of the best: {'met' if spread <= 0.01 else 'not met'} "
+                f"(largest gap {spread * 100:.2f} points).")
+    ppl = study.get("bilm", {}).get("summary", {})
+    if "test_forward_perplexity" in ppl:
+        f, b = ppl["test_forward_perplexity"]["mean"], ppl["test_backward_perplexity"]["mean"]
+        text.append(f"biLM test perplexity ≤ 90 in both directions: {'met' if max(f, b) <= 90 else 'not met'} "
+                    f"(mean over seeds: forward {f:.1f}, backward {b:.1f}).")
+    return text
+
+
 def analysis(res: dict) -> dict[str, list[str]]:
     """The report's comparative sentences, each computed from the numbers in ``res``.
 
@@ -191,15 +288,20 @@ def analysis(res: dict) -> dict[str, list[str]]:
         ``summary`` (its first two sentences, for the report's opening), ``lambda`` (layer mixes and
         weights), ``init`` (Word2Vec-initialised biLM; empty without that run), ``diagnostics`` (a
         sentence per diagnostic run), ``diagnostics_reference`` (what the diagnostic table compares with;
-        empty without diagnostic sentences), ``head`` (baselines' head vs the ELMo run's) and ``context``
-        (per context word, or a sentence saying there is none).
+        empty without diagnostic sentences), ``head`` (baselines' head vs the ELMo run's), ``context``
+        (per context word, or a sentence saying there is none), and from ``seeds.json`` when the study has
+        run (else empty): ``seeds`` (mean ± std per method, the best setting against each baseline with
+        paired tests), ``seeds_settings`` (the settings against each other, gate vs MLP) and ``targets``.
+        With a study, ``summary`` is its first two sentences.
 
     Raises:
         KeyError: ``res`` lacks a key the sentences need.
     """
     elmo_vs_static = _elmo_vs_static(res)
     diagnostics = _diagnostics(res)
-    return {"elmo_vs_static": elmo_vs_static, "summary": elmo_vs_static[:2], "lambda": _lambda(res),
+    seeds = _seeds(res)
+    return {"elmo_vs_static": elmo_vs_static, "summary": seeds[:2] or elmo_vs_static[:2], "lambda": _lambda(res),
+            "seeds": seeds, "seeds_settings": _seeds_settings(res), "targets": _targets(res),
             "init": _init(res), "diagnostics": diagnostics,
             "diagnostics_reference": _diagnostics_reference(res) if diagnostics else [],
             "head": _head(res), "context": _context(res)}

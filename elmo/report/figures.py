@@ -1,7 +1,8 @@
 """The report's summary figures, drawn from the results JSON into ``images/``.
 
-Owns :func:`plot_method_comparison`, :func:`plot_lambdas`, :func:`plot_validation_curves` and
-:func:`draw_figures` (all three, under the names the PDF layout places). The per-method confusion
+Owns :func:`plot_method_comparison`, :func:`plot_lambdas`, :func:`plot_validation_curves`,
+:func:`plot_seeds` (``seeds.json``) and :func:`draw_figures` (all of them, under the names the PDF
+layout places). The per-method confusion
 matrices and the LM loss curves are not drawn here: they are the PNGs the training pipelines wrote.
 """
 
@@ -22,7 +23,7 @@ from .results import LABELS, methods  # noqa: E402
 
 #: The file each summary figure is written to, inside the images folder.
 FIGURES = {"method_comparison": "method_comparison.png", "lambdas": "lambda_weights.png",
-           "validation_curves": "validation_curves.png"}
+           "validation_curves": "validation_curves.png", "seeds": "seeds.png"}
 
 
 def plot_method_comparison(res: dict, path: str | os.PathLike) -> None:
@@ -92,9 +93,37 @@ def plot_validation_curves(res: dict, path: str | os.PathLike) -> None:
     save_figure(fig, path)
 
 
+def plot_seeds(study: dict, path: str | os.PathLike) -> None:
+    """Save to ``path`` (PNG) every seed's test accuracy per method of ``seeds.json`` (one point per seed,
+    labelled by the seed) with the mean and its 95% confidence interval."""
+    names = list(study["methods"])
+    fig, ax = plt.subplots(figsize=(8, 4))
+    markers = "osD^v<>p*h"
+    for i, name in enumerate(names):
+        entry = study["methods"][name]
+        summary = entry["summary"]["test_accuracy"]
+        if summary["ci95"] is not None:
+            lo, hi = summary["ci95"]
+            ax.errorbar(i, summary["mean"], yerr=[[summary["mean"] - lo], [hi - summary["mean"]]], fmt="_",
+                        color="black", markersize=18, capsize=4, linewidth=1, zorder=1)
+        else:
+            ax.plot(i, summary["mean"], "_", color="black", markersize=18)
+        for k, (seed, value) in enumerate(zip(study["seeds"], entry["test_accuracy"])):
+            ax.scatter(i + (k - (len(study["seeds"]) - 1) / 2) * 0.08, value, marker=markers[k % len(markers)],
+                       s=22, color=f"C{k}", label=f"seed {seed}" if i == 0 else None, zorder=2)
+    short = {"svd": "SVD\n(PPMI)", "tfidf_logreg": "TF-IDF\n+ log. reg."}
+    ax.set_xticks(range(len(names)), [short.get(m, LABELS.get(m, m).replace(" (same head)", "").replace(", ", "\n"))
+                                      for m in names], fontsize=7)
+    ax.set_ylabel("test accuracy")
+    ax.set_title(f"Every seed's test accuracy; bar: mean and 95% CI ({len(study['seeds'])} seeds)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower left")
+    save_figure(fig, path)
+
+
 def draw_figures(res: dict, images_dir: str | os.PathLike) -> None:
-    """Draw the three summary figures of ``res`` (:func:`~elmo.report.results.load_results`) into
-    ``images_dir``, under the names in :data:`FIGURES`.
+    """Draw the summary figures of ``res`` (:func:`~elmo.report.results.load_results`) into
+    ``images_dir``, under the names in :data:`FIGURES` (the seeds figure only when ``res["seeds"]``).
 
     Raises:
         ElmoError: ``res`` holds no λ weights (:func:`plot_lambdas`).
@@ -104,3 +133,5 @@ def draw_figures(res: dict, images_dir: str | os.PathLike) -> None:
     plot_method_comparison(res, images / FIGURES["method_comparison"])
     plot_lambdas(res, images / FIGURES["lambdas"])
     plot_validation_curves(res, images / FIGURES["validation_curves"])
+    if res.get("seeds"):
+        plot_seeds(res["seeds"], images / FIGURES["seeds"])

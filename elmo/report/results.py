@@ -24,7 +24,8 @@ from ..pipelines.pretraining import PretrainConfig
 STATIC = ("word2vec", "svd")
 #: Display name of every method (ELMo settings and baselines).
 LABELS = {"trainable_lambda": "ELMo, trainable λ", "frozen_lambda": "ELMo, frozen λ",
-          "learned_function": "ELMo, learned function", "word2vec": "Word2Vec (same head)",
+          "learned_function": "ELMo, learned function", "learned_function_mlp": "ELMo, learned function (MLP)",
+          "word2vec": "Word2Vec (same head)",
           "svd": "SVD / PPMI (same head)", "tfidf_logreg": "TF-IDF + logistic regression"}
 
 #: Config keys that name folders or output options, or otherwise do not change what a run computes
@@ -82,8 +83,9 @@ def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathL
         experiments_dir: folder of diagnostic runs, one sub-folder each (skipped when ``None`` or absent).
 
     Returns:
-        ``{"lm", "classification", "baselines", "experiments": {name: {"lm": dict | None,
-        "classification": dict | None}}, "init"}`` where ``init`` pairs a diagnostic run with its
+        ``{"lm", "classification", "baselines", "seeds", "experiments": {name: {"lm": dict | None,
+        "classification": dict | None}}, "init"}`` where ``seeds`` is ``seeds.json`` (the seeds study,
+        :mod:`elmo.pipelines.study`) or ``None`` when it has not been run, and ``init`` pairs a diagnostic run with its
         :func:`reference_run` when the two differ in ``--init-embeddings``: ``{"name", "reference",
         "none": run, "word2vec": run}`` (or ``None``).
 
@@ -92,6 +94,7 @@ def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathL
     """
     results = Path(results_dir)
     out = {name: _read_json(results / f"{name}.json") for name in ("lm", "classification", "baselines")}
+    out["seeds"] = _read_json(results / "seeds.json") if (results / "seeds.json").is_file() else None
     out["experiments"] = _load_experiments(experiments_dir)
     out["init"] = _init_pair(out)
     return out

@@ -1,6 +1,7 @@
 """The report's comparison tables as Markdown (``python -m elmo report --markdown``, for README.md).
 
-Owns :func:`markdown_table` (every method) and :func:`experiments_table` (every diagnostic run), and
+Owns :func:`markdown_table` (every method), :func:`seeds_table` and :func:`comparisons_table` (the seeds
+study), :func:`experiments_table` (every diagnostic run), and
 :func:`perplexities`, the biLM test-perplexity cell they share with the PDF's tables.
 """
 
@@ -62,3 +63,47 @@ def experiments_table(res: dict) -> str:
                          f"{perplexities(exp.get('lm'), '(reference biLM)')} | "
                          f"{m['test']['accuracy']:.4f} | {m['test']['f1']:.4f} | {delta} |")
     return "\n".join(lines)
+
+
+def seeds_rows(study: dict) -> list[list[str]]:
+    """Header and one row per method of ``seeds.json``: test accuracy mean ± std, its 95% CI, every seed's
+    value, test macro-F1 mean ± std (shared by the Markdown table and the PDF)."""
+    rows = [["method", "test accuracy, mean ± std", "95% CI", "per seed (" + ", ".join(map(str, study["seeds"])) + ")",
+             "test macro-F1, mean ± std"]]
+    for name, entry in study["methods"].items():
+        acc, f1 = entry["summary"]["test_accuracy"], entry["summary"]["test_f1"]
+        ci = "–" if acc["ci95"] is None else f"{acc['ci95'][0]:.4f} – {acc['ci95'][1]:.4f}"
+        rows.append([LABELS.get(name, name), f"{acc['mean']:.4f} ± {acc['std'] or 0:.4f}", ci,
+                     ", ".join(f"{v:.4f}" for v in entry["test_accuracy"]), f"{f1['mean']:.4f} ± {f1['std'] or 0:.4f}"])
+    return rows
+
+
+def comparison_rows(study: dict) -> list[list[str]]:
+    """Header and one row per test-accuracy comparison of ``seeds.json``: a − b in points, 95% CI, paired
+    t-test p, seeds where a is ahead, and in how many seeds McNemar's test has p < 0.05."""
+    rows = [["a − b (test accuracy)", "mean, points", "95% CI, points", "p (paired t)", "a ahead", "McNemar p < 0.05"]]
+    for c in study["comparisons"]:
+        if c["metric"] != "test_accuracy":
+            continue
+        ci = "–" if c["ci95"] is None else f"{c['ci95'][0] * 100:+.2f} – {c['ci95'][1] * 100:+.2f}"
+        per_seed = c.get("mcnemar_per_seed") or []
+        mc = f"{sum(m['p_value'] < 0.05 for m in per_seed)} of {len(per_seed)} seeds" if per_seed else "–"
+        p = "–" if c["p_value"] is None else f"{c['p_value']:.3g}"
+        rows.append([f"{LABELS.get(c['a'], c['a'])} − {LABELS.get(c['b'], c['b'])}", f"{c['mean_difference'] * 100:+.2f}",
+                     ci, p, f"{c['wins']} of {c['n']}", mc])
+    return rows
+
+
+def _markdown(rows: list[list[str]]) -> str:
+    return "\n".join(["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
+                     + ["| " + " | ".join(r) + " |" for r in rows[1:]])
+
+
+def seeds_table(study: dict) -> str:
+    """:func:`seeds_rows` as a Markdown table."""
+    return _markdown(seeds_rows(study))
+
+
+def comparisons_table(study: dict) -> str:
+    """:func:`comparison_rows` as a Markdown table."""
+    return _markdown(comparison_rows(study))
