@@ -221,24 +221,28 @@ def seed_results(config: StudyConfig, seed: int) -> dict[str, dict]:
 
 
 def _comparisons(per_seed: dict[int, dict[str, dict]], seeds: list[int], labels: list[int] | None) -> list[dict]:
-    """Paired comparisons (over seeds, and McNemar per seed) of the pairs the study is about."""
-    elmo = [m for m in (*ELMO_SETTINGS, "learned_function_mlp") if all(m in per_seed[s] for s in seeds)]
-    base = [m for m in BASELINES if all(m in per_seed[s] for s in seeds)]
-    pairs = [(a, b) for a in elmo if a != "learned_function_mlp" for b in base]
-    pairs += [(a, b) for i, a in enumerate(ELMO_SETTINGS) for b in ELMO_SETTINGS[i + 1:] if a in elmo and b in elmo]
-    if "learned_function_mlp" in elmo and "learned_function" in elmo:
+    """Paired comparisons (over seeds, and McNemar per seed) of the pairs the study is about, each over the
+    seeds of ``seeds`` where both methods finished (recorded as ``"seeds"``)."""
+    present = [m for m in (*ELMO_SETTINGS, "learned_function_mlp", *BASELINES) if any(m in per_seed[s] for s in seeds)]
+    elmo = [m for m in ELMO_SETTINGS if m in present]
+    pairs = [(a, b) for a in elmo for b in BASELINES if b in present]
+    pairs += [(a, b) for i, a in enumerate(elmo) for b in elmo[i + 1:]]
+    if "learned_function_mlp" in present and "learned_function" in present:
         pairs.append(("learned_function", "learned_function_mlp"))
     out = []
     for a, b in pairs:
+        common = [s for s in seeds if a in per_seed[s] and b in per_seed[s]]
+        if not common:
+            continue
         for metric in ("test_accuracy", "test_f1"):
             split, key = metric.split("_")
-            xs = [per_seed[s][a][split][key] for s in seeds]
-            ys = [per_seed[s][b][split][key] for s in seeds]
-            entry = {"a": a, "b": b, "metric": metric, **paired_over_seeds(xs, ys)}
+            xs = [per_seed[s][a][split][key] for s in common]
+            ys = [per_seed[s][b][split][key] for s in common]
+            entry = {"a": a, "b": b, "metric": metric, "seeds": common, **paired_over_seeds(xs, ys)}
             if metric == "test_accuracy" and labels is not None:
                 entry["mcnemar_per_seed"] = [
                     {"seed": s, **mcnemar(labels, per_seed[s][a]["test_predictions"], per_seed[s][b]["test_predictions"])}
-                    for s in seeds if "test_predictions" in per_seed[s][a] and "test_predictions" in per_seed[s][b]]
+                    for s in common if "test_predictions" in per_seed[s][a] and "test_predictions" in per_seed[s][b]]
             out.append(entry)
     return out
 
@@ -252,25 +256,28 @@ def _test_labels(config: StudyConfig) -> list[int] | None:
 
 
 def aggregate(config: StudyConfig, record: dict[str, dict] | None = None) -> dict[str, Any]:
-    """``results/seeds.json`` from the seeds whose parts have all finished (see the module docstring).
+    """``results/seeds.json`` from the seeds whose biLM, ELMo settings and baselines have all finished (see the
+    module docstring); the optional mlp part counts over the seeds where it finished (``methods[m]["seeds"]``).
 
     Raises:
         ElmoError: no seed has finished.
     """
     per_seed = {s: seed_results(config, s) for s in config.seeds}
-    wanted = set(ELMO_SETTINGS if "classify" in config.parts else ()) | set(
-        BASELINES if "baselines" in config.parts else ()) | ({"learned_function_mlp"} if "mlp" in config.parts else set())
-    seeds = [s for s in config.seeds if wanted <= set(per_seed[s]) and "lm" in per_seed[s]]
+    core = set(ELMO_SETTINGS if "classify" in config.parts else ()) | set(BASELINES if "baselines" in config.parts else ())
+    seeds = [s for s in config.seeds if core <= set(per_seed[s]) and "lm" in per_seed[s]]
     if not seeds:
         raise ElmoError(f"no seed of {list(config.seeds)} has finished all its parts under {config.out_dir}")
     methods: dict[str, dict] = {}
-    for m in [m for m in (*ELMO_SETTINGS, "learned_function_mlp", *BASELINES) if m in wanted]:
-        values = {metric: [per_seed[s][m][metric.split("_")[0]][metric.split("_")[1]] for s in seeds]
+    for m in (*ELMO_SETTINGS, "learned_function_mlp", *BASELINES):
+        have = [s for s in seeds if m in per_seed[s]]  # the mlp part may have finished for fewer seeds
+        if not have:
+            continue
+        values = {metric: [per_seed[s][m][metric.split("_")[0]][metric.split("_")[1]] for s in have]
                   for metric in METRICS}
-        methods[m] = {**values, "summary": {k: summarize(v) for k, v in values.items()},
-                      "best_epoch": [per_seed[s][m].get("best_epoch") for s in seeds]}
+        methods[m] = {"seeds": have, **values, "summary": {k: summarize(v) for k, v in values.items()},
+                      "best_epoch": [per_seed[s][m].get("best_epoch") for s in have]}
         if m in ELMO_SETTINGS:
-            methods[m]["lambdas"] = [per_seed[s][m].get("lambdas") for s in seeds]
+            methods[m]["lambdas"] = [per_seed[s][m].get("lambdas") for s in have]
     lm = {f"{split}_{d}_perplexity": [per_seed[s]["lm"][split][f"{d}_perplexity"] for s in seeds]
           for split in ("val", "test") for d in ("forward", "backward")}
     lm["seconds"] = [per_seed[s]["lm"].get("seconds") for s in seeds]

@@ -108,7 +108,8 @@ def plot_seeds(study: dict, path: str | os.PathLike) -> None:
                         color="black", markersize=18, capsize=4, linewidth=1, zorder=1)
         else:
             ax.plot(i, summary["mean"], "_", color="black", markersize=18)
-        for k, (seed, value) in enumerate(zip(study["seeds"], entry["test_accuracy"])):
+        for seed, value in zip(entry.get("seeds", study["seeds"]), entry["test_accuracy"]):
+            k = study["seeds"].index(seed)
             ax.scatter(i + (k - (len(study["seeds"]) - 1) / 2) * 0.08, value, marker=markers[k % len(markers)],
                        s=22, color=f"C{k}", label=f"seed {seed}" if i == 0 else None, zorder=2)
     short = {"svd": "SVD\n(PPMI)", "tfidf_logreg": "TF-IDF\n+ log. reg."}

@@ -149,16 +149,19 @@ def experiment_changes(res: dict, name: str) -> list[str]:
     """What the diagnostic run ``name`` of ``res`` (:func:`load_results`) changed relative to the main run.
 
     Returns:
-        ``"key: value"`` entries: its precision when it differs, then its biLM flags and its classifier
-        flags (:func:`config_changes`), and a different biLM fingerprint when it reused another biLM.
+        ``"key: value"`` entries: its precision when it differs from the main run's, then its biLM flags and
+        its classifier flags that differ from its :func:`reference_run`'s (:func:`config_changes`; an fp32
+        run is described against ``fp32_main``), and a different biLM fingerprint when it reused another biLM.
     """
     exp = res["experiments"][name]
+    ref_name, ref_classification = reference_run(res, exp["classification"])
+    ref_lm = (res["experiments"].get(ref_name) or {}).get("lm") or res["lm"]
     changes = []
     if run_precision(exp["classification"]) != run_precision(res["classification"]):
         changes.append(f"precision: {run_precision(exp['classification'])}")
     if exp.get("lm"):
-        changes += config_changes(res["lm"].get("config", {}), exp["lm"].get("config", {}), _defaults(PretrainConfig))
-    changes += config_changes(res["classification"].get("config", {}), exp["classification"].get("config", {}),
+        changes += config_changes(ref_lm.get("config", {}), exp["lm"].get("config", {}), _defaults(PretrainConfig))
+    changes += config_changes(ref_classification.get("config", {}), exp["classification"].get("config", {}),
                               _defaults(ClassifyConfig))
     main_bilm = res["classification"].get("meta", {}).get("bilm_fingerprint")
     bilm = exp["classification"].get("meta", {}).get("bilm_fingerprint")

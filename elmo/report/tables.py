@@ -73,8 +73,11 @@ def seeds_rows(study: dict) -> list[list[str]]:
     for name, entry in study["methods"].items():
         acc, f1 = entry["summary"]["test_accuracy"], entry["summary"]["test_f1"]
         ci = "–" if acc["ci95"] is None else f"{acc['ci95'][0]:.4f} – {acc['ci95'][1]:.4f}"
-        rows.append([LABELS.get(name, name), f"{acc['mean']:.4f} ± {acc['std'] or 0:.4f}", ci,
-                     ", ".join(f"{v:.4f}" for v in entry["test_accuracy"]), f"{f1['mean']:.4f} ± {f1['std'] or 0:.4f}"])
+        values = ", ".join(f"{v:.4f}" for v in entry["test_accuracy"])
+        if entry.get("seeds", study["seeds"]) != study["seeds"]:
+            values = f"seeds {', '.join(map(str, entry['seeds']))}: {values}"
+        rows.append([LABELS.get(name, name), f"{acc['mean']:.4f} ± {acc['std'] or 0:.4f}", ci, values,
+                     f"{f1['mean']:.4f} ± {f1['std'] or 0:.4f}"])
     return rows
 
 

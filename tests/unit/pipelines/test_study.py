@@ -119,3 +119,21 @@ def test_aggregate_without_a_finished_seed_is_an_error(tmp_path):
         aggregate(StudyConfig(seeds=(0,), out_dir=str(tmp_path), results=str(tmp_path / "s.json")))
     with pytest.raises(ElmoError, match="--seeds"):
         StudyConfig(seeds=(1, 1)).check()
+
+
+def test_a_seed_without_the_mlp_part_still_counts_for_everything_else(tmp_path):
+    rows = make_rows(200, seed=4)
+    write_csv(tmp_path / "data" / "test.csv", rows)
+    labels = [r[0] - 1 for r in rows]
+    rng = np.random.default_rng(1)
+    for seed in (0, 1, 2):
+        write_seed(tmp_path / "runs", seed, {"trainable_lambda": 0.9, "frozen_lambda": 0.89, "learned_function": 0.9,
+                                             "mlp": 0.88, "word2vec": 0.87, "svd": 0.86, "tfidf_logreg": 0.85},
+                   labels, rng)
+    (tmp_path / "runs" / "seed_2" / "results_mlp" / "classification.json").unlink()
+    out = aggregate(StudyConfig(seeds=(0, 1, 2), out_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
+                                results=str(tmp_path / "seeds.json")))
+    assert out["seeds"] == [0, 1, 2] and out["methods"]["word2vec"]["seeds"] == [0, 1, 2]
+    assert out["methods"]["learned_function_mlp"]["seeds"] == [0, 1]
+    mlp = next(c for c in out["comparisons"] if c["b"] == "learned_function_mlp" and c["metric"] == "test_accuracy")
+    assert mlp["seeds"] == [0, 1] and mlp["n"] == 2 and len(mlp["mcnemar_per_seed"]) == 2
