@@ -225,7 +225,8 @@ def _seeds(res: dict) -> list[str]:
     seeds = ", ".join(map(str, study["seeds"]))
     text = [f"Over {len(study['seeds'])} seeds ({seeds}; each seed re-trains the biLM and every classifier and "
             "re-draws the validation split's shuffling, the initialisation and dropout), test accuracy mean ± std: "
-            + "; ".join(f"{LABELS.get(m, m)} {v['mean']:.4f} ± {v['std'] or 0:.4f}" for m, v in summary.items()) + "."]
+            + "; ".join(f"{LABELS.get(m, m)} {v['mean']:.4f} " + (f"± {v['std']:.4f}" if v["std"] is not None
+                        else "(one seed)") for m, v in summary.items()) + "."]
     best = best_over_seeds(study)
     for b in ("word2vec", "svd", "tfidf_logreg"):
         c = seed_comparison(study, best, b)
@@ -260,7 +261,8 @@ def _targets(res: dict) -> list[str]:
     if w2v:
         met = w2v["mean_difference"] >= 0.01 and w2v["p_value"] is not None and w2v["p_value"] < 0.05
         text.append(f"Best ELMo setting ≥ Word2Vec + 1.0 point with p < 0.05: {'met' if met else 'not met'} "
-                    f"({_points(w2v['mean_difference'])} points, p = {w2v['p_value']}).")
+                    f"({_points(w2v['mean_difference'])} points, p = "
+                    + ("n/a" if w2v["p_value"] is None else f"{w2v['p_value']:.3g}") + ").")
     if "tfidf_logreg" in acc:
         gap = acc[best] - acc["tfidf_logreg"]
         text.append(f"Best ELMo setting ≥ TF-IDF + LR + 1.5 points: {'met' if gap >= 0.015 else 'not met'} "

@@ -76,8 +76,9 @@ def seeds_rows(study: dict) -> list[list[str]]:
         values = ", ".join(f"{v:.4f}" for v in entry["test_accuracy"])
         if entry.get("seeds", study["seeds"]) != study["seeds"]:
             values = f"seeds {', '.join(map(str, entry['seeds']))}: {values}"
-        rows.append([LABELS.get(name, name), f"{acc['mean']:.4f} ± {acc['std'] or 0:.4f}", ci, values,
-                     f"{f1['mean']:.4f} ± {f1['std'] or 0:.4f}"])
+        rows.append([LABELS.get(name, name), f"{acc['mean']:.4f} ± {acc['std']:.4f}" if acc["std"] is not None
+                     else f"{acc['mean']:.4f} (one seed)", ci, values,
+                     f"{f1['mean']:.4f} ± {f1['std']:.4f}" if f1["std"] is not None else f"{f1['mean']:.4f}"])
     return rows
 
 
