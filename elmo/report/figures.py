@@ -112,7 +112,8 @@ def plot_seeds(study: dict, path: str | os.PathLike) -> None:
             k = study["seeds"].index(seed)
             ax.scatter(i + (k - (len(study["seeds"]) - 1) / 2) * 0.08, value, marker=markers[k % len(markers)],
                        s=22, color=f"C{k}", label=f"seed {seed}" if i == 0 else None, zorder=2)
-    short = {"svd": "SVD\n(PPMI)", "tfidf_logreg": "TF-IDF\n+ log. reg."}
+    short = {"svd": "SVD\n(PPMI)", "tfidf_logreg": "TF-IDF\n+ log. reg.", "learned_function": "ELMo\nlearned (gate)",
+             "learned_function_mlp": "ELMo\nlearned (MLP)"}
     ax.set_xticks(range(len(names)), [short.get(m, LABELS.get(m, m).replace(" (same head)", "").replace(", ", "\n"))
                                       for m in names], fontsize=7)
     ax.set_ylabel("test accuracy")
