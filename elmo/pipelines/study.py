@@ -177,9 +177,7 @@ def run_parts(config: StudyConfig, parts: list[Part], say=print) -> dict[str, di
                 say(f"[study] {p.key}: started (log {p.log})")
         if not running:
             break
-        pid, status, usage = os.wait4(-1, 0)
-        if pid not in running:
-            continue
+        pid, status, usage = _wait_any(list(running))
         p, proc, started = running.pop(pid)
         proc.returncode = os.waitstatus_to_exitcode(status)
         seconds = time.perf_counter() - started
@@ -194,6 +192,17 @@ def run_parts(config: StudyConfig, parts: list[Part], say=print) -> dict[str, di
         raise ElmoError("study parts failed: " + ", ".join(f"seed_{s}/{n}" for s, n in sorted(failed))
                         + f" (see their logs under {config.out_dir}/seed_*/logs/)")
     return record
+
+
+def _wait_any(pids: list[int]) -> tuple[int, int, "os.struct_rusage"]:
+    """Wait until one of ``pids`` (our children) ends; ``(pid, wait status, its resource usage)``. Polls each
+    pid rather than ``wait4(-1)``, which could reap a child that is not ours (a caller's own subprocess)."""
+    while True:
+        for pid in pids:
+            done, status, usage = os.wait4(pid, os.WNOHANG)
+            if done:
+                return done, status, usage
+        time.sleep(0.2)
 
 
 def _load(path: Path) -> dict | None:

@@ -46,7 +46,7 @@ def test_scheduler_runs_dependencies_first_resumes_and_records_time_and_memory(t
     lines: list[str] = []
     record = run_parts(config, parts, lines.append)
     assert set(record) == {f"seed_{s}/{n}" for s in (0, 1) for n in ("pretrain", "classify")}
-    assert all(r["returncode"] == 0 and r["seconds"] > 0 and r["peak_rss_mb"] > 1 for r in record.values())
+    assert all(r["returncode"] == 0 and r["seconds"] > 0 and r["peak_rss_mb"] > 1 for r in record.values()), record
     assert json.loads((tmp_path / "parts.json").read_text()) == record
     started = [line.split()[1] for line in lines if line.endswith(".log)")]
     assert started.index("seed_0/classify:") > started.index("seed_0/pretrain:")
