@@ -152,9 +152,7 @@ def run_parts(config: StudyConfig, parts: list[Part], say=print) -> dict[str, di
         ElmoError: a part failed (its log named); the others that do not depend on it are finished first.
     """
     record_path = Path(config.out_dir) / "parts.json"
-    record: dict[str, dict] = {}
-    if record_path.is_file():
-        record = json.loads(record_path.read_text(encoding="utf-8"))
+    record: dict[str, dict] = _load(record_path) or {}
     todo = [p for p in parts if not p.done_file.is_file()]
     for p in parts:
         if p.done_file.is_file():
