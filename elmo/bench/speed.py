@@ -344,8 +344,8 @@ def section_embedding(cfg: BenchConfig) -> dict[str, Any]:
 
 
 def section_classifier(cfg: BenchConfig) -> dict[str, Any]:
-    """Classifier training documents/s per setting, with and without the biLM layer cache; cache fill
-    rate and size; prediction documents/s."""
+    """Classifier training documents/s per setting, with the biLM layer cache in memory, on disk
+    (:mod:`elmo.data.layer_store`) and without it; cache fill rate and size; prediction documents/s."""
     cap_kernel_caches(256)  # as classification.py
     device, amp_dtype = _setup(cfg)
     clf = ClassifyConfig(data_dir=cfg.data_dir, seed=cfg.seed)
@@ -354,20 +354,24 @@ def section_classifier(cfg: BenchConfig) -> dict[str, Any]:
     bilm.to(device)
     per_run = cfg.classifier_batches
     docs = train.subset(np.arange(min(len(train), 100 * per_run * (cfg.repeats + 1))))
-    plain, cached = (encode_corpus(docs.tokens, vocab, docs.labels, clf.max_length, bilm.config.chars_per_token)
-                      for _ in range(2))
+    plain, cached, on_disk = (encode_corpus(docs.tokens, vocab, docs.labels, clf.max_length, bilm.config.chars_per_token)
+                              for _ in range(3))
     start = time.perf_counter()
     layers = compute_layers(bilm, cached, device, amp_dtype)
     fill_seconds = time.perf_counter() - start
     cached.attach_layers(layers)
+    start = time.perf_counter()
+    on_disk.attach_layers(compute_layers(bilm, on_disk, device, amp_dtype, kind="disk"))
+    disk_fill_seconds = time.perf_counter() - start
     batches = plain.batches(clf.batch_size, clf.max_tokens, shuffle=True, seed=cfg.seed)
     out: dict[str, Any] = {"bilm": source, "documents": len(docs), "mean_tokens": float(plain.lengths.mean()),
                            "cache": {"tokens_per_second": cached.num_tokens / fill_seconds,
-                                     "bytes_per_token": layers[0].numel() * layers.element_size()},
+                                     "disk_tokens_per_second": cached.num_tokens / disk_fill_seconds,
+                                     "bytes_per_token": layers.nbytes // layers.num_tokens},
                            "train_docs_per_second": {}, "predict_docs_per_second": {}}
     for setting in MIX_SETTINGS:
         out["train_docs_per_second"][setting] = {}
-        for name, corpus in (("cached", cached), ("uncached", plain)):
+        for name, corpus in (("cached", cached), ("cached_on_disk", on_disk), ("uncached", plain)):
             set_seed(cfg.seed)
             model = ElmoClassifier(bilm, clf.classifier_config(setting)).to(device)
             runs = _median_runs(cfg, batches, per_run,
@@ -398,9 +402,10 @@ def section_word2vec(cfg: BenchConfig) -> dict[str, Any]:
 
 
 def section_scripts(cfg: BenchConfig, threads: int) -> dict[str, Any]:
-    """Peak RSS of ``ELMO.py`` (1 epoch) and ``classification.py`` (1 setting, 1 epoch, layer cache on)
-    at the two ``--memory-docs`` sizes, and the straight line through them extrapolated to the train
-    split of ``--target-rows`` rows (epochs and settings add time, not memory)."""
+    """Peak RSS of ``ELMO.py`` (1 epoch) and ``classification.py`` (1 setting, 1 epoch; the layer cache on
+    disk as ``--cache-layers auto`` chooses, and in memory) at the two ``--memory-docs`` sizes, and the
+    straight line through them extrapolated to the train split of ``--target-rows`` rows (epochs and
+    settings add time, not memory)."""
     out: dict[str, Any] = {"documents": list(cfg.memory_docs), "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
         common = ["--data-dir", cfg.data_dir, "--seed", str(cfg.seed), "--threads", str(threads), "--quiet",
@@ -412,12 +417,14 @@ def section_scripts(cfg: BenchConfig, threads: int) -> dict[str, Any]:
             out["runs"][docs] = {
                 "ELMO.py": run_script(["-m", "elmo", "pretrain", *args]),
                 "classification.py": run_script(["-m", "elmo", "classify", *args, "--settings",
-                                                   "trainable_lambda", "--cache-layers", "on"]),
+                                                   "trainable_lambda", "--cache-layers", "disk"]),
+                "classification.py (cache in memory)": run_script(["-m", "elmo", "classify", *args, "--settings",
+                                                                   "trainable_lambda", "--cache-layers", "memory"]),
             }
     small, large = cfg.memory_docs
     target_docs = cfg.target_rows * (1 - PretrainConfig().val_fraction)
     out["projected_peak_rss_mb"] = {}
-    for script in ("ELMO.py", "classification.py"):
+    for script in out["runs"][small]:
         (_, a), (_, b) = out["runs"][small][script], out["runs"][large][script]
         slope = (b - a) / ((large - small) * (1 - PretrainConfig().val_fraction))
         out["projected_peak_rss_mb"][script] = b + slope * (target_docs - large * (1 - PretrainConfig().val_fraction))
@@ -508,7 +515,7 @@ def format_bench(r: dict[str, Any]) -> str:
              f"  {c['peak_rss_mb']:,.0f} MB"]
     for s, v in c["train_docs_per_second"].items():
         lines.append(f"{'classifier training, ' + s + ' (docs/s)':<52}{v['cached']:>14,.0f}"
-                     f"  uncached {v['uncached']:,.0f}")
+                     f"  cache on disk {v.get('cached_on_disk', float('nan')):,.0f}, uncached {v['uncached']:,.0f}")
     if "scripts" in r:
         for script, mb in r["scripts"]["projected_peak_rss_mb"].items():
             lines.append(f"{script + ' peak RSS projected for ' + format(p['target_rows'], ',') + ' rows (MB)':<52}"

@@ -16,7 +16,10 @@ import torch
 from ..errors import ElmoError
 from .batching import SINGLE, Shard, bucket_batches, eval_share, rank_share
 from .chars import scheme_table
+from .layer_store import DiskLayerStore, MemoryLayerStore
 from .vocab import Vocabulary
+
+LayerStore = MemoryLayerStore | DiskLayerStore
 
 
 class EncodedCorpus:
@@ -40,7 +43,7 @@ class EncodedCorpus:
         self.type_ids: np.ndarray | None = None  # per token, a row of char_table (character biLMs)
         self.char_table: np.ndarray | None = None
         self.types: list[str] | None = None  # the distinct tokens spelled by char_table[1:]
-        self.layers: torch.Tensor | None = None  # per token, cached biLM layers (elmo.cache)
+        self.layers: LayerStore | None = None  # per token, cached biLM layers (elmo.inference.layer_cache)
 
     def attach_chars(self, documents: Iterable[Sequence[str]], max_chars: int, scheme: str = "elmo") -> "EncodedCorpus":
         """Keep the spelling of every token so :meth:`collate` can return character ids (for a
@@ -74,18 +77,24 @@ class EncodedCorpus:
         self.char_table = np.concatenate([np.zeros((1, max_chars), dtype=np.int16), table(self.types, max_chars)])
         return self
 
-    def attach_layers(self, layers: torch.Tensor) -> "EncodedCorpus":
+    def attach_layers(self, layers: torch.Tensor | LayerStore) -> "EncodedCorpus":
         """Keep precomputed per-token biLM layers (:func:`elmo.inference.layer_cache.compute_layers`) so that
         :meth:`collate` also returns them, padded, as ``batch["layers"]``.
 
         Args:
-            layers: ``(num_tokens, L, D)``, row ``offsets[i] + k`` for token k of document i.
+            layers: a :mod:`elmo.data.layer_store` store, or a ``(num_tokens, L, D)`` tensor (kept in memory);
+                row ``offsets[i] + k`` holds token k of document i.
 
         Raises:
             ElmoError: the number of rows is not the corpus's token count.
         """
-        if layers.dim() != 3 or layers.shape[0] != self.num_tokens:
-            raise ElmoError(f"attach_layers: expected ({self.num_tokens}, L, D) layers, got {tuple(layers.shape)}")
+        if isinstance(layers, torch.Tensor):
+            if layers.dim() != 3:
+                raise ElmoError(f"attach_layers: expected ({self.num_tokens}, L, D) layers, got {tuple(layers.shape)}")
+            layers = MemoryLayerStore.of(layers)
+        if layers.num_tokens != self.num_tokens:
+            raise ElmoError(f"attach_layers: expected ({self.num_tokens}, L, D) layers, got "
+                            f"({layers.num_tokens}, {', '.join(map(str, layers.row_shape))})")
         self.layers = layers
         return self
 
@@ -119,11 +128,7 @@ class EncodedCorpus:
         if self.labels is not None:
             batch["labels"] = torch.from_numpy(self.labels[index])
         if self.layers is not None:
-            positions = np.arange(ids.shape[1])
-            valid = positions[None, :] < lengths[:, None]
-            rows = np.where(valid, self.offsets[index][:, None] + positions[None, :], 0)
-            layers = self.layers[torch.from_numpy(rows)]  # (B, T, L, D)
-            layers[torch.from_numpy(~valid)] = 0
+            layers = self.layers.gather(self.offsets[index], lengths, ids.shape[1])  # (B, T, L, D)
             batch["layers"] = layers.permute(2, 0, 1, 3)
         return batch
 

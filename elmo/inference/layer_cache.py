@@ -7,28 +7,36 @@ once, in the batches :func:`elmo.inference.prediction.predict` uses, and shared 
 token layer h_0 is not stored: for a word biLM it is an embedding lookup, recomputed per batch
 (:meth:`elmo.model.bilm.BiLM.token_layer`).
 
-The trade-off, memory for time: the cache holds ``L × D`` values per token at 16 bits
+The trade-off, storage for time: the cache holds ``L × D`` values per token at 16 bits
 (:func:`cache_dtype`: bf16 when the biLM runs in bf16, otherwise fp16, whose 11-bit significand
 keeps the LSTM outputs, bounded by the tanh and the residual sum, to a relative error of 2^-11; 2 KB
 per token at the default sizes, 2 × 512, whatever the compute precision), about 3.3 GiB for the shared
 39k-row AG News sample and 9 GiB for the full 120k-row train file (plus val and test), and it removes
 the biLM forward from every classifier step (measured in ``python -m elmo bench``). Each batch's rows
 are cast back to the compute precision when used.
-``--cache-layers auto`` caches only when that fits in half of the memory the OS reports available.
+
+Where the cache lives is :mod:`elmo.data.layer_store`'s job. ``--cache-layers auto`` (the default) writes
+it to an anonymous temporary file (:class:`~elmo.data.layer_store.DiskLayerStore`) when half of the
+temporary folder's free space holds it, so the process's memory does not grow with the corpus (the OS
+page cache keeps the file in free memory); else it keeps it in memory when it fits in half of the
+memory available; else it does not cache. ``disk``, ``memory`` (``on``) and ``off`` force a choice.
 """
 
 from __future__ import annotations
 
+import tempfile
+
 import torch
 
 from ..data.corpus import EncodedCorpus
+from ..data.layer_store import DiskLayerStore, MemoryLayerStore, disk_free
 from ..errors import ElmoError
 from ..model.bilm import BiLM
 from ..runtime import distributed
 from ..runtime.device import autocast, available_memory, to_device
 from .prediction import PREDICT_BATCH, PREDICT_MAX_TOKENS
 
-CACHE_MODES = ("auto", "on", "off")
+CACHE_MODES = ("auto", "disk", "memory", "on", "off")  # "on": memory (the mode's meaning before disk stores)
 
 
 def cache_dtype(amp_dtype: torch.dtype | None) -> torch.dtype:
@@ -42,8 +50,16 @@ def cache_bytes(bilm: BiLM, num_tokens: int, dtype: torch.dtype) -> int:
     return num_tokens * bilm.config.num_layers * bilm.output_dim * torch.empty((), dtype=dtype).element_size()
 
 
-def should_cache(mode: str, bilm: BiLM, num_tokens: int, dtype: torch.dtype) -> tuple[bool, str]:
-    """Whether ``--cache-layers mode`` caches ``num_tokens`` tokens, and why (a line for the log).
+def should_cache(mode: str, bilm: BiLM, num_tokens: int, dtype: torch.dtype,
+                 directory: str | None = None) -> tuple[str | None, str]:
+    """Where ``--cache-layers mode`` keeps the layers of ``num_tokens`` tokens, and why (a line for the log).
+
+    ``auto`` picks ``"disk"`` (:class:`~elmo.data.layer_store.DiskLayerStore` in ``directory`` or the system's
+    temporary folder) when the file fits in its free space, else ``"memory"`` when the layers fit in half of
+    the memory the OS reports available, else no cache. ``disk`` and ``memory`` (``on``) force one store.
+
+    Returns:
+        ``("disk" | "memory" | None, why)``; ``None``: no cache, the biLM runs in every step.
 
     Raises:
         ElmoError: an unknown ``mode``.
@@ -51,20 +67,27 @@ def should_cache(mode: str, bilm: BiLM, num_tokens: int, dtype: torch.dtype) -> 
     if mode not in CACHE_MODES:
         raise ElmoError(f"--cache-layers: unknown mode {mode!r} (use {', '.join(CACHE_MODES)})")
     size = cache_bytes(bilm, num_tokens, dtype)
+    gib = f"{size / 2**30:.2f} GiB for {num_tokens:,} tokens"
     if mode != "auto":
-        return mode == "on", f"--cache-layers {mode} ({size / 2**30:.2f} GiB for {num_tokens:,} tokens)"
+        kind = {"on": "memory", "off": None}.get(mode, mode)
+        return kind, f"--cache-layers {mode}" + (f": caching the biLM layers in {kind} ({gib})" if kind else "")
+    where = directory or tempfile.gettempdir()
+    free_disk = disk_free(where)
+    if free_disk is None or size <= free_disk / 2:
+        return "disk", f"caching the biLM layers in a temporary file in {where} ({gib})"
     free = available_memory()
     if free is not None:  # under torchrun every process on the node holds its own copy
         free //= distributed.context().local_world_size
     if free is not None and size > free / 2:
-        return False, (f"not caching the biLM layers: {size / 2**30:.2f} GiB > half of the {free / 2**30:.1f} GiB "
-                       "available; the biLM runs in every step instead (--cache-layers on forces it)")
-    return True, f"caching the biLM layers: {size / 2**30:.2f} GiB for {num_tokens:,} tokens"
+        return None, (f"not caching the biLM layers: {gib} exceed half of the {free_disk / 2**30:.1f} GiB free in "
+                      f"{where} and of the {free / 2**30:.1f} GiB of memory available; the biLM runs in every step "
+                      "instead (--cache-layers disk/memory forces it)")
+    return "memory", f"caching the biLM layers in memory ({gib}; too little free disk in {where})"
 
 
 @torch.no_grad()
-def compute_layers(bilm: BiLM, corpus: EncodedCorpus, device: torch.device,
-                   amp_dtype: torch.dtype | None = None) -> torch.Tensor:
+def compute_layers(bilm: BiLM, corpus: EncodedCorpus, device: torch.device, amp_dtype: torch.dtype | None = None,
+                   kind: str = "memory", directory: str | None = None) -> MemoryLayerStore | DiskLayerStore:
     """The biLM's LSTM layers of every token of ``corpus``, in the corpus's flat token order.
 
     Args:
@@ -72,22 +95,26 @@ def compute_layers(bilm: BiLM, corpus: EncodedCorpus, device: torch.device,
         corpus: the documents; chars must be attached for a character biLM.
         amp_dtype: autocast dtype (:func:`elmo.runtime.device.resolve_precision`); the layers are stored in
             :func:`cache_dtype` of it (bf16 under bf16 autocast, else fp16).
+        kind: ``"memory"`` or ``"disk"`` (:mod:`elmo.data.layer_store`); directory: the disk store's folder.
 
     Returns:
-        ``(num_tokens, L, D)`` CPU tensor: row ``corpus.offsets[i] + k`` holds h_1..h_L of token k of
+        A store of ``(num_tokens, L, D)`` rows: row ``corpus.offsets[i] + k`` holds h_1..h_L of token k of
         document i (:meth:`elmo.model.bilm.BiLM.forward` layers 1..L).
+
+    Raises:
+        ElmoError: an unknown ``kind``; the disk store's errors (no space, no folder).
     """
+    if kind not in ("memory", "disk"):
+        raise ElmoError(f"compute_layers: kind must be 'memory' or 'disk', got {kind!r}")
     bilm.eval()
-    store: torch.Tensor | None = None
+    shape, dtype = (bilm.config.num_layers, bilm.output_dim), cache_dtype(amp_dtype)
+    store = (DiskLayerStore(corpus.num_tokens, shape, dtype, directory) if kind == "disk"
+             else MemoryLayerStore(corpus.num_tokens, shape, dtype))
     for index in corpus.batches(PREDICT_BATCH, PREDICT_MAX_TOKENS):
         batch = to_device(corpus.collate(index), device)
         with autocast(device, amp_dtype):
             layers = bilm.lstm_layers(batch["ids"], batch["lengths"], batch.get("chars"))  # (L, B, T, D)
-        layers = layers.permute(1, 2, 0, 3).cpu()  # (B, T, L, D)
-        if store is None:
-            store = torch.empty((corpus.num_tokens, *layers.shape[2:]), dtype=cache_dtype(amp_dtype))
+        layers = layers.permute(1, 2, 0, 3).to("cpu", dtype)  # (B, T, L, D)
         for row, i in enumerate(index):
-            start, n = corpus.offsets[i], corpus.lengths[i]
-            store[start:start + n] = layers[row, :n]
-    assert store is not None  # a corpus has at least one document
+            store.write(int(corpus.offsets[i]), layers[row, :corpus.lengths[i]])
     return store

@@ -62,9 +62,10 @@ class ClassifyConfig(HeadConfig):
                                            "bilm-tf's options.json (with --bilm-weight-file; docs/published_elmo.md)")
     bilm_weight_file: str | None = option(None, "the published ELMo's weights.hdf5 (with --bilm-options-file)")
     cache_layers: str = option("auto", "compute the frozen biLM's LSTM layers of every document once and share them "
-                               "across epochs and settings (memory for time, see elmo/inference/layer_cache.py): auto (when they "
-                               "fit in half the available memory), on, off (run the biLM in every step); never "
-                               "with --fine-tune", choices=CACHE_MODES)
+                               "across epochs and settings (storage for time, see elmo/inference/layer_cache.py): auto (a temporary "
+                               "file in $TMPDIR when it fits in half its free space, else memory when it fits in half "
+                               "the available memory, else off), disk, memory (or on), off (run the biLM in every "
+                               "step); never with --fine-tune", choices=CACHE_MODES)
 
     def check(self) -> None:
         super().check()
@@ -101,13 +102,13 @@ def attach_layer_cache(task: TaskData, config: ClassifyConfig) -> float | None:
         return None
     session = task.session
     num_tokens = sum(d.num_tokens for d in task.data.values())
-    cache, why = should_cache(config.cache_layers, task.bilm, num_tokens, cache_dtype(session.amp_dtype))
+    kind, why = should_cache(config.cache_layers, task.bilm, num_tokens, cache_dtype(session.amp_dtype))
     session.say(why)
-    if not cache:
+    if kind is None:
         return None
     started = time.perf_counter()
     for corpus in task.data.values():
-        corpus.attach_layers(compute_layers(task.bilm, corpus, session.device, session.amp_dtype))
+        corpus.attach_layers(compute_layers(task.bilm, corpus, session.device, session.amp_dtype, kind))
     seconds = time.perf_counter() - started
     session.say(f"biLM layers of {num_tokens:,} tokens computed in {seconds:.0f} s")
     return seconds

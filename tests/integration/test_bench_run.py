@@ -71,7 +71,9 @@ def test_classifier_training_with_the_layer_cache_is_faster_than_without(result)
     assert set(classifier["train_docs_per_second"]) == set(MIX_SETTINGS)
     for setting, rates in classifier["train_docs_per_second"].items():
         assert rates["cached"] > rates["uncached"] > 0, setting
+        assert rates["cached_on_disk"] > rates["uncached"], setting
     assert classifier["cache"]["bytes_per_token"] > 0 and classifier["cache"]["tokens_per_second"] > 0
+    assert classifier["cache"]["disk_tokens_per_second"] > 0
 
 
 def test_projected_totals_are_the_sums_of_their_parts(result):

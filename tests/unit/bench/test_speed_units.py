@@ -96,13 +96,15 @@ def test_script_memory_runs_use_valid_flags_and_extrapolate_the_line_through_two
     monkeypatch.setattr(speed, "run_script", fake_run_script)
     cfg = BenchConfig(data_dir=str(tmp_path), memory_docs=(1000, 3000), target_rows=10_000, threads=1)
     out = speed.section_scripts(cfg, threads=1)
-    assert [(c, config.max_docs) for c, config in calls] == [("pretrain", 1000), ("classify", 1000),
-                                                            ("pretrain", 3000), ("classify", 3000)]
+    assert [(c, config.max_docs) for c, config in calls] == [("pretrain", 1000), ("classify", 1000), ("classify", 1000),
+                                                            ("pretrain", 3000), ("classify", 3000), ("classify", 3000)]
     for _, config in calls:
         assert config.epochs == 1 and config.threads == 1 and config.data_dir == str(tmp_path)
-    assert all(config.settings == ["trainable_lambda"] and config.cache_layers == "on"
-               for command, config in calls if command == "classify")
+    assert [config.cache_layers for command, config in calls if command == "classify"] == ["disk", "memory"] * 2
+    assert all(config.settings == ["trainable_lambda"] for command, config in calls if command == "classify")
     assert out["runs"][3000]["ELMO.py"] == (1.0, 400.0)
     # 10,000 rows → 9,500 training documents (5% validation); the line rises 1 MB per 10 documents of max_docs,
     # i.e. per 9.5 training documents
-    assert out["projected_peak_rss_mb"] == pytest.approx({"ELMO.py": 100 + 10_000 / 10, "classification.py": 50 + 10_000 / 10})
+    line = 10_000 / 10
+    assert out["projected_peak_rss_mb"] == pytest.approx({"ELMO.py": 100 + line, "classification.py": 50 + line,
+                                                          "classification.py (cache in memory)": 50 + line})

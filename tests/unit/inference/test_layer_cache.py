@@ -28,13 +28,15 @@ def make_corpus(n: int = 9, seed: int = 0) -> EncodedCorpus:
     return EncodedCorpus([rng.integers(4, V, size=rng.integers(1, 12)).tolist() for _ in range(n)])
 
 
+@pytest.mark.parametrize("kind", ["memory", "disk"])
 @pytest.mark.parametrize("options", [{}, {"residual": True}])
-def test_cached_layers_give_the_same_elmo_vectors_as_running_the_bilm(options):
+def test_cached_layers_give_the_same_elmo_vectors_as_running_the_bilm(options, kind, tmp_path):
     bilm = make_bilm(**options)
     corpus = make_corpus()
-    store = compute_layers(bilm, corpus, torch.device("cpu"))
-    assert store.shape == (corpus.num_tokens, 2, bilm.output_dim)
+    store = compute_layers(bilm, corpus, torch.device("cpu"), kind=kind, directory=str(tmp_path))
+    assert store.kind == kind and (store.num_tokens, *store.row_shape) == (corpus.num_tokens, 2, bilm.output_dim)
     assert store.dtype == torch.float16  # an fp32 run stores 16 bits per value too
+    assert store.nbytes == cache_bytes(bilm, corpus.num_tokens, torch.float16)
     cached = make_corpus().attach_layers(store)
     elmo = Elmo(bilm, dropout=0.0).eval()
     for index in (np.array([0, 3, 5]), np.array([8]), np.arange(9)):
@@ -49,10 +51,11 @@ def test_cached_layers_give_the_same_elmo_vectors_as_running_the_bilm(options):
 
 
 @needs_native_bf16()
-def test_cache_keeps_the_lstm_precision_under_bf16_autocast():
+@pytest.mark.parametrize("kind", ["memory", "disk"])
+def test_cache_keeps_the_lstm_precision_under_bf16_autocast(kind):
     bilm = make_bilm()
     corpus = make_corpus()
-    store = compute_layers(bilm, corpus, torch.device("cpu"), torch.bfloat16)
+    store = compute_layers(bilm, corpus, torch.device("cpu"), torch.bfloat16, kind=kind)
     assert store.dtype == torch.bfloat16  # 2 bytes per value, half of fp32
     batch = make_corpus().attach_layers(store).collate(np.arange(9))
     with autocast(torch.device("cpu"), torch.bfloat16):
@@ -84,9 +87,13 @@ def test_cache_policy_follows_available_memory(monkeypatch):
     bilm = make_bilm()
     size = cache_bytes(bilm, 1000, torch.bfloat16)
     assert size == 1000 * 2 * bilm.output_dim * 2
+    monkeypatch.setattr(cache, "disk_free", lambda where: 4 * size)
+    assert should_cache("auto", bilm, 1000, torch.bfloat16)[0] == "disk"  # the default when the disk has room
+    monkeypatch.setattr(cache, "disk_free", lambda where: size)
     monkeypatch.setattr(cache, "available_memory", lambda: 4 * size)
-    assert should_cache("auto", bilm, 1000, torch.bfloat16)[0]
+    assert should_cache("auto", bilm, 1000, torch.bfloat16)[0] == "memory"
     monkeypatch.setattr(cache, "available_memory", lambda: size)
     decided, why = should_cache("auto", bilm, 1000, torch.bfloat16)
-    assert not decided and "available" in why
-    assert should_cache("on", bilm, 1000, torch.bfloat16)[0] and not should_cache("off", bilm, 1000, torch.bfloat16)[0]
+    assert decided is None and "available" in why
+    assert [should_cache(m, bilm, 1000, torch.bfloat16)[0] for m in ("on", "memory", "disk", "off")] == \
+        ["memory", "memory", "disk", None]
