@@ -38,6 +38,9 @@ from .common import CommonConfig, Session, option, start
 TASK_MIN_FREQ, TASK_MAX_VOCAB = 2, 50000
 
 
+SELECTION_METRICS = ("f1", "loss")  # --select-by: validation macro-F1 (maximised) or cross-entropy (minimised)
+
+
 @dataclass
 class HeadConfig(CommonConfig):
     """Flags of the classifier head, shared by ``classification.py`` and ``baselines.py`` so that ELMo and
@@ -54,6 +57,17 @@ class HeadConfig(CommonConfig):
     layer_norm: bool = option(False, "normalise each biLM layer per token before the mix (paper §3.2; ELMo only)")
     concat_token_embedding: bool = option(True, "feed the task encoder [x_k; ELMo_k] (paper §3.3) rather than "
                                           "ELMo_k alone; x_k is --token-embedding-dim wide")
+    select_by: str = option("f1", "model selection and early stopping on the validation split's macro-F1 (f1) or "
+                            "cross-entropy (loss); docs/options_and_experiments.md#model-selection-noise",
+                            choices=SELECTION_METRICS)
+    track_test: bool = option(False, "diagnostic: also record the test accuracy after every epoch in the history "
+                              "(never used for selection; for measuring model-selection noise)")
+
+    def check(self) -> None:
+        """:meth:`CommonConfig.check` plus ``--select-by``. Raises :class:`ElmoError` naming the flag."""
+        super().check()
+        if self.select_by not in SELECTION_METRICS:
+            raise ElmoError(f"--select-by must be one of {', '.join(SELECTION_METRICS)}, got {self.select_by!r}")
 
     def classifier_config(self, setting: str) -> ClassifierConfig:
         """The :class:`~elmo.model.classifier.ClassifierConfig` of the head for one representation ``setting``."""
@@ -151,8 +165,10 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
     representation gets.
 
     Adam on cross-entropy over length-bucketed batches of ``data["train"]`` (reshuffled each epoch
-    from ``config.seed + epoch``), validation macro-F1 after every epoch, early stopping and the best
-    epoch's weights kept; then metrics on every split.
+    from ``config.seed + epoch``), validation macro-F1, accuracy and cross-entropy after every epoch,
+    early stopping and the best epoch's weights kept on ``config.select_by`` (``f1`` or ``loss``); then
+    metrics on every split. With ``config.track_test`` each epoch's history row also gets the test
+    accuracy (a diagnostic for model-selection noise; it never steers training).
 
     Args:
         model: any :class:`~elmo.model.classifier.SequenceClassifier`, already on the session's device.
@@ -170,23 +186,31 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
     device, amp_dtype, shard = session.device, session.amp_dtype, session.ctx.shard
 
     predictions: dict[str, np.ndarray] = {}
+    tracked: list[float] = []  # --track-test: test accuracy after each epoch (diagnostic only)
 
     def scores(split: str) -> dict[str, Any]:
-        predictions[split] = predict(model, data[split], device, amp_dtype).argmax(1)
-        return classification_metrics(data[split].labels, predictions[split], NUM_CLASSES)
+        probs = predict(model, data[split], device, amp_dtype)
+        predictions[split] = probs.argmax(1)
+        return classification_metrics(data[split].labels, predictions[split], NUM_CLASSES,
+                                      probabilities=probs)
 
     def validate() -> dict[str, float]:
         m = scores("val")
-        return {"f1": m["f1"], "accuracy": m["accuracy"]}
+        if config.track_test:
+            tracked.append(scores("test")["accuracy"])
+        return {"f1": m["f1"], "accuracy": m["accuracy"], "loss": m["loss"]}
 
+    select_by = config.select_by
     objective = Objective(
         batches=lambda epoch: data["train"].epoch_batches(config.batch_size, config.max_tokens, config.seed + epoch,
                                                           shard),
-        loss_fn=classifier_loss, validate=validate, monitor="f1", maximize=True)
+        loss_fn=classifier_loss, validate=validate, monitor=select_by, maximize=select_by == "f1")
     train_config = TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience,
                                weight_decay=config.weight_decay)
     fitted = fit(model, objective, train_config, device, amp_dtype, checkpoint,
                  Progress(model.config.setting, "doc", config.quiet), fine_tuning(model, config))
+    for row, accuracy in zip(fitted.history[len(fitted.history) - len(tracked):], tracked):
+        row["test_accuracy"] = accuracy  # rows of epochs before a --resume have none
     seconds = time.perf_counter() - started
     entry: dict[str, Any] = {split: scores(split) for split in ("train", "val", "test")}
     entry.update({"best_epoch": fitted.best_epoch, "history": fitted.history, "train_seconds": seconds,

@@ -13,29 +13,36 @@ import numpy as np
 from sklearn.metrics import (
     accuracy_score,
     confusion_matrix,
+    log_loss,
     precision_recall_fscore_support,
 )
 
 
-def classification_metrics(y_true: Sequence[int], y_pred: Sequence[int], num_classes: int) -> dict:
-    """Accuracy, macro precision/recall/F1 and the confusion matrix.
+def classification_metrics(y_true: Sequence[int], y_pred: Sequence[int], num_classes: int,
+                           probabilities: np.ndarray | None = None) -> dict:
+    """Accuracy, macro precision/recall/F1, the confusion matrix and, given the probabilities, the cross-entropy.
 
     Args:
-        y_true, y_pred: 0-based class ids of equal length.
+        y_true, y_pred: 0-based class ids of equal length N.
         num_classes: C; the confusion matrix is ``C x C`` (rows = true class, columns = predicted).
+        probabilities: optional ``(N, C)`` predicted class probabilities (rows sum to 1).
 
     Returns:
-        ``{"accuracy", "precision", "recall", "f1", "confusion_matrix"}`` (floats; a nested list).
+        ``{"accuracy", "precision", "recall", "f1", "confusion_matrix"}`` (floats; a nested list), plus
+        ``"loss"``, the mean cross-entropy in nats (``sklearn.metrics.log_loss``), when ``probabilities`` is given.
     """
     labels = list(range(num_classes))
     p, r, f, _ = precision_recall_fscore_support(y_true, y_pred, labels=labels, average="macro", zero_division=0)
-    return {
+    out = {
         "accuracy": float(accuracy_score(y_true, y_pred)),
         "precision": float(p),
         "recall": float(r),
         "f1": float(f),
         "confusion_matrix": confusion_matrix(y_true, y_pred, labels=labels).tolist(),
     }
+    if probabilities is not None:
+        out["loss"] = float(log_loss(y_true, probabilities, labels=labels))
+    return out
 
 
 def word_prediction_metrics(targets: np.ndarray, top5: np.ndarray) -> dict:

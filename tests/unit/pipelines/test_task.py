@@ -84,3 +84,44 @@ def test_token_embedding_init_copies_vectors_into_x_k_only():
     torch.testing.assert_close(model.token_embedding.weight[2], untouched)
     torch.testing.assert_close(model.embedding.weight, frozen)
     assert model.token_embedding.weight.requires_grad  # x_k is still trained
+
+
+@pytest.mark.parametrize("select_by", ["f1", "loss"])
+def test_model_selection_metric_and_tracked_test_accuracy(select_by):
+    from elmo.data.corpus import EncodedCorpus
+    from elmo.pipelines.classification import ClassifyConfig
+    from elmo.pipelines.common import Session
+    from elmo.pipelines.task import train_and_evaluate
+    from elmo.runtime import distributed
+
+    rng = np.random.default_rng(0)
+
+    def split(n):
+        labels = rng.integers(0, 4, size=n)
+        # the label's own word in every document, so a few epochs learn something
+        return EncodedCorpus([[4 + int(y)] + rng.integers(8, 30, size=rng.integers(1, 6)).tolist() for y in labels],
+                             labels=labels)
+
+    data = {"train": split(64), "val": split(24), "test": split(24)}
+    config = ClassifyConfig(epochs=3, patience=3, batch_size=16, lr=0.02, select_by=select_by, track_test=True, quiet=True)
+    session = Session(distributed.context(), torch.device("cpu"), None, 1, None, lambda *a: None)
+    entry = train_and_evaluate(make_classifier("trainable_lambda"), data, config, session)
+    history = entry["history"]
+    assert [set(row) >= {"val_f1", "val_loss", "test_accuracy"} for row in history] == [True] * 3
+    assert all(0 <= row["test_accuracy"] <= 1 and row["val_loss"] > 0 for row in history)
+    key, pick = ("val_f1", max) if select_by == "f1" else ("val_loss", min)
+    best = pick(range(3), key=lambda e: history[e][key])
+    assert entry["best_epoch"] == best + 1  # selection follows --select-by
+    assert entry["test"]["accuracy"] == pytest.approx(history[best]["test_accuracy"])  # the restored weights
+    assert entry["val"]["loss"] == pytest.approx(history[best]["val_loss"], rel=1e-5)
+
+
+def test_cross_entropy_in_metrics():
+    from elmo.training.metrics import classification_metrics
+
+    labels = np.array([0, 1, 2, 3])
+    uniform = classification_metrics(labels, labels, 4, probabilities=np.full((4, 4), 0.25))
+    assert uniform["loss"] == pytest.approx(np.log(4)) and uniform["accuracy"] == 1.0
+    assert "loss" not in classification_metrics(labels, labels, 4)
+    with pytest.raises(ElmoError, match="select-by"):
+        __import__("elmo.pipelines.classification", fromlist=["x"]).ClassifyConfig(select_by="auc").check()
