@@ -16,6 +16,7 @@ from ..errors import ElmoError
 
 _NUMERIC_ENTITY = re.compile(r" ?#(\d{1,6});")  # AG News writes &#39; as " #39;"
 _HTML_TAG = re.compile(r"<[^<>]{0,300}>")
+_MAX_TAG_DEPTH = 50  # nested tags removed per text (each pass is linear; real text needs one or two)
 _LINE_BREAK = re.compile(r"\\n|\\\\|\\(?=[^\W\d_])")  # \n, \\ and a lone \ before a letter
 _ESCAPED_CHAR = re.compile(r"\\(.)")  # \$ -> $ and any other escaped symbol
 _SPACES = re.compile(r"\s+")
@@ -47,7 +48,10 @@ def clean_text(text: str) -> str:
     """
     text = _NUMERIC_ENTITY.sub(lambda m: html.unescape(f"&#{m.group(1)};"), text)
     text = html.unescape(html.unescape(text))  # some fields are escaped twice (&amp;lt;)
-    text = _HTML_TAG.sub(" ", text)
+    for _ in range(_MAX_TAG_DEPTH):  # removing "<b>" from "<<b>>" leaves "< >", itself a tag: until none is left
+        text, found = _HTML_TAG.subn(" ", text)
+        if not found:
+            break
     text = _LINE_BREAK.sub(" ", text)
     text = _ESCAPED_CHAR.sub(r"\1", text)
     return _SPACES.sub(" ", text).strip()

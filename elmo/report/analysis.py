@@ -276,6 +276,28 @@ def _targets(res: dict) -> list[str]:
         f, b = ppl["test_forward_perplexity"]["mean"], ppl["test_backward_perplexity"]["mean"]
         text.append(f"biLM test perplexity ≤ 90 in both directions: {'met' if max(f, b) <= 90 else 'not met'} "
                     f"(mean over seeds: forward {f:.1f}, backward {b:.1f}).")
+    return text + _time_and_memory_targets(res.get("timing") or {})
+
+
+#: the seeds-study issue's limits: the default pipeline's minutes per precision, classification.py's peak GB
+TIME_TARGET_MINUTES, MEMORY_TARGET_GB = {"bf16": 20, "fp32": 25}, 5.0
+
+
+def _time_and_memory_targets(timing: dict) -> list[str]:
+    """The wall-time and peak-memory targets from the timed default runs (``results/timing``)."""
+    text = []
+    for precision, limit in TIME_TARGET_MINUTES.items():
+        runs = timing.get(precision, {})
+        if {"ELMO.py", "classification.py"} <= set(runs):
+            minutes = (runs["ELMO.py"]["seconds"] + runs["classification.py"]["seconds"]) / 60
+            text.append(f"`python ELMO.py && python classification.py` ≤ {limit} minutes in {precision}: "
+                        f"{'met' if minutes <= limit else 'not met'} ({minutes:.1f} minutes: "
+                        f"{runs['ELMO.py']['seconds'] / 60:.1f} + {runs['classification.py']['seconds'] / 60:.1f}).")
+    peaks = {p: runs["classification.py"]["peak_gb"] for p, runs in timing.items() if "classification.py" in runs}
+    if peaks:
+        worst = max(peaks.values())
+        text.append(f"`classification.py` peak memory ≤ {MEMORY_TARGET_GB:g} GB: {'met' if worst <= MEMORY_TARGET_GB else 'not met'} ("
+                    + ", ".join(f"{gb:.2f} GB in {p}" for p, gb in sorted(peaks.items())) + ").")
     return text
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,8 @@ def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathL
         experiments_dir: folder of diagnostic runs, one sub-folder each (skipped when ``None`` or absent).
 
     Returns:
-        ``{"lm", "classification", "baselines", "seeds", "experiments": {name: {"lm": dict | None,
+        ``{"lm", "classification", "baselines", "seeds", "timing" (:func:`load_timings` of ``results_dir/timing``),
+        "experiments": {name: {"lm": dict | None,
         "classification": dict | None}}, "init"}`` where ``seeds`` is ``seeds.json`` (the seeds study,
         :mod:`elmo.pipelines.study`) or ``None`` when it has not been run, and ``init`` pairs a diagnostic run with its
         :func:`reference_run` when the two differ in ``--init-embeddings``: ``{"name", "reference",
@@ -95,8 +97,33 @@ def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathL
     results = Path(results_dir)
     out = {name: _read_json(results / f"{name}.json") for name in ("lm", "classification", "baselines")}
     out["seeds"] = _read_json(results / "seeds.json") if (results / "seeds.json").is_file() else None
+    out["timing"] = load_timings(results / "timing")
     out["experiments"] = _load_experiments(experiments_dir)
     out["init"] = _init_pair(out)
+    return out
+
+
+def load_timings(folder: str | os.PathLike) -> dict[str, dict[str, dict[str, float]]]:
+    """Wall time and peak memory of the timed default runs: every ``<precision>_<script>_time.txt`` in
+    ``folder``, the output of GNU ``/usr/bin/time -v`` (e.g. ``bf16_ELMO.py_time.txt``).
+
+    Returns:
+        ``{precision: {script: {"seconds": wall seconds, "peak_gb": maximum resident set in GB (10^9 bytes)}}}``;
+        empty when the folder is absent.
+
+    Raises:
+        ElmoError: a file without the wall-clock or maximum-resident-set line (naming it).
+    """
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for path in sorted(Path(folder).glob("*_*_time.txt")) if Path(folder).is_dir() else []:
+        precision, script = path.name[:-len("_time.txt")].split("_", 1)
+        text = path.read_text()
+        wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text)
+        peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
+        if not wall or not peak:
+            raise ElmoError(f"{path}: not the output of /usr/bin/time -v (no wall-clock or maximum resident set line)")
+        seconds = sum(float(part) * 60 ** i for i, part in enumerate(reversed(wall.group(1).split(":"))))
+        out.setdefault(precision, {})[script] = {"seconds": seconds, "peak_gb": int(peak.group(1)) * 1024 / 1e9}
     return out
 
 

@@ -35,3 +35,9 @@ def test_tokenize_rejects_non_strings():
         tokenize(None)
 
 
+
+
+def test_nested_tags_are_removed_whole_so_tokenising_is_idempotent():
+    # found by the property test: removing the inner "<>" of "<<>>" left "< >", itself a tag
+    assert tokenize("<<>>") == [] and tokenize("a <<b>> c") == ["a", "c"]
+    assert tokenize(" ".join(tokenize("<<>>"))) == tokenize("<<>>")

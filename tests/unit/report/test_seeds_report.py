@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from elmo.report.analysis import _seeds, _seeds_settings, _targets, best_over_seeds
 from elmo.report.figures import plot_seeds
@@ -55,3 +56,29 @@ def test_tables_and_figure(tmp_path):
     assert "| ELMo, trainable λ − Word2Vec (same head) | +1.53 |" in comparisons_table(s)
     plot_seeds(s, tmp_path / "seeds.png")
     assert (tmp_path / "seeds.png").stat().st_size > 10_000
+
+
+def test_time_and_memory_targets_from_time_v_files(tmp_path):
+    from elmo.errors import ElmoError
+    from elmo.report.results import load_timings
+
+    def time_v(wall: str, kib: int) -> str:
+        return (f"\tCommand being timed: \"python x.py\"\n\tElapsed (wall clock) time (h:mm:ss or m:ss): {wall}\n"
+                f"\tMaximum resident set size (kbytes): {kib}\n")
+
+    (tmp_path / "bf16_ELMO.py_time.txt").write_text(time_v("12:43.06", 2_035_024))
+    (tmp_path / "bf16_classification.py_time.txt").write_text(time_v("6:00.00", 2_506_520))
+    (tmp_path / "fp32_ELMO.py_time.txt").write_text(time_v("1:02:03", 2_000_000))
+    (tmp_path / "fp32_classification.py_time.txt").write_text(time_v("9:00.50", 5_000_000))
+    timing = load_timings(tmp_path)
+    assert timing["bf16"]["ELMO.py"]["seconds"] == pytest.approx(763.06)
+    assert timing["fp32"]["ELMO.py"]["seconds"] == pytest.approx(3723)  # h:mm:ss
+    assert timing["bf16"]["classification.py"]["peak_gb"] == pytest.approx(2_506_520 * 1024 / 1e9)
+    text = " ".join(_targets({"seeds": study(), "timing": timing}))
+    assert "≤ 20 minutes in bf16: met (18.7 minutes: 12.7 + 6.0)" in text
+    assert "≤ 25 minutes in fp32: not met (71.1 minutes" in text
+    assert "peak memory ≤ 5 GB: not met (2.57 GB in bf16, 5.12 GB in fp32)" in text
+    assert load_timings(tmp_path / "absent") == {}
+    (tmp_path / "fp16_ELMO.py_time.txt").write_text("Command exited with non-zero status 1\n")
+    with pytest.raises(ElmoError, match="fp16_ELMO.py_time.txt"):
+        load_timings(tmp_path)
