@@ -40,6 +40,25 @@ def standardize(vectors: np.ndarray) -> np.ndarray:
     return vectors / std if std > 0 else vectors
 
 
+def common_direction_cosine(vectors: np.ndarray) -> float:
+    """Mean cosine between each non-zero row of ``vectors`` (V, D) and the mean of those rows: near 0 for
+    isotropic vectors (random N(0, 1): about 0.01), near 1 when one shared direction dominates every row
+    (Word2Vec trained on 2,000 AG News descriptions: 0.999; on 12,000: 0.89)."""
+    rows = np.asarray(vectors, dtype=np.float64)[np.abs(vectors).sum(1) > 0]
+    mean = rows.mean(0)
+    norms = np.linalg.norm(rows, axis=1) * np.linalg.norm(mean)
+    return float((rows @ mean / np.where(norms > 0, norms, 1.0)).mean())
+
+
+def center_vectors(vectors: np.ndarray) -> np.ndarray:
+    """``vectors`` (V, D) minus the mean of their non-zero rows, then :func:`standardize`d; all-zero rows
+    (``<pad>``, unseen words) stay zero, so :func:`copy_vectors` still skips them."""
+    vectors = np.asarray(vectors, dtype=np.float32).copy()
+    seen = np.abs(vectors).sum(1) > 0
+    vectors[seen] -= vectors[seen].mean(0)
+    return standardize(vectors)
+
+
 def copy_vectors(embedding, vectors: np.ndarray) -> int:
     """Overwrite the rows of ``embedding`` (an ``nn.Embedding``, V × D) whose vector in ``vectors`` (V, D) is non-zero.
 

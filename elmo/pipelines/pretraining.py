@@ -28,7 +28,7 @@ from ..errors import ElmoError
 from ..model.bilm import TOKEN_ENCODERS, BiLM, BiLMConfig, LanguageModel
 from ..model.char_cnn import DEFAULT_FILTERS
 from ..model.serialization import lm_checkpoint, save_bilm
-from ..model.static import copy_vectors, word2vec_vectors
+from ..model.static import center_vectors, common_direction_cosine, copy_vectors, word2vec_vectors
 from ..runtime import distributed
 from ..training.evaluation import evaluate_words, perplexity
 from ..training.metrics import top_words_confusion
@@ -42,6 +42,8 @@ from .common import (
     start,
 )
 from .plots import plot_confusion, plot_curves
+
+INIT_EMBEDDINGS = ("word2vec", "word2vec-centered", "none")
 
 
 @dataclass
@@ -63,8 +65,10 @@ class PretrainConfig(CommonConfig):
     warmup_steps: int = option(300, "raise the learning rate linearly over the first N steps (at most one epoch's)")
     epochs: int = option(4, "maximum epochs per direction")
     init_embeddings: str = option("word2vec", "initial token embeddings of both LMs: word2vec (skip-gram trained "
-                                  "on the same training text, scaled to unit std; about 40 s on AG News) or "
-                                  "none (random)", choices=("word2vec", "none"))
+                                  "on the same training text, scaled to unit std; about 40 s on AG News), "
+                                  "word2vec-centered (the same minus the vectors' mean, which otherwise dominates "
+                                  "every row on a small corpus) or none (random)",
+                                  choices=INIT_EMBEDDINGS)
     token_encoder: str = option("word", "token encoder x_k of both LMs: word (embedding table) or char (the paper's "
                                 "character CNN + highway + projection, §3.1: OOV words get their own vectors)",
                                 choices=TOKEN_ENCODERS)
@@ -127,7 +131,10 @@ def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainCo
     embeddings stay trainable.
 
     Returns:
-        ``{"method": "none"}`` or Word2Vec's settings (see :func:`~elmo.model.static.word2vec_vectors`).
+        ``{"method": "none"}`` or Word2Vec's settings (see :func:`~elmo.model.static.word2vec_vectors`) plus
+        ``common_direction_cosine`` (:func:`~elmo.model.static.common_direction_cosine` before centring) and
+        ``centered``. ``word2vec-centered`` subtracts the vectors' mean first
+        (:func:`~elmo.model.static.center_vectors`).
     """
     if config.init_embeddings == "none":
         return {"method": "none"}
@@ -135,8 +142,14 @@ def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainCo
         say("--init-embeddings word2vec does not apply to the character encoder: it starts random")
         return {"method": "none", "reason": "character token encoder"}
     vectors, info = word2vec_vectors(sentences, vocab, dim=config.embedding_dim, seed=config.seed)
+    info["common_direction_cosine"] = common_direction_cosine(vectors)
+    info["centered"] = config.init_embeddings == "word2vec-centered"
+    if config.init_embeddings == "word2vec-centered":
+        vectors = center_vectors(vectors)
     copied = [copy_vectors(lm.embedding, vectors) for lm in (bilm.forward_lm, bilm.backward_lm)][0]
-    say(f"initialised the token embeddings from Word2Vec ({copied:,} words, {info['seconds']:.0f} s)")
+    say(f"initialised the token embeddings from Word2Vec ({copied:,} words, {info['seconds']:.0f} s; mean cosine of "
+        f"a word vector with the vectors' mean {info['common_direction_cosine']:.3f}"
+        + (", removed" if config.init_embeddings == "word2vec-centered" else "") + ")")
     return info
 
 

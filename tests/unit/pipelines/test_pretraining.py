@@ -37,3 +37,23 @@ def test_init_embeddings_copies_word2vec_into_both_language_models(toy):
     untouched = BiLM(BiLMConfig(vocab_size=len(vocab), embedding_dim=8, hidden_size=8))
     none = PretrainConfig(init_embeddings="none")
     assert init_embeddings(untouched, vocab, tokens, none, say=lambda *a: None) == {"method": "none"}
+
+
+def test_centered_word2vec_init_removes_the_shared_direction(toy):
+    import numpy as np
+
+    from elmo.model.static import center_vectors, common_direction_cosine
+
+    tokens, vocab = toy
+    raw, _ = word2vec_vectors(tokens, vocab, dim=8, seed=0)
+    centered = center_vectors(raw)
+    seen = np.abs(raw).sum(1) > 0
+    assert np.array_equal(np.abs(centered).sum(1) > 0, seen)  # <pad> and unseen words stay zero
+    assert np.allclose(centered[seen].mean(0), 0, atol=1e-5) and centered[seen].std() == pytest.approx(1, rel=0.1)  # standardize() counts the zero rows too
+    assert common_direction_cosine(centered) < 0.05 < common_direction_cosine(raw + 3)  # a shared offset dominates
+    bilm = BiLM(BiLMConfig(vocab_size=len(vocab), embedding_dim=8, hidden_size=8))
+    config = PretrainConfig(init_embeddings="word2vec-centered", embedding_dim=8, hidden_size=8)
+    info = init_embeddings(bilm, vocab, tokens, config, say=lambda *a: None)
+    assert info["centered"] and info["common_direction_cosine"] == pytest.approx(common_direction_cosine(raw))
+    word = vocab.stoi[TOPIC_WORDS[0][0]]
+    torch.testing.assert_close(bilm.backward_lm.embedding.weight[word], torch.from_numpy(centered[word]))
