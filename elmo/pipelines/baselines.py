@@ -100,7 +100,9 @@ def tfidf_logreg(train: Corpus, val: Corpus, test: Corpus, seed: int = 0) -> dic
     for name, corpus in (("train", train), ("val", val), ("test", test)):
         x = x_train if name == "train" else vectorizer.transform(" ".join(t) for t in corpus.tokens)
         predicted = model.predict(x)
-        out[name] = classification_metrics(corpus.labels, predicted, NUM_CLASSES)
+        probs = np.zeros((x.shape[0], NUM_CLASSES))
+        probs[:, model.classes_] = model.predict_proba(x)  # a class absent from training keeps probability 0
+        out[name] = classification_metrics(corpus.labels, predicted, NUM_CLASSES, probabilities=probs)
     out["test_predictions"] = np.asarray(predicted).tolist()
     out["train_seconds"] = time.perf_counter() - started
     out["features"] = len(vectorizer.vocabulary_)
