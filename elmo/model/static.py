@@ -40,11 +40,16 @@ def standardize(vectors: np.ndarray) -> np.ndarray:
     return vectors / std if std > 0 else vectors
 
 
+def _seen(vectors: np.ndarray) -> np.ndarray:
+    """``(V,)`` bool: the rows of ``vectors`` that are not all zero (words the embedding method saw)."""
+    return np.abs(vectors).sum(1) > 0
+
+
 def common_direction_cosine(vectors: np.ndarray) -> float:
     """Mean cosine between each non-zero row of ``vectors`` (V, D) and the mean of those rows: near 0 for
     isotropic vectors (random N(0, 1): about 0.01), near 1 when one shared direction dominates every row
     (Word2Vec trained on 2,000 AG News descriptions: 0.999; on 12,000: 0.89)."""
-    rows = np.asarray(vectors, dtype=np.float64)[np.abs(vectors).sum(1) > 0]
+    rows = np.asarray(vectors, dtype=np.float64)[_seen(vectors)]
     mean = rows.mean(0)
     norms = np.linalg.norm(rows, axis=1) * np.linalg.norm(mean)
     return float((rows @ mean / np.where(norms > 0, norms, 1.0)).mean())
@@ -54,7 +59,7 @@ def center_vectors(vectors: np.ndarray) -> np.ndarray:
     """``vectors`` (V, D) minus the mean of their non-zero rows, then :func:`standardize`d; all-zero rows
     (``<pad>``, unseen words) stay zero, so :func:`copy_vectors` still skips them."""
     vectors = np.asarray(vectors, dtype=np.float32).copy()
-    seen = np.abs(vectors).sum(1) > 0
+    seen = _seen(vectors)
     vectors[seen] -= vectors[seen].mean(0)
     return standardize(vectors)
 
@@ -67,7 +72,7 @@ def copy_vectors(embedding, vectors: np.ndarray) -> int:
     """
     import torch
 
-    seen = torch.from_numpy(np.abs(vectors).sum(1) > 0)
+    seen = torch.from_numpy(_seen(vectors))
     with torch.no_grad():
         embedding.weight[seen] = torch.from_numpy(vectors[seen.numpy()]).to(embedding.weight)
     return int(seen.sum())

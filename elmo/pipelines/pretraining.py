@@ -142,14 +142,14 @@ def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainCo
         say("--init-embeddings word2vec does not apply to the character encoder: it starts random")
         return {"method": "none", "reason": "character token encoder"}
     vectors, info = word2vec_vectors(sentences, vocab, dim=config.embedding_dim, seed=config.seed)
-    info["common_direction_cosine"] = common_direction_cosine(vectors)
-    info["centered"] = config.init_embeddings == "word2vec-centered"
-    if config.init_embeddings == "word2vec-centered":
+    centered = config.init_embeddings == "word2vec-centered"
+    info.update(common_direction_cosine=common_direction_cosine(vectors), centered=centered)
+    if centered:
         vectors = center_vectors(vectors)
     copied = [copy_vectors(lm.embedding, vectors) for lm in (bilm.forward_lm, bilm.backward_lm)][0]
     say(f"initialised the token embeddings from Word2Vec ({copied:,} words, {info['seconds']:.0f} s; mean cosine of "
         f"a word vector with the vectors' mean {info['common_direction_cosine']:.3f}"
-        + (", removed" if config.init_embeddings == "word2vec-centered" else "") + ")")
+        + (", removed" if centered else "") + ")")
     return info
 
 

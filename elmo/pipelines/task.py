@@ -200,11 +200,10 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
             tracked.append(scores("test")["accuracy"])
         return {"f1": m["f1"], "accuracy": m["accuracy"], "loss": m["loss"]}
 
-    select_by = config.select_by
     objective = Objective(
         batches=lambda epoch: data["train"].epoch_batches(config.batch_size, config.max_tokens, config.seed + epoch,
                                                           shard),
-        loss_fn=classifier_loss, validate=validate, monitor=select_by, maximize=select_by == "f1")
+        loss_fn=classifier_loss, validate=validate, monitor=config.select_by, maximize=config.select_by == "f1")
     train_config = TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience,
                                weight_decay=config.weight_decay)
     fitted = fit(model, objective, train_config, device, amp_dtype, checkpoint,
