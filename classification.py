@@ -1,6 +1,6 @@
-"""Train the 4-way AG News classifier on frozen ELMo embeddings under three layer-mix settings.
+"""Train the 4-way AG News classifier on frozen ELMo embeddings with three layer mixes.
 
-Loads models/bilstm.pt (from `python ELMO.py`), trains one classifier per setting (trainable λ,
+Loads models/bilstm.pt (from `python ELMO.py`), trains one classifier per layer mix (trainable λ,
 frozen λ, learned function), prints accuracy, macro precision/recall/F1 and confusion matrices, and
 writes models/classifier*.pt, results/classification.json and images/. With --predict TEXT or
 --predict-file FILE it only classifies those texts. Same as `python -m elmo classify`; see README.md.

@@ -3,26 +3,45 @@
 The notebook API (see ``docs/architecture.md`` for the package map):
 
 * :class:`ElmoEmbedder` — AllenNLP's interface: vectors of every biLM layer for tokenised sentences, from the
-  published ELMo files (``options_file=..., weight_file=...``) or our own ``models/``; :class:`ELMoEmbedder`
-  is the same class built from a biLM object;
-* :class:`Elmo` — the ELMo layer (biLM + scalar mix) for your own ``nn.Module``;
+  published ELMo files (``options_file=..., weight_file=...``), our own ``models/``
+  (``ElmoEmbedder.from_pretrained("models")``) or a biLM object (``ElmoEmbedder(bilm=..., vocab=...)``);
+* :class:`Elmo` — the ELMo layer (biLM + layer mix) for your own ``nn.Module``;
 * :class:`TextClassifier` — AG News labels for raw text;
-* :func:`load_bilm`, :class:`BiLM`, :class:`ScalarMix`, :class:`Vocabulary`, :class:`ElmoError`;
-* :func:`load_published_bilm`, :class:`PublishedBiLM` — the published (bilm-tf) biLM, usable wherever ours is.
+* :func:`load_bilm`, :class:`BiLM`, :class:`ScalarMix`, :func:`build_mix` and :data:`LAYER_MIXES` (the layer
+  mixes), :class:`Vocabulary`, :class:`ElmoError`;
+* :func:`load_published_bilm`, :class:`PublishedBiLM`, :class:`PublishedBiLMConfig` — the published (bilm-tf)
+  biLM, usable wherever ours is.
+
+Deprecated names, still importable (each warns with a :class:`DeprecationWarning`): ``ELMoEmbedder``
+(→ :class:`ElmoEmbedder`), ``MIX_SETTINGS`` (→ :data:`LAYER_MIXES`), ``BilmTfConfig`` (→ :class:`PublishedBiLMConfig`).
 """
+
+import warnings as _warnings
 
 from .data.vocab import Vocabulary
 from .errors import ElmoError
-from .inference.embedder import ELMoEmbedder, ElmoEmbedder
+from .inference.embedder import ELMoEmbedder, ElmoEmbedder  # noqa: F401 (ELMoEmbedder: deprecated, warns when used)
 from .inference.text_classifier import TextClassifier
 from .model.bilm import BiLM, BiLMConfig, LanguageModel
-from .model.bilm_tf import BilmTfConfig, PublishedBiLM
+from .model.bilm_tf import PublishedBiLM, PublishedBiLMConfig
 from .model.bilm_tf_io import load_published_bilm
 from .model.char_cnn import CharCNN
 from .model.elmo import Elmo
-from .model.mix import MIX_SETTINGS, LearnedLayerFunction, ScalarMix, build_mix
+from .model.mix import LAYER_MIXES, LearnedLayerFunction, ScalarMix, build_mix
 from .model.serialization import load_bilm
 
-__all__ = ["BiLM", "BiLMConfig", "BilmTfConfig", "CharCNN", "ELMoEmbedder", "Elmo", "ElmoEmbedder", "ElmoError",
-           "LanguageModel", "LearnedLayerFunction", "MIX_SETTINGS", "PublishedBiLM", "ScalarMix", "TextClassifier",
-           "Vocabulary", "build_mix", "load_bilm", "load_published_bilm"]
+__all__ = ["BiLM", "BiLMConfig", "CharCNN", "Elmo", "ElmoEmbedder", "ElmoError", "LAYER_MIXES", "LanguageModel",
+           "LearnedLayerFunction", "PublishedBiLM", "PublishedBiLMConfig", "ScalarMix", "TextClassifier", "Vocabulary",
+           "build_mix", "load_bilm", "load_published_bilm"]
+
+#: deprecated module attributes: old name -> (current name, value)
+_DEPRECATED = {"MIX_SETTINGS": ("LAYER_MIXES", LAYER_MIXES), "BilmTfConfig": ("PublishedBiLMConfig", PublishedBiLMConfig)}
+
+
+def __getattr__(name: str):
+    """The deprecated names of :data:`_DEPRECATED`, with a :class:`DeprecationWarning`."""
+    if name in _DEPRECATED:
+        new, value = _DEPRECATED[name]
+        _warnings.warn(f"elmo.{name} is deprecated: use elmo.{new}", DeprecationWarning, stacklevel=2)
+        return value
+    raise AttributeError(f"module 'elmo' has no attribute {name!r}")

@@ -4,7 +4,9 @@ Every ``.pt`` file this project writes is a dict of plain Python values and tens
 ``format`` tag, e.g. ``{"format": "elmo.bilm", "version": 1, "config": {...}, "vocab": [...], ...}``.
 Files are written to a temporary file in the target directory and moved into place with
 ``os.replace``, so an interrupted run never leaves a half-written model; they are read with
-``torch.load(..., weights_only=True)``, which cannot execute code.
+``torch.load(..., weights_only=True)``, which cannot execute code. A new file gets the permissions
+``open()`` would give it (``0o666`` less the umask); a file written over keeps its permissions.
+:func:`refuse_overwriting_inputs` stops a command before it writes over one of its own inputs.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import secrets
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO, Callable, Iterator, Mapping
 
 import torch
 
@@ -33,8 +37,8 @@ class Outputs:
         results: ``--results-dir`` (JSON results); images: ``--images-dir`` (plots).
 
     The model files (see ``docs/artifacts.md``): ``word2idx.pkl``, ``forward.pt``, ``backward.pt``,
-    ``bilstm.pt`` (the biLM), ``classifier.pt`` (the setting best on validation) and
-    ``classifier_<setting>.pt``, ``<method>.pt`` for the static baselines' vectors.
+    ``bilstm.pt`` (the biLM), ``classifier.pt`` (the layer mix best on validation) and
+    ``classifier_<mix>.pt``, ``<method>.pt`` for the static baselines' vectors.
     """
 
     models: Path = Path("models")
@@ -49,7 +53,7 @@ class Outputs:
 
     @property
     def word2idx(self) -> Path:
-        """The vocabulary, a pickled ``dict[str, int]`` (the assignment's file)."""
+        """The vocabulary, a pickled ``dict[str, int]`` (``word2idx.pkl``; classification.py and baselines.py read it)."""
         return self.models / "word2idx.pkl"
 
     @property
@@ -61,9 +65,9 @@ class Outputs:
         """``forward.pt`` / ``backward.pt``: one direction of the biLM."""
         return self.models / f"{direction}.pt"
 
-    def classifier(self, setting: str | None = None) -> Path:
-        """``classifier.pt`` (best setting on validation) or ``classifier_<setting>.pt``."""
-        return self.models / ("classifier.pt" if setting is None else f"classifier_{setting}.pt")
+    def classifier(self, mix: str | None = None) -> Path:
+        """``classifier.pt`` (the layer mix best on validation) or ``classifier_<mix>.pt``."""
+        return self.models / ("classifier.pt" if mix is None else f"classifier_{mix}.pt")
 
     def static(self, method: str) -> Path:
         """``<method>.pt``: the vectors of a static baseline (``word2vec``, ``svd``)."""
@@ -81,6 +85,16 @@ class Outputs:
         """``<images>/<name>.png``."""
         return self.images / f"{name}.png"
 
+    def labelled(self, *paths: Path) -> dict[str, Path]:
+        """Output files of a run keyed by the flag of their folder, as :func:`refuse_overwriting_inputs` names
+        them: ``{"--models-dir (bilstm.pt)": models/bilstm.pt, "--results-dir (lm.json)": ...}``."""
+        folders = (("--models-dir", self.models), ("--results-dir", self.results), ("--images-dir", self.images))
+        out = {}
+        for path in paths:
+            flag, folder = next(((f, d) for f, d in folders if path.is_relative_to(d)), ("output", path.parent))
+            out[f"{flag} ({path.relative_to(folder)})"] = path
+        return out
+
 
 def payload(kind: str, **fields: Any) -> dict[str, Any]:
     """A checkpoint dict with the ``format`` tag ``elmo.<kind>`` and :data:`FORMAT_VERSION`, then ``fields``."""
@@ -96,17 +110,71 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     atomic_write(path, lambda handle: handle.write(data))
 
 
-@contextlib.contextmanager
-def _replacing(path: Path) -> Iterator[tuple[int, str]]:
-    """``(fd, name)`` of a new temporary file beside ``path`` that replaces ``path`` (``os.replace``) when the
-    block ends without an error and is removed otherwise, leaving ``path`` as it was.
+def _make_folder(folder: Path, flag: str | None = None, named: Path | None = None) -> None:
+    """``folder.mkdir(parents=True, exist_ok=True)``, failing with a message that says which part of the
+    path is in the way.
+
+    Args:
+        folder: the folder to create; flag: the flag or argument naming it (or naming ``named``, the file to
+            be written in it), for the message.
 
     Raises:
-        ElmoError: the folder cannot be created or written, or the file cannot be written or moved.
+        ElmoError: a part of ``folder`` is a file (``"<part> is a file, not a folder"``, naming ``flag``
+            when given), or the folder cannot be created.
     """
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocking = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), folder)
+        where = f" (in {flag} {named or folder})" if flag else ""
+        raise ElmoError(f"{blocking} is a file, not a folder{where}: choose another path or move the file") from None
+    except OSError as exc:
+        raise ElmoError(f"cannot create the folder {folder}{f' ({flag})' if flag else ''}: "
+                        f"{exc.strerror or exc}") from None
+
+
+def _new_file(path: Path) -> tuple[int, str]:
+    """``(fd, name)`` of a new empty file beside ``path`` (``.<name>.<random>.tmp``) with the permissions
+    ``path`` will have: those of the file it replaces, else ``0o666`` less the umask (what ``open()`` gives;
+    ``tempfile.mkstemp`` would give ``0o600``).
+
+    Raises:
+        OSError: the folder cannot be written.
+    """
+    try:
+        mode = stat.S_IMODE(os.stat(path).st_mode) & 0o777  # the file written over keeps its permissions
+    except OSError:
+        mode = None  # a new file: the umask decides, as for open()
+    for _ in range(100):
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        except FileExistsError:
+            continue
+        if mode is not None:
+            try:
+                os.fchmod(fd, mode)
+            except OSError:
+                os.close(fd)
+                os.remove(tmp)
+                raise
+        return fd, tmp
+    raise FileExistsError(f"no free temporary name beside {path}")
+
+
+@contextlib.contextmanager
+def _replacing(path: Path, flag: str | None = None) -> Iterator[tuple[int, str]]:
+    """``(fd, name)`` of a new temporary file beside ``path`` that replaces ``path`` (``os.replace``) when the
+    block ends without an error and is removed otherwise, leaving ``path`` as it was. The new file has the
+    permissions of the file it replaces, or ``0o666`` less the umask (:func:`_new_file`).
+
+    Raises:
+        ElmoError: the folder cannot be created (a part of it is a file: named, with ``flag``) or written,
+            or the file cannot be written or moved.
+    """
+    _make_folder(path.parent, flag, path)
+    try:
+        fd, tmp = _new_file(path)
     except OSError as exc:
         raise ElmoError(f"cannot write to {path.parent}: {exc.strerror or exc}") from None
     try:
@@ -120,16 +188,20 @@ def _replacing(path: Path) -> Iterator[tuple[int, str]]:
 
 
 @contextlib.contextmanager
-def atomic_hdf5(path: str | os.PathLike) -> Iterator[Any]:
+def atomic_hdf5(path: str | os.PathLike, flag: str | None = None) -> Iterator[Any]:
     """An ``h5py.File`` open for writing on a temporary file beside ``path``, moved into place with
     ``os.replace`` when the block ends without an error (removed otherwise, leaving ``path`` as it was).
+    Permissions as :func:`atomic_write`'s.
+
+    Args:
+        path: the hdf5 file; flag: the flag or argument that named it, for the error messages.
 
     Raises:
-        ElmoError: the folder or the file cannot be written.
+        ElmoError: the folder or the file cannot be written (a part of the folder is a file: named).
     """
     import h5py
 
-    with _replacing(Path(path)) as (fd, tmp):
+    with _replacing(Path(path), flag) as (fd, tmp):
         os.close(fd)
         with h5py.File(tmp, "w") as handle:
             yield handle
@@ -147,7 +219,8 @@ def save_checkpoint(obj: dict[str, Any], path: str | os.PathLike) -> None:
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> None:
     """Call ``write(handle)`` on a temporary file beside ``path``, then move it into place with ``os.replace``.
 
-    If ``write`` raises, the temporary file is removed and ``path`` is left as it was.
+    If ``write`` raises, the temporary file is removed and ``path`` is left as it was. A new file gets
+    ``0o666`` less the umask (as ``open()`` gives); a file written over keeps its permissions.
 
     Raises:
         ElmoError: the directory cannot be created or written (or whatever ``write`` raises).
@@ -190,20 +263,66 @@ def load_checkpoint(path: str | os.PathLike, expected_format: str | tuple[str, .
     return obj
 
 
-def check_writable(*folders: str | os.PathLike) -> None:
+def check_writable(*folders: str | os.PathLike, flags: tuple[str | None, ...] = ()) -> None:
     """Create each output folder and prove it can be written, before any training starts (so a run
     never trains for minutes and then fails to save).
 
+    Args:
+        folders: the output folders; flags: the flag naming each (``--models-dir`` ...), for the messages.
+
     Raises:
-        ElmoError: naming the folder that cannot be created or written.
+        ElmoError: naming the folder that cannot be created or written (and its flag), or the file
+            in the way of it (``"<path> is a file, not a folder"``).
     """
-    for folder in map(Path, folders):
+    for i, folder in enumerate(map(Path, folders)):
+        flag = flags[i] if i < len(flags) else None
+        _make_folder(folder, flag)
         try:
-            folder.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test."):
                 pass
         except OSError as exc:
-            raise ElmoError(f"cannot write to output folder {folder}: {exc.strerror or exc}") from None
+            raise ElmoError(f"cannot write to output folder {folder}{f' ({flag})' if flag else ''}: "
+                            f"{exc.strerror or exc}") from None
+
+
+PathArg = str | os.PathLike | None
+
+
+def _identity(path: Path) -> tuple[str, tuple[int, int] | None]:
+    """``(resolved path, (device, inode) or None when it does not exist)``."""
+    try:
+        st = os.stat(path)
+        inode = (st.st_dev, st.st_ino)
+    except OSError:
+        inode = None
+    return os.path.realpath(path), inode
+
+
+def refuse_overwriting_inputs(inputs: Mapping[str, PathArg], outputs: Mapping[str, PathArg]) -> None:
+    """Stop a command that would write over one of its own inputs, before it writes anything.
+
+    Args:
+        inputs: every file the command reads, keyed by the flag or argument that names it as the user
+            sees it (``"input_file"``, ``"--weight-file"``, ``"--data-dir (train.csv)"``); ``None`` (a flag
+            not given) is skipped.
+        outputs: every file it writes, keyed the same way (``"--models-dir (bilstm.pt)"``).
+
+    An output is one of the inputs when both resolve to the same path (symbolic links followed, ``..``
+    removed) or, when both exist, they are the same file on disk (same device and inode: a hard link, a
+    second name of a folder, a case-insensitive file system).
+
+    Raises:
+        ElmoError: naming the output's flag and path and the input's flag and path.
+    """
+    seen = [(name, Path(path), _identity(Path(path))) for name, path in inputs.items() if path is not None]
+    for out_name, out_path in outputs.items():
+        if out_path is None:
+            continue
+        resolved, inode = _identity(Path(out_path))
+        for in_name, in_path, (in_resolved, in_inode) in seen:
+            if resolved == in_resolved or (inode is not None and inode == in_inode):
+                raise ElmoError(f"{out_name} {out_path} is the same file as {in_name} {in_path}: writing it would "
+                                "destroy that input; choose another output path")
 
 
 def environment_info(seed: int | None = None) -> dict[str, Any]:

@@ -6,7 +6,7 @@ command        what it runs                                    top-level shim
 ``pretrain``   :func:`elmo.pipelines.pretraining.pretrain`     ``python ELMO.py``
 ``classify``   :func:`elmo.pipelines.classification.classify`  ``python classification.py``
 ``baselines``  :func:`elmo.pipelines.baselines.baselines`      ``python baselines.py``
-``predict``    :func:`elmo.pipelines.prediction.predict_texts`
+``predict``    :func:`elmo.pipelines.predict_command.predict`  ``classification.py --predict``
 ``embed``      :func:`elmo.pipelines.embedding.embed` (hdf5)
 ``report``     :func:`elmo.report.make_report` (report.pdf)
 ``bench``      :func:`elmo.bench.speed.bench`
@@ -15,57 +15,41 @@ command        what it runs                                    top-level shim
 ``fetch``      :func:`elmo.data.agnews.fetch` (AG News)
 =============  ==============================================  =========================
 
-Each command's flags are generated 1:1 from its config dataclass (``--max-docs`` ↔ ``max_docs``; see
-:func:`elmo.pipelines.common.option`). An :class:`~elmo.errors.ElmoError` becomes one line on stderr
-and exit status 2; Ctrl-C exits with 130 (after saving a training checkpoint when one is being written).
+Each command's flags are generated 1:1 from its arguments dataclass, named ``*Args`` (``--max-docs`` ↔
+``max_docs``; see :func:`elmo.pipelines.common.option`). An :class:`~elmo.errors.ElmoError` becomes one line
+on stderr (a field it names, such as ``ClassifierConfig.token_embedding_dim``, spelt as the flag that sets
+it: :func:`flag_message`) and exit status 2; Ctrl-C exits with 130 (after saving a training checkpoint when one is being written).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import sys
 import types
 import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from .bench.scale import ScaleConfig, bench_scale
-from .bench.speed import BenchConfig, bench
+from .bench.scale import ScaleArgs, bench_scale
+from .bench.speed import BenchArgs, bench
 from .data.agnews import SOURCE_URL, fetch
 from .errors import ElmoError
-from .pipelines.baselines import BaselinesConfig, baselines
-from .pipelines.classification import ClassifyConfig, classify
+from .pipelines.baselines import BaselinesArgs, baselines
+from .pipelines.classification import ClassifyArgs, classify
 from .pipelines.common import option
-from .pipelines.embedding import EmbedConfig, embed
-from .pipelines.prediction import predict_texts
-from .pipelines.pretraining import PretrainConfig, pretrain
-from .pipelines.study import StudyConfig, study
-from .report import ReportConfig, make_report
+from .pipelines.embedding import EmbedArgs, embed
+from .pipelines.predict_command import PredictArgs, predict
+from .pipelines.pretraining import PretrainArgs, pretrain
+from .pipelines.study import StudyArgs, study
+from .report import ReportArgs, make_report
 from .runtime import distributed
-from .runtime.device import PRECISIONS
 from .training.state import Interrupted
 
 
 @dataclass
-class PredictConfig:
-    """Flags of ``python -m elmo predict``."""
-
-    text: str | None = option(None, "classify this text")
-    file: str | None = option(None, "classify every non-blank line of this UTF-8 file")
-    models_dir: str = option("models", "folder holding bilstm.pt and classifier.pt")
-    device: str = option("auto", "auto (CUDA when present), cpu or cuda")
-    precision: str = option("auto", "auto, fp32, bf16 or fp16 (as classification.py)", choices=PRECISIONS)
-    threads: int | None = option(None, "CPU threads (default: all cores)")
-
-    def check(self) -> None:
-        """Exactly one of ``--text`` and ``--file``. Raises :class:`ElmoError`."""
-        if (self.text is None) == (self.file is None):
-            raise ElmoError("give either --text TEXT or --file FILE")
-
-
-@dataclass
-class FetchConfig:
+class FetchArgs:
     """Flags of ``python -m elmo fetch``."""
 
     data_dir: str = option("data/ag_news", "where train.csv and test.csv go")
@@ -78,28 +62,27 @@ class FetchConfig:
 
 @dataclass(frozen=True)
 class Command:
-    """One subcommand: its config dataclass, the function it runs and a one-line description."""
+    """One subcommand: its arguments dataclass (``*Args``), the function it runs and a one-line description."""
 
-    config: type
+    args: type
     run: Callable[[Any], Any]
     help: str
 
 
 COMMANDS: dict[str, Command] = {
-    "pretrain": Command(PretrainConfig, pretrain, "pre-train the biLM on AG News or your corpus (ELMO.py)"),
-    "classify": Command(ClassifyConfig, classify, "train the AG News classifier on ELMo, three layer mixes "
-                                                  "(classification.py)"),
-    "baselines": Command(BaselinesConfig, baselines, "Word2Vec, SVD and TF-IDF baselines (baselines.py)"),
-    "predict": Command(PredictConfig, lambda c: predict_texts(c.models_dir, c.text, c.file, c.device, c.precision,
-                                                              c.threads), "classify texts with classifier.pt"),
-    "report": Command(ReportConfig, make_report, "write report.pdf from results/ and images/"),
-    "embed": Command(EmbedConfig, embed, "ELMo vectors of every line of a text file into an hdf5 file (AllenNLP's "
-                                         "`elmo` command; the published ELMo or our biLM)"),
-    "bench": Command(BenchConfig, bench, "speed and memory benchmark (results/bench.json)"),
-    "bench-scale": Command(ScaleConfig, bench_scale, "streaming and torchrun scaling benchmark"),
-    "study": Command(StudyConfig, study, "the comparison over several seeds with confidence intervals and paired "
-                                         "tests (results/seeds.json)"),
-    "fetch": Command(FetchConfig, lambda c: fetch(c.data_dir, c.url, c.force), "download AG News (md5-verified)"),
+    "pretrain": Command(PretrainArgs, pretrain, "pre-train the biLM on AG News or your corpus (ELMO.py)"),
+    "classify": Command(ClassifyArgs, classify, "train the AG News classifier on ELMo, three layer mixes "
+                                                "(classification.py)"),
+    "baselines": Command(BaselinesArgs, baselines, "Word2Vec, SVD and TF-IDF baselines (baselines.py)"),
+    "predict": Command(PredictArgs, predict, "classify texts with classifier.pt"),
+    "report": Command(ReportArgs, make_report, "write report.pdf from results/ and images/"),
+    "embed": Command(EmbedArgs, embed, "ELMo vectors of every line of a text file into an hdf5 file (AllenNLP's "
+                                       "`elmo` command; the published ELMo or our biLM)"),
+    "bench": Command(BenchArgs, bench, "speed and memory benchmark (results/bench.json)"),
+    "bench-scale": Command(ScaleArgs, bench_scale, "streaming and torchrun scaling benchmark"),
+    "study": Command(StudyArgs, study, "the comparison over several seeds with confidence intervals and paired "
+                                       "tests (results/seeds.json)"),
+    "fetch": Command(FetchArgs, lambda c: fetch(c.data_dir, c.url, c.force), "download AG News (md5-verified)"),
 }
 
 
@@ -110,14 +93,37 @@ def _flag_type(annotation: Any):
     return annotation
 
 
-def add_flags(parser: argparse.ArgumentParser, config_cls: type) -> argparse.ArgumentParser:
-    """Add one ``--flag`` per field of the dataclass ``config_cls`` (booleans get ``--no-flag`` too; a field
-    whose metadata says ``positional=True`` becomes a positional argument)."""
-    hints = typing.get_type_hints(config_cls)
-    for f in dataclasses.fields(config_cls):
-        flag = "--" + f.name.replace("_", "-")
+class _DeprecatedAlias(argparse.Action):
+    """A hidden old spelling of a flag: stores into the flag's field and says which spelling to use."""
+
+    def __init__(self, option_strings, dest, current: str = "", **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.current = current
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"warning: {option_string} is deprecated: use {self.current}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def flag_of(field: dataclasses.Field) -> str:
+    """The ``--flag`` spelling of an arguments dataclass field (``max_docs`` → ``--max-docs``)."""
+    return "--" + field.name.replace("_", "-")
+
+
+def add_flags(parser: argparse.ArgumentParser, args_cls: type) -> argparse.ArgumentParser:
+    """Add one ``--flag`` per field of the arguments dataclass ``args_cls`` (booleans get ``--no-flag`` too; a field
+    whose metadata says ``positional=True`` becomes a positional argument; ``deprecated_aliases`` in its
+    metadata are old spellings, accepted with a warning and hidden from ``--help``)."""
+    hints = typing.get_type_hints(args_cls)
+    for f in dataclasses.fields(args_cls):
+        flag = flag_of(f)
         kind = _flag_type(hints[f.name])
-        extra = {k: v for k, v in f.metadata.items() if k not in ("help", "positional")}
+        extra = {k: v for k, v in f.metadata.items() if k not in ("help", "positional", "deprecated_aliases")}
+        for alias in f.metadata.get("deprecated_aliases", ()):
+            many = {"nargs": "+", "type": typing.get_args(kind)[0]} if typing.get_origin(kind) in (list, tuple) \
+                else {"type": kind}
+            parser.add_argument(alias, dest=f.name, action=_DeprecatedAlias, current=flag, default=argparse.SUPPRESS,
+                                help=argparse.SUPPRESS, **many, **extra)
         if f.metadata.get("positional"):
             parser.add_argument(f.name, type=kind, help=f.metadata.get("help"), **extra)
         elif kind is bool:
@@ -136,8 +142,24 @@ def build_parser(prog: str = "python -m elmo") -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
     for name, command in COMMANDS.items():
         add_flags(sub.add_parser(name, help=command.help, description=command.help,
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter), command.config)
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter), command.args)
     return parser
+
+
+#: commands whose training runs keep checkpoints that ``--resume`` continues
+TRAINING_COMMANDS = ("pretrain", "classify", "baselines")
+
+
+def ctrl_c_message(command: str) -> str:
+    """What Ctrl-C outside a training loop left behind, for ``command``: training checkpoints and ``--resume``
+    only for the training commands; finished parts for ``study``; otherwise that no file was half-written."""
+    if command in TRAINING_COMMANDS:
+        return ("interrupted by Ctrl-C; training runs that had started keep their checkpoints in "
+                "<models-dir>/checkpoints/: run the same command with --resume to continue")
+    if command == "study":
+        return "study interrupted by Ctrl-C; its finished parts are kept: run the same command to do the rest"
+    return (f"{command} interrupted by Ctrl-C before it finished; files are moved into place only when complete, "
+            "so none was left half-written")
 
 
 def run(command: str, argv: Sequence[str] | None = None, prog: str | None = None) -> int:
@@ -152,10 +174,10 @@ def run(command: str, argv: Sequence[str] | None = None, prog: str | None = None
     """
     spec = COMMANDS[command]
     parser = add_flags(argparse.ArgumentParser(prog=prog or f"python -m elmo {command}", description=spec.help,
-                                               formatter_class=argparse.ArgumentDefaultsHelpFormatter), spec.config)
+                                               formatter_class=argparse.ArgumentDefaultsHelpFormatter), spec.args)
     args = parser.parse_args(argv)
     try:
-        config = spec.config(**vars(args))
+        config = spec.args(**vars(args))
         config.check()
         try:
             spec.run(config)
@@ -165,13 +187,40 @@ def run(command: str, argv: Sequence[str] | None = None, prog: str | None = None
         print(f"stopped: {exc}", file=sys.stderr)
         return 130
     except KeyboardInterrupt:  # Ctrl-C outside a training loop: nothing half-written, nothing to save
-        print("stopped by Ctrl-C; finished training runs keep their checkpoints in <models-dir>/checkpoints/: "
-              "run the same command with --resume to continue", file=sys.stderr)
+        print(f"stopped: {ctrl_c_message(command)}", file=sys.stderr)
         return 130
     except ElmoError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {flag_message(exc, spec.args)}", file=sys.stderr)
         return 2
     return 0
+
+
+def flag_message(error: ElmoError, args_cls: type) -> str:
+    """``error``'s message as a command-line user reads it: the field it names (:attr:`ElmoError.field`,
+    e.g. ``ClassifierConfig.token_embedding_dim``) spelt as the flag of ``args_cls`` that sets it
+    (``--token-embedding-dim``), and so are the other fields of the same config named in the message;
+    ``field=True`` / ``field=False`` become ``--flag`` / ``--no-flag``. Fields without a flag of the same name
+    (and messages of errors without a field) are left as they are.
+
+    Args:
+        error: the error raised; args_cls: the command's arguments dataclass (e.g. ``ClassifyArgs``).
+    """
+    message = str(error)
+    if not error.field:
+        return message
+    flags = {f.name: flag_of(f) for f in dataclasses.fields(args_cls) if not f.metadata.get("positional")}
+    owner, _, name = error.field.rpartition(".")
+    names = rf"{re.escape(owner)}\.(\w+)" if owner else rf"({re.escape(name)})"
+
+    def spell(match: re.Match) -> str:
+        flag = flags.get(match.group(1))
+        if flag is None:
+            return match.group(0)
+        if match.group(2):
+            return flag if match.group(2) == "=True" else "--no-" + flag[2:]
+        return flag
+
+    return re.sub(rf"(?<![\w.-]){names}(?!\w)(=True|=False)?", spell, message)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,8 +3,30 @@
 Every failure a user can cause (a missing file, a malformed CSV row, a bad flag, a checkpoint that
 is not ours) raises :class:`ElmoError` with a message that names the file, line or argument. The
 command-line scripts turn it into a one-line message and exit code 2; library users can catch it.
+
+Library code names what the library user set: a config field (``ClassifierConfig.token_embedding_dim``)
+or a function argument (``val_fraction``), recorded in :attr:`ElmoError.field`. Translating that into
+the flag a command-line user typed (``--token-embedding-dim``) is :mod:`elmo.cli`'s job.
 """
+
+from __future__ import annotations
 
 
 class ElmoError(Exception):
-    """A user-facing error: bad input data, a bad argument or a missing/invalid model file."""
+    """A user-facing error: bad input data, a bad argument or a missing/invalid model file.
+
+    Args:
+        message: what went wrong, naming the file, line, field or argument.
+        field: the value the error is about, as the message spells it: ``"Owner.field"`` for a config
+            dataclass field (e.g. ``"ClassifierConfig.token_embedding_dim"``; other fields of the same
+            ``Owner`` the message names may be translated too) or a bare argument name (``"val_fraction"``);
+            ``None`` when the error is not about one value. ``field=True`` / ``field=False`` in the message
+            reads as a boolean flag's ``--flag`` / ``--no-flag``.
+
+    Attributes:
+        field: as given.
+    """
+
+    def __init__(self, message: str = "", field: str | None = None):
+        super().__init__(message)
+        self.field = field

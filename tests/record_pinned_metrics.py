@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "integration"))
 from conftest import PINNED_COMMON, PINNED_LM  # noqa: E402
 from support import ROOT, run_script, write_tiny_agnews  # noqa: E402
 
-from elmo.model.mix import MIX_SETTINGS  # noqa: E402
+from elmo.model.mix import LAYER_MIXES  # noqa: E402
 
 
 def main() -> None:
@@ -35,7 +35,7 @@ def main() -> None:
               "classification": {s: {"test_accuracy": cls[s]["test"]["accuracy"], "test_f1": cls[s]["test"]["f1"],
                                      "val_f1": cls[s]["val"]["f1"],
                                      "train_loss": [row["train_loss"] for row in cls[s]["history"]]}
-                                 for s in MIX_SETTINGS}}
+                                 for s in LAYER_MIXES}}
     path = ROOT / "tests" / "fixtures" / "pinned_metrics.json"
     path.write_text(json.dumps(pinned, indent=1) + "\n")
     print(f"wrote {path}:\n{json.dumps(pinned, indent=1)}")

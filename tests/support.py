@@ -116,5 +116,5 @@ def needs_native_bf16():
 #: 16 make 15 steps an epoch (the resume tests count on it); lr 0.02 lets a 16-wide biLM learn the toy topics in
 #: 2 epochs (test perplexity about 20 against the unigram model's 37).
 SMALL = ["--embedding-dim", "16", "--hidden-size", "16", "--batch-size", "16", "--epochs", "2", "--lr", "0.02", "--quiet"]
-#: classification.py flags of that run (15 steps an epoch, 3 epochs, all three settings).
+#: classification.py flags of that run (15 steps an epoch, 3 epochs, all three layer mixes).
 CLASSIFY = ["--epochs", "3", "--batch-size", "16", "--encoder-hidden", "8", "--lr", "0.01", "--quiet"]

@@ -38,15 +38,15 @@ from ..artifacts import environment_info, write_json
 from ..data.agnews import read_agnews
 from ..data.text import tokenize
 from ..inference.embedder import CHUNK_BATCHES, ElmoEmbedder
-from ..model.bilm_tf import BilmTfConfig, PublishedBiLM
+from ..model.bilm_tf import PublishedBiLM, PublishedBiLMConfig
 from ..model.bilm_tf_io import save_published_bilm
 from ..runtime.device import configure_threads, cpu_has_bf16
 from .children import in_child, peak_rss_mb
 
 #: the published architectures measured (AllenNLP's file names without ``elmo_`` and the suffixes)
 ARCHITECTURES = {
-    "small": ("2x1024_128_2048cnn_1xhighway", BilmTfConfig(hidden_size=1024, projection_dim=128, num_highway=1)),
-    "original": ("2x4096_512_2048cnn_2xhighway", BilmTfConfig()),
+    "small": ("2x1024_128_2048cnn_1xhighway", PublishedBiLMConfig(hidden_size=1024, projection_dim=128, num_highway=1)),
+    "original": ("2x4096_512_2048cnn_2xhighway", PublishedBiLMConfig()),
 }
 BATCH = 64
 #: ``torch.profiler`` operator names → the part of the work they are
@@ -68,14 +68,14 @@ def sentences_of(data_dir: str, count: int) -> list[list[str]]:
     return sentences[:count]
 
 
-def lstm_flops(config: BilmTfConfig, steps: int) -> float:
+def lstm_flops(config: PublishedBiLMConfig, steps: int) -> float:
     """FLOPs of ``steps`` steps of one direction of the LSTM stack (all its layers)."""
     proj, cells = config.projection_dim, config.hidden_size
     per_step = 2 * 2 * proj * 4 * cells + (2 * cells * proj if proj < cells else 0)
     return float(per_step * steps * config.num_layers)
 
 
-def word_flops(config: BilmTfConfig, word: str) -> float:
+def word_flops(config: PublishedBiLMConfig, word: str) -> float:
     """FLOPs of one word's token vector: convolutions over the characters read, highway, projection."""
     read = min(config.max_chars, len(word.encode("utf-8")[: config.max_chars - 2]) + 2 + max(w for w, _ in config.filters))
     conv = sum(2 * config.char_dim * w * n * max(0, read - w + 1) for w, n in config.filters)
@@ -84,7 +84,7 @@ def word_flops(config: BilmTfConfig, word: str) -> float:
     return float(conv + rest)
 
 
-def embedding_flops(config: BilmTfConfig, sentences: list[list[str]], batch_size: int = BATCH) -> float:
+def embedding_flops(config: PublishedBiLMConfig, sentences: list[list[str]], batch_size: int = BATCH) -> float:
     """Matrix-product FLOPs of embedding ``sentences`` statelessly (the module docstring says what counts)."""
     steps = sum(len(s) + 1 for s in sentences)
     chunk = CHUNK_BATCHES * batch_size

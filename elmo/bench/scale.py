@@ -9,7 +9,7 @@
   collated batches, :func:`stream_pass`) over ``--size-mb`` (1 GB) and a tenth of it, and the whole
   ``ELMO.py --train-file`` run (small biLM, one epoch per direction) over ``--script-mb`` (50 MB)
   and a tenth of it: training through 1 GB (about 170M tokens) takes hours on a 2-core CPU.
-* **ddp**: ``ELMO.py`` (one epoch per direction) and ``classification.py`` (one setting, one epoch)
+* **ddp**: ``ELMO.py`` (one epoch per direction) and ``classification.py`` (one layer mix, one epoch)
   on the first ``--ddp-docs`` AG News rows, as one process with all cores and under
   ``torchrun --nproc_per_node=2`` (one thread each), with the same global batch; the figures are
   the training throughputs the scripts record (tokens/s per direction, documents/s).
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import Outputs, environment_info, write_json
+from ..artifacts import Outputs, environment_info, refuse_overwriting_inputs, write_json
 from ..data.stream import StreamedCorpus, TextSource
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
@@ -40,7 +40,7 @@ COMMAND = {"ELMO.py": ["-m", "elmo", "pretrain"], "classification.py": ["-m", "e
 
 
 @dataclass
-class ScaleConfig:
+class ScaleArgs:
     """Flags of ``python -m elmo bench-scale``."""
 
     size_mb: int = option(1000, "corpus size in MB of the data-path pass (vocabulary + one streamed epoch of "
@@ -115,7 +115,7 @@ def stream_pass(path: str, max_length: int = 256, batch_size: int = 256, max_tok
             "tokens": tokens, "batches": batches, "vocab_size": len(vocab), "peak_rss_mb": peak_rss_mb()}
 
 
-def section_stream(cfg: ScaleConfig) -> dict[str, Any]:
+def section_stream(cfg: ScaleArgs) -> dict[str, Any]:
     """Peak RSS at two corpus sizes, 10x apart: the streamed data path over ``--size-mb`` and a tenth of it,
     and the whole ``ELMO.py --train-file`` run (one epoch per direction, small biLM) over ``--script-mb``
     and a tenth of it."""
@@ -156,7 +156,7 @@ def _torchrun(procs: int) -> list[str]:
         if procs > 1 else [sys.executable]  # then COMMAND's "-m elmo ...": torchrun takes -m as python does
 
 
-def section_ddp(cfg: ScaleConfig) -> dict[str, Any]:
+def section_ddp(cfg: ScaleArgs) -> dict[str, Any]:
     """Training throughput of both scripts as 1 process (all cores) and as 2 torchrun processes."""
     import os
     import subprocess
@@ -171,7 +171,7 @@ def section_ddp(cfg: ScaleConfig) -> dict[str, Any]:
                   "--images-dir", str(run_dir / "images")]
         row: dict[str, Any] = {}
         for script, extra in (("ELMO.py", ["--epochs", "1", "--init-embeddings", "none"]),
-                              ("classification.py", ["--epochs", "1", "--settings", "trainable_lambda"])):
+                              ("classification.py", ["--epochs", "1", "--mixes", "trainable_lambda"])):
             started = time.perf_counter()
             proc = subprocess.run([*_torchrun(procs), *COMMAND[script], *common, *extra], capture_output=True,
                                   text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -190,8 +190,14 @@ def section_ddp(cfg: ScaleConfig) -> dict[str, Any]:
     return out
 
 
-def bench_scale(cfg: ScaleConfig) -> dict[str, Any]:
-    """Run the chosen sections and write ``cfg.out``."""
+def bench_scale(cfg: ScaleArgs) -> dict[str, Any]:
+    """Run the chosen sections and write ``cfg.out``.
+
+    Raises:
+        ElmoError: ``--out`` is one of the AG News files the torchrun section reads (naming both).
+    """
+    data = Path(cfg.data_dir)
+    refuse_overwriting_inputs({f"--data-dir ({n})": data / n for n in ("train.csv", "test.csv")}, {"--out": cfg.out})
     results: dict[str, Any] = {"meta": environment_info(cfg.seed)}
     if "stream" in cfg.sections:
         results["stream"] = section_stream(cfg)

@@ -9,15 +9,15 @@ real AG News batches, through the same code the scripts run (:func:`elmo.trainin
   implementations train (:class:`NaiveLM`: one ``nn.LSTM``, full softmax over the vocabulary at every
   position, every batch padded to the longest sentence of the corpus, fp32), and the ratio.
 * **Achieved GFLOP/s** of the LM training step (LSTM and softmax matrix products counted, forward +
-  backward = 3 × forward) against a **measured matmul peak** of the same precision on this machine.
-* **ELMoEmbedder** sentences/s and tokens/s, batches of 64 and one sentence at a time.
-* **Classifier training** documents/s per layer-mix setting, with the biLM layer cache
+  backward = 3 × forward) against a **measured matmul peak** of the same precision on the same device.
+* **ElmoEmbedder** sentences/s and tokens/s, batches of 64 and one sentence at a time.
+* **Classifier training** documents/s per layer mix, with the biLM layer cache
   (:mod:`elmo.inference.layer_cache`, the default) and without it; the cache's fill rate and size per token.
 * **Peak resident memory** of each section (each runs in a fresh process) and of ``ELMO.py`` /
   ``classification.py`` runs at two corpus sizes, extrapolated linearly to the full train file.
 * **The published ELMo** (``--published``, instead of the above): embedding speed of the Small and
   Original architectures in fp32 and bf16 (:mod:`elmo.bench.published`).
-* **Projected wall time** of the whole pipeline (both scripts, all three settings, default epochs)
+* **Projected wall time** of the whole pipeline (both scripts, all three layer mixes, default epochs)
   for the official 120,000-row train file, from the measured rates, component by component.
 
 Every figure is the median of ``--repeats`` measurements after a warm-up. This is a benchmark that
@@ -41,22 +41,22 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..artifacts import environment_info, write_json
-from ..data.agnews import Corpus, load_agnews
-from ..data.corpus import EncodedCorpus, encode_corpus
+from ..artifacts import environment_info, refuse_overwriting_inputs, write_json
+from ..data.agnews import load_agnews
+from ..data.corpus import Corpus, EncodedCorpus, encode_corpus
 from ..data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabulary
 from ..errors import ElmoError
-from ..inference.embedder import ELMoEmbedder
+from ..inference.class_probabilities import class_probabilities
+from ..inference.embedder import ElmoEmbedder
 from ..inference.layer_cache import compute_layers
-from ..inference.prediction import predict
 from ..model.bilm import IGNORE_INDEX, BiLM, BiLMConfig, LanguageModel, length_mask
 from ..model.classifier import ElmoClassifier
-from ..model.mix import MIX_SETTINGS
+from ..model.mix import LAYER_MIXES
 from ..model.serialization import load_bilm
 from ..model.static import word2vec_vectors
-from ..pipelines.classification import ClassifyConfig
+from ..pipelines.classification import ClassifyArgs
 from ..pipelines.common import option
-from ..pipelines.pretraining import PretrainConfig, prepare_data
+from ..pipelines.pretraining import PretrainArgs, prepare_data
 from ..pipelines.task import classifier_loss
 from ..runtime.device import (
     cap_kernel_caches,
@@ -73,7 +73,7 @@ from .published import bench_published
 
 
 @dataclass
-class BenchConfig:
+class BenchArgs:
     """Flags of ``python -m elmo bench``."""
 
     data_dir: str = option("data/ag_news", "folder holding train.csv and test.csv")
@@ -196,7 +196,7 @@ def _sync(device: torch.device) -> None:
 # ------------------------------------------------------------------------------------------
 
 
-def _setup(cfg: BenchConfig) -> tuple[torch.device, torch.dtype | None]:
+def _setup(cfg: BenchArgs) -> tuple[torch.device, torch.dtype | None]:
     set_seed(cfg.seed)
     configure_threads(cfg.threads)
     device = resolve_device(cfg.device)
@@ -215,7 +215,7 @@ def _train_rate(model: nn.Module, batches: list[np.ndarray], corpus: EncodedCorp
     return row["units_per_second"], row["seconds"]
 
 
-def _median_runs(cfg: BenchConfig, batches: list[np.ndarray], per_run: int, measure: Callable) -> list[Any]:
+def _median_runs(cfg: BenchArgs, batches: list[np.ndarray], per_run: int, measure: Callable) -> list[Any]:
     """Warm up on one slice of ``batches``, then call ``measure(slice)`` on ``cfg.repeats`` further slices."""
     need = per_run * (cfg.repeats + 1)
     if len(batches) < need:
@@ -224,7 +224,7 @@ def _median_runs(cfg: BenchConfig, batches: list[np.ndarray], per_run: int, meas
     return [measure(batches[per_run * (r + 1): per_run * (r + 2)]) for r in range(cfg.repeats)]
 
 
-def section_machine(cfg: BenchConfig) -> dict[str, Any]:
+def section_machine(cfg: BenchArgs) -> dict[str, Any]:
     """Device, threads, precision and measured matmul peaks."""
     device, amp_dtype = _setup(cfg)
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16} | ({"fp16": torch.float16} if device.type == "cuda" else {})
@@ -236,12 +236,12 @@ def section_machine(cfg: BenchConfig) -> dict[str, Any]:
     return out
 
 
-def section_lm(cfg: BenchConfig) -> dict[str, Any]:
+def section_lm(cfg: BenchArgs) -> dict[str, Any]:
     """biLM training throughput, ours vs the naive reference, achieved GFLOP/s; evaluation rates."""
     cap_kernel_caches(32)  # as ELMO.py
     device, amp_dtype = _setup(cfg)
     started = time.perf_counter()
-    pre = PretrainConfig(data_dir=cfg.data_dir, seed=cfg.seed)
+    pre = PretrainArgs(data_dir=cfg.data_dir, seed=cfg.seed)
     _, vocab, data = prepare_data(pre)
     load_seconds = time.perf_counter() - started
     corpus, bilm_config = data["train"], pre.bilm_config(len(vocab))
@@ -307,22 +307,22 @@ def section_lm(cfg: BenchConfig) -> dict[str, Any]:
     }
 
 
-def _bilm(cfg: BenchConfig, train: Corpus) -> tuple[BiLM, Vocabulary, str]:
+def _bilm(cfg: BenchArgs, train: Corpus) -> tuple[BiLM, Vocabulary, str]:
     path = Path(cfg.models_dir) / "bilstm.pt"
     if path.is_file():
         bilm, vocab, _ = load_bilm(path)
         return bilm, vocab, str(path)
-    pre = PretrainConfig()
+    pre = PretrainArgs()
     vocab = Vocabulary.build(train.tokens, pre.min_freq, pre.max_vocab)
     return BiLM(pre.bilm_config(len(vocab))).eval(), vocab, "random initialisation, default sizes"
 
 
-def section_embedding(cfg: BenchConfig) -> dict[str, Any]:
-    """ELMoEmbedder sentences/s and tokens/s, batched (64) and one sentence at a time."""
+def section_embedding(cfg: BenchArgs) -> dict[str, Any]:
+    """ElmoEmbedder sentences/s and tokens/s, batched (64) and one sentence at a time."""
     device, _ = _setup(cfg)
     train, _, test = load_agnews(cfg.data_dir, 0.05, cfg.seed)
     bilm, vocab, source = _bilm(cfg, train)
-    embedder = ELMoEmbedder(bilm, vocab, device, precision=cfg.precision)
+    embedder = ElmoEmbedder(bilm=bilm, vocab=vocab, device=device, precision=cfg.precision)
     sentences = [s for s in test.tokens if s][: cfg.embed_sentences]
     single = sentences[: cfg.single_sentences]
 
@@ -343,12 +343,12 @@ def section_embedding(cfg: BenchConfig) -> dict[str, Any]:
             "precision": precision_name(embedder.amp_dtype), "peak_rss_mb": peak_rss_mb()}
 
 
-def section_classifier(cfg: BenchConfig) -> dict[str, Any]:
-    """Classifier training documents/s per setting, with the biLM layer cache in memory, on disk
+def section_classifier(cfg: BenchArgs) -> dict[str, Any]:
+    """Classifier training documents/s per layer mix, with the biLM layer cache in memory, on disk
     (:mod:`elmo.data.layer_store`) and without it; cache fill rate and size; prediction documents/s."""
     cap_kernel_caches(256)  # as classification.py
     device, amp_dtype = _setup(cfg)
-    clf = ClassifyConfig(data_dir=cfg.data_dir, seed=cfg.seed)
+    clf = ClassifyArgs(data_dir=cfg.data_dir, seed=cfg.seed)
     train, _, _ = load_agnews(cfg.data_dir, clf.val_fraction, cfg.seed)
     bilm, vocab, source = _bilm(cfg, train)
     bilm.to(device)
@@ -369,25 +369,25 @@ def section_classifier(cfg: BenchConfig) -> dict[str, Any]:
                                      "disk_tokens_per_second": cached.num_tokens / disk_fill_seconds,
                                      "bytes_per_token": layers.nbytes // layers.num_tokens},
                            "train_docs_per_second": {}, "predict_docs_per_second": {}}
-    for setting in MIX_SETTINGS:
-        out["train_docs_per_second"][setting] = {}
+    for mix in LAYER_MIXES:
+        out["train_docs_per_second"][mix] = {}
         for name, corpus in (("cached", cached), ("cached_on_disk", on_disk), ("uncached", plain)):
             set_seed(cfg.seed)
-            model = ElmoClassifier(bilm, clf.classifier_config(setting)).to(device)
+            model = ElmoClassifier(bilm, clf.classifier_config(mix)).to(device)
             runs = _median_runs(cfg, batches, per_run,
                                 lambda index, model=model, corpus=corpus: _train_rate(model, index, corpus, classifier_loss, device, amp_dtype, clf.lr)[0])
-            out["train_docs_per_second"][setting][name] = statistics.median(runs)
+            out["train_docs_per_second"][mix][name] = statistics.median(runs)
         start = time.perf_counter()
-        predict(model, cached, device, amp_dtype)
-        out["predict_docs_per_second"][setting] = len(cached) / (time.perf_counter() - start)
+        class_probabilities(model, cached, device, amp_dtype)
+        out["predict_docs_per_second"][mix] = len(cached) / (time.perf_counter() - start)
     out["precision"], out["peak_rss_mb"] = precision_name(amp_dtype), peak_rss_mb()
     return out
 
 
-def section_word2vec(cfg: BenchConfig) -> dict[str, Any]:
+def section_word2vec(cfg: BenchArgs) -> dict[str, Any]:
     """Seconds per training token of the Word2Vec initialisation (``--init-embeddings word2vec``)."""
     _setup(cfg)
-    pre = PretrainConfig()
+    pre = PretrainArgs()
     train, _, _ = load_agnews(cfg.data_dir, pre.val_fraction, cfg.seed, max_docs=5000)
     vocab = Vocabulary.build(train.tokens, pre.min_freq, pre.max_vocab)
     _, info = word2vec_vectors(train.tokens, vocab, dim=pre.embedding_dim, seed=cfg.seed)
@@ -401,11 +401,11 @@ def section_word2vec(cfg: BenchConfig) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------
 
 
-def section_scripts(cfg: BenchConfig, threads: int) -> dict[str, Any]:
-    """Peak RSS of ``ELMO.py`` (1 epoch) and ``classification.py`` (1 setting, 1 epoch; the layer cache on
+def section_scripts(cfg: BenchArgs, threads: int) -> dict[str, Any]:
+    """Peak RSS of ``ELMO.py`` (1 epoch) and ``classification.py`` (1 layer mix, 1 epoch; the layer cache on
     disk as ``--cache-layers auto`` chooses, and in memory) at the two ``--memory-docs`` sizes, and the
     straight line through them extrapolated to the train split of ``--target-rows`` rows (epochs and
-    settings add time, not memory)."""
+    layer mixes add time, not memory)."""
     out: dict[str, Any] = {"documents": list(cfg.memory_docs), "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
         common = ["--data-dir", cfg.data_dir, "--seed", str(cfg.seed), "--threads", str(threads), "--quiet",
@@ -416,26 +416,26 @@ def section_scripts(cfg: BenchConfig, threads: int) -> dict[str, Any]:
             args = common + ["--max-docs", str(docs)] + where
             out["runs"][docs] = {
                 "ELMO.py": run_script(["-m", "elmo", "pretrain", *args]),
-                "classification.py": run_script(["-m", "elmo", "classify", *args, "--settings",
+                "classification.py": run_script(["-m", "elmo", "classify", *args, "--mixes",
                                                    "trainable_lambda", "--cache-layers", "disk"]),
-                "classification.py (cache in memory)": run_script(["-m", "elmo", "classify", *args, "--settings",
+                "classification.py (cache in memory)": run_script(["-m", "elmo", "classify", *args, "--mixes",
                                                                    "trainable_lambda", "--cache-layers", "memory"]),
             }
     small, large = cfg.memory_docs
-    target_docs = cfg.target_rows * (1 - PretrainConfig().val_fraction)
+    target_docs = cfg.target_rows * (1 - PretrainArgs().val_fraction)
     out["projected_peak_rss_mb"] = {}
     for script in out["runs"][small]:
         (_, a), (_, b) = out["runs"][small][script], out["runs"][large][script]
-        slope = (b - a) / ((large - small) * (1 - PretrainConfig().val_fraction))
-        out["projected_peak_rss_mb"][script] = b + slope * (target_docs - large * (1 - PretrainConfig().val_fraction))
+        slope = (b - a) / ((large - small) * (1 - PretrainArgs().val_fraction))
+        out["projected_peak_rss_mb"][script] = b + slope * (target_docs - large * (1 - PretrainArgs().val_fraction))
     return out
 
 
 def project_pipeline(results: dict[str, Any], train_docs: float, val_docs: float, test_docs: float,
                      tokens_per_doc: float) -> dict[str, float]:
     """Wall seconds of ``ELMO.py`` + ``classification.py`` (defaults: both LM directions, every epoch,
-    all three settings, no early stop) for a corpus of these sizes, from the measured rates."""
-    pre, clf = PretrainConfig(), ClassifyConfig()
+    all three layer mixes, no early stop) for a corpus of these sizes, from the measured rates."""
+    pre, clf = PretrainArgs(), ClassifyArgs()
     lm, c, w2v = results["lm"], results["classifier"], results["word2vec"]
     words = lambda docs: docs * (tokens_per_doc + 1)  # noqa: E731  (predicted words incl. the end marker)
     rows = train_docs + val_docs + test_docs
@@ -447,17 +447,21 @@ def project_pipeline(results: dict[str, Any], train_docs: float, val_docs: float
         "lm_final_evaluation": 2 * words(val_docs + test_docs) / lm["eval_words_per_second"]["full_softmax"],
         "layer_cache": rows * tokens_per_doc / c["cache"]["tokens_per_second"],
         "classifier_training": sum(clf.epochs * train_docs / c["train_docs_per_second"][s]["cached"]
-                                   for s in MIX_SETTINGS),
+                                   for s in LAYER_MIXES),
         "classifier_prediction": sum((clf.epochs * val_docs + train_docs + val_docs + test_docs)
-                                     / c["predict_docs_per_second"][s] for s in MIX_SETTINGS),
+                                     / c["predict_docs_per_second"][s] for s in LAYER_MIXES),
     }
     parts["total"] = sum(parts.values())
     return parts
 
 
-def bench(cfg: BenchConfig) -> dict[str, Any]:
+def bench(cfg: BenchArgs) -> dict[str, Any]:
     """Run every section, print the table, write ``cfg.out``; returns the JSON content. With ``--published``
     only the published-ELMo section (:func:`elmo.bench.published.bench_published`, its own JSON)."""
+    data = Path(cfg.data_dir)
+    refuse_overwriting_inputs({"--data-dir (train.csv)": data / "train.csv", "--data-dir (test.csv)": data / "test.csv",
+                               "--models-dir (bilstm.pt)": Path(cfg.models_dir) / "bilstm.pt"},
+                              {"--published-out": cfg.published_out} if cfg.published else {"--out": cfg.out})
     if cfg.published:
         return bench_published(cfg)
     threads = configure_threads(cfg.threads)
@@ -473,7 +477,7 @@ def bench(cfg: BenchConfig) -> dict[str, Any]:
         results["scripts"] = section_scripts(cfg, threads)
     lm = results["lm"]
     tokens_per_doc = lm["train_tokens"] / lm["train_documents"]
-    val_fraction, test_docs = PretrainConfig().val_fraction, lm["test_documents"]  # the official test file
+    val_fraction, test_docs = PretrainArgs().val_fraction, lm["test_documents"]  # the official test file
     results["projection"] = {
         "target_rows": cfg.target_rows, "tokens_per_document": tokens_per_doc,
         "this_corpus_seconds": project_pipeline(results, lm["train_documents"], lm["val_documents"], test_docs,
@@ -507,10 +511,10 @@ def format_bench(r: dict[str, Any]) -> str:
              f"  ({lm['peak_fraction']['ours']:.0%})",
              f"{'  achieved GFLOP/s, naive (share of fp32 peak)':<52}{lm['gflops']['naive']:>14,.1f}"
              f"  ({lm['peak_fraction']['naive']:.0%})",
-             f"{'ELMoEmbedder, batch 64 (sentences/s)':<52}{e['batch_64']['sentences_per_second']:>14,.0f}"
+             f"{'ElmoEmbedder, batch 64 (sentences/s)':<52}{e['batch_64']['sentences_per_second']:>14,.0f}"
              f"  {e['peak_rss_mb']:,.0f} MB",
-             f"{'ELMoEmbedder, batch 64 (tokens/s)':<52}{e['batch_64']['tokens_per_second']:>14,.0f}",
-             f"{'ELMoEmbedder, one sentence at a time (sentences/s)':<52}{e['single']['sentences_per_second']:>14,.0f}",
+             f"{'ElmoEmbedder, batch 64 (tokens/s)':<52}{e['batch_64']['tokens_per_second']:>14,.0f}",
+             f"{'ElmoEmbedder, one sentence at a time (sentences/s)':<52}{e['single']['sentences_per_second']:>14,.0f}",
              f"{'biLM layer cache fill (tokens/s)':<52}{c['cache']['tokens_per_second']:>14,.0f}"
              f"  {c['peak_rss_mb']:,.0f} MB"]
     for s, v in c["train_docs_per_second"].items():

@@ -19,7 +19,6 @@ import os
 import sys
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -29,6 +28,7 @@ from tqdm.auto import tqdm
 
 from ..artifacts import atomic_write
 from ..errors import ElmoError
+from .corpus import Corpus
 from .text import tokenize
 
 CLASS_NAMES = ("World", "Sports", "Business", "Sci/Tech")
@@ -41,31 +41,6 @@ OFFICIAL_MD5 = {
     "test.csv": "d52ea96a97a2d943681189a97654912d",
 }
 
-
-
-@dataclass
-class Corpus:
-    """Labelled documents read from one CSV file.
-
-    Attributes:
-        texts: the raw Description fields, one per row.
-        tokens: ``tokenize(text)`` for each row (never empty).
-        labels: int64 array of shape ``(N,)`` with 0-based classes in ``[0, 4)``.
-        path: the file they came from (for messages).
-    """
-
-    texts: list[str]
-    tokens: list[list[str]]
-    labels: np.ndarray
-    path: str = ""
-
-    def __len__(self) -> int:
-        return len(self.texts)
-
-    def subset(self, index: Sequence[int] | np.ndarray) -> "Corpus":
-        """The rows at ``index``, in that order."""
-        index = np.asarray(index, dtype=np.int64)
-        return Corpus([self.texts[i] for i in index], [self.tokens[i] for i in index], self.labels[index], self.path)
 
 
 def _is_header(row: Sequence[str]) -> bool:
@@ -139,7 +114,8 @@ def read_agnews(path: str | os.PathLike, skip_bad_rows: bool = False, max_rows: 
             problems.append(f"{int(mask.sum())} row(s) with {what} (line {shown})")
     if problems:
         if not skip_bad_rows:
-            raise ElmoError(f"{path}: " + "; ".join(problems) + ". Fix the file or pass --skip-bad-rows.")
+            raise ElmoError(f"{path}: " + "; ".join(problems) + ". Fix the file or pass skip_bad_rows=True.",
+                            field="skip_bad_rows")
         keep = ~(bad_label | empty)
         print(f"warning: {path}: skipped " + "; ".join(problems), file=sys.stderr)
         if not keep.any():
@@ -165,7 +141,7 @@ def find_split(data_dir: str | os.PathLike, split: str, download: bool = True) -
     how = (f"Put the AG News CSV files (train.csv, test.csv; no header; class, title, description) in "
            f"{Path(data_dir)}/, or download the official ones with: python -m elmo fetch --data-dir {data_dir}")
     if not download:
-        raise ElmoError(f"{path} not found (and --no-download is set). {how}")
+        raise ElmoError(f"{path} not found (and download=False is set). {how}", field="download")
     print(f"{path} not found: downloading the official AG News files into {Path(data_dir)}/ "
           "(md5-verified; --no-download turns this off)", file=sys.stderr)
     try:
@@ -186,7 +162,7 @@ def train_val_split(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray,
         ElmoError: ``val_fraction`` outside ``(0, 1)`` or too few rows to split.
     """
     if not 0.0 < val_fraction < 1.0:
-        raise ElmoError(f"--val-fraction must be in (0, 1), got {val_fraction}")
+        raise ElmoError(f"val_fraction must be in (0, 1), got {val_fraction}", field="val_fraction")
     n_val = max(1, int(round(n * val_fraction)))
     if n - n_val < 1:
         raise ElmoError(f"need at least 2 training documents to split off validation, got {n}")
@@ -215,7 +191,7 @@ def load_agnews(data_dir: str | os.PathLike, val_fraction: float = 0.05, seed: i
         ElmoError: missing files (with instructions), bad rows, or ``max_docs < 1``.
     """
     if max_docs is not None and max_docs < 1:
-        raise ElmoError(f"--max-docs must be a positive number of documents, got {max_docs}")
+        raise ElmoError(f"max_docs must be a positive number of documents, got {max_docs}", field="max_docs")
     full = read_agnews(find_split(data_dir, "train", download), skip_bad_rows=skip_bad_rows, max_rows=max_docs)
     test = read_agnews(find_split(data_dir, "test", download), skip_bad_rows=skip_bad_rows)
     train_index, val_index = train_val_split(len(full), val_fraction, seed)
@@ -278,7 +254,8 @@ def fetch(data_dir: str | os.PathLike, base_url: str = SOURCE_URL, force: bool =
         target = data_dir / name
         if target.is_file() and not force:
             if md5sum(target) != expected:
-                raise ElmoError(f"{target} exists but its md5 is not the official {expected}; pass --force to replace it")
+                raise ElmoError(f"{target} exists but its md5 is not the official {expected}; pass force=True to "
+                                "replace it", field="force")
             print(f"{target}: present, md5 ok", file=sys.stderr)
         else:
             print(f"downloading {base_url}{name} ...", file=sys.stderr)

@@ -7,7 +7,7 @@ never needs to know how processes are launched.
 
 from __future__ import annotations
 
-from typing import Sequence, TypeVar
+from typing import Callable, Generic, Iterator, Sequence, TypeVar
 
 import numpy as np
 
@@ -89,3 +89,22 @@ def eval_share(batches: Sequence[T], shard: Shard = SINGLE) -> Sequence[T]:
     the callers all-reduce their sums."""
     rank, world_size = shard
     return batches[rank::world_size]
+
+
+class CountedBatches(Generic[T]):
+    """The batches of one epoch, made as they are iterated, whose number is known before: ``len()`` is
+    the number of steps (under ``torchrun`` each rank's, one share per global batch), which the training
+    progress bar shows as its total. A streamed corpus, whose count is unknown, gives a plain iterator.
+
+    Args:
+        count: the number of batches ``make()`` yields; make: a function returning a fresh iterator over them.
+    """
+
+    def __init__(self, count: int, make: Callable[[], Iterator[T]]):
+        self.count, self.make = count, make
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[T]:
+        return self.make()

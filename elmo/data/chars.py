@@ -60,13 +60,13 @@ def char_table(words: Sequence[str], max_chars: int) -> np.ndarray:
     Raises:
         ElmoError: ``max_chars < 3`` (no room for one byte between the word marks).
     """
-    return _table(words, max_chars, word_char_ids, "--max-chars")
+    return _table(words, max_chars, word_char_ids, "max_chars")
 
 
 def _table(words: Sequence[str], max_chars: int, spell: Callable[[str, int], list[int]], name: str) -> np.ndarray:
     """Rows ``spell(word, max_chars)`` as an int16 array; ``name`` is the option named when ``max_chars < 3``."""
     if max_chars < 3:
-        raise ElmoError(f"{name} must be >= 3, got {max_chars}")
+        raise ElmoError(f"{name} must be >= 3, got {max_chars}", field=name)
     return np.array([spell(w, max_chars) for w in words], dtype=np.int16).reshape(len(words), max_chars)
 
 

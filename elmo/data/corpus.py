@@ -1,4 +1,5 @@
-"""Encoded corpora: the token ids of many documents in one flat array, and padded batches of them.
+"""Corpora: labelled documents as read (:class:`Corpus`), and encoded (the token ids of many documents in
+one flat array) with padded batches of them.
 
 :class:`EncodedCorpus` owns the storage (ids, lengths, offsets; optionally each token's spelling for a
 character biLM and each token's cached biLM layers) and :meth:`~EncodedCorpus.collate`, which turns
@@ -8,18 +9,44 @@ bucketing, shuffling, the share of each ``torchrun`` rank) is :mod:`elmo.data.ba
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
 
 from ..errors import ElmoError
-from .batching import SINGLE, Shard, bucket_batches, eval_share, rank_share
+from .batching import SINGLE, CountedBatches, Shard, bucket_batches, eval_share, rank_share
 from .chars import scheme_table
 from .layer_store import DiskLayerStore, MemoryLayerStore
 from .vocab import Vocabulary
 
 LayerStore = MemoryLayerStore | DiskLayerStore
+
+
+@dataclass
+class Corpus:
+    """Labelled documents as read, before encoding (e.g. one AG News CSV file, :func:`elmo.data.agnews.read_agnews`).
+
+    Attributes:
+        texts: the raw Description fields, one per row.
+        tokens: ``tokenize(text)`` for each row (never empty).
+        labels: int64 array of shape ``(N,)`` with 0-based classes in ``[0, 4)``.
+        path: the file they came from (for messages).
+    """
+
+    texts: list[str]
+    tokens: list[list[str]]
+    labels: np.ndarray
+    path: str = ""
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def subset(self, index: Sequence[int] | np.ndarray) -> "Corpus":
+        """The rows at ``index``, in that order."""
+        index = np.asarray(index, dtype=np.int64)
+        return Corpus([self.texts[i] for i in index], [self.tokens[i] for i in index], self.labels[index], self.path)
 
 
 class EncodedCorpus:
@@ -138,17 +165,27 @@ class EncodedCorpus:
         return bucket_batches(self.lengths, batch_size, max_tokens, shuffle, seed)
 
     def epoch_batches(self, batch_size: int, max_tokens: int | None, seed: int,
-                      shard: Shard = SINGLE) -> Iterator[dict[str, torch.Tensor]]:
+                      shard: Shard = SINGLE) -> CountedBatches[dict[str, torch.Tensor]]:
         """One training epoch: the shuffled length-bucketed batches of :meth:`batches` (``seed``: pass
-        ``seed + epoch``), collated. With ``shard = (rank, world_size)`` each global batch is dealt out
-        over the ranks and this rank gets its share (:func:`~elmo.data.batching.rank_share`; a zero-weight
-        ``"ghost"`` key marks a share borrowed from a batch with fewer documents than ranks)."""
-        for index in self.batches(batch_size, max_tokens, shuffle=True, seed=seed):
-            part, ghost = rank_share(index, shard)
-            batch = self.collate(part)
-            if ghost:
-                batch["ghost"] = torch.ones(())
-            yield batch
+        ``seed + epoch``), collated as they are iterated. With ``shard = (rank, world_size)`` each global
+        batch is dealt out over the ranks and this rank gets its share (:func:`~elmo.data.batching.rank_share`;
+        a zero-weight ``"ghost"`` key marks a share borrowed from a batch with fewer documents than ranks).
+
+        Returns:
+            :class:`~elmo.data.batching.CountedBatches`: its ``len()`` is the number of batches (steps) of
+            the epoch, the same on every rank.
+        """
+        index_batches = self.batches(batch_size, max_tokens, shuffle=True, seed=seed)
+
+        def collated() -> Iterator[dict[str, torch.Tensor]]:
+            for index in index_batches:
+                part, ghost = rank_share(index, shard)
+                batch = self.collate(part)
+                if ghost:
+                    batch["ghost"] = torch.ones(())
+                yield batch
+
+        return CountedBatches(len(index_batches), collated)
 
     def eval_batches(self, batch_size: int, max_tokens: int | None,
                      shard: Shard = SINGLE) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:

@@ -96,7 +96,8 @@ class DiskLayerStore:
         free = disk_free(where)
         if free is not None and self.nbytes > free:
             raise ElmoError(f"layer store: {self.nbytes / 2**30:.2f} GiB do not fit in the {free / 2**30:.1f} GiB free in "
-                            f"{where}; set TMPDIR to a larger disk or use --cache-layers memory/off")
+                            f"{where}; set TMPDIR to a larger disk or set cache_layers to memory or off",
+                            field="cache_layers")
         try:
             self.file = tempfile.TemporaryFile(dir=directory)
         except OSError as exc:

@@ -70,7 +70,8 @@ class TextSource:
             except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
                 raise ElmoError(f"{self.path}: not a readable CSV file with a header row ({exc})") from None
             if text_column not in header:
-                raise ElmoError(f"{self.path}: no column {text_column!r} (--text-column); its header has {header}")
+                raise ElmoError(f"{self.path}: no column {text_column!r} (text_column); its header has {header}",
+                                field="text_column")
         self.skipped = 0  # blank or wordless lines seen by the last full pass
 
     def texts(self) -> Iterator[tuple[int, str]]:

@@ -56,9 +56,9 @@ class Vocabulary:
             ElmoError: ``min_freq < 1`` or ``max_size < 1``.
         """
         if min_freq < 1:
-            raise ElmoError(f"--min-freq must be >= 1, got {min_freq}")
+            raise ElmoError(f"min_freq must be >= 1, got {min_freq}", field="min_freq")
         if max_size is not None and max_size < 1:
-            raise ElmoError(f"--max-vocab must be >= 1, got {max_size}")
+            raise ElmoError(f"max_size must be >= 1, got {max_size}", field="max_size")
         counts = Counter(w for doc in documents for w in doc)
         for special in SPECIALS:
             counts.pop(special, None)

@@ -8,18 +8,19 @@ wrote (a ``models/`` folder or its ``bilstm.pt``)::
     e = ElmoEmbedder(options_file="elmo_2x4096_512_2048cnn_2xhighway_options.json",
                      weight_file="elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5")
     v = e.embed_sentence(["The", "cat", "sat", "on", "the", "mat", "."])   # numpy (3, 7, 1024)
-    ours = ElmoEmbedder("models")                                           # our biLM: (3, 7, D)
+    ours = ElmoEmbedder.from_pretrained("models")                           # our biLM: (3, 7, D)
     TextClassifier.from_pretrained("models").predict(["Stocks rallied on Friday."])  # ['Business']
 
-:class:`ELMoEmbedder` is the same class built from a biLM object (``ELMoEmbedder.from_pretrained("models")``).
-Our biLM is trained lower-cased, so tokens are lower-cased for it (and :meth:`~ELMoEmbedder.tokenize` is the
+A biLM object already in memory works too: ``ElmoEmbedder(bilm=bilm, vocab=vocab)``. Vectors are computed
+in fp32 unless ``precision`` says otherwise (see :class:`ElmoEmbedder`).
+Our biLM is trained lower-cased, so tokens are lower-cased for it (and :meth:`~ElmoEmbedder.tokenize` is the
 training tokeniser); the published models read cased text, so tokens are kept as given.
 
 Stateless (the default) and stateful. Batches are right-padded and every biLM state of a token depends
 only on its own sentence, so a sentence's vectors do not depend on what else is in its batch (tested).
 With ``stateful=True`` (published biLMs only) the embedder reproduces bilm-tf / AllenNLP's
 ``ElmoEmbedder``: the LSTM states at the end of row r of a call initialise row r of the next call
-(see :class:`ELMoEmbedder` and ``docs/published_elmo.md`` for when each mode is right).
+(see :class:`ElmoEmbedder` and ``docs/published_elmo.md`` for when each mode is right).
 
 Length: there is no maximum; a sentence of any length is embedded whole (memory grows linearly).
 :class:`~elmo.inference.text_classifier.TextClassifier` truncates a text to ``max_length`` tokens.
@@ -28,6 +29,7 @@ Length: there is no maximum; a sentence of any length is embedded whole (memory 
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -47,7 +49,7 @@ from ..model.bilm_tf_io import load_published_bilm
 from ..model.serialization import load_bilm
 from ..runtime.device import autocast, resolve_device, resolve_precision
 
-#: sentences read (and length-bucketed together) per pass of :meth:`ELMoEmbedder.embed_sentences`, in batches
+#: sentences read (and length-bucketed together) per pass of :meth:`ElmoEmbedder.embed_sentences`, in batches
 CHUNK_BATCHES = 16
 #: where AllenNLP publishes the ELMo files (``<name>/elmo_<name>_options.json`` and ``_weights.hdf5``)
 PUBLISHED_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/"
@@ -115,44 +117,78 @@ def _check_sentences(sentences: Sequence[Sequence[str]], lowercase: bool = True)
     return out
 
 
-class ELMoEmbedder:
-    """Contextual vectors of every biLM layer for tokenised sentences (as AllenNLP's ``ElmoEmbedder``).
+def _device(cuda_device: int | None, device: str | torch.device | None) -> str | torch.device:
+    """AllenNLP's ``cuda_device`` (-1 = CPU, k = ``cuda:k``) or our ``device``; ``"auto"`` when neither is given."""
+    if device is not None and cuda_device is not None:
+        raise ElmoError("give cuda_device or device, not both")
+    if device is not None:
+        return device
+    if cuda_device is None:
+        return "auto"
+    return "cpu" if cuda_device < 0 else f"cuda:{cuda_device}"
+
+
+class ElmoEmbedder:
+    """Contextual vectors of every biLM layer for tokenised sentences, with AllenNLP's ``ElmoEmbedder`` interface.
+
+    One class for every weight source:
+
+    * ``ElmoEmbedder(options_file=..., weight_file=...)``: the published ELMo (bilm-tf's ``options.json`` and
+      ``weights.hdf5``; AllenNLP's signature, ``cuda_device`` included);
+    * ``ElmoEmbedder("models")`` or :meth:`from_pretrained`: our biLM, a ``models/`` folder or its ``bilstm.pt``
+      (given as ``options_file`` alone, see :func:`is_published`);
+    * ``ElmoEmbedder(bilm=bilm, vocab=vocab)``: a biLM object already in memory (ours with its vocabulary, or a
+      :class:`~elmo.model.bilm_tf.PublishedBiLM` without one).
 
     Args:
-        bilm: our trained :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.bilm_tf.PublishedBiLM`.
-        vocab: our biLM's :class:`~elmo.data.vocab.Vocabulary` (``None`` for a published biLM, which has none).
-        device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda"``.
-        max_tokens: padded-token budget per internal batch (stateless mode).
-        precision: ``"auto"`` (bf16 autocast on CPUs with native bf16 and on GPUs; see
-            :func:`elmo.runtime.device.resolve_precision`), ``"fp32"``, ``"bf16"`` or ``"fp16"`` (CUDA). The
-            vectors returned are float32 either way.
+        options_file: bilm-tf's ``options.json`` — or our ``models/`` folder / ``bilstm.pt`` (then without
+            ``weight_file``); weight_file: bilm-tf's ``weights.hdf5``. Not with ``bilm``.
+        cuda_device: AllenNLP's argument: -1 = CPU, k >= 0 = GPU k; device: ours (``"auto"``, ``"cpu"``,
+            ``"cuda"``); give at most one (default: a GPU when present).
+        bilm: our trained :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.bilm_tf.PublishedBiLM`
+            (moved to the device, put in eval mode); vocab: our biLM's :class:`~elmo.data.vocab.Vocabulary`
+            (``None`` for a published biLM, which has none).
         stateful: published biLM only. ``False``: every sentence starts from zero LSTM states (deterministic;
             a sentence's vectors depend on it alone). ``True``: bilm-tf / AllenNLP's behaviour — row r of each
             call starts from the states row r of the previous call ended with (``<S> .. </S>`` read whole), a
             smaller call uses and updates only its first rows and keeps the others, a larger one starts its new
             rows from zeros; batches are then the calls' sentences in the order given (``embed_sentences``:
             consecutive groups of ``batch_size``), never re-ordered by length. :meth:`reset_states` forgets them.
+        precision: ``"fp32"`` (the default, for every weight source: AllenNLP's precision, and the one the
+            published vectors are checked in to 1e-5), ``"auto"`` (bf16 autocast on CPUs with native bf16 and on
+            GPUs, as training runs; see :func:`elmo.runtime.device.resolve_precision`), ``"bf16"`` or ``"fp16"``
+            (CUDA). bf16 trades about 1e-2 of accuracy for speed (``docs/published_elmo.md``). The vectors
+            returned are float32 either way.
         vocab_to_cache: published biLM only: words whose token vectors are computed once here (as AllenNLP's
             ``vocab_to_cache``); others are computed once per distinct word per pass of up to
             :data:`CHUNK_BATCHES` batches.
+        max_tokens: padded-token budget per internal batch (stateless mode).
 
     The layers are h_0 (token vectors), h_1 .. h_L (LSTM layers), each ``D = bilm.output_dim`` wide
     (both directions concatenated; paper eq. 1). Words outside our biLM's vocabulary read as ``<unk>``
     for a word biLM; a character biLM (ours with ``--token-encoder char``, or a published one) spells them out.
 
     Raises:
-        ElmoError: ``stateful`` or ``vocab_to_cache`` with our biLM; a missing ``vocab`` for it; a bad device or precision.
+        ElmoError: missing, unreadable or inconsistent files (see :func:`load_any_bilm`); both files and a
+            ``bilm``; our biLM without its ``vocab``; ``stateful`` or ``vocab_to_cache`` with our biLM; a bad
+            device or precision.
     """
 
-    def __init__(self, bilm: BiLM | PublishedBiLM, vocab: Vocabulary | None = None, device: str | torch.device = "auto",
-                 max_tokens: int = 16384, precision: str = "auto", stateful: bool = False,
-                 vocab_to_cache: Sequence[str] | None = None):
+    def __init__(self, options_file: str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
+                 cuda_device: int | None = None, *, bilm: BiLM | PublishedBiLM | None = None,
+                 vocab: Vocabulary | None = None, device: str | torch.device | None = None, stateful: bool = False,
+                 precision: str = "fp32", vocab_to_cache: Sequence[str] | None = None, max_tokens: int = 16384):
+        target = _device(cuda_device, device)
+        if bilm is None:
+            bilm, vocab = load_any_bilm(options_file, weight_file)
+        elif options_file is not None or weight_file is not None:
+            raise ElmoError("give either a biLM object (bilm=...) or its files (options_file, weight_file), not both")
         self.published = isinstance(bilm, PublishedBiLM)
         if not self.published and vocab is None:
             raise ElmoError("our biLM needs its vocabulary (load_bilm returns it)")
         if not self.published and (stateful or vocab_to_cache):
             raise ElmoError("stateful=True and vocab_to_cache are options of a published (bilm-tf) biLM only")
-        self.device = resolve_device(device)
+        self.device = resolve_device(target)
         self.amp_dtype = resolve_precision(precision, self.device)
         self.bilm = bilm.to(self.device).eval()
         self.vocab = vocab
@@ -168,14 +204,14 @@ class ELMoEmbedder:
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike = "models", device: str | torch.device = "auto",
-                        precision: str = "auto") -> "ELMoEmbedder":
-        """Load ``bilstm.pt`` from a models directory or a file path (``device``, ``precision`` as above).
+                        precision: str = "fp32") -> "ElmoEmbedder":
+        """Our biLM of a models folder or its ``bilstm.pt`` (``device``, ``precision`` as above).
 
         Raises:
             ElmoError: the file is missing, corrupt or not an ELMo biLM; an unknown precision.
         """
         bilm, vocab, _ = load_bilm(bilm_path(path))
-        return cls(bilm, vocab, device, precision=precision)
+        return cls(bilm=bilm, vocab=vocab, device=device, precision=precision)
 
     @property
     def num_layers(self) -> int:
@@ -350,43 +386,36 @@ class ELMoEmbedder:
             yield from self._embed(_check_sentences(chunk, not self.published), batch_size)
 
 
-def _device(cuda_device: int | None, device: str | torch.device | None) -> str | torch.device:
-    """AllenNLP's ``cuda_device`` (-1 = CPU, k = ``cuda:k``) or our ``device``; ``"auto"`` when neither is given."""
-    if device is not None and cuda_device is not None:
-        raise ElmoError("give cuda_device or device, not both")
-    if device is not None:
-        return device
-    if cuda_device is None:
-        return "auto"
-    return "cpu" if cuda_device < 0 else f"cuda:{cuda_device}"
+#: the warning :class:`ELMoEmbedder` emits
+DEPRECATED = ("ELMoEmbedder is deprecated: use ElmoEmbedder (ElmoEmbedder(bilm=..., vocab=...) for a biLM object, "
+              "ElmoEmbedder.from_pretrained(path) for a models folder)")
 
 
-class ElmoEmbedder(ELMoEmbedder):
-    """AllenNLP's ``ElmoEmbedder``: ELMo vectors from the published files or from our own biLM.
+class ELMoEmbedder(ElmoEmbedder):
+    """Deprecated spelling of :class:`ElmoEmbedder`, built from a biLM object: use
+    ``ElmoEmbedder(bilm=bilm, vocab=vocab)`` or :meth:`ElmoEmbedder.from_pretrained`.
 
-    Args:
-        options_file: bilm-tf's ``options.json`` — or our ``models/`` folder / ``bilstm.pt`` (then without
-            ``weight_file``); weight_file: bilm-tf's ``weights.hdf5`` (see :func:`is_published`).
-        cuda_device: AllenNLP's argument: -1 = CPU, k >= 0 = GPU k; device: ours (``"auto"``, ``"cpu"``,
-            ``"cuda"``); give at most one (default: a GPU when present).
-        stateful, vocab_to_cache, max_tokens: see :class:`ELMoEmbedder` (stateful needs a published biLM).
-        precision: ``"fp32"`` by default (AllenNLP's, and what the published vectors are checked in);
-            ``"bf16"`` / ``"auto"`` trade about 1e-2 of accuracy for speed (``docs/published_elmo.md``).
+    Behaves as before: the positional signature ``(bilm, vocab=None, device="auto", max_tokens=16384,
+    precision="auto", stateful=False, vocab_to_cache=None)`` and ``precision="auto"`` by default (also in
+    :meth:`from_pretrained`). Every construction emits a :class:`DeprecationWarning`.
 
     Raises:
-        ElmoError: missing, unreadable or inconsistent files (see :func:`load_any_bilm`), a bad device or
-            precision, ``stateful`` with our biLM.
+        ElmoError: as :class:`ElmoEmbedder`.
     """
 
-    def __init__(self, options_file: str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
-                 cuda_device: int | None = None, *, device: str | torch.device | None = None, stateful: bool = False,
-                 precision: str = "fp32", vocab_to_cache: Sequence[str] | None = None, max_tokens: int = 16384):
-        target = _device(cuda_device, device)
-        bilm, vocab = load_any_bilm(options_file, weight_file)
-        super().__init__(bilm, vocab, target, max_tokens, precision, stateful, vocab_to_cache)
+    def __init__(self, bilm: BiLM | PublishedBiLM, vocab: Vocabulary | None = None, device: str | torch.device = "auto",
+                 max_tokens: int = 16384, precision: str = "auto", stateful: bool = False,
+                 vocab_to_cache: Sequence[str] | None = None):
+        warnings.warn(DEPRECATED, DeprecationWarning, stacklevel=2)
+        super().__init__(bilm=bilm, vocab=vocab, device=device, max_tokens=max_tokens, precision=precision,
+                         stateful=stateful, vocab_to_cache=vocab_to_cache)
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike = "models", device: str | torch.device = "auto",
-                        precision: str = "auto") -> "ElmoEmbedder":
-        """Our biLM of a models folder or ``bilstm.pt`` (as :meth:`ELMoEmbedder.from_pretrained`)."""
-        return cls(path, device=device, precision=precision)
+                        precision: str = "auto") -> "ELMoEmbedder":
+        """Our biLM of a models folder or ``bilstm.pt``, as before (``precision="auto"``); deprecated."""
+        warnings.warn(DEPRECATED, DeprecationWarning, stacklevel=2)
+        bilm, vocab, _ = load_bilm(bilm_path(path))
+        embedder = cls.__new__(cls)
+        ElmoEmbedder.__init__(embedder, bilm=bilm, vocab=vocab, device=device, precision=precision)
+        return embedder

@@ -1,11 +1,11 @@
 """Computing a frozen biLM's LSTM layers once per document instead of once per batch and epoch.
 
-``classification.py`` trains three classifiers (one per layer-mix setting) for several epochs on the
+``classification.py`` trains three classifiers (one per layer mix) for several epochs on the
 same frozen biLM. Without a cache every step runs the biLM forward (4 LSTM passes: 2 layers × 2
 directions) before the task model; with it the LSTM layers h_1..h_L of every token are computed
-once, in the batches :func:`elmo.inference.prediction.predict` uses, and shared by all settings and epochs. The
-token layer h_0 is not stored: for a word biLM it is an embedding lookup, recomputed per batch
-(:meth:`elmo.model.bilm.BiLM.token_layer`).
+once, in the batches :func:`elmo.inference.class_probabilities.class_probabilities` uses, and shared by
+all layer mixes and epochs. The token layer h_0 is not stored: for a word biLM it is an embedding lookup,
+recomputed per batch (:meth:`elmo.model.bilm.BiLM.token_layer`).
 
 The trade-off, storage for time: the cache holds ``L × D`` values per token at 16 bits
 (:func:`cache_dtype`: bf16 when the biLM runs in bf16, otherwise fp16, whose 11-bit significand
@@ -34,7 +34,7 @@ from ..errors import ElmoError
 from ..model.bilm import BiLM
 from ..runtime import distributed
 from ..runtime.device import autocast, available_memory, to_device
-from .prediction import PREDICT_BATCH, PREDICT_MAX_TOKENS
+from .class_probabilities import PREDICT_BATCH, PREDICT_MAX_TOKENS
 
 CACHE_MODES = ("auto", "disk", "memory", "on", "off")  # "on": memory (the mode's meaning before disk stores)
 

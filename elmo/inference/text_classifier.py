@@ -19,8 +19,8 @@ from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..model.serialization import load_bilm, load_classifier, load_classifier_bilm
 from ..runtime.device import resolve_device
-from .embedder import ELMoEmbedder, bilm_path
-from .prediction import predict
+from .class_probabilities import class_probabilities
+from .embedder import ElmoEmbedder, bilm_path
 
 
 class TextClassifier:
@@ -37,16 +37,17 @@ class TextClassifier:
             raise ElmoError(f"max_length must be >= 1, got {max_length}")
         self.max_length = max_length
         self.model = model.eval()
-        self.embedder = ELMoEmbedder(model.bilm, vocab, next(model.parameters()).device, precision=precision)
+        self.embedder = ElmoEmbedder(bilm=model.bilm, vocab=vocab, device=next(model.parameters()).device,
+                                     precision=precision)
         self.class_names = list(class_names)
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike = "models", classifier: str = "classifier.pt",
                         device: str | torch.device = "auto", precision: str = "auto") -> "TextClassifier":
-        """Load ``bilstm.pt`` and ``classifier.pt`` (or another ``classifier_<setting>.pt``) from a models directory
+        """Load ``bilstm.pt`` and ``classifier.pt`` (or another ``classifier_<mix>.pt``) from a models directory
         (a classifier trained on the published ELMo loads the bilm-tf files it records instead of ``bilstm.pt``).
 
-        ``precision`` as in :class:`ELMoEmbedder`; the default matches ``classification.py``'s, so
+        ``precision`` as in :class:`~elmo.inference.embedder.ElmoEmbedder`; the default matches ``classification.py``'s, so
         the scores equal those the training run reported.
 
         Raises:
@@ -82,7 +83,7 @@ class TextClassifier:
                 warnings.warn(f"text {i} has {len(tokens[-1])} tokens; classifying its first {self.max_length} "
                               "(the length classification.py trained on)", stacklevel=2)
                 tokens[-1] = tokens[-1][: self.max_length]
-        return predict(self.model, self.embedder.encode(tokens), self.embedder.device, self.embedder.amp_dtype)
+        return class_probabilities(self.model, self.embedder.encode(tokens), self.embedder.device, self.embedder.amp_dtype)
 
     def predict(self, texts: Sequence[str]) -> list[str]:
         """The most probable class name per text (e.g. ``"Sci/Tech"``)."""

@@ -9,7 +9,7 @@ Two *separate* language models read each sentence, one in each direction:
 
 Each is a token encoder → a stack of unidirectional ``nn.LSTM`` layers → an adaptive softmax
 (Grave et al. 2017) for training speed. The token encoder is a word embedding (the default, the
-assignment's setting) or the paper's character CNN (``token_encoder="char"``, :mod:`elmo.model.char_cnn`,
+AG News task's setting) or the paper's character CNN (``token_encoder="char"``, :mod:`elmo.model.char_cnn`,
 §3.1), which gives every word, OOV included, its own x_k. Two more options of the paper's model:
 LSTM cells larger than their output with a linear projection (``proj_size``, ``nn.LSTM``'s
 ``proj_size``; the paper has 4096 cells projected to 512) and a residual connection from the first
@@ -55,7 +55,7 @@ class BiLMConfig:
         embedding_dim: token vector width; must equal the LSTM output width (``output_size``) so
             h_0 has the same width as the LSTM layers.
         hidden_size: LSTM cell width per direction.
-        num_layers: LSTM layers L per direction (the paper and the assignment use 2).
+        num_layers: LSTM layers L per direction (the paper and the AG News task's setting use 2).
         dropout: dropout on embeddings, between layers and before the softmax (training only).
         cutoffs: adaptive-softmax cluster boundaries (word ids), clipped to the vocabulary.
         div_value: adaptive-softmax factor by which each tail cluster's projection shrinks.
@@ -86,19 +86,24 @@ class BiLMConfig:
         self.char_filters = tuple((int(w), int(n)) for w, n in self.char_filters)
         for name in ("vocab_size", "embedding_dim", "hidden_size", "num_layers", "char_dim", "max_chars"):
             if getattr(self, name) <= 0:
-                raise ElmoError(f"BiLMConfig.{name} must be positive, got {getattr(self, name)}")
+                raise ElmoError(f"BiLMConfig.{name} must be positive, got {getattr(self, name)}",
+                                field=f"BiLMConfig.{name}")
         if self.token_encoder not in TOKEN_ENCODERS:
-            raise ElmoError(f"--token-encoder must be one of {TOKEN_ENCODERS}, got {self.token_encoder!r}")
+            raise ElmoError(f"BiLMConfig.token_encoder must be one of {TOKEN_ENCODERS}, got {self.token_encoder!r}",
+                            field="BiLMConfig.token_encoder")
         if not 0 <= self.proj_size < self.hidden_size:
-            raise ElmoError(f"--proj-size must be 0 (none) or smaller than --hidden-size ({self.hidden_size}), "
-                            f"got {self.proj_size}")
+            raise ElmoError(f"BiLMConfig.proj_size must be 0 (none) or smaller than BiLMConfig.hidden_size "
+                            f"({self.hidden_size}), got {self.proj_size}", field="BiLMConfig.proj_size")
         if self.embedding_dim != self.output_size:
             raise ElmoError(
-                f"--embedding-dim ({self.embedding_dim}) must equal the LSTM output width ({self.output_size}: "
-                "--proj-size if set, else --hidden-size) so that layer 0 has the width of the LSTM layers"
-            )
+                f"BiLMConfig.embedding_dim ({self.embedding_dim}) must equal the LSTM output width "
+                f"({self.output_size}: BiLMConfig.proj_size if set, else BiLMConfig.hidden_size) so that layer 0 "
+                "has the width of the LSTM layers", field="BiLMConfig.embedding_dim")
         if not 0.0 <= self.dropout < 1.0:
-            raise ElmoError(f"--dropout must be in [0, 1), got {self.dropout}")
+            raise ElmoError(f"BiLMConfig.dropout must be in [0, 1), got {self.dropout}", field="BiLMConfig.dropout")
+        if self.token_encoder == "char" and self.char_filters and max(w for w, _ in self.char_filters) > self.max_chars:
+            raise ElmoError(f"BiLMConfig.char_filters: the widest filter ({max(w for w, _ in self.char_filters)}) "
+                            f"exceeds BiLMConfig.max_chars ({self.max_chars})", field="BiLMConfig.max_chars")
 
     @property
     def output_size(self) -> int:
@@ -221,7 +226,7 @@ class LanguageModel(nn.Module):
             ``IGNORE_INDEX``.
         """
         if self.config.token_encoder == "char" and chars is None:
-            raise ElmoError("this biLM reads characters (--token-encoder char): pass chars (B, T, C)")
+            raise ElmoError("this biLM reads characters (BiLMConfig.token_encoder is 'char'): pass chars (B, T, C)")
         batch, max_len = ids.shape
         if self.direction == "backward":
             ids = reverse_padded(ids, lengths)
@@ -374,7 +379,7 @@ class BiLM(nn.Module):
         """
         if self.config.token_encoder == "char":
             if chars is None:
-                raise ElmoError("this biLM reads characters (--token-encoder char): pass chars (B, T, C)")
+                raise ElmoError("this biLM reads characters (BiLMConfig.token_encoder is 'char'): pass chars (B, T, C)")
             x = [self.forward_lm.embedding(chars), self.backward_lm.embedding(chars)]
         else:
             x = [self.forward_lm.embedding(ids), self.backward_lm.embedding(ids)]

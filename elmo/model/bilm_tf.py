@@ -62,7 +62,7 @@ _PACK = _ONEDNN and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
 
 
 @dataclass(frozen=True)
-class BilmTfConfig:
+class PublishedBiLMConfig:
     """bilm-tf's hyperparameters (its ``options.json``, read by :func:`elmo.model.bilm_tf_io.read_options`).
 
     Attributes:
@@ -158,8 +158,8 @@ def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
     fp32 on the CPU without autograd runs through oneDNN (``mkldnn._linear_pointwise``, with ``add`` as a
     fused post-op) when the product has at least :data:`ONEDNN_MIN_WORK` multiply-adds: about 3x faster than
-    the default BLAS (MKL) for the 64-row products of an LSTM step of the published models on this
-    project's AMD CPU; for small weights its fixed cost (~15 µs a call) loses. A weight already in oneDNN's
+    the default BLAS (MKL) for the 64-row products of an LSTM step of the published models on a
+    2-core AMD EPYC with AVX512-BF16; for small weights its fixed cost (~15 µs a call) loses. A weight already in oneDNN's
     blocked layout (:func:`pack_weight`, ``weight.is_mkldnn``) always goes through oneDNN. Everything else
     goes through ``F.linear``.
     """
@@ -182,7 +182,7 @@ def pack_weight(weight: torch.Tensor, rows: int) -> torch.Tensor:
     """``weight (N, K)`` float32 reordered once into oneDNN's blocked layout for products with about ``rows``
     rows (an opaque ``torch._mkldnn`` tensor that only :func:`matmul` reads). oneDNN otherwise reorders the
     weight at every call: packing once made the (64, 512) x (512, 16384) step product of the Original model
-    about 25% faster on this project's AMD CPU (``python -m elmo bench --published``). Returns ``weight``
+    about 25% faster on a 2-core AMD EPYC with AVX512-BF16 (``python -m elmo bench --published``). Returns ``weight``
     unchanged where oneDNN's reorder is unavailable."""
     if not _PACK:
         return weight
@@ -216,7 +216,7 @@ class CharTokenEncoder(nn.Module):
     projection (step 1 of the module docstring).
 
     Args:
-        config: :class:`BilmTfConfig`.
+        config: :class:`PublishedBiLMConfig`.
 
     Parameters keep the layout of ``nn.Conv1d`` / ``nn.Linear`` (``convs.i``, ``highways.k`` = [transform;
     carry], ``projection``). The computation is arranged for speed, with the same result up to float
@@ -227,7 +227,7 @@ class CharTokenEncoder(nn.Module):
     (kernels zero-padded to the widest; windows that the unpadded input does not have are masked).
     """
 
-    def __init__(self, config: BilmTfConfig):
+    def __init__(self, config: PublishedBiLMConfig):
         super().__init__()
         self.activation = ACTIVATIONS[config.activation]
         self.max_width = max(w for w, _ in config.filters)
@@ -392,14 +392,14 @@ class PublishedBiLM(nn.Module):
     :func:`elmo.model.bilm_tf_io.load_published_bilm`.
 
     Args:
-        config: :class:`BilmTfConfig`.
+        config: :class:`PublishedBiLMConfig`.
 
     Shapes: ``ids (B, T)`` (ignored but for ``Elmo``'s default lengths: this biLM has no word vocabulary),
     ``lengths (B,)``, ``chars (B, T, C)`` in bilm-tf's numbering *without* the sentence boundaries;
     layers ``(L + 1, B, T, D)`` with ``D = 2 × projection_dim`` (1024 for the Original model).
     """
 
-    def __init__(self, config: BilmTfConfig):
+    def __init__(self, config: PublishedBiLMConfig):
         super().__init__()
         self.config = config
         self.source: tuple[str, str] | None = None  # the options and weight files it was loaded from

@@ -18,8 +18,9 @@ dataset                                                    shape                
 
 (d = 0 forward, 1 backward; F = the filters' total, P = ``projection_dim``, H = ``lstm.dim``.) Every
 problem a user can cause — a missing or unreadable file, an options key or value this code does not
-support, a dataset that is missing or has the wrong shape — raises :class:`~elmo.errors.ElmoError`
-naming the file and the key or dataset (and both shapes).
+support, a dataset that is missing, has the wrong shape or is not accounted for by the options — raises
+:class:`~elmo.errors.ElmoError` naming the file and the key or dataset (and both shapes, or the options key
+and value that leave no room for it).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
@@ -36,7 +38,7 @@ import torch
 
 from ..artifacts import atomic_hdf5, write_json
 from ..errors import ElmoError
-from .bilm_tf import BilmTfConfig, PublishedBiLM
+from .bilm_tf import PublishedBiLM, PublishedBiLMConfig
 
 #: keys of bilm-tf's options files; "training" ones (written by bilm-tf's trainer) are accepted and ignored
 OPTION_KEYS = {
@@ -88,8 +90,8 @@ def _get(options: dict, key: str, kind: type | tuple, default: Any = ...) -> Any
     return value
 
 
-def config_from_options(options: Any) -> BilmTfConfig:
-    """:class:`~elmo.model.bilm_tf.BilmTfConfig` of a parsed ``options.json``.
+def config_from_options(options: Any) -> PublishedBiLMConfig:
+    """:class:`~elmo.model.bilm_tf.PublishedBiLMConfig` of a parsed ``options.json``.
 
     Raises:
         ElmoError: unknown keys (all named), a missing or mistyped key, or a value outside what is supported.
@@ -106,7 +108,7 @@ def config_from_options(options: Any) -> BilmTfConfig:
     if not all(isinstance(f, list) and len(f) == 2 and all(type(v) is int for v in f) for f in filters):
         raise ElmoError(f"char_cnn.filters must be a list of [width, count] integer pairs, got {filters!r}")
     number = (int, float)
-    return BilmTfConfig(
+    return PublishedBiLMConfig(
         char_dim=_get(options, "char_cnn.embedding.dim", int), filters=tuple(map(tuple, filters)),
         num_highway=_get(options, "char_cnn.n_highway", int, 0),
         max_chars=_get(options, "char_cnn.max_characters_per_token", int),
@@ -118,7 +120,7 @@ def config_from_options(options: Any) -> BilmTfConfig:
         use_skip_connections=_get(options, "lstm.use_skip_connections", bool, False))
 
 
-def read_options(path: str | os.PathLike) -> BilmTfConfig:
+def read_options(path: str | os.PathLike) -> PublishedBiLMConfig:
     """Read bilm-tf's ``options.json``.
 
     Raises:
@@ -133,7 +135,7 @@ def read_options(path: str | os.PathLike) -> BilmTfConfig:
         raise ElmoError(f"{path}: {exc}") from None
 
 
-def options_of(config: BilmTfConfig) -> dict[str, Any]:
+def options_of(config: PublishedBiLMConfig) -> dict[str, Any]:
     """The ``options.json`` content of ``config`` (inverse of :func:`config_from_options`)."""
     return {"lstm": {"dim": config.hidden_size, "projection_dim": config.projection_dim, "n_layers": config.num_layers,
                      "cell_clip": config.cell_clip, "proj_clip": config.proj_clip,
@@ -147,7 +149,7 @@ def _cell(direction: int, layer: int) -> str:
     return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
 
 
-def expected_datasets(config: BilmTfConfig) -> dict[str, tuple[int, ...]]:
+def expected_datasets(config: PublishedBiLMConfig) -> dict[str, tuple[int, ...]]:
     """Name → shape of every dataset the weights file of ``config`` must hold (see the module docstring)."""
     width, proj, cells = config.n_filters, config.projection_dim, config.hidden_size
     shapes: dict[str, tuple[int, ...]] = {"char_embed": (261, config.char_dim)}
@@ -171,7 +173,7 @@ def _gates(array: np.ndarray, order: list[int]) -> np.ndarray:
     return np.concatenate([array[k * len(array) // 4:(k + 1) * len(array) // 4] for k in order])
 
 
-def _lstm_from_tf(prefix: str, name: str, array: np.ndarray, config: BilmTfConfig) -> dict[str, np.ndarray]:
+def _lstm_from_tf(prefix: str, name: str, array: np.ndarray, config: PublishedBiLMConfig) -> dict[str, np.ndarray]:
     if name == "W_0":
         weight = _gates(array.T, _TF_GATES)
         return {f"{prefix}.input_weight": weight[:, :config.projection_dim],
@@ -183,7 +185,7 @@ def _lstm_from_tf(prefix: str, name: str, array: np.ndarray, config: BilmTfConfi
     return {f"{prefix}.projection": array.T}
 
 
-def state_from_tf(name: str, array: np.ndarray, config: BilmTfConfig) -> dict[str, np.ndarray]:
+def state_from_tf(name: str, array: np.ndarray, config: PublishedBiLMConfig) -> dict[str, np.ndarray]:
     """The :class:`~elmo.model.bilm_tf.PublishedBiLM` state-dict entries of one hdf5 dataset (layout conversion)."""
     parts = name.split("/")
     if name == "char_embed":
@@ -213,8 +215,32 @@ def _join_highways(state: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
     return out
 
 
-def _datasets(path: Path, shapes: dict[str, tuple[int, ...]]) -> Iterator[tuple[str, np.ndarray]]:
-    """``(name, float32 array)`` of every expected dataset, each checked before it is read."""
+def unused_by_options(name: str, config: PublishedBiLMConfig) -> str:
+    """Why the options leave no room for the dataset ``name`` (one found in a weights file but not in
+    :func:`expected_datasets`), naming the options key and its value."""
+    width, proj, cells = config.n_filters, config.projection_dim, config.hidden_size
+    if re.fullmatch(r"CNN_high_\d+/.*", name):
+        n = config.num_highway
+        return f"char_cnn.n_highway is {n}: " + (f"highway layers CNN_high_0 .. CNN_high_{n - 1}" if n else "no highway layer")
+    if re.fullmatch(r"CNN/[Wb]_cnn_\d+", name):
+        return f"char_cnn.filters has {len(config.filters)} filters: CNN/W_cnn_0 .. CNN/W_cnn_{len(config.filters) - 1}"
+    if name.startswith("CNN_proj/") and width == proj:
+        return (f"the char_cnn.filters' {width} outputs equal lstm.projection_dim {proj}, so the options have no "
+                "CNN_proj layer")
+    if match := re.fullmatch(r"RNN_(\d+)/RNN/MultiRNNCell/Cell(\d+)/LSTMCell/(\w+)", name):
+        direction, layer, part = int(match[1]), int(match[2]), match[3]
+        if direction > 1:
+            return "a biLM has two directions, RNN_0 and RNN_1"
+        if layer >= config.num_layers:
+            return f"lstm.n_layers is {config.num_layers}: cells Cell0 .. Cell{config.num_layers - 1}"
+        if part == "W_P_0" and proj >= cells:
+            return f"lstm.projection_dim {proj} equals lstm.dim {cells}, so the options have no LSTM projection W_P_0"
+    return "no key of the options file accounts for it"
+
+
+def _datasets(path: Path, config: PublishedBiLMConfig) -> Iterator[tuple[str, np.ndarray]]:
+    """``(name, float32 array)`` of every expected dataset, each checked before it is read, after checking
+    that the file holds no dataset the options do not account for."""
     import h5py
 
     if not path.is_file():
@@ -223,7 +249,15 @@ def _datasets(path: Path, shapes: dict[str, tuple[int, ...]]) -> Iterator[tuple[
         handle = h5py.File(path, "r")
     except OSError as exc:
         raise ElmoError(f"{path}: not a readable HDF5 weight file ({str(exc).splitlines()[0]})") from None
+    shapes = expected_datasets(config)
     with handle:
+        present: list[str] = []
+        handle.visititems(lambda name, node: present.append(name) if isinstance(node, h5py.Dataset) else None)
+        if extra := [name for name in present if name not in shapes]:
+            more = f" (and {len(extra) - 1} more unused dataset(s))" if len(extra) > 1 else ""
+            raise ElmoError(f"{path}: dataset {extra[0]} is not used by these options ({unused_by_options(extra[0], config)})"
+                            f"{more}: the weights belong to another architecture; use the options file that came "
+                            "with them")
         for name, shape in shapes.items():
             node = handle.get(name)
             if not isinstance(node, h5py.Dataset):
@@ -244,12 +278,13 @@ def load_published_bilm(options_file: str | os.PathLike, weight_file: str | os.P
 
     Raises:
         ElmoError: see :func:`read_options`; the weight file is missing or not HDF5; a dataset is missing,
-            has the wrong shape for the options (both shapes named) or is not numeric.
+            has the wrong shape for the options (both shapes named) or is not numeric; the file holds a dataset
+            the options do not account for (named with the options key and value, :func:`unused_by_options`).
     """
     config = read_options(options_file)
     state: dict[str, np.ndarray] = {}
     digest = hashlib.sha256()
-    for name, array in _datasets(Path(weight_file), expected_datasets(config)):
+    for name, array in _datasets(Path(weight_file), config):
         digest.update(f"{name}{array.shape}".encode() + array.reshape(-1)[:4096].tobytes())
         state |= state_from_tf(name, array, config)
     bilm = PublishedBiLM(replace(config, weights_digest=digest.hexdigest()[:16]))

@@ -75,7 +75,8 @@ class CharCNN(nn.Module):
         if not filters or any(w < 1 or n < 1 for w, n in filters):
             raise ElmoError(f"char CNN filters must be non-empty (width, count) pairs, got {filters}")
         if max(w for w, _ in filters) > max_chars:
-            raise ElmoError(f"the widest char filter ({max(w for w, _ in filters)}) exceeds --max-chars {max_chars}")
+            raise ElmoError(f"the widest char filter ({max(w for w, _ in filters)}) exceeds max_chars ({max_chars})",
+                            field="max_chars")
         self.max_chars = max_chars
         self.char_embedding = nn.Embedding(NUM_CHARS, char_dim, padding_idx=CHAR_PAD)
         self.convs = nn.ModuleList(nn.Conv1d(char_dim, n, w) for w, n in filters)

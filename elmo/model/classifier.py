@@ -22,35 +22,71 @@ from .bilm import BiLM, length_mask, reverse_padded
 from .bilm_tf import PublishedBiLM
 from .dropout import FastDropout
 from .elmo import Elmo
-from .mix import LEARNED_FUNCTIONS
+from .mix import LAYER_MIXES, LEARNED_FUNCTIONS
+from .static import STATIC_METHODS
 
 
 @dataclass
-class ClassifierConfig:
-    """Task-model sizes.
+class SequenceClassifierConfig:
+    """Sizes of the task head every representation shares (:class:`SequenceClassifier`).
 
     Attributes:
-        setting: the layer-mix setting (see :mod:`elmo.model.mix`).
         num_classes: output classes C.
         encoder_hidden: BiLSTM state width E per direction.
         token_embedding_dim: width of the task's own trainable token embedding x_k concatenated
-            with ELMo_k (paper §3.3); 0 feeds ELMo_k alone.
-        dropout: dropout on the ELMo vectors and on the pooled vector.
-        seed: seeds the frozen mix weights.
-        layer_norm: normalise each biLM layer per token before the mix (:mod:`elmo.model.mix`; ELMo only).
-        elmo_dropout: extra dropout on the ELMo vector alone (:class:`~elmo.model.elmo.Elmo`; ELMo only).
-        mix_l2: coefficient λ of the penalty λ‖w‖² on the scalar-mix weights (§3.3; ELMo only).
-        fine_tune: train the biLM with the task (:class:`~elmo.model.elmo.Elmo` ``requires_grad``).
-        learned_function: the network of the ``learned_function`` setting, ``gate`` or ``mlp``
-            (:data:`~elmo.model.mix.LEARNED_FUNCTIONS`; checkpoints written before it existed hold ``mlp``).
+            with the representation (paper §3.3); 0 feeds the representation alone.
+        dropout: dropout on the representation and on the pooled vector.
+        seed: seeds the representation's fixed random weights (the ``frozen_lambda`` mix).
+
+    Raises:
+        ElmoError: a size or rate out of range, naming the field (:attr:`ElmoError.field`).
     """
 
-    setting: str = "trainable_lambda"
     num_classes: int = 4
     encoder_hidden: int = 128
     token_embedding_dim: int = 0
     dropout: float = 0.3
     seed: int = 0
+
+    def __post_init__(self):
+        owner = type(self).__name__
+        if self.token_embedding_dim < 0:
+            raise ElmoError(f"{owner}.token_embedding_dim must be >= 0, got {self.token_embedding_dim}",
+                            field=f"{owner}.token_embedding_dim")
+        if self.encoder_hidden <= 0:
+            raise ElmoError(f"{owner}.encoder_hidden must be positive, got {self.encoder_hidden}",
+                            field=f"{owner}.encoder_hidden")
+        if self.num_classes < 2:
+            raise ElmoError(f"{owner}.num_classes must be >= 2, got {self.num_classes}", field=f"{owner}.num_classes")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ElmoError(f"{owner}.dropout must be in [0, 1), got {self.dropout}", field=f"{owner}.dropout")
+
+    @property
+    def representation(self) -> str:
+        """The name of what the head reads (a layer mix, or the static vectors), for progress lines."""
+        raise NotImplementedError
+
+
+@dataclass
+class ClassifierConfig(SequenceClassifierConfig):
+    """The ELMo classifier (:class:`ElmoClassifier`): the head's sizes plus the ELMo options.
+
+    Attributes:
+        mix: the layer mix, one of :data:`~elmo.model.mix.LAYER_MIXES` (:mod:`elmo.model.mix`).
+        layer_norm: normalise each biLM layer per token before the mix (:mod:`elmo.model.mix`).
+        elmo_dropout: extra dropout on the ELMo vector alone (:class:`~elmo.model.elmo.Elmo`).
+        mix_l2: coefficient λ of the penalty λ‖w‖² on the scalar-mix weights (§3.3).
+        fine_tune: train the biLM with the task (:class:`~elmo.model.elmo.Elmo` ``requires_grad``).
+        learned_function: the network of the ``learned_function`` mix, ``gate`` or ``mlp``
+            (:data:`~elmo.model.mix.LEARNED_FUNCTIONS`; a classifier file without it holds ``mlp``).
+        (and the head's sizes, :class:`SequenceClassifierConfig`)
+
+    Raises:
+        ElmoError: a value out of range or not one of the choices, naming the field (e.g.
+            ``ClassifierConfig.mix must be one of trainable_lambda, frozen_lambda, learned_function, got 'svd'``).
+    """
+
+    mix: str = "trainable_lambda"
     layer_norm: bool = False
     elmo_dropout: float = 0.0
     mix_l2: float = 0.0
@@ -58,17 +94,64 @@ class ClassifierConfig:
     learned_function: str = "gate"
 
     def __post_init__(self):
-        if self.token_embedding_dim < 0:
-            raise ElmoError(f"--token-embedding-dim must be >= 0, got {self.token_embedding_dim}")
-        if self.encoder_hidden <= 0 or self.num_classes < 2:
-            raise ElmoError("--encoder-hidden must be positive and there must be at least 2 classes")
-        for name in ("dropout", "elmo_dropout"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ElmoError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(self, name)}")
+        super().__post_init__()
+        if self.mix not in LAYER_MIXES:
+            raise ElmoError(f"ClassifierConfig.mix must be one of {', '.join(LAYER_MIXES)}, got {self.mix!r}",
+                            field="ClassifierConfig.mix")
+        if not 0.0 <= self.elmo_dropout < 1.0:
+            raise ElmoError(f"ClassifierConfig.elmo_dropout must be in [0, 1), got {self.elmo_dropout}",
+                            field="ClassifierConfig.elmo_dropout")
         if self.mix_l2 < 0:
-            raise ElmoError(f"--mix-l2 must be >= 0, got {self.mix_l2}")
+            raise ElmoError(f"ClassifierConfig.mix_l2 must be >= 0, got {self.mix_l2}", field="ClassifierConfig.mix_l2")
         if self.learned_function not in LEARNED_FUNCTIONS:
-            raise ElmoError(f"--learned-function must be one of {', '.join(LEARNED_FUNCTIONS)}, got {self.learned_function!r}")
+            raise ElmoError(f"ClassifierConfig.learned_function must be one of {', '.join(LEARNED_FUNCTIONS)}, "
+                            f"got {self.learned_function!r}", field="ClassifierConfig.learned_function")
+
+    @classmethod
+    def from_saved(cls, saved: dict) -> "ClassifierConfig":
+        """The config a ``classifier*.pt`` recorded, whichever keys the file holds: ``setting`` is read as
+        :attr:`mix` (both name the layer mix), and a file without ``learned_function`` holds the MLP.
+
+        Raises:
+            ElmoError: a value out of range; TypeError: an unknown key.
+        """
+        saved = dict(saved)
+        if "setting" in saved:
+            saved.setdefault("mix", saved["setting"])
+            del saved["setting"]
+        return cls(**{"learned_function": "mlp", **saved})
+
+    @property
+    def representation(self) -> str:
+        """The layer mix."""
+        return self.mix
+
+
+@dataclass
+class StaticClassifierConfig(SequenceClassifierConfig):
+    """The static-embedding classifier (:class:`StaticEmbeddingClassifier`): the head's sizes plus which
+    static vectors it reads.
+
+    Attributes:
+        vectors: the static vectors, one of :data:`~elmo.model.static.STATIC_METHODS` (``word2vec``, ``svd``).
+        (and the head's sizes, :class:`SequenceClassifierConfig`)
+
+    Raises:
+        ElmoError: a value out of range or unknown vectors, naming the field.
+    """
+
+    vectors: str = "word2vec"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.vectors not in STATIC_METHODS:
+            raise ElmoError(f"StaticClassifierConfig.vectors must be one of {', '.join(STATIC_METHODS)}, "
+                            f"got {self.vectors!r}", field="StaticClassifierConfig.vectors")
+
+    @property
+    def representation(self) -> str:
+        """The static vectors."""
+        return self.vectors
 
 
 def masked_mean_max(states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -121,10 +204,10 @@ class SequenceClassifier(nn.Module):
     representation first and then call :meth:`build_head`.
 
     Args:
-        config: :class:`ClassifierConfig`.
+        config: the head's sizes (:class:`SequenceClassifierConfig`; a subclass adds the representation's options).
     """
 
-    def __init__(self, config: ClassifierConfig):
+    def __init__(self, config: SequenceClassifierConfig):
         super().__init__()
         self.config = config
 
@@ -175,17 +258,17 @@ class ElmoClassifier(SequenceClassifier):
         bilm: a trained :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.bilm_tf.PublishedBiLM`.
             Frozen (no gradients, run without autograd) unless ``config.fine_tune``, in which case it is
             trained in place (pass a copy to keep the original). It stays in eval mode either way.
-        config: :class:`ClassifierConfig`; ``config.setting`` picks the layer mix (:mod:`elmo.model.mix`).
+        config: :class:`ClassifierConfig`; ``config.mix`` picks the layer mix (:mod:`elmo.model.mix`).
         vocab_size: rows of the task token embedding x_k (the vocabulary the ids come from); default: our
             biLM's vocabulary (a published biLM has none: pass the task vocabulary's size).
 
     Raises:
-        ElmoError: unknown ``config.setting``.
+        ElmoError: a published biLM without ``vocab_size``.
     """
 
     def __init__(self, bilm: BiLM | PublishedBiLM, config: ClassifierConfig, vocab_size: int | None = None):
         super().__init__(config)
-        self.elmo = Elmo(bilm, 1, config.setting, dropout=config.elmo_dropout, do_layer_norm=config.layer_norm,
+        self.elmo = Elmo(bilm, 1, config.mix, dropout=config.elmo_dropout, do_layer_norm=config.layer_norm,
                          requires_grad=config.fine_tune, seed=config.seed, learned_function=config.learned_function)
         if vocab_size is None and not hasattr(bilm.config, "vocab_size"):
             raise ElmoError("a published biLM has no vocabulary: pass vocab_size (the task vocabulary's size)")
@@ -230,10 +313,10 @@ class StaticEmbeddingClassifier(SequenceClassifier):
 
     Args:
         vectors: ``(V, D)`` float tensor, row ``i`` the vector of vocabulary id ``i``; never trained.
-        config: :class:`ClassifierConfig` (``setting`` names the embedding, e.g. ``"word2vec"``).
+        config: :class:`StaticClassifierConfig` (``vectors`` names them, e.g. ``"word2vec"``).
     """
 
-    def __init__(self, vectors: torch.Tensor, config: ClassifierConfig):
+    def __init__(self, vectors: torch.Tensor, config: StaticClassifierConfig):
         super().__init__(config)
         self.embedding = nn.Embedding.from_pretrained(torch.as_tensor(vectors, dtype=torch.float32), freeze=True,
                                                       padding_idx=0)

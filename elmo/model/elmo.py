@@ -3,7 +3,7 @@
 :class:`Elmo` is the piece a task model embeds, as AllenNLP's ``Elmo`` module: token ids (and, for a
 character biLM, character ids) in; ``num_output_representations`` ELMo vectors per token out, each
 with its own mix (the paper adds ELMo at the task model's input and, for some tasks, also at its
-output, each with separate weights). Options are the paper's: the mix setting (:mod:`elmo.model.mix`),
+output, each with separate weights). Options are the paper's: the layer mix (:mod:`elmo.model.mix`),
 per-token layer normalisation before the mix (``do_layer_norm``, §3.2), dropout on the ELMo vector
 and an L2 penalty λ‖w‖² on the mix weights (§3.3; :meth:`Elmo.penalty`, to be added to the task
 loss), and fine-tuning the biLM itself (``requires_grad=True``).
@@ -19,7 +19,7 @@ from ..errors import ElmoError
 from .bilm import BiLM
 from .bilm_tf import PublishedBiLM
 from .dropout import FastDropout
-from .mix import MIX_SETTINGS, ScalarMix, build_mix
+from .mix import LAYER_MIXES, ScalarMix, build_mix
 
 
 class Elmo(nn.Module):
@@ -30,7 +30,7 @@ class Elmo(nn.Module):
             published one, :class:`~elmo.model.bilm_tf.PublishedBiLM` (``load_published_bilm(options, weights)``;
             stateless: every sentence starts from zero LSTM states).
         num_output_representations: how many ELMo vectors per token, each with its own mix (>= 1).
-        mix: the layer-combination setting, one of :data:`~elmo.model.mix.MIX_SETTINGS`.
+        mix: the layer mix, one of :data:`~elmo.model.mix.LAYER_MIXES`.
         dropout: dropout on each ELMo vector (training only).
         do_layer_norm: normalise each biLM layer per token before mixing (§3.2).
         requires_grad: fine-tune the biLM (its weights get gradients); ``False`` freezes it and runs
@@ -50,8 +50,8 @@ class Elmo(nn.Module):
                  dropout: float = 0.5, do_layer_norm: bool = False, requires_grad: bool = False, seed: int = 0,
                  learned_function: str = "gate"):
         super().__init__()
-        if mix not in MIX_SETTINGS:
-            raise ElmoError(f"unknown layer-mix setting {mix!r}; choose from {', '.join(MIX_SETTINGS)}")
+        if mix not in LAYER_MIXES:
+            raise ElmoError(f"unknown layer mix {mix!r}; choose from {', '.join(LAYER_MIXES)}")
         if num_output_representations < 1:
             raise ElmoError(f"num_output_representations must be >= 1, got {num_output_representations}")
         if not 0.0 <= dropout < 1.0:

@@ -1,6 +1,7 @@
 """Combining the biLM layers h_0, h_1, h_2 into one ELMo vector per token.
 
-Three settings, which are the only thing that differs between the classifier's three runs:
+Three layer mixes (:data:`LAYER_MIXES`), which are the only thing that differs between the classifier's
+three runs:
 
 * ``trainable_lambda``: ELMo_k = γ Σ_j softmax(w)_j h_{k,j} with w and γ trained (paper eq. 1,
   the *scalar mix*, as AllenNLP's ``ScalarMix``);
@@ -35,7 +36,8 @@ from torch import nn
 
 from ..errors import ElmoError
 
-MIX_SETTINGS = ("trainable_lambda", "frozen_lambda", "learned_function")
+#: the layer mixes (``ClassifierConfig.mix``, ``classification.py --mixes``)
+LAYER_MIXES = ("trainable_lambda", "frozen_lambda", "learned_function")
 #: the kinds of ``learned_function`` (``--learned-function``)
 LEARNED_FUNCTIONS = ("gate", "mlp")
 #: hidden width of :class:`GatedLayerMix`'s gate network
@@ -112,7 +114,7 @@ class LearnedLayerFunction(nn.Module):
         return self.net(torch.cat(list(layers), dim=-1))
 
     def lambdas(self) -> None:
-        """No scalar weights exist for this setting."""
+        """No scalar weights exist for this layer mix."""
         return None
 
 
@@ -158,33 +160,33 @@ class GatedLayerMix(nn.Module):
         return torch.softmax(self.weights.detach().float(), dim=0).tolist()
 
 
-def build_mix(setting: str, num_layers: int, dim: int, seed: int = 0, layer_norm: bool = False,
+def build_mix(mix: str, num_layers: int, dim: int, seed: int = 0, layer_norm: bool = False,
               learned_function: str = "gate") -> nn.Module:
-    """The layer-combination module of one setting (see the module docstring).
+    """The module of one layer mix (see the module docstring): ``(L+1, B, T, D)`` layers → ``(B, T, D)``.
 
     Args:
-        setting: one of :data:`MIX_SETTINGS`.
+        mix: the layer mix, one of :data:`LAYER_MIXES`.
         num_layers: L + 1; dim: layer width D.
         seed: draws the frozen weights of ``frozen_lambda`` (reproducible, logged in the results).
         layer_norm: normalise each layer per token before combining (:func:`normalize_layers`).
         learned_function: the kind of ``learned_function``, one of :data:`LEARNED_FUNCTIONS`.
 
     Raises:
-        ElmoError: unknown setting or learned-function kind.
+        ElmoError: unknown layer mix or learned-function kind.
     """
     if learned_function not in LEARNED_FUNCTIONS:
         raise ElmoError(f"unknown learned function {learned_function!r}; choose from {', '.join(LEARNED_FUNCTIONS)}")
-    if setting == "trainable_lambda":
+    if mix == "trainable_lambda":
         return ScalarMix(num_layers, trainable=True, layer_norm=layer_norm)
-    if setting == "frozen_lambda":
+    if mix == "frozen_lambda":
         generator = torch.Generator().manual_seed(seed)
         return ScalarMix(num_layers, trainable=False, weights=torch.randn(num_layers, generator=generator),
                          layer_norm=layer_norm)
-    if setting == "learned_function" and learned_function == "gate":
+    if mix == "learned_function" and learned_function == "gate":
         return GatedLayerMix(num_layers, dim, layer_norm=layer_norm)
-    if setting == "learned_function":
+    if mix == "learned_function":
         return LearnedLayerFunction(num_layers, dim, layer_norm=layer_norm)
-    raise ElmoError(f"unknown layer-mix setting {setting!r}; choose from {', '.join(MIX_SETTINGS)}")
+    raise ElmoError(f"unknown layer mix {mix!r}; choose from {', '.join(LAYER_MIXES)}")
 
 
 def mix_summary(mix: nn.Module) -> dict:

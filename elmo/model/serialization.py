@@ -99,6 +99,9 @@ def load_classifier(path: str | os.PathLike, bilm: BiLM | PublishedBiLM, vocab: 
     Returns:
         ``(model, class_names)``, the model in eval mode on the biLM's device.
 
+    A file recording its layer mix as ``setting`` loads too: it is read as ``mix``
+    (:meth:`~elmo.model.classifier.ClassifierConfig.from_saved`).
+
     Raises:
         ElmoError: missing/corrupt file, not a classifier, trained on a different biLM (fingerprint of
             config + vocabulary), or weights that do not fit the stored config.
@@ -109,7 +112,7 @@ def load_classifier(path: str | os.PathLike, bilm: BiLM | PublishedBiLM, vocab: 
         raise ElmoError(f"{path} was trained on a different biLM (fingerprint {ckpt.get('bilm_fingerprint')}, "
                         f"this biLM {fingerprint}): use the bilstm.pt it was trained with")
     try:
-        config = ClassifierConfig(**{"learned_function": "mlp", **ckpt["config"]})  # older files: the MLP
+        config = ClassifierConfig.from_saved(ckpt["config"])  # ``setting`` read as ``mix``
         model = ElmoClassifier(copy.deepcopy(bilm) if config.fine_tune else bilm, config, vocab_size=len(vocab))
         model.load_task_state_dict(ckpt["state_dict"])
     except (KeyError, TypeError, RuntimeError, ElmoError) as exc:

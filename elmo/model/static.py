@@ -138,7 +138,7 @@ def cooccurrence_matrix(corpus: EncodedCorpus, vocab_size: int, window: int = 5)
         ElmoError: ``window < 1``.
     """
     if window < 1:
-        raise ElmoError(f"--svd-window must be >= 1, got {window}")
+        raise ElmoError(f"window must be >= 1, got {window}", field="window")
     ids = corpus.ids.astype(np.int64)
     doc = np.repeat(np.arange(len(corpus)), corpus.lengths)  # document of each flat position
     rows, cols = [], []

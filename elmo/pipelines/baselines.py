@@ -30,8 +30,8 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
 from ..artifacts import environment_info, write_json
-from ..data.agnews import CLASS_NAMES, NUM_CLASSES, Corpus
-from ..data.corpus import encode_corpus
+from ..data.agnews import CLASS_NAMES, NUM_CLASSES
+from ..data.corpus import Corpus, encode_corpus
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..model.bilm import BiLM
@@ -45,10 +45,11 @@ from .common import (
     format_confusion,
     format_results_table,
     option,
+    refuse_overwriting,
     remove_checkpoints,
 )
 from .plots import plot_confusion
-from .task import HeadConfig, TaskData, prepare, train_and_evaluate
+from .task import HeadArgs, TaskData, prepare, train_and_evaluate
 
 BASELINE_METHODS = (*STATIC_METHODS, "tfidf_logreg")
 #: Words that change meaning with the topic in AG News (a race / strike / record / court / crash in
@@ -61,7 +62,7 @@ HEAD_KEYS = ("encoder_hidden", "token_embedding_dim", "token_embedding_init", "d
 
 
 @dataclass
-class BaselinesConfig(HeadConfig):
+class BaselinesArgs(HeadArgs):
     """Flags of ``baselines.py`` (see ``python baselines.py --help``); the head flags equal ``classification.py``'s."""
 
     methods: tuple[str, ...] = option(BASELINE_METHODS, "baselines to run, in turn", choices=BASELINE_METHODS)
@@ -184,7 +185,7 @@ def context_sensitivity(bilm: BiLM, vocab: Vocabulary, corpus: Corpus, words: Se
     return out
 
 
-def head_mismatch(config: BaselinesConfig, classification_json: Path) -> list[str]:
+def head_mismatch(config: BaselinesArgs, classification_json: Path) -> list[str]:
     """The head/training flags in which this run differs from the ELMo run in ``classification.json``."""
     if not classification_json.is_file():
         return []
@@ -192,22 +193,22 @@ def head_mismatch(config: BaselinesConfig, classification_json: Path) -> list[st
     return [k for k in HEAD_KEYS if k in elmo_config and elmo_config[k] != getattr(config, k)]
 
 
-def static_baseline(task: TaskData, config: BaselinesConfig, method: str) -> dict:
+def static_baseline(task: TaskData, config: BaselinesArgs, method: str) -> dict:
     """Train a static embedding (``word2vec`` or ``svd``) on the training descriptions, save it as
     ``<method>.pt`` and train and evaluate the shared head on it, frozen."""
-    train, vocab, session = task.corpora["train"], task.vocab, task.session
+    train, vocab, run = task.corpora["train"], task.vocab, task.run
     if method == "word2vec":
         vectors, info = word2vec_vectors(train.tokens, vocab, config.static_dim, config.w2v_window,
                                          config.w2v_epochs, seed=config.seed)
     else:
         vectors, info = svd_vectors(task.data["train"], len(vocab), config.static_dim, config.svd_window,
                                     config.svd_alpha, seed=config.seed)
-    session.say(f"{method}: {len(vocab):,} x {vectors.shape[1]} vectors in {info['seconds']:.0f} s")
-    save_static_vectors(vectors, vocab, info, config.seed, session.outputs.static(method))
+    run.say(f"{method}: {len(vocab):,} x {vectors.shape[1]} vectors in {info['seconds']:.0f} s")
+    save_static_vectors(vectors, vocab, info, config.seed, run.outputs.static(method))
     set_seed(config.seed)
-    model = task.to_device(StaticEmbeddingClassifier(torch.from_numpy(vectors), config.classifier_config(method)))
+    model = task.to_device(StaticEmbeddingClassifier(torch.from_numpy(vectors), config.static_classifier_config(method)))
     checkpoint = checkpointing(config, f"baseline_{method}", vocab=vocab.fingerprint())
-    return {**train_and_evaluate(model, task.data, config, session, checkpoint), "embedding": info}
+    return {**train_and_evaluate(model, task.data, config, run, checkpoint), "embedding": info}
 
 
 def trained_lambdas(classification_json: Path) -> list[float] | None:
@@ -217,15 +218,33 @@ def trained_lambdas(classification_json: Path) -> list[float] | None:
     return json.loads(classification_json.read_text(encoding="utf-8")).get("trainable_lambda", {}).get("lambdas")
 
 
-def baselines(config: BaselinesConfig) -> dict:
+def check_files(config: BaselinesArgs) -> None:
+    """Before anything is written: no output file (``<method>.pt``, the training checkpoints,
+    ``baselines.json``, the plots) is one of the inputs (``bilstm.pt``, ``classification.json``, AG News).
+
+    Raises:
+        ElmoError: naming the output and the input it would write over.
+    """
+    out = config.outputs
+    written = [out.result("baselines")]
+    for method in config.methods:
+        written += [out.image(f"confusion_{method}")]
+        if method != "tfidf_logreg":
+            written += [out.static(method), out.checkpoint(f"baseline_{method}")]
+    refuse_overwriting(config, {"--models-dir (bilstm.pt)": out.bilm,
+                                "--results-dir (classification.json)": out.result("classification")}, written)
+
+
+def baselines(config: BaselinesArgs) -> dict:
     """Run every baseline in ``config.methods``; returns the ``baselines.json`` content.
 
     Raises:
         ElmoError: missing ``bilstm.pt`` (run ``python ELMO.py`` first; the baselines use its vocabulary),
-            bad data or flags.
+            bad data or flags, an output file that is one of the inputs (:func:`check_files`).
     """
+    check_files(config)
     task = prepare(config)
-    outputs, say = task.session.outputs, task.session.say
+    outputs, say = task.run.outputs, task.run.say
     train, val, test = task.corpora["train"], task.corpora["val"], task.corpora["test"]
     classification_json = outputs.result("classification")
     mismatch = head_mismatch(config, classification_json)

@@ -1,11 +1,12 @@
 """Training the AG News classifier on frozen ELMo features (what ``python classification.py`` runs).
 
-For each layer-mix setting in turn (``trainable_lambda``, ``frozen_lambda``, ``learned_function``;
+For each layer mix in turn (``--mixes``: ``trainable_lambda``, ``frozen_lambda``, ``learned_function``;
 see :mod:`elmo.model.mix`) the same :class:`~elmo.model.classifier.ElmoClassifier` is trained by
 :func:`elmo.pipelines.task.train_and_evaluate`, the recipe ``baselines.py`` also applies to the static
-embeddings. Writes ``models/classifier_<setting>.pt``, ``models/classifier.pt`` (the setting best on
-validation), ``results/classification.json`` and ``images/confusion_<setting>.png``. With
-``--predict`` / ``--predict-file`` it only classifies texts (:mod:`elmo.pipelines.prediction`).
+embeddings. Writes ``models/classifier_<mix>.pt``, ``models/classifier.pt`` (the mix best on
+validation), ``results/classification.json`` (one entry per mix, ``best_mix``, ``config``; files with
+other key names are read through :func:`upgrade_classification_results`) and ``images/confusion_<mix>.png``.
+With ``--predict`` / ``--predict-file`` it only classifies texts (:mod:`elmo.pipelines.predict_command`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ..data.agnews import CLASS_NAMES
 from ..errors import ElmoError
 from ..inference.layer_cache import CACHE_MODES, cache_dtype, compute_layers, should_cache
 from ..model.classifier import ClassifierConfig, ElmoClassifier
-from ..model.mix import LEARNED_FUNCTIONS, MIX_SETTINGS, mix_summary
+from ..model.mix import LAYER_MIXES, LEARNED_FUNCTIONS, mix_summary
 from ..model.serialization import bilm_fingerprint, classifier_checkpoint, published_record
 from ..runtime import distributed
 from ..runtime.device import set_seed
@@ -32,25 +33,27 @@ from .common import (
     format_confusion,
     format_results_table,
     option,
+    refuse_overwriting,
     remove_checkpoints,
 )
 from .plots import plot_confusion, plot_curves
-from .prediction import predict_texts
-from .task import HeadConfig, TaskData, prepare, train_and_evaluate
+from .predict_command import PredictArgs, predict
+from .task import HeadArgs, TaskData, prepare, train_and_evaluate
 
 
 @dataclass
-class ClassifyConfig(HeadConfig):
+class ClassifyArgs(HeadArgs):
     """Flags of ``classification.py`` (see ``python classification.py --help``)."""
 
-    settings: tuple[str, ...] = option(MIX_SETTINGS, "layer-mix settings to train, in turn", choices=MIX_SETTINGS)
-    learned_function: str = option("gate", "the learned_function setting's network: gate (token-wise softmax weights "
+    mixes: tuple[str, ...] = option(LAYER_MIXES, "layer mixes to train, in turn", choices=LAYER_MIXES,
+                                    deprecated_aliases=("--settings",))
+    learned_function: str = option("gate", "the learned_function mix's network: gate (token-wise softmax weights "
                                    "over the layers from a small gate network, starting as the uniform scalar mix) or "
                                    "mlp (an MLP on [h0; h1; h2]); see elmo/model/mix.py", choices=LEARNED_FUNCTIONS)
     elmo_dropout: float = option(0.0, "dropout on the ELMo vector itself (AllenNLP's Elmo uses 0.5)")
     mix_l2: float = option(0.0, "L2 penalty λ‖w‖² on the scalar-mix weights, pulling λ toward the average "
                            "(paper §3.3 and §5.2: 0.001 small, 1 ≈ plain average); trainable λ only, the other "
-                           "settings have no trainable scalar weights")
+                           "mixes have no trainable scalar weights")
     fine_tune: bool = option(False, "fine-tune the biLM with the classifier instead of freezing it: discriminative "
                              "learning rates and gradual unfreezing, top layer first")
     lr_decay: float = option(2.6, "fine-tuning: each biLM layer group down from the top gets the learning rate of "
@@ -62,35 +65,39 @@ class ClassifyConfig(HeadConfig):
                                            "bilm-tf's options.json (with --bilm-weight-file; docs/published_elmo.md)")
     bilm_weight_file: str | None = option(None, "the published ELMo's weights.hdf5 (with --bilm-options-file)")
     cache_layers: str = option("auto", "compute the frozen biLM's LSTM layers of every document once and share them "
-                               "across epochs and settings (storage for time, see elmo/inference/layer_cache.py): auto (a temporary "
+                               "across epochs and layer mixes (storage for time, see elmo/inference/layer_cache.py): auto (a temporary "
                                "file in $TMPDIR when it fits in half its free space, else memory when it fits in half "
                                "the available memory, else off), disk, memory (or on), off (run the biLM in every "
                                "step); never with --fine-tune", choices=CACHE_MODES)
 
     def check(self) -> None:
         super().check()
-        if not self.settings:
-            raise ElmoError("--settings needs at least one setting")
+        if not self.mixes:
+            raise ElmoError("--mixes needs at least one layer mix")
         if self.lr_decay < 1:
             raise ElmoError(f"--lr-decay must be >= 1, got {self.lr_decay}")
         if self.predict is not None and self.predict_file is not None:
             raise ElmoError("give either --predict or --predict-file, not both")
         if (self.bilm_options_file is None) != (self.bilm_weight_file is None):
             raise ElmoError("give both --bilm-options-file and --bilm-weight-file (the published ELMo's two files)")
-        self.classifier_config(self.settings[0])
+        self.classifier_config(self.mixes[0])
 
     @property
     def published(self) -> tuple[str, str] | None:
         """``(options.json, weights.hdf5)`` of the published biLM to classify on, or ``None`` (``bilstm.pt``)."""
         return None if self.bilm_options_file is None else (self.bilm_options_file, self.bilm_weight_file)
 
-    def classifier_config(self, setting: str) -> ClassifierConfig:
-        """The head's config plus the ELMo options (ELMo dropout, mix L2, fine-tuning)."""
-        return replace(super().classifier_config(setting), elmo_dropout=self.elmo_dropout, mix_l2=self.mix_l2,
+    def classifier_config(self, mix: str) -> ClassifierConfig:
+        """The head's config plus the ELMo options (ELMo dropout, mix L2, fine-tuning) for the layer mix ``mix``.
+
+        Raises:
+            ElmoError: a value out of range, naming the ``ClassifierConfig`` field.
+        """
+        return replace(super().classifier_config(mix), elmo_dropout=self.elmo_dropout, mix_l2=self.mix_l2,
                        fine_tune=self.fine_tune, learned_function=self.learned_function)
 
 
-def attach_layer_cache(task: TaskData, config: ClassifyConfig) -> float | None:
+def attach_layer_cache(task: TaskData, config: ClassifyArgs) -> float | None:
     """Apply ``--cache-layers``: compute the frozen biLM's LSTM layers of every split once
     (:func:`elmo.inference.layer_cache.compute_layers`) and attach them to ``task.data``. Never with
     ``--fine-tune``.
@@ -100,81 +107,122 @@ def attach_layer_cache(task: TaskData, config: ClassifyConfig) -> float | None:
     """
     if config.fine_tune:
         return None
-    session = task.session
+    run = task.run
     num_tokens = sum(d.num_tokens for d in task.data.values())
-    kind, why = should_cache(config.cache_layers, task.bilm, num_tokens, cache_dtype(session.amp_dtype))
-    session.say(why)
+    kind, why = should_cache(config.cache_layers, task.bilm, num_tokens, cache_dtype(run.amp_dtype))
+    run.say(why)
     if kind is None:
         return None
     started = time.perf_counter()
     for corpus in task.data.values():
-        corpus.attach_layers(compute_layers(task.bilm, corpus, session.device, session.amp_dtype, kind))
+        corpus.attach_layers(compute_layers(task.bilm, corpus, run.device, run.amp_dtype, kind))
     seconds = time.perf_counter() - started
-    session.say(f"biLM layers of {num_tokens:,} tokens computed in {seconds:.0f} s")
+    run.say(f"biLM layers of {num_tokens:,} tokens computed in {seconds:.0f} s")
     return seconds
 
 
-def train_setting(task: TaskData, config: ClassifyConfig, setting: str, fingerprint: str) -> tuple[dict, ElmoClassifier]:
-    """Train and evaluate the ELMo classifier of one layer-mix ``setting``; returns its results entry
+def train_mix(task: TaskData, config: ClassifyArgs, mix: str, fingerprint: str) -> tuple[dict, ElmoClassifier]:
+    """Train and evaluate the ELMo classifier of one layer ``mix``; returns its results entry
     (with the mix's λ and γ) and the trained model."""
     set_seed(config.seed)
-    # Fine-tuning trains the biLM in place: give each setting its own copy of the pre-trained one.
+    # Fine-tuning trains the biLM in place: give each mix its own copy of the pre-trained one.
     bilm = copy.deepcopy(task.bilm) if config.fine_tune else task.bilm
-    model = task.to_device(ElmoClassifier(bilm, config.classifier_config(setting), vocab_size=len(task.vocab)))
-    if task.session.ctx.rank:  # one dropout stream per rank (DDP gives every rank rank 0's initial weights)
-        torch.manual_seed(config.seed + task.session.ctx.rank)
-    entry = train_and_evaluate(model, task.data, config, task.session,
-                               checkpointing(config, f"classifier_{setting}", bilm=fingerprint))
+    model = task.to_device(ElmoClassifier(bilm, config.classifier_config(mix), vocab_size=len(task.vocab)))
+    if task.run.ctx.rank:  # one dropout stream per rank (DDP gives every rank rank 0's initial weights)
+        torch.manual_seed(config.seed + task.run.ctx.rank)
+    entry = train_and_evaluate(model, task.data, config, task.run,
+                               checkpointing(config, f"classifier_{mix}", bilm=fingerprint))
     entry.update(mix_summary(model.mix))
     return entry, model
 
 
-def report_setting(task: TaskData, setting: str, entry: dict) -> None:
-    """Rank 0: the confusion-matrix plot and the printed result of one setting."""
-    outputs, say = task.session.outputs, task.session.say
-    plot_confusion(entry["test"]["confusion_matrix"], CLASS_NAMES, CLASS_NAMES, outputs.image(f"confusion_{setting}"),
-                   f"{setting} (test accuracy {entry['test']['accuracy']:.3f})")
+def report_mix(task: TaskData, mix: str, entry: dict) -> None:
+    """Rank 0: the confusion-matrix plot and the printed result of one layer mix."""
+    outputs, say = task.run.outputs, task.run.say
+    plot_confusion(entry["test"]["confusion_matrix"], CLASS_NAMES, CLASS_NAMES, outputs.image(f"confusion_{mix}"),
+                   f"{mix} (test accuracy {entry['test']['accuracy']:.3f})")
     lam = "" if entry["lambdas"] is None else f", λ = {np.round(entry['lambdas'], 3).tolist()}, γ = {entry['gamma']:.3f}"
-    say(f"{setting}: test accuracy {entry['test']['accuracy']:.4f}, macro-F1 {entry['test']['f1']:.4f}{lam}")
+    say(f"{mix}: test accuracy {entry['test']['accuracy']:.4f}, macro-F1 {entry['test']['f1']:.4f}{lam}")
     say(format_confusion(entry["test"]["confusion_matrix"]))
 
 
-def classify(config: ClassifyConfig) -> dict | list:
-    """Train and evaluate one classifier per setting; returns the ``classification.json`` content.
-    With ``--predict`` / ``--predict-file`` it only classifies those texts (:func:`predict_texts`).
+def check_files(config: ClassifyArgs) -> None:
+    """Before anything is written: no output file (``classifier*.pt``, the training checkpoints,
+    ``classification.json``, the plots) is one of the inputs (``--bilm-options-file``, ``--bilm-weight-file``,
+    ``--predict-file``, ``bilstm.pt``, AG News in ``--data-dir``).
 
     Raises:
-        ElmoError: missing biLM files (run ``python ELMO.py`` first), bad data or flags.
+        ElmoError: naming the output and the input it would write over.
     """
-    if config.predict is not None or config.predict_file is not None:
-        return predict_texts(config.models_dir, config.predict, config.predict_file, config.device,
-                             config.precision, config.threads)
+    out = config.outputs
+    written = [out.classifier(), out.result("classification"), out.image("classifier_val_f1")]
+    for mix in config.mixes:
+        written += [out.classifier(mix), out.checkpoint(f"classifier_{mix}"), out.image(f"confusion_{mix}")]
+    refuse_overwriting(config, {"--bilm-options-file": config.bilm_options_file,
+                                "--bilm-weight-file": config.bilm_weight_file, "--predict-file": config.predict_file,
+                                "--models-dir (bilstm.pt)": None if config.published else out.bilm}, written)
+
+
+def classify(config: ClassifyArgs) -> dict | list:
+    """Train and evaluate one classifier per layer mix; returns the ``classification.json`` content.
+    With ``--predict`` / ``--predict-file`` it only classifies those texts, as ``python -m elmo predict`` does
+    (:func:`~elmo.pipelines.predict_command.predict`).
+
+    Raises:
+        ElmoError: missing biLM files (run ``python ELMO.py`` first), bad data or flags, an output file that is
+            one of the inputs (:func:`check_files`).
+    """
+    if config.predict is not None or config.predict_file is not None:  # writes no file
+        return predict(PredictArgs(config.predict, config.predict_file, config.models_dir, config.device,
+                                   config.precision, config.threads), "--predict", "--predict-file")
+    check_files(config)
     task = prepare(config, config.published)
-    session, outputs = task.session, task.session.outputs
+    run, outputs = task.run, task.run.outputs
     fingerprint = bilm_fingerprint(task.bilm, task.vocab)
     cache_seconds = attach_layer_cache(task, config)
     out: dict[str, Any] = {}
-    payloads: dict[str, dict[str, Any]] = {}  # checkpoint contents per setting; the best is also classifier.pt
-    for setting in config.settings:
-        out[setting], model = train_setting(task, config, setting, fingerprint)
-        if session.ctx.is_main:
-            payloads[setting] = classifier_checkpoint(model, fingerprint, CLASS_NAMES, {
-                "setting_results": {k: out[setting][k]["f1"] for k in ("val", "test")},
+    payloads: dict[str, dict[str, Any]] = {}  # checkpoint contents per mix; the best is also classifier.pt
+    for mix in config.mixes:
+        out[mix], model = train_mix(task, config, mix, fingerprint)
+        if run.ctx.is_main:
+            payloads[mix] = classifier_checkpoint(model, fingerprint, CLASS_NAMES, {
+                "mix_results": {k: out[mix][k]["f1"] for k in ("val", "test")},
                 **published_record(task.bilm, task.vocab)})
-            save_checkpoint(payloads[setting], outputs.classifier(setting))
-            report_setting(task, setting, out[setting])
-    if not session.ctx.is_main:
+            save_checkpoint(payloads[mix], outputs.classifier(mix))
+            report_mix(task, mix, out[mix])
+    if not run.ctx.is_main:
         distributed.barrier()  # wait for rank 0's files, so the job ends as one
         return out
-    best = max(config.settings, key=lambda s: out[s]["val"]["f1"])
-    out["best_setting"] = best
-    out["precision"], out["layer_cache_seconds"] = session.precision, cache_seconds
+    best = max(config.mixes, key=lambda m: out[m]["val"]["f1"])
+    out["best_mix"] = best
+    out["precision"], out["layer_cache_seconds"] = run.precision, cache_seconds
     save_checkpoint(payloads[best], outputs.classifier())
     out["config"], out["meta"] = asdict(config), {**environment_info(config.seed), "bilm_fingerprint": fingerprint}
     write_json(outputs.result("classification"), out)
-    plot_curves({s: [row["val_f1"] for row in out[s]["history"]] for s in config.settings},
+    plot_curves({m: [row["val_f1"] for row in out[m]["history"]] for m in config.mixes},
                 outputs.image("classifier_val_f1"), "Classifier validation macro-F1", "macro-F1")
-    remove_checkpoints(config, [f"classifier_{s}" for s in config.settings])
-    session.say("\n" + format_results_table(out, config.settings) + f"\nbest on validation: {best}")
+    remove_checkpoints(config, [f"classifier_{m}" for m in config.mixes])
+    run.say("\n" + format_results_table(out, config.mixes) + f"\nbest on validation: {best}")
     distributed.barrier()
+    return out
+
+
+#: keys of ``classification.json`` files written under other names: old key -> current key (top level;
+#: ``config`` holds the flags, where ``settings`` is ``mixes``)
+RENAMED_KEYS = {"best_setting": "best_mix"}
+RENAMED_FLAGS = {"settings": "mixes"}
+
+
+def upgrade_classification_results(out: dict) -> dict:
+    """``out`` (a parsed ``classification.json``) with the current keys: ``best_setting`` read as
+    ``best_mix`` and the flag ``settings`` in ``config`` as ``mixes`` (files written with those names keep
+    loading). Changes ``out`` in place and returns it."""
+    for old, new in RENAMED_KEYS.items():
+        if old in out:
+            out.setdefault(new, out.pop(old))
+    config = out.get("config")
+    if isinstance(config, dict):
+        for old, new in RENAMED_FLAGS.items():
+            if old in config:
+                config.setdefault(new, config.pop(old))
     return out

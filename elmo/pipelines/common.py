@@ -1,8 +1,8 @@
-"""What every pipeline shares: the flags common to all scripts (:class:`CommonConfig`), the run
-start-up sequence (:func:`start`), training checkpoints named per run, and the text tables printed at
-the end.
+"""What every pipeline shares: the flags common to all scripts (:class:`CommonArgs`), the run
+start-up sequence (:func:`start`, which returns the :class:`StartedRun`), training checkpoints named per
+run, and the text tables printed at the end.
 
-Each script's flags are generated 1:1 from a config dataclass (``--max-docs`` ↔ ``max_docs``;
+Each script's flags are generated 1:1 from an arguments dataclass (``*Args``; ``--max-docs`` ↔ ``max_docs``;
 :func:`option` carries the help text), so the config saved in results files and checkpoints is
 exactly what the user asked for. The parser itself is :mod:`elmo.cli`'s.
 """
@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from ..artifacts import Outputs, check_writable
+from ..artifacts import Outputs, PathArg, check_writable, refuse_overwriting_inputs
 from ..data.agnews import CLASS_NAMES
 from ..errors import ElmoError
 from ..runtime import distributed
@@ -37,7 +38,7 @@ def option(default: Any, help: str, **kwargs) -> Any:
 
 
 @dataclass
-class CommonConfig:
+class CommonArgs:
     """Flags every training script shares."""
 
     data_dir: str = option("data/ag_news", "folder holding train.csv and test.csv")
@@ -93,7 +94,7 @@ RESUMABLE_FLAGS = ("resume", "checkpoint_every", "quiet", "threads", "device", "
 
 
 @dataclass
-class Session:
+class StartedRun:
     """A started run (:func:`start`): where it computes and where it writes.
 
     Attributes:
@@ -115,7 +116,7 @@ class Session:
         return precision_name(self.amp_dtype)
 
 
-def start(config: CommonConfig, kernel_cache_entries: int) -> Session:
+def start(config: CommonArgs, kernel_cache_entries: int) -> StartedRun:
     """The start-up sequence every training script runs, in this order: bound oneDNN's kernel caches
     (:func:`~elmo.runtime.device.cap_kernel_caches`, before any kernel exists), join the ``torchrun``
     group if any, seed, set threads, resolve device and precision, and prove the output folders
@@ -133,11 +134,12 @@ def start(config: CommonConfig, kernel_cache_entries: int) -> Session:
     say = (lambda *a: None) if config.quiet or not ctx.is_main else (lambda *a: print(*a, flush=True))
     outputs = config.outputs
     if ctx.is_main:
-        check_writable(outputs.models, outputs.results, outputs.images)
-    return Session(ctx, device, amp_dtype, threads, outputs, say)
+        check_writable(outputs.models, outputs.results, outputs.images,
+                       flags=("--models-dir", "--results-dir", "--images-dir"))
+    return StartedRun(ctx, device, amp_dtype, threads, outputs, say)
 
 
-def checkpointing(config: CommonConfig, name: str, **meta: Any) -> Checkpointing:
+def checkpointing(config: CommonArgs, name: str, **meta: Any) -> Checkpointing:
     """The :class:`~elmo.training.state.Checkpointing` of one training run (``name``, e.g. ``forward_lm``)
     of a script: ``<models-dir>/checkpoints/<name>.pt``, every ``--checkpoint-every`` steps, resumed with
     ``--resume``; its meta holds the script's flags (those that change results) and ``meta``."""
@@ -146,13 +148,26 @@ def checkpointing(config: CommonConfig, name: str, **meta: Any) -> Checkpointing
                          {"flags": repr(sorted(flags.items())), **meta})
 
 
-def remove_checkpoints(config: CommonConfig, names: Sequence[str]) -> None:
+def remove_checkpoints(config: CommonArgs, names: Sequence[str]) -> None:
     """Delete the training checkpoints of a script that has finished (and the folder when empty)."""
     for name in names:
         config.outputs.checkpoint(name).unlink(missing_ok=True)
     folder = config.outputs.checkpoint("x").parent
     if folder.is_dir() and not any(folder.iterdir()):
         folder.rmdir()
+
+
+def refuse_overwriting(config: CommonArgs, inputs: Mapping[str, PathArg], outputs: Sequence[Path],
+                       agnews: bool = True) -> None:
+    """Before a training command writes anything: none of its ``outputs`` (files under the three output
+    folders) is one of its ``inputs`` (keyed by flag) or, with ``agnews``, the ``--data-dir`` files it reads
+    (:func:`~elmo.artifacts.refuse_overwriting_inputs`).
+
+    Raises:
+        ElmoError: naming the output's folder flag and path and the input's flag and path.
+    """
+    data = {f"--data-dir ({name})": Path(config.data_dir) / name for name in ("train.csv", "test.csv")} if agnews else {}
+    refuse_overwriting_inputs({**data, **inputs}, config.outputs.labelled(*outputs))
 
 
 def format_confusion(cm: list[list[int]]) -> str:
@@ -163,8 +178,8 @@ def format_confusion(cm: list[list[int]]) -> str:
     return "\n".join(lines)
 
 
-def format_results_table(out: dict, names: Sequence[str], header: str = "setting") -> str:
-    """One line per method (or setting) and split: accuracy and macro precision, recall, F1."""
+def format_results_table(out: dict, names: Sequence[str], header: str = "mix") -> str:
+    """One line per layer mix (or baseline method) and split: accuracy and macro precision, recall, F1."""
     lines = [f"{header:<20}split  accuracy  precision  recall     F1"]
     for s in names:
         for split in ("train", "test"):

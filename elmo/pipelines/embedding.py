@@ -13,7 +13,9 @@ lower-cases them itself). A blank line is an error naming its line, found by a f
 before anything is computed. The file is then streamed: sentences are read, length-bucketed and
 embedded :data:`~elmo.inference.embedder.CHUNK_BATCHES` batches at a time and written as they come, so
 memory does not grow with the file (except the ``sentence_to_index`` map, which holds each distinct
-sentence once). The hdf5 file is written beside its target and moved into place when complete.
+sentence once). The hdf5 file is written beside its target and moved into place when complete: Ctrl-C
+leaves no output (or the earlier file as it was). The output may not be one of the inputs (the text, the
+options, the weights, the biLM: :func:`check_files`).
 """
 
 from __future__ import annotations
@@ -30,17 +32,18 @@ from typing import Any, Iterator
 import numpy as np
 from tqdm import tqdm
 
-from ..artifacts import atomic_hdf5
+from ..artifacts import atomic_hdf5, refuse_overwriting_inputs
 from ..errors import ElmoError
 from ..inference.embedder import ElmoEmbedder
 from ..runtime.device import PRECISIONS, configure_threads
+from ..training.state import Interrupted
 from .common import option
 
 OUTPUT_FORMATS = ("all", "top", "average")
 
 
 @dataclass
-class EmbedConfig:
+class EmbedArgs:
     """Flags of ``python -m elmo embed`` (AllenNLP's ``elmo`` command)."""
 
     input_file: str = option(None, "UTF-8 text file, one whitespace-tokenised sentence per line", positional=True)
@@ -94,13 +97,30 @@ def count_sentences(path: str | os.PathLike) -> int:
                                     "hold a sentence; remove the blank lines")
     except FileNotFoundError:
         raise ElmoError(f"{path}: no such file") from None
-    except UnicodeDecodeError as exc:
-        raise ElmoError(f"{path}: not UTF-8 text after line {count} ({exc.reason})") from None
+    except UnicodeDecodeError:
+        raise ElmoError(_not_utf8(path, count + 1)) from None
+    except IsADirectoryError:
+        raise ElmoError(f"{path}: a folder, not a text file") from None
     except OSError as exc:
         raise ElmoError(f"{path}: cannot read it: {exc.strerror or exc}") from None
     if count == 0:
         raise ElmoError(f"{path}: no sentences in it")
     return count
+
+
+def _not_utf8(path: str | os.PathLike, from_line: int) -> str:
+    """The message for a file that is not UTF-8 text: the first undecodable line, counted from 1 (text mode
+    decodes ahead of the lines it returns, so the line is found again byte-exactly from ``from_line``)."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if number < from_line:
+                continue
+            try:
+                raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                return (f"{path} line {number} is not UTF-8 text ({exc.reason} at byte {exc.start + 1} of the line): "
+                        "embed reads a UTF-8 text file, one sentence per line")
+    return f"{path} is not UTF-8 text: embed reads a UTF-8 text file, one sentence per line"
 
 
 def read_sentences(path: str | os.PathLike) -> Iterator[str]:
@@ -117,7 +137,7 @@ def _reduce(vectors: np.ndarray, output_format: str) -> np.ndarray:
     return vectors.mean(axis=0) if output_format == "average" else vectors
 
 
-def write_embeddings(embedder: ElmoEmbedder, config: EmbedConfig, total: int, out: Any) -> dict[str, Any]:
+def write_embeddings(embedder: ElmoEmbedder, config: EmbedArgs, total: int, out: Any) -> dict[str, Any]:
     """Embed every line of ``config.input_file`` into the open hdf5 file ``out``; returns counts."""
     import h5py
 
@@ -143,22 +163,47 @@ def write_embeddings(embedder: ElmoEmbedder, config: EmbedConfig, total: int, ou
     return {"sentences": total, "tokens": n_tokens}
 
 
-def embed(config: EmbedConfig) -> dict[str, Any]:
+def check_files(config: EmbedArgs) -> None:
+    """Before any work: the output is not one of the inputs (the sentences, the biLM's files) and not a folder.
+
+    Raises:
+        ElmoError: ``output_file`` is the same file as ``input_file``, ``--options-file``, ``--weight-file`` or
+            the ``--bilm`` file (naming both), or is a folder.
+    """
+    bilm = None if config.bilm is None else Path(config.bilm)
+    if bilm is not None and bilm.is_dir():
+        bilm = bilm / "bilstm.pt"
+    refuse_overwriting_inputs({"input_file": config.input_file, "--options-file": config.options_file,
+                               "--weight-file": config.weight_file, "--bilm": bilm},
+                              {"output_file": config.output_file})
+    if Path(config.output_file).is_dir():
+        raise ElmoError(f"output_file {config.output_file} is a folder: name the hdf5 file to write")
+
+
+def embed(config: EmbedArgs) -> dict[str, Any]:
     """Write the hdf5 file of ``config`` (module docstring); returns ``{"sentences", "tokens", "seconds", ...}``.
 
     Raises:
-        ElmoError: a bad input file (blank line, not UTF-8), missing or invalid biLM files, an output
-            folder that cannot be written.
+        ElmoError: the output is one of the inputs (:func:`check_files`), a bad input file (blank line,
+            not UTF-8; lines counted from 1), missing or invalid biLM files, an output folder that cannot be
+            written (a part of its path is a file: named).
+        Interrupted: Ctrl-C while embedding; the output file is not written (or left as it was).
     """
+    target = Path(config.output_file)
+    check_files(config)
     configure_threads(config.threads)
     total = count_sentences(config.input_file)
     embedder = ElmoEmbedder(config.bilm if config.bilm else config.options_file, config.weight_file,
                             config.cuda_device, device=config.device, stateful=config.stateful,
                             precision=config.precision)
-    target = Path(config.output_file)
+    existed = target.exists()
     started = time.perf_counter()
-    with atomic_hdf5(target) as out:
-        summary = write_embeddings(embedder, config, total, out)
+    try:
+        with atomic_hdf5(target, "output_file") as out:
+            summary = write_embeddings(embedder, config, total, out)
+    except KeyboardInterrupt:
+        kept = "left as it was" if existed else "not written"
+        raise Interrupted(f"embedding {config.input_file} was interrupted by Ctrl-C; {target} was {kept}") from None
     summary |= {"seconds": time.perf_counter() - started, "output_file": str(target), "format": config.output_format}
     if not config.quiet:
         print(f"wrote {summary['sentences']:,} sentences ({summary['tokens']:,} tokens) to {target} in "

@@ -20,8 +20,8 @@ import numpy as np
 import torch
 
 from ..artifacts import environment_info, save_checkpoint, write_json
-from ..data.agnews import Corpus, load_agnews
-from ..data.corpus import EncodedCorpus, encode_corpus
+from ..data.agnews import load_agnews
+from ..data.corpus import Corpus, EncodedCorpus, encode_corpus
 from ..data.stream import StreamedCorpus, TextSource
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
@@ -34,10 +34,11 @@ from ..training.evaluation import evaluate_words, perplexity
 from ..training.metrics import top_words_confusion
 from ..training.trainer import FitResult, Objective, Progress, TrainConfig, fit
 from .common import (
-    CommonConfig,
-    Session,
+    CommonArgs,
+    StartedRun,
     checkpointing,
     option,
+    refuse_overwriting,
     remove_checkpoints,
     start,
 )
@@ -47,7 +48,7 @@ INIT_EMBEDDINGS = ("word2vec", "word2vec-centered", "none")
 
 
 @dataclass
-class PretrainConfig(CommonConfig):
+class PretrainArgs(CommonArgs):
     """Flags of ``ELMO.py`` (see ``python ELMO.py --help``)."""
 
     min_freq: int = option(2, "keep words seen at least this often in training")
@@ -58,14 +59,14 @@ class PretrainConfig(CommonConfig):
     dropout: float = option(0.1, "dropout in the language models (0.1: see --lr)")
     max_tokens: int = option(4096, "token budget per batch (padding included)")
     lr: float = option(4e-3, "Adam learning rate. The defaults (lr 4e-3, --warmup-steps 300, --dropout 0.1, constant "
-                       "rate) won a sweep on validation perplexity in the same 4 epochs: 90.3 / 90.5 (fwd / bwd) "
-                       "against 97.0 / 95.9 with lr 2e-3, dropout 0.2 (docs/options_and_experiments.md)")
-    lr_gamma: float = option(1.0, "multiply the learning rate by this after every epoch (1 = constant; 0.5 and 0.7 "
-                             "raised validation perplexity within 4 epochs: the biLM is still under-trained)")
+                       "rate) were chosen by validation perplexity in a sweep of the biLM's training settings "
+                       "(docs/options_and_experiments.md#the-bilm-sweep)")
+    lr_gamma: float = option(1.0, "multiply the learning rate by this after every epoch (1 = constant; "
+                             "docs/options_and_experiments.md#the-bilm-sweep)")
     warmup_steps: int = option(300, "raise the learning rate linearly over the first N steps (at most one epoch's)")
     epochs: int = option(4, "maximum epochs per direction")
     init_embeddings: str = option("word2vec", "initial token embeddings of both LMs: word2vec (skip-gram trained "
-                                  "on the same training text, scaled to unit std; about 40 s on AG News), "
+                                  "on the same training text, scaled to unit std), "
                                   "word2vec-centered (the same minus the vectors' mean, which otherwise dominates "
                                   "every row on a small corpus) or none (random)",
                                   choices=INIT_EMBEDDINGS)
@@ -78,9 +79,9 @@ class PretrainConfig(CommonConfig):
     char_dim: int = option(16, "character embedding width (char encoder)")
     num_highway: int = option(1, "highway layers after the char CNN (the paper: 2)")
     max_chars: int = option(20, "characters per token incl. the begin/end-of-word marks (the paper: 50)")
-    residual: bool = option(True, "residual connection from the first to the second LSTM layer (§3.1; on by default: "
-                            "it cut validation perplexity from 126 / 120 to 97 / 96 in the same 4 epochs, "
-                            "results/experiments/residual); --no-residual turns it off")
+    residual: bool = option(True, "residual connection from the first to the second LSTM layer (§3.1; its effect on "
+                            "perplexity: docs/options_and_experiments.md#what-each-option-did); --no-residual "
+                            "turns it off")
     proj_size: int = option(0, "LSTM projection: --hidden-size cells projected to this width (the paper: 4096 → "
                             "512); then --embedding-dim must equal it. 0 = none")
     train_file: str | None = option(None, "train on your own corpus instead of AG News: a UTF-8 text file with one "
@@ -110,7 +111,11 @@ class PretrainConfig(CommonConfig):
                           max_chars=self.max_chars, residual=self.residual, proj_size=self.proj_size)
 
     def check(self) -> None:
+        """:meth:`CommonArgs.check` plus the biLM's sizes and the vocabulary and stream flags. Raises
+        :class:`ElmoError` naming the flag (or the ``BiLMConfig`` / ``TrainConfig`` field it sets)."""
         super().check()
+        if self.min_freq < 1 or (self.max_vocab is not None and self.max_vocab < 1):
+            raise ElmoError(f"--min-freq and --max-vocab must be >= 1, got {self.min_freq}, {self.max_vocab}")
         self.bilm_config(vocab_size=10)
         TrainConfig(epochs=self.epochs, lr=self.lr, lr_gamma=self.lr_gamma, warmup_steps=self.warmup_steps)  # flags
         if self.train_file is None:
@@ -122,7 +127,7 @@ class PretrainConfig(CommonConfig):
                             f"{self.stream_buffer}")
 
 
-def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainConfig, say=print) -> dict:
+def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainArgs, say=print) -> dict:
     """Apply ``--init-embeddings``: copy Word2Vec vectors into both LMs' input embeddings.
 
     The vectors (:func:`elmo.model.static.word2vec_vectors`, width ``embedding_dim``, trained on
@@ -163,7 +168,7 @@ def shared_vocabulary(build: Callable[[], Vocabulary]) -> Vocabulary:
     return Vocabulary(distributed.broadcast_words(vocab.itos if vocab is not None else None))
 
 
-def prepare_data(config: PretrainConfig) -> tuple[tuple[Corpus, Corpus, Corpus], Vocabulary, dict[str, EncodedCorpus]]:
+def prepare_data(config: PretrainArgs) -> tuple[tuple[Corpus, Corpus, Corpus], Vocabulary, dict[str, EncodedCorpus]]:
     """Read and split AG News, build the vocabulary on the training split and encode every split.
 
     Returns:
@@ -185,7 +190,7 @@ def prepare_data(config: PretrainConfig) -> tuple[tuple[Corpus, Corpus, Corpus],
 WORD2VEC_MAX_DOCS = 100_000
 
 
-def prepare_stream(config: PretrainConfig) -> tuple[Vocabulary, dict[str, StreamedCorpus], dict, Callable[[], Iterable]]:
+def prepare_stream(config: PretrainArgs) -> tuple[Vocabulary, dict[str, StreamedCorpus], dict, Callable[[], Iterable]]:
     """``--train-file``: the vocabulary from one streaming pass over the training documents and the
     streamed train / val (/ test) corpora (:mod:`elmo.data.stream`).
 
@@ -243,11 +248,11 @@ class PretrainData:
     skipped_lines: int | None = None
 
 
-def load_data(config: PretrainConfig, session: Session) -> PretrainData:
+def load_data(config: PretrainArgs, run: StartedRun) -> PretrainData:
     """AG News (:func:`prepare_data`) or ``--train-file`` (:func:`prepare_stream`), summarised the same way."""
     if config.train_file is not None:
         vocab, data, stats, sentences = prepare_stream(config)
-        oov = {name: vocab.oov_rate(data[name].pieces()) for name in data if name != "train" and session.ctx.is_main}
+        oov = {name: vocab.oov_rate(data[name].pieces()) for name in data if name != "train" and run.ctx.is_main}
         return PretrainData(vocab, data, f"{config.train_file} (streamed)", {"train": stats["train_documents"]},
                             stats["train_tokens"], oov, sentences, stats["skipped_lines"])
     (train, val, test), vocab, data = prepare_data(config)
@@ -256,9 +261,9 @@ def load_data(config: PretrainConfig, session: Session) -> PretrainData:
                         oov, lambda: train.tokens)
 
 
-def train_directions(bilm: BiLM, loaded: PretrainData, config: PretrainConfig, session: Session) -> dict[str, FitResult]:
+def train_directions(bilm: BiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun) -> dict[str, FitResult]:
     """Train the forward LM, then the backward LM, each with early stopping on validation perplexity."""
-    data, device, shard = loaded.data, session.device, session.ctx.shard
+    data, device, shard = loaded.data, run.device, run.ctx.shard
     train = data["train"]
     # warm-up never longer than one epoch (a small corpus would otherwise train at a fraction of --lr throughout)
     steps = len(train.batches(config.batch_size, config.max_tokens)) if isinstance(train, EncodedCorpus) else None
@@ -267,66 +272,84 @@ def train_directions(bilm: BiLM, loaded: PretrainData, config: PretrainConfig, s
                                lr_gamma=config.lr_gamma, warmup_steps=warmup)
     fitted = {}
     for lm in (bilm.forward_lm, bilm.backward_lm):
-        torch.manual_seed(config.seed + session.ctx.rank)  # one dropout stream per rank; rank 0 = a single process's
+        torch.manual_seed(config.seed + run.ctx.rank)  # one dropout stream per rank; rank 0 = a single process's
         objective = Objective(
             batches=lambda epoch: data["train"].epoch_batches(config.batch_size, config.max_tokens, config.seed + epoch,
                                                               shard),
             loss_fn=lambda model, batch: model(batch["ids"], batch["lengths"], batch.get("chars")),
             validate=lambda lm=lm: {"perplexity": perplexity(lm, data["val"], device)},
             monitor="perplexity", maximize=False)
-        fitted[lm.direction] = fit(lm, objective, train_config, device, session.amp_dtype,
+        fitted[lm.direction] = fit(lm, objective, train_config, device, run.amp_dtype,
                                    checkpointing(config, f"{lm.direction}_lm", vocab=loaded.vocab.fingerprint()),
                                    Progress(f"{lm.direction} LM", "tok", config.quiet))
     return fitted
 
 
-def pretrain(config: PretrainConfig) -> dict:
+def check_files(config: PretrainArgs) -> None:
+    """Before anything is written: no output file (the model files, the training checkpoints, ``lm.json``, the
+    plots) is one of the inputs (``--train-file``, ``--val-file``, ``--test-file``, or AG News in ``--data-dir``).
+
+    Raises:
+        ElmoError: naming the output and the input it would write over.
+    """
+    out = config.outputs
+    refuse_overwriting(config, {"--train-file": config.train_file, "--val-file": config.val_file,
+                                "--test-file": config.test_file},
+                       [out.word2idx, out.lm("forward"), out.lm("backward"), out.bilm, out.checkpoint("forward_lm"),
+                        out.checkpoint("backward_lm"), out.result("lm"), out.image("lm_loss"),
+                        out.image("lm_confusion_forward"), out.image("lm_confusion_backward")],
+                       agnews=config.train_file is None)
+
+
+def pretrain(config: PretrainArgs) -> dict:
     """Run the whole pre-training pipeline; returns the ``lm.json`` content (on every rank under
     ``torchrun``; only rank 0 evaluates, prints and writes files, the other ranks return after training).
 
     Raises:
-        ElmoError: bad data or flags, or an output folder that cannot be written.
+        ElmoError: bad data or flags, an output file that is one of the inputs (:func:`check_files`), or an
+            output folder that cannot be written.
     """
-    session = start(config, kernel_cache_entries=32)
-    ctx, outputs, say = session.ctx, session.outputs, session.say
-    loaded = load_data(config, session)
+    check_files(config)
+    run = start(config, kernel_cache_entries=32)
+    ctx, outputs, say = run.ctx, run.outputs, run.say
+    loaded = load_data(config, run)
     vocab = loaded.vocab
     if ctx.is_main:
         vocab.save_pickle(outputs.word2idx)
     bilm_config = config.bilm_config(len(vocab))
     say(f"data: {loaded.source}: " + " / ".join(f"{n} {k}" for k, n in loaded.counts.items()) + " documents, "
         f"{loaded.train_tokens:,} training tokens, vocabulary {len(vocab):,} ("
-        + ", ".join(f"OOV {k} {v:.2%}" for k, v in loaded.oov.items()) + f"), device {session.device}, "
-        + (f"{ctx.world_size} processes × " if ctx.enabled else "") + f"{session.threads} threads, "
-        f"{session.precision} training")
+        + ", ".join(f"OOV {k} {v:.2%}" for k, v in loaded.oov.items()) + f"), device {run.device}, "
+        + (f"{ctx.world_size} processes × " if ctx.enabled else "") + f"{run.threads} threads, "
+        f"{run.precision} training")
     bilm = BiLM(bilm_config)
     # Rank 0's weights reach every rank when fit() wraps the model (DDP broadcasts them), so only it
     # needs the Word2Vec vectors.
     out_init = init_embeddings(bilm, vocab, loaded.sentences(), config, say) if ctx.is_main else {}
-    bilm.to(session.device)
-    out = {"precision": session.precision, "val": {}, "test": {}, "train_tokens": loaded.train_tokens,
+    bilm.to(run.device)
+    out = {"precision": run.precision, "val": {}, "test": {}, "train_tokens": loaded.train_tokens,
            "vocab_size": len(vocab), "oov_rate": loaded.oov, "documents": loaded.counts, "directions": {},
            "init_embeddings": out_init, "processes": ctx.world_size}
     if loaded.skipped_lines is not None:
         out["skipped_lines"] = loaded.skipped_lines
     started = time.perf_counter()
-    fitted = train_directions(bilm, loaded, config, session)
+    fitted = train_directions(bilm, loaded, config, run)
     out["train_seconds"] = time.perf_counter() - started
     if ctx.is_main:
-        write_outputs(bilm, loaded, fitted, config, session, out, started)
+        write_outputs(bilm, loaded, fitted, config, run, out, started)
     distributed.barrier()  # the other ranks wait for rank 0's files, so the job ends as one
     return out
 
 
-def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult], config: PretrainConfig,
-                  session: Session, out: dict, started: float) -> None:
+def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult], config: PretrainArgs,
+                  run: StartedRun, out: dict, started: float) -> None:
     """Rank 0: evaluate both directions exactly, then write ``forward.pt``, ``backward.pt``, ``bilstm.pt``,
     ``lm.json`` and the plots, delete the training checkpoints and print the table."""
-    outputs, vocab = session.outputs, loaded.vocab
+    outputs, vocab = run.outputs, loaded.vocab
     meta = {**environment_info(config.seed), "config": asdict(config)}
     for lm in (bilm.forward_lm, bilm.backward_lm):
         save_checkpoint(lm_checkpoint(lm, vocab, meta), outputs.lm(lm.direction))
-        evaluate_direction(lm, fitted[lm.direction], loaded.data, session, vocab, out)
+        evaluate_direction(lm, fitted[lm.direction], loaded.data, run, vocab, out)
     out["tokens_per_second"] = {d: out["directions"][d]["tokens_per_second"] for d in out["directions"]}
     out["seconds"] = time.perf_counter() - started
     out["config"], out["meta"] = asdict(config), environment_info(config.seed)
@@ -338,15 +361,15 @@ def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult]
                 | {f"{d} val": [math.log(row["val_perplexity"]) for row in rows] for d, rows in history.items()},
                 outputs.image("lm_loss"), "biLM loss per epoch", "NLL (nats per word)")
     remove_checkpoints(config, ["forward_lm", "backward_lm"])
-    session.say("\n" + format_lm_table(out))
+    run.say("\n" + format_lm_table(out))
 
 
-def evaluate_direction(lm: LanguageModel, fitted: FitResult, data: dict, session: Session, vocab: Vocabulary,
+def evaluate_direction(lm: LanguageModel, fitted: FitResult, data: dict, run: StartedRun, vocab: Vocabulary,
                        out: dict) -> None:
     """Exact full-vocabulary evaluation of one trained LM on val (and test, when there is one): adds its
     perplexities, word metrics and training history to ``out`` and plots the test (else val)
     confusion of the 20 most frequent words."""
-    key, device = f"{lm.direction}_perplexity", session.device
+    key, device = f"{lm.direction}_perplexity", run.device
     val_metrics, targets, top5 = evaluate_words(lm, data["val"], device)
     out["val"][key] = val_metrics["perplexity"]
     out["val"][f"{lm.direction}_words"] = val_metrics
@@ -359,9 +382,9 @@ def evaluate_direction(lm: LanguageModel, fitted: FitResult, data: dict, session
                                        "tokens_per_second": float(np.median(speeds))}
     top = list(range(4, min(24, len(vocab))))
     plot_confusion(top_words_confusion(targets, top5[:, 0], top), vocab.decode(top), vocab.decode(top) + ["other"],
-                   session.outputs.image(f"lm_confusion_{lm.direction}"),
+                   run.outputs.image(f"lm_confusion_{lm.direction}"),
                    f"{lm.direction} LM on {split}: 20 most frequent words")
-    session.say(f"{lm.direction} LM: val perplexity {val_metrics['perplexity']:.2f}, {split} perplexity "
+    run.say(f"{lm.direction} LM: val perplexity {val_metrics['perplexity']:.2f}, {split} perplexity "
         f"{shown['perplexity']:.2f}, {split} top-1 {shown['top1_accuracy']:.3f}, top-5 {shown['top5_accuracy']:.3f}")
 
 

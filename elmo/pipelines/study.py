@@ -7,8 +7,8 @@ process (so a part is exactly what a user runs, and its peak memory is measured 
 part           command (plus ``--seed s``, the folders and ``--threads``)         done when it has written
 =============  ==================================================================  ==========================
 ``pretrain``   ``python -m elmo pretrain``  (``ELMO.py``)                          ``results/lm.json``
-``classify``   ``python -m elmo classify``  (the three ELMo settings)              ``results/classification.json``
-``mlp``        ``classify --settings learned_function --learned-function mlp``    ``results_mlp/classification.json``
+``classify``   ``python -m elmo classify``  (the three ELMo layer mixes)           ``results/classification.json``
+``mlp``        ``classify --mixes learned_function --learned-function mlp``       ``results_mlp/classification.json``
 ``baselines``  ``python -m elmo baselines`` (Word2Vec, SVD, TF-IDF + LR)           ``results/baselines.json``
 =============  ==================================================================  ==========================
 
@@ -20,8 +20,8 @@ an interrupted study resumes where it stopped (delete a seed's folder to redo it
 
 Then :func:`aggregate` writes ``--results`` (``results/seeds.json``): per method the per-seed test
 accuracy, test and validation macro-F1 with mean, std and 95% CI (:func:`elmo.training.significance.summarize`);
-the biLM's perplexities per seed; and the comparisons — each ELMo setting against each baseline, the
-settings against each other and the gated learned function against the MLP — as a paired t-test over
+the biLM's perplexities per seed; and the comparisons — each ELMo layer mix against each baseline, the
+mixes against each other and the gated learned function against the MLP — as a paired t-test over
 seeds plus McNemar's test on the test documents per seed (:mod:`elmo.training.significance`).
 """
 
@@ -37,23 +37,23 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import environment_info, write_json
+from ..artifacts import environment_info, refuse_overwriting_inputs, write_json
 from ..data.agnews import read_agnews
 from ..errors import ElmoError
+from ..model.mix import LAYER_MIXES
 from ..training.significance import MCNEMAR, PAIRED_T, mcnemar, paired_over_seeds, summarize
 from .common import option
 
-ELMO_SETTINGS = ("trainable_lambda", "frozen_lambda", "learned_function")
 BASELINES = ("word2vec", "svd", "tfidf_logreg")
 PARTS = ("pretrain", "classify", "mlp", "baselines")
 METRICS = ("test_accuracy", "test_f1", "val_f1", "val_accuracy")
 
 
 @dataclass
-class StudyConfig:
+class StudyArgs:
     """Flags of ``python -m elmo study``."""
 
-    seeds: tuple[int, ...] = option((0, 1, 2), "seeds to run (each: biLM, three ELMo settings, baselines)")
+    seeds: tuple[int, ...] = option((0, 1, 2), "seeds to run (each: biLM, three ELMo layer mixes, baselines)")
     out_dir: str = option("runs/study", "per-seed folders seed_<s>/ (models, results, images, logs) and parts.json")
     results: str = option("results/seeds.json", "where the statistics over seeds are written")
     data_dir: str = option("data/ag_news", "folder holding train.csv and test.csv")
@@ -97,7 +97,7 @@ class Part:
         return f"seed_{self.seed}/{self.name}"
 
 
-def plan(config: StudyConfig) -> list[Part]:
+def plan(config: StudyArgs) -> list[Part]:
     """The parts of the study in start order (every seed's biLM first, then the rest seed by seed)."""
     python = [sys.executable, "-m", "elmo"]
     parts: list[Part] = []
@@ -113,7 +113,7 @@ def plan(config: StudyConfig) -> list[Part]:
         runs = {
             "pretrain": (python + ["pretrain", *flags()], d / "results" / "lm.json", []),
             "classify": (python + ["classify", *flags()], d / "results" / "classification.json", ["pretrain"]),
-            "mlp": (python + ["classify", "--settings", "learned_function", "--learned-function", "mlp",
+            "mlp": (python + ["classify", "--mixes", "learned_function", "--learned-function", "mlp",
                               *flags("results_mlp", "models_mlp", "images_mlp")],
                     d / "results_mlp" / "classification.json", ["pretrain"]),
             "baselines": (python + ["baselines", *flags()], d / "results" / "baselines.json", ["pretrain"]),
@@ -141,7 +141,7 @@ def _launch(part: Part) -> subprocess.Popen:
         return subprocess.Popen(part.argv, stdout=log, stderr=subprocess.STDOUT)
 
 
-def run_parts(config: StudyConfig, parts: list[Part], say=print) -> dict[str, dict]:
+def run_parts(config: StudyArgs, parts: list[Part], say=print) -> dict[str, dict]:
     """Run the unfinished ``parts``, ``--jobs`` at a time, in order as their dependencies finish.
 
     Returns:
@@ -207,14 +207,14 @@ def _load(path: Path) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
-def seed_results(config: StudyConfig, seed: int) -> dict[str, dict]:
+def seed_results(config: StudyArgs, seed: int) -> dict[str, dict]:
     """One seed's finished results: ``{method: its entry}`` (``learned_function_mlp`` for the mlp part)
     and ``"lm"`` (``lm.json``); methods whose part has not finished are absent."""
     d = config.seed_dir(seed)
     out: dict[str, dict] = {}
     cls, mlp, base, lm = (_load(d / f) for f in ("results/classification.json", "results_mlp/classification.json",
                                                  "results/baselines.json", "results/lm.json"))
-    for name in ELMO_SETTINGS:
+    for name in LAYER_MIXES:
         if cls and name in cls:
             out[name] = cls[name]
     if mlp and "learned_function" in mlp:
@@ -230,8 +230,8 @@ def seed_results(config: StudyConfig, seed: int) -> dict[str, dict]:
 def _comparisons(per_seed: dict[int, dict[str, dict]], seeds: list[int], labels: list[int] | None) -> list[dict]:
     """Paired comparisons (over seeds, and McNemar per seed) of the pairs the study is about, each over the
     seeds of ``seeds`` where both methods finished (recorded as ``"seeds"``)."""
-    present = [m for m in (*ELMO_SETTINGS, "learned_function_mlp", *BASELINES) if any(m in per_seed[s] for s in seeds)]
-    elmo = [m for m in ELMO_SETTINGS if m in present]
+    present = [m for m in (*LAYER_MIXES, "learned_function_mlp", *BASELINES) if any(m in per_seed[s] for s in seeds)]
+    elmo = [m for m in LAYER_MIXES if m in present]
     pairs = [(a, b) for a in elmo for b in BASELINES if b in present]
     pairs += [(a, b) for i, a in enumerate(elmo) for b in elmo[i + 1:]]
     if "learned_function_mlp" in present and "learned_function" in present:
@@ -254,7 +254,7 @@ def _comparisons(per_seed: dict[int, dict[str, dict]], seeds: list[int], labels:
     return out
 
 
-def _test_labels(config: StudyConfig) -> list[int] | None:
+def _test_labels(config: StudyArgs) -> list[int] | None:
     """The test split's labels in file order (for McNemar's test), ``None`` when the file cannot be read."""
     try:
         return list(read_agnews(Path(config.data_dir) / "test.csv").labels)
@@ -262,20 +262,20 @@ def _test_labels(config: StudyConfig) -> list[int] | None:
         return None
 
 
-def aggregate(config: StudyConfig, record: dict[str, dict] | None = None) -> dict[str, Any]:
-    """``results/seeds.json`` from the seeds whose biLM, ELMo settings and baselines have all finished (see the
+def aggregate(config: StudyArgs, record: dict[str, dict] | None = None) -> dict[str, Any]:
+    """``results/seeds.json`` from the seeds whose biLM, ELMo layer mixes and baselines have all finished (see the
     module docstring); the optional mlp part counts over the seeds where it finished (``methods[m]["seeds"]``).
 
     Raises:
         ElmoError: no seed has finished.
     """
     per_seed = {s: seed_results(config, s) for s in config.seeds}
-    core = set(ELMO_SETTINGS if "classify" in config.parts else ()) | set(BASELINES if "baselines" in config.parts else ())
+    core = set(LAYER_MIXES if "classify" in config.parts else ()) | set(BASELINES if "baselines" in config.parts else ())
     seeds = [s for s in config.seeds if core <= set(per_seed[s]) and "lm" in per_seed[s]]
     if not seeds:
         raise ElmoError(f"no seed of {list(config.seeds)} has finished all its parts under {config.out_dir}")
     methods: dict[str, dict] = {}
-    for m in (*ELMO_SETTINGS, "learned_function_mlp", *BASELINES):
+    for m in (*LAYER_MIXES, "learned_function_mlp", *BASELINES):
         have = [s for s in seeds if m in per_seed[s]]  # the mlp part may have finished for fewer seeds
         if not have:
             continue
@@ -283,7 +283,7 @@ def aggregate(config: StudyConfig, record: dict[str, dict] | None = None) -> dic
                   for metric in METRICS}
         methods[m] = {"seeds": have, **values, "summary": {k: summarize(v) for k, v in values.items()},
                       "best_epoch": [per_seed[s][m].get("best_epoch") for s in have]}
-        if m in ELMO_SETTINGS:
+        if m in LAYER_MIXES:
             methods[m]["lambdas"] = [per_seed[s][m].get("lambdas") for s in have]
     lm = {f"{split}_{d}_perplexity": [per_seed[s]["lm"][split][f"{d}_perplexity"] for s in seeds]
           for split in ("val", "test") for d in ("forward", "backward")}
@@ -318,13 +318,31 @@ def format_study(out: dict) -> str:
     return "\n".join(lines)
 
 
-def study(config: StudyConfig) -> dict[str, Any]:
+def check_files(config: StudyArgs) -> None:
+    """Before anything is written: ``--results`` is none of the files the study reads (AG News in
+    ``--data-dir``, ``<out-dir>/parts.json``, each seed's results files).
+
+    Raises:
+        ElmoError: naming ``--results`` and the input it would write over.
+    """
+    inputs: dict[str, Path] = {f"--data-dir ({name})": Path(config.data_dir) / name for name in ("train.csv", "test.csv")}
+    inputs["--out-dir (parts.json)"] = Path(config.out_dir) / "parts.json"
+    for seed in config.seeds:
+        for name in ("results/lm.json", "results/classification.json", "results/baselines.json",
+                     "results_mlp/classification.json"):
+            inputs[f"--out-dir (seed_{seed}/{name})"] = config.seed_dir(seed) / name
+    refuse_overwriting_inputs(inputs, {"--results": config.results})
+
+
+def study(config: StudyArgs) -> dict[str, Any]:
     """Run the unfinished parts (:func:`run_parts`), then :func:`aggregate`; prints the table.
 
     Raises:
-        ElmoError: bad flags, a failed part, or no seed finished.
+        ElmoError: bad flags, ``--results`` is one of the study's inputs (:func:`check_files`), a failed part,
+            or no seed finished.
     """
     config.check()
+    check_files(config)
     record = None
     if not config.aggregate_only:
         started = time.perf_counter()

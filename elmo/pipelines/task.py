@@ -1,6 +1,6 @@
 """The downstream task recipe every representation gets, so ELMo and the baselines differ only in it.
 
-:class:`HeadConfig` holds the classifier-head flags ``classification.py`` and ``baselines.py`` share;
+:class:`HeadArgs` holds the classifier-head flags ``classification.py`` and ``baselines.py`` share;
 :func:`prepare` loads the trained biLM and the encoded AG News splits; :func:`train_and_evaluate`
 trains any :class:`~elmo.model.classifier.SequenceClassifier` with :func:`elmo.training.trainer.fit`
 (selection on validation macro-F1) and scores it on every split.
@@ -16,23 +16,23 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..data.agnews import NUM_CLASSES, Corpus, load_agnews
-from ..data.corpus import EncodedCorpus, encode_corpus
+from ..data.agnews import NUM_CLASSES, load_agnews
+from ..data.corpus import Corpus, EncodedCorpus, encode_corpus
 from ..data.text import tokenize
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from ..inference.prediction import predict
+from ..inference.class_probabilities import class_probabilities
 from ..model.bilm import BiLM
 from ..model.bilm_tf import PublishedBiLM
 from ..model.bilm_tf_io import load_published_bilm
-from ..model.classifier import ClassifierConfig, SequenceClassifier
+from ..model.classifier import ClassifierConfig, SequenceClassifier, StaticClassifierConfig
 from ..model.serialization import bilm_fingerprint, load_bilm
 from ..model.static import copy_vectors, word2vec_vectors
 from ..runtime import distributed
 from ..training.metrics import classification_metrics
 from ..training.state import Checkpointing
 from ..training.trainer import Objective, Progress, TrainConfig, Unfreezing, fit
-from .common import CommonConfig, Session, option, start
+from .common import CommonArgs, StartedRun, option, start
 
 #: the task vocabulary with a published biLM (which has none): training words seen this often, at most this many
 TASK_MIN_FREQ, TASK_MAX_VOCAB = 2, 50000
@@ -42,7 +42,7 @@ SELECTION_METRICS = ("f1", "loss")  # --select-by: validation macro-F1 (maximise
 
 
 @dataclass
-class HeadConfig(CommonConfig):
+class HeadArgs(CommonArgs):
     """Flags of the classifier head, shared by ``classification.py`` and ``baselines.py`` so that ELMo and
     the static embeddings are compared with exactly the same head and training."""
 
@@ -64,24 +64,40 @@ class HeadConfig(CommonConfig):
                               "(never used for selection; for measuring model-selection noise)")
 
     def check(self) -> None:
-        """:meth:`CommonConfig.check` plus ``--select-by``. Raises :class:`ElmoError` naming the flag."""
+        """:meth:`CommonArgs.check` plus ``--select-by``. Raises :class:`ElmoError` naming the flag."""
         super().check()
         if self.select_by not in SELECTION_METRICS:
             raise ElmoError(f"--select-by must be one of {', '.join(SELECTION_METRICS)}, got {self.select_by!r}")
 
-    def classifier_config(self, setting: str) -> ClassifierConfig:
-        """The :class:`~elmo.model.classifier.ClassifierConfig` of the head for one representation ``setting``."""
-        return ClassifierConfig(setting=setting, num_classes=NUM_CLASSES, encoder_hidden=self.encoder_hidden,
-                                token_embedding_dim=self.token_embedding_dim if self.concat_token_embedding else 0,
-                                dropout=self.dropout, seed=self.seed, layer_norm=self.layer_norm)
+    def head_sizes(self) -> dict[str, Any]:
+        """The :class:`~elmo.model.classifier.SequenceClassifierConfig` fields these flags set (the shared head)."""
+        return {"num_classes": NUM_CLASSES, "encoder_hidden": self.encoder_hidden, "dropout": self.dropout,
+                "token_embedding_dim": self.token_embedding_dim if self.concat_token_embedding else 0, "seed": self.seed}
+
+    def classifier_config(self, mix: str) -> ClassifierConfig:
+        """The :class:`~elmo.model.classifier.ClassifierConfig` of the ELMo classifier with the layer mix ``mix``.
+
+        Raises:
+            ElmoError: a bad size or an unknown mix, naming the ``ClassifierConfig`` field.
+        """
+        return ClassifierConfig(mix=mix, layer_norm=self.layer_norm, **self.head_sizes())
+
+    def static_classifier_config(self, vectors: str) -> StaticClassifierConfig:
+        """The :class:`~elmo.model.classifier.StaticClassifierConfig` of the head on the static ``vectors``
+        (``word2vec`` or ``svd``).
+
+        Raises:
+            ElmoError: a bad size or unknown vectors, naming the ``StaticClassifierConfig`` field.
+        """
+        return StaticClassifierConfig(vectors=vectors, **self.head_sizes())
 
 
 @dataclass
 class TaskData:
-    """What every classifier run starts from (:func:`prepare`): the session, the trained biLM (on the
+    """What every classifier run starts from (:func:`prepare`): the started run, the trained biLM (on the
     device), its vocabulary, the AG News splits raw and encoded, and optional Word2Vec rows for x_k."""
 
-    session: Session
+    run: StartedRun
     bilm: BiLM | PublishedBiLM
     vocab: Vocabulary
     corpora: dict[str, Corpus]
@@ -92,17 +108,17 @@ class TaskData:
         """Initialise ``model``'s task token embedding x_k (``--token-embedding-init``) and move it to the device."""
         if self.token_vectors is not None and model.token_embedding is not None:
             copy_vectors(model.token_embedding, self.token_vectors)
-        return model.to(self.session.device)
+        return model.to(self.run.device)
 
 
-def _load_bilm(session: Session, published: tuple[str, str] | None) -> tuple[BiLM | PublishedBiLM, Vocabulary | None, str]:
+def _load_bilm(run: StartedRun, published: tuple[str, str] | None) -> tuple[BiLM | PublishedBiLM, Vocabulary | None, str]:
     """``(bilm, vocabulary or None, where from)``: the published biLM of bilm-tf's two files (no vocabulary)
     or ``bilstm.pt`` of ``--models-dir``. Raises :class:`ElmoError` for missing or invalid files."""
     if published is not None:
         return load_published_bilm(*published), None, str(published[1])
-    path = session.outputs.bilm
+    path = run.outputs.bilm
     if not path.is_file():
-        raise ElmoError(f"{path} not found: run `python ELMO.py --models-dir {session.outputs.models}` first, or use "
+        raise ElmoError(f"{path} not found: run `python ELMO.py --models-dir {run.outputs.models}` first, or use "
                         "the published ELMo with --bilm-options-file and --bilm-weight-file")
     bilm, vocab, _ = load_bilm(path)
     return bilm, vocab, str(path)
@@ -113,7 +129,7 @@ def cased(corpus: Corpus) -> Corpus:
     return Corpus(corpus.texts, [tokenize(t, lowercase=False) for t in corpus.texts], corpus.labels, corpus.path)
 
 
-def prepare(config: HeadConfig, published: tuple[str, str] | None = None) -> TaskData:
+def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskData:
     """Start the run (:func:`~elmo.pipelines.common.start`), load the biLM onto the device and read and
     encode the train/val/test splits.
 
@@ -128,8 +144,8 @@ def prepare(config: HeadConfig, published: tuple[str, str] | None = None) -> Tas
         ElmoError: ``bilstm.pt`` missing from ``--models-dir`` (run ``python ELMO.py`` first) or invalid
             bilm-tf files, a different biLM on another ``torchrun`` node, bad data.
     """
-    session = start(config, kernel_cache_entries=256)
-    bilm, vocab, where = _load_bilm(session, published)
+    run = start(config, kernel_cache_entries=256)
+    bilm, vocab, where = _load_bilm(run, published)
     splits = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs, config.skip_bad_rows,
                          config.download)
     corpora = dict(zip(("train", "val", "test"), splits))
@@ -137,18 +153,18 @@ def prepare(config: HeadConfig, published: tuple[str, str] | None = None) -> Tas
         corpora = {name: cased(c) for name, c in corpora.items()}
         vocab = Vocabulary.build(corpora["train"].tokens, TASK_MIN_FREQ, TASK_MAX_VOCAB)
     if distributed.broadcast_words([bilm_fingerprint(bilm, vocab)]) != [bilm_fingerprint(bilm, vocab)]:
-        raise ElmoError(f"rank {session.ctx.rank}: {where} (or the data) differs from rank 0's: every node needs the same")
-    bilm.to(session.device)
+        raise ElmoError(f"rank {run.ctx.rank}: {where} (or the data) differs from rank 0's: every node needs the same")
+    bilm.to(run.device)
     data = {name: encode_corpus(c.tokens, vocab, c.labels, config.max_length, bilm.config.chars_per_token,
                                 bilm.config.char_scheme) for name, c in corpora.items()}
-    session.say(f"data: {len(corpora['train'])} train / {len(corpora['val'])} val / {len(corpora['test'])} test "
-                f"documents; biLM {where}, vocabulary {len(vocab):,}; device {session.device}, {session.precision}")
+    run.say(f"data: {len(corpora['train'])} train / {len(corpora['val'])} val / {len(corpora['test'])} test "
+                f"documents; biLM {where}, vocabulary {len(vocab):,}; device {run.device}, {run.precision}")
     token_vectors = None
-    if config.token_embedding_init == "word2vec" and config.token_embedding_dim and session.ctx.is_main:
+    if config.token_embedding_init == "word2vec" and config.token_embedding_dim and run.ctx.is_main:
         token_vectors, info = word2vec_vectors(corpora["train"].tokens, vocab, config.token_embedding_dim,
                                                seed=config.seed)  # DDP copies rank 0's weights
-        session.say(f"x_k initialised from Word2Vec ({config.token_embedding_dim}-d, {info['seconds']:.0f} s)")
-    return TaskData(session, bilm, vocab, corpora, data, token_vectors)
+        run.say(f"x_k initialised from Word2Vec ({config.token_embedding_dim}-d, {info['seconds']:.0f} s)")
+    return TaskData(run, bilm, vocab, corpora, data, token_vectors)
 
 
 def classifier_loss(model: SequenceClassifier, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
@@ -159,8 +175,8 @@ def classifier_loss(model: SequenceClassifier, batch: dict[str, torch.Tensor]) -
     return F.cross_entropy(logits.float(), batch["labels"]) + penalty, len(batch["labels"])
 
 
-def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus], config: HeadConfig,
-                       session: Session, checkpoint: Checkpointing | None = None) -> dict[str, Any]:
+def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus], config: HeadArgs,
+                       run: StartedRun, checkpoint: Checkpointing | None = None) -> dict[str, Any]:
     """Train ``model`` with :func:`elmo.training.trainer.fit` and evaluate it: the one recipe every
     representation gets.
 
@@ -171,10 +187,10 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
     accuracy (a diagnostic for model-selection noise; it never steers training).
 
     Args:
-        model: any :class:`~elmo.model.classifier.SequenceClassifier`, already on the session's device.
+        model: any :class:`~elmo.model.classifier.SequenceClassifier`, already on the run's device.
         data: ``{"train", "val", "test"}`` encoded corpora with labels (and cached biLM layers, if attached).
         config: the head/training flags (epochs, lr, batch sizes, patience, weight decay, seed).
-        session: device and mixed precision (:class:`~elmo.pipelines.common.Session`).
+        run: device and mixed precision (:class:`~elmo.pipelines.common.StartedRun`).
         checkpoint: training checkpoints / resume (:class:`elmo.training.state.Checkpointing`).
 
     Returns:
@@ -183,13 +199,13 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
         document, in file order (for paired tests such as McNemar's)}``.
     """
     started = time.perf_counter()
-    device, amp_dtype, shard = session.device, session.amp_dtype, session.ctx.shard
+    device, amp_dtype, shard = run.device, run.amp_dtype, run.ctx.shard
 
     predictions: dict[str, np.ndarray] = {}
     tracked: list[float] = []  # --track-test: test accuracy after each epoch (diagnostic only)
 
     def scores(split: str) -> dict[str, Any]:
-        probs = predict(model, data[split], device, amp_dtype)
+        probs = class_probabilities(model, data[split], device, amp_dtype)
         predictions[split] = probs.argmax(1)
         return classification_metrics(data[split].labels, predictions[split], NUM_CLASSES,
                                       probabilities=probs)
@@ -207,7 +223,7 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
     train_config = TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience,
                                weight_decay=config.weight_decay)
     fitted = fit(model, objective, train_config, device, amp_dtype, checkpoint,
-                 Progress(model.config.setting, "doc", config.quiet), fine_tuning(model, config))
+                 Progress(model.config.representation, "doc", config.quiet), fine_tuning(model, config))
     for row, accuracy in zip(fitted.history[len(fitted.history) - len(tracked):], tracked):
         row["test_accuracy"] = accuracy  # rows of epochs before a --resume have none
     seconds = time.perf_counter() - started
@@ -217,7 +233,7 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
     return entry
 
 
-def fine_tuning(model: SequenceClassifier, config: HeadConfig) -> Unfreezing | None:
+def fine_tuning(model: SequenceClassifier, config: HeadArgs) -> Unfreezing | None:
     """The :class:`~elmo.training.trainer.Unfreezing` schedule that fine-tunes an ELMo classifier's biLM
     (``--fine-tune``); ``None`` otherwise.
 

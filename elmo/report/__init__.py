@@ -7,9 +7,9 @@ and :mod:`~elmo.report.pdf` (the reportlab layout, :func:`make_report` and its f
 """
 
 from .analysis import analysis
-from .pdf import ReportConfig, build_report, make_report
+from .pdf import ReportArgs, build_report, make_report
 from .results import load_results
 from .tables import experiments_table, markdown_table
 
-__all__ = ["ReportConfig", "analysis", "build_report", "experiments_table", "load_results", "make_report",
+__all__ = ["ReportArgs", "analysis", "build_report", "experiments_table", "load_results", "make_report",
            "markdown_table"]

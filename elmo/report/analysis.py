@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.mix import MIX_SETTINGS
-from .results import LABELS, STATIC, elmo_settings, experiment_changes, methods, reference_run
+from ..model.mix import LAYER_MIXES
+from .results import LABELS, STATIC, elmo_mixes, experiment_changes, methods, reference_run
 
 
 def _compare(name_a: str, a: dict, name_b: str, b: dict) -> tuple[str, bool]:
@@ -29,20 +29,20 @@ def _compare(name_a: str, a: dict, name_b: str, b: dict) -> tuple[str, bool]:
     return text, da < 0 or df < 0
 
 
-def _best_setting(res: dict) -> str:
-    """The ELMo setting with the highest test accuracy."""
+def _best_mix(res: dict) -> str:
+    """The ELMo layer mix with the highest test accuracy."""
     cls = res["classification"]
-    return max(elmo_settings(res), key=lambda s: cls[s]["test"]["accuracy"])
+    return max(elmo_mixes(res), key=lambda m: cls[m]["test"]["accuracy"])
 
 
 def _elmo_vs_static(res: dict) -> list[str]:
-    """The best ELMo setting against every baseline, and what the contextual layers are worth."""
+    """The best ELMo layer mix against every baseline, and what the contextual layers are worth."""
     all_methods = methods(res)
     test = {m: all_methods[m]["test"] for m in all_methods}
-    best = _best_setting(res)
-    chosen = res["classification"].get("best_setting", best)
-    text = [f"The best ELMo setting on test accuracy is {LABELS[best]} ({test[best]['accuracy']:.4f}, macro-F1 "
-            f"{test[best]['f1']:.4f}); the setting chosen on validation macro-F1 is {LABELS[chosen]} "
+    best = _best_mix(res)
+    chosen = res["classification"].get("best_mix", best)
+    text = [f"The best ELMo layer mix on test accuracy is {LABELS[best]} ({test[best]['accuracy']:.4f}, macro-F1 "
+            f"{test[best]['f1']:.4f}); the mix chosen on validation macro-F1 is {LABELS[chosen]} "
             f"({test[chosen]['accuracy']:.4f})."]
     losses = []
     for other in (m for m in (*STATIC, "tfidf_logreg") if m in test):
@@ -54,7 +54,7 @@ def _elmo_vs_static(res: dict) -> list[str]:
         text.append(f"ELMo does not win everywhere: it loses to {', '.join(losses)} on at least one of test "
                     "accuracy and macro-F1 in this run.")
     else:
-        text.append("ELMo's best setting is ahead of every baseline on both test accuracy and macro-F1 in this run.")
+        text.append("ELMo's best layer mix is ahead of every baseline on both test accuracy and macro-F1 in this run.")
     static_best = max((m for m in STATIC if m in test), key=lambda m: test[m]["accuracy"], default=None)
     if static_best:
         gain = test[best]["accuracy"] - test[static_best]["accuracy"]
@@ -67,20 +67,20 @@ def _elmo_vs_static(res: dict) -> list[str]:
     return text
 
 
-def _lambda_weights(cls: dict, setting: str) -> str:
-    """The softmax weights λ and γ of one scalar-mix setting, and where the weight sits."""
-    weights = cls[setting]["lambdas"]
+def _lambda_weights(cls: dict, mix: str) -> str:
+    """The softmax weights λ and γ of one scalar mix, and where the weight sits."""
+    weights = cls[mix]["lambdas"]
     top = int(np.argmax(weights))
     spread = max(abs(w - 1 / len(weights)) for w in weights)
-    return (f"{LABELS[setting]}: softmax weights λ = ({', '.join(f'{w:.3f}' for w in weights)}) for "
-            f"(h0 … h{len(weights) - 1}), γ = {cls[setting]['gamma']:.3f}; the largest weight is on h{top}, "
+    return (f"{LABELS[mix]}: softmax weights λ = ({', '.join(f'{w:.3f}' for w in weights)}) for "
+            f"(h0 … h{len(weights) - 1}), γ = {cls[mix]['gamma']:.3f}; the largest weight is on h{top}, "
             f"and the weights are at most {spread:.3f} from the uniform {1 / len(weights):.3f}.")
 
 
 def _lambda(res: dict) -> list[str]:
-    """The ELMo settings ranked by test accuracy, compared pairwise, and their layer weights."""
+    """The ELMo layer mixes ranked by test accuracy, compared pairwise, and their layer weights."""
     cls = res["classification"]
-    test = {s: cls[s]["test"] for s in elmo_settings(res)}
+    test = {m: cls[m]["test"] for m in elmo_mixes(res)}
     ranked = sorted(test, key=lambda s: -test[s]["accuracy"])
     text = ["Test accuracy by layer combination: " + "; ".join(
         f"{LABELS[s]} {test[s]['accuracy']:.4f} (macro-F1 {test[s]['f1']:.4f})" for s in ranked) + "."]
@@ -97,17 +97,17 @@ def _lambda(res: dict) -> list[str]:
     return text
 
 
-def _diagnostic(res: dict, name: str, setting: str) -> str | None:
-    """One diagnostic run's result for one ELMo setting, against its reference run and Word2Vec
-    (``None`` when the reference run lacks the setting)."""
+def _diagnostic(res: dict, name: str, mix: str) -> str | None:
+    """One diagnostic run's result for one ELMo layer mix, against its reference run and Word2Vec
+    (``None`` when the reference run lacks the mix)."""
     exp = res["experiments"][name]
     ref_name, ref = reference_run(res, exp["classification"])
-    if setting not in ref:
+    if mix not in ref:
         return None
-    a, b = ref[setting]["test"], exp["classification"][setting]["test"]
+    a, b = ref[mix]["test"], exp["classification"][mix]["test"]
     changes = ", ".join(experiment_changes(res, name)) or "no flag changed"
     versus = "" if ref is exp["classification"] else f" ({(b['accuracy'] - a['accuracy']) * 100:+.2f} points vs {ref_name})"
-    sentence = f"{name} ({changes}): {LABELS[setting]} test accuracy {b['accuracy']:.4f}{versus}, macro-F1 {b['f1']:.4f}"
+    sentence = f"{name} ({changes}): {LABELS[mix]} test accuracy {b['accuracy']:.4f}{versus}, macro-F1 {b['f1']:.4f}"
     if exp.get("lm"):
         sentence += "; test perplexity " + ", ".join(
             f"{d} {exp['lm']['test'][f'{d}_perplexity']:.1f}" for d in ("forward", "backward"))
@@ -119,10 +119,10 @@ def _diagnostic(res: dict, name: str, setting: str) -> str | None:
 
 
 def _diagnostics(res: dict) -> list[str]:
-    """A sentence per diagnostic run and ELMo setting it trained (see :func:`_diagnostic`)."""
+    """A sentence per diagnostic run and ELMo layer mix it trained (see :func:`_diagnostic`)."""
     cls = res["classification"]
     sentences = (_diagnostic(res, name, s) for name, exp in res.get("experiments", {}).items()
-                 for s in MIX_SETTINGS if s in exp["classification"] and s in cls)
+                 for s in LAYER_MIXES if s in exp["classification"] and s in cls)
     return [s for s in sentences if s is not None]
 
 
@@ -144,7 +144,7 @@ def _init(res: dict) -> list[str]:
     text = ["Initialising both LMs' token embeddings from Word2Vec instead of at random "
             f"(--init-embeddings none → word2vec; run '{init['name']}' vs {init.get('reference', 'the main run')}, "
             "everything else unchanged): " + "; ".join(words) + "."]
-    for s in (s for s in MIX_SETTINGS if s in none["classification"] and s in w2v["classification"]):
+    for s in (s for s in LAYER_MIXES if s in none["classification"] and s in w2v["classification"]):
         a, b = none["classification"][s]["test"]["accuracy"], w2v["classification"][s]["test"]["accuracy"]
         verdict = "helps" if b > a else "does not help" if b < a else "makes no difference"
         text.append(f"{LABELS[s]} test accuracy {a:.4f} → {b:.4f}: the Word2Vec initialisation "
@@ -211,8 +211,8 @@ def seed_comparison(study: dict, a: str, b: str, metric: str = "test_accuracy") 
 
 
 def best_over_seeds(study: dict) -> str:
-    """The ELMo setting with the highest mean test accuracy over the study's seeds."""
-    elmo = [m for m in MIX_SETTINGS if m in study["methods"]]
+    """The ELMo layer mix with the highest mean test accuracy over the study's seeds."""
+    elmo = [m for m in LAYER_MIXES if m in study["methods"]]
     return max(elmo, key=lambda m: study["methods"][m]["summary"]["test_accuracy"]["mean"])
 
 
@@ -239,18 +239,18 @@ def _seeds(res: dict) -> list[str]:
     return text
 
 
-def _seeds_settings(res: dict) -> list[str]:
-    """The ELMo settings against each other over seeds, and the gated learned function against the MLP."""
+def _seeds_mixes(res: dict) -> list[str]:
+    """The ELMo layer mixes against each other over seeds, and the gated learned function against the MLP."""
     study = res.get("seeds")
     if not study:
         return []
-    pairs = [(a, b) for i, a in enumerate(MIX_SETTINGS) for b in MIX_SETTINGS[i + 1:]]
+    pairs = [(a, b) for i, a in enumerate(LAYER_MIXES) for b in LAYER_MIXES[i + 1:]]
     pairs.append(("learned_function", "learned_function_mlp"))
     return [_comparison_sentence(c) for a, b in pairs if (c := seed_comparison(study, a, b))]
 
 
 def _targets(res: dict) -> list[str]:
-    """The seeds-study issue's targets, each met or not, from ``seeds.json``."""
+    """The project's accuracy goals, each met or not, from ``seeds.json`` (then the time and memory goals)."""
     study = res.get("seeds")
     if not study:
         return []
@@ -260,16 +260,16 @@ def _targets(res: dict) -> list[str]:
     w2v = seed_comparison(study, best, "word2vec")
     if w2v:
         met = w2v["mean_difference"] >= 0.01 and w2v["p_value"] is not None and w2v["p_value"] < 0.05
-        text.append(f"Best ELMo setting ≥ Word2Vec + 1.0 point with p < 0.05: {'met' if met else 'not met'} "
+        text.append(f"Best ELMo layer mix ≥ Word2Vec + 1.0 point with p < 0.05: {'met' if met else 'not met'} "
                     f"({_points(w2v['mean_difference'])} points, p = "
                     + ("n/a" if w2v["p_value"] is None else f"{w2v['p_value']:.3g}") + ").")
     if "tfidf_logreg" in acc:
         gap = acc[best] - acc["tfidf_logreg"]
-        text.append(f"Best ELMo setting ≥ TF-IDF + LR + 1.5 points: {'met' if gap >= 0.015 else 'not met'} "
+        text.append(f"Best ELMo layer mix ≥ TF-IDF + LR + 1.5 points: {'met' if gap >= 0.015 else 'not met'} "
                     f"({_points(gap)} points).")
-    settings = [m for m in MIX_SETTINGS if m in acc]
-    spread = acc[best] - min(acc[m] for m in settings)
-    text.append(f"All ELMo settings within 1.0 point of the best: {'met' if spread <= 0.01 else 'not met'} "
+    mixes = [m for m in LAYER_MIXES if m in acc]
+    spread = acc[best] - min(acc[m] for m in mixes)
+    text.append(f"All ELMo layer mixes within 1.0 point of the best: {'met' if spread <= 0.01 else 'not met'} "
                 f"(largest gap {spread * 100:.2f} points).")
     ppl = study.get("bilm", {}).get("summary", {})
     if "test_forward_perplexity" in ppl:
@@ -279,12 +279,12 @@ def _targets(res: dict) -> list[str]:
     return text + _time_and_memory_targets(res.get("timing") or {})
 
 
-#: the seeds-study issue's limits: the default pipeline's minutes per precision, classification.py's peak GB
+#: the project's performance goals: the default pipeline's minutes per precision, classification.py's peak GB
 TIME_TARGET_MINUTES, MEMORY_TARGET_GB = {"bf16": 20, "fp32": 25}, 5.0
 
 
 def _time_and_memory_targets(timing: dict) -> list[str]:
-    """The wall-time and peak-memory targets from the timed default runs (``results/timing``)."""
+    """The wall-time and peak-memory goals, from the timed default runs (``results/timing``)."""
     text = []
     for precision, limit in TIME_TARGET_MINUTES.items():
         runs = timing.get(precision, {})
@@ -308,14 +308,14 @@ def analysis(res: dict) -> dict[str, list[str]]:
         res: :func:`~elmo.report.results.load_results` (``experiments`` and ``init`` may be absent).
 
     Returns:
-        Lists of plain-text sentences: ``elmo_vs_static`` (best ELMo setting vs every baseline),
+        Lists of plain-text sentences: ``elmo_vs_static`` (best ELMo layer mix vs every baseline),
         ``summary`` (its first two sentences, for the report's opening), ``lambda`` (layer mixes and
         weights), ``init`` (Word2Vec-initialised biLM; empty without that run), ``diagnostics`` (a
         sentence per diagnostic run), ``diagnostics_reference`` (what the diagnostic table compares with;
         empty without diagnostic sentences), ``head`` (baselines' head vs the ELMo run's), ``context``
         (per context word, or a sentence saying there is none), and from ``seeds.json`` when the study has
-        run (else empty): ``seeds`` (mean ± std per method, the best setting against each baseline with
-        paired tests), ``seeds_settings`` (the settings against each other, gate vs MLP) and ``targets``.
+        run (else empty): ``seeds`` (mean ± std per method, the best layer mix against each baseline with
+        paired tests), ``seeds_mixes`` (the layer mixes against each other, gate vs MLP) and ``targets``.
         With a study, ``summary`` is its first two sentences.
 
     Raises:
@@ -325,7 +325,7 @@ def analysis(res: dict) -> dict[str, list[str]]:
     diagnostics = _diagnostics(res)
     seeds = _seeds(res)
     return {"elmo_vs_static": elmo_vs_static, "summary": seeds[:2] or elmo_vs_static[:2], "lambda": _lambda(res),
-            "seeds": seeds, "seeds_settings": _seeds_settings(res), "targets": _targets(res),
+            "seeds": seeds, "seeds_mixes": _seeds_mixes(res), "targets": _targets(res),
             "init": _init(res), "diagnostics": diagnostics,
             "diagnostics_reference": _diagnostics_reference(res) if diagnostics else [],
             "head": _head(res), "context": _context(res)}

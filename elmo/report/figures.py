@@ -28,7 +28,7 @@ FIGURES = {"method_comparison": "method_comparison.png", "lambdas": "lambda_weig
 
 def plot_method_comparison(res: dict, path: str | os.PathLike) -> None:
     """Save to ``path`` (PNG) a bar chart of test accuracy and macro-F1 for every method of ``res``
-    (:func:`~elmo.report.results.methods`: ELMo settings and baselines)."""
+    (:func:`~elmo.report.results.methods`: ELMo layer mixes and baselines)."""
     all_methods = methods(res)
     names = list(all_methods)
     x = np.arange(len(names))
@@ -49,22 +49,22 @@ def plot_method_comparison(res: dict, path: str | os.PathLike) -> None:
 
 
 def plot_lambdas(res: dict, path: str | os.PathLike) -> None:
-    """Save to ``path`` (PNG) a bar chart of the softmax-normalised layer weights λ_j of each scalar-mix
-    setting in ``res["classification"]``, γ in the legend.
+    """Save to ``path`` (PNG) a bar chart of the softmax-normalised layer weights λ_j of each scalar mix
+    in ``res["classification"]``, γ in the legend.
 
     Raises:
         ElmoError: neither ``trainable_lambda`` nor ``frozen_lambda`` holds λ weights.
     """
     cls = res["classification"]
-    settings = [s for s in ("trainable_lambda", "frozen_lambda") if cls.get(s, {}).get("lambdas")]
-    if not settings:
-        raise ElmoError("classification.json holds no λ weights (run the trainable_lambda or frozen_lambda setting)")
-    layers = len(cls[settings[0]]["lambdas"])
+    mixes = [m for m in ("trainable_lambda", "frozen_lambda") if cls.get(m, {}).get("lambdas")]
+    if not mixes:
+        raise ElmoError("classification.json holds no λ weights (run the trainable_lambda or frozen_lambda mix)")
+    layers = len(cls[mixes[0]]["lambdas"])
     x = np.arange(layers)
     fig, ax = plt.subplots(figsize=(6, 3.6))
-    width = 0.8 / len(settings)
-    for k, s in enumerate(settings):
-        bars = ax.bar(x + (k - (len(settings) - 1) / 2) * width, cls[s]["lambdas"], width,
+    width = 0.8 / len(mixes)
+    for k, s in enumerate(mixes):
+        bars = ax.bar(x + (k - (len(mixes) - 1) / 2) * width, cls[s]["lambdas"], width,
                       label=f"{LABELS[s]} (γ = {cls[s]['gamma']:.2f})")
         ax.bar_label(bars, fmt="%.2f", fontsize=8)
     ax.axhline(1 / layers, color="grey", linestyle="--", linewidth=1, label="uniform")

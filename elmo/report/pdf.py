@@ -1,7 +1,7 @@
 """``report.pdf``, generated from ``results/*.json`` and ``images/`` only (``python -m elmo report``).
 
 Owns the reportlab layout: :func:`build_report` lays out the sections in order, one function each
-(:data:`SECTIONS`), and :func:`make_report` with its flags (:class:`ReportConfig`) is the command.
+(:data:`SECTIONS`), and :func:`make_report` with its flags (:class:`ReportArgs`) is the command.
 Nothing here computes a comparison: every number is read from the JSON the pipeline wrote
 (:mod:`elmo.report.results`), every comparative sentence comes from
 :func:`~elmo.report.analysis.analysis`, and the summary figures from :mod:`elmo.report.figures`;
@@ -34,13 +34,13 @@ from reportlab.pdfbase import pdfmetrics
 from reportlab.pdfbase.ttfonts import TTFont
 from reportlab.platypus import Image, KeepTogether, PageBreak, Paragraph, SimpleDocTemplate, Spacer, Table, TableStyle
 
-from ..artifacts import Outputs, atomic_write_bytes
+from ..artifacts import Outputs, atomic_write_bytes, refuse_overwriting_inputs
 from ..data.agnews import CLASS_NAMES
 from ..errors import ElmoError
 from ..pipelines.common import option
 from .analysis import analysis
 from .figures import FIGURES, draw_figures
-from .results import LABELS, elmo_settings, experiment_changes, load_results, methods
+from .results import LABELS, elmo_mixes, experiment_changes, load_results, methods
 from .tables import (
     comparison_rows,
     comparisons_table,
@@ -56,7 +56,7 @@ WIDTH = A4[0] - 3.6 * cm
 
 
 @dataclass
-class ReportConfig:
+class ReportArgs:
     """Flags of ``python -m elmo report``."""
 
     results_dir: str = option("results", "folder with lm.json, classification.json and baselines.json")
@@ -111,8 +111,8 @@ def _table(rows: Sequence[Sequence[Any]], widths: Sequence[float] | None = None,
 
 
 def _config_rows(config: dict, keys: Sequence[str]) -> list[list[str]]:
-    """``setting | value`` rows for the ``keys`` that ``config`` holds (lists as JSON)."""
-    return [["setting", "value"]] + [[k, json.dumps(config[k]) if isinstance(config[k], (list, tuple)) else str(config[k])]
+    """``option | value`` rows for the ``keys`` that ``config`` holds (lists as JSON)."""
+    return [["option", "value"]] + [[k, json.dumps(config[k]) if isinstance(config[k], (list, tuple)) else str(config[k])]
                                      for k in keys if k in config]
 
 
@@ -185,8 +185,8 @@ def _seeds(story: _Story) -> None:
     story.sentences("seeds")
     story.add(Spacer(1, 4), _table(comparison_rows(study), [6.8 * cm, 1.8 * cm, 2.8 * cm, 1.8 * cm, 1.4 * cm, 2.6 * cm],
                                    font_size=6.5))
-    story.sentences("seeds_settings")
-    story.add(story.paragraph("Targets of the seeds-study issue", "h2"))
+    story.sentences("seeds_mixes")
+    story.add(story.paragraph("Accuracy and performance goals", "h2"))
     story.sentences("targets")
     story.para("The sections below describe the seed-0 main run (results/lm.json, classification.json, "
                "baselines.json); its single-seed differences are to be read against the seed-to-seed spread above.",
@@ -238,7 +238,7 @@ def _classification_setup(story: _Story) -> None:
     story.section("3. Downstream classification")
     story.para("Every classifier uses the same head: representation (frozen) → concatenated with a task-trained "
                "token embedding x_k (paper §3.3, [x_k; ELMo_k]) → dropout → one-layer BiLSTM → mean+max pooling → "
-               "linear. ELMo settings differ only in the layer mix; Word2Vec and SVD replace the biLM with a frozen "
+               "linear. The ELMo classifiers differ only in the layer mix; Word2Vec and SVD replace the biLM with a frozen "
                "static matrix. Adam, early stopping and model selection on validation macro-F1.", "small")
     story.add(_table(_config_rows(story.res["classification"]["config"], (
         "encoder_hidden", "token_embedding_dim", "dropout", "lr", "weight_decay", "epochs", "batch_size",
@@ -266,8 +266,8 @@ def _classification_results(story: _Story) -> None:
 def _lambda(story: _Story) -> None:
     cls = story.res["classification"]
     story.section("4. The role of λ")
-    rows = [["setting", "λ (h0, h1, h2)", "γ", "test accuracy", "test macro-F1"]]
-    for s in elmo_settings(story.res):
+    rows = [["layer mix", "λ (h0, h1, h2)", "γ", "test accuracy", "test macro-F1"]]
+    for s in elmo_mixes(story.res):
         weights = cls[s].get("lambdas")
         rows.append([LABELS[s], "–" if not weights else ", ".join(f"{w:.3f}" for w in weights),
                      "–" if cls[s].get("gamma") is None else f"{cls[s]['gamma']:.3f}",
@@ -341,7 +341,7 @@ def _reproduce(story: _Story) -> None:
     story.section("8. Reproduce")
     story.para("pip install torch==2.13.0 &amp;&amp; pip install -r requirements.txt; python ELMO.py; "
                "python classification.py; python baselines.py; python -m elmo report. Each diagnostic run repeats "
-               "ELMO.py (when its biLM flags changed) and/or classification.py --settings trainable_lambda with "
+               "ELMO.py (when its biLM flags changed) and/or classification.py --mixes trainable_lambda with "
                "the flags listed in its row and --models-dir models/&lt;name&gt; --results-dir "
                "results/experiments/&lt;name&gt;.", "small")
     meta = story.res["classification"]["meta"]
@@ -390,7 +390,26 @@ def build_report(res: dict, images_dir: str | os.PathLike, out: str | os.PathLik
     return story.sections
 
 
-def make_report(config: ReportConfig) -> list[str]:
+def check_files(config: ReportArgs) -> None:
+    """Before anything is written: neither ``--out`` nor the summary figures drawn into ``--images-dir``
+    (:data:`~elmo.report.figures.FIGURES`) is one of the files the report reads (the JSON under
+    ``--results-dir`` and ``--experiments-dir``, the other PNGs of ``--images-dir``).
+
+    Raises:
+        ElmoError: naming the output and the input it would write over.
+    """
+    images, drawn = Path(config.images_dir), set(FIGURES.values())
+    inputs: dict[str, Path] = {}
+    for flag, folder in (("--results-dir", config.results_dir), ("--experiments-dir", config.experiments_dir)):
+        if folder is not None and Path(folder).is_dir():
+            inputs |= {f"{flag} ({p.relative_to(folder)})": p for p in sorted(Path(folder).rglob("*.json"))}
+    if images.is_dir():
+        inputs |= {f"--images-dir ({p.name})": p for p in sorted(images.glob("*.png")) if p.name not in drawn}
+    outputs = {"--out": Path(config.out)} | {f"--images-dir ({name})": images / name for name in FIGURES.values()}
+    refuse_overwriting_inputs(inputs, outputs)
+
+
+def make_report(config: ReportArgs) -> list[str]:
     """Load the results named by ``config``, write the report (and print the Markdown tables when
     ``config.markdown``).
 
@@ -398,8 +417,10 @@ def make_report(config: ReportConfig) -> list[str]:
         The section titles, in order (:func:`build_report`).
 
     Raises:
-        ElmoError: a missing or invalid results file, results without an expected key.
+        ElmoError: a missing or invalid results file, results without an expected key, ``--out`` or a summary
+            figure that is one of the files the report reads (:func:`check_files`).
     """
+    check_files(config)
     res = load_results(config.results_dir, config.experiments_dir or Path(config.results_dir) / "experiments")
     sections = build_report(res, config.images_dir, config.out)
     if config.markdown:

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ElmoError
-from ..model.mix import MIX_SETTINGS
-from ..pipelines.classification import ClassifyConfig
-from ..pipelines.pretraining import PretrainConfig
+from ..model.mix import LAYER_MIXES
+from ..pipelines.classification import ClassifyArgs, upgrade_classification_results
+from ..pipelines.pretraining import PretrainArgs
 
 #: The static-embedding baselines, trained with the same head as ELMo.
 STATIC = ("word2vec", "svd")
-#: Display name of every method (ELMo settings and baselines).
+#: Display name of every method (ELMo layer mixes and baselines).
 LABELS = {"trainable_lambda": "ELMo, trainable λ", "frozen_lambda": "ELMo, frozen λ",
           "learned_function": "ELMo, learned function", "learned_function_mlp": "ELMo, learned function (MLP)",
           "word2vec": "Word2Vec (same head)",
@@ -31,7 +31,7 @@ LABELS = {"trainable_lambda": "ELMo, trainable λ", "frozen_lambda": "ELMo, froz
 
 #: Config keys that name folders or output options, or otherwise do not change what a run computes
 #: (``download`` only decides whether missing data files are fetched): never an experimental change.
-_NOT_A_CHANGE = {"data_dir", "models_dir", "results_dir", "images_dir", "quiet", "threads", "device", "settings",
+_NOT_A_CHANGE = {"data_dir", "models_dir", "results_dir", "images_dir", "quiet", "threads", "device", "mixes",
                  "predict", "predict_file", "resume", "checkpoint_every", "cache_layers", "precision", "download"}
 
 
@@ -54,6 +54,8 @@ def _load_experiments(experiments_dir: str | os.PathLike | None) -> dict[str, di
     for folder in sorted(p for p in Path(experiments_dir).iterdir() if p.is_dir()):
         entry = {name: _read_json(folder / f"{name}.json") if (folder / f"{name}.json").is_file() else None
                  for name in ("lm", "classification")}
+        if entry["classification"] is not None:
+            upgrade_classification_results(entry["classification"])
         if entry["classification"] is not None:
             out[folder.name] = entry
     return out
@@ -90,12 +92,15 @@ def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathL
         :mod:`elmo.pipelines.study`) or ``None`` when it has not been run, and ``init`` pairs a diagnostic run with its
         :func:`reference_run` when the two differ in ``--init-embeddings``: ``{"name", "reference",
         "none": run, "word2vec": run}`` (or ``None``).
+        Every ``classification.json`` is read with the current key names (``best_mix``, the ``mixes`` flag;
+        :func:`~elmo.pipelines.classification.upgrade_classification_results`).
 
     Raises:
         ElmoError: a file that is missing or not valid JSON (naming it).
     """
     results = Path(results_dir)
     out = {name: _read_json(results / f"{name}.json") for name in ("lm", "classification", "baselines")}
+    upgrade_classification_results(out["classification"])  # the current key names, whichever version wrote it
     out["seeds"] = _read_json(results / "seeds.json") if (results / "seeds.json").is_file() else None
     out["timing"] = load_timings(results / "timing")
     out["experiments"] = _load_experiments(experiments_dir)
@@ -128,7 +133,7 @@ def load_timings(folder: str | os.PathLike) -> dict[str, dict[str, dict[str, flo
 
 
 def _defaults(config_cls: type) -> dict[str, Any]:
-    """A config dataclass's defaults as they read back from JSON (tuples become lists)."""
+    """An arguments dataclass's defaults as they read back from JSON (tuples become lists)."""
     return json.loads(json.dumps({f.name: f.default for f in dataclasses.fields(config_cls)}))
 
 
@@ -187,9 +192,9 @@ def experiment_changes(res: dict, name: str) -> list[str]:
     if run_precision(exp["classification"]) != run_precision(res["classification"]):
         changes.append(f"precision: {run_precision(exp['classification'])}")
     if exp.get("lm"):
-        changes += config_changes(ref_lm.get("config", {}), exp["lm"].get("config", {}), _defaults(PretrainConfig))
+        changes += config_changes(ref_lm.get("config", {}), exp["lm"].get("config", {}), _defaults(PretrainArgs))
     changes += config_changes(ref_classification.get("config", {}), exp["classification"].get("config", {}),
-                              _defaults(ClassifyConfig))
+                              _defaults(ClassifyArgs))
     main_bilm = res["classification"].get("meta", {}).get("bilm_fingerprint")
     bilm = exp["classification"].get("meta", {}).get("bilm_fingerprint")
     if not exp.get("lm") and main_bilm and bilm and bilm != main_bilm:
@@ -197,18 +202,18 @@ def experiment_changes(res: dict, name: str) -> list[str]:
     return changes
 
 
-def elmo_settings(res: dict) -> list[str]:
-    """The scalar-mix settings (:data:`~elmo.model.mix.MIX_SETTINGS`) ``res["classification"]`` holds, in order."""
-    return [s for s in MIX_SETTINGS if s in res["classification"]]
+def elmo_mixes(res: dict) -> list[str]:
+    """The layer mixes (:data:`~elmo.model.mix.LAYER_MIXES`) ``res["classification"]`` holds, in order."""
+    return [m for m in LAYER_MIXES if m in res["classification"]]
 
 
 def methods(res: dict) -> dict[str, dict]:
-    """Every classifier ``res`` (:func:`load_results`) holds, ELMo settings first.
+    """Every classifier ``res`` (:func:`load_results`) holds, ELMo layer mixes first.
 
     Returns:
-        ``{name: {"train", "val", "test", ...}}``: the ELMo settings, then :data:`STATIC` and ``tfidf_logreg``.
+        ``{name: {"train", "val", "test", ...}}``: the ELMo layer mixes, then :data:`STATIC` and ``tfidf_logreg``.
     """
     cls, base = res["classification"], res["baselines"]
-    out = {s: cls[s] for s in elmo_settings(res)}
+    out = {m: cls[m] for m in elmo_mixes(res)}
     out |= {m: base[m] for m in (*STATIC, "tfidf_logreg") if m in base}
     return out

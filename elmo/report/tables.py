@@ -21,12 +21,12 @@ def markdown_table(res: dict) -> str:
 
     Returns:
         One row per method (:func:`~elmo.report.results.methods`): train and test accuracy, test macro
-        precision / recall / F1, λ and γ; the setting chosen on validation is marked. The diagnostic runs
+        precision / recall / F1, λ and γ; the layer mix chosen on validation is marked. The diagnostic runs
         are in :func:`experiments_table`.
     """
     lines = ["| method | train acc | test acc | test precision | test recall | test macro-F1 | λ (h0, h1, h2) | γ |",
              "|---|---|---|---|---|---|---|---|"]
-    best = res["classification"].get("best_setting")
+    best = res["classification"].get("best_mix")
     for name, entry in methods(res).items():
         tr, te = entry["train"], entry["test"]
         lam = ", ".join(f"{w:.3f}" for w in entry["lambdas"]) if entry.get("lambdas") else "–"
@@ -44,7 +44,7 @@ def experiments_table(res: dict) -> str:
     Returns:
         A row per run: its change, biLM test perplexities and trainable-λ test accuracy / macro-F1 with the
         difference from its :func:`~elmo.report.results.reference_run`; ``""`` when the main run has no
-        trainable-λ setting.
+        trainable-λ mix.
     """
     main = res["classification"].get("trainable_lambda")
     if not main:

@@ -57,7 +57,8 @@ class Position:
 
 
 class Interrupted(ElmoError):
-    """Ctrl-C stopped training after a checkpoint was saved (the scripts exit with status 130)."""
+    """Ctrl-C stopped a command, and the message says what was kept: training after a checkpoint was saved
+    (``--resume`` continues it), or ``embed`` with its output file not written (the scripts exit with status 130)."""
 
 
 def rng_state() -> dict[str, Any]:

@@ -16,7 +16,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sized
 
 import torch
 from torch import nn
@@ -49,6 +49,9 @@ class TrainConfig:
         lr_gamma: the learning rate is multiplied by this after every epoch (epoch e trains at
             ``lr · lr_gamma^e``; 1 = constant).
         warmup_steps: the first epoch's first N steps raise the learning rate linearly from ``lr / N``.
+
+    Raises:
+        ElmoError: a value out of range, naming the field (``TrainConfig.lr must be positive, got 0.0``).
     """
 
     epochs: int = 5
@@ -60,13 +63,13 @@ class TrainConfig:
     warmup_steps: int = 0
 
     def __post_init__(self):
-        if self.epochs < 1:
-            raise ElmoError(f"--epochs must be >= 1, got {self.epochs}")
-        if self.lr <= 0 or self.clip_norm <= 0 or self.patience < 1:
-            raise ElmoError("--lr and clipping norm must be positive and patience >= 1")
-        if not 0 < self.lr_gamma <= 1 or self.warmup_steps < 0:
-            raise ElmoError(f"--lr-gamma must be in (0, 1] and --warmup-steps >= 0, got {self.lr_gamma}, "
-                            f"{self.warmup_steps}")
+        checks = (("epochs", self.epochs >= 1, ">= 1"), ("lr", self.lr > 0, "positive"),
+                  ("clip_norm", self.clip_norm > 0, "positive"), ("patience", self.patience >= 1, ">= 1"),
+                  ("lr_gamma", 0 < self.lr_gamma <= 1, "in (0, 1]"), ("warmup_steps", self.warmup_steps >= 0, ">= 0"))
+        for name, ok, rule in checks:
+            if not ok:
+                raise ElmoError(f"TrainConfig.{name} must be {rule}, got {getattr(self, name)}",
+                                field=f"TrainConfig.{name}")
 
     def lr_factor(self, epoch: int, step: int) -> float:
         """The learning-rate multiplier at 0-based ``step`` of 0-based ``epoch`` (a function of the
@@ -82,6 +85,8 @@ class Objective:
     Attributes:
         batches: ``batches(epoch)`` yields CPU batches (dicts of tensors) for a 0-based epoch; it must
             give the same batches again for the same epoch (seeded by epoch) so a resumed run repeats.
+            When the result has a ``len()`` (a list, :class:`~elmo.data.batching.CountedBatches`), the
+            progress bar shows it as the epoch's total and the time left.
         loss_fn: ``loss_fn(model, batch)`` → ``(mean loss, number of units)``; units (tokens or
             documents) weight the epoch's mean loss and the throughput figure.
         validate: returns validation metrics (the model is put in eval mode around the call).
@@ -258,6 +263,13 @@ def _resume(run: _Run) -> Position:
     return Position(run.config.epochs) if state["done"] else position
 
 
+def batch_count(batches: Iterable[Any]) -> int | None:
+    """The number of batches of an epoch when it is known before they are made (``len()``: a list, or
+    :class:`~elmo.data.batching.CountedBatches` from a corpus held in memory), else ``None`` (a streamed
+    corpus). The progress bar shows it as its total, so a user sees how long an epoch takes."""
+    return len(batches) if isinstance(batches, Sized) else None
+
+
 def _train_epoch(run: _Run, start: Position, ctrl_c: dict[str, Any]) -> tuple[float, tuple[float, int]]:
     """Train one epoch from ``start`` (a mid-epoch position when resuming).
 
@@ -272,7 +284,8 @@ def _train_epoch(run: _Run, start: Position, ctrl_c: dict[str, Any]) -> tuple[fl
     total_loss, total_units, before = start.totals if start.step else (0.0, 0, 0.0)
     clock, step = time.perf_counter() - before, start.step
     epochs, desc, unit = run.config.epochs, run.progress.desc, run.progress.unit
-    bar = tqdm(itertools.islice(run.objective.batches(start.epoch), step, None),
+    batches = run.objective.batches(start.epoch)
+    bar = tqdm(itertools.islice(batches, step, None), total=batch_count(batches),
                desc=f"{desc} epoch {start.epoch + 1}/{epochs}", disable=run.progress.quiet, leave=False,
                dynamic_ncols=True, initial=step)
     for batch in bar:
@@ -306,7 +319,7 @@ def _step(run: _Run, trained: nn.Module, batch: Batch, ctrl_c: dict[str, Any], e
     if not math.isfinite(loss_sum):
         kept = f"; the last good training state is {run.checkpoint.path}" if run.checkpoint is not None else ""
         raise ElmoError(f"{run.progress.desc}: loss became {loss_sum / max(global_units, 1)} in epoch {epoch + 1} at "
-                        f"step {step + 1}; lower --lr or check the data{kept}")
+                        f"step {step + 1}; lower TrainConfig.lr or check the data{kept}", field="TrainConfig.lr")
     ctrl_c["stop"] = stop
     ctx = distributed.context()
     if ctx.enabled:  # DDP averages over ranks: weight each by its share of the global batch

@@ -110,7 +110,7 @@ def test_classification_runs_on_the_published_biLM_and_predicts(tmp_path):
     data = write_tiny_agnews(tmp_path / "data")
     done = run_script("classification.py", tmp_path / "run", data, "--bilm-options-file", str(OPTIONS),
                       "--bilm-weight-file", str(WEIGHTS), "--max-docs", "2000", "--epochs", "1", "--batch-size", "16",
-                      "--encoder-hidden", "8", "--settings", "trainable_lambda", "--threads", "1", "--quiet")
+                      "--encoder-hidden", "8", "--mixes", "trainable_lambda", "--threads", "1", "--quiet")
     assert done.returncode == 0, done.stderr
     results = json.loads((tmp_path / "run" / "results" / "classification.json").read_text())
     assert 0.0 <= results["trainable_lambda"]["test"]["accuracy"] <= 1.0

@@ -1,10 +1,9 @@
 """Pinned metrics: the tiny-corpus run of both scripts must keep giving the numbers it was recorded with
 (behaviour must not change when code only moves).
 
-tests/fixtures/pinned_metrics.json was first recorded with the pre-redesign code (the restructured code gave
-identical values) and re-recorded by ``python tests/record_pinned_metrics.py`` after the deliberate changes of
-the seeds-study issue (biLM: residual connection, lr 4e-3 with warm-up, dropout 0.1; the gated learned function;
-the 16-bit layer cache), on a 2-core AMD EPYC
+tests/fixtures/pinned_metrics.json is recorded by ``python tests/record_pinned_metrics.py`` with the current
+defaults (biLM: residual connection, lr 4e-3 with warm-up, dropout 0.1; the gated learned function; the 16-bit
+layer cache), on a 2-core AMD EPYC
 with AVX512-BF16, in fp32 with one thread, by ``ELMO.py --max-docs 2000 --epochs 1`` and ``classification.py``
 (both at their default sizes otherwise, ``--precision fp32 --threads 1``, ``PYTHONHASHSEED=0``) on the corpus of
 ``support.write_tiny_agnews`` (``make_rows(240, seed=1)`` / ``make_rows(80, seed=2)``). Another CPU model may round its fp32 kernels differently (other SIMD widths, other summation
@@ -14,7 +13,7 @@ orders), so the comparison allows what such rounding moves, and no more:
   a changed computation, such as another initialisation, batch order, dropout draw, or loss weighting, moves
   them by percents);
 * accuracies and F1 on 80 test / 12 validation documents: 1/80 absolute, i.e. one test document may flip;
-* the number of epochs each setting trained (early stopping on validation F1) exactly.
+* the number of epochs each layer mix trained (early stopping on validation F1) exactly.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import json
 import pytest
 from support import ROOT
 
-from elmo.model.mix import MIX_SETTINGS
+from elmo.model.mix import LAYER_MIXES
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +34,7 @@ ATOL_SHARE = 1 / 80
 
 def test_the_fixture_holds_every_pinned_value():
     assert set(EXPECTED["lm"]) == {f"{s}_{d}_perplexity" for s in ("val", "test") for d in ("forward", "backward")}
-    assert set(EXPECTED["classification"]) == set(MIX_SETTINGS)
+    assert set(EXPECTED["classification"]) == set(LAYER_MIXES)
     for pinned in EXPECTED["classification"].values():
         assert set(pinned) == {"test_accuracy", "test_f1", "val_f1", "train_loss"} and len(pinned["train_loss"]) >= 3
 
@@ -47,9 +46,9 @@ def test_language_model_perplexities_are_the_pinned_ones(pinned_run):
     assert lm["documents"] == {"train": 228, "val": 12, "test": 80} and lm["config"]["precision"] == "fp32"
 
 
-@pytest.mark.parametrize("setting", MIX_SETTINGS)
-def test_classifier_metrics_and_training_losses_are_the_pinned_ones(pinned_run, setting):
-    result, pinned = pinned_run.cls[setting], EXPECTED["classification"][setting]
+@pytest.mark.parametrize("mix", LAYER_MIXES)
+def test_classifier_metrics_and_training_losses_are_the_pinned_ones(pinned_run, mix):
+    result, pinned = pinned_run.cls[mix], EXPECTED["classification"][mix]
     losses = [row["train_loss"] for row in result["history"]]
     assert len(losses) == len(pinned["train_loss"])  # the same epochs, early stopping included
     assert losses == pytest.approx(pinned["train_loss"], rel=RTOL)

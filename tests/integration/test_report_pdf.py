@@ -31,12 +31,12 @@ def tiny_run(small_pipeline, tmp_path_factory) -> Path:
     data = small_pipeline.data
     run("baselines", out, data, *CLASSIFY, "--static-dim", "8", "--w2v-epochs", "2", *CONTEXT)
     experiment = out / "results" / "experiments" / "ln"  # a diagnostic run with one flag changed
-    run("classify", out, data, *CLASSIFY, "--settings", "trainable_lambda", "--layer-norm",
+    run("classify", out, data, *CLASSIFY, "--mixes", "trainable_lambda", "--layer-norm",
         "--results-dir", str(experiment))
     random_init = out / "results" / "experiments" / "random_init"  # a biLM with random token embeddings
     flags = ["--models-dir", str(out / "models_random"), "--results-dir", str(random_init)]
     run("pretrain", out, data, *SMALL, "--init-embeddings", "none", *flags)
-    run("classify", out, data, *CLASSIFY, "--settings", "trainable_lambda", *flags)
+    run("classify", out, data, *CLASSIFY, "--mixes", "trainable_lambda", *flags)
     return out
 
 

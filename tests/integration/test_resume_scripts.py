@@ -15,7 +15,7 @@ import pytest
 from support import CLASSIFY, ROOT, SMALL, run_script
 
 from elmo.artifacts import load_checkpoint
-from elmo.model.mix import MIX_SETTINGS
+from elmo.model.mix import LAYER_MIXES
 
 pytestmark = pytest.mark.slow
 
@@ -79,12 +79,12 @@ def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_metrics_bit_for_b
     resumed = run_script("classification.py", tmp_path, data, *CLASSIFY, "--checkpoint-every", "5", "--resume")
     assert resumed.returncode == 0, resumed.stderr
     cls = json.loads((tmp_path / "results" / "classification.json").read_text())
-    assert cls["best_setting"] == cls_ref["best_setting"]
-    for setting in MIX_SETTINGS:
-        assert cls[setting]["test"] == cls_ref[setting]["test"], setting
-        assert cls[setting]["lambdas"] == cls_ref[setting]["lambdas"] and cls[setting]["gamma"] == cls_ref[setting]["gamma"]
+    assert cls["best_mix"] == cls_ref["best_mix"]
+    for mix in LAYER_MIXES:
+        assert cls[mix]["test"] == cls_ref[mix]["test"], mix
+        assert cls[mix]["lambdas"] == cls_ref[mix]["lambdas"] and cls[mix]["gamma"] == cls_ref[mix]["gamma"]
         for key in ("train_loss", "val_f1"):
-            assert [r[key] for r in cls[setting]["history"]] == [r[key] for r in cls_ref[setting]["history"]], key
+            assert [r[key] for r in cls[mix]["history"]] == [r[key] for r in cls_ref[mix]["history"]], key
 
 
 def test_ctrl_c_saves_says_how_to_resume_and_the_resume_finishes_the_run(small_pipeline, tmp_path):
@@ -101,4 +101,4 @@ def test_ctrl_c_saves_says_how_to_resume_and_the_resume_finishes_the_run(small_p
     resumed = run_script("classification.py", tmp_path, data, *CLASSIFY, "--resume")
     assert resumed.returncode == 0, resumed.stderr
     cls = json.loads((tmp_path / "results" / "classification.json").read_text())
-    assert all(cls[s]["test"] == cls_ref[s]["test"] for s in MIX_SETTINGS)
+    assert all(cls[s]["test"] == cls_ref[s]["test"] for s in LAYER_MIXES)

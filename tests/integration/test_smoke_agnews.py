@@ -11,7 +11,7 @@ classifier at chance (0.25). The flags below make the one epoch learn, measured 
   smaller biLM from random token embeddings. With the default Word2Vec initialisation both LMs stay at the unigram
   perplexity for about 300 steps whatever the batch size or rate (then drop to 0.6 of it). Test perplexity
   0.64-0.70 of the unigram model's in both directions.
-* ``classification.py --epochs 3 --lr 0.003``: 90 steps per setting; test accuracy 0.66-0.75 in every setting (one
+* ``classification.py --epochs 3 --lr 0.003``: 90 steps per layer mix; test accuracy 0.66-0.75 in every mix (one
   epoch: 0.31-0.50; three at the default rate: 0.62-0.67).
 
 The smaller biLM also about halves the cost of what does not depend on the flags (evaluating 7,600 test documents, the
@@ -30,7 +30,7 @@ from support import ROOT, run_script, unigram_perplexity
 
 from elmo.data.agnews import load_agnews
 from elmo.data.vocab import Vocabulary
-from elmo.model.mix import MIX_SETTINGS
+from elmo.model.mix import LAYER_MIXES
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,7 @@ SMOKE_CLASSIFY = ["--epochs", "3", "--lr", "0.003"]
 #: Both LMs must reach at most this share of the unigram model's test perplexity (measured 0.64-0.70; an LM that
 #: uses no context sits at 0.95-1.05).
 UNIGRAM_SHARE = 0.8
-#: Every setting's test accuracy must exceed this (chance: 0.25; measured 0.66-0.75).
+#: Every layer mix's test accuracy must exceed this (chance: 0.25; measured 0.66-0.75).
 ACCURACY_FLOOR = 0.5
 
 
@@ -67,6 +67,6 @@ def test_smoke_run_on_real_agnews(tmp_path):
     assert unigram < len(vocab)
     for direction in ("forward", "backward"):
         assert lm["test"][f"{direction}_perplexity"] < UNIGRAM_SHARE * unigram, (direction, unigram)
-    for setting in MIX_SETTINGS:
-        assert sum(map(sum, cls[setting]["test"]["confusion_matrix"])) == 7600
-        assert cls[setting]["test"]["accuracy"] > ACCURACY_FLOOR, setting
+    for mix in LAYER_MIXES:
+        assert sum(map(sum, cls[mix]["test"]["confusion_matrix"])) == 7600
+        assert cls[mix]["test"]["accuracy"] > ACCURACY_FLOOR, mix

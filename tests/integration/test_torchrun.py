@@ -108,14 +108,14 @@ def test_classification_under_torchrun_matches_one_process(data, single, tmp_pat
     for run in ("one", "two"):
         shutil.copytree(single / "models", tmp_path / run / "models")
     flags = ["--epochs", "2", "--batch-size", "16", "--encoder-hidden", "8", "--lr", "0.01", "--dropout", "0",
-             "--precision", "fp32", "--settings", "trainable_lambda", "learned_function", "--quiet"]
+             "--precision", "fp32", "--mixes", "trainable_lambda", "learned_function", "--quiet"]
     one = launch(tmp_path / "one", data, *flags, "--threads", "1", procs=0, script=ROOT / "classification.py")
     two = launch(tmp_path / "two", data, *flags, script=ROOT / "classification.py")
     assert one.returncode == 0 and two.returncode == 0, one.stderr + two.stderr
     a, b = (json.loads((tmp_path / r / "results" / "classification.json").read_text()) for r in ("one", "two"))
-    for setting in ("trainable_lambda", "learned_function"):
-        assert [r["train_loss"] for r in b[setting]["history"]] == pytest.approx(
-            [r["train_loss"] for r in a[setting]["history"]], rel=TOLERANCE)
-        assert b[setting]["lambdas"] == pytest.approx(a[setting]["lambdas"], rel=1e-3, abs=1e-4) \
-            if a[setting]["lambdas"] else True
+    for mix in ("trainable_lambda", "learned_function"):
+        assert [r["train_loss"] for r in b[mix]["history"]] == pytest.approx(
+            [r["train_loss"] for r in a[mix]["history"]], rel=TOLERANCE)
+        assert b[mix]["lambdas"] == pytest.approx(a[mix]["lambdas"], rel=1e-3, abs=1e-4) \
+            if a[mix]["lambdas"] else True
     assert (tmp_path / "two" / "models" / "classifier.pt").is_file()

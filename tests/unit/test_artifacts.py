@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -11,15 +13,18 @@ import torch
 from elmo.artifacts import (
     FORMAT_VERSION,
     Outputs,
+    atomic_hdf5,
     atomic_write,
     atomic_write_bytes,
     check_writable,
     load_checkpoint,
     payload,
+    refuse_overwriting_inputs,
     save_checkpoint,
     write_json,
 )
 from elmo.errors import ElmoError
+from elmo.pipelines.plots import plot_curves
 
 
 def test_outputs_name_every_file_under_its_folder():
@@ -68,8 +73,67 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path):
 def test_unwritable_places_raise_the_project_error(tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")
-    with pytest.raises(ElmoError, match=f"cannot write to {blocker}"):
+    with pytest.raises(ElmoError, match=f"{blocker} is a file, not a folder"):
         atomic_write_bytes(blocker / "x.bin", b"")
-    with pytest.raises(ElmoError, match=f"cannot write to output folder {blocker / 'out'}"):
-        check_writable(tmp_path / "fine", blocker / "out")
+    with pytest.raises(ElmoError, match=f"{blocker} is a file, not a folder \\(in --results-dir {blocker / 'out'}\\)"):
+        check_writable(tmp_path / "fine", blocker / "out", flags=("--models-dir", "--results-dir"))
+    with pytest.raises(ElmoError, match=f"{blocker} is a file, not a folder"):
+        check_writable(blocker / "deeper" / "out")
+    assert blocker.read_text() == "not a folder"
     assert (tmp_path / "fine").is_dir() and not list((tmp_path / "fine").iterdir())  # the probe file is gone
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_new_files_follow_the_umask_and_replaced_files_keep_their_permissions(tmp_path, umask):
+    """Not mkstemp's 0600: a new file gets 0o666 less the umask, as open() gives it; a file written over keeps
+    the permissions it had (a shared results file stays shared)."""
+    writers = {"bytes": lambda p: atomic_write_bytes(p, b"x"), "json": lambda p: write_json(p, [1]),
+               "pt": lambda p: save_checkpoint(payload("test"), p)}
+
+    def hdf5(path):
+        with atomic_hdf5(path) as out:
+            out.create_dataset("x", data=[1.0])
+
+    writers["hdf5"] = hdf5
+    writers["png"] = lambda p: plot_curves({"loss": [2.0, 1.0]}, p, "a plot", "loss")  # matplotlib, images/
+    previous = os.umask(umask)
+    try:
+        for name, write in writers.items():
+            path = tmp_path / f"new_{name}"
+            write(path)
+            assert mode(path) == 0o666 & ~umask, name
+            path.chmod(0o640)
+            write(path)
+            assert mode(path) == 0o640, name
+        with open(tmp_path / "plain", "w"):
+            pass
+        fresh = tmp_path / "fresh.bin"
+        atomic_write_bytes(fresh, b"y")
+        assert mode(fresh) == mode(tmp_path / "plain")  # exactly what open() gives
+    finally:
+        os.umask(previous)
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_an_output_that_is_an_input_is_refused_naming_both(tmp_path):
+    text = tmp_path / "sents.txt"
+    text.write_text("a b\n")
+    with pytest.raises(ElmoError, match=f"output_file {text} is the same file as input_file {text}"):
+        refuse_overwriting_inputs({"input_file": text}, {"output_file": text})
+    same = tmp_path / "sub" / ".." / "sents.txt"  # another spelling of the same path
+    with pytest.raises(ElmoError, match="is the same file as input_file"):
+        refuse_overwriting_inputs({"input_file": str(text)}, {"output_file": str(same)})
+    link = tmp_path / "link.txt"
+    link.symlink_to(text)
+    with pytest.raises(ElmoError, match=f"output_file {text} is the same file as input_file {link}"):
+        refuse_overwriting_inputs({"input_file": link}, {"output_file": text})  # the input behind a symlink
+    hard = tmp_path / "hard.txt"
+    os.link(text, hard)
+    with pytest.raises(ElmoError, match=f"--weight-file {hard} is the same file as input_file {text}"):
+        refuse_overwriting_inputs({"input_file": text, "--options-file": None}, {"--weight-file": hard})
+    refuse_overwriting_inputs({"input_file": text, "--bilm": None}, {"output_file": tmp_path / "out.hdf5", "x": None})
+    assert text.read_text() == "a b\n"

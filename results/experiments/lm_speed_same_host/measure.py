@@ -8,11 +8,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 from elmo.model.bilm import LanguageModel  # noqa: E402 (after the sys.path line)
-from elmo.pipelines.pretraining import PretrainConfig, prepare_data  # noqa: E402 (after the sys.path line)
+from elmo.pipelines.pretraining import PretrainArgs, prepare_data  # noqa: E402 (after the sys.path line)
 from elmo.training.trainer import Objective, Progress, TrainConfig, fit  # noqa: E402 (after the sys.path line)
 
 torch.set_num_threads(2)
-pre = PretrainConfig(data_dir=str(ROOT / "data" / "ag_news"), seed=0)
+pre = PretrainArgs(data_dir=str(ROOT / "data" / "ag_news"), seed=0)
 _, vocab, data = prepare_data(pre)
 corpus = data["train"]
 batches = corpus.batches(pre.batch_size, pre.max_tokens, shuffle=True, seed=0)[:40]

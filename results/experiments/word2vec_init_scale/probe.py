@@ -6,12 +6,12 @@ import sys
 import torch
 
 sys.path.insert(0, ".")
-from elmo import ELMoEmbedder
+from elmo import ElmoEmbedder
 
 out = {}
 for d in sorted(glob.glob(sys.argv[1] + "/*_seed[12]/models")):
     name = d.split("/")[-2]
-    emb = ELMoEmbedder.from_pretrained(d)
+    emb = ElmoEmbedder.from_pretrained(d, precision="auto")  # the precision the recorded probe used
     a = "the bank raised interest rates on friday".split()
     b = "fans crowded the river bank to watch the race".split()
     va, vb = emb.embed_sentence(a), emb.embed_sentence(b)  # (3, T, D)

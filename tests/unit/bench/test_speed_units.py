@@ -10,13 +10,13 @@ import pytest
 import torch
 
 import elmo.bench.speed as speed
-from elmo.bench.speed import BenchConfig, NaiveLM, adaptive_softmax_flops, lstm_flops, project_pipeline
+from elmo.bench.speed import BenchArgs, NaiveLM, adaptive_softmax_flops, lstm_flops, project_pipeline
 from elmo.cli import COMMANDS, add_flags
 from elmo.data.corpus import EncodedCorpus
 from elmo.model.bilm import BiLMConfig
-from elmo.model.mix import MIX_SETTINGS
-from elmo.pipelines.classification import ClassifyConfig
-from elmo.pipelines.pretraining import PretrainConfig
+from elmo.model.mix import LAYER_MIXES
+from elmo.pipelines.classification import ClassifyArgs
+from elmo.pipelines.pretraining import PretrainArgs
 
 V = 30
 
@@ -50,16 +50,16 @@ def test_naive_reference_scores_only_real_words():
 
 def fake_results() -> dict:
     """Measured rates as the benchmark's sections return them (round numbers)."""
-    rates = {s: {"cached": 400.0, "uncached": 100.0} for s in MIX_SETTINGS}
+    rates = {s: {"cached": 400.0, "uncached": 100.0} for s in LAYER_MIXES}
     return {"lm": {"load_seconds_per_row": 1e-3, "tokens_per_second": {"ours": 10_000.0},
                    "eval_words_per_second": {"perplexity": 50_000.0, "full_softmax": 20_000.0}},
             "classifier": {"cache": {"tokens_per_second": 30_000.0}, "train_docs_per_second": rates,
-                           "predict_docs_per_second": {s: 2_000.0 for s in MIX_SETTINGS}},
+                           "predict_docs_per_second": {s: 2_000.0 for s in LAYER_MIXES}},
             "word2vec": {"seconds_per_token": 2e-6}}
 
 
 def test_projected_pipeline_time_is_the_sum_of_its_parts_each_from_its_rate():
-    pre, clf = PretrainConfig(), ClassifyConfig()
+    pre, clf = PretrainArgs(), ClassifyArgs()
     parts = project_pipeline(fake_results(), train_docs=1000, val_docs=50, test_docs=200, tokens_per_doc=9)
     words = lambda docs: docs * 10  # noqa: E731  (9 tokens + the end marker)
     expected = {
@@ -86,7 +86,7 @@ def test_script_memory_runs_use_valid_flags_and_extrapolate_the_line_through_two
     def fake_run_script(args):
         assert args[:2] == ["-m", "elmo"]
         command, flags = args[2], args[3:]
-        config = COMMANDS[command].config(**vars(add_flags(argparse.ArgumentParser(), COMMANDS[command].config)
+        config = COMMANDS[command].args(**vars(add_flags(argparse.ArgumentParser(), COMMANDS[command].args)
                                                  .parse_args(flags)))
         config.check()  # what `python -m elmo <command>` would accept
         calls.append((command, config))
@@ -94,14 +94,14 @@ def test_script_memory_runs_use_valid_flags_and_extrapolate_the_line_through_two
         return 1.0, rss
 
     monkeypatch.setattr(speed, "run_script", fake_run_script)
-    cfg = BenchConfig(data_dir=str(tmp_path), memory_docs=(1000, 3000), target_rows=10_000, threads=1)
+    cfg = BenchArgs(data_dir=str(tmp_path), memory_docs=(1000, 3000), target_rows=10_000, threads=1)
     out = speed.section_scripts(cfg, threads=1)
     assert [(c, config.max_docs) for c, config in calls] == [("pretrain", 1000), ("classify", 1000), ("classify", 1000),
                                                             ("pretrain", 3000), ("classify", 3000), ("classify", 3000)]
     for _, config in calls:
         assert config.epochs == 1 and config.threads == 1 and config.data_dir == str(tmp_path)
     assert [config.cache_layers for command, config in calls if command == "classify"] == ["disk", "memory"] * 2
-    assert all(config.settings == ["trainable_lambda"] for command, config in calls if command == "classify")
+    assert all(config.mixes == ["trainable_lambda"] for command, config in calls if command == "classify")
     assert out["runs"][3000]["ELMO.py"] == (1.0, 400.0)
     # 10,000 rows → 9,500 training documents (5% validation); the line rises 1 MB per 10 documents of max_docs,
     # i.e. per 9.5 training documents

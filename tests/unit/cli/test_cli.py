@@ -13,7 +13,7 @@ from elmo.cli import COMMANDS, build_parser, main, run
 
 #: The commands the README documents (others may be added; none of these may go).
 DOCUMENTED = {"pretrain", "classify", "baselines", "predict", "report", "bench", "bench-scale", "fetch"}
-SHIMS = {"ELMO.py": ("pretrain", "--max-docs"), "classification.py": ("classify", "--settings"),
+SHIMS = {"ELMO.py": ("pretrain", "--max-docs"), "classification.py": ("classify", "--mixes"),
          "baselines.py": ("baselines", "--static-dim")}
 
 
@@ -53,7 +53,7 @@ def test_every_command_has_help_generated_from_its_config(command, capsys):
     assert done.value.code == 0
     out = capsys.readouterr().out
     assert f"usage: python -m elmo {command}" in out
-    for name, field in COMMANDS[command].config.__dataclass_fields__.items():
+    for name, field in COMMANDS[command].args.__dataclass_fields__.items():
         shown = name if field.metadata.get("positional") else "--" + name.replace("_", "-")
         assert shown in out, name
 
@@ -88,15 +88,61 @@ def test_boolean_and_list_flags(tmp_path):
     import argparse
 
     from elmo.cli import add_flags
-    from elmo.pipelines.classification import ClassifyConfig
+    from elmo.pipelines.classification import ClassifyArgs
 
-    parser = add_flags(argparse.ArgumentParser(), ClassifyConfig)
-    args = parser.parse_args(["--no-download", "--settings", "frozen_lambda", "learned_function", "--layer-norm"])
-    config = ClassifyConfig(**vars(args))
+    parser = add_flags(argparse.ArgumentParser(), ClassifyArgs)
+    args = parser.parse_args(["--no-download", "--mixes", "frozen_lambda", "learned_function", "--layer-norm"])
+    config = ClassifyArgs(**vars(args))
     assert config.download is False and config.layer_norm is True
-    assert list(config.settings) == ["frozen_lambda", "learned_function"]
-    defaults = ClassifyConfig(**vars(parser.parse_args([])))
-    assert defaults == ClassifyConfig()  # every flag's default is the dataclass default
+    assert list(config.mixes) == ["frozen_lambda", "learned_function"]
+    defaults = ClassifyArgs(**vars(parser.parse_args([])))
+    assert defaults == ClassifyArgs()  # every flag's default is the dataclass default
+
+
+def test_the_old_settings_flag_is_a_hidden_alias_of_mixes(capsys):
+    import argparse
+
+    from elmo.cli import add_flags
+    from elmo.pipelines.classification import ClassifyArgs
+
+    parser = add_flags(argparse.ArgumentParser(), ClassifyArgs)
+    args = parser.parse_args(["--settings", "learned_function"])
+    assert ClassifyArgs(**vars(args)).mixes == ["learned_function"]
+    assert "warning: --settings is deprecated: use --mixes" in capsys.readouterr().err
+    assert "--settings" not in parser.format_help() and "--mixes" in parser.format_help()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--settings", "word2vec"])  # the same choices as --mixes
+    assert "invalid choice: 'word2vec'" in capsys.readouterr().err
+
+
+def test_an_error_naming_a_config_field_reads_as_the_flag_on_the_command_line(capsys):
+    from elmo.cli import flag_message
+    from elmo.errors import ElmoError
+    from elmo.pipelines.baselines import BaselinesArgs
+    from elmo.pipelines.classification import ClassifyArgs
+    from elmo.pipelines.pretraining import PretrainArgs
+
+    error = ElmoError("ClassifierConfig.token_embedding_dim must be >= 0, got -1",
+                      field="ClassifierConfig.token_embedding_dim")
+    assert flag_message(error, ClassifyArgs) == "--token-embedding-dim must be >= 0, got -1"
+    error = ElmoError("BiLMConfig.embedding_dim (8) must equal the LSTM output width (16: BiLMConfig.proj_size if "
+                      "set, else BiLMConfig.hidden_size); BiLMConfig.vocab_size", field="BiLMConfig.embedding_dim")
+    assert flag_message(error, PretrainArgs) == ("--embedding-dim (8) must equal the LSTM output width (16: --proj-size "
+                                                 "if set, else --hidden-size); BiLMConfig.vocab_size")  # no such flag
+    assert flag_message(ElmoError("a.csv not found (and download=False is set)", field="download"),
+                        BaselinesArgs) == "a.csv not found (and --no-download is set)"
+    assert flag_message(ElmoError("bad rows; pass skip_bad_rows=True.", field="skip_bad_rows"),
+                        PretrainArgs) == "bad rows; pass --skip-bad-rows."
+    unchanged = ElmoError("CommonArgs.val_fraction and val_fraction_x: val_fraction", field="val_fraction")
+    assert flag_message(unchanged, PretrainArgs) == "CommonArgs.val_fraction and val_fraction_x: --val-fraction"
+    assert flag_message(ElmoError("plain", field=None), PretrainArgs) == "plain"
+    # end to end: the model's config names its field, the command line the flag
+    assert run("classify", ["--token-embedding-dim", "-1"]) == 2
+    assert capsys.readouterr().err == "error: --token-embedding-dim must be >= 0, got -1\n"
+    assert run("classify", ["--elmo-dropout", "1.0"]) == 2
+    assert capsys.readouterr().err == "error: --elmo-dropout must be in [0, 1), got 1.0\n"
+    assert run("pretrain", ["--lr-gamma", "2"]) == 2
+    assert capsys.readouterr().err == "error: --lr-gamma must be in (0, 1], got 2.0\n"
 
 
 @pytest.mark.parametrize("script, command", [("ELMO.py", "pretrain"), ("classification.py", "classify")])

@@ -61,7 +61,7 @@ def test_wrong_number_of_columns(tmp_path):
 
 
 def test_missing_and_empty_files(tmp_path):
-    with pytest.raises(ElmoError, match="--no-download.*python -m elmo fetch"):
+    with pytest.raises(ElmoError, match="download=False.*python -m elmo fetch"):
         find_split(tmp_path, "train", download=False)
     (tmp_path / "train.csv").write_text("")
     with pytest.raises(ElmoError, match="empty"):
@@ -79,7 +79,7 @@ def test_load_agnews_splits_without_overlap_and_honours_max_docs(tiny_agnews):
     train, val, test = load_agnews(tiny_agnews, val_fraction=0.1, seed=3, max_docs=100)
     assert len(train) + len(val) == 100 and len(val) == 10 and len(test) == 80
     assert not set(train.texts) & set(val.texts)
-    with pytest.raises(ElmoError, match="--max-docs"):
+    with pytest.raises(ElmoError, match="max_docs"):
         load_agnews(tiny_agnews, max_docs=0)
 
 
@@ -88,7 +88,7 @@ def test_train_val_split_is_seeded():
     c, d = train_val_split(100, 0.05, seed=7)
     assert np.array_equal(a, c) and np.array_equal(b, d)
     assert sorted(np.concatenate([a, b]).tolist()) == list(range(100))
-    with pytest.raises(ElmoError, match="val-fraction"):
+    with pytest.raises(ElmoError, match="val_fraction"):
         train_val_split(100, 1.5, 0)
 
 

@@ -15,7 +15,7 @@ def test_char_ids_frame_truncate_and_mark_sentence_boundaries():
     assert word_char_ids("abcdefgh", 5) == [257, 98, 99, 100, 258]  # C - 2 bytes kept
     assert word_char_ids("é", 5)[1:3] == [0xC3 + 1, 0xA9 + 1]  # UTF-8 bytes, any script works
     assert word_char_ids(BOS, 4) != word_char_ids(EOS, 4) and word_char_ids(PAD, 4) == [0, 0, 0, 0]
-    with pytest.raises(ElmoError, match="max-chars"):
+    with pytest.raises(ElmoError, match="max_chars"):
         char_table(["a"], 2)
 
 

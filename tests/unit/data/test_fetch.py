@@ -61,7 +61,7 @@ def test_present_files_are_checked_not_downloaded_again(source, tmp_path, capsys
     assert (target / "train.csv").stat().st_mtime_ns == before
     assert "present, md5 ok" in capsys.readouterr().err
     (target / "train.csv").write_text("edited\n")
-    with pytest.raises(ElmoError, match="exists but its md5 is not the official .*--force"):
+    with pytest.raises(ElmoError, match="exists but its md5 is not the official .*force=True"):
         fetch(target, base_url=url, checksums=sums, quiet=True)
     fetch(target, base_url=url, checksums=sums, quiet=True, force=True)
     assert md5sum(target / "train.csv") == sums["train.csv"]
@@ -88,7 +88,7 @@ def test_find_split_without_download_names_the_flag_and_the_fetch_command(tmp_pa
     with pytest.raises(ElmoError) as error:
         find_split(tmp_path / "empty", "train", download=False)
     message = str(error.value)
-    assert "train.csv not found (and --no-download is set)" in message
+    assert "train.csv not found (and download=False is set)" in message
     assert f"python -m elmo fetch --data-dir {tmp_path / 'empty'}" in message
     assert not (tmp_path / "empty").exists()
 

@@ -40,7 +40,7 @@ def test_csv_source_reads_the_named_column_and_refuses_a_missing_one(tmp_path):
     with open(path, "w", newline="") as handle:
         csv.writer(handle).writerows([["id", "body"], [1, "Hello, world"], [2, 'A "quoted"\nmulti-line text']])
     assert list(TextSource(path, "body").documents()) == [tokenize("Hello, world"), tokenize('A "quoted"\nmulti-line text')]
-    with pytest.raises(ElmoError, match=r"no column 'text' \(--text-column\); its header has \['id', 'body'\]"):
+    with pytest.raises(ElmoError, match=r"no column 'text' \(text_column\); its header has \['id', 'body'\]"):
         TextSource(path, "text")
 
 

@@ -29,9 +29,9 @@ def test_encode_maps_oov_to_unk_and_oov_rate():
 
 
 def test_bad_sizes_are_refused():
-    with pytest.raises(ElmoError, match="min-freq"):
+    with pytest.raises(ElmoError, match="min_freq"):
         Vocabulary.build(DOCS, min_freq=0)
-    with pytest.raises(ElmoError, match="max-vocab"):
+    with pytest.raises(ElmoError, match="max_size"):
         Vocabulary.build(DOCS, max_size=0)
 
 

@@ -1,4 +1,4 @@
-"""The notebook API ELMoEmbedder (elmo.inference.embedder): shapes, padding invariance, order, errors."""
+"""The notebook API ElmoEmbedder on our biLM (elmo.inference.embedder): shapes, padding invariance, order, errors."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from elmo import ELMoEmbedder, ElmoError
+from elmo import ElmoEmbedder, ElmoError
 from elmo.data.text import tokenize
 from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.model.bilm import BiLM, BiLMConfig
@@ -22,10 +22,10 @@ def tiny_bilm(**options) -> BiLM:
 
 
 @pytest.fixture(params=["word", "char"])
-def embedder(request, tmp_path) -> ELMoEmbedder:
+def embedder(request, tmp_path) -> ElmoEmbedder:
     options = {"token_encoder": "char", "char_filters": ((1, 4), (2, 4)), "max_chars": 8} if request.param == "char" else {}
     save_bilm(tiny_bilm(**options), Vocabulary(WORDS), tmp_path / "bilstm.pt", {})
-    return ELMoEmbedder.from_pretrained(tmp_path, device="cpu")
+    return ElmoEmbedder.from_pretrained(tmp_path, device="cpu")
 
 
 def test_embed_sentence_gives_every_layer_for_every_token(embedder):
@@ -67,13 +67,13 @@ def test_embedder_rejects_bad_input_with_a_clear_error(embedder, tmp_path):
     with pytest.raises(ElmoError, match="batch_size"):
         next(embedder.embed_sentences([["the"]], batch_size=0))
     with pytest.raises(ElmoError, match="python ELMO.py"):
-        ELMoEmbedder.from_pretrained(tmp_path / "nowhere")
+        ElmoEmbedder.from_pretrained(tmp_path / "nowhere")
 
 
 def test_char_embedder_tells_oov_words_apart(tmp_path):
     save_bilm(tiny_bilm(token_encoder="char", char_filters=((1, 4), (2, 4)), max_chars=8), Vocabulary(WORDS),
               tmp_path / "bilstm.pt", {})
-    e = ELMoEmbedder.from_pretrained(tmp_path / "bilstm.pt", device="cpu")
+    e = ElmoEmbedder.from_pretrained(tmp_path / "bilstm.pt", device="cpu")
     a, b = e.embed_sentence(["the", "zebra"]), e.embed_sentence(["the", "quokka"])
     assert not np.allclose(a[:, 1], b[:, 1])  # both OOV, different spellings, different vectors
     np.testing.assert_allclose(a[:, 0, :8], b[:, 0, :8], atol=1e-6)  # forward state of "the" cannot see them

@@ -8,11 +8,11 @@ import pytest
 import torch
 from published_reference import OPTIONS, TOLERANCE, WEIGHTS, reference_batches, reference_top
 
-from elmo import ELMoEmbedder, ElmoEmbedder, ElmoError
+from elmo import ElmoEmbedder, ElmoError
 from elmo.data.chars import batch_char_ids
 from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.model.bilm import BiLM, BiLMConfig
-from elmo.model.serialization import save_bilm
+from elmo.model.serialization import load_bilm, save_bilm
 
 
 @pytest.fixture(scope="module")
@@ -104,11 +104,35 @@ def test_our_own_biLM_through_the_same_class(tmp_path):
         ours = ElmoEmbedder(str(source), device="cpu")
         vectors = ours.embed_sentence(["The", "market", "rallied"])
         assert vectors.shape == (3, 3, 16)
-        assert np.allclose(vectors, ELMoEmbedder.from_pretrained(tmp_path, device="cpu", precision="fp32")
+        assert np.allclose(vectors, ElmoEmbedder.from_pretrained(tmp_path, device="cpu")
                            .embed_sentence(["the", "market", "rallied"]), atol=1e-6)
+    loaded, vocab, _ = load_bilm(tmp_path / "bilstm.pt")
+    from_object = ElmoEmbedder(bilm=loaded, vocab=vocab, device="cpu")  # a biLM object: the same class
+    assert from_object.amp_dtype is None  # fp32 by default, whatever the weight source
+    assert np.allclose(vectors, from_object.embed_sentence(["the", "market", "rallied"]), atol=1e-6)
     assert ElmoEmbedder.from_pretrained(tmp_path, device="cpu").dim == 16
     with pytest.raises(ElmoError, match="published"):
         ElmoEmbedder(str(tmp_path), device="cpu", stateful=True)
+    with pytest.raises(ElmoError, match="not both"):
+        ElmoEmbedder(str(tmp_path), bilm=loaded, vocab=vocab)
+    with pytest.raises(ElmoError, match="needs its vocabulary"):
+        ElmoEmbedder(bilm=loaded)
+
+
+def test_the_deprecated_ELMoEmbedder_warns_and_still_works(tmp_path):
+    from elmo import ELMoEmbedder
+
+    words = list(SPECIALS) + ["the", "market", "rallied"]
+    torch.manual_seed(0)
+    bilm = BiLM(BiLMConfig(vocab_size=len(words), embedding_dim=8, hidden_size=8, cutoffs=(5,), dropout=0.0)).eval()
+    save_bilm(bilm, Vocabulary(words), tmp_path / "bilstm.pt", {})
+    expected = ElmoEmbedder.from_pretrained(tmp_path, device="cpu").embed_sentence(["the", "market"])
+    with pytest.warns(DeprecationWarning, match="use ElmoEmbedder"):
+        old = ELMoEmbedder.from_pretrained(tmp_path, device="cpu", precision="fp32")
+    assert isinstance(old, ElmoEmbedder) and np.allclose(old.embed_sentence(["the", "market"]), expected, atol=1e-6)
+    with pytest.warns(DeprecationWarning, match="use ElmoEmbedder"):
+        positional = ELMoEmbedder(bilm, Vocabulary(words), "cpu", precision="fp32")  # the old signature
+    assert np.allclose(positional.embed_sentence(["the", "market"]), expected, atol=1e-6)
 
 
 def test_bad_arguments_and_files(tmp_path):

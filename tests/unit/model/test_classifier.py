@@ -8,7 +8,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from elmo.model.bilm import BiLM, BiLMConfig
 from elmo.model.classifier import ClassifierConfig, ElmoClassifier, MaskedBiLSTM, masked_mean_max
-from elmo.model.mix import MIX_SETTINGS
+from elmo.model.mix import LAYER_MIXES
 
 
 def test_masked_bilstm_equals_packed_bidirectional_lstm():
@@ -36,12 +36,12 @@ def test_masked_mean_max_ignores_padding():
 def make_classifier(setting: str, token_dim: int = 0) -> ElmoClassifier:
     torch.manual_seed(0)
     bilm = BiLM(BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,)))
-    return ElmoClassifier(bilm, ClassifierConfig(setting=setting, encoder_hidden=6, dropout=0.2,
+    return ElmoClassifier(bilm, ClassifierConfig(mix=setting, encoder_hidden=6, dropout=0.2,
                                                  token_embedding_dim=token_dim))
 
 
 @pytest.mark.parametrize("token_dim", [0, 5])
-@pytest.mark.parametrize("setting", MIX_SETTINGS)
+@pytest.mark.parametrize("setting", LAYER_MIXES)
 def test_logits_do_not_depend_on_the_rest_of_the_batch(setting, token_dim):
     model = make_classifier(setting, token_dim).eval()
     batch = torch.tensor([[5, 6, 7, 0, 0], [8, 9, 10, 11, 12]])
@@ -79,13 +79,33 @@ def test_task_token_embedding_is_trained_and_stored():
 def test_mix_l2_penalty_is_lambda_times_squared_weights_and_pulls_toward_the_average():
     torch.manual_seed(0)
     bilm = BiLM(BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,)))
-    model = ElmoClassifier(bilm, ClassifierConfig(setting="trainable_lambda", encoder_hidden=6, mix_l2=0.5))
+    model = ElmoClassifier(bilm, ClassifierConfig(mix="trainable_lambda", encoder_hidden=6, mix_l2=0.5))
     with torch.no_grad():
         model.mix.weights.copy_(torch.tensor([1.0, -2.0, 0.5]))
     penalty = model.penalty()
     assert penalty.item() == pytest.approx(0.5 * (1 + 4 + 0.25))
     penalty.backward()
     assert torch.allclose(model.mix.weights.grad, torch.tensor([1.0, -2.0, 0.5]))  # d/dw 0.5‖w‖² = w
-    frozen = ElmoClassifier(bilm, ClassifierConfig(setting="frozen_lambda", encoder_hidden=6, mix_l2=0.5))
+    frozen = ElmoClassifier(bilm, ClassifierConfig(mix="frozen_lambda", encoder_hidden=6, mix_l2=0.5))
     assert frozen.penalty().item() == 0.0  # nothing to regularise when λ is fixed
     assert make_classifier("trainable_lambda").penalty().item() == 0.0  # off by default
+
+
+def test_configs_name_the_field_of_a_bad_value_and_keep_static_vectors_out_of_the_layer_mix():
+    from elmo.errors import ElmoError
+    from elmo.model.classifier import StaticClassifierConfig
+
+    with pytest.raises(ElmoError, match=r"ClassifierConfig.mix must be one of trainable_lambda, frozen_lambda, "
+                                        r"learned_function, got 'word2vec'") as error:
+        ClassifierConfig(mix="word2vec")
+    assert error.value.field == "ClassifierConfig.mix"
+    with pytest.raises(ElmoError, match="ClassifierConfig.token_embedding_dim must be >= 0, got -1") as error:
+        ClassifierConfig(token_embedding_dim=-1)
+    assert error.value.field == "ClassifierConfig.token_embedding_dim"
+    with pytest.raises(ElmoError, match="StaticClassifierConfig.vectors must be one of word2vec, svd, got 'trainable"):
+        StaticClassifierConfig(vectors="trainable_lambda")
+    with pytest.raises(ElmoError, match="StaticClassifierConfig.dropout must be in"):
+        StaticClassifierConfig(dropout=1.0)
+    assert StaticClassifierConfig(vectors="svd").representation == "svd"
+    assert ClassifierConfig(mix="frozen_lambda").representation == "frozen_lambda"
+    assert ClassifierConfig.from_saved({"setting": "learned_function"}).mix == "learned_function"

@@ -52,5 +52,5 @@ def test_elmo_module_freezes_or_fine_tunes_the_bilm():
     assert tuned.bilm.forward_lm.layers[1].weight_ih_l0.grad is not None
     with pytest.raises(ElmoError, match="empty sequence"):
         frozen(torch.tensor([[4, 5], [0, 0]]))
-    with pytest.raises(ElmoError, match="unknown layer-mix"):
+    with pytest.raises(ElmoError, match="unknown layer mix"):
         Elmo(tiny_bilm(), mix="average")

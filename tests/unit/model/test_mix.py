@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from elmo.errors import ElmoError
-from elmo.model.mix import MIX_SETTINGS, GatedLayerMix, LearnedLayerFunction, ScalarMix, build_mix, mix_summary
+from elmo.model.mix import LAYER_MIXES, GatedLayerMix, LearnedLayerFunction, ScalarMix, build_mix, mix_summary
 
 
 def layers(seed: int = 0) -> torch.Tensor:
@@ -73,12 +73,12 @@ def test_learned_function_is_per_token(kind):
 
 
 def test_unknown_setting():
-    assert len(MIX_SETTINGS) == 3
-    with pytest.raises(ElmoError, match="unknown layer-mix setting"):
+    assert len(LAYER_MIXES) == 3
+    with pytest.raises(ElmoError, match="unknown layer mix"):
         build_mix("average", 3, 6)
 
 
-@pytest.mark.parametrize("setting", MIX_SETTINGS)
+@pytest.mark.parametrize("setting", LAYER_MIXES)
 def test_layer_norm_makes_the_mix_blind_to_each_layers_scale(setting):
     h = layers()
     scaled = h * torch.tensor([10.0, 0.5, 3.0]).view(3, 1, 1, 1) + 5.0

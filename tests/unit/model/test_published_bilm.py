@@ -252,3 +252,29 @@ def test_a_dataset_of_the_wrong_shape_names_both_shapes(tmp_path):
                                         r"options need \(32, 512\)"):
         load_published_bilm(wider, WEIGHTS)
 
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda o: o["char_cnn"].update(n_highway=1),
+     r"dataset CNN_high_1/W_carry is not used by these options \(char_cnn.n_highway is 1: highway layers CNN_high_0 "
+     r"\.\. CNN_high_0\) \(and 3 more"),
+    (lambda o: o["lstm"].update(n_layers=1),
+     r"dataset RNN_0/RNN/MultiRNNCell/Cell1/LSTMCell/B is not used by these options \(lstm.n_layers is 1: cells "
+     r"Cell0 \.\. Cell0\)"),
+])
+def test_weights_larger_than_their_options_name_the_dataset_and_the_option(tmp_path, change, message):
+    """Two highway layers (or LSTM layers) in the weights under options that ask for one: an error, not a
+    silent load of part of the file."""
+    with pytest.raises(ElmoError, match=message):
+        load_published_bilm(write_options(tmp_path, change), WEIGHTS)
+
+
+def test_a_dataset_no_option_accounts_for_is_an_error(tmp_path):
+    extra = copy_weights(tmp_path, lambda f: f.create_dataset("CNN_extra/W", data=np.zeros(3, dtype=np.float32)))
+    with pytest.raises(ElmoError, match=r"dataset CNN_extra/W is not used by these options \(no key of the options "
+                                        r"file accounts for it\)"):
+        load_published_bilm(OPTIONS, extra)
+    three_directions = copy_weights(tmp_path, lambda f: f.copy("RNN_1", "RNN_2"))
+    with pytest.raises(ElmoError, match=r"RNN_2/.* is not used by these options \(a biLM has two directions"):
+        load_published_bilm(OPTIONS, three_directions)
+    assert load_published_bilm(OPTIONS, WEIGHTS).config.num_highway == 2  # the fixture itself still loads

@@ -90,3 +90,20 @@ def test_bilm_fingerprint_is_unchanged_for_files_written_before_the_paper_option
     assert bilm_fingerprint(BiLM(config), vocab) == hashlib.sha256(text.encode()).hexdigest()[:16]
     residual = BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,), residual=True)
     assert bilm_fingerprint(BiLM(residual), vocab) != bilm_fingerprint(BiLM(config), vocab)
+
+
+def test_a_classifier_file_recording_its_layer_mix_as_setting_still_loads(tmp_path):
+    from elmo.model.classifier import ClassifierConfig, ElmoClassifier
+    from elmo.model.serialization import bilm_fingerprint, classifier_checkpoint, load_classifier
+
+    bilm, vocab = make_bilm(), Vocabulary(WORDS)
+    model = ElmoClassifier(bilm, ClassifierConfig(mix="frozen_lambda", encoder_hidden=4, learned_function="gate"))
+    saved = classifier_checkpoint(model, bilm_fingerprint(bilm, vocab), ["a", "b", "c", "d"], {})
+    config = dict(saved["config"])
+    config["setting"] = config.pop("mix")  # the key files of other versions hold
+    del config["learned_function"]  # and files without it hold the MLP
+    save_checkpoint({**saved, "config": config}, tmp_path / "classifier.pt")
+    loaded, names = load_classifier(tmp_path / "classifier.pt", bilm, vocab)
+    assert (loaded.config.mix, loaded.config.learned_function, names) == ("frozen_lambda", "mlp", ["a", "b", "c", "d"])
+    ids = torch.tensor([[4, 5, 6]])
+    assert torch.equal(loaded(ids, torch.tensor([3])), model.eval()(ids, torch.tensor([3])))

@@ -13,7 +13,7 @@ from elmo.data.corpus import EncodedCorpus
 from elmo.data.text import tokenize
 from elmo.data.vocab import Vocabulary
 from elmo.errors import ElmoError
-from elmo.model.classifier import ClassifierConfig, StaticEmbeddingClassifier
+from elmo.model.classifier import StaticClassifierConfig, StaticEmbeddingClassifier
 from elmo.model.static import cooccurrence_matrix, ppmi, svd_vectors, word2vec_vectors
 
 
@@ -57,7 +57,7 @@ def test_ppmi_matches_the_formula_on_a_dense_copy():
 
 def test_bad_sizes_raise_the_project_error():
     corpus = EncodedCorpus([[4, 5, 6]])
-    with pytest.raises(ElmoError, match="svd-window"):
+    with pytest.raises(ElmoError, match="window must be >= 1"):
         cooccurrence_matrix(corpus, 8, window=0)
     with pytest.raises(ElmoError, match="alpha"):
         ppmi(cooccurrence_matrix(corpus, 8), alpha=0.0)
@@ -98,14 +98,14 @@ def test_static_vectors_separate_the_topics_and_repeat_with_a_seed(toy, method):
     same, cross = topic_cosines(vectors, vocab)
     assert same > cross + 0.1, (same, cross)
     np.testing.assert_array_equal(make()[0], vectors)
-    assert info["method"] == method and info["seconds"] >= 0
+    assert info["method"] == method and isinstance(info["seconds"], float)  # measured, not compared
 
 
 def test_static_classifier_trains_its_head_but_never_its_embedding():
     vectors = torch.randn(12, 5)
     vectors[0] = 0
-    model = StaticEmbeddingClassifier(vectors, ClassifierConfig(setting="word2vec", encoder_hidden=4,
-                                                                token_embedding_dim=3))
+    model = StaticEmbeddingClassifier(vectors, StaticClassifierConfig(vectors="word2vec", encoder_hidden=4,
+                                                                      token_embedding_dim=3))
     ids = torch.tensor([[4, 5, 6], [7, 8, 0]])
     logits = model(ids, torch.tensor([3, 2]))
     assert logits.shape == (2, 4)

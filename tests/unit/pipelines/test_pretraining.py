@@ -10,7 +10,7 @@ from elmo.data.text import tokenize
 from elmo.data.vocab import Vocabulary
 from elmo.model.bilm import BiLM, BiLMConfig
 from elmo.model.static import word2vec_vectors
-from elmo.pipelines.pretraining import PretrainConfig, init_embeddings
+from elmo.pipelines.pretraining import PretrainArgs, init_embeddings
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def test_init_embeddings_copies_word2vec_into_both_language_models(toy):
     tokens, vocab = toy
     bilm = BiLM(BiLMConfig(vocab_size=len(vocab), embedding_dim=8, hidden_size=8))
     bos_before = bilm.forward_lm.embedding.weight[2].clone()
-    config = PretrainConfig(init_embeddings="word2vec", embedding_dim=8, hidden_size=8)
+    config = PretrainArgs(init_embeddings="word2vec", embedding_dim=8, hidden_size=8)
     info = init_embeddings(bilm, vocab, tokens, config, say=lambda *a: None)
     expected, _ = word2vec_vectors(tokens, vocab, dim=8, seed=0)
     word = vocab.stoi[TOPIC_WORDS[0][0]]
@@ -35,7 +35,7 @@ def test_init_embeddings_copies_word2vec_into_both_language_models(toy):
     torch.testing.assert_close(bilm.forward_lm.embedding.weight[2], bos_before)  # <bos> never occurs: kept
     assert info["method"] == "word2vec" and info["dim"] == 8
     untouched = BiLM(BiLMConfig(vocab_size=len(vocab), embedding_dim=8, hidden_size=8))
-    none = PretrainConfig(init_embeddings="none")
+    none = PretrainArgs(init_embeddings="none")
     assert init_embeddings(untouched, vocab, tokens, none, say=lambda *a: None) == {"method": "none"}
 
 
@@ -52,7 +52,7 @@ def test_centered_word2vec_init_removes_the_shared_direction(toy):
     assert np.allclose(centered[seen].mean(0), 0, atol=1e-5) and centered[seen].std() == pytest.approx(1, rel=0.1)  # standardize() counts the zero rows too
     assert common_direction_cosine(centered) < 0.05 < common_direction_cosine(raw + 3)  # a shared offset dominates
     bilm = BiLM(BiLMConfig(vocab_size=len(vocab), embedding_dim=8, hidden_size=8))
-    config = PretrainConfig(init_embeddings="word2vec-centered", embedding_dim=8, hidden_size=8)
+    config = PretrainArgs(init_embeddings="word2vec-centered", embedding_dim=8, hidden_size=8)
     info = init_embeddings(bilm, vocab, tokens, config, say=lambda *a: None)
     assert info["centered"] and info["common_direction_cosine"] == pytest.approx(common_direction_cosine(raw))
     word = vocab.stoi[TOPIC_WORDS[0][0]]

@@ -34,7 +34,7 @@ def test_missing_inputs_exit_2_with_a_clear_message(tmp_path, tiny_agnews, capsy
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")
     assert run("pretrain", flags(tmp_path, tiny_agnews, "--results-dir", str(blocker / "results"))) == 2
-    assert f"cannot write to output folder {blocker / 'results'}" in error_of(capsys)
+    assert f"{blocker} is a file, not a folder (in --results-dir {blocker / 'results'})" in error_of(capsys)
     assert not (tmp_path / "models" / "bilstm.pt").exists()  # stopped before training, not after
 
 

@@ -19,7 +19,7 @@ def fake_results(elmo: float, w2v: float, svd: float) -> dict:
            for s, d, lam, g in (("trainable_lambda", 0.0, [0.3, 0.3, 0.4], 1.2),
                                 ("frozen_lambda", 0.01, [0.8, 0.15, 0.05], 1.0),
                                 ("learned_function", 0.005, None, None))}
-    cls["best_setting"] = "trainable_lambda"
+    cls["best_mix"] = "trainable_lambda"
     base = {m: {"train": metrics(0.95), "val": metrics(a), "test": metrics(a)}
             for m, a in (("word2vec", w2v), ("svd", svd), ("tfidf_logreg", 0.85))}
     return {"lm": {}, "classification": cls, "baselines": base, "init": None}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from elmo.report.analysis import _seeds, _seeds_settings, _targets, best_over_seeds
+from elmo.report.analysis import _seeds, _seeds_mixes, _targets, best_over_seeds
 from elmo.report.figures import plot_seeds
 from elmo.report.tables import comparisons_table, seeds_table
 from elmo.training.significance import paired_over_seeds, summarize
@@ -26,13 +26,13 @@ def study(acc=ACC, ppl=(88.0, 86.0)) -> dict:
             "tests": {"over_seeds": "paired t", "per_seed": "McNemar"}}
 
 
-def test_headline_names_the_best_setting_and_says_what_is_significant():
+def test_headline_names_the_best_mix_and_says_what_is_significant():
     s = study()
     assert best_over_seeds(s) == "learned_function"
     text = " ".join(_seeds({"seeds": s}))
     assert "Over 3 seeds" in text and "ELMo, learned function − Word2Vec (same head): +1.60" in text
     assert "significant at 0.05" in text and "not significant" not in text.split("Word2Vec (same head):")[1].split(".")[0]
-    settings = " ".join(_seeds_settings({"seeds": s}))
+    settings = " ".join(_seeds_mixes({"seeds": s}))
     assert "ELMo, trainable λ − ELMo, learned function" in settings
 
 

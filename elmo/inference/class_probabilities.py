@@ -1,5 +1,7 @@
 """Batched class probabilities of a classifier over an encoded corpus (training-time evaluation, the
-layer cache and :class:`~elmo.inference.text_classifier.TextClassifier` all use the same batches)."""
+layer cache and :class:`~elmo.inference.text_classifier.TextClassifier` all use the same batches).
+
+The command that classifies texts from the command line is :mod:`elmo.pipelines.predict_command`."""
 
 from __future__ import annotations
 
@@ -11,13 +13,13 @@ from ..model.classifier import SequenceClassifier
 from ..runtime import distributed
 from ..runtime.device import autocast, to_device
 
-#: batch shape used both to fill the layer cache and by :func:`predict`, so a cached run and an
+#: batch shape used both to fill the layer cache and by :func:`class_probabilities`, so a cached run and an
 #: uncached one (e.g. :class:`~elmo.inference.text_classifier.TextClassifier`) see the same biLM outputs
 PREDICT_BATCH, PREDICT_MAX_TOKENS = 256, 16384
 
 
-def predict(model: SequenceClassifier, corpus: EncodedCorpus, device: torch.device,
-            amp_dtype: torch.dtype | None = None) -> np.ndarray:
+def class_probabilities(model: SequenceClassifier, corpus: EncodedCorpus, device: torch.device,
+                        amp_dtype: torch.dtype | None = None) -> np.ndarray:
     """Class probabilities ``(N, C)`` float32 for every document of ``corpus``, in corpus order.
 
     Batches of :data:`PREDICT_BATCH` documents / :data:`PREDICT_MAX_TOKENS` padded tokens, under
