@@ -55,7 +55,7 @@ from ..model.mix import LAYER_MIXES
 from ..model.serialization import load_bilm
 from ..model.static import word2vec_vectors
 from ..pipelines.classification import ClassifyArgs
-from ..pipelines.common import option
+from ..pipelines.common import DEFAULT_BATCH_SIZE, option
 from ..pipelines.pretraining import PretrainArgs, prepare_data
 from ..pipelines.task import classifier_loss
 from ..runtime.device import (
@@ -241,7 +241,7 @@ def section_lm(cfg: BenchArgs) -> dict[str, Any]:
     cap_kernel_caches(32)  # as ELMO.py
     device, amp_dtype = _setup(cfg)
     started = time.perf_counter()
-    pre = PretrainArgs(data_dir=cfg.data_dir, seed=cfg.seed)
+    pre = PretrainArgs(data_dir=cfg.data_dir, seed=cfg.seed, batch_size=DEFAULT_BATCH_SIZE)  # the full corpus's
     _, vocab, data = prepare_data(pre)
     load_seconds = time.perf_counter() - started
     corpus, bilm_config = data["train"], pre.bilm_config(len(vocab))
@@ -348,7 +348,7 @@ def section_classifier(cfg: BenchArgs) -> dict[str, Any]:
     (:mod:`elmo.data.layer_store`) and without it; cache fill rate and size; prediction documents/s."""
     cap_kernel_caches(256)  # as classification.py
     device, amp_dtype = _setup(cfg)
-    clf = ClassifyArgs(data_dir=cfg.data_dir, seed=cfg.seed)
+    clf = ClassifyArgs(data_dir=cfg.data_dir, seed=cfg.seed, batch_size=DEFAULT_BATCH_SIZE)  # the full corpus's
     train, _, _ = load_agnews(cfg.data_dir, clf.val_fraction, cfg.seed)
     bilm, vocab, source = _bilm(cfg, train)
     bilm.to(device)

@@ -235,7 +235,7 @@ def fetch(data_dir: str | os.PathLike, base_url: str = SOURCE_URL, force: bool =
 
     Each file is streamed (with a progress bar) into a temporary file in ``data_dir`` and moved into
     place only when its md5 matches the published value (:func:`elmo.artifacts.atomic_write`), so a
-    failed or tampered download leaves nothing.
+    failed or tampered download leaves nothing, not even the folders it created.
 
     Args:
         data_dir: where the files go (created). base_url: the folder URL holding both files (``file://``
@@ -249,6 +249,21 @@ def fetch(data_dir: str | os.PathLike, base_url: str = SOURCE_URL, force: bool =
         ElmoError: a download fails (offline, HTTP error) or a checksum does not match.
     """
     data_dir = Path(data_dir)
+    created = [p for p in (data_dir, *data_dir.parents) if not p.exists()]  # removed again if nothing lands there
+    try:
+        return _fetch_files(data_dir, base_url, force, checksums, quiet, timeout)
+    except BaseException:
+        for folder in created:  # deepest first; a folder that holds anything (e.g. train.csv) stays
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def _fetch_files(data_dir: Path, base_url: str, force: bool, checksums: dict[str, str] | None, quiet: bool,
+                 timeout: float) -> list[Path]:
+    """:func:`fetch`'s download loop (the folders it needs are created by the atomic writes)."""
     written = []
     for name, expected in (checksums or OFFICIAL_MD5).items():
         target = data_dir / name

@@ -32,7 +32,7 @@ from ..runtime import distributed
 from ..training.metrics import classification_metrics
 from ..training.state import Checkpointing
 from ..training.trainer import Objective, Progress, TrainConfig, Unfreezing, fit
-from .common import CommonArgs, StartedRun, option, start
+from .common import CommonArgs, StartedRun, option, resolve_batch_size, start
 
 #: the task vocabulary with a published biLM (which has none): training words seen this often, at most this many
 TASK_MIN_FREQ, TASK_MAX_VOCAB = 2, 50000
@@ -158,7 +158,8 @@ def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskD
     data = {name: encode_corpus(c.tokens, vocab, c.labels, config.max_length, bilm.config.chars_per_token,
                                 bilm.config.char_scheme) for name, c in corpora.items()}
     run.say(f"data: {len(corpora['train'])} train / {len(corpora['val'])} val / {len(corpora['test'])} test "
-                f"documents; biLM {where}, vocabulary {len(vocab):,}; device {run.device}, {run.precision}")
+            f"documents; biLM {where}, vocabulary {len(vocab):,}; device {run.device}, {run.precision}")
+    resolve_batch_size(config, len(corpora["train"]), run.say)
     token_vectors = None
     if config.token_embedding_init == "word2vec" and config.token_embedding_dim and run.ctx.is_main:
         token_vectors, info = word2vec_vectors(corpora["train"].tokens, vocab, config.token_embedding_dim,

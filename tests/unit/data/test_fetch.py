@@ -84,6 +84,17 @@ def test_an_unreachable_url_raises_naming_the_url(tmp_path):
     assert leftovers(target) == []
 
 
+def test_a_failed_download_removes_the_folders_it_created_and_keeps_existing_ones(tmp_path):
+    url = (tmp_path / "nowhere").as_uri() + "/"
+    with pytest.raises(ElmoError):
+        fetch(tmp_path / "new" / "ag_news", base_url=url, checksums={"train.csv": "0" * 32}, quiet=True)
+    assert not (tmp_path / "new").exists()  # a later run must not find an empty data folder
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(ElmoError):
+        fetch(tmp_path / "kept", base_url=url, checksums={"train.csv": "0" * 32}, quiet=True)
+    assert (tmp_path / "kept").is_dir() and leftovers(tmp_path / "kept") == []
+
+
 def test_find_split_without_download_names_the_flag_and_the_fetch_command(tmp_path):
     with pytest.raises(ElmoError) as error:
         find_split(tmp_path / "empty", "train", download=False)

@@ -1,0 +1,84 @@
+"""The defaults that adapt to the corpus size (elmo.pipelines.common.auto_batch_size, ``--init-embeddings auto``):
+on the full AG News sample they choose exactly the fixed values the default run was measured with, and on a small
+corpus they choose what lets one epoch learn."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from support import make_rows
+
+import elmo.pipelines.pretraining as pretraining
+from elmo.data.text import tokenize
+from elmo.data.vocab import Vocabulary
+from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.pipelines.classification import ClassifyArgs
+from elmo.pipelines.common import (
+    DEFAULT_BATCH_SIZE,
+    MIN_AUTO_BATCH,
+    MIN_STEPS_PER_EPOCH,
+    auto_batch_size,
+    resolve_batch_size,
+)
+from elmo.pipelines.pretraining import AUTO_INIT_MAX_COSINE, PretrainArgs, init_embeddings
+
+#: Training documents of the default run: the 39,122-row sample less its 5 % validation split, and the
+#: official 120,000-row file less its split.
+SAMPLE_TRAIN, OFFICIAL_TRAIN = 37_166, 114_000
+
+
+@pytest.mark.parametrize("documents", [SAMPLE_TRAIN, OFFICIAL_TRAIN, DEFAULT_BATCH_SIZE * MIN_STEPS_PER_EPOCH])
+def test_the_full_corpus_keeps_the_batch_size_of_64(documents):
+    assert auto_batch_size(None, documents) == DEFAULT_BATCH_SIZE == 64
+
+
+@pytest.mark.parametrize(("documents", "expected"), [(1_900, 8), (3_800, 15), (250, 8), (1, 8), (15_999, 63)])
+def test_a_small_corpus_gets_smaller_batches_for_enough_steps(documents, expected):
+    chosen = auto_batch_size(None, documents)
+    assert chosen == expected
+    assert chosen == MIN_AUTO_BATCH or documents // chosen >= MIN_STEPS_PER_EPOCH
+
+
+def test_an_explicit_batch_size_or_an_unknown_corpus_size_is_not_adapted():
+    assert auto_batch_size(32, 1_900) == 32 and auto_batch_size(200, 10) == 200
+    assert auto_batch_size(None, None) == DEFAULT_BATCH_SIZE  # a streamed --train-file
+
+
+def test_resolving_fixes_the_size_in_the_flags_and_says_why_only_when_lowered():
+    said: list[str] = []
+    small, full, given = ClassifyArgs(), PretrainArgs(), ClassifyArgs(batch_size=16)
+    assert small.batch_size is None and full.batch_size is None
+    assert resolve_batch_size(small, 1_900, said.append) == 8 and small.batch_size == 8
+    assert len(said) == 1 and "1,900 training documents" in said[0] and "--batch-size" in said[0]
+    assert resolve_batch_size(full, SAMPLE_TRAIN, said.append) == 64 and full.batch_size == 64
+    assert resolve_batch_size(given, 1_900, said.append) == 16
+    assert len(said) == 1
+
+
+@pytest.fixture(scope="module")
+def toy():
+    tokens = [tokenize(r[2]) for r in make_rows(400, seed=5)]
+    return tokens, Vocabulary.build(tokens, min_freq=2)
+
+
+@pytest.mark.parametrize(("cosine", "mode", "copied"), [(0.733, "auto", True), (0.999, "auto", False),
+                                                          (AUTO_INIT_MAX_COSINE, "auto", True),
+                                                          (0.999, "word2vec", True)])
+def test_auto_init_copies_word2vec_unless_its_vectors_share_one_direction(toy, monkeypatch, cosine, mode, copied):
+    tokens, vocab = toy
+    monkeypatch.setattr(pretraining, "common_direction_cosine", lambda vectors: cosine)
+    torch.manual_seed(0)
+    bilm = BiLM(BiLMConfig(vocab_size=len(vocab), embedding_dim=8, hidden_size=8))
+    before = bilm.forward_lm.embedding.weight.detach().clone()
+    said: list[str] = []
+    info = init_embeddings(bilm, vocab, tokens, PretrainArgs(init_embeddings=mode, embedding_dim=8, hidden_size=8),
+                           say=said.append)
+    assert info["copied"] is copied and info["common_direction_cosine"] == cosine
+    changed = not torch.equal(bilm.forward_lm.embedding.weight, before)
+    assert changed is copied
+    assert copied or ("kept random token embeddings" in said[0] and f"{cosine:.3f}" in said[0])
+
+
+def test_the_scripts_default_to_the_adaptive_choices():
+    assert PretrainArgs().init_embeddings == "auto"
+    assert PretrainArgs().batch_size is None and ClassifyArgs().batch_size is None
