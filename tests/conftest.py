@@ -29,5 +29,5 @@ def tiny_agnews(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_agnews_shared(tmp_path_factory) -> Path:
-    """The same corpus, written once per session, for module- and session-scoped fixtures (read only)."""
+    """The same corpus, written once per test run, for module- and run-scoped fixtures (read only)."""
     return write_tiny_agnews(tmp_path_factory.mktemp("tiny") / "data")

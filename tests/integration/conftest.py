@@ -1,4 +1,4 @@
-"""Session-wide end-to-end runs that several integration modules read (never modify them: copy first)."""
+"""End-to-end runs, made once per test run, that several integration modules read (never modify them: copy first)."""
 
 from __future__ import annotations
 
