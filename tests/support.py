@@ -114,7 +114,10 @@ def needs_native_bf16():
 
 #: ELMO.py flags of the small end-to-end run most integration tests share: 228 training documents in batches of
 #: 16 make 15 steps an epoch (the resume tests count on it); lr 0.02 lets a 16-wide biLM learn the toy topics in
-#: 2 epochs (test perplexity about 20 against the unigram model's 37).
-SMALL = ["--embedding-dim", "16", "--hidden-size", "16", "--batch-size", "16", "--epochs", "2", "--lr", "0.02", "--quiet"]
+#: 2 epochs (test perplexity about 20 against the unigram model's 37). The token embeddings start from Word2Vec, as
+#: in the full-data default run (``--init-embeddings auto`` would keep this tiny corpus's random rows), so that the
+#: report's diagnostic runs (tests/integration/test_report_pdf.py) have a reference with another initialisation.
+SMALL = ["--embedding-dim", "16", "--hidden-size", "16", "--batch-size", "16", "--epochs", "2", "--lr", "0.02",
+         "--init-embeddings", "word2vec", "--quiet"]
 #: classification.py flags of that run (15 steps an epoch, 3 epochs, all three layer mixes).
 CLASSIFY = ["--epochs", "3", "--batch-size", "16", "--encoder-hidden", "8", "--lr", "0.01", "--quiet"]
