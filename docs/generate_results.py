@@ -49,8 +49,7 @@ Trained on the 39,122-row sample of the official train split, tested on the offi
 * ELMo (trainable λ) − TF-IDF + logistic regression: {_points(_comparison('trainable_lambda', 'tfidf_logreg'))};
   − SVD: {_points(_comparison('trainable_lambda', 'svd'))}. A single seed's difference below
   0.6 points is within the seed-to-seed spread.
-* biLM test perplexity, mean over seeds: forward {ppl['test_forward_perplexity']:.1f}, backward
-  {ppl['test_backward_perplexity']:.1f}.
+* biLM test perplexity, mean over seeds: forward {ppl['test_forward_perplexity']:.1f}, backward {ppl['test_backward_perplexity']:.1f}.
 * Every paired comparison and McNemar's test per seed: [docs/results.md](docs/results.md) and
   [report.pdf](report.pdf); the goals met and missed: [docs/results.md](docs/results.md#accuracy-and-performance-goals)."""
 

@@ -8,6 +8,7 @@ command        what it runs                                    top-level shim
 ``baselines``  :func:`elmo.pipelines.baselines.baselines`      ``python baselines.py``
 ``predict``    :func:`elmo.pipelines.predict_command.predict`  ``classification.py --predict``
 ``embed``      :func:`elmo.pipelines.embedding.embed` (hdf5)
+``export``     :func:`elmo.pipelines.export.export` (bilm-tf's files)
 ``report``     :func:`elmo.report.make_report` (report.pdf)
 ``bench``      :func:`elmo.bench.speed.bench`
 ``bench-scale`` :func:`elmo.bench.scale.bench_scale`
@@ -40,6 +41,7 @@ from .pipelines.baselines import BaselinesArgs, baselines
 from .pipelines.classification import ClassifyArgs, classify
 from .pipelines.common import option
 from .pipelines.embedding import EmbedArgs, embed
+from .pipelines.export import ExportArgs, export
 from .pipelines.predict_command import PredictArgs, predict
 from .pipelines.pretraining import PretrainArgs, pretrain
 from .pipelines.study import StudyArgs, study
@@ -78,6 +80,8 @@ COMMANDS: dict[str, Command] = {
     "report": Command(ReportArgs, make_report, "write report.pdf from results/ and images/"),
     "embed": Command(EmbedArgs, embed, "ELMo vectors of every line of a text file into an hdf5 file (AllenNLP's "
                                        "`elmo` command; the published ELMo or our biLM)"),
+    "export": Command(ExportArgs, export, "write a bilm-tf biLM as bilm-tf's options.json, weights.hdf5 and vocab.txt "
+                                          "(for AllenNLP, bilm-tf and ElmoEmbedder)"),
     "bench": Command(BenchArgs, bench, "speed and memory benchmark (results/bench.json)"),
     "bench-scale": Command(ScaleArgs, bench_scale, "streaming and torchrun scaling benchmark"),
     "study": Command(StudyArgs, study, "the comparison over several seeds with confidence intervals and paired "

@@ -291,7 +291,10 @@ class ProjectedLSTM(nn.Module):
 
     Parameters (our layout; :mod:`elmo.model.bilm_tf_io` converts TF's): ``input_weight (4H, I)``,
     ``recurrent_weight (4H, P)``, ``bias (4H,)`` (forget bias + 1 included), gate blocks in the order
-    (i, f, o, j) so the three sigmoid gates are contiguous; ``projection (P, H)``.
+    (i, f, o, j) so the three sigmoid gates are contiguous; ``projection (P, H)``. ``tf_bias`` (a buffer outside
+    the state dict, ``None`` unless loaded from a file) keeps TF's ``B`` as read: ``B + 1.0`` at the forget gate
+    rounds in float32, so writing the layer back (:func:`elmo.model.bilm_tf_io.tf_datasets`) takes the file's
+    values from it while ``bias`` is still what they load as.
     """
 
     def __init__(self, input_size: int, hidden_size: int, projection_dim: int, cell_clip: float | None,
@@ -303,6 +306,7 @@ class ProjectedLSTM(nn.Module):
         self.recurrent_weight = nn.Parameter(torch.empty(4 * hidden_size, projection_dim))
         self.bias = nn.Parameter(torch.empty(4 * hidden_size))
         self.projection = nn.Parameter(torch.empty(projection_dim, hidden_size)) if projection_dim < hidden_size else None
+        self.register_buffer("tf_bias", None, persistent=False)  # TF's B as loaded (see the class docstring)
         self._cache: dict = {}
 
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:

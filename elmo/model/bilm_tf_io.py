@@ -1,4 +1,4 @@
-"""Reading (and writing) the published ELMo files: bilm-tf's ``options.json`` and ``weights.hdf5``.
+"""Reading and writing the published ELMo files: bilm-tf's ``options.json``, ``weights.hdf5`` and ``vocab.txt``.
 
 :func:`load_published_bilm` turns AllenNLP's published files (e.g. ``elmo_2x4096_512_2048cnn_2xhighway_options.json``
 and ``_weights.hdf5``) into a :class:`~elmo.model.bilm_tf.PublishedBiLM`. The hdf5 layout (bilm-tf's
@@ -16,11 +16,13 @@ dataset                                                    shape                
 ``RNN_d/RNN/MultiRNNCell/Cell{l}/LSTMCell/W_P_0``          (H, P)                          projection (transposed)
 =========================================================  ==============================  ===========================
 
-(d = 0 forward, 1 backward; F = the filters' total, P = ``projection_dim``, H = ``lstm.dim``.) Every
-problem a user can cause — a missing or unreadable file, an options key or value this code does not
-support, a dataset that is missing, has the wrong shape or is not accounted for by the options — raises
-:class:`~elmo.errors.ElmoError` naming the file and the key or dataset (and both shapes, or the options key
-and value that leave no room for it).
+(d = 0 forward, 1 backward; F = the filters' total, P = ``projection_dim``, H = ``lstm.dim``.)
+:func:`save_published_bilm` writes the same layout back (``python -m elmo export``): a biLM loaded from a file
+gives that file's datasets bit for bit, and bilm-tf's vocabulary file (:func:`write_vocabulary`: ``<S>``,
+``</S>``, ``<UNK>``, then one token per line) goes with them. Every problem a user can cause — a missing or
+unreadable file, an options key or value this code does not support, a dataset that is missing, has the wrong
+shape or is not accounted for by the options — raises :class:`~elmo.errors.ElmoError` naming the file and the key
+or dataset (and both shapes, or the options key and value that leave no room for it).
 """
 
 from __future__ import annotations
@@ -31,12 +33,13 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import numpy as np
 import torch
 
-from ..artifacts import atomic_hdf5, write_json
+from ..artifacts import atomic_hdf5, atomic_write_bytes, write_json
+from ..data.chars import TF_BOS, TF_EOS, TF_NUM_CHARS
 from ..errors import ElmoError
 from .bilm_tf import PublishedBiLM, PublishedBiLMConfig
 
@@ -48,6 +51,9 @@ OPTION_KEYS = {
 TRAINING_KEYS = {"bidirectional", "dropout", "all_clip_norm_val", "n_epochs", "n_train_tokens", "batch_size",
                  "n_tokens_vocab", "unroll_steps", "n_negative_samples_batch"}
 _TF_GATES, _OUR_GATES = [0, 2, 3, 1], [0, 3, 1, 2]  # TF (i, j, f, o) -> ours (i, f, o, j), and back
+#: the first lines of bilm-tf's vocabulary file (its ``Vocabulary`` finds them by name; README: "the first three
+#: lines should be the special tokens (<S>, </S> and <UNK>)")
+VOCAB_SPECIALS = (TF_BOS, TF_EOS, "<UNK>")
 
 
 def _read_json(path: Path) -> Any:
@@ -136,12 +142,14 @@ def read_options(path: str | os.PathLike) -> PublishedBiLMConfig:
 
 
 def options_of(config: PublishedBiLMConfig) -> dict[str, Any]:
-    """The ``options.json`` content of ``config`` (inverse of :func:`config_from_options`)."""
+    """The ``options.json`` content of ``config`` (inverse of :func:`config_from_options`, every key written, the
+    clipping values as ``null`` when off), with ``char_cnn.n_characters`` 262 whatever ``config`` says: bilm-tf's
+    inference code refuses any other value (261 is its training value; the weights have 261 rows either way)."""
     return {"lstm": {"dim": config.hidden_size, "projection_dim": config.projection_dim, "n_layers": config.num_layers,
                      "cell_clip": config.cell_clip, "proj_clip": config.proj_clip,
                      "use_skip_connections": config.use_skip_connections},
             "char_cnn": {"embedding": {"dim": config.char_dim}, "filters": [list(f) for f in config.filters],
-                         "n_highway": config.num_highway, "n_characters": config.n_characters,
+                         "n_highway": config.num_highway, "n_characters": TF_NUM_CHARS,
                          "max_characters_per_token": config.max_chars, "activation": config.activation}}
 
 
@@ -283,18 +291,44 @@ def load_published_bilm(options_file: str | os.PathLike, weight_file: str | os.P
     """
     config = read_options(options_file)
     state: dict[str, np.ndarray] = {}
+    biases: dict[tuple[int, int], np.ndarray] = {}
     digest = hashlib.sha256()
     for name, array in _datasets(Path(weight_file), config):
         digest.update(f"{name}{array.shape}".encode() + array.reshape(-1)[:4096].tobytes())
         state |= state_from_tf(name, array, config)
+        if match := re.fullmatch(r"RNN_(\d)/RNN/MultiRNNCell/Cell(\d+)/LSTMCell/B", name):
+            biases[int(match[1]), int(match[2])] = array
     bilm = PublishedBiLM(replace(config, weights_digest=digest.hexdigest()[:16]))
     bilm.load_state_dict(_join_highways(state), assign=True)
+    for (direction, layer), array in biases.items():  # TF's B as read, for writing it back exactly (tf_datasets)
+        (bilm.forward_layers, bilm.backward_layers)[direction][layer].tf_bias = torch.from_numpy(array)
     bilm.source = (str(Path(options_file).resolve()), str(Path(weight_file).resolve()))
     return bilm.eval()
 
 
+def tf_bias(bilm: PublishedBiLM, direction: int, layer: int) -> np.ndarray:
+    """TF's ``B`` ``(4H,)`` of one LSTM layer (gates i, j, f, o; the forget bias 1.0 not included).
+
+    A layer loaded from a file whose bias is unchanged gives the file's values bit for bit (its ``tf_bias``, kept
+    by :func:`load_published_bilm`: ``B + 1.0`` rounds in float32, so ``bias - 1.0`` need not give ``B`` back, e.g.
+    for 60 to 64 of the 256 values of each fixture cell, by at most 6e-8); any other layer gives ``bias - 1.0`` at the
+    forget gate, in float32, which loads back as ``bias`` to within one rounding of 1.0 (6e-8).
+    """
+    lstm = (bilm.forward_layers, bilm.backward_layers)[direction][layer]
+    bias = lstm.bias.detach().cpu().float().numpy()
+    if lstm.tf_bias is not None:
+        raw = lstm.tf_bias.detach().cpu().float().numpy()
+        if np.array_equal(_lstm_from_tf("", "B", raw, bilm.config)[".bias"], bias):
+            return raw.copy()
+    tf = _gates(bias, _OUR_GATES)
+    tf[2 * bilm.config.hidden_size:3 * bilm.config.hidden_size] -= 1.0
+    return tf
+
+
 def tf_datasets(bilm: PublishedBiLM) -> dict[str, np.ndarray]:
-    """The hdf5 datasets of ``bilm`` in bilm-tf's layout (inverse of the loading conversion)."""
+    """The hdf5 datasets of ``bilm`` in bilm-tf's layout (inverse of the loading conversion; the module docstring
+    lists names and shapes): name → float32 array. A biLM loaded by :func:`load_published_bilm` and not changed
+    since gives exactly the file's datasets (:func:`tf_bias`)."""
     config, p = bilm.config, {k: v.detach().cpu().float().numpy() for k, v in bilm.state_dict().items()}
     width = config.n_filters
     out = {"char_embed": p["token_encoder.char_embedding.weight"][1:]}
@@ -311,18 +345,94 @@ def tf_datasets(bilm: PublishedBiLM) -> dict[str, np.ndarray]:
         for layer in range(config.num_layers):
             prefix, cell = f"{direction}.{layer}", _cell(d, layer)
             weight = np.concatenate([p[f"{prefix}.input_weight"], p[f"{prefix}.recurrent_weight"]], axis=1)
-            bias = _gates(p[f"{prefix}.bias"], _OUR_GATES)
-            bias[2 * config.hidden_size:3 * config.hidden_size] -= 1.0
-            out |= {f"{cell}/W_0": _gates(weight, _OUR_GATES).T, f"{cell}/B": bias}
+            out |= {f"{cell}/W_0": _gates(weight, _OUR_GATES).T, f"{cell}/B": tf_bias(bilm, d, layer)}
             if f"{prefix}.projection" in p:
                 out[f"{cell}/W_P_0"] = p[f"{prefix}.projection"].T
     return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in out.items()}
 
 
-def save_published_bilm(bilm: PublishedBiLM, options_file: str | os.PathLike, weight_file: str | os.PathLike) -> None:
-    """Write ``bilm`` as bilm-tf's ``options.json`` + ``weights.hdf5`` (atomically; for benchmarks and tests:
-    random weights of a published architecture in the published layout)."""
-    write_json(options_file, options_of(bilm.config))
+def vocabulary_lines(words: Iterable[str]) -> list[str]:
+    """bilm-tf's vocabulary: :data:`VOCAB_SPECIALS` (``<S>``, ``</S>``, ``<UNK>``), then ``words`` in their order,
+    each once (specials among them are not repeated).
+
+    Raises:
+        ElmoError: a word that is empty or holds whitespace (bilm-tf reads one stripped token per line, and
+            tokenised text never holds such a token).
+    """
+    lines = dict.fromkeys(VOCAB_SPECIALS)
+    for i, word in enumerate(words):
+        if not word or any(c.isspace() for c in word):
+            raise ElmoError(f"vocabulary word {i} ({word!r}) is empty or holds whitespace: bilm-tf's vocabulary file "
+                            "has one token per line")
+        lines[word] = None
+    return list(lines)
+
+
+def read_vocabulary(path: str | os.PathLike) -> list[str]:
+    """The tokens of a vocabulary file, one per line (bilm-tf's ``vocab.txt``, or any list of words; a UTF-8 BOM,
+    blank lines and the whitespace around each token are ignored), in file order.
+
+    Raises:
+        ElmoError: the file is missing, unreadable or not UTF-8; a line holds more than one token (named by its
+            number, from 1).
+    """
+    words = []
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            for number, line in enumerate(handle, 1):
+                token = line.strip()
+                if len(token.split()) > 1:
+                    raise ElmoError(f"{path} line {number} holds more than one token ({token[:60]!r}): a vocabulary "
+                                    "file has one token per line")
+                if token:
+                    words.append(token)
+    except FileNotFoundError:
+        raise ElmoError(f"{path}: vocabulary file not found") from None
+    except IsADirectoryError:
+        raise ElmoError(f"{path}: a folder, not a vocabulary file") from None
+    except UnicodeDecodeError:
+        raise ElmoError(f"{path}: the vocabulary file is not UTF-8 text") from None
+    except OSError as exc:
+        raise ElmoError(f"{path}: cannot read the vocabulary file: {exc.strerror or exc}") from None
+    return words
+
+
+def write_vocabulary(path: str | os.PathLike, words: Iterable[str] = ()) -> int:
+    """Write bilm-tf's vocabulary file (:func:`vocabulary_lines`: ``<S>``, ``</S>``, ``<UNK>``, then ``words``), UTF-8,
+    one token per line, atomically; returns the number of lines.
+
+    bilm-tf's ``Batcher`` needs this file even for a character-input biLM, where the vocabulary only chooses which
+    words' character ids are cached (and the rows ``dump_token_embeddings`` writes): every other word is spelt out. Without ``<S>`` and ``</S>`` its ``UnicodeCharsVocabulary`` would write their characters over
+    the last word's row, hence the three specials first.
+
+    Raises:
+        ElmoError: see :func:`vocabulary_lines`; the folder cannot be written.
+    """
+    lines = vocabulary_lines(words)
+    atomic_write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
+    return len(lines)
+
+
+def save_published_bilm(bilm: PublishedBiLM, options_file: str | os.PathLike, weight_file: str | os.PathLike,
+                        vocab_file: str | os.PathLike | None = None, words: Iterable[str] = ()) -> dict[str, int]:
+    """Write ``bilm`` as bilm-tf's files: ``weights.hdf5`` (:func:`tf_datasets`, float32, bilm-tf's dataset names),
+    then ``vocab.txt`` when ``vocab_file`` is given (:func:`write_vocabulary` with ``words``), then ``options.json``
+    (:func:`options_of`); each written atomically (a temporary file moved into place when complete).
+
+    Returns:
+        ``{"datasets", "parameters", "vocabulary"}``: how many datasets and numbers were written, and the lines of
+        the vocabulary file (0 when none).
+
+    Raises:
+        ElmoError: a bad vocabulary word (:func:`vocabulary_lines`); a folder that cannot be written (a part of
+            its path that is a file is named).
+    """
+    datasets = tf_datasets(bilm)
+    lines = vocabulary_lines(words) if vocab_file is not None else []  # checked before anything is written
     with atomic_hdf5(weight_file) as out:
-        for name, array in tf_datasets(bilm).items():
+        for name, array in datasets.items():
             out.create_dataset(name, data=array)
+    if vocab_file is not None:
+        write_vocabulary(vocab_file, lines)
+    write_json(options_file, options_of(bilm.config))
+    return {"datasets": len(datasets), "parameters": sum(a.size for a in datasets.values()), "vocabulary": len(lines)}

@@ -67,7 +67,11 @@ def test_lm_section_reports_both_rates_and_their_ratio_with_less_padding_for_our
 def test_peak_fraction_is_achieved_flops_over_the_measured_peak_of_the_same_precision(result):
     r = result
     peaks = r["machine"]["matmul_peak_gflops"]
-    assert set(peaks) >= {"fp32", "bf16"} and all(_positive_number(v) for v in peaks.values())
+    from elmo.runtime.device import cpu_has_bf16
+
+    # bf16 only where it is native: oneDNN's emulation elsewhere is hundreds of times slower and no run uses it
+    assert set(peaks) == ({"fp32", "bf16"} if cpu_has_bf16() else {"fp32"})
+    assert all(_positive_number(v) for v in peaks.values())
     fraction = r["lm"]["peak_fraction"]
     assert fraction["naive"] == pytest.approx(r["lm"]["gflops"]["naive"] / peaks["fp32"])
     assert fraction["ours"] == pytest.approx(r["lm"]["gflops"]["ours"] / peaks.get(r["lm"]["precision"], peaks["fp32"]))

@@ -1,0 +1,182 @@
+"""Writing a biLM as bilm-tf's files (``python -m elmo export``), for AllenNLP, bilm-tf and our ``ElmoEmbedder``.
+
+``python -m elmo export OUT_DIR --options-file OPTIONS.json --weight-file WEIGHTS.hdf5 [--vocab-file WORDS.txt]``
+reads a published (or previously exported) bilm-tf biLM (:func:`~elmo.model.bilm_tf_io.load_published_bilm`) and
+writes into ``OUT_DIR``:
+
+================  ================================================================================================
+``options.json``  bilm-tf's options (:func:`~elmo.model.bilm_tf_io.options_of`: the ``lstm`` and ``char_cnn``
+                  sections, every key written; ``n_characters`` 262; bilm-tf's training keys are not kept)
+``weights.hdf5``  bilm-tf's datasets (:func:`~elmo.model.bilm_tf_io.tf_datasets`: TF's gate order, ``B`` without
+                  the forget bias 1.0, ``W_P_0`` only with a projection), float32; a biLM loaded from files and
+                  unchanged gives those files' datasets bit for bit
+``vocab.txt``     bilm-tf's vocabulary file: ``<S>``, ``</S>``, ``<UNK>``, then the ``--vocab-file`` tokens
+                  (:func:`~elmo.model.bilm_tf_io.write_vocabulary`)
+================  ================================================================================================
+
+Each file is written atomically (a temporary file moved into place when complete), weights first and options
+last; none may be one of the inputs (:func:`~elmo.artifacts.refuse_overwriting_inputs`, checked before anything
+is read). Our own biLM (``--bilm models/``, what ``ELMO.py`` trains) is refused with the reason
+(:func:`bilm_tf_refusal`): its forward and backward LMs each have their own token layer, which bilm-tf's format
+(one token layer for both directions) cannot hold; ``docs/published_elmo.md`` ("Exporting") has the details.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import torch
+
+from ..artifacts import check_writable, refuse_overwriting_inputs
+from ..data.chars import TF_MAX_CHARS
+from ..errors import ElmoError
+from ..inference.embedder import bilm_path
+from ..model.bilm import BiLM
+from ..model.bilm_tf import PublishedBiLM, PublishedBiLMConfig
+from ..model.bilm_tf_io import load_published_bilm, read_vocabulary, save_published_bilm
+from ..model.serialization import load_bilm
+from .common import option
+
+#: what ``export`` writes into its folder, bilm-tf's names: options, weights, vocabulary
+EXPORT_FILES = ("options.json", "weights.hdf5", "vocab.txt")
+
+
+@dataclass
+class ExportArgs:
+    """Flags of ``python -m elmo export`` (bilm-tf's files from a biLM)."""
+
+    out_dir: str = option(None, "the folder to write options.json, weights.hdf5 and vocab.txt into (created if "
+                          "missing; files of those names in it are replaced)", positional=True)
+    options_file: str | None = option(None, "the biLM's options.json: a published or exported bilm-tf biLM (with "
+                                      "--weight-file)")
+    weight_file: str | None = option(None, "its weights.hdf5 (with --options-file)")
+    bilm: str | None = option(None, "our own biLM instead, a models folder or its bilstm.pt: refused with the reason "
+                              "(its two directions have separate token layers; docs/published_elmo.md)")
+    vocab_file: str | None = option(None, "tokens to list in vocab.txt after <S>, </S> and <UNK>: a UTF-8 file, one "
+                                    "token per line (e.g. your corpus's words, most frequent first)")
+    quiet: bool = option(False, "print nothing but errors")
+
+    def check(self) -> None:
+        """One biLM: both bilm-tf files, or ``--bilm``. Raises :class:`ElmoError`."""
+        published = self.options_file is not None or self.weight_file is not None
+        if (self.bilm is None) == (not published):
+            raise ElmoError("give a bilm-tf biLM (--options-file and --weight-file) or our own biLM (--bilm), "
+                            "not both and not neither")
+        if published and (self.options_file is None or self.weight_file is None):
+            given, missing = ("--options-file", "--weight-file") if self.weight_file is None else \
+                ("--weight-file", "--options-file")
+            raise ElmoError(f"{given} needs {missing} too: a bilm-tf biLM is the pair of files")
+
+
+def output_files(out_dir: str | Path) -> dict[str, Path]:
+    """``{"options.json": out_dir/options.json, ...}``: the files ``export`` writes (:data:`EXPORT_FILES`)."""
+    return {name: Path(out_dir) / name for name in EXPORT_FILES}
+
+
+def _difference(a: Iterable[torch.Tensor], b: Iterable[torch.Tensor]) -> float:
+    """Largest absolute difference between two lists of same-shaped tensors."""
+    return max((float((x.detach() - y.detach()).abs().max()) for x, y in zip(a, b) if x.numel()), default=0.0)
+
+
+def bilm_tf_refusal(bilm: BiLM) -> str:
+    """Why our :class:`~elmo.model.bilm.BiLM` cannot be written as bilm-tf's files (the message of the
+    :class:`ElmoError` that :func:`export_bilm` raises).
+
+    bilm-tf's format has one token layer that both directions read (layer 0 = ``[x; x]``); ours has one per
+    direction (``forward_lm.embedding``, ``backward_lm.embedding``), trained separately. The LSTMs would map
+    exactly (``nn.LSTM``'s gates (i, f, g, o) → TF's (i, j, f, o), ``b_ih + b_hh`` → ``B`` less 1.0 at the forget
+    gate, ``proj_size`` → ``W_P_0``, no clipping → ``cell_clip``/``proj_clip`` null, ``residual`` → bilm-tf's skip
+    connections, which also skip the first layer), but the token layer does not: a word biLM's embeddings would
+    need bilm-tf's word-input variant (no ``char_cnn``; the embedding in a second hdf5 file), which bilm-tf alone
+    reads (``use_character_inputs=False``) — AllenNLP's ``_ElmoBiLm`` always builds the character CNN from
+    ``char_cnn`` (``vocab_to_cache`` only caches its outputs), and so does our loader; a character biLM's CNN is
+    not bilm-tf's (our character numbering and ``max_chars``, and a layer normalisation after the projection).
+    """
+    fwd, bwd = bilm.forward_lm.embedding, bilm.backward_lm.embedding
+    apart = _difference(list(fwd.parameters()), list(bwd.parameters()))
+    kind = "word embedding" if bilm.config.token_encoder == "word" else "character CNN"
+    reasons = []
+    if apart > 0:
+        reasons.append(f"bilm-tf's format has one token layer that both directions read (layer 0 is [x; x]), but our "
+                       f"forward and backward LMs each trained their own {kind} (they differ by up to {apart:.3g})")
+    if bilm.config.token_encoder == "word":
+        reasons.append("bilm-tf's word-input variant (options without char_cnn, the token embeddings in a second hdf5 file) "
+                       "is read by bilm-tf alone: AllenNLP's _ElmoBiLm (and this toolkit's loader) always builds the "
+                       "character CNN from char_cnn")
+    else:
+        width = "" if bilm.config.max_chars == TF_MAX_CHARS else \
+            f", {bilm.config.max_chars} characters per token instead of {TF_MAX_CHARS}"
+        reasons.append(f"our character CNN is not bilm-tf's (our character numbering{width}, a layer normalisation "
+                       "after the projection)")
+    return ("our biLM cannot be written as bilm-tf's files: " + "; and ".join(reasons) + ". Use it as it is: "
+            "ElmoEmbedder.from_pretrained(models) or --bilm models/ (docs/published_elmo.md, Exporting)")
+
+
+def allennlp_limits(config: PublishedBiLMConfig) -> list[str]:
+    """What in ``config`` AllenNLP's ``_ElmoBiLm`` does not read (it needs skip connections and an LSTM projection,
+    dataset ``W_P_0``); bilm-tf and this toolkit read both. Empty for every published model."""
+    limits = []
+    if not config.use_skip_connections:
+        limits.append("lstm.use_skip_connections is false (AllenNLP supports only biLMs with residual connections)")
+    if config.projection_dim >= config.hidden_size:
+        limits.append(f"lstm.projection_dim {config.projection_dim} equals lstm.dim, so there is no projection W_P_0 "
+                      "(AllenNLP's ElmoLstm reads one)")
+    return limits
+
+
+def export_bilm(bilm: PublishedBiLM | BiLM, out_dir: str | Path, words: Iterable[str] = ()) -> dict[str, Any]:
+    """Write ``bilm`` into ``out_dir`` as bilm-tf's ``options.json``, ``weights.hdf5`` and ``vocab.txt`` (module
+    docstring; source: bilm-tf's layout, :mod:`elmo.model.bilm_tf_io`).
+
+    Args:
+        bilm: a :class:`~elmo.model.bilm_tf.PublishedBiLM` (any device; written as float32); out_dir: the folder
+            (created if missing); words: tokens listed in ``vocab.txt`` after ``<S>``, ``</S>``, ``<UNK>``.
+
+    Returns:
+        ``{"options_file", "weight_file", "vocab_file"}`` (paths as str), ``"datasets"``, ``"parameters"`` (numbers
+        written), ``"vocabulary"`` (lines of ``vocab.txt``) and ``"allennlp_limits"`` (:func:`allennlp_limits`).
+
+    Raises:
+        ElmoError: ``bilm`` is our :class:`~elmo.model.bilm.BiLM` (:func:`bilm_tf_refusal`); a vocabulary word that
+            is empty or holds whitespace; ``out_dir`` or a part of its path is a file, or it cannot be written.
+    """
+    if isinstance(bilm, BiLM):
+        raise ElmoError(bilm_tf_refusal(bilm))
+    files = output_files(out_dir)
+    check_writable(out_dir, flags=("out_dir",))
+    written = save_published_bilm(bilm, files["options.json"], files["weights.hdf5"], files["vocab.txt"], words)
+    return {"options_file": str(files["options.json"]), "weight_file": str(files["weights.hdf5"]),
+            "vocab_file": str(files["vocab.txt"]), **written, "allennlp_limits": allennlp_limits(bilm.config)}
+
+
+def export(config: ExportArgs) -> dict[str, Any]:
+    """``python -m elmo export``: the biLM of ``config`` into ``config.out_dir`` (:func:`export_bilm`).
+
+    Returns:
+        :func:`export_bilm`'s summary.
+
+    Raises:
+        ElmoError: an output is one of the inputs (both named, before anything is read); a missing or invalid
+            options, weight, biLM or vocabulary file (named); our own biLM (:func:`bilm_tf_refusal`); ``out_dir``
+            cannot be written.
+    """
+    our_bilm = None if config.bilm is None else Path(config.bilm)
+    if our_bilm is not None and our_bilm.is_dir():
+        our_bilm = our_bilm / "bilstm.pt"
+    refuse_overwriting_inputs({"--options-file": config.options_file, "--weight-file": config.weight_file,
+                               "--bilm": our_bilm, "--vocab-file": config.vocab_file},
+                              {f"out_dir ({name})": path for name, path in output_files(config.out_dir).items()})
+    if config.bilm is not None:  # loaded first, so that a missing or corrupt file is named as such
+        raise ElmoError(f"--bilm {config.bilm}: {bilm_tf_refusal(load_bilm(bilm_path(config.bilm))[0])}")
+    bilm = load_published_bilm(config.options_file, config.weight_file)
+    words = read_vocabulary(config.vocab_file) if config.vocab_file is not None else []
+    summary = export_bilm(bilm, config.out_dir, words)
+    if not config.quiet:
+        print(f"wrote {summary['weight_file']} ({summary['datasets']} datasets, {summary['parameters']:,} numbers), "
+              f"{summary['vocab_file']} ({summary['vocabulary']:,} tokens) and {summary['options_file']}", file=sys.stderr)
+        for limit in summary["allennlp_limits"]:
+            print(f"note: AllenNLP will not read these files: {limit}; bilm-tf and this toolkit do", file=sys.stderr)
+    return summary
