@@ -94,8 +94,8 @@ def test_projected_totals_are_the_sums_of_their_parts(result):
     for corpus in ("this_corpus_seconds", "target_seconds"):
         parts = {k: v for k, v in projection[corpus].items() if k != "total"}
         assert projection[corpus]["total"] == pytest.approx(sum(parts.values()), rel=1e-12)
-    for part, seconds in projection["target_seconds"].items():  # the same rates over 120,000 rows instead of 246
-        assert seconds >= projection["this_corpus_seconds"][part], part
+    assert projection["target_seconds"].keys() == projection["this_corpus_seconds"].keys()  # how each part scales:
+    # tests/unit/bench/test_speed_units.py, on fixed rates
     assert "scripts" not in result  # memory_docs=() skips the script runs
 
 
