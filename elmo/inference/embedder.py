@@ -22,7 +22,12 @@ With ``stateful=True`` (published biLMs only) the embedder reproduces bilm-tf / 
 ``ElmoEmbedder``: the LSTM states at the end of row r of a call initialise row r of the next call
 (see :class:`ElmoEmbedder` and ``docs/published_elmo.md`` for when each mode is right).
 
-Length: there is no maximum; a sentence of any length is embedded whole (memory grows linearly).
+Length: there is no maximum; a sentence of any length is embedded whole. A sentence longer than ``chunk_size``
+tokens (256 by default) is computed in chunks of that many positions with the LSTM states carried across
+(:func:`elmo.model.bilm.step_chunks`): the same vectors as one pass, while the character CNN's activations and
+the LSTMs' input products stay those of one chunk. What still grows with the sentence is the vectors themselves,
+``(L + 1, n, D)`` float32, and the per-layer LSTM outputs they are assembled from, together about twice the vectors
+(``docs/published_elmo.md``, "Long documents").
 :class:`~elmo.inference.text_classifier.TextClassifier` truncates a text to ``max_length`` tokens.
 """
 
@@ -43,7 +48,7 @@ from ..data.corpus import EncodedCorpus, encode_corpus
 from ..data.text import tokenize
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from ..model.bilm import BiLM
+from ..model.bilm import CHUNK_SIZE, BiLM
 from ..model.bilm_tf import PublishedBiLM, States
 from ..model.bilm_tf_io import load_published_bilm
 from ..model.serialization import load_bilm
@@ -117,6 +122,15 @@ def _check_sentences(sentences: Sequence[Sequence[str]], lowercase: bool = True)
     return out
 
 
+def _row(layers: np.ndarray, row: int, length: int) -> np.ndarray:
+    """Sentence ``row`` of a batch's ``(L + 1, B, T, D)`` layers, ``(L + 1, length, D)``: the batch's own array when
+    it is its only row and fills it (no second copy of a long document's vectors), else a copy (so that the batch's
+    array is freed)."""
+    if layers.shape[1] == 1 and length == layers.shape[2]:
+        return layers[:, 0]
+    return layers[:, row, :length].copy()
+
+
 def _device(cuda_device: int | None, device: str | torch.device | None) -> str | torch.device:
     """AllenNLP's ``cuda_device`` (-1 = CPU, k = ``cuda:k``) or our ``device``; ``"auto"`` when neither is given."""
     if device is not None and cuda_device is not None:
@@ -163,6 +177,10 @@ class ElmoEmbedder:
             ``vocab_to_cache``); others are computed once per distinct word per pass of up to
             :data:`CHUNK_BATCHES` batches.
         max_tokens: padded-token budget per internal batch (stateless mode).
+        chunk_size: a sentence longer than this many tokens is computed in chunks of at most this many positions
+            (rows × tokens), the LSTM states carried from chunk to chunk: the same vectors (to float rounding,
+            tested to 1e-6), in memory bounded by the chunk rather than the sentence. Sets ``bilm.chunk_size``
+            (:data:`elmo.model.bilm.CHUNK_SIZE` by default; ``None`` = one pass whatever the length).
 
     The layers are h_0 (token vectors), h_1 .. h_L (LSTM layers), each ``D = bilm.output_dim`` wide
     (both directions concatenated; paper eq. 1). Words outside our biLM's vocabulary read as ``<unk>``
@@ -171,14 +189,18 @@ class ElmoEmbedder:
     Raises:
         ElmoError: missing, unreadable or inconsistent files (see :func:`load_any_bilm`); both files and a
             ``bilm``; our biLM without its ``vocab``; ``stateful`` or ``vocab_to_cache`` with our biLM; a bad
-            device or precision.
+            device or precision; ``chunk_size`` not ``None`` or a positive int.
     """
 
     def __init__(self, options_file: str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
                  cuda_device: int | None = None, *, bilm: BiLM | PublishedBiLM | None = None,
                  vocab: Vocabulary | None = None, device: str | torch.device | None = None, stateful: bool = False,
-                 precision: str = "fp32", vocab_to_cache: Sequence[str] | None = None, max_tokens: int = 16384):
+                 precision: str = "fp32", vocab_to_cache: Sequence[str] | None = None, max_tokens: int = 16384,
+                 chunk_size: int | None = CHUNK_SIZE):
         target = _device(cuda_device, device)
+        if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
+            raise ElmoError(f"chunk_size must be a positive number of tokens or None, got {chunk_size!r}",
+                            field="chunk_size")
         if bilm is None:
             bilm, vocab = load_any_bilm(options_file, weight_file)
         elif options_file is not None or weight_file is not None:
@@ -191,6 +213,7 @@ class ElmoEmbedder:
         self.device = resolve_device(target)
         self.amp_dtype = resolve_precision(precision, self.device)
         self.bilm = bilm.to(self.device).eval()
+        self.bilm.chunk_size = chunk_size
         self.vocab = vocab
         self.max_tokens = max_tokens
         self.stateful = stateful
@@ -267,7 +290,7 @@ class ElmoEmbedder:
         for index in batches:
             layers = self._layers(corpus.collate(index))
             for row, j in enumerate(index):
-                out[real[j]] = layers[:, row, : corpus.lengths[j]].copy()
+                out[real[j]] = _row(layers, row, corpus.lengths[j])
         return out
 
     # --- the published biLM ------------------------------------------------------------------------
@@ -309,7 +332,7 @@ class ElmoEmbedder:
         for index in batches:
             layers = self._run_published(vectors, [ids[j] for j in index], lengths[index])
             for row, j in enumerate(index):
-                out[rows[j]] = layers[:, row, : lengths[j]].copy()
+                out[rows[j]] = _row(layers, row, lengths[j])
         return out
 
     @torch.no_grad()

@@ -23,6 +23,13 @@ on earlier positions, so right padding cannot reach any real state; padded posit
 from every loss and masked downstream. (Packing would give the same numbers but is ~1.5x slower
 on CPU, where PyTorch has no fused kernel for packed LSTMs.)
 
+Long sentences: :class:`BiLM` computes a sentence longer than ``BiLM.chunk_size`` (:data:`CHUNK_SIZE`) tokens in
+chunks of at most that many positions (rows × time steps, :func:`step_chunks`): the token encoder and every LSTM
+layer run over one chunk at a time and each LSTM layer's ``(h, c)`` is carried into the next chunk, so the
+character CNN's activations and the LSTMs' all-steps input products are bounded by the chunk instead of growing
+with the sentence, and the vectors are those of one pass (the same arithmetic, to float rounding; tested to 1e-6).
+Shorter sentences take the one-pass path unchanged. Training (:meth:`LanguageModel.forward`) never chunks.
+
 The ELMo layers for token k (eq. 1, L = 2):
 ``h_{k,0} = [x^fwd_k ; x^bwd_k]`` (each direction's token embedding), ``h_{k,j} = [→h_{k,j} ; ←h_{k,j}]``;
 all of width ``2 * output_size`` (``output_size`` = ``proj_size`` or else ``hidden_size``).
@@ -31,6 +38,7 @@ all of width ``2 * output_size`` (``output_size`` = ``proj_size`` or else ``hidd
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Sequence
 
 import torch
 from torch import nn
@@ -42,6 +50,10 @@ from .char_cnn import DEFAULT_FILTERS, CharCNN
 from .dropout import FastDropout
 
 IGNORE_INDEX = -100
+#: the default ``chunk_size`` of both biLMs (:class:`BiLM`, :class:`elmo.model.bilm_tf.PublishedBiLM`): a sentence
+#: longer than this many tokens is computed in chunks of at most this many positions (:func:`step_chunks`);
+#: chosen by measurement (``results/experiments/long_documents/``, ``docs/published_elmo.md``)
+CHUNK_SIZE = 256
 DIRECTIONS = ("forward", "backward")
 TOKEN_ENCODERS = ("word", "char")
 
@@ -159,6 +171,38 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return x.gather(1, index)
 
 
+def step_chunks(rows_per_step: Sequence[int], chunk_size: int | None) -> list[tuple[int, int]]:
+    """How a sequence of time steps is cut into chunks for the long-sentence path.
+
+    Args:
+        rows_per_step: ``rows_per_step[t]`` = batch rows computed at step t (positions of that step); its
+            length S is the number of steps.
+        chunk_size: the most positions (rows × steps) per chunk; ``None`` = never chunk.
+
+    Returns:
+        Consecutive ``(first, last)`` step ranges covering ``range(S)`` in order: ``[(0, S)]`` (one pass, also
+        for ``S == 0``) unless ``S > chunk_size``; then ranges whose positions ``sum(rows_per_step[first:last])``
+        are at most ``chunk_size`` each (a single step may exceed it when it alone has more rows).
+
+    Raises:
+        ElmoError: ``chunk_size`` < 1.
+    """
+    if chunk_size is not None and chunk_size < 1:
+        raise ElmoError(f"chunk_size must be a positive number of positions (or None), got {chunk_size}",
+                        field="chunk_size")
+    steps = len(rows_per_step)
+    if chunk_size is None or steps <= chunk_size:
+        return [(0, steps)]
+    spans, first, used = [], 0, 0
+    for t, rows in enumerate(rows_per_step):
+        if t > first and used + rows > chunk_size:
+            spans.append((first, t))
+            first, used = t, 0
+        used += rows
+    spans.append((first, steps))
+    return spans
+
+
 def _fp32_output(module: nn.Module, inputs: tuple, output: torch.Tensor) -> torch.Tensor:
     """Forward hook: return a layer's output in fp32 (used on the LM softmax's projections)."""
     return output.float()
@@ -242,24 +286,43 @@ class LanguageModel(nn.Module):
             input_chars = torch.cat([column, chars], dim=1)
         return inputs, targets, input_chars
 
-    def states(self, inputs: torch.Tensor, input_chars: torch.Tensor | None = None) -> list[torch.Tensor]:
+    def states(self, inputs: torch.Tensor, input_chars: torch.Tensor | None = None,
+               chunk_size: int | None = None) -> list[torch.Tensor]:
         """Token vectors and LSTM outputs in reading order.
 
         Args:
             inputs: ``(B, S)`` int64 ids in this model's reading order.
             input_chars: ``(B, S, C)`` character ids in the same order (character encoder only).
+            chunk_size: ``None`` (one pass) or, for ``S > chunk_size``, the most positions (``B`` × steps) the
+                token encoder and the LSTMs compute at a time, the LSTM states carried from chunk to chunk
+                (:func:`step_chunks`; the same vectors, to float rounding).
 
         Returns:
             ``[x, h_1, .., h_L]``, each ``(B, S, output_size)``, before any dropout is applied to them
             (dropout only feeds the next layer during training). With ``residual``, ``h_j`` for
             j >= 2 already includes the skip connection ``+ h_{j-1}``.
+
+        Raises:
+            ElmoError: ``chunk_size`` < 1.
         """
-        x = self.embedding(input_chars if self.config.token_encoder == "char" else inputs)
-        outputs = [x]
-        for j, lstm in enumerate(self.layers):
-            h, _ = lstm(self.dropout(x))
-            x = h + x if self.config.residual and j > 0 else h
-            outputs.append(x)
+        tokens = input_chars if self.config.token_encoder == "char" else inputs
+        batch, steps = inputs.shape
+        spans = step_chunks([batch] * steps, chunk_size)
+        outputs: list[torch.Tensor] = []
+        carried: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(self.layers)  # each layer's (h, c)
+        for first, last in spans:
+            x = self.embedding(tokens[:, first:last])
+            pieces = [x]
+            for j, lstm in enumerate(self.layers):
+                h, carried[j] = lstm(self.dropout(x), carried[j])
+                x = h + x if self.config.residual and j > 0 else h
+                pieces.append(x)
+            if len(spans) == 1:
+                return pieces
+            if not outputs:  # filled chunk by chunk: no list of pieces to concatenate at the end
+                outputs = [p.new_empty(batch, steps, p.shape[-1]) for p in pieces]
+            for out, piece in zip(outputs, pieces):
+                out[:, first:last] = piece
         return outputs
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor,
@@ -296,11 +359,12 @@ class LanguageModel(nn.Module):
         return self.softmax.log_prob(top[keep].float()), targets[keep]
 
     def token_states(self, ids: torch.Tensor, lengths: torch.Tensor,
-                     chars: torch.Tensor | None = None) -> list[torch.Tensor]:
+                     chars: torch.Tensor | None = None, chunk_size: int | None = None) -> list[torch.Tensor]:
         """Per-token representations aligned with the input tokens.
 
         Args:
-            ids: ``(B, T)`` right-padded ids; lengths: ``(B,)``; chars: ``(B, T, C)`` (character encoder only).
+            ids: ``(B, T)`` right-padded ids; lengths: ``(B,)``; chars: ``(B, T, C)`` (character encoder only);
+            chunk_size: see :meth:`states` (``None``: one pass).
 
         Returns:
             ``[x, h_1, .., h_L]``, each ``(B, T, output_size)``: entry ``[b, k]`` is the state after
@@ -308,7 +372,7 @@ class LanguageModel(nn.Module):
             at padded positions are meaningless; mask them.
         """
         inputs, _, input_chars = self.reading_order(ids, lengths, chars)
-        outputs = [h[:, 1:] for h in self.states(inputs, input_chars)]
+        outputs = [h[:, 1:] for h in self.states(inputs, input_chars, chunk_size)]
         if self.direction == "backward":
             outputs = [reverse_padded(h, lengths) for h in outputs]
         return outputs
@@ -319,11 +383,17 @@ class BiLM(nn.Module):
 
     Args:
         config: sizes shared by both directions.
+
+    Attributes:
+        chunk_size: a sentence longer than this many tokens is computed in chunks of at most this many
+            positions, the LSTM states carried across (module docstring; :data:`CHUNK_SIZE` by default,
+            ``None`` = always one pass). Not part of the model file: it changes memory, not the vectors.
     """
 
     def __init__(self, config: BiLMConfig):
         super().__init__()
         self.config = config
+        self.chunk_size: int | None = CHUNK_SIZE
         self.forward_lm = LanguageModel(config, "forward")
         self.backward_lm = LanguageModel(config, "backward")
 
@@ -347,20 +417,31 @@ class BiLM(nn.Module):
 
         Returns:
             ``(L + 1, B, T, D)`` with D = :attr:`output_dim`: layer 0 = both directions' token vectors,
-            layer j = both directions' LSTM layer j. Padded positions are zeroed.
+            layer j = both directions' LSTM layer j. Padded positions are zeroed. For ``T >`` :attr:`chunk_size`
+            computed in chunks with the states carried (module docstring): the same vectors.
 
         Raises:
-            ElmoError: ``chars`` missing for a character biLM.
+            ElmoError: ``chars`` missing for a character biLM; ``chunk_size`` < 1.
         """
         return self._stack(ids, lengths, chars, first=0)
 
     def _stack(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None, first: int) -> torch.Tensor:
-        """Layers ``first..L`` of both directions, ``(L + 1 - first, B, T, D)``, zero at padding."""
-        fwd = self.forward_lm.token_states(ids, lengths, chars)[first:]
-        bwd = self.backward_lm.token_states(ids, lengths, chars)[first:]
-        layers = torch.stack([torch.cat(pair, dim=-1) for pair in zip(fwd, bwd)])
-        return layers * length_mask(lengths, ids.shape[1]).unsqueeze(-1).to(layers.dtype)
-
+        """Layers ``first..L`` of both directions, ``(L + 1 - first, B, T, D)``, zero at padding: each direction's
+        layers written into their half of one tensor as they are computed (dtype: the promotion of the layers', fp32
+        for the token layer and bf16 / fp16 for the LSTMs under autocast), masked in place."""
+        layers = None
+        for d, lm in enumerate((self.forward_lm, self.backward_lm)):
+            states = lm.token_states(ids, lengths, chars, self.chunk_size)[first:]
+            width = states[0].shape[-1]
+            if layers is None:
+                dtype = states[0].dtype
+                for h in states:
+                    dtype = torch.promote_types(dtype, h.dtype)
+                layers = states[0].new_empty(len(states), *states[0].shape[:2], 2 * width, dtype=dtype)
+            for j, h in enumerate(states):
+                layers[j, ..., d * width:(d + 1) * width] = h
+            del states, h
+        return layers.mul_(length_mask(lengths, ids.shape[1]).unsqueeze(-1).to(layers.dtype))
 
     def lstm_layers(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
         """Layers 1..L of :meth:`forward` (the LSTM states, what :mod:`elmo.inference.layer_cache` stores): ``(L, B, T, D)``
@@ -372,15 +453,19 @@ class BiLM(nn.Module):
         """Layer 0 of :meth:`forward` alone, without running the LSTMs: ``(B, T, D)``, zero at padding.
 
         Both directions' token encoders applied to the tokens (an embedding lookup for a word biLM,
-        equal to ``forward(...)[0]``; the character CNN for a character biLM, equal up to float rounding).
+        equal to ``forward(...)[0]``; the character CNN for a character biLM, equal up to float rounding), over
+        at most :attr:`chunk_size` positions at a time for a sentence longer than that.
 
         Raises:
-            ElmoError: ``chars`` missing for a character biLM.
+            ElmoError: ``chars`` missing for a character biLM; ``chunk_size`` < 1.
         """
         if self.config.token_encoder == "char":
             if chars is None:
                 raise ElmoError("this biLM reads characters (BiLMConfig.token_encoder is 'char'): pass chars (B, T, C)")
-            x = [self.forward_lm.embedding(chars), self.backward_lm.embedding(chars)]
+            tokens = chars
         else:
-            x = [self.forward_lm.embedding(ids), self.backward_lm.embedding(ids)]
-        return torch.cat(x, dim=-1) * length_mask(lengths, ids.shape[1]).unsqueeze(-1).to(x[0].dtype)
+            tokens = ids
+        parts = [torch.cat([lm.embedding(tokens[:, a:b]) for lm in (self.forward_lm, self.backward_lm)], dim=-1)
+                 for a, b in step_chunks([ids.shape[0]] * ids.shape[1], self.chunk_size)]  # long: a chunk at a time
+        x = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+        return x * length_mask(lengths, ids.shape[1]).unsqueeze(-1).to(x.dtype)

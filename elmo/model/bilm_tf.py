@@ -49,7 +49,7 @@ from torch.profiler import record_function
 
 from ..data.chars import TF_BOS, TF_EOS, TF_MAX_CHARS, TF_NUM_CHARS, TF_PAD_CHAR, bilm_tf_char_table
 from ..errors import ElmoError
-from .bilm import length_mask, reverse_padded
+from .bilm import CHUNK_SIZE, length_mask, reverse_padded, step_chunks
 
 #: the character CNN of every published model (widths 1-7, 2048 filters)
 PUBLISHED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
@@ -251,14 +251,22 @@ class CharTokenEncoder(nn.Module):
                    None if self.projection is None else self.projection.weight]
         return cached(self._cache, "weights", sources, dtype, make)
 
-    def forward(self, chars: torch.Tensor) -> torch.Tensor:
-        """Args: chars ``(N, C)`` int64 (bilm-tf ids). Returns ``(N, projection_dim)`` float32 token vectors."""
+    def forward(self, chars: torch.Tensor, words_per_pass: int = WORDS_PER_PASS) -> torch.Tensor:
+        """Token vectors of ``chars``.
+
+        Args:
+            chars: ``(N, C)`` int64 (bilm-tf ids); words_per_pass: the most distinct spellings encoded at a time
+                (:meth:`encode_distinct`), which bounds the convolutions' ``(words · C, filters)`` activations.
+
+        Returns:
+            ``(N, projection_dim)`` float32 token vectors.
+        """
         unique, inverse = torch.unique(chars, dim=0, return_inverse=True)
         order = torch.argsort(((unique != TF_PAD_CHAR) & (unique != 0)).sum(dim=1), stable=True)
         dtype = compute_dtype(chars.device.type)
         with torch.autocast(chars.device.type, enabled=False), record_function("elmo.token_layer"):
             weights = self.weights(dtype)
-            parts = [self.encode_distinct(unique[rows], weights) for rows in order.split(WORDS_PER_PASS)]
+            parts = [self.encode_distinct(unique[rows], weights) for rows in order.split(max(1, words_per_pass))]
         return torch.cat(parts)[torch.argsort(order)][inverse]
 
     def encode_distinct(self, chars: torch.Tensor, weights: list[torch.Tensor | None]) -> torch.Tensor:
@@ -333,40 +341,51 @@ class ProjectedLSTM(nn.Module):
                 None if params[2] is None else pack_weight(params[2], rows)])
         return cached(self._cache, "weights", params, dtype, lambda: [p if p is None else p.to(dtype) for p in params])
 
-    def forward(self, x: torch.Tensor, active: list[int],
-                state: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    def forward(self, x: torch.Tensor, active: list[int], state: tuple[torch.Tensor, torch.Tensor] | None = None,
+                chunk_size: int | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """Run the layer over a time-major batch whose rows are sorted by length, longest first.
 
         Args:
             x: ``(S, B, I)`` inputs; active: ``active[t]`` = rows still running at step t (non-increasing,
-                ``len(active) <= S``); state: initial ``(h (B, P), c (B, H))`` float32, zeros when ``None``.
+                ``len(active) <= S``); state: initial ``(h (B, P), c (B, H))`` float32, zeros when ``None``;
+                chunk_size: ``None`` (the input products of all steps at once) or, when there are more than
+                ``chunk_size`` steps, the most positions (running rows summed over steps) whose input products
+                are computed at a time (:func:`elmo.model.bilm.step_chunks`): the recurrence goes on from chunk
+                to chunk, so the outputs are the same (to float rounding) and the ``(positions, 4H)`` input
+                products are bounded by the chunk instead of the sentence.
 
         Returns:
             ``(outputs (S, B, P), (h, c))`` float32: outputs are zero where a row has ended; ``(h, c)`` is each
             row's state after its last step (or its initial state if it ran no step).
+
+        Raises:
+            ElmoError: ``chunk_size`` < 1.
         """
         steps, batch, _ = x.shape
         hidden = self.hidden_size
         dtype = compute_dtype(x.device.type)
         with torch.autocast(x.device.type, enabled=False):
             w_in, w_rec, w_proj = self.weights(dtype, batch)
-            with record_function("elmo.lstm_input_products"):  # only the positions that run (no padding)
-                packed = torch.cat([x[t, :n] for t, n in enumerate(active)]) if active else x[:0, 0]
-                gates_x = self._input_gates(packed, w_in)
             h, c = state if state is not None else (x.new_zeros(batch, self.output_size, dtype=torch.float32),
                                                     x.new_zeros(batch, hidden, dtype=torch.float32))
             out = x.new_zeros(steps, batch, self.output_size, dtype=torch.float32)
-            start = 0
-            for t, n in enumerate(active):
-                g = self._step_gates(h[:n], w_rec, gates_x[start:start + n])
-                start += n
-                i, f, o = torch.sigmoid(g[:, : 3 * hidden]).chunk(3, dim=1)
-                cell = _clip(torch.addcmul(f * c[:n], i, torch.tanh(g[:, 3 * hidden:])), self.cell_clip)
-                h_new = o * torch.tanh(cell)
-                h_new = h_new if w_proj is None else _clip(matmul(h_new, w_proj), self.proj_clip)
-                out[t, :n] = h_new
-                h = h_new if n == batch else torch.cat([h_new, h[n:]])
-                c = cell if n == batch else torch.cat([cell, c[n:]])
+            for first, last in step_chunks(active, chunk_size):
+                with record_function("elmo.lstm_input_products"):  # only the positions that run (no padding)
+                    packed = torch.cat([x[t, :active[t]] for t in range(first, last)]) if last > first else x[:0, 0]
+                    gates_x = self._input_gates(packed, w_in)
+                start = 0
+                for t in range(first, last):
+                    n = active[t]
+                    g = self._step_gates(h[:n], w_rec, gates_x[start:start + n])
+                    start += n
+                    i, f, o = torch.sigmoid(g[:, : 3 * hidden]).chunk(3, dim=1)
+                    cell = _clip(torch.addcmul(f * c[:n], i, torch.tanh(g[:, 3 * hidden:])), self.cell_clip)
+                    h_new = o * torch.tanh(cell)
+                    h_new = h_new if w_proj is None else _clip(matmul(h_new, w_proj), self.proj_clip)
+                    out[t, :n] = h_new
+                    h = h_new if n == batch else torch.cat([h_new, h[n:]])
+                    c = cell if n == batch else torch.cat([cell, c[n:]])
+                del packed, gates_x  # before the next chunk's products are computed: one chunk's alive at a time
         return out, (h, c)
 
     def _input_gates(self, x: torch.Tensor, w_in: torch.Tensor) -> torch.Tensor:
@@ -401,11 +420,20 @@ class PublishedBiLM(nn.Module):
     Shapes: ``ids (B, T)`` (ignored but for ``Elmo``'s default lengths: this biLM has no word vocabulary),
     ``lengths (B,)``, ``chars (B, T, C)`` in bilm-tf's numbering *without* the sentence boundaries;
     layers ``(L + 1, B, T, D)`` with ``D = 2 × projection_dim`` (1024 for the Original model).
+
+    Attributes:
+        chunk_size: long sentences in bounded memory (:data:`elmo.model.bilm.CHUNK_SIZE` by default; ``None`` =
+            off). The token layer encodes at most ``min(chunk_size, WORDS_PER_PASS)`` distinct words at a time; for
+            a batch with more than ``chunk_size`` LSTM steps each LSTM computes its input products over at most
+            ``chunk_size`` positions at a time, the recurrence carried across (:meth:`ProjectedLSTM.forward`). The
+            vectors are the same (to float rounding, tested to 1e-6); shorter batches run exactly as without it.
+            Not part of the weights file.
     """
 
     def __init__(self, config: PublishedBiLMConfig):
         super().__init__()
         self.config = config
+        self.chunk_size: int | None = CHUNK_SIZE
         self.source: tuple[str, str] | None = None  # the options and weight files it was loaded from
         self.token_encoder = CharTokenEncoder(config)
         sizes = (config.projection_dim, config.hidden_size, config.projection_dim, config.cell_clip, config.proj_clip)
@@ -436,9 +464,11 @@ class PublishedBiLM(nn.Module):
         return self
 
     def token_vectors(self, chars: torch.Tensor) -> torch.Tensor:
-        """Context-free token vectors ``(..., projection_dim)`` float32 of ``chars (..., C)`` (the token layer x)."""
+        """Context-free token vectors ``(..., projection_dim)`` float32 of ``chars (..., C)`` (the token layer x),
+        at most ``min(chunk_size, WORDS_PER_PASS)`` distinct words through the character CNN at a time."""
         flat = chars.reshape(-1, chars.shape[-1])
-        return self.token_encoder(flat).reshape(*chars.shape[:-1], -1)
+        per_pass = WORDS_PER_PASS if self.chunk_size is None else min(WORDS_PER_PASS, self.chunk_size)
+        return self.token_encoder(flat, per_pass).reshape(*chars.shape[:-1], -1)
 
     def forward(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
         """ELMo layers of every token, stateless (zero initial states for every sentence).
@@ -487,6 +517,9 @@ class PublishedBiLM(nn.Module):
 
         Returns:
             ``(layers (L + 1, B, T, D), final states or None)``; layers zero at padded positions.
+
+        Raises:
+            ElmoError: :attr:`chunk_size` < 1.
         """
         batch, longest = x.shape[:2]
         lengths = lengths.to(x.device)
@@ -496,20 +529,22 @@ class PublishedBiLM(nn.Module):
         restore = torch.argsort(order)
         counts = read[order].tolist()
         active = [sum(1 for r in counts if r > t) for t in range(counts[0])] if batch else []
-        depth = self.config.num_layers
-        outputs, finals = [], []
-        directions = ((self.forward_layers, full), (self.backward_layers, reverse_padded(full, sentence)))
-        for d, (stack, inputs) in enumerate(directions):
+        depth, width = self.config.num_layers, x.shape[-1]
+        layers = x.new_empty(depth + 1, batch, longest, 2 * width, dtype=torch.float32)  # filled as computed
+        layers[0, ..., :width] = x
+        layers[0, ..., width:] = x
+        finals: States = []
+        for d, stack in enumerate((self.forward_layers, self.backward_layers)):
+            inputs = full if d == 0 else reverse_padded(full, sentence)
             initial = None if states is None else [(h[order], c[order]) for h, c in states[d * depth:(d + 1) * depth]]
             hs, ends = self._stack(stack, inputs[order].transpose(0, 1), active, initial)
-            hs = [h.transpose(0, 1)[restore] for h in hs]
-            outputs.append(hs if d == 0 else [reverse_padded(h, sentence) for h in hs])
+            del inputs
+            for j in range(1, depth + 1):  # each layer written into its half and dropped: no second copy of them all
+                h = hs.pop(0).transpose(0, 1)[restore]
+                h = h if d == 0 else reverse_padded(h, sentence)
+                layers[j, ..., d * width:(d + 1) * width] = h[:, 1:longest + 1]
             finals += [(h[restore], c[restore]) for h, c in ends]
-        x = x.float()
-        layers = [torch.cat([x, x], -1)] + [torch.cat([f[:, 1:longest + 1], b[:, 1:longest + 1]], -1)
-                                            for f, b in zip(*outputs)]
-        mask = length_mask(lengths, longest).unsqueeze(-1).float()
-        return torch.stack(layers) * mask, finals if carry else None
+        return layers.mul_(length_mask(lengths, longest).unsqueeze(-1).float()), finals if carry else None
 
     def _with_boundaries(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``<S> x_1 .. x_n </S>``, right-padded ``(B, T + 2, P)`` float32, and the lengths ``n + 2``."""
@@ -527,7 +562,7 @@ class PublishedBiLM(nn.Module):
         connections added) and each layer's final ``(h, c)``."""
         outputs, finals = [], []
         for j, layer in enumerate(layers):
-            h, final = layer(x, active, None if states is None else states[j])
+            h, final = layer(x, active, None if states is None else states[j], self.chunk_size)
             x = h + x if self.config.use_skip_connections and j > 0 else h
             outputs.append(x)
             finals.append(final)

@@ -13,8 +13,10 @@ lower-cases them itself). A blank line is an error naming its line, found by a f
 before anything is computed. The file is then streamed: sentences are read, length-bucketed and
 embedded :data:`~elmo.inference.embedder.CHUNK_BATCHES` batches at a time and written as they come, so
 memory does not grow with the file (except the ``sentence_to_index`` map, which holds each distinct
-sentence once). The hdf5 file is written beside its target and moved into place when complete: Ctrl-C
-leaves no output (or the earlier file as it was). The output may not be one of the inputs (the text, the
+sentence once), and a line longer than ``--chunk-size`` tokens is computed in chunks with the LSTM states
+carried across (the same vectors; :class:`~elmo.inference.embedder.ElmoEmbedder` ``chunk_size``), so a long
+document needs the memory of its vectors plus that of one chunk. The hdf5 file is written beside its target
+and moved into place when complete: Ctrl-C leaves no output (or the earlier file as it was). The output may not be one of the inputs (the text, the
 options, the weights, the biLM: :func:`check_files`).
 """
 
@@ -35,6 +37,7 @@ from tqdm import tqdm
 from ..artifacts import atomic_hdf5, refuse_overwriting_inputs
 from ..errors import ElmoError
 from ..inference.embedder import ElmoEmbedder
+from ..model.bilm import CHUNK_SIZE
 from ..runtime.device import PRECISIONS, configure_threads
 from ..training.state import Interrupted
 from .common import option
@@ -61,6 +64,8 @@ class EmbedArgs:
                             choices=PRECISIONS)
     stateful: bool = option(False, "carry the LSTM states from each batch to the next, row by row, as bilm-tf and "
                             "AllenNLP do (published biLM only; batches are then the lines in file order)")
+    chunk_size: int = option(CHUNK_SIZE, "a line longer than this many tokens is computed this many positions at a "
+                             "time, the LSTM states carried across: the same vectors in bounded memory")
     forget_sentences: bool = option(False, "do not write the sentence_to_index dataset")
     threads: int | None = option(None, "CPU threads (default: all cores)")
     quiet: bool = option(False, "no progress bar")
@@ -74,6 +79,8 @@ class EmbedArgs:
                             "not both and not neither")
         if self.batch_size < 1:
             raise ElmoError(f"--batch-size must be >= 1, got {self.batch_size}")
+        if self.chunk_size < 1:
+            raise ElmoError(f"--chunk-size must be >= 1, got {self.chunk_size}")
 
     @property
     def output_format(self) -> str:
@@ -153,7 +160,7 @@ def write_embeddings(embedder: ElmoEmbedder, config: EmbedArgs, total: int, out:
     n_tokens = 0
     vectors = embedder.embed_sentences(tokens(), config.batch_size)
     for i, layers in enumerate(tqdm(vectors, total=total, unit=" sentences", disable=config.quiet, file=sys.stderr)):
-        out.create_dataset(str(i), data=_reduce(layers, config.output_format).astype(np.float32))
+        out.create_dataset(str(i), data=_reduce(layers, config.output_format).astype(np.float32, copy=False))
         line = lines.popleft()
         n_tokens += layers.shape[1]
         if not config.forget_sentences:
@@ -195,7 +202,7 @@ def embed(config: EmbedArgs) -> dict[str, Any]:
     total = count_sentences(config.input_file)
     embedder = ElmoEmbedder(config.bilm if config.bilm else config.options_file, config.weight_file,
                             config.cuda_device, device=config.device, stateful=config.stateful,
-                            precision=config.precision)
+                            precision=config.precision, chunk_size=config.chunk_size)
     existed = target.exists()
     started = time.perf_counter()
     try:
