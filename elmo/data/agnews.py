@@ -170,6 +170,37 @@ def train_val_split(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray,
     return np.sort(order[n_val:]), np.sort(order[:n_val])
 
 
+def labelled_draw(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """A class-balanced draw of ``fraction`` of the documents with ``labels`` (learning curves over labelled data).
+
+    Each class keeps ``max(1, round(fraction * n_c))`` of its ``n_c`` documents, chosen at random from
+    ``seed`` (a stream of its own, not the validation split's), so the draw is part of the seed and the class
+    shares stay those of the full split.
+
+    Args:
+        labels: int array of shape ``(N,)``, the classes of the training documents.
+        fraction: share to keep, in ``(0, 1]``; 1 returns every index.
+        seed: seeds the draw.
+
+    Returns:
+        The sorted int64 indices of the kept documents, shape ``(about fraction * N,)``.
+
+    Raises:
+        ElmoError: ``fraction`` outside ``(0, 1]`` (field ``labelled_fraction``).
+    """
+    if not 0.0 < fraction <= 1.0:
+        raise ElmoError(f"labelled_fraction must be in (0, 1], got {fraction}", field="labelled_fraction")
+    labels = np.asarray(labels)
+    if fraction == 1.0:
+        return np.arange(len(labels), dtype=np.int64)
+    rng = np.random.default_rng([seed, 1])
+    kept = []
+    for label in np.unique(labels):
+        members = np.flatnonzero(labels == label)
+        kept.append(rng.permutation(members)[:max(1, int(round(fraction * len(members))))])
+    return np.sort(np.concatenate(kept)).astype(np.int64)
+
+
 def load_agnews(data_dir: str | os.PathLike, val_fraction: float = 0.05, seed: int = 0,
                 max_docs: int | None = None, skip_bad_rows: bool = False,
                 download: bool = True) -> tuple[Corpus, Corpus, Corpus]:

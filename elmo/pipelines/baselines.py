@@ -57,6 +57,7 @@ BASELINE_METHODS = (*STATIC_METHODS, "tfidf_logreg")
 CONTEXT_WORDS = ("strike", "race", "record", "court", "crash", "shares", "apple")
 #: Head settings that must match classification.py's for the comparison to be fair.
 HEAD_KEYS = ("encoder_hidden", "token_embedding_dim", "token_embedding_init", "dropout", "weight_decay", "epochs", "batch_size",
+             "labelled_fraction",
              "max_tokens", "lr", "clip_norm", "patience", "seed", "val_fraction", "max_docs", "max_length",
              "concat_token_embedding")
 
@@ -82,11 +83,13 @@ class BaselinesArgs(HeadArgs):
                 raise ElmoError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
 
 
-def tfidf_logreg(train: Corpus, val: Corpus, test: Corpus, seed: int = 0) -> dict:
+def tfidf_logreg(train: Corpus, val: Corpus, test: Corpus, seed: int = 0, text: Corpus | None = None) -> dict:
     """Fit TF-IDF (1-2 grams, sublinear tf, min_df 2) + logistic regression; metrics on every split.
 
     The documents are the project's own tokens joined by spaces, so the baseline sees the same
-    cleaned, lower-cased text as the biLM (but every word, with no vocabulary cut-off).
+    cleaned, lower-cased text as the biLM (but every word, with no vocabulary cut-off). The TF-IDF
+    vocabulary and document frequencies are learnt from ``text`` (all the training text, labelled or not;
+    default ``train``), the logistic regression from the labelled ``train`` documents only.
 
     Returns:
         ``{"train", "val", "test": metrics, "train_seconds": float, "features": int, "test_predictions":
@@ -94,7 +97,11 @@ def tfidf_logreg(train: Corpus, val: Corpus, test: Corpus, seed: int = 0) -> dic
     """
     started = time.perf_counter()
     vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, token_pattern=r"\S+")
-    x_train = vectorizer.fit_transform(" ".join(t) for t in train.tokens)
+    if text is None or text is train:
+        x_train = vectorizer.fit_transform(" ".join(t) for t in train.tokens)
+    else:
+        vectorizer.fit(" ".join(t) for t in text.tokens)
+        x_train = vectorizer.transform(" ".join(t) for t in train.tokens)
     model = LogisticRegression(C=10.0, max_iter=2000, random_state=seed)
     model.fit(x_train, train.labels)
     out: dict[str, Any] = {}
@@ -194,14 +201,14 @@ def head_mismatch(config: BaselinesArgs, classification_json: Path) -> list[str]
 
 
 def static_baseline(task: TaskData, config: BaselinesArgs, method: str) -> dict:
-    """Train a static embedding (``word2vec`` or ``svd``) on the training descriptions, save it as
-    ``<method>.pt`` and train and evaluate the shared head on it, frozen."""
-    train, vocab, run = task.corpora["train"], task.vocab, task.run
+    """Train a static embedding (``word2vec`` or ``svd``) on all the training descriptions, save it as
+    ``<method>.pt`` and train and evaluate the shared head on it, frozen, on the labelled documents."""
+    vocab, run = task.vocab, task.run
     if method == "word2vec":
-        vectors, info = word2vec_vectors(train.tokens, vocab, config.static_dim, config.w2v_window,
+        vectors, info = word2vec_vectors(task.text.tokens, vocab, config.static_dim, config.w2v_window,
                                          config.w2v_epochs, seed=config.seed)
     else:
-        vectors, info = svd_vectors(task.data["train"], len(vocab), config.static_dim, config.svd_window,
+        vectors, info = svd_vectors(task.text_data, len(vocab), config.static_dim, config.svd_window,
                                     config.svd_alpha, seed=config.seed)
     run.say(f"{method}: {len(vocab):,} x {vectors.shape[1]} vectors in {info['seconds']:.0f} s")
     save_static_vectors(vectors, vocab, info, config.seed, run.outputs.static(method))
@@ -253,7 +260,7 @@ def baselines(config: BaselinesArgs) -> dict:
               f"{', '.join(mismatch)}; the comparison is not like for like", file=sys.stderr)
     out: dict[str, Any] = {}
     for method in config.methods:
-        entry = tfidf_logreg(train, val, test, config.seed) if method == "tfidf_logreg" else \
+        entry = tfidf_logreg(train, val, test, config.seed, task.text) if method == "tfidf_logreg" else \
             static_baseline(task, config, method)
         out[method] = entry
         plot_confusion(entry["test"]["confusion_matrix"], CLASS_NAMES, CLASS_NAMES, outputs.image(f"confusion_{method}"),
@@ -268,6 +275,7 @@ def baselines(config: BaselinesArgs) -> dict:
             f"mean cosine of ELMo h2 within a topic {cos['h2']['same_topic']:.3f}, across topics "
             f"{cos['h2']['cross_topic']:.3f}; a static embedding: 1.000 for both")
     out["head_mismatch"] = mismatch
+    out["labelled_documents"] = len(train)
     out["config"], out["meta"] = asdict(config), environment_info(config.seed)
     write_json(outputs.result("baselines"), out)
     remove_checkpoints(config, [f"baseline_{m}" for m in config.methods])

@@ -196,6 +196,7 @@ def classify(config: ClassifyArgs) -> dict | list:
     best = max(config.mixes, key=lambda m: out[m]["val"]["f1"])
     out["best_mix"] = best
     out["precision"], out["layer_cache_seconds"] = run.precision, cache_seconds
+    out["labelled_documents"] = len(task.corpora["train"])
     save_checkpoint(payloads[best], outputs.classifier())
     out["config"], out["meta"] = asdict(config), {**environment_info(config.seed), "bilm_fingerprint": fingerprint}
     write_json(outputs.result("classification"), out)

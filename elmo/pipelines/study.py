@@ -49,13 +49,19 @@ PARTS = ("pretrain", "classify", "mlp", "baselines")
 METRICS = ("test_accuracy", "test_f1", "val_f1", "val_accuracy")
 
 
+def share_name(fraction: float) -> str:
+    """``0.01`` -> ``"0.01"``, ``1.0`` -> ``"1"``: a share of the labelled documents in folder names and JSON keys."""
+    return f"{fraction:g}"
+
+
 @dataclass
 class StudyArgs:
     """Flags of ``python -m elmo study``."""
 
     seeds: tuple[int, ...] = option((0, 1, 2), "seeds to run (each: biLM, three ELMo layer mixes, baselines)")
     out_dir: str = option("runs/study", "per-seed folders seed_<s>/ (models, results, images, logs) and parts.json")
-    results: str = option("results/seeds.json", "where the statistics over seeds are written")
+    results: str | None = option(None, "where the statistics over seeds are written (default: results/seeds.json; "
+                                 "with --labelled-fractions, results/learning_curve.json)")
     data_dir: str = option("data/ag_news", "folder holding train.csv and test.csv")
     jobs: int = option(2, "parts run at the same time")
     threads: int = option(1, "CPU threads of each part")
@@ -64,6 +70,27 @@ class StudyArgs:
                                     "comparison with the default gate)", choices=PARTS)
     extra: str = option("", "more flags for every training part, e.g. '--max-docs 2000 --epochs 1' (quick check)")
     aggregate_only: bool = option(False, "only (re)compute --results from the finished parts")
+    labelled_fractions: tuple[float, ...] = option((), "learning-curve mode: per seed, the classifiers (trainable λ, "
+                                                   "the learned function, Word2Vec, SVD, TF-IDF + LR) train on these "
+                                                   "shares of the labelled training documents (e.g. 0.01 0.03 0.1 0.3 "
+                                                   "1; 1 is the study's own classify and baselines parts), the "
+                                                   "representations on all the training text "
+                                                   "(elmo/pipelines/learning_curve.py)")
+
+    @property
+    def results_path(self) -> str:
+        """``--results``, or its default for the mode."""
+        if self.results is not None:
+            return self.results
+        return "results/learning_curve.json" if self.labelled_fractions else "results/seeds.json"
+
+    def extra_flags(self) -> list[str]:
+        """``--extra`` split into flags."""
+        return shlex.split(self.extra)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The flags as recorded in the results (``results`` resolved)."""
+        return {**asdict(self), "results": self.results_path}
 
     def check(self) -> None:
         """Raises :class:`ElmoError` naming the flag."""
@@ -71,6 +98,11 @@ class StudyArgs:
             raise ElmoError(f"--seeds must be distinct and at least one, got {list(self.seeds)}")
         if self.jobs < 1 or self.threads < 1:
             raise ElmoError(f"--jobs and --threads must be >= 1, got {self.jobs}, {self.threads}")
+        bad = [f for f in self.labelled_fractions if not 0.0 < f <= 1.0]
+        if bad or len(set(self.labelled_fractions)) != len(self.labelled_fractions):
+            raise ElmoError(f"--labelled-fractions must be distinct shares in (0, 1], got {list(self.labelled_fractions)}")
+        if "--labelled-fraction" in self.extra_flags():
+            raise ElmoError("--extra must not set --labelled-fraction: give the shares with --labelled-fractions")
         if "pretrain" not in self.parts and not self.aggregate_only:
             missing = [s for s in self.seeds if not (self.seed_dir(s) / "models" / "bilstm.pt").is_file()]
             if missing:
@@ -79,6 +111,11 @@ class StudyArgs:
     def seed_dir(self, seed: int) -> Path:
         """``<out-dir>/seed_<seed>``."""
         return Path(self.out_dir) / f"seed_{seed}"
+
+    def share_dir(self, seed: int, fraction: float) -> Path:
+        """Where the learning curve's parts of the share ``fraction`` of ``seed`` write: the seed's own folder for
+        1 (the study's classify and baselines parts), else ``seed_<s>/labelled_<fraction>``."""
+        return self.seed_dir(seed) if fraction == 1.0 else self.seed_dir(seed) / f"labelled_{share_name(fraction)}"
 
 
 @dataclass
@@ -91,6 +128,7 @@ class Part:
     done_file: Path
     log: Path
     needs: list[str] = field(default_factory=list)
+    models: Path | None = None  # a --models-dir that gets the seed's biLM linked in before the part starts
 
     @property
     def key(self) -> str:
@@ -108,7 +146,7 @@ def plan(config: StudyArgs) -> list[Part]:
                   seed: int = seed, d: Path = d) -> list[str]:
             return ["--seed", str(seed), "--data-dir", config.data_dir, "--models-dir", str(d / models),
                     "--results-dir", str(d / results), "--images-dir", str(d / images), "--threads",
-                    str(config.threads), "--precision", config.precision, "--quiet", *shlex.split(config.extra)]
+                    str(config.threads), "--precision", config.precision, "--quiet", *config.extra_flags()]
 
         runs = {
             "pretrain": (python + ["pretrain", *flags()], d / "results" / "lm.json", []),
@@ -121,20 +159,26 @@ def plan(config: StudyArgs) -> list[Part]:
         for name in config.parts:
             argv, done, needs = runs[name]
             parts.append(Part(name, seed, argv, done, d / "logs" / f"{name}.log",
-                              [n for n in needs if n in config.parts]))
+                              [n for n in needs if n in config.parts], d / "models_mlp" if name == "mlp" else None))
     return sorted(parts, key=lambda p: (p.name != "pretrain", config.seeds.index(p.seed), PARTS.index(p.name)))
 
 
+def link_bilm(models: Path, seed_models: Path) -> None:
+    """Link the seed's biLM files (``bilstm.pt``, ``word2idx.pkl`` in ``seed_models``) into ``models``, relative
+    links, so that a part with its own ``--models-dir`` reads the seed's biLM."""
+    models.mkdir(parents=True, exist_ok=True)
+    for name in ("bilstm.pt", "word2idx.pkl"):
+        link = models / name
+        if not link.exists() and not link.is_symlink():
+            link.symlink_to(Path(os.path.relpath(seed_models / name, models)))
+
+
 def _launch(part: Part) -> subprocess.Popen:
-    """Start ``part`` with its output in its log file (the mlp part gets the seed's biLM linked in)."""
+    """Start ``part`` with its output in its log file (a part with its own models folder gets the seed's biLM
+    linked in)."""
     part.log.parent.mkdir(parents=True, exist_ok=True)
-    if part.name == "mlp":
-        models = part.done_file.parent.parent / "models_mlp"
-        models.mkdir(parents=True, exist_ok=True)
-        for name in ("bilstm.pt", "word2idx.pkl"):
-            link = models / name
-            if not link.exists():
-                link.symlink_to(Path("..") / "models" / name)
+    if part.models is not None:
+        link_bilm(part.models, part.log.parent.parent / "models")
     with open(part.log, "w", encoding="utf-8") as log:
         log.write("$ " + " ".join(shlex.quote(a) for a in part.argv) + "\n")
         log.flush()
@@ -293,8 +337,8 @@ def aggregate(config: StudyArgs, record: dict[str, dict] | None = None) -> dict[
            "comparisons": _comparisons(per_seed, seeds, _test_labels(config)),
            "tests": {"over_seeds": PAIRED_T, "per_seed": MCNEMAR},
            "parts": record or _load(Path(config.out_dir) / "parts.json") or {},
-           "config": asdict(config), "meta": environment_info(seeds[0])}
-    write_json(Path(config.results), out)
+           "config": config.as_dict(), "meta": environment_info(seeds[0])}
+    write_json(Path(config.results_path), out)
     return out
 
 
@@ -331,23 +375,35 @@ def check_files(config: StudyArgs) -> None:
         for name in ("results/lm.json", "results/classification.json", "results/baselines.json",
                      "results_mlp/classification.json"):
             inputs[f"--out-dir (seed_{seed}/{name})"] = config.seed_dir(seed) / name
-    refuse_overwriting_inputs(inputs, {"--results": config.results})
+        for fraction in config.labelled_fractions:
+            for name in ("classification.json", "baselines.json"):
+                path = config.share_dir(seed, fraction) / "results" / name
+                inputs[f"--out-dir ({path.relative_to(config.out_dir)})"] = path
+    refuse_overwriting_inputs(inputs, {"--results": config.results_path})
 
 
 def study(config: StudyArgs) -> dict[str, Any]:
-    """Run the unfinished parts (:func:`run_parts`), then :func:`aggregate`; prints the table.
+    """Run the unfinished parts (:func:`run_parts`), then :func:`aggregate`; prints the table. With
+    ``--labelled-fractions``, the learning curve instead (:mod:`elmo.pipelines.learning_curve`).
 
     Raises:
         ElmoError: bad flags, ``--results`` is one of the study's inputs (:func:`check_files`), a failed part,
             or no seed finished.
     """
+    from . import learning_curve  # it builds on this module
+
     config.check()
     check_files(config)
+    curve = bool(config.labelled_fractions)
     record = None
     if not config.aggregate_only:
         started = time.perf_counter()
-        record = run_parts(config, plan(config))
+        record = run_parts(config, learning_curve.plan_curve(config) if curve else plan(config))
         print(f"[study] parts finished in {(time.perf_counter() - started) / 60:.1f} min", flush=True)
+    if curve:
+        out = learning_curve.aggregate_curve(config, record)
+        print(learning_curve.format_curve(out), flush=True)
+        return out
     out = aggregate(config, record)
     print(format_study(out), flush=True)
     return out

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..data.agnews import NUM_CLASSES, load_agnews
+from ..data.agnews import NUM_CLASSES, labelled_draw, load_agnews
 from ..data.corpus import Corpus, EncodedCorpus, encode_corpus
 from ..data.text import tokenize
 from ..data.vocab import Vocabulary
@@ -60,6 +60,10 @@ class HeadArgs(CommonArgs):
     select_by: str = option("f1", "model selection and early stopping on the validation split's macro-F1 (f1) or "
                             "cross-entropy (loss); docs/options_and_experiments.md#model-selection-noise",
                             choices=SELECTION_METRICS)
+    labelled_fraction: float = option(1.0, "train the classifier on this share of the labelled training documents, "
+                                      "a class-balanced draw that is part of --seed (learning curves); what is "
+                                      "learnt from text alone (the biLM, Word2Vec, SVD, TF-IDF's vocabulary) still "
+                                      "sees all the training text, and the validation split is unchanged")
     track_test: bool = option(False, "diagnostic: also record the test accuracy after every epoch in the history "
                               "(never used for selection; for measuring model-selection noise)")
 
@@ -68,6 +72,8 @@ class HeadArgs(CommonArgs):
         super().check()
         if self.select_by not in SELECTION_METRICS:
             raise ElmoError(f"--select-by must be one of {', '.join(SELECTION_METRICS)}, got {self.select_by!r}")
+        if not 0.0 < self.labelled_fraction <= 1.0:
+            raise ElmoError(f"--labelled-fraction must be in (0, 1], got {self.labelled_fraction}")
 
     def head_sizes(self) -> dict[str, Any]:
         """The :class:`~elmo.model.classifier.SequenceClassifierConfig` fields these flags set (the shared head)."""
@@ -95,7 +101,10 @@ class HeadArgs(CommonArgs):
 @dataclass
 class TaskData:
     """What every classifier run starts from (:func:`prepare`): the started run, the trained biLM (on the
-    device), its vocabulary, the AG News splits raw and encoded, and optional Word2Vec rows for x_k."""
+    device), its vocabulary, the AG News splits raw and encoded (``"train"``: the labelled documents the
+    classifier trains on, ``--labelled-fraction`` of the training split), the whole training split's text
+    (``text``, ``text_data``: what representations learnt from text alone are trained on; ``None`` means
+    ``corpora["train"]`` / ``data["train"]``), and optional Word2Vec rows for x_k."""
 
     run: StartedRun
     bilm: BiLM | PublishedBiLM
@@ -103,6 +112,12 @@ class TaskData:
     corpora: dict[str, Corpus]
     data: dict[str, EncodedCorpus]
     token_vectors: np.ndarray | None = None
+    text: Corpus | None = None
+    text_data: EncodedCorpus | None = None
+
+    def __post_init__(self):
+        self.text = self.corpora.get("train") if self.text is None else self.text
+        self.text_data = self.data.get("train") if self.text_data is None else self.text_data
 
     def to_device(self, model: SequenceClassifier) -> SequenceClassifier:
         """Initialise ``model``'s task token embedding x_k (``--token-embedding-init``) and move it to the device."""
@@ -155,17 +170,26 @@ def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskD
     if distributed.broadcast_words([bilm_fingerprint(bilm, vocab)]) != [bilm_fingerprint(bilm, vocab)]:
         raise ElmoError(f"rank {run.ctx.rank}: {where} (or the data) differs from rank 0's: every node needs the same")
     bilm.to(run.device)
-    data = {name: encode_corpus(c.tokens, vocab, c.labels, config.max_length, bilm.config.chars_per_token,
-                                bilm.config.char_scheme) for name, c in corpora.items()}
+    def encode(c: Corpus) -> EncodedCorpus:
+        return encode_corpus(c.tokens, vocab, c.labels, config.max_length, bilm.config.chars_per_token,
+                             bilm.config.char_scheme)
+
+    data = {name: encode(c) for name, c in corpora.items()}
+    text, text_data = corpora["train"], data["train"]
+    if config.labelled_fraction < 1.0:
+        corpora["train"] = text.subset(labelled_draw(text.labels, config.labelled_fraction, config.seed))
+        data["train"] = encode(corpora["train"])
+        run.say(f"labelled documents: {len(corpora['train'])} of {len(text)} ({config.labelled_fraction:.0%}; "
+                f"per class {np.bincount(corpora['train'].labels, minlength=NUM_CLASSES).tolist()})")
     run.say(f"data: {len(corpora['train'])} train / {len(corpora['val'])} val / {len(corpora['test'])} test "
             f"documents; biLM {where}, vocabulary {len(vocab):,}; device {run.device}, {run.precision}")
     resolve_batch_size(config, len(corpora["train"]), run.say)
     token_vectors = None
     if config.token_embedding_init == "word2vec" and config.token_embedding_dim and run.ctx.is_main:
-        token_vectors, info = word2vec_vectors(corpora["train"].tokens, vocab, config.token_embedding_dim,
+        token_vectors, info = word2vec_vectors(text.tokens, vocab, config.token_embedding_dim,
                                                seed=config.seed)  # DDP copies rank 0's weights
         run.say(f"x_k initialised from Word2Vec ({config.token_embedding_dim}-d, {info['seconds']:.0f} s)")
-    return TaskData(run, bilm, vocab, corpora, data, token_vectors)
+    return TaskData(run, bilm, vocab, corpora, data, token_vectors, text, text_data)
 
 
 def classifier_loss(model: SequenceClassifier, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:

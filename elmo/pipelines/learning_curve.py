@@ -1,0 +1,173 @@
+"""The learning curve over labelled data (``python -m elmo study --labelled-fractions ...``): when does ELMo pay?
+
+Peters et al. (2018, §5.4 and Figure 1) find the gain of contextual vectors largest when labelled data is
+scarce. This mode of the seeds study measures that on AG News: per seed, the biLM (the study's ``pretrain``
+part), Word2Vec and SVD are learnt from all the training text, and the classifiers train on a share of the
+labelled training documents, a class-balanced draw that is part of the seed (``--labelled-fraction``,
+:func:`elmo.data.agnews.labelled_draw`). For each share ``f`` below 1, per seed, in
+``<out-dir>/seed_<s>/labelled_<f>/``, two parts:
+
+=======================  ==================================================================================
+part                     command (plus ``--seed s``, the folders, ``--threads``, ``--labelled-fraction f``)
+=======================  ==================================================================================
+``classify_labelled_f``  ``python -m elmo classify --mixes trainable_lambda learned_function``
+``baselines_labelled_f`` ``python -m elmo baselines`` (Word2Vec and SVD with the same head, TF-IDF + LR)
+=======================  ==================================================================================
+
+The share 1 is the seeds study's own ``classify`` and ``baselines`` parts (``seed_<s>/results/``), so a
+curve run in the seeds study's ``--out-dir`` reuses them. Validation split, early stopping, model selection
+and the head are those of the full-data runs: the validation split (5 % of the training rows) stays the
+same at every share, and the batch size follows the number of labelled documents
+(:func:`elmo.pipelines.common.auto_batch_size`: 8 documents a batch below 2,000 of them).
+
+:func:`aggregate_curve` then writes ``--results`` (``results/learning_curve.json``): per share the number
+of labelled documents, per method the per-seed test accuracy and macro-F1 with mean, std and 95 % CI, and
+paired comparisons over seeds (t-test) with McNemar's test per seed: the best ELMo mix at that share (the
+higher mean test accuracy) against Word2Vec, SVD and TF-IDF + LR; and across shares, the best ELMo at each
+share against Word2Vec and TF-IDF + LR with all the labels.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import environment_info, write_json
+from ..errors import ElmoError
+from ..training.significance import MCNEMAR, PAIRED_T, mcnemar, paired_over_seeds, summarize
+from .study import BASELINES, Part, StudyArgs, _load, _test_labels, plan, share_name
+
+#: the ELMo layer mixes of the curve (frozen λ, the random fixed mix, is a diagnostic of the full-data study)
+CURVE_MIXES = ("trainable_lambda", "learned_function")
+CURVE_METHODS = (*CURVE_MIXES, *BASELINES)
+
+
+def plan_curve(config: StudyArgs) -> list[Part]:
+    """The parts of the learning curve in start order: the seeds study's parts (``pretrain``; ``classify`` and
+    ``baselines``, which are the share 1), then per seed the smaller shares, largest first."""
+    base = [p for p in plan(config) if p.name != "mlp"]
+    python = [sys.executable, "-m", "elmo"]
+    extra: list[Part] = []
+    for seed in config.seeds:
+        for fraction in sorted((f for f in config.labelled_fractions if f < 1.0), reverse=True):
+            d = config.share_dir(seed, fraction)
+            flags = ["--seed", str(seed), "--data-dir", config.data_dir, "--models-dir", str(d / "models"),
+                     "--results-dir", str(d / "results"), "--images-dir", str(d / "images"), "--threads",
+                     str(config.threads), "--precision", config.precision, "--quiet",
+                     "--labelled-fraction", repr(fraction), *config.extra_flags()]
+            logs = config.seed_dir(seed) / "logs"
+            name = share_name(fraction)
+            runs = {"classify": python + ["classify", "--mixes", *CURVE_MIXES, *flags],
+                    "baselines": python + ["baselines", *flags]}
+            done = {"classify": d / "results" / "classification.json", "baselines": d / "results" / "baselines.json"}
+            for part in ("classify", "baselines"):
+                if part in config.parts:
+                    extra.append(Part(f"{part}_labelled_{name}", seed, runs[part], done[part],
+                                      logs / f"{part}_labelled_{name}.log",
+                                      ["pretrain"] if "pretrain" in config.parts else [], models=d / "models"))
+    if 1.0 not in config.labelled_fractions:
+        base = [p for p in base if p.name == "pretrain"]
+    return base + extra
+
+
+def curve_results(config: StudyArgs, seed: int, fraction: float) -> tuple[dict[str, dict], int | None]:
+    """``({method: its result entry}, labelled documents)`` of one seed at one share; methods whose part has
+    not finished are absent."""
+    d = config.share_dir(seed, fraction)
+    cls, base = _load(d / "results" / "classification.json"), _load(d / "results" / "baselines.json")
+    out = {m: cls[m] for m in CURVE_MIXES if cls and m in cls}
+    out.update({m: base[m] for m in BASELINES if base and m in base})
+    counts = [f.get("labelled_documents") for f in (cls, base) if f]
+    return out, next((c for c in counts if c is not None), None)
+
+
+def _paired(a: list[dict], b: list[dict], labels: list[int] | None, seeds: list[int]) -> dict:
+    """Paired comparison of two methods' per-seed entries (test accuracy; McNemar per seed where both have
+    predictions for the same test documents)."""
+    out = paired_over_seeds([e["test"]["accuracy"] for e in a], [e["test"]["accuracy"] for e in b])
+    out["seeds"] = seeds
+    if labels is not None:
+        out["mcnemar_per_seed"] = [{"seed": s, **mcnemar(labels, x["test_predictions"], y["test_predictions"])}
+                                   for s, x, y in zip(seeds, a, b)
+                                   if "test_predictions" in x and "test_predictions" in y]
+    return out
+
+
+def aggregate_curve(config: StudyArgs, record: dict[str, dict] | None = None) -> dict[str, Any]:
+    """``results/learning_curve.json`` from the finished parts (see the module docstring). A share counts the
+    seeds where every method of :data:`CURVE_METHODS` finished.
+
+    Raises:
+        ElmoError: no share has a seed with every method finished.
+    """
+    labels = _test_labels(config)
+    sizes: dict[str, dict] = {}
+    entries: dict[float, dict[int, dict[str, dict]]] = {}
+    for fraction in sorted(config.labelled_fractions):
+        per_seed, counts = {}, {}
+        for seed in config.seeds:
+            results, count = curve_results(config, seed, fraction)
+            if set(CURVE_METHODS) <= set(results):
+                per_seed[seed], counts[seed] = results, count
+        if not per_seed:
+            continue
+        entries[fraction] = per_seed
+        seeds = list(per_seed)
+        methods = {}
+        for m in CURVE_METHODS:
+            values = {metric: [per_seed[s][m]["test"][metric] for s in seeds] for metric in ("accuracy", "f1")}
+            methods[m] = {"test_accuracy": values["accuracy"], "test_f1": values["f1"],
+                          "summary": {f"test_{k}": summarize(v) for k, v in values.items()},
+                          "best_epoch": [per_seed[s][m].get("best_epoch") for s in seeds]}
+        best = max(CURVE_MIXES, key=lambda m: methods[m]["summary"]["test_accuracy"]["mean"])
+        comparisons = [{"a": best, "b": b, "metric": "test_accuracy",
+                        **_paired([per_seed[s][best] for s in seeds], [per_seed[s][b] for s in seeds], labels, seeds)}
+                       for b in BASELINES]
+        sizes[share_name(fraction)] = {"fraction": fraction, "labelled_documents": [counts[s] for s in seeds],
+                                       "seeds": seeds,
+                                          "methods": methods, "best_elmo": best, "comparisons": comparisons}
+    if not sizes:
+        raise ElmoError(f"no share of {list(config.labelled_fractions)} has a seed with every method finished "
+                        f"under {config.out_dir}")
+    across = []
+    if 1.0 in entries:
+        full = entries[1.0]
+        for fraction, per_seed in entries.items():
+            best = sizes[share_name(fraction)]["best_elmo"]
+            for b in ("word2vec", "tfidf_logreg"):
+                seeds = [s for s in per_seed if s in full]
+                if seeds:
+                    across.append({"a": f"{best}@{share_name(fraction)}", "b": f"{b}@1", "metric": "test_accuracy",
+                                   **_paired([per_seed[s][best] for s in seeds], [full[s][b] for s in seeds], None,
+                                             seeds)})
+    out = {"fractions": [sizes[k]["fraction"] for k in sizes], "sizes": sizes, "across_sizes": across,
+           "tests": {"over_seeds": PAIRED_T, "per_seed": MCNEMAR}, "parts": record or _load(
+               Path(config.out_dir) / "parts.json") or {},
+           "config": config.as_dict(), "meta": environment_info(config.seeds[0])}
+    write_json(Path(config.results_path), out)
+    return out
+
+
+def format_curve(out: dict) -> str:
+    """Mean test accuracy (± std) per share and method, and the best ELMo's paired differences."""
+    methods = CURVE_METHODS
+    lines = [f"{'share':>6}{'docs':>8}" + "".join(f"{m:>20}" for m in methods)]
+    for key, size in out["sizes"].items():
+        docs = sorted(set(v for v in size["labelled_documents"] if v is not None))
+        row = f"{key:>6}{'/'.join(map(str, docs)) or '?':>8}"
+        for m in methods:
+            s = size["methods"][m]["summary"]["test_accuracy"]
+            row += f"{s['mean']:>12.4f} ± {s['std'] or 0:.4f}"
+        lines.append(row)
+    lines.append("\nbest ELMo - baseline (test accuracy, points, paired over seeds):")
+    for key, size in out["sizes"].items():
+        for c in size["comparisons"]:
+            p = "n/a" if c["p_value"] is None else f"{c['p_value']:.3g}"
+            lines.append(f"  {key}: {c['a']} - {c['b']}: {c['mean_difference'] * 100:+.2f}, p = {p}")
+    for c in out["across_sizes"]:
+        p = "n/a" if c["p_value"] is None else f"{c['p_value']:.3g}"
+        lines.append(f"  {c['a']} - {c['b']}: {c['mean_difference'] * 100:+.2f}, p = {p}")
+    return "\n".join(lines)
+
+

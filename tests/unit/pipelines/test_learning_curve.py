@@ -1,0 +1,116 @@
+"""The learning curve over labelled data (elmo.pipelines.learning_curve, --labelled-fraction): the class-balanced
+draw, the plan of parts, and the statistics written to learning_curve.json, on fabricated per-seed results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+from support import make_rows, write_csv
+
+from elmo.data.agnews import labelled_draw
+from elmo.errors import ElmoError
+from elmo.pipelines.learning_curve import CURVE_METHODS, aggregate_curve, format_curve, plan_curve
+from elmo.pipelines.study import StudyArgs, check_files
+
+
+def test_the_draw_keeps_each_class_share_is_part_of_the_seed_and_sorted():
+    labels = np.repeat([0, 1, 2, 3], [400, 300, 200, 100])
+    drawn = labelled_draw(labels, 0.1, seed=5)
+    assert np.bincount(labels[drawn]).tolist() == [40, 30, 20, 10]
+    assert np.array_equal(drawn, np.sort(drawn)) and len(set(drawn.tolist())) == len(drawn)
+    assert np.array_equal(drawn, labelled_draw(labels, 0.1, seed=5))
+    assert not np.array_equal(drawn, labelled_draw(labels, 0.1, seed=6))
+    assert np.bincount(labels[labelled_draw(labels, 0.001, seed=0)]).tolist() == [1, 1, 1, 1]  # at least one a class
+    assert np.array_equal(labelled_draw(labels, 1.0, seed=3), np.arange(len(labels)))
+    smaller, larger = set(labelled_draw(labels, 0.1, 2).tolist()), set(labelled_draw(labels, 0.3, 2).tolist())
+    assert len(smaller) < len(larger)
+    for bad in (0.0, -0.1, 1.5):
+        with pytest.raises(ElmoError, match="labelled_fraction"):
+            labelled_draw(labels, bad, seed=0)
+
+
+def test_the_flag_is_checked():
+    from elmo.pipelines.classification import ClassifyArgs
+
+    with pytest.raises(ElmoError, match="--labelled-fraction"):
+        ClassifyArgs(labelled_fraction=0.0).check()
+    with pytest.raises(ElmoError, match="--labelled-fractions"):
+        StudyArgs(labelled_fractions=(0.1, 0.1)).check()
+    with pytest.raises(ElmoError, match="--labelled-fractions"):
+        StudyArgs(labelled_fractions=(0.1, 2.0)).check()
+    with pytest.raises(ElmoError, match="--extra"):
+        StudyArgs(labelled_fractions=(0.1,), extra="--labelled-fraction 0.5").check()
+
+
+def test_the_plan_reuses_the_study_parts_for_all_labels_and_adds_the_smaller_shares(tmp_path):
+    config = StudyArgs(seeds=(0, 1), out_dir=str(tmp_path), labelled_fractions=(0.03, 1.0, 0.3), extra="--epochs 1")
+    parts = plan_curve(config)
+    keys = [p.key for p in parts]
+    assert keys[:2] == ["seed_0/pretrain", "seed_1/pretrain"] and "seed_0/mlp" not in keys
+    assert {"seed_0/classify", "seed_0/baselines"} <= set(keys)  # share 1: the study's own parts
+    assert keys.index("seed_0/classify_labelled_0.3") < keys.index("seed_0/classify_labelled_0.03")
+    part = parts[keys.index("seed_1/classify_labelled_0.03")]
+    argv = " ".join(part.argv)
+    assert "--labelled-fraction 0.03" in argv and "--seed 1" in argv and "--mixes trainable_lambda learned_function" in argv
+    assert argv.endswith("--epochs 1") and part.needs == ["pretrain"]
+    assert part.models == tmp_path / "seed_1" / "labelled_0.03" / "models"
+    assert part.done_file == tmp_path / "seed_1" / "labelled_0.03" / "results" / "classification.json"
+    no_full = plan_curve(StudyArgs(seeds=(0,), out_dir=str(tmp_path), labelled_fractions=(0.1,)))
+    assert [p.name for p in no_full] == ["pretrain", "classify_labelled_0.1", "baselines_labelled_0.1"]
+    assert StudyArgs(labelled_fractions=(0.1,)).results_path == "results/learning_curve.json"
+    with pytest.raises(ElmoError, match="--results"):  # never written over one of its inputs
+        check_files(StudyArgs(seeds=(0,), out_dir=str(tmp_path), labelled_fractions=(0.1,),
+                              results=str(tmp_path / "seed_0" / "labelled_0.1" / "results" / "baselines.json")))
+
+
+def write_share(root: Path, seed: int, fraction: float, accuracy: dict[str, float], labels: list[int],
+                rng: np.random.Generator, docs: int) -> None:
+    """One seed's result files at one share, each method right on about ``accuracy[method]`` of the test set."""
+    def entry(acc: float) -> dict:
+        right = rng.random(len(labels)) < acc
+        return {"test": {"accuracy": float(right.mean()), "f1": float(right.mean()) - 0.01}, "best_epoch": 3,
+                "test_predictions": [y if r else (y + 1) % 4 for y, r in zip(labels, right)]}
+    d = root / f"seed_{seed}" / ("" if fraction == 1.0 else f"labelled_{fraction:g}") / "results"
+    d.mkdir(parents=True, exist_ok=True)
+    cls = {m: entry(accuracy[m]) for m in ("trainable_lambda", "learned_function")}
+    base = {m: entry(accuracy[m]) for m in ("word2vec", "svd", "tfidf_logreg")}
+    (d / "classification.json").write_text(json.dumps({**cls, "labelled_documents": docs}))
+    (d / "baselines.json").write_text(json.dumps({**base, "labelled_documents": docs}))
+
+
+def test_aggregate_writes_each_share_with_paired_tests_and_the_comparison_across_shares(tmp_path):
+    rows = make_rows(300, seed=3)
+    write_csv(tmp_path / "data" / "test.csv", rows)
+    labels = [r[0] - 1 for r in rows]
+    rng = np.random.default_rng(0)
+    for seed in (0, 1, 2):
+        write_share(tmp_path / "runs", seed, 0.1, {"trainable_lambda": 0.80 + 0.01 * seed, "learned_function": 0.75,
+                                                   "word2vec": 0.70, "svd": 0.65, "tfidf_logreg": 0.72}, labels, rng, 37)
+        write_share(tmp_path / "runs", seed, 1.0, {"trainable_lambda": 0.90, "learned_function": 0.91,
+                                                   "word2vec": 0.89, "svd": 0.88, "tfidf_logreg": 0.90}, labels, rng, 370)
+    (tmp_path / "runs" / "seed_2" / "results" / "baselines.json").unlink()  # seed 2 unfinished at share 1
+    config = StudyArgs(seeds=(0, 1, 2), out_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
+                       labelled_fractions=(0.1, 1.0, 0.01), results=str(tmp_path / "curve.json"))
+    out = aggregate_curve(config)
+    assert json.loads((tmp_path / "curve.json").read_text()) == json.loads(json.dumps(out))
+    assert list(out["sizes"]) == ["0.1", "1"] and out["fractions"] == [0.1, 1.0]  # 0.01 has no finished seed
+    small, full = out["sizes"]["0.1"], out["sizes"]["1"]
+    assert small["seeds"] == [0, 1, 2] and full["seeds"] == [0, 1]
+    assert small["labelled_documents"] == [37, 37, 37] and set(small["methods"]) == set(CURVE_METHODS)
+    assert small["best_elmo"] == "trainable_lambda" and full["best_elmo"] == "learned_function"
+    t, w = small["methods"]["trainable_lambda"]["test_accuracy"], small["methods"]["word2vec"]["test_accuracy"]
+    c = next(c for c in small["comparisons"] if c["b"] == "word2vec")
+    assert c["a"] == "trainable_lambda" and c["mean_difference"] == pytest.approx(np.mean(np.subtract(t, w)))
+    assert c["p_value"] == pytest.approx(stats.ttest_rel(t, w).pvalue) and len(c["mcnemar_per_seed"]) == 3
+    assert small["methods"]["word2vec"]["summary"]["test_accuracy"]["mean"] == pytest.approx(np.mean(w))
+    across = {(c["a"], c["b"]): c for c in out["across_sizes"]}
+    assert across[("trainable_lambda@0.1", "word2vec@1")]["seeds"] == [0, 1]  # the seeds both shares have
+    assert across[("trainable_lambda@0.1", "word2vec@1")]["mean_difference"] < 0
+    assert "0.1" in format_curve(out) and "p =" in format_curve(out)
+    with pytest.raises(ElmoError, match="no share"):
+        aggregate_curve(StudyArgs(seeds=(5,), out_dir=str(tmp_path / "runs"), labelled_fractions=(0.1,),
+                                  results=str(tmp_path / "none.json")))
