@@ -301,6 +301,75 @@ def _time_and_memory_targets(timing: dict) -> list[str]:
     return text
 
 
+def _share_docs(size: dict) -> str:
+    docs = sorted({d for d in size["labelled_documents"] if d is not None})
+    return f"{'/'.join(f'{d:,}' for d in docs)} labelled documents ({size['fraction']:.0%})"
+
+
+def _curve_comparison(size: dict, b: str) -> dict | None:
+    return next((c for c in size["comparisons"] if c["b"] == b), None)
+
+
+def _learning_curve(res: dict) -> list[str]:
+    """When ELMo pays (``learning_curve.json``): the best ELMo mix's lead over Word2Vec and TF-IDF + LR per share,
+    where it is largest, the goals, and which method to pick for a given number of labelled documents."""
+    curve = res.get("learning_curve")
+    if not curve:
+        return []
+    sizes = list(curve["sizes"].values())
+    seeds = sorted({s for size in sizes for s in size["seeds"]})
+    text = [f"Learning curve over labelled data (results/learning_curve.json, seeds {', '.join(map(str, seeds))}): "
+            "the classifiers train on class-balanced draws of " + ", ".join(f"{s['fraction']:.0%}" for s in sizes)
+            + " of the labelled training documents, while the biLM, Word2Vec, SVD and TF-IDF's vocabulary learn "
+            "from all the training text; validation split and early stopping as in the full-data runs."]
+    for b in ("word2vec", "tfidf_logreg"):
+        leads = [(size, c) for size in sizes if (c := _curve_comparison(size, b))]
+        if not leads:
+            continue
+        per_share = "; ".join(f"{s['fraction']:.0%}: {_points(c['mean_difference'])} (p = "
+                              + ("n/a" if c["p_value"] is None else f"{c['p_value']:.3g}") + ")" for s, c in leads)
+        size, c = max(leads, key=lambda sc: sc[1]["mean_difference"])
+        text.append(f"Best ELMo layer mix − {LABELS.get(b, b)} per share, test accuracy points: {per_share}. "
+                    f"The lead is largest at {_share_docs(size)}: " + _comparison_sentence(c))
+    text += _curve_goals(curve)
+    picks = []
+    for size in sizes:
+        ranked = sorted(size["methods"], key=lambda m: -size["methods"][m]["summary"]["test_accuracy"]["mean"])
+        first, second = ranked[0], ranked[1]
+        c = next((c for c in size["comparisons"] if {c["a"], c["b"]} == {first, second}), None)
+        close = "" if c is None else (" (ahead of " + LABELS.get(second, second) + " by "
+                                      + f"{abs(c['mean_difference']) * 100:.2f} points, {_verdict(c)})")
+        picks.append(f"{_share_docs(size)}: {LABELS.get(first, first)}{close}")
+    text.append("Highest mean test accuracy per share: " + "; ".join(picks) + ".")
+    return text
+
+
+def _curve_goals(curve: dict) -> list[str]:
+    """The learning curve's goals, each met or not: at <= 1,000 labelled documents the best ELMo leads Word2Vec
+    and TF-IDF + LR by >= 3 points with paired p < 0.05; the best ELMo with 30% of the labels >= Word2Vec with all."""
+    text = []
+    small = [s for s in curve["sizes"].values() if max(d or 0 for d in s["labelled_documents"]) <= 1000]
+    for size in small:
+        for b in ("word2vec", "tfidf_logreg"):
+            c = _curve_comparison(size, b)
+            if c is None:
+                continue
+            met = c["mean_difference"] >= 0.03 and c["p_value"] is not None and c["p_value"] < 0.05
+            text.append(f"Goal at {_share_docs(size)}, best ELMo ≥ {LABELS.get(b, b)} + 3 points with p < 0.05: "
+                        f"{'met' if met else 'not met'} ({_points(c['mean_difference'])} points, p = "
+                        + ("n/a" if c["p_value"] is None else f"{c['p_value']:.3g}") + ").")
+    if not small:
+        text.append("No share has at most 1,000 labelled documents, so the goal for scarce labels is not tested.")
+    for c in curve.get("across_sizes", []):
+        if c["a"].endswith("@0.3") and c["b"] == "word2vec@1":
+            mix = c["a"].split("@")[0]
+            met = c["mean_difference"] >= 0
+            text.append(f"Goal, best ELMo ({LABELS.get(mix, mix)}) with 30% of the labels ≥ Word2Vec with all of them: "
+                        f"{'met' if met else 'not met'} ({_points(c['mean_difference'])} points over {c['n']} seeds, "
+                        + ("p n/a" if c["p_value"] is None else f"p = {c['p_value']:.3g}") + ").")
+    return text
+
+
 def analysis(res: dict) -> dict[str, list[str]]:
     """The report's comparative sentences, each computed from the numbers in ``res``.
 
@@ -315,7 +384,8 @@ def analysis(res: dict) -> dict[str, list[str]]:
         empty without diagnostic sentences), ``head`` (baselines' head vs the ELMo run's), ``context``
         (per context word, or a sentence saying there is none), and from ``seeds.json`` when the study has
         run (else empty): ``seeds`` (mean ± std per method, the best layer mix against each baseline with
-        paired tests), ``seeds_mixes`` (the layer mixes against each other, gate vs MLP) and ``targets``.
+        paired tests), ``seeds_mixes`` (the layer mixes against each other, gate vs MLP) and ``targets``; from
+        ``learning_curve.json`` when it exists (else empty): ``learning_curve`` (when ELMo pays).
         With a study, ``summary`` is its first two sentences.
 
     Raises:
@@ -324,7 +394,7 @@ def analysis(res: dict) -> dict[str, list[str]]:
     elmo_vs_static = _elmo_vs_static(res)
     diagnostics = _diagnostics(res)
     seeds = _seeds(res)
-    return {"elmo_vs_static": elmo_vs_static, "summary": seeds[:2] or elmo_vs_static[:2], "lambda": _lambda(res),
+    return {"learning_curve": _learning_curve(res), "elmo_vs_static": elmo_vs_static, "summary": seeds[:2] or elmo_vs_static[:2], "lambda": _lambda(res),
             "seeds": seeds, "seeds_mixes": _seeds_mixes(res), "targets": _targets(res),
             "init": _init(res), "diagnostics": diagnostics,
             "diagnostics_reference": _diagnostics_reference(res) if diagnostics else [],

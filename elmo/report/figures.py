@@ -23,7 +23,7 @@ from .results import LABELS, methods  # noqa: E402
 
 #: The file each summary figure is written to, inside the images folder.
 FIGURES = {"method_comparison": "method_comparison.png", "lambdas": "lambda_weights.png",
-           "validation_curves": "validation_curves.png", "seeds": "seeds.png"}
+           "validation_curves": "validation_curves.png", "seeds": "seeds.png", "learning_curve": "learning_curve.png"}
 
 
 def plot_method_comparison(res: dict, path: str | os.PathLike) -> None:
@@ -123,6 +123,32 @@ def plot_seeds(study: dict, path: str | os.PathLike) -> None:
     save_figure(fig, path)
 
 
+def plot_learning_curve(curve: dict, path: str | os.PathLike) -> None:
+    """Save to ``path`` (PNG) test accuracy against the number of labelled documents (log scale) per method of
+    ``learning_curve.json``: the mean over seeds with its 95% CI as a band (:mod:`elmo.pipelines.learning_curve`)."""
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    sizes = list(curve["sizes"].values())
+    for k, name in enumerate(sizes[0]["methods"]):
+        xs, means, lows, highs = [], [], [], []
+        for size in sizes:
+            s = size["methods"][name]["summary"]["test_accuracy"]
+            xs.append(float(np.mean([d for d in size["labelled_documents"] if d is not None] or [np.nan])))
+            means.append(s["mean"])
+            lows.append(s["ci95"][0] if s["ci95"] else s["mean"])
+            highs.append(s["ci95"][1] if s["ci95"] else s["mean"])
+        style = "-" if name in ("trainable_lambda", "learned_function") else "--"
+        ax.plot(xs, means, style, marker="os^Dv"[k % 5], markersize=4, color=f"C{k}", label=LABELS.get(name, name))
+        ax.fill_between(xs, lows, highs, color=f"C{k}", alpha=0.15, linewidth=0)
+    ax.set_xscale("log")
+    ax.set_xlabel("labelled training documents (log scale)")
+    ax.set_ylabel("test accuracy")
+    seeds = sorted({s for size in sizes for s in size["seeds"]})
+    ax.set_title(f"Learning curve: mean over seeds {', '.join(map(str, seeds))}, band: 95% CI")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="lower right")
+    save_figure(fig, path)
+
+
 def draw_figures(res: dict, images_dir: str | os.PathLike) -> None:
     """Draw the summary figures of ``res`` (:func:`~elmo.report.results.load_results`) into
     ``images_dir``, under the names in :data:`FIGURES` (the seeds figure only when ``res["seeds"]``).
@@ -137,3 +163,5 @@ def draw_figures(res: dict, images_dir: str | os.PathLike) -> None:
     plot_validation_curves(res, images / FIGURES["validation_curves"])
     if res.get("seeds"):
         plot_seeds(res["seeds"], images / FIGURES["seeds"])
+    if res.get("learning_curve"):
+        plot_learning_curve(res["learning_curve"], images / FIGURES["learning_curve"])

@@ -44,6 +44,8 @@ from .results import LABELS, elmo_mixes, experiment_changes, load_results, metho
 from .tables import (
     comparison_rows,
     comparisons_table,
+    curve_comparison_rows,
+    curve_rows,
     experiments_table,
     markdown_table,
     perplexities,
@@ -191,6 +193,24 @@ def _seeds(story: _Story) -> None:
     story.para("The sections below describe the seed-0 main run (results/lm.json, classification.json, "
                "baselines.json); its single-seed differences are to be read against the seed-to-seed spread above.",
                "small")
+
+
+def _learning_curve(story: _Story) -> None:
+    """When ELMo pays (``learning_curve.json``; nothing when the curve has not been run)."""
+    curve = story.res.get("learning_curve")
+    if not curve:
+        return
+    story.section("When ELMo pays: the learning curve over labelled data")
+    story.para("From results/learning_curve.json (python -m elmo study --labelled-fractions ...). Per seed and share, "
+               "the classifiers are re-trained on a class-balanced draw of the labelled training documents; tests: "
+               + escape(curve["tests"]["over_seeds"]) + "; per seed, " + escape(curve["tests"]["per_seed"]) + ".",
+               "small")
+    rows = curve_rows(curve)
+    story.add(_table(rows, [3.6 * cm] + [(WIDTH - 3.6 * cm) / (len(rows[0]) - 1)] * (len(rows[0]) - 1), font_size=6.5))
+    story.add(story.image(FIGURES["learning_curve"], WIDTH * 0.85))
+    story.sentences("learning_curve")
+    story.add(Spacer(1, 4), _table(curve_comparison_rows(curve), [1.3 * cm, 6.2 * cm, 1.8 * cm, 2.8 * cm, 1.8 * cm,
+                                                                  1.3 * cm, 2.2 * cm], font_size=6.5))
 
 
 def _data(story: _Story) -> None:
@@ -350,7 +370,7 @@ def _reproduce(story: _Story) -> None:
 
 #: The report's parts, in the order :func:`build_report` lays them out.
 SECTIONS: tuple[Callable[[_Story], None], ...] = (
-    _opening, _seeds, _data, _pretraining, _classification_setup, _classification_results, _lambda, _analysis,
+    _opening, _seeds, _learning_curve, _data, _pretraining, _classification_setup, _classification_results, _lambda, _analysis,
     _diagnostics, _context, _confusion, _reproduce)
 
 

@@ -98,6 +98,48 @@ def comparison_rows(study: dict) -> list[list[str]]:
     return rows
 
 
+def curve_rows(curve: dict) -> list[list[str]]:
+    """Header and one row per share of ``learning_curve.json``: labelled documents, then per method the test
+    accuracy mean ± std over seeds and its 95% CI (shared by the Markdown table and the PDF)."""
+    names = list(next(iter(curve["sizes"].values()))["methods"])
+    rows = [["labelled documents (share)"] + [LABELS.get(m, m).replace(" (same head)", "") for m in names]]
+    for key, size in curve["sizes"].items():
+        docs = sorted({d for d in size["labelled_documents"] if d is not None})
+        row = [f"{'/'.join(f'{d:,}' for d in docs)} ({float(key):.0%}, {len(size['seeds'])} seeds)"]
+        for m in names:
+            s = size["methods"][m]["summary"]["test_accuracy"]
+            ci = "" if s["ci95"] is None else f" [{s['ci95'][0]:.4f}, {s['ci95'][1]:.4f}]"
+            row.append(f"{s['mean']:.4f} ± {s['std'] or 0:.4f}{ci}")
+        rows.append(row)
+    return rows
+
+
+def curve_comparison_rows(curve: dict) -> list[list[str]]:
+    """Header and one row per share and baseline: the best ELMo layer mix at that share minus the baseline, in
+    test accuracy points, with its 95% CI, paired t-test p, seeds ahead and McNemar's count."""
+    rows = [["share", "best ELMo − baseline", "mean, points", "95% CI, points", "p (paired t)", "ahead",
+             "McNemar p < 0.05"]]
+    for key, size in curve["sizes"].items():
+        for c in size["comparisons"]:
+            ci = "–" if c["ci95"] is None else f"{c['ci95'][0] * 100:+.2f} – {c['ci95'][1] * 100:+.2f}"
+            per_seed = c.get("mcnemar_per_seed") or []
+            mc = f"{sum(m['p_value'] < 0.05 for m in per_seed)} of {len(per_seed)}" if per_seed else "–"
+            p = "–" if c["p_value"] is None else f"{c['p_value']:.3g}"
+            rows.append([f"{float(key):.0%}", f"{LABELS.get(c['a'], c['a'])} − {LABELS.get(c['b'], c['b'])}",
+                         f"{c['mean_difference'] * 100:+.2f}", ci, p, f"{c['wins']} of {c['n']}", mc])
+    return rows
+
+
+def curve_table(curve: dict) -> str:
+    """:func:`curve_rows` as a Markdown table."""
+    return _markdown(curve_rows(curve))
+
+
+def curve_comparisons_table(curve: dict) -> str:
+    """:func:`curve_comparison_rows` as a Markdown table."""
+    return _markdown(curve_comparison_rows(curve))
+
+
 def _markdown(rows: list[list[str]]) -> str:
     return "\n".join(["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])]
                      + ["| " + " | ".join(r) + " |" for r in rows[1:]])

@@ -114,3 +114,36 @@ def test_aggregate_writes_each_share_with_paired_tests_and_the_comparison_across
     with pytest.raises(ElmoError, match="no share"):
         aggregate_curve(StudyArgs(seeds=(5,), out_dir=str(tmp_path / "runs"), labelled_fractions=(0.1,),
                                   results=str(tmp_path / "none.json")))
+
+
+def test_the_report_says_where_the_lead_is_largest_and_which_goals_are_met(tmp_path):
+    from elmo.report.analysis import _learning_curve
+    from elmo.report.figures import plot_learning_curve
+    from elmo.report.tables import curve_comparisons_table, curve_table
+
+    rows = make_rows(400, seed=5)
+    write_csv(tmp_path / "data" / "test.csv", rows)
+    labels = [r[0] - 1 for r in rows]
+    rng = np.random.default_rng(1)
+    shares = {0.01: (372, 0.80, 0.70, 0.74), 0.3: (11150, 0.88, 0.87, 0.875), 1.0: (37166, 0.90, 0.89, 0.89)}
+    for seed in (0, 1, 2):
+        for fraction, (docs, elmo, w2v, tfidf) in shares.items():
+            write_share(tmp_path / "runs", seed, fraction, {"trainable_lambda": elmo, "learned_function": elmo - 0.02,
+                                                            "word2vec": w2v, "svd": w2v - 0.02, "tfidf_logreg": tfidf},
+                        labels, rng, docs)
+    curve = aggregate_curve(StudyArgs(seeds=(0, 1, 2), out_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
+                                      labelled_fractions=tuple(shares), results=str(tmp_path / "curve.json")))
+    text = " ".join(_learning_curve({"learning_curve": curve}))
+    largest = text.split("Best ELMo layer mix − Word2Vec (same head) per share")[1].split("The lead is largest at ")[1]
+    assert largest.startswith("372 labelled documents (1%)")
+    w2v_lead = curve["sizes"]["0.01"]["comparisons"][0]
+    goal = "Goal at 372 labelled documents (1%), best ELMo ≥ Word2Vec (same head) + 3 points with p < 0.05: "
+    assert goal + ("met" if w2v_lead["p_value"] < 0.05 else "not met") in text  # about +10 points a seed
+    assert "30% of the labels ≥ Word2Vec with all of them: not met" in text  # 0.88 < 0.89
+    assert "Highest mean test accuracy per share: 372 labelled documents (1%): ELMo, trainable λ" in text
+    assert _learning_curve({}) == []
+    table = curve_table(curve)
+    assert table.count("\n") == 1 + len(shares) and "372 (1%, 3 seeds)" in table
+    assert curve_comparisons_table(curve).count("\n") == 1 + 3 * len(shares)
+    plot_learning_curve(curve, tmp_path / "curve.png")
+    assert (tmp_path / "curve.png").stat().st_size > 10_000
