@@ -11,7 +11,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from elmo.report.analysis import analysis  # noqa: E402 (after the sys.path line)
 from elmo.report.results import load_results, load_timings  # noqa: E402 (after the sys.path line)
-from elmo.report.tables import comparisons_table, markdown_table, seeds_table  # noqa: E402 (after the sys.path line)
+from elmo.report.tables import (  # noqa: E402 (after the sys.path line)
+    comparisons_table,
+    curve_comparisons_table,
+    curve_table,
+    markdown_table,
+    seeds_table,
+)
 
 res = load_results(ROOT / "results", ROOT / "results" / "experiments")
 text = analysis(res)
@@ -35,6 +41,22 @@ def _points(c: dict) -> str:
     return f"{100 * c['mean_difference']:+.2f} points (95% CI [{lo:+.2f}, {hi:+.2f}], paired t-test p = {c['p_value']:.3g})"
 
 
+def _curve_bullet() -> str:
+    """The README's "When ELMo pays" bullet from results/learning_curve.json (empty without it)."""
+    curve = res.get("learning_curve")
+    if not curve:
+        return ""
+    leads = []
+    for b in ("word2vec", "tfidf_logreg"):
+        best = max(((size, c) for size in curve["sizes"].values() for c in size["comparisons"] if c["b"] == b),
+                   key=lambda sc: sc[1]["mean_difference"])
+        docs = "/".join(f"{d:,}" for d in sorted(set(best[0]["labelled_documents"])))
+        leads.append(f"over {'Word2Vec' if b == 'word2vec' else 'TF-IDF + LR'} at {docs} labelled documents, "
+                     f"{_points(best[1])}")
+    return ("* When ELMo pays ([learning curve](docs/results.md#when-elmo-pays-the-learning-curve-over-labelled-data)): "
+            "the best ELMo's lead is largest " + "; ".join(leads) + ".\n")
+
+
 best = study["methods"]["trainable_lambda"]["summary"]["test_accuracy"]
 headline = (f"On AG News topic classification, ELMo with a trainable scalar mix reaches **{best['mean']:.4f} ± "
             f"{best['std']:.4f}** test accuracy over {n} seeds, {_points(_comparison('trainable_lambda', 'word2vec'))} "
@@ -50,7 +72,7 @@ Trained on the 39,122-row sample of the official train split, tested on the offi
   − SVD: {_points(_comparison('trainable_lambda', 'svd'))}. A single seed's difference below
   0.6 points is within the seed-to-seed spread.
 * biLM test perplexity, mean over seeds: forward {ppl['test_forward_perplexity']:.1f}, backward {ppl['test_backward_perplexity']:.1f}.
-* Every paired comparison and McNemar's test per seed: [docs/results.md](docs/results.md) and
+{_curve_bullet()}* Every paired comparison and McNemar's test per seed: [docs/results.md](docs/results.md) and
   [report.pdf](report.pdf); the goals met and missed: [docs/results.md](docs/results.md#accuracy-and-performance-goals)."""
 
 
@@ -99,6 +121,39 @@ for name, block in (("headline", headline), ("timing", _timing_block()), ("resul
     readme = fill(readme, name, block)
 (ROOT / "README.md").write_text(readme)
 
+def _curve_section() -> str:
+    """docs/results.md's learning-curve section (empty without results/learning_curve.json)."""
+    curve = res.get("learning_curve")
+    if not curve:
+        return ""
+    seeds = sorted({s for size in curve["sizes"].values() for s in size["seeds"]})
+    shares = " ".join(f"{s:g}" for s in curve["fractions"])
+    cost = {k: v for k, v in curve["parts"].items() if "labelled" in k and v["returncode"] == 0}
+    hours = sum(v["seconds"] for v in cost.values()) / 3600
+    return f"""## When ELMo pays: the learning curve over labelled data
+
+Command: `python -m elmo study --seeds {' '.join(map(str, seeds))} --labelled-fractions {shares}` (`results/learning_curve.json`;
+the share 1 is the seeds study's own runs). Per seed and share the classifiers train on a class-balanced draw of
+the 37,166 labelled training descriptions; the biLM, Word2Vec, SVD and TF-IDF's vocabulary learn from all of them.
+Validation split (1,956 descriptions) and early stopping as in the full-data runs. Test accuracy, mean ± std over
+seeds [95% CI]:
+
+{curve_table(curve)}
+
+![learning curve](../images/learning_curve.png)
+
+""" + "\n".join("* " + s for s in text["learning_curve"]) + f"""
+
+The best ELMo layer mix at each share against each baseline (paired over seeds; McNemar's test per seed):
+
+{curve_comparisons_table(curve)}
+
+The shares below 1 took {hours:.1f} CPU-hours of parts ({len(cost)} parts, one thread each, two at a time, on the
+2-core AMD EPYC of the seeds study; `results/learning_curve.json`, `parts`).
+
+"""
+
+
 main = markdown_table(res)
 results_md = f"""# Results
 
@@ -135,7 +190,7 @@ which McNemar's exact test on the 7,600 test documents gives p < 0.05:
 
 """ + "\n".join("* " + s for s in text["seeds_mixes"]) + """
 
-### Accuracy and performance goals
+""" + _curve_section() + """### Accuracy and performance goals
 
 """ + "\n".join("* " + s for s in text["targets"]) + """
 

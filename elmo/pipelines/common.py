@@ -88,6 +88,15 @@ class CommonArgs:
     val_fraction: float = option(0.05, "share of training documents held out for validation")
     max_length: int = option(256, "truncate documents to this many tokens")
     skip_bad_rows: bool = option(False, "skip (and count) malformed rows instead of stopping")
+    text_fraction: float = option(1.0, "learn the representations (the biLM and its vocabulary, Word2Vec, SVD, "
+                                  "TF-IDF's vocabulary) from this share of the training descriptions, a random draw "
+                                  "that is part of --seed (learning curves over pre-training text); the labelled "
+                                  "documents are unchanged")
+    extra_text: tuple[str, ...] = option((), "more text to learn the representations from, never used as labelled "
+                                         "data: CSV files with a header row and a 'text' column or 'title' and "
+                                         "'description' columns, e.g. data/ag_news/extra/train_joined_unsplit.csv "
+                                         "data/ag_news/extra/train_nolabel.csv; rows that repeat or contain a "
+                                         "validation or test description are dropped (elmo/data/pretraining_text.py)")
     epochs: int = option(5, "maximum training epochs")
     batch_size: int | None = option(None, f"documents per batch (default: {DEFAULT_BATCH_SIZE}, or fewer on a small "
                                     f"training split so that an epoch has at least {MIN_STEPS_PER_EPOCH} steps, down to "
@@ -120,6 +129,8 @@ class CommonArgs:
             raise ElmoError(f"--lr and --clip-norm must be positive, got {self.lr}, {self.clip_norm}")
         if self.threads is not None and self.threads < 1:
             raise ElmoError(f"--threads must be >= 1, got {self.threads}")
+        if not 0.0 < self.text_fraction <= 1.0:
+            raise ElmoError(f"--text-fraction must be in (0, 1], got {self.text_fraction}")
 
     @property
     def outputs(self) -> Outputs:

@@ -22,6 +22,7 @@ import torch
 from ..artifacts import environment_info, save_checkpoint, write_json
 from ..data.agnews import load_agnews
 from ..data.corpus import Corpus, EncodedCorpus, encode_corpus
+from ..data.pretraining_text import pretraining_text
 from ..data.stream import StreamedCorpus, TextSource
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
@@ -129,6 +130,9 @@ class PretrainArgs(CommonArgs):
             for name in ("val_file", "test_file", "text_column"):
                 if getattr(self, name) is not None:
                     raise ElmoError(f"--{name.replace('_', '-')} goes with --train-file (AG News is read from --data-dir)")
+        elif self.text_fraction != 1.0 or self.extra_text:
+            raise ElmoError("--text-fraction and --extra-text shape the AG News pre-training text; with --train-file "
+                            "the text is that file")
         if self.max_val_docs < 1 or self.stream_buffer < 1:
             raise ElmoError(f"--max-val-docs and --stream-buffer must be >= 1, got {self.max_val_docs}, "
                             f"{self.stream_buffer}")
@@ -184,17 +188,39 @@ def shared_vocabulary(build: Callable[[], Vocabulary]) -> Vocabulary:
     return Vocabulary(distributed.broadcast_words(vocab.itos if vocab is not None else None))
 
 
-def prepare_data(config: PretrainArgs) -> tuple[tuple[Corpus, Corpus, Corpus], Vocabulary, dict[str, EncodedCorpus]]:
-    """Read and split AG News, build the vocabulary on the training split and encode every split.
+def pretraining_splits(config: PretrainArgs) -> tuple[tuple[Corpus, Corpus, Corpus], dict]:
+    """AG News split into train / val / test, the training split replaced by the pre-training text
+    (:func:`elmo.data.pretraining_text.pretraining_text`: ``--text-fraction`` of it plus ``--extra-text``).
 
     Returns:
-        ``((train, val, test), vocab, {"train", "val", "test": EncodedCorpus})``.
+        ``((text, val, test), what the pre-training text holds)``.
 
     Raises:
-        ElmoError: bad data or flags (see :func:`elmo.data.agnews.load_agnews`).
+        ElmoError: bad data or flags (see :func:`elmo.data.agnews.load_agnews`), an unreadable ``--extra-text`` file.
     """
-    splits = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs, config.skip_bad_rows,
-                         config.download)
+    train, val, test = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs,
+                                   config.skip_bad_rows, config.download)
+    text, stats = pretraining_text(train, [val, test], config.text_fraction, config.seed, config.extra_text)
+    return (text, val, test), stats
+
+
+def prepare_data(config: PretrainArgs, splits: tuple[Corpus, Corpus, Corpus] | None = None
+                 ) -> tuple[tuple[Corpus, Corpus, Corpus], Vocabulary, dict[str, EncodedCorpus]]:
+    """Read and split AG News, build the vocabulary on the pre-training text (the training split's descriptions,
+    or ``--text-fraction`` of them plus ``--extra-text``: :func:`elmo.data.pretraining_text.pretraining_text`) and
+    encode every split.
+
+    Args:
+        config: the flags.
+        splits: :func:`pretraining_splits` when already read.
+
+    Returns:
+        ``((text, val, test), vocab, {"train": the pre-training text, "val", "test": EncodedCorpus})``.
+
+    Raises:
+        ElmoError: bad data or flags (see :func:`elmo.data.agnews.load_agnews`), an unreadable ``--extra-text`` file.
+    """
+    splits = pretraining_splits(config)[0] if splits is None else splits
     vocab = shared_vocabulary(lambda: Vocabulary.build(splits[0].tokens, config.min_freq, config.max_vocab))
     chars = config.bilm_config(len(vocab)).chars_per_token
     data = {name: encode_corpus(c.tokens, vocab, c.labels, config.max_length, chars)
@@ -262,6 +288,7 @@ class PretrainData:
     oov: dict[str, float]
     sentences: Callable[[], Iterable]
     skipped_lines: int | None = None
+    text_stats: dict | None = None  # AG News: what the pre-training text holds (--text-fraction, --extra-text)
 
 
 def load_data(config: PretrainArgs, run: StartedRun) -> PretrainData:
@@ -271,10 +298,11 @@ def load_data(config: PretrainArgs, run: StartedRun) -> PretrainData:
         oov = {name: vocab.oov_rate(data[name].pieces()) for name in data if name != "train" and run.ctx.is_main}
         return PretrainData(vocab, data, f"{config.train_file} (streamed)", {"train": stats["train_documents"]},
                             stats["train_tokens"], oov, sentences, stats["skipped_lines"])
-    (train, val, test), vocab, data = prepare_data(config)
+    splits, text_stats = pretraining_splits(config)
+    (train, val, test), vocab, data = prepare_data(config, splits)
     oov = {name: vocab.oov_rate(c.tokens) for name, c in (("val", val), ("test", test))}
     return PretrainData(vocab, data, config.data_dir, {k: len(v) for k, v in data.items()}, data["train"].num_tokens,
-                        oov, lambda: train.tokens)
+                        oov, lambda: train.tokens, text_stats=text_stats)
 
 
 def train_directions(bilm: BiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun) -> dict[str, FitResult]:
@@ -350,6 +378,8 @@ def pretrain(config: PretrainArgs) -> dict:
            "init_embeddings": out_init, "processes": ctx.world_size}
     if loaded.skipped_lines is not None:
         out["skipped_lines"] = loaded.skipped_lines
+    if loaded.text_stats is not None:
+        out["pretraining_text"] = loaded.text_stats
     started = time.perf_counter()
     fitted = train_directions(bilm, loaded, config, run)
     out["train_seconds"] = time.perf_counter() - started

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ import torch.nn.functional as F
 
 from ..data.agnews import NUM_CLASSES, labelled_draw, load_agnews
 from ..data.corpus import Corpus, EncodedCorpus, encode_corpus
+from ..data.pretraining_text import pretraining_text
 from ..data.text import tokenize
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
@@ -176,6 +178,12 @@ def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskD
 
     data = {name: encode(c) for name, c in corpora.items()}
     text, text_data = corpora["train"], data["train"]
+    if config.text_fraction < 1.0 or config.extra_text:
+        text, stats = pretraining_text(text, [corpora["val"], corpora["test"]], config.text_fraction, config.seed,
+                                       config.extra_text)
+        text_data = encode(text)
+        run.say(f"text for Word2Vec, SVD and TF-IDF: {stats['train_documents']} training descriptions"
+                + "".join(f" + {c['kept']} rows of {Path(f).name}" for f, c in stats["extra"].items()))
     if config.labelled_fraction < 1.0:
         corpora["train"] = text.subset(labelled_draw(text.labels, config.labelled_fraction, config.seed))
         data["train"] = encode(corpora["train"])

@@ -1,0 +1,124 @@
+"""The text that representations are learnt from, as opposed to the labelled documents a classifier trains on.
+
+By default it is the training split's descriptions. For learning curves over pre-training text it can be a share
+of them (``--text-fraction``, a random draw that is part of the seed) and can grow by unlabelled AG News text
+(``--extra-text``: CSV files such as ``data/ag_news/extra/train_joined_unsplit.csv``, whose title and description
+are joined, and ``train_nolabel.csv``). Extra text is used only to learn representations, never as labelled data,
+and a row is dropped when it repeats another or contains a validation or test description (the joined text is a
+title followed by a description, so a held-out description shows up as the row's last words; the first word of
+the description may be glued to the title's last, so the match is on the description without its first word).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ElmoError
+from .corpus import Corpus
+from .text import tokenize
+
+#: descriptions shorter than this many words are not matched inside extra text (too likely to occur by chance)
+MIN_MATCH_WORDS = 4
+
+
+def text_draw(n: int, fraction: float, seed: int) -> np.ndarray:
+    """The sorted indices of ``round(fraction * n)`` (at least 1) of ``n`` documents drawn at random from ``seed``
+    (a stream of its own, apart from the validation split's and the labelled draw's).
+
+    Raises:
+        ElmoError: ``fraction`` outside ``(0, 1]`` (field ``text_fraction``).
+    """
+    if not 0.0 < fraction <= 1.0:
+        raise ElmoError(f"text_fraction must be in (0, 1], got {fraction}", field="text_fraction")
+    if fraction == 1.0:
+        return np.arange(n, dtype=np.int64)
+    keep = max(1, int(round(fraction * n)))
+    return np.sort(np.random.default_rng([seed, 2]).permutation(n)[:keep]).astype(np.int64)
+
+
+def read_extra_text(path: str | os.PathLike) -> list[str]:
+    """The texts of an extra-text CSV file (a header row; a ``text`` column, or ``title`` and ``description``
+    joined with a space).
+
+    Raises:
+        ElmoError: the file is missing or not CSV, or has neither column layout (naming the file and its columns).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ElmoError(f"{path}: file not found", field="extra_text")
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False, encoding="utf-8-sig")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ElmoError(f"{path}: not a readable CSV file with a header row ({exc})", field="extra_text") from None
+    columns = {c.strip().lower(): c for c in frame.columns}
+    if "text" in columns:
+        return frame[columns["text"]].tolist()
+    if "title" in columns and "description" in columns:
+        return (frame[columns["title"]].str.strip() + " " + frame[columns["description"]].str.strip()).tolist()
+    raise ElmoError(f"{path}: expected a 'text' column or 'title' and 'description' columns, got "
+                    f"{list(frame.columns)}", field="extra_text")
+
+
+def _suffixes(corpora: Sequence[Corpus]) -> tuple[set[tuple[str, ...]], list[int]]:
+    """Every description's words without the first (those of at least :data:`MIN_MATCH_WORDS` words), and the
+    lengths that occur."""
+    suffixes = {tuple(t[1:]) for c in corpora for t in c.tokens if len(t) > MIN_MATCH_WORDS}
+    return suffixes, sorted({len(s) for s in suffixes})
+
+
+def _ends_with_one(words: tuple[str, ...], suffixes: set[tuple[str, ...]], lengths: list[int]) -> bool:
+    return any(n <= len(words) and words[-n:] in suffixes for n in lengths)
+
+
+def pretraining_text(train: Corpus, held_out: Sequence[Corpus], fraction: float = 1.0, seed: int = 0,
+                     extra_files: Sequence[str | os.PathLike] = ()) -> tuple[Corpus, dict[str, Any]]:
+    """The text representations are learnt from: ``fraction`` of ``train`` (:func:`text_draw`) plus the rows of
+    ``extra_files`` that are new (see the module docstring).
+
+    Args:
+        train: the training split (its labels are kept for its rows; extra rows get label -1, "no label").
+        held_out: the validation and test splits, whose descriptions must not leak in through extra text.
+        fraction: share of ``train``'s documents, in ``(0, 1]``.
+        seed: seeds the draw.
+        extra_files: CSV files of more text (:func:`read_extra_text`).
+
+    Returns:
+        ``(corpus, stats)``: the documents (train's first, in file order, then the extra rows kept) and
+        ``{"train_documents", "extra": {file: {"rows", "kept", "held_out", "repeats", "empty"}}}``.
+
+    Raises:
+        ElmoError: a bad ``fraction`` or an unreadable extra file (naming it).
+    """
+    corpus = train.subset(text_draw(len(train), fraction, seed))
+    stats: dict[str, Any] = {"train_documents": len(corpus), "extra": {}}
+    if not extra_files:
+        return corpus, stats
+    held, held_lengths = _suffixes(held_out)
+    known, known_lengths = _suffixes([train])  # a training description again (any share) adds no new text
+    seen: set[tuple[str, ...]] = set()
+    texts, tokens = list(corpus.texts), list(corpus.tokens)
+    for path in extra_files:
+        counts = {"rows": 0, "kept": 0, "held_out": 0, "repeats": 0, "empty": 0}
+        for text in read_extra_text(path):
+            counts["rows"] += 1
+            words = tokenize(text)
+            key = tuple(words)
+            if not words:
+                counts["empty"] += 1
+            elif _ends_with_one(key, held, held_lengths):
+                counts["held_out"] += 1
+            elif key in seen or _ends_with_one(key, known, known_lengths):
+                counts["repeats"] += 1
+            else:
+                seen.add(key)
+                texts.append(text)
+                tokens.append(words)
+                counts["kept"] += 1
+        stats["extra"][str(path)] = counts
+    labels = np.concatenate([corpus.labels, np.full(len(texts) - len(corpus), -1, dtype=np.int64)])
+    return Corpus(texts, tokens, labels, corpus.path), stats
