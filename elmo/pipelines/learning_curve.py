@@ -29,9 +29,13 @@ share against Word2Vec and TF-IDF + LR with all the labels.
 
 from __future__ import annotations
 
+import shlex
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..artifacts import environment_info, write_json
 from ..errors import ElmoError
@@ -95,8 +99,19 @@ def _paired(a: list[dict], b: list[dict], labels: list[int] | None, seeds: list[
 
 
 def aggregate_curve(config: StudyArgs, record: dict[str, dict] | None = None) -> dict[str, Any]:
-    """``results/learning_curve.json`` from the finished parts (see the module docstring). A share counts the
-    seeds where every method of :data:`CURVE_METHODS` finished.
+    """``results/learning_curve.json`` (:func:`curve_summary`, written to ``--results``).
+
+    Raises:
+        ElmoError: no share has a seed with every method finished.
+    """
+    out = curve_summary(config, record)
+    write_json(Path(config.results_path), out)
+    return out
+
+
+def curve_summary(config: StudyArgs, record: dict[str, dict] | None = None) -> dict[str, Any]:
+    """The learning curve of the finished parts (see the module docstring). A share counts the seeds where every
+    method of :data:`CURVE_METHODS` finished.
 
     Raises:
         ElmoError: no share has a seed with every method finished.
@@ -145,7 +160,6 @@ def aggregate_curve(config: StudyArgs, record: dict[str, dict] | None = None) ->
            "tests": {"over_seeds": PAIRED_T, "per_seed": MCNEMAR}, "parts": record or _load(
                Path(config.out_dir) / "parts.json") or {},
            "config": config.as_dict(), "meta": environment_info(config.seeds[0])}
-    write_json(Path(config.results_path), out)
     return out
 
 
@@ -171,3 +185,115 @@ def format_curve(out: dict) -> str:
     return "\n".join(lines)
 
 
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The curve over pre-training text (--pretraining-texts): the same curve once per text the representations learn from
+
+#: the variant of --pretraining-texts that adds the extra text to all the descriptions
+EXTRA = "extra"
+
+
+def text_variant(config: StudyArgs, variant: str) -> StudyArgs:
+    """The study of one pre-training text: ``1`` is ``--out-dir`` itself (the labelled-data curve's runs), a share
+    ``f`` adds ``--text-fraction f`` to every part in ``<out-dir>/text_<f>/``, ``extra`` adds ``--extra-text`` with
+    ``--extra-text-files`` in ``<out-dir>/text_extra/``."""
+    if variant == "1":
+        flags, out_dir = [], config.out_dir
+    elif variant == EXTRA:
+        flags, out_dir = ["--extra-text", *config.extra_text_paths()], str(Path(config.out_dir) / f"text_{EXTRA}")
+    else:
+        flags, out_dir = ["--text-fraction", variant], str(Path(config.out_dir) / f"text_{variant}")
+    return replace(config, out_dir=out_dir, extra=" ".join([config.extra, *map(shlex.quote, flags)]).strip(),
+                   pretraining_texts=(), results=None)
+
+
+def plan_text_curve(config: StudyArgs) -> list[Part]:
+    """Every variant's parts (:func:`plan_curve` of :func:`text_variant`), named ``text_<variant>/<part>``, the
+    full text first."""
+    parts = []
+    for variant in sorted(config.pretraining_texts, key=lambda v: v != "1"):
+        for p in plan_curve(text_variant(config, variant)):
+            parts.append(replace(p, name=f"text_{variant}/{p.name}", needs=[f"text_{variant}/{n}" for n in p.needs]))
+    return parts
+
+
+def _train_tokens(config: StudyArgs, seed: int) -> int | None:
+    lm = _load(config.seed_dir(seed) / "results" / "lm.json")
+    return None if lm is None else lm.get("train_tokens")
+
+
+def aggregate_text_curve(config: StudyArgs, record: dict[str, dict] | None = None) -> dict[str, Any]:
+    """``results/pretraining_text_curve.json``: per pre-training text its tokens per seed and its learning curve
+    (:func:`curve_summary`), then per labelled share and method the effect of a doubling of the text — the slope
+    of test accuracy on log2(tokens) fitted per seed over the texts, summarised over seeds — and the best ELMo
+    mix on each text against the full text (paired over seeds).
+
+    Raises:
+        ElmoError: no pre-training text has a finished curve.
+    """
+    texts: dict[str, dict] = {}
+    for variant in config.pretraining_texts:
+        sub = text_variant(config, variant)
+        try:
+            curve = curve_summary(sub)
+        except ElmoError:
+            continue
+        curve.pop("parts"), curve.pop("meta")
+        texts[variant] = {"out_dir": sub.out_dir, "train_tokens": [_train_tokens(sub, s) for s in config.seeds],
+                          "curve": curve}
+    if not texts:
+        raise ElmoError(f"no pre-training text of {list(config.pretraining_texts)} has a finished curve under "
+                        f"{config.out_dir}")
+    doubling, versus_full = {}, []
+    for share in sorted({k for t in texts.values() for k in t["curve"]["sizes"]}, key=float):
+        have = {v: t for v, t in texts.items() if share in t["curve"]["sizes"]}
+        doubling[share] = {}
+        for m in CURVE_METHODS:
+            slopes, seeds = [], []
+            for i, seed in enumerate(config.seeds):
+                xs, ys = [], []
+                for t in have.values():
+                    size = t["curve"]["sizes"][share]
+                    if seed in size["seeds"] and t["train_tokens"][i]:
+                        xs.append(np.log2(t["train_tokens"][i]))
+                        ys.append(size["methods"][m]["test_accuracy"][size["seeds"].index(seed)])
+                if len(xs) >= 2 and np.ptp(xs) > 0:
+                    slopes.append(float(np.polyfit(xs, ys, 1)[0]))
+                    seeds.append(seed)
+            if slopes:
+                doubling[share][m] = {"seeds": seeds, "per_seed": slopes, "summary": summarize(slopes)}
+        full = have.get("1")
+        for variant, t in have.items():
+            if variant == "1" or full is None:
+                continue
+            a, b = t["curve"]["sizes"][share], full["curve"]["sizes"][share]
+            seeds = [s for s in a["seeds"] if s in b["seeds"]]
+            for m in {a["best_elmo"], "word2vec"}:
+                xs = [a["methods"][m]["test_accuracy"][a["seeds"].index(s)] for s in seeds]
+                ys = [b["methods"][m]["test_accuracy"][b["seeds"].index(s)] for s in seeds]
+                if seeds:
+                    versus_full.append({"share": share, "method": m, "a": f"text {variant}", "b": "text 1",
+                                        "seeds": seeds, **paired_over_seeds(xs, ys)})
+    out = {"texts": texts, "accuracy_per_doubling": doubling, "versus_full_text": versus_full,
+           "tests": {"over_seeds": PAIRED_T, "per_doubling": "least-squares slope of test accuracy on log2(training "
+                     "tokens) over the pre-training texts, per seed; mean and 95% t-interval over seeds"},
+           "parts": record or _load(Path(config.out_dir) / "parts.json") or {},
+           "config": config.as_dict(), "meta": environment_info(config.seeds[0])}
+    write_json(Path(config.results_path), out)
+    return out
+
+
+def format_text_curve(out: dict) -> str:
+    """Per pre-training text its tokens and the best ELMo's mean accuracy per share; the accuracy per doubling."""
+    lines = []
+    for variant, t in out["texts"].items():
+        tokens = [x for x in t["train_tokens"] if x]
+        accs = ", ".join(f"{k}: {s['methods'][s['best_elmo']]['summary']['test_accuracy']['mean']:.4f}"
+                         for k, s in t["curve"]["sizes"].items())
+        lines.append(f"text {variant:>6}: {np.mean(tokens) if tokens else float('nan'):,.0f} tokens; best ELMo {accs}")
+    lines.append("test accuracy per doubling of the pre-training text, points (mean over seeds):")
+    for share, methods in out["accuracy_per_doubling"].items():
+        lines.append(f"  labelled share {share}: " + ", ".join(f"{m} {v['summary']['mean'] * 100:+.2f}"
+                                                             for m, v in methods.items()))
+    return "\n".join(lines)

@@ -33,7 +33,7 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +76,29 @@ class StudyArgs:
                                                    "1; 1 is the study's own classify and baselines parts), the "
                                                    "representations on all the training text "
                                                    "(elmo/pipelines/learning_curve.py)")
+    pretraining_texts: tuple[str, ...] = option((), "curve over pre-training text: per text (a share of the training "
+                                                "descriptions such as 0.25, 1, or 'extra': all of them plus "
+                                                "--extra-text-files) the biLM, Word2Vec and SVD re-learnt from it in "
+                                                "<out-dir>/text_<text>/ (1: --out-dir itself) and the classifiers "
+                                                "trained at --labelled-fractions (default 0.1 1)")
+    extra_text_files: tuple[str, ...] | None = option(None, "the extra text of --pretraining-texts extra (default: "
+                                                      "<data-dir>/extra/train_joined_unsplit.csv and "
+                                                      "train_nolabel.csv)")
 
     @property
     def results_path(self) -> str:
         """``--results``, or its default for the mode."""
         if self.results is not None:
             return self.results
+        if self.pretraining_texts:
+            return "results/pretraining_text_curve.json"
         return "results/learning_curve.json" if self.labelled_fractions else "results/seeds.json"
+
+    def extra_text_paths(self) -> list[str]:
+        """``--extra-text-files``, or its default under ``--data-dir``."""
+        if self.extra_text_files is not None:
+            return list(self.extra_text_files)
+        return [str(Path(self.data_dir) / "extra" / name) for name in ("train_joined_unsplit.csv", "train_nolabel.csv")]
 
     def extra_flags(self) -> list[str]:
         """``--extra`` split into flags."""
@@ -103,6 +119,15 @@ class StudyArgs:
             raise ElmoError(f"--labelled-fractions must be distinct shares in (0, 1], got {list(self.labelled_fractions)}")
         if "--labelled-fraction" in self.extra_flags():
             raise ElmoError("--extra must not set --labelled-fraction: give the shares with --labelled-fractions")
+        for text in self.pretraining_texts:
+            try:
+                ok = text == "extra" or 0.0 < float(text) <= 1.0
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ElmoError(f"--pretraining-texts takes shares in (0, 1] and 'extra', got {text!r}")
+        if self.pretraining_texts and {"--text-fraction", "--extra-text"} & set(self.extra_flags()):
+            raise ElmoError("--extra must not set --text-fraction or --extra-text: give the texts with --pretraining-texts")
         if "pretrain" not in self.parts and not self.aggregate_only:
             missing = [s for s in self.seeds if not (self.seed_dir(s) / "models" / "bilstm.pt").is_file()]
             if missing:
@@ -392,8 +417,15 @@ def study(config: StudyArgs) -> dict[str, Any]:
     """
     from . import learning_curve  # it builds on this module
 
+    if config.pretraining_texts and not config.labelled_fractions:
+        config = replace(config, labelled_fractions=(0.1, 1.0))
     config.check()
     check_files(config)
+    if config.pretraining_texts:
+        record = None if config.aggregate_only else run_parts(config, learning_curve.plan_text_curve(config))
+        out = learning_curve.aggregate_text_curve(config, record)
+        print(learning_curve.format_text_curve(out), flush=True)
+        return out
     curve = bool(config.labelled_fractions)
     record = None
     if not config.aggregate_only:

@@ -147,3 +147,57 @@ def test_the_report_says_where_the_lead_is_largest_and_which_goals_are_met(tmp_p
     assert curve_comparisons_table(curve).count("\n") == 1 + 3 * len(shares)
     plot_learning_curve(curve, tmp_path / "curve.png")
     assert (tmp_path / "curve.png").stat().st_size > 10_000
+
+
+def test_the_text_curve_plans_one_study_per_pre_training_text(tmp_path):
+    from elmo.pipelines.learning_curve import plan_text_curve
+
+    config = StudyArgs(seeds=(0,), out_dir=str(tmp_path), data_dir="d", labelled_fractions=(0.1, 1.0),
+                       pretraining_texts=("0.25", "1", "extra"), parts=("pretrain", "classify", "baselines"))
+    config.check()
+    parts = {p.key: p for p in plan_text_curve(config)}
+    assert list(parts)[0] == "seed_0/text_1/pretrain"
+    quarter = parts["seed_0/text_0.25/classify_labelled_0.1"]
+    assert quarter.needs == ["text_0.25/pretrain"] and str(quarter.done_file).startswith(str(tmp_path / "text_0.25"))
+    assert " ".join(quarter.argv).endswith("--labelled-fraction 0.1 --text-fraction 0.25")
+    extra = " ".join(parts["seed_0/text_extra/pretrain"].argv)
+    assert extra.endswith("--extra-text d/extra/train_joined_unsplit.csv d/extra/train_nolabel.csv")
+    assert "--text-fraction" not in " ".join(parts["seed_0/text_1/pretrain"].argv)
+    assert parts["seed_0/text_1/pretrain"].done_file == tmp_path / "seed_0" / "results" / "lm.json"
+    for bad in (("0",), ("more",)):
+        with pytest.raises(ElmoError, match="--pretraining-texts"):
+            StudyArgs(pretraining_texts=bad).check()
+    with pytest.raises(ElmoError, match="--extra must not set --text-fraction"):
+        StudyArgs(pretraining_texts=("0.5",), extra="--text-fraction 0.5").check()
+
+
+def test_the_text_curve_reports_the_accuracy_per_doubling(tmp_path):
+    from elmo.pipelines.learning_curve import aggregate_text_curve, format_text_curve
+
+    rows = make_rows(300, seed=6)
+    write_csv(tmp_path / "data" / "test.csv", rows)
+    labels = [r[0] - 1 for r in rows]
+    rng = np.random.default_rng(2)
+    tokens = {"0.25": 250_000, "0.5": 500_000, "1": 1_000_000}
+    for variant, n in tokens.items():
+        root = tmp_path / "runs" if variant == "1" else tmp_path / "runs" / f"text_{variant}"
+        step = np.log2(n / 250_000)  # 0, 1, 2 doublings: +2 points each for ELMo, +1 for Word2Vec
+        for seed in (0, 1, 2):
+            write_share(root, seed, 1.0, {"trainable_lambda": 0.84 + 0.02 * step, "learned_function": 0.80,
+                                          "word2vec": 0.83 + 0.01 * step, "svd": 0.8, "tfidf_logreg": 0.85},
+                        labels, rng, 300)
+            (root / f"seed_{seed}" / "results" / "lm.json").write_text(json.dumps({"train_tokens": n}))
+    config = StudyArgs(seeds=(0, 1, 2), out_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
+                       labelled_fractions=(1.0,), pretraining_texts=("0.25", "0.5", "1", "extra"),
+                       results=str(tmp_path / "text.json"))
+    out = aggregate_text_curve(config)
+    assert set(out["texts"]) == {"0.25", "0.5", "1"}  # no extra-text run: left out
+    assert out["texts"]["0.5"]["train_tokens"] == [500_000] * 3
+    per_doubling = out["accuracy_per_doubling"]["1"]
+    assert per_doubling["trainable_lambda"]["summary"]["mean"] == pytest.approx(0.02, abs=0.012)  # sampled predictions
+    assert per_doubling["word2vec"]["summary"]["mean"] == pytest.approx(0.01, abs=0.012)
+    assert per_doubling["trainable_lambda"]["seeds"] == [0, 1, 2] and len(per_doubling["svd"]["per_seed"]) == 3
+    quarter = next(c for c in out["versus_full_text"] if c["a"] == "text 0.25" and c["method"] == "trainable_lambda")
+    assert quarter["mean_difference"] < 0 and quarter["n"] == 3
+    assert json.loads((tmp_path / "text.json").read_text())["texts"]["1"]["curve"]["sizes"]["1"]["seeds"] == [0, 1, 2]
+    assert "per doubling" in format_text_curve(out)
