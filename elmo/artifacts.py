@@ -61,6 +61,12 @@ class Outputs:
         """``bilstm.pt``: both directions, the vocabulary and the config."""
         return self.models / "bilstm.pt"
 
+    @property
+    def published_lm(self) -> Path:
+        """``published_lm.pt``: the published (bilm-tf) architecture trained by ``pretrain --architecture``, its
+        softmax and vocabulary (``python -m elmo export`` writes it as bilm-tf's files)."""
+        return self.models / "published_lm.pt"
+
     def lm(self, direction: str) -> Path:
         """``forward.pt`` / ``backward.pt``: one direction of the biLM."""
         return self.models / f"{direction}.pt"

@@ -38,16 +38,13 @@ from ..artifacts import environment_info, write_json
 from ..data.agnews import read_agnews
 from ..data.text import tokenize
 from ..inference.embedder import CHUNK_BATCHES, ElmoEmbedder
-from ..model.bilm_tf import PublishedBiLM, PublishedBiLMConfig
+from ..model.bilm_tf import PUBLISHED_ARCHITECTURES, PublishedBiLM, PublishedBiLMConfig
 from ..model.bilm_tf_io import save_published_bilm
 from ..runtime.device import configure_threads, cpu_has_bf16
 from .children import in_child, peak_rss_mb
 
-#: the published architectures measured (AllenNLP's file names without ``elmo_`` and the suffixes)
-ARCHITECTURES = {
-    "small": ("2x1024_128_2048cnn_1xhighway", PublishedBiLMConfig(hidden_size=1024, projection_dim=128, num_highway=1)),
-    "original": ("2x4096_512_2048cnn_2xhighway", PublishedBiLMConfig()),
-}
+#: the published architectures measured (:data:`~elmo.model.bilm_tf.PUBLISHED_ARCHITECTURES` without ``elmo-``)
+ARCHITECTURES = {name: PUBLISHED_ARCHITECTURES[f"elmo-{name}"] for name in ("small", "original")}
 BATCH = 64
 #: ``torch.profiler`` operator names → the part of the work they are
 OP_GROUPS = {

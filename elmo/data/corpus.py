@@ -19,6 +19,7 @@ from ..errors import ElmoError
 from .batching import SINGLE, CountedBatches, Shard, bucket_batches, eval_share, rank_share
 from .chars import scheme_table
 from .layer_store import DiskLayerStore, MemoryLayerStore
+from .text import tokenize
 from .vocab import Vocabulary
 
 LayerStore = MemoryLayerStore | DiskLayerStore
@@ -42,6 +43,11 @@ class Corpus:
 
     def __len__(self) -> int:
         return len(self.texts)
+
+    def cased(self) -> "Corpus":
+        """The same documents tokenised again from :attr:`texts` with the case kept (the published ELMo
+        architecture reads cased text; :func:`elmo.data.text.tokenize` with ``lowercase=False``)."""
+        return Corpus(self.texts, [tokenize(t, lowercase=False) for t in self.texts], self.labels, self.path)
 
     def subset(self, index: Sequence[int] | np.ndarray) -> "Corpus":
         """The rows at ``index``, in that order."""

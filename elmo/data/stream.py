@@ -53,13 +53,16 @@ class TextSource:
             ``text_column``, a CSV file with a header row.
         text_column: the CSV column holding the text (``--text-column``); ``None`` = plain text.
         max_docs: read only the first ``max_docs`` documents (``None`` = all).
+        lowercase: tokenise lower-cased (:func:`elmo.data.text.tokenize`); ``False`` keeps the case (the published
+            ELMo architecture, ``pretrain --architecture``).
 
     Raises:
         ElmoError: (on construction) a missing file, or a CSV whose header lacks ``text_column``.
     """
 
-    def __init__(self, path: str | os.PathLike, text_column: str | None = None, max_docs: int | None = None):
-        self.path, self.text_column, self.max_docs = Path(path), text_column, max_docs
+    def __init__(self, path: str | os.PathLike, text_column: str | None = None, max_docs: int | None = None,
+                 lowercase: bool = True):
+        self.path, self.text_column, self.max_docs, self.lowercase = Path(path), text_column, max_docs, lowercase
         if not self.path.is_file():
             raise ElmoError(f"{self.path}: file not found")
         if text_column is not None:
@@ -130,7 +133,7 @@ class TextSource:
                 held_out += is_val
                 if is_val != (part == "val"):
                     continue
-            tokens = tokenize(text)
+            tokens = tokenize(text, self.lowercase)
             if not tokens:  # e.g. a line of markup only
                 skipped += 1
                 continue
@@ -147,7 +150,8 @@ class StreamedCorpus:
             :meth:`TextSource.documents`).
         vocab: encodes tokens (OOV → ``<unk>``).
         max_length: documents longer than this are split into pieces of at most this many tokens.
-        max_chars: characters per token for a character biLM (batches then carry ``chars``), else ``None``.
+        max_chars: characters per token for a character biLM (batches then carry ``chars``), else ``None``;
+            char_scheme: their numbering (:data:`elmo.data.chars.CHAR_SCHEMES`).
         buffer_tokens: tokens read, shuffled and bucketed at a time; bounds the memory of the stream.
 
     Raises:
@@ -156,12 +160,12 @@ class StreamedCorpus:
 
     def __init__(self, source: TextSource, vocab: Vocabulary, max_length: int, part: str | None = None,
                  val_fraction: float = 0.0, seed: int = 0, max_val_docs: int | None = None,
-                 max_chars: int | None = None, buffer_tokens: int = 1_000_000):
+                 max_chars: int | None = None, buffer_tokens: int = 1_000_000, char_scheme: str = "elmo"):
         if max_length < 1 or buffer_tokens < 1:
             raise ElmoError(f"max_length and the stream buffer must be positive, got {max_length}, {buffer_tokens}")
         self.source, self.vocab, self.max_length, self.max_chars = source, vocab, max_length, max_chars
         self.part, self.val_fraction, self.seed, self.max_val_docs = part, val_fraction, seed, max_val_docs
-        self.buffer_tokens = buffer_tokens
+        self.buffer_tokens, self.char_scheme = buffer_tokens, char_scheme
 
     def pieces(self) -> Iterator[list[str]]:
         """Token lists of at most ``max_length`` tokens (long documents split), in file order."""
@@ -183,7 +187,7 @@ class StreamedCorpus:
             yield self._encode(docs)
 
     def _encode(self, docs: list[list[str]]) -> EncodedCorpus:
-        return encode_corpus(docs, self.vocab, max_chars=self.max_chars)
+        return encode_corpus(docs, self.vocab, max_chars=self.max_chars, char_scheme=self.char_scheme)
 
     def epoch_batches(self, batch_size: int, max_tokens: int | None, seed: int,
                       shard: Shard = SINGLE) -> Iterator[dict[str, torch.Tensor]]:

@@ -134,10 +134,31 @@ class BiLMConfig:
 
     def softmax_cutoffs(self) -> list[int]:
         """The cutoffs that fit this vocabulary and leave every tail projection at least 1 wide
-        (at least one cutoff is needed by the adaptive softmax)."""
-        cut = [c for c in self.cutoffs if c < self.vocab_size - 1]
-        cut = [c for i, c in enumerate(cut) if self.output_size // (self.div_value ** (i + 1)) >= 1]
-        return cut or [max(1, self.vocab_size // 2)]
+        (:func:`adaptive_cutoffs`)."""
+        return adaptive_cutoffs(self.cutoffs, self.vocab_size, self.output_size, self.div_value)
+
+
+def adaptive_cutoffs(cutoffs: Sequence[int], vocab_size: int, input_dim: int, div_value: float) -> list[int]:
+    """The adaptive-softmax cluster boundaries of ``cutoffs`` that fit ``vocab_size`` words and leave every tail
+    projection (``input_dim / div_value^i`` wide) at least 1 wide; at least one (the adaptive softmax needs one)."""
+    cut = [c for c in cutoffs if c < vocab_size - 1]
+    cut = [c for i, c in enumerate(cut) if input_dim // (div_value ** (i + 1)) >= 1]
+    return cut or [max(1, vocab_size // 2)]
+
+
+def adaptive_softmax(input_dim: int, vocab_size: int, cutoffs: Sequence[int],
+                     div_value: float) -> nn.AdaptiveLogSoftmaxWithLoss:
+    """The adaptive softmax (Grave et al. 2017) of a language model: ``nn.AdaptiveLogSoftmaxWithLoss`` over
+    :func:`adaptive_cutoffs`, its projections' logits returned in fp32.
+
+    Under autocast the softmax's projections run in bf16/fp16 but their logits return to fp32 before
+    log_softmax: exact log-probabilities, and AdaptiveLogSoftmaxWithLoss (which writes cluster
+    log-probabilities into an fp32 buffer) works with mixed precision on the CPU too."""
+    softmax = nn.AdaptiveLogSoftmaxWithLoss(input_dim, vocab_size, adaptive_cutoffs(cutoffs, vocab_size, input_dim,
+                                                                                   div_value), div_value=div_value)
+    for linear in (softmax.head, *(cluster[-1] for cluster in softmax.tail)):
+        linear.register_forward_hook(_fp32_output)
+    return softmax
 
 
 def reverse_index(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
@@ -245,14 +266,7 @@ class LanguageModel(nn.Module):
         self.layers = nn.ModuleList(nn.LSTM(i, config.hidden_size, batch_first=True, proj_size=config.proj_size)
                                     for i in sizes[:-1])
         self.dropout = FastDropout(config.dropout)
-        self.softmax = nn.AdaptiveLogSoftmaxWithLoss(
-            config.output_size, config.vocab_size, config.softmax_cutoffs(), div_value=config.div_value
-        )
-        # Under autocast the softmax's projections run in bf16/fp16 but their logits return to fp32
-        # before log_softmax: exact log-probabilities, and AdaptiveLogSoftmaxWithLoss (which writes
-        # cluster log-probabilities into an fp32 buffer) works with mixed precision on the CPU too.
-        for linear in (self.softmax.head, *(cluster[-1] for cluster in self.softmax.tail)):
-            linear.register_forward_hook(_fp32_output)
+        self.softmax = adaptive_softmax(config.output_size, config.vocab_size, config.cutoffs, config.div_value)
 
     def reading_order(self, ids: torch.Tensor, lengths: torch.Tensor,
                       chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:

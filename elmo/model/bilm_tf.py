@@ -40,7 +40,7 @@ weights cast once per call (not per step) and the cell state and gates stay fp32
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -138,6 +138,17 @@ class PublishedBiLMConfig:
         return "bilm_tf"
 
 
+#: the published ELMo architectures (AllenNLP's file names without ``elmo_`` and the suffixes), by the name
+#: ``python -m elmo pretrain --architecture`` takes: the same char CNN (2048 filters, widths 1-7, 16-dim character
+#: embeddings, 50 characters per token), cell_clip and proj_clip 3, skip connections; the LSTM sizes and highway
+#: layers differ (https://allennlp.org/elmo)
+PUBLISHED_ARCHITECTURES = {
+    "elmo-small": ("2x1024_128_2048cnn_1xhighway", PublishedBiLMConfig(hidden_size=1024, projection_dim=128, num_highway=1)),
+    "elmo-medium": ("2x2048_256_2048cnn_1xhighway", PublishedBiLMConfig(hidden_size=2048, projection_dim=256, num_highway=1)),
+    "elmo-original": ("2x4096_512_2048cnn_2xhighway", PublishedBiLMConfig()),
+}
+
+
 def compute_dtype(device_type: str) -> torch.dtype:
     """The autocast dtype on ``device_type`` when autocast is on there, else float32."""
     try:
@@ -199,8 +210,9 @@ def _clip(x: torch.Tensor, value: float | None) -> torch.Tensor:
 def cached(cache: dict, name: str, sources: list[torch.Tensor | None], dtype: torch.dtype,
            make: Callable[[], list[torch.Tensor | None]]) -> list[torch.Tensor | None]:
     """``make()`` — tensors derived from the parameters ``sources`` in ``dtype`` (cast, merged) — kept in
-    ``cache[name]`` until ``dtype`` or one of ``sources`` changes (in place or replaced); rebuilt every
-    call while autograd needs the gradient through them (fine-tuning)."""
+    ``cache[name]`` until ``dtype`` or one of ``sources`` changes (replaced, or in place through an operation that
+    bumps its version counter; a :class:`CachedWeights` module also empties it on every ``train()`` / ``eval()``);
+    rebuilt every call while autograd needs the gradient through them (training, fine-tuning)."""
     live = [t for t in sources if t is not None]
     if torch.is_grad_enabled() and any(t.requires_grad for t in live):
         return make()
@@ -211,7 +223,22 @@ def cached(cache: dict, name: str, sources: list[torch.Tensor | None], dtype: to
     return cache[name][1]
 
 
-class CharTokenEncoder(nn.Module):
+class CachedWeights(nn.Module):
+    """A module keeping weights derived from its parameters in ``self._cache`` (:func:`cached`), emptied whenever
+    the module (or a parent) is put in training or eval mode: fused optimisers (``torch.optim.Adam(fused=True)``,
+    what :func:`elmo.training.trainer.fit` uses) update parameters in place without bumping their version counter,
+    so the cache key alone would not see an optimiser step; training loops switch modes around every validation."""
+
+    def __init__(self):
+        super().__init__()
+        self._cache: dict = {}
+
+    def train(self, mode: bool = True) -> "CachedWeights":
+        self._cache.clear()
+        return super().train(mode)
+
+
+class CharTokenEncoder(CachedWeights):
     """bilm-tf's token layer: characters → embedding → convolutions + max-pool + activation → highway →
     projection (step 1 of the module docstring).
 
@@ -238,7 +265,6 @@ class CharTokenEncoder(nn.Module):
         self.projection = nn.Linear(width, config.projection_dim) if width != config.projection_dim else None
         widths = torch.cat([torch.full((n,), w) for w, n in config.filters])
         self.register_buffer("filter_widths", widths, persistent=False)
-        self._cache: dict = {}
 
     def weights(self, dtype: torch.dtype) -> list[torch.Tensor | None]:
         """``[embedding, merged conv weight (F, max_width * char_dim), highway weights.., projection]`` in
@@ -289,7 +315,7 @@ class CharTokenEncoder(nn.Module):
         return x if self.projection is None else matmul(x, mats[-1], self.projection.bias.float())
 
 
-class ProjectedLSTM(nn.Module):
+class ProjectedLSTM(CachedWeights):
     """One direction of one layer: TensorFlow's ``LSTMCell(num_proj, cell_clip, proj_clip)`` (step 2 of the
     module docstring), over a whole time-major batch.
 
@@ -315,7 +341,6 @@ class ProjectedLSTM(nn.Module):
         self.bias = nn.Parameter(torch.empty(4 * hidden_size))
         self.projection = nn.Parameter(torch.empty(projection_dim, hidden_size)) if projection_dim < hidden_size else None
         self.register_buffer("tf_bias", None, persistent=False)  # TF's B as loaded (see the class docstring)
-        self._cache: dict = {}
 
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:
         """Random weights of the usual scale (uniform ±1/√fan-in), bias 0 (benchmarks and tests)."""
@@ -356,7 +381,9 @@ class ProjectedLSTM(nn.Module):
 
         Returns:
             ``(outputs (S, B, P), (h, c))`` float32: outputs are zero where a row has ended; ``(h, c)`` is each
-            row's state after its last step (or its initial state if it ran no step).
+            row's state after its last step (or its initial state if it ran no step). Differentiable (training):
+            while autograd needs it, each step's output is kept and stacked at the end instead of written into
+            ``outputs`` in place, and the weights are used as they are (neither cast nor packed, :meth:`weights`).
 
         Raises:
             ElmoError: ``chunk_size`` < 1.
@@ -369,6 +396,8 @@ class ProjectedLSTM(nn.Module):
             h, c = state if state is not None else (x.new_zeros(batch, self.output_size, dtype=torch.float32),
                                                     x.new_zeros(batch, hidden, dtype=torch.float32))
             out = x.new_zeros(steps, batch, self.output_size, dtype=torch.float32)
+            grad = torch.is_grad_enabled() and (x.requires_grad or self.input_weight.requires_grad)
+            steps_out: list[torch.Tensor] = []  # training: each step's output, padded and stacked at the end
             for first, last in step_chunks(active, chunk_size):
                 with record_function("elmo.lstm_input_products"):  # only the positions that run (no padding)
                     packed = torch.cat([x[t, :active[t]] for t in range(first, last)]) if last > first else x[:0, 0]
@@ -382,10 +411,15 @@ class ProjectedLSTM(nn.Module):
                     cell = _clip(torch.addcmul(f * c[:n], i, torch.tanh(g[:, 3 * hidden:])), self.cell_clip)
                     h_new = o * torch.tanh(cell)
                     h_new = h_new if w_proj is None else _clip(matmul(h_new, w_proj), self.proj_clip)
-                    out[t, :n] = h_new
+                    if grad:  # no in-place writes into one tensor, whose backward would copy it at every step
+                        steps_out.append(F.pad(h_new, (0, 0, 0, batch - n)))
+                    else:
+                        out[t, :n] = h_new
                     h = h_new if n == batch else torch.cat([h_new, h[n:]])
                     c = cell if n == batch else torch.cat([cell, c[n:]])
                 del packed, gates_x  # before the next chunk's products are computed: one chunk's alive at a time
+            if steps_out:
+                out = torch.cat([torch.stack(steps_out), out[len(steps_out):]])
         return out, (h, c)
 
     def _input_gates(self, x: torch.Tensor, w_in: torch.Tensor) -> torch.Tensor:
@@ -524,11 +558,7 @@ class PublishedBiLM(nn.Module):
         batch, longest = x.shape[:2]
         lengths = lengths.to(x.device)
         full, sentence = self._with_boundaries(x, lengths)
-        read = sentence if carry else sentence - 1
-        order = torch.argsort(read, descending=True, stable=True)  # longest first: each step runs a prefix of rows
-        restore = torch.argsort(order)
-        counts = read[order].tolist()
-        active = [sum(1 for r in counts if r > t) for t in range(counts[0])] if batch else []
+        order, restore, active = _reading_plan(sentence if carry else sentence - 1)
         depth, width = self.config.num_layers, x.shape[-1]
         layers = x.new_empty(depth + 1, batch, longest, 2 * width, dtype=torch.float32)  # filled as computed
         layers[0, ..., :width] = x
@@ -546,6 +576,38 @@ class PublishedBiLM(nn.Module):
             finals += [(h[restore], c[restore]) for h, c in ends]
         return layers.mul_(length_mask(lengths, longest).unsqueeze(-1).float()), finals if carry else None
 
+    def reading_states(self, chars: torch.Tensor, lengths: torch.Tensor, directions: Sequence[int] = (0, 1),
+                       dropout: Callable[[torch.Tensor], torch.Tensor] | None = None) -> list[torch.Tensor]:
+        """The top LSTM layer of each direction in its own reading order: what the language-model softmax reads
+        (training and held-out perplexity, :class:`elmo.model.bilm_tf_lm.PublishedLanguageModel`). Differentiable
+        through the LSTMs, the highway layers, the projection and the character CNN.
+
+        Args:
+            chars: ``(B, T, C)`` bilm-tf character ids without the sentence boundaries; lengths: ``(B,)`` int64;
+            directions: which stacks run, 0 = forward, 1 = backward; dropout: applied to every LSTM layer's input
+                (bilm-tf's ``DropoutWrapper(input_keep_prob)`` in training; the residual connection adds the
+                dropped input, as TF's wrapper order does), ``None`` = none.
+
+        Returns:
+            One ``(B, T + 1, P)`` float32 tensor per entry of ``directions``: forward position k is the state after
+            reading ``<S> t_1 .. t_k`` (it predicts ``t_{k+1}``, ``</S>`` at ``k = n``); backward position k after
+            reading ``</S> t_n .. t_{n-k+1}`` (it predicts ``t_{n-k}``, ``<S>`` at ``k = n``). Zero past ``n``.
+
+        Raises:
+            ElmoError: ``chars`` missing.
+        """
+        x = self.token_vectors(self._chars(chars))
+        lengths = lengths.to(x.device)
+        full, sentence = self._with_boundaries(x, lengths)
+        order, restore, active = _reading_plan(sentence - 1)
+        states = []
+        for d in directions:
+            inputs = full if d == 0 else reverse_padded(full, sentence)
+            top = self._stack((self.forward_layers, self.backward_layers)[d], inputs[order].transpose(0, 1), active,
+                              None, dropout)[0][-1]
+            states.append(top.transpose(0, 1)[restore][:, :x.shape[1] + 1])
+        return states
+
     def _with_boundaries(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``<S> x_1 .. x_n </S>``, right-padded ``(B, T + 2, P)`` float32, and the lengths ``n + 2``."""
         batch, longest, width = x.shape
@@ -556,14 +618,25 @@ class PublishedBiLM(nn.Module):
         full[torch.arange(batch, device=x.device), lengths + 1] = bounds[1]
         return full, lengths + 2
 
-    def _stack(self, layers: nn.ModuleList, x: torch.Tensor, active: list[int],
-               states: States | None) -> tuple[list[torch.Tensor], States]:
+    def _stack(self, layers: nn.ModuleList, x: torch.Tensor, active: list[int], states: States | None,
+               dropout: Callable[[torch.Tensor], torch.Tensor] | None = None) -> tuple[list[torch.Tensor], States]:
         """One direction's LSTM layers over time-major ``x (S, B, P)``: outputs ``[(S, B, P)] * L`` (skip
-        connections added) and each layer's final ``(h, c)``."""
+        connections added) and each layer's final ``(h, c)``; ``dropout`` on every layer's input."""
         outputs, finals = [], []
         for j, layer in enumerate(layers):
+            x = x if dropout is None else dropout(x)
             h, final = layer(x, active, None if states is None else states[j], self.chunk_size)
             x = h + x if self.config.use_skip_connections and j > 0 else h
             outputs.append(x)
             finals.append(final)
         return outputs, finals
+
+
+def _reading_plan(read: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """How a batch whose row b reads ``read[b]`` steps runs: ``(order, restore, active)``: the rows sorted longest
+    first (each step then runs a prefix of them), the inverse permutation, and the rows running at each step."""
+    order = torch.argsort(read, descending=True, stable=True)
+    restore = torch.argsort(order)
+    counts = read[order].tolist()
+    active = [sum(1 for r in counts if r > t) for t in range(counts[0])] if len(counts) else []
+    return order, restore, active

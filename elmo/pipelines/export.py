@@ -1,8 +1,10 @@
 """Writing a biLM as bilm-tf's files (``python -m elmo export``), for AllenNLP, bilm-tf and our ``ElmoEmbedder``.
 
-``python -m elmo export OUT_DIR --options-file OPTIONS.json --weight-file WEIGHTS.hdf5 [--vocab-file WORDS.txt]``
-reads a published (or previously exported) bilm-tf biLM (:func:`~elmo.model.bilm_tf_io.load_published_bilm`) and
-writes into ``OUT_DIR``:
+``python -m elmo export MODELS_DIR OUT_DIR`` reads the published architecture trained by ``python -m elmo pretrain
+--architecture`` (``MODELS_DIR/published_lm.pt``, :func:`~elmo.model.serialization.load_published_lm`; its training
+vocabulary becomes ``vocab.txt``), and ``python -m elmo export OUT_DIR --options-file OPTIONS.json --weight-file
+WEIGHTS.hdf5 [--vocab-file WORDS.txt]`` a published (or previously exported) bilm-tf biLM
+(:func:`~elmo.model.bilm_tf_io.load_published_bilm`); either writes into ``OUT_DIR``:
 
 ================  ================================================================================================
 ``options.json``  bilm-tf's options (:func:`~elmo.model.bilm_tf_io.options_of`: the ``lstm`` and ``char_cnn``
@@ -11,14 +13,17 @@ writes into ``OUT_DIR``:
                   the forget bias 1.0, ``W_P_0`` only with a projection), float32; a biLM loaded from files and
                   unchanged gives those files' datasets bit for bit
 ``vocab.txt``     bilm-tf's vocabulary file: ``<S>``, ``</S>``, ``<UNK>``, then the ``--vocab-file`` tokens
-                  (:func:`~elmo.model.bilm_tf_io.write_vocabulary`)
+                  (:func:`~elmo.model.bilm_tf_io.write_vocabulary`); for a trained model, its vocabulary's words
+                  (``<bos>``, ``<eos>``, ``<unk>`` are bilm-tf's ``<S>``, ``</S>``, ``<UNK>``)
 ================  ================================================================================================
 
 Each file is written atomically (a temporary file moved into place when complete), weights first and options
 last; none may be one of the inputs (:func:`~elmo.artifacts.refuse_overwriting_inputs`, checked before anything
 is read). Our own biLM (``--bilm models/``, what ``ELMO.py`` trains) is refused with the reason
 (:func:`bilm_tf_refusal`): its forward and backward LMs each have their own token layer, which bilm-tf's format
-(one token layer for both directions) cannot hold; ``docs/published_elmo.md`` ("Exporting") has the details.
+(one token layer for both directions) cannot hold; ``docs/published_elmo.md`` ("Exporting") has the details. The
+training softmax of ``published_lm.pt`` is not written (bilm-tf's inference files, like the published ones, have
+none).
 """
 
 from __future__ import annotations
@@ -30,14 +35,15 @@ from typing import Any, Iterable
 
 import torch
 
-from ..artifacts import check_writable, refuse_overwriting_inputs
+from ..artifacts import Outputs, check_writable, refuse_overwriting_inputs
 from ..data.chars import TF_MAX_CHARS
+from ..data.vocab import SPECIALS
 from ..errors import ElmoError
 from ..inference.embedder import bilm_path
 from ..model.bilm import BiLM
 from ..model.bilm_tf import PublishedBiLM, PublishedBiLMConfig
 from ..model.bilm_tf_io import load_published_bilm, read_vocabulary, save_published_bilm
-from ..model.serialization import load_bilm
+from ..model.serialization import load_bilm, load_published_lm
 from .common import option
 
 #: what ``export`` writes into its folder, bilm-tf's names: options, weights, vocabulary
@@ -48,6 +54,9 @@ EXPORT_FILES = ("options.json", "weights.hdf5", "vocab.txt")
 class ExportArgs:
     """Flags of ``python -m elmo export`` (bilm-tf's files from a biLM)."""
 
+    model: str | None = option(None, "the published architecture trained by `python -m elmo pretrain --architecture`: "
+                               "its --models-dir (holding published_lm.pt) or that file (instead of --options-file "
+                               "and --weight-file)", positional=True, nargs="?")
     out_dir: str = option(None, "the folder to write options.json, weights.hdf5 and vocab.txt into (created if "
                           "missing; files of those names in it are replaced)", positional=True)
     options_file: str | None = option(None, "the biLM's options.json: a published or exported bilm-tf biLM (with "
@@ -60,11 +69,13 @@ class ExportArgs:
     quiet: bool = option(False, "print nothing but errors")
 
     def check(self) -> None:
-        """One biLM: both bilm-tf files, or ``--bilm``. Raises :class:`ElmoError`."""
+        """One biLM: a trained ``MODEL``, both bilm-tf files, or ``--bilm``. Raises :class:`ElmoError`."""
         published = self.options_file is not None or self.weight_file is not None
-        if (self.bilm is None) == (not published):
-            raise ElmoError("give a bilm-tf biLM (--options-file and --weight-file) or our own biLM (--bilm), "
-                            "not both and not neither")
+        if sum((self.model is not None, published, self.bilm is not None)) != 1:
+            raise ElmoError("give one biLM: a model trained with `pretrain --architecture` (MODEL, its models folder), "
+                            "a bilm-tf biLM (--options-file and --weight-file) or our own biLM (--bilm)")
+        if self.model is not None and self.vocab_file is not None:
+            raise ElmoError("--vocab-file goes with --options-file: a trained MODEL writes its own vocabulary")
         if published and (self.options_file is None or self.weight_file is None):
             given, missing = ("--options-file", "--weight-file") if self.weight_file is None else \
                 ("--weight-file", "--options-file")
@@ -152,6 +163,23 @@ def export_bilm(bilm: PublishedBiLM | BiLM, out_dir: str | Path, words: Iterable
             "vocab_file": str(files["vocab.txt"]), **written, "allennlp_limits": allennlp_limits(bilm.config)}
 
 
+def trained_model_file(model: str | Path) -> Path:
+    """The ``published_lm.pt`` of ``model`` (a ``--models-dir`` of ``pretrain --architecture``, or the file itself).
+
+    Raises:
+        ElmoError: it is missing; for a folder holding our word-level ``bilstm.pt`` instead, the reason that biLM
+            cannot be exported (:func:`bilm_tf_refusal`).
+    """
+    path = Path(model)
+    file = Outputs(models=path).published_lm if path.is_dir() else path
+    if file.is_file():
+        return file
+    if path.is_dir() and Outputs(models=path).bilm.is_file():
+        raise ElmoError(f"{model}: {bilm_tf_refusal(load_bilm(Outputs(models=path).bilm)[0])}")
+    raise ElmoError(f"{file} not found: train the published architecture with `python -m elmo pretrain --architecture "
+                    f"elmo-small --models-dir {path.parent if path.suffix == '.pt' else path}` first")
+
+
 def export(config: ExportArgs) -> dict[str, Any]:
     """``python -m elmo export``: the biLM of ``config`` into ``config.out_dir`` (:func:`export_bilm`).
 
@@ -166,13 +194,18 @@ def export(config: ExportArgs) -> dict[str, Any]:
     our_bilm = None if config.bilm is None else Path(config.bilm)
     if our_bilm is not None and our_bilm.is_dir():
         our_bilm = our_bilm / "bilstm.pt"
+    trained = None if config.model is None else trained_model_file(config.model)
     refuse_overwriting_inputs({"--options-file": config.options_file, "--weight-file": config.weight_file,
-                               "--bilm": our_bilm, "--vocab-file": config.vocab_file},
+                               "--bilm": our_bilm, "--vocab-file": config.vocab_file, "model": trained},
                               {f"out_dir ({name})": path for name, path in output_files(config.out_dir).items()})
     if config.bilm is not None:  # loaded first, so that a missing or corrupt file is named as such
         raise ElmoError(f"--bilm {config.bilm}: {bilm_tf_refusal(load_bilm(bilm_path(config.bilm))[0])}")
-    bilm = load_published_bilm(config.options_file, config.weight_file)
-    words = read_vocabulary(config.vocab_file) if config.vocab_file is not None else []
+    if trained is not None:
+        model, vocab, _ = load_published_lm(trained)
+        bilm, words = model.bilm, vocab.itos[len(SPECIALS):]
+    else:
+        bilm = load_published_bilm(config.options_file, config.weight_file)
+        words = read_vocabulary(config.vocab_file) if config.vocab_file is not None else []
     summary = export_bilm(bilm, config.out_dir, words)
     if not config.quiet:
         print(f"wrote {summary['weight_file']} ({summary['datasets']} datasets, {summary['parameters']:,} numbers), "

@@ -40,7 +40,7 @@ import numpy as np
 from ..artifacts import environment_info, write_json
 from ..errors import ElmoError
 from ..training.significance import MCNEMAR, PAIRED_T, mcnemar, paired_over_seeds, summarize
-from .study import BASELINES, Part, StudyArgs, _load, _test_labels, plan, share_name
+from .study import BASELINES, Part, StudyArgs, labels_of_test_split, load_result, plan, share_name
 
 #: the ELMo layer mixes of the curve (frozen λ, the random fixed mix, is a diagnostic of the full-data study)
 CURVE_MIXES = ("trainable_lambda", "learned_function")
@@ -79,7 +79,7 @@ def curve_results(config: StudyArgs, seed: int, fraction: float) -> tuple[dict[s
     """``({method: its result entry}, labelled documents)`` of one seed at one share; methods whose part has
     not finished are absent."""
     d = config.share_dir(seed, fraction)
-    cls, base = _load(d / "results" / "classification.json"), _load(d / "results" / "baselines.json")
+    cls, base = load_result(d / "results" / "classification.json"), load_result(d / "results" / "baselines.json")
     out = {m: cls[m] for m in CURVE_MIXES if cls and m in cls}
     out.update({m: base[m] for m in BASELINES if base and m in base})
     counts = [f.get("labelled_documents") for f in (cls, base) if f]
@@ -116,7 +116,7 @@ def curve_summary(config: StudyArgs, record: dict[str, dict] | None = None) -> d
     Raises:
         ElmoError: no share has a seed with every method finished.
     """
-    labels = _test_labels(config)
+    labels = labels_of_test_split(config)
     sizes: dict[str, dict] = {}
     entries: dict[float, dict[int, dict[str, dict]]] = {}
     for fraction in sorted(config.labelled_fractions):
@@ -157,7 +157,7 @@ def curve_summary(config: StudyArgs, record: dict[str, dict] | None = None) -> d
                                    **_paired([per_seed[s][best] for s in seeds], [full[s][b] for s in seeds], None,
                                              seeds)})
     out = {"fractions": [sizes[k]["fraction"] for k in sizes], "sizes": sizes, "across_sizes": across,
-           "tests": {"over_seeds": PAIRED_T, "per_seed": MCNEMAR}, "parts": record or _load(
+           "tests": {"over_seeds": PAIRED_T, "per_seed": MCNEMAR}, "parts": record or load_result(
                Path(config.out_dir) / "parts.json") or {},
            "config": config.as_dict(), "meta": environment_info(config.seeds[0])}
     return out
@@ -219,7 +219,7 @@ def plan_text_curve(config: StudyArgs) -> list[Part]:
 
 
 def _train_tokens(config: StudyArgs, seed: int) -> int | None:
-    lm = _load(config.seed_dir(seed) / "results" / "lm.json")
+    lm = load_result(config.seed_dir(seed) / "results" / "lm.json")
     return None if lm is None else lm.get("train_tokens")
 
 
@@ -278,7 +278,7 @@ def aggregate_text_curve(config: StudyArgs, record: dict[str, dict] | None = Non
     out = {"texts": texts, "accuracy_per_doubling": doubling, "versus_full_text": versus_full,
            "tests": {"over_seeds": PAIRED_T, "per_doubling": "least-squares slope of test accuracy on log2(training "
                      "tokens) over the pre-training texts, per seed; mean and 95% t-interval over seeds"},
-           "parts": record or _load(Path(config.out_dir) / "parts.json") or {},
+           "parts": record or load_result(Path(config.out_dir) / "parts.json") or {},
            "config": config.as_dict(), "meta": environment_info(config.seeds[0])}
     write_json(Path(config.results_path), out)
     return out

@@ -5,6 +5,12 @@ token embeddings from Word2Vec trained on the same text (``--init-embeddings wor
 ``none`` keeps them random) → train the forward LM, then the backward LM, with :func:`elmo.training.trainer.fit` (early stopping on validation perplexity) →
 exact full-vocabulary evaluation on validation and test → write ``word2idx.pkl``, ``forward.pt``,
 ``backward.pt``, ``bilstm.pt``, ``results/lm.json`` and the plots.
+
+With ``--architecture`` (:func:`pretrain_published`) the published ELMo architecture is trained instead: the text
+keeps its case, batches carry bilm-tf's character ids, both directions train at once
+(:class:`~elmo.model.bilm_tf_lm.PublishedLanguageModel`, one token layer and one softmax shared by them) through the
+same :func:`~elmo.training.trainer.fit`, and ``published_lm.pt`` and ``results/lm.json`` (exact perplexity per
+direction) are written (docs/make_your_own_elmo.md).
 """
 
 from __future__ import annotations
@@ -27,8 +33,19 @@ from ..data.stream import StreamedCorpus, TextSource
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..model.bilm import TOKEN_ENCODERS, BiLM, BiLMConfig, LanguageModel
+from ..model.bilm_tf import PUBLISHED_ARCHITECTURES, PublishedBiLMConfig
+from ..model.bilm_tf_io import options_of, read_options
+from ..model.bilm_tf_lm import (
+    DEFAULT_SOFTMAX,
+    DIRECTION_NAMES,
+    SOFTMAXES,
+    PublishedDirection,
+    PublishedLanguageModel,
+    PublishedLMConfig,
+)
 from ..model.char_cnn import DEFAULT_FILTERS
-from ..model.serialization import lm_checkpoint, save_bilm
+from ..model.sampled_softmax import BILM_TF_SAMPLES
+from ..model.serialization import lm_checkpoint, save_bilm, save_published_lm
 from ..model.static import center_vectors, common_direction_cosine, copy_vectors, word2vec_vectors
 from ..runtime import distributed
 from ..training.evaluation import evaluate_words, perplexity
@@ -104,6 +121,20 @@ class PretrainArgs(CommonArgs):
     max_val_docs: int = option(10000, "--train-file without --val-file: hold out at most this many lines")
     stream_buffer: int = option(1_000_000, "--train-file: tokens read, shuffled and length-bucketed at a time "
                                 "(documents are shuffled within this window; it bounds the stream's memory)")
+    architecture: str | None = option(None, "train the published ELMo architecture (bilm-tf's character biLM, one "
+                                      "token layer and one softmax shared by both directions; docs/make_your_own_elmo.md) "
+                                      "instead of our word-level biLM: " + ", ".join(
+                                          f"{name} ({sizes})" for name, (sizes, _) in PUBLISHED_ARCHITECTURES.items())
+                                      + ", or the path of a bilm-tf options.json with your own sizes. The text keeps "
+                                      "its case; writes <models-dir>/published_lm.pt, which `python -m elmo export "
+                                      "MODELS_DIR OUT_DIR` writes as bilm-tf's options.json, weights.hdf5 and vocab.txt")
+    softmax: str = option(DEFAULT_SOFTMAX, "--architecture: the training softmax over the vocabulary: adaptive (Grave "
+                          "et al. 2017, as our word-level biLM) or sampled (bilm-tf's: --softmax-samples log-uniform "
+                          "candidates per batch and direction). Held-out perplexities are exact full-vocabulary ones "
+                          "either way; the default trained faster to the same perplexity "
+                          "(results/experiments/softmax_choice)", choices=SOFTMAXES)
+    softmax_samples: int = option(BILM_TF_SAMPLES, "--softmax sampled: candidates per batch and direction "
+                                  f"(bilm-tf: {BILM_TF_SAMPLES}; at most the vocabulary size)")
 
     def bilm_config(self, vocab_size: int) -> BiLMConfig:
         """The :class:`~elmo.model.bilm.BiLMConfig` these flags ask for. Raises :class:`ElmoError` on bad sizes."""
@@ -118,12 +149,41 @@ class PretrainArgs(CommonArgs):
                           char_dim=self.char_dim, char_filters=filters, num_highway=self.num_highway,
                           max_chars=self.max_chars, residual=self.residual, proj_size=self.proj_size)
 
+    def published_config(self) -> PublishedBiLMConfig | None:
+        """The published architecture ``--architecture`` names (:data:`~elmo.model.bilm_tf.PUBLISHED_ARCHITECTURES`,
+        or an options.json read by :func:`~elmo.model.bilm_tf_io.read_options`), ``None`` without it.
+
+        Raises:
+            ElmoError: an unknown name, or a missing or invalid options file (the message starts with the flag).
+        """
+        if self.architecture is None:
+            return None
+        if self.architecture in PUBLISHED_ARCHITECTURES:
+            return PUBLISHED_ARCHITECTURES[self.architecture][1]
+        if not Path(self.architecture).suffix.lower() == ".json" and not Path(self.architecture).is_file():
+            raise ElmoError(f"--architecture must be {', '.join(PUBLISHED_ARCHITECTURES)} or the path of a bilm-tf "
+                            f"options.json, got {self.architecture!r}")
+        try:
+            return read_options(self.architecture)
+        except ElmoError as exc:
+            raise ElmoError(f"--architecture {exc}") from None
+
+    def published_lm_config(self, vocab_size: int) -> PublishedLMConfig:
+        """The training head of the published architecture (``--softmax``, ``--softmax-samples``, ``--dropout``)."""
+        return PublishedLMConfig(vocab_size=vocab_size, softmax=self.softmax, samples=self.softmax_samples,
+                                 dropout=self.dropout)
+
+    def model_config(self, vocab_size: int) -> BiLMConfig | PublishedBiLMConfig:
+        """What is trained: the published architecture (``--architecture``) or our biLM (:meth:`bilm_config`)."""
+        return self.published_config() or self.bilm_config(vocab_size)
+
     def check(self) -> None:
         """:meth:`CommonArgs.check` plus the biLM's sizes and the vocabulary and stream flags. Raises
         :class:`ElmoError` naming the flag (or the ``BiLMConfig`` / ``TrainConfig`` field it sets)."""
         super().check()
         if self.min_freq < 1 or (self.max_vocab is not None and self.max_vocab < 1):
             raise ElmoError(f"--min-freq and --max-vocab must be >= 1, got {self.min_freq}, {self.max_vocab}")
+        self._check_architecture()
         self.bilm_config(vocab_size=10)
         TrainConfig(epochs=self.epochs, lr=self.lr, lr_gamma=self.lr_gamma, warmup_steps=self.warmup_steps)  # flags
         if self.train_file is None:
@@ -136,6 +196,32 @@ class PretrainArgs(CommonArgs):
         if self.max_val_docs < 1 or self.stream_buffer < 1:
             raise ElmoError(f"--max-val-docs and --stream-buffer must be >= 1, got {self.max_val_docs}, "
                             f"{self.stream_buffer}")
+
+
+    def _check_architecture(self) -> None:
+        """``--architecture`` and the flags that go with it (or only without it). Raises :class:`ElmoError`."""
+        defaults = PretrainArgs()
+        if self.architecture is None:
+            changed = [f for f in ("softmax", "softmax_samples") if getattr(self, f) != getattr(defaults, f)]
+            if changed:
+                raise ElmoError(f"{' and '.join(_flag(f) for f in changed)} go with --architecture (our word-level "
+                                "biLM always trains an adaptive softmax)")
+            return
+        self.published_config()
+        self.published_lm_config(vocab_size=10)
+        sizes = [f for f in OUR_BILM_FLAGS if getattr(self, f) != getattr(defaults, f)]
+        if sizes:
+            raise ElmoError(f"{', '.join(_flag(f) for f in sizes)}: our word-level biLM's option(s), which "
+                            f"--architecture {self.architecture} does not take (the architecture sets the sizes)")
+
+
+#: flags of our word-level biLM that the published architecture (``--architecture``) does not take
+OUR_BILM_FLAGS = ("embedding_dim", "hidden_size", "num_layers", "init_embeddings", "token_encoder", "char_filters",
+                  "char_dim", "num_highway", "max_chars", "residual", "proj_size")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainArgs, say=print) -> dict:
@@ -201,6 +287,8 @@ def pretraining_splits(config: PretrainArgs) -> tuple[tuple[Corpus, Corpus, Corp
     train, val, test = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs,
                                    config.skip_bad_rows, config.download)
     text, stats = pretraining_text(train, [val, test], config.text_fraction, config.seed, config.extra_text)
+    if config.architecture is not None:  # the published architecture reads cased text
+        return (text.cased(), val.cased(), test.cased()), stats
     return (text, val, test), stats
 
 
@@ -222,8 +310,8 @@ def prepare_data(config: PretrainArgs, splits: tuple[Corpus, Corpus, Corpus] | N
     """
     splits = pretraining_splits(config)[0] if splits is None else splits
     vocab = shared_vocabulary(lambda: Vocabulary.build(splits[0].tokens, config.min_freq, config.max_vocab))
-    chars = config.bilm_config(len(vocab)).chars_per_token
-    data = {name: encode_corpus(c.tokens, vocab, c.labels, config.max_length, chars)
+    model = config.model_config(len(vocab))
+    data = {name: encode_corpus(c.tokens, vocab, c.labels, config.max_length, model.chars_per_token, model.char_scheme)
             for name, c in zip(("train", "val", "test"), splits)}
     return splits, vocab, data
 
@@ -244,12 +332,14 @@ def prepare_stream(config: PretrainArgs) -> tuple[Vocabulary, dict[str, Streamed
     Raises:
         ElmoError: missing or unreadable files, a missing ``--text-column``, or no training text.
     """
+    lowercase = config.architecture is None  # the published architecture reads cased text
+
     def open_source(path: str, max_docs: int | None = None) -> TextSource:
         if Path(path).suffix.lower() != ".csv":
-            return TextSource(path, None, max_docs)
+            return TextSource(path, None, max_docs, lowercase)
         if config.text_column is None:
             raise ElmoError(f"{path}: a CSV file: name the column holding the text with --text-column")
-        return TextSource(path, config.text_column, max_docs)
+        return TextSource(path, config.text_column, max_docs, lowercase)
 
     source = open_source(config.train_file, config.max_docs)
     holdout = config.val_file is None
@@ -266,8 +356,9 @@ def prepare_stream(config: PretrainArgs) -> tuple[Vocabulary, dict[str, Streamed
     if distributed.context().is_main and stats["train_documents"] == 0:
         raise ElmoError(f"{config.train_file}: no training text (every line is blank or held out)")
     stats["skipped_lines"] = source.skipped
+    model = config.model_config(len(vocab))
     common = {"vocab": vocab, "max_length": config.max_length, "buffer_tokens": config.stream_buffer,
-              "max_chars": config.bilm_config(len(vocab)).chars_per_token}
+              "max_chars": model.chars_per_token, "char_scheme": model.char_scheme}
     data = {"train": StreamedCorpus(source, part="train" if holdout else None, **split, **common),
             "val": StreamedCorpus(source, part="val", **split, **common) if holdout
             else StreamedCorpus(open_source(config.val_file), **common)}
@@ -305,24 +396,35 @@ def load_data(config: PretrainArgs, run: StartedRun) -> PretrainData:
                         oov, lambda: train.tokens, text_stats=text_stats)
 
 
-def train_directions(bilm: BiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun) -> dict[str, FitResult]:
-    """Train the forward LM, then the backward LM, each with early stopping on validation perplexity."""
-    data, device, shard = loaded.data, run.device, run.ctx.shard
-    train = data["train"]
-    # warm-up never longer than one epoch (a small corpus would otherwise train at a fraction of --lr throughout)
+def lm_train_config(config: PretrainArgs, train: EncodedCorpus | StreamedCorpus) -> TrainConfig:
+    """The optimisation settings of a biLM run, the warm-up never longer than one epoch (a small corpus would
+    otherwise train at a fraction of ``--lr`` throughout)."""
     steps = len(train.batches(config.batch_size, config.max_tokens)) if isinstance(train, EncodedCorpus) else None
     warmup = config.warmup_steps if steps is None else min(config.warmup_steps, steps)
-    train_config = TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience,
-                               lr_gamma=config.lr_gamma, warmup_steps=warmup)
+    return TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience,
+                       lr_gamma=config.lr_gamma, warmup_steps=warmup)
+
+
+def lm_objective(lm: torch.nn.Module, loaded: PretrainData, config: PretrainArgs, run: StartedRun) -> Objective:
+    """A language model's :class:`~elmo.training.trainer.Objective`: the training text's shuffled batches (this
+    rank's share), its ``(loss, predicted words)``, early stopping on the validation perplexity."""
+    data = loaded.data
+    return Objective(
+        batches=lambda epoch: data["train"].epoch_batches(config.batch_size, config.max_tokens, config.seed + epoch,
+                                                          run.ctx.shard),
+        loss_fn=lambda model, batch: model(batch["ids"], batch["lengths"], batch.get("chars")),
+        validate=lambda: {"perplexity": perplexity(lm, data["val"], run.device)},
+        monitor="perplexity", maximize=False)
+
+
+def train_directions(bilm: BiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun) -> dict[str, FitResult]:
+    """Train the forward LM, then the backward LM, each with early stopping on validation perplexity."""
+    device = run.device
+    train_config = lm_train_config(config, loaded.data["train"])
     fitted = {}
     for lm in (bilm.forward_lm, bilm.backward_lm):
         torch.manual_seed(config.seed + run.ctx.rank)  # one dropout stream per rank; rank 0 = a single process's
-        objective = Objective(
-            batches=lambda epoch: data["train"].epoch_batches(config.batch_size, config.max_tokens, config.seed + epoch,
-                                                              shard),
-            loss_fn=lambda model, batch: model(batch["ids"], batch["lengths"], batch.get("chars")),
-            validate=lambda lm=lm: {"perplexity": perplexity(lm, data["val"], device)},
-            monitor="perplexity", maximize=False)
+        objective = lm_objective(lm, loaded, config, run)
         fitted[lm.direction] = fit(lm, objective, train_config, device, run.amp_dtype,
                                    checkpointing(config, f"{lm.direction}_lm", vocab=loaded.vocab.fingerprint()),
                                    Progress(f"{lm.direction} LM", "tok", config.quiet))
@@ -337,11 +439,13 @@ def check_files(config: PretrainArgs) -> None:
         ElmoError: naming the output and the input it would write over.
     """
     out = config.outputs
+    models = [out.word2idx, out.lm("forward"), out.lm("backward"), out.bilm, out.checkpoint("forward_lm"),
+              out.checkpoint("backward_lm")] if config.architecture is None \
+        else [out.published_lm, out.checkpoint("published_lm")]
     refuse_overwriting(config, {"--train-file": config.train_file, "--val-file": config.val_file,
-                                "--test-file": config.test_file},
-                       [out.word2idx, out.lm("forward"), out.lm("backward"), out.bilm, out.checkpoint("forward_lm"),
-                        out.checkpoint("backward_lm"), out.result("lm"), out.image("lm_loss"),
-                        out.image("lm_confusion_forward"), out.image("lm_confusion_backward")],
+                                "--test-file": config.test_file, "--architecture": config.architecture},
+                       [*models, out.result("lm"), out.image("lm_loss"), out.image("lm_confusion_forward"),
+                        out.image("lm_confusion_backward")],
                        agnews=config.train_file is None)
 
 
@@ -360,26 +464,22 @@ def pretrain(config: PretrainArgs) -> dict:
     resolve_batch_size(config, len(loaded.data["train"]) if isinstance(loaded.data["train"], EncodedCorpus) else None,
                        say)
     vocab = loaded.vocab
-    if ctx.is_main:
-        vocab.save_pickle(outputs.word2idx)
-    bilm_config = config.bilm_config(len(vocab))
     say(f"data: {loaded.source}: " + " / ".join(f"{n} {k}" for k, n in loaded.counts.items()) + " documents, "
         f"{loaded.train_tokens:,} training tokens, vocabulary {len(vocab):,} ("
         + ", ".join(f"OOV {k} {v:.2%}" for k, v in loaded.oov.items()) + f"), device {run.device}, "
         + (f"{ctx.world_size} processes × " if ctx.enabled else "") + f"{run.threads} threads, "
         f"{run.precision} training")
+    if config.architecture is not None:
+        return pretrain_published(config, run, loaded)
+    if ctx.is_main:
+        vocab.save_pickle(outputs.word2idx)
+    bilm_config = config.bilm_config(len(vocab))
     bilm = BiLM(bilm_config)
     # Rank 0's weights reach every rank when fit() wraps the model (DDP broadcasts them), so only it
     # needs the Word2Vec vectors.
     out_init = init_embeddings(bilm, vocab, loaded.sentences(), config, say) if ctx.is_main else {}
     bilm.to(run.device)
-    out = {"precision": run.precision, "val": {}, "test": {}, "train_tokens": loaded.train_tokens,
-           "vocab_size": len(vocab), "oov_rate": loaded.oov, "documents": loaded.counts, "directions": {},
-           "init_embeddings": out_init, "processes": ctx.world_size}
-    if loaded.skipped_lines is not None:
-        out["skipped_lines"] = loaded.skipped_lines
-    if loaded.text_stats is not None:
-        out["pretraining_text"] = loaded.text_stats
+    out = lm_summary(loaded, run, {"init_embeddings": out_init})
     started = time.perf_counter()
     fitted = train_directions(bilm, loaded, config, run)
     out["train_seconds"] = time.perf_counter() - started
@@ -387,6 +487,65 @@ def pretrain(config: PretrainArgs) -> dict:
         write_outputs(bilm, loaded, fitted, config, run, out, started)
     distributed.barrier()  # the other ranks wait for rank 0's files, so the job ends as one
     return out
+
+
+def lm_summary(loaded: PretrainData, run: StartedRun, extra: dict) -> dict:
+    """The start of ``lm.json``: precision, the data (tokens, vocabulary, OOV rates, documents), ``extra`` and
+    the processes; the perplexities and the training history are filled in later."""
+    out = {"precision": run.precision, "val": {}, "test": {}, "train_tokens": loaded.train_tokens,
+           "vocab_size": len(loaded.vocab), "oov_rate": loaded.oov, "documents": loaded.counts, "directions": {},
+           **extra, "processes": run.ctx.world_size}
+    if loaded.skipped_lines is not None:
+        out["skipped_lines"] = loaded.skipped_lines
+    if loaded.text_stats is not None:
+        out["pretraining_text"] = loaded.text_stats
+    return out
+
+
+def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainData) -> dict:
+    """``--architecture``: train the published architecture (:class:`~elmo.model.bilm_tf_lm.PublishedLanguageModel`:
+    both directions at once, one token layer and one softmax shared by them) with :func:`~elmo.training.trainer.fit`
+    (early stopping on the validation perplexity of both directions, checkpoints, ``--resume``), then rank 0
+    evaluates each direction exactly and writes ``published_lm.pt``, ``lm.json`` and the plots.
+
+    Returns:
+        the ``lm.json`` content (on every rank).
+    """
+    model = PublishedLanguageModel(config.published_config(), config.published_lm_config(len(loaded.vocab)),
+                                   seed=config.seed).to(run.device)
+    out = lm_summary(loaded, run, {"architecture": config.architecture, "softmax": config.softmax})
+    started = time.perf_counter()
+    torch.manual_seed(config.seed + run.ctx.rank)  # one dropout and candidate stream per rank
+    fitted = fit(model, lm_objective(model, loaded, config, run), lm_train_config(config, loaded.data["train"]),
+                 run.device, run.amp_dtype, checkpointing(config, "published_lm", vocab=loaded.vocab.fingerprint()),
+                 Progress("biLM", "tok", config.quiet))
+    out["train_seconds"] = time.perf_counter() - started
+    if run.ctx.is_main:
+        meta = {**environment_info(config.seed), "config": asdict(config)}
+        save_published_lm(model, loaded.vocab, run.outputs.published_lm, meta)
+        for name in DIRECTION_NAMES:
+            evaluate_direction(model.direction(name), fitted, loaded.data, run, loaded.vocab, out)
+        out["bilm_config"], out["options"] = asdict(model.bilm.config), options_of(model.bilm.config)
+        out["lm_config"] = asdict(model.config)
+        finish_lm_results(out, config, run, started, {"biLM": fitted.history}, ["published_lm"])
+    distributed.barrier()
+    return out
+
+
+def finish_lm_results(out: dict, config: PretrainArgs, run: StartedRun, started: float,
+                      histories: dict[str, list[dict]], checkpoints: list[str]) -> None:
+    """Rank 0, after the model files: complete and write ``lm.json`` (throughput, seconds, flags, environment),
+    plot the loss curves of ``histories`` (training loss and validation log-perplexity per epoch), delete the
+    training ``checkpoints`` and print the table."""
+    out["tokens_per_second"] = {d: out["directions"][d]["tokens_per_second"] for d in out["directions"]}
+    out["seconds"] = time.perf_counter() - started
+    out["config"], out["meta"] = asdict(config), environment_info(config.seed)
+    write_json(run.outputs.result("lm"), out)
+    plot_curves({f"{d} train": [row["train_loss"] for row in rows] for d, rows in histories.items()}
+                | {f"{d} val": [math.log(row["val_perplexity"]) for row in rows] for d, rows in histories.items()},
+                run.outputs.image("lm_loss"), "biLM loss per epoch", "NLL (nats per word)")
+    remove_checkpoints(config, checkpoints)
+    run.say("\n" + format_lm_table(out))
 
 
 def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult], config: PretrainArgs,
@@ -398,21 +557,13 @@ def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult]
     for lm in (bilm.forward_lm, bilm.backward_lm):
         save_checkpoint(lm_checkpoint(lm, vocab, meta), outputs.lm(lm.direction))
         evaluate_direction(lm, fitted[lm.direction], loaded.data, run, vocab, out)
-    out["tokens_per_second"] = {d: out["directions"][d]["tokens_per_second"] for d in out["directions"]}
-    out["seconds"] = time.perf_counter() - started
-    out["config"], out["meta"] = asdict(config), environment_info(config.seed)
     out["bilm_config"] = asdict(bilm.config)
     save_bilm(bilm, vocab, outputs.bilm, meta)
-    write_json(outputs.result("lm"), out)
-    history = {d: out["directions"][d]["history"] for d in out["directions"]}
-    plot_curves({f"{d} train": [row["train_loss"] for row in rows] for d, rows in history.items()}
-                | {f"{d} val": [math.log(row["val_perplexity"]) for row in rows] for d, rows in history.items()},
-                outputs.image("lm_loss"), "biLM loss per epoch", "NLL (nats per word)")
-    remove_checkpoints(config, ["forward_lm", "backward_lm"])
-    run.say("\n" + format_lm_table(out))
+    finish_lm_results(out, config, run, started, {d: out["directions"][d]["history"] for d in out["directions"]},
+                      ["forward_lm", "backward_lm"])
 
 
-def evaluate_direction(lm: LanguageModel, fitted: FitResult, data: dict, run: StartedRun, vocab: Vocabulary,
+def evaluate_direction(lm: LanguageModel | PublishedDirection, fitted: FitResult, data: dict, run: StartedRun, vocab: Vocabulary,
                        out: dict) -> None:
     """Exact full-vocabulary evaluation of one trained LM on val (and test, when there is one): adds its
     perplexities, word metrics and training history to ``out`` and plots the test (else val)

@@ -221,7 +221,7 @@ def run_parts(config: StudyArgs, parts: list[Part], say=print) -> dict[str, dict
         ElmoError: a part failed (its log named); the others that do not depend on it are finished first.
     """
     record_path = Path(config.out_dir) / "parts.json"
-    record: dict[str, dict] = _load(record_path) or {}
+    record: dict[str, dict] = load_result(record_path) or {}
     todo = [p for p in parts if not p.done_file.is_file()]
     for p in parts:
         if p.done_file.is_file():
@@ -272,7 +272,8 @@ def _wait_any(pids: list[int]) -> tuple[int, int, "os.struct_rusage"]:
         time.sleep(0.2)
 
 
-def _load(path: Path) -> dict | None:
+def load_result(path: Path) -> dict | None:
+    """The JSON at ``path``, ``None`` when the file does not exist (a part that has not finished)."""
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
@@ -281,7 +282,7 @@ def seed_results(config: StudyArgs, seed: int) -> dict[str, dict]:
     and ``"lm"`` (``lm.json``); methods whose part has not finished are absent."""
     d = config.seed_dir(seed)
     out: dict[str, dict] = {}
-    cls, mlp, base, lm = (_load(d / f) for f in ("results/classification.json", "results_mlp/classification.json",
+    cls, mlp, base, lm = (load_result(d / f) for f in ("results/classification.json", "results_mlp/classification.json",
                                                  "results/baselines.json", "results/lm.json"))
     for name in LAYER_MIXES:
         if cls and name in cls:
@@ -323,7 +324,7 @@ def _comparisons(per_seed: dict[int, dict[str, dict]], seeds: list[int], labels:
     return out
 
 
-def _test_labels(config: StudyArgs) -> list[int] | None:
+def labels_of_test_split(config: StudyArgs) -> list[int] | None:
     """The test split's labels in file order (for McNemar's test), ``None`` when the file cannot be read."""
     try:
         return list(read_agnews(Path(config.data_dir) / "test.csv").labels)
@@ -359,9 +360,9 @@ def aggregate(config: StudyArgs, record: dict[str, dict] | None = None) -> dict[
     lm["seconds"] = [per_seed[s]["lm"].get("seconds") for s in seeds]
     out = {"seeds": seeds, "methods": methods, "bilm": {**lm, "summary": {k: summarize(v) for k, v in lm.items()
                                                                            if None not in v}},
-           "comparisons": _comparisons(per_seed, seeds, _test_labels(config)),
+           "comparisons": _comparisons(per_seed, seeds, labels_of_test_split(config)),
            "tests": {"over_seeds": PAIRED_T, "per_seed": MCNEMAR},
-           "parts": record or _load(Path(config.out_dir) / "parts.json") or {},
+           "parts": record or load_result(Path(config.out_dir) / "parts.json") or {},
            "config": config.as_dict(), "meta": environment_info(seeds[0])}
     write_json(Path(config.results_path), out)
     return out

@@ -20,7 +20,6 @@ import torch.nn.functional as F
 from ..data.agnews import NUM_CLASSES, labelled_draw, load_agnews
 from ..data.corpus import Corpus, EncodedCorpus, encode_corpus
 from ..data.pretraining_text import pretraining_text
-from ..data.text import tokenize
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..inference.class_probabilities import class_probabilities
@@ -141,11 +140,6 @@ def _load_bilm(run: StartedRun, published: tuple[str, str] | None) -> tuple[BiLM
     return bilm, vocab, str(path)
 
 
-def cased(corpus: Corpus) -> Corpus:
-    """``corpus`` tokenised again with the case kept (the published ELMo models read cased text)."""
-    return Corpus(corpus.texts, [tokenize(t, lowercase=False) for t in corpus.texts], corpus.labels, corpus.path)
-
-
 def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskData:
     """Start the run (:func:`~elmo.pipelines.common.start`), load the biLM onto the device and read and
     encode the train/val/test splits.
@@ -167,7 +161,7 @@ def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskD
                          config.download)
     corpora = dict(zip(("train", "val", "test"), splits))
     if vocab is None:
-        corpora = {name: cased(c) for name, c in corpora.items()}
+        corpora = {name: c.cased() for name, c in corpora.items()}
         vocab = Vocabulary.build(corpora["train"].tokens, TASK_MIN_FREQ, TASK_MAX_VOCAB)
     if distributed.broadcast_words([bilm_fingerprint(bilm, vocab)]) != [bilm_fingerprint(bilm, vocab)]:
         raise ElmoError(f"rank {run.ctx.rank}: {where} (or the data) differs from rank 0's: every node needs the same")

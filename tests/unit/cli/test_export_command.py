@@ -64,7 +64,7 @@ def test_export_names_a_missing_file(capsys, tmp_path):
     assert err == f"error: {tmp_path / 'words.txt'}: vocabulary file not found\n"
     err = refused(capsys, [str(tmp_path / "out"), "--options-file", str(OPTIONS)])
     assert err == "error: --options-file needs --weight-file too: a bilm-tf biLM is the pair of files\n"
-    assert "not both and not neither" in refused(capsys, [str(tmp_path / "out")])
+    assert "give one biLM" in refused(capsys, [str(tmp_path / "out")])
     err = refused(capsys, [str(tmp_path / "out"), "--bilm", str(tmp_path / "models")])
     assert f"{tmp_path / 'models' / 'bilstm.pt'} not found" in err
     assert not (tmp_path / "out").exists()

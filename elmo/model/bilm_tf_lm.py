@@ -1,0 +1,227 @@
+"""Training the published (bilm-tf) ELMo architecture: :class:`~elmo.model.bilm_tf.PublishedBiLM` plus a softmax
+over the training vocabulary (``python -m elmo pretrain --architecture``).
+
+Source: Peters et al. (2018) §3.1 and bilm-tf's ``bilm/training.py`` (``LanguageModel``). Per sentence
+``t_1 .. t_n`` (:meth:`~elmo.model.bilm_tf.PublishedBiLM.reading_states`):
+
+* the forward LM reads ``<S> t_1 .. t_n`` and predicts ``t_1 .. t_n </S>``; the backward LM reads
+  ``</S> t_n .. t_1`` and predicts ``t_n .. t_1 <S>``; ``n + 1`` predicted words per direction;
+* both read the **one token layer** (character CNN → highway → projection), as in bilm-tf, where the backward
+  direction reuses the forward direction's CNN, highway and projection variables;
+* the top LSTM layer of each direction goes through dropout and **one softmax shared by both directions**
+  (bilm-tf's ``softmax/W``, ``softmax/b``: "the output softmax variables -- they are shared if bidirectional");
+* the loss is the mean of the two directions' mean negative log-likelihoods (bilm-tf's
+  ``total_loss = 0.5 * (loss_fwd + loss_bwd)``); dropout (bilm-tf: 0.1) on every LSTM layer's input and on the top
+  layer before the softmax.
+
+Unlike bilm-tf, sentences are read one at a time from zero LSTM states (bilm-tf trains on fixed 20-step windows of
+concatenated sentences with the states carried from batch to batch): the same way
+:meth:`~elmo.model.bilm_tf.PublishedBiLM.forward` computes the ELMo layers, so the biLM is trained as it is used.
+
+The softmax (:data:`SOFTMAXES`, ``--softmax``): ``sampled``, bilm-tf's sampled softmax
+(:class:`~elmo.model.sampled_softmax.SampledSoftmax`, 8192 log-uniform candidates per batch and direction, exact
+at evaluation), or ``adaptive``, the adaptive softmax of our word-level biLM (:func:`elmo.model.bilm.adaptive_softmax`,
+Grave et al. 2017, a normalised distribution in training too). Either way held-out perplexities are exact
+full-vocabulary ones. Word ids are :class:`~elmo.data.vocab.Vocabulary` ids (``<bos>`` ↔ bilm-tf's ``<S>``,
+``<eos>`` ↔ ``</S>``, ``<unk>`` ↔ ``<UNK>``; ``<pad>`` is never a target); the softmax is not part of bilm-tf's
+``weights.hdf5`` (the published files have none either), only of the model file
+(:func:`elmo.model.serialization.save_published_lm`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from ..data.vocab import BOS_ID, EOS_ID, PAD_ID
+from ..errors import ElmoError
+from .bilm import IGNORE_INDEX, adaptive_softmax, length_mask, reverse_padded
+from .bilm_tf import PublishedBiLM, PublishedBiLMConfig
+from .dropout import FastDropout
+from .sampled_softmax import BILM_TF_SAMPLES, SampledSoftmax
+
+#: the training softmaxes ``--softmax`` chooses from
+SOFTMAXES = ("adaptive", "sampled")
+#: ``--softmax``'s default: the one that reached a given held-out perplexity sooner on the CPU
+#: (results/experiments/softmax_choice/)
+DEFAULT_SOFTMAX = "adaptive"
+DIRECTION_NAMES = ("forward", "backward")
+
+
+@dataclass(frozen=True)
+class PublishedLMConfig:
+    """The training head of a :class:`PublishedLanguageModel` (what bilm-tf's ``options.json`` keeps under its
+    training keys ``n_tokens_vocab``, ``dropout``, ``n_negative_samples_batch``).
+
+    Attributes:
+        vocab_size: V, the softmax's classes (the :class:`~elmo.data.vocab.Vocabulary` with its 4 specials).
+        softmax: ``"sampled"`` or ``"adaptive"`` (:data:`SOFTMAXES`).
+        samples: sampled softmax: candidates per batch and direction (clipped to V).
+        cutoffs, div_value: adaptive softmax: cluster boundaries (word ids) and tail shrink factor.
+        dropout: on every LSTM layer's input and before the softmax, training only (bilm-tf: 0.1).
+
+    Raises:
+        ElmoError: a value out of range, naming the field.
+    """
+
+    vocab_size: int
+    softmax: str = DEFAULT_SOFTMAX
+    samples: int = BILM_TF_SAMPLES
+    cutoffs: tuple[int, ...] = field(default=(1000, 5000, 15000))
+    div_value: float = 4.0
+    dropout: float = 0.1
+
+    def __post_init__(self):
+        object.__setattr__(self, "cutoffs", tuple(int(c) for c in self.cutoffs))
+        if self.vocab_size < 5:
+            raise ElmoError(f"PublishedLMConfig.vocab_size must be >= 5 (4 specials and a word), got {self.vocab_size}",
+                            field="PublishedLMConfig.vocab_size")
+        if self.softmax not in SOFTMAXES:
+            raise ElmoError(f"PublishedLMConfig.softmax must be one of {', '.join(SOFTMAXES)}, got {self.softmax!r}",
+                            field="PublishedLMConfig.softmax")
+        if self.samples < 1:
+            raise ElmoError(f"PublishedLMConfig.softmax_samples must be >= 1, got {self.samples}",
+                            field="PublishedLMConfig.softmax_samples")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ElmoError(f"PublishedLMConfig.dropout must be in [0, 1), got {self.dropout}",
+                            field="PublishedLMConfig.dropout")
+
+
+def bilm_tf_initialization(bilm: PublishedBiLM, generator: torch.Generator) -> PublishedBiLM:
+    """bilm-tf's initial weights (``bilm/training.py``): character embeddings U(-1, 1) (row 0, a masked token's,
+    zero); convolutions U(-0.05, 0.05) for relu (Kim et al. 2015), N(0, 1/(width·char_dim)) for tanh, biases 0;
+    highway ``W_carry``, ``W_transform`` and the projection N(0, 1/F), ``b_carry`` -2 (the carry gate starts mostly
+    closed), other biases 0; LSTM weights Glorot-uniform over TF's ``W_0`` ``(I + P, 4H)`` and ``W_P_0`` ``(H, P)``
+    (TF's default initialiser), bias 0 plus TF's forget-gate bias 1.0."""
+    config, encoder = bilm.config, bilm.token_encoder
+
+    def uniform(p: torch.Tensor, bound: float) -> None:
+        p.copy_(torch.rand(p.shape, generator=generator) * 2 * bound - bound)
+
+    def normal(p: torch.Tensor, std: float) -> None:
+        p.copy_(torch.randn(p.shape, generator=generator) * std)
+
+    width = config.n_filters
+    with torch.no_grad():
+        uniform(encoder.char_embedding.weight, 1.0)
+        encoder.char_embedding.weight[0].zero_()
+        for (w, _), conv in zip(config.filters, encoder.convs):
+            uniform(conv.weight, 0.05) if config.activation == "relu" else normal(conv.weight, (w * config.char_dim) ** -0.5)
+            conv.bias.zero_()
+        for highway in encoder.highways:
+            normal(highway.weight, width ** -0.5)
+            highway.bias.zero_()
+            highway.bias[width:].fill_(-2.0)  # [transform; carry]
+        if encoder.projection is not None:
+            normal(encoder.projection.weight, width ** -0.5)
+            encoder.projection.bias.zero_()
+        for lstm in (*bilm.forward_layers, *bilm.backward_layers):
+            cells, inputs = lstm.hidden_size, lstm.input_weight.shape[1] + lstm.recurrent_weight.shape[1]
+            for p in (lstm.input_weight, lstm.recurrent_weight):
+                uniform(p, math.sqrt(6.0 / (inputs + 4 * cells)))
+            if lstm.projection is not None:
+                uniform(lstm.projection, math.sqrt(6.0 / (cells + lstm.output_size)))
+            lstm.bias.zero_()
+            lstm.bias[cells:2 * cells].fill_(1.0)  # our gate order (i, f, o, j): TF's forget bias
+    return bilm
+
+
+class PublishedLanguageModel(nn.Module):
+    """The published architecture with its training softmax (module docstring): ``bilm`` (a
+    :class:`~elmo.model.bilm_tf.PublishedBiLM`, what is exported and embedded with) and ``softmax`` shared by both
+    directions.
+
+    Args:
+        bilm_config: the architecture (:class:`~elmo.model.bilm_tf.PublishedBiLMConfig`); config: the training head
+            (:class:`PublishedLMConfig`); seed: of :func:`bilm_tf_initialization`.
+
+    Shapes: ``ids (B, T)`` int64 :class:`~elmo.data.vocab.Vocabulary` ids (the targets), ``lengths (B,)``, ``chars
+    (B, T, 50)`` bilm-tf character ids (:func:`elmo.data.chars.bilm_tf_char_table`), no sentence boundaries.
+    """
+
+    def __init__(self, bilm_config: PublishedBiLMConfig, config: PublishedLMConfig, seed: int = 0):
+        super().__init__()
+        self.config = config
+        self.bilm = bilm_tf_initialization(PublishedBiLM(bilm_config), torch.Generator().manual_seed(seed))
+        self.dropout = FastDropout(config.dropout)
+        width = bilm_config.projection_dim
+        with torch.random.fork_rng(devices=[]):  # the initial weights are a function of ``seed`` alone
+            torch.manual_seed(seed)
+            self.softmax = SampledSoftmax(width, config.vocab_size, config.samples) if config.softmax == "sampled" \
+                else adaptive_softmax(width, config.vocab_size, config.cutoffs, config.div_value)
+
+    def targets(self, ids: torch.Tensor, lengths: torch.Tensor, direction: int) -> torch.Tensor:
+        """The words one direction predicts, ``(B, T + 1)`` int64 in its reading order (module docstring),
+        ``IGNORE_INDEX`` past ``n + 1``."""
+        batch = ids.shape[0]
+        full = torch.cat([ids.new_full((batch, 1), BOS_ID), ids, ids.new_full((batch, 1), PAD_ID)], dim=1)
+        full[torch.arange(batch, device=ids.device), lengths + 1] = EOS_ID
+        full = full if direction == 0 else reverse_padded(full, lengths + 2)
+        return full[:, 1:].masked_fill(~length_mask(lengths + 1, ids.shape[1] + 1), IGNORE_INDEX)
+
+    def _tops(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None,
+              directions: Sequence[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """``(top (n, P), targets (n,))`` of each direction's predicted positions, dropout applied in training."""
+        lengths = lengths.to(ids.device)
+        states = self.bilm.reading_states(chars, lengths, directions, self.dropout if self.training else None)
+        out = []
+        for d, top in zip(directions, states):
+            targets = self.targets(ids, lengths, d)
+            keep = targets != IGNORE_INDEX
+            out.append((self.dropout(top[keep]), targets[keep]))
+        return out
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
+                directions: Sequence[int] = (0, 1)) -> tuple[torch.Tensor, int]:
+        """Training loss (and, in eval mode, the exact held-out one).
+
+        Returns:
+            ``(loss, n)``: the mean over ``directions`` of each direction's mean negative log-likelihood, nats per
+            predicted word (in eval mode exact: ``exp(loss)`` is the batch's perplexity; in training the sampled
+            softmax's estimate), and ``n = sum(lengths + 1)``, the words each direction predicts.
+
+        Raises:
+            ElmoError: ``chars`` missing.
+        """
+        losses = []
+        for top, targets in self._tops(ids, lengths, chars, directions):
+            if isinstance(self.softmax, SampledSoftmax):
+                losses.append(self.softmax(top, targets))
+            else:
+                losses.append(self.softmax(top.float(), targets).loss)
+        return torch.stack(losses).mean(), int((lengths + 1).sum())
+
+    @torch.no_grad()
+    def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
+                  direction: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Exact full-vocabulary log-probabilities ``(n, V)`` float32 of one direction's ``n`` predicted words and
+        their ids ``(n,)``."""
+        [(top, targets)] = self._tops(ids, lengths, chars, [direction])
+        return self.softmax.log_prob(top.float()), targets
+
+    def direction(self, name: str) -> "PublishedDirection":
+        """One direction as a language model of its own (:class:`PublishedDirection`): ``"forward"`` or ``"backward"``."""
+        return PublishedDirection(self, DIRECTION_NAMES.index(name))
+
+
+class PublishedDirection(nn.Module):
+    """One direction of a :class:`PublishedLanguageModel` with the interface :mod:`elmo.training.evaluation` reads
+    from a :class:`~elmo.model.bilm.LanguageModel` (``direction``, ``forward`` → ``(loss, n)``, ``log_probs``):
+    the per-direction held-out perplexities. Runs only that direction's LSTMs."""
+
+    def __init__(self, model: PublishedLanguageModel, direction: int):
+        super().__init__()
+        self.model, self.index, self.direction = model, direction, DIRECTION_NAMES[direction]
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
+        """``(mean NLL, n)`` of this direction (:meth:`PublishedLanguageModel.forward`)."""
+        return self.model(ids, lengths, chars, [self.index])
+
+    def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor,
+                  chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`PublishedLanguageModel.log_probs` of this direction."""
+        return self.model.log_probs(ids, lengths, chars, self.index)

@@ -1,0 +1,141 @@
+"""bilm-tf's training softmax: a sampled softmax over a log-uniform (Zipfian) candidate sampler, exact at evaluation.
+
+Jean et al. (2015), "On Using Very Large Target Vocabulary for Neural Machine Translation", §3; bilm-tf trains with
+TensorFlow's ``tf.nn.sampled_softmax_loss`` (``bilm/training.py``, ``LanguageModel._build_loss``:
+``n_negative_samples_batch`` = 8192, ``num_true=1``, the defaults ``remove_accidental_hits=True`` and
+``log_uniform_candidate_sampler(unique=True)``). Per batch (and per direction, as in bilm-tf):
+
+1. **Candidates.** ``S`` distinct word ids drawn from the log-uniform distribution
+   ``P(k) = (log(k + 2) - log(k + 1)) / log(V + 1)`` (:func:`log_uniform_probabilities`; it assumes ids in
+   descending frequency order, which :class:`elmo.data.vocab.Vocabulary` gives after its four specials), drawing
+   with replacement until ``S`` distinct ids have come up; ``tries`` counts the draws.
+2. **Expected counts.** A word's expected count in those ``tries`` draws is ``1 - (1 - P(k))^tries``
+   (TensorFlow's ``RangeSampler``; ``P(k) · tries`` when no draw was repeated).
+3. **Logits.** For every predicted position, the true word's logit and the ``S`` candidates' logits
+   ``h · W_k + b_k``, each minus the log of its expected count (the "log Q" correction that makes the sampled
+   partition function an estimate of the full one); a candidate equal to that position's true word (an
+   *accidental hit*) gets the lowest float, so it is not counted twice.
+4. **Loss.** Cross-entropy with the true word at index 0 of ``[true; candidates]``: a cost of ``S + 1`` dot
+   products per position instead of ``V``.
+
+In eval mode (``module.eval()``) the loss is the exact full-vocabulary negative log-likelihood (bilm-tf's
+``is_training=False`` path), so held-out perplexities are exact. The draws use torch's global random generator,
+so a run's ``--seed`` fixes them and a training checkpoint (which saves that generator) resumes them exactly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import ElmoError
+
+#: bilm-tf's ``n_negative_samples_batch`` (its ``train_elmo.py``): candidates per batch and direction
+BILM_TF_SAMPLES = 8192
+
+
+def log_uniform_probabilities(vocab_size: int, device: torch.device | None = None) -> torch.Tensor:
+    """``P(k) = (log(k + 2) - log(k + 1)) / log(V + 1)`` for ``k`` in ``[0, V)``, float64 ``(V,)`` summing to 1
+    (TensorFlow's ``LogUniformSampler``)."""
+    k = torch.arange(vocab_size, dtype=torch.float64, device=device)
+    return (torch.log1p(1.0 / (k + 1.0))) / math.log(vocab_size + 1.0)
+
+
+def log_uniform_candidates(vocab_size: int, samples: int, device: torch.device | None = None,
+                           generator: torch.Generator | None = None) -> tuple[torch.Tensor, int]:
+    """``samples`` distinct ids drawn from the log-uniform distribution (step 1 of the module docstring).
+
+    Args:
+        vocab_size: V; samples: S, at most ``V``; generator: ``None`` = torch's global generator.
+
+    Returns:
+        ``(candidates (S,) int64 in first-drawn order, tries)``: the draws it took (>= S).
+
+    Raises:
+        ElmoError: ``samples`` not in ``[1, V]``.
+    """
+    if not 1 <= samples <= vocab_size:
+        raise ElmoError(f"sampled softmax: samples must be in [1, vocabulary size {vocab_size}], got {samples}",
+                        field="softmax_samples")
+    log_range = math.log(vocab_size + 1.0)
+    drawn = torch.empty(0, dtype=torch.int64, device=device)
+    size = 2 * samples
+    while True:
+        u = torch.rand(size, dtype=torch.float64, device=device, generator=generator)
+        more = (torch.exp(u * log_range).long() - 1).clamp_(0, vocab_size - 1)  # TensorFlow's inverse CDF
+        drawn = torch.cat([drawn, more])
+        unique, inverse = torch.unique(drawn, return_inverse=True)
+        if len(unique) >= samples:
+            break
+        size *= 2
+    positions = torch.arange(len(drawn), device=drawn.device)
+    first = torch.full((len(unique),), len(drawn), dtype=torch.int64, device=drawn.device)
+    first = first.scatter_reduce(0, inverse, positions, reduce="amin").sort().values[:samples]
+    return drawn[first], int(first[-1]) + 1
+
+
+def expected_counts(probabilities: torch.Tensor, tries: int, samples: int) -> torch.Tensor:
+    """Expected number of times each id comes up in ``tries`` draws (step 2): ``P · tries`` when no draw repeated
+    (``tries == samples``), else ``1 - (1 - P)^tries``; float64, shaped like ``probabilities``."""
+    if tries == samples:
+        return probabilities * tries
+    return -torch.expm1(tries * torch.log1p(-probabilities))
+
+
+class SampledSoftmax(nn.Module):
+    """bilm-tf's softmax layer ``softmax/W (V, D)``, ``softmax/b (V,)`` trained by sampling (module docstring).
+
+    Args:
+        input_dim: D (the LSTM output width, ``projection_dim``); vocab_size: V; samples: S candidates per call
+            (bilm-tf: :data:`BILM_TF_SAMPLES`), clipped to ``V``.
+
+    Initialisation as bilm-tf: ``W ~ N(0, 1/D)``, ``b = 0``.
+    """
+
+    def __init__(self, input_dim: int, vocab_size: int, samples: int = BILM_TF_SAMPLES):
+        super().__init__()
+        if samples < 1:
+            raise ElmoError(f"sampled softmax: samples must be >= 1, got {samples}", field="softmax_samples")
+        self.vocab_size, self.samples = vocab_size, min(samples, vocab_size)
+        self.weight = nn.Parameter(torch.randn(vocab_size, input_dim) / math.sqrt(input_dim))
+        self.bias = nn.Parameter(torch.zeros(vocab_size))
+        self.register_buffer("probabilities", log_uniform_probabilities(vocab_size), persistent=False)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Full-vocabulary logits ``(n, V)`` float32 of ``hidden (n, D)``."""
+        return F.linear(hidden, self.weight, self.bias).float()
+
+    def log_prob(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Exact log-probabilities ``(n, V)`` float32 over the whole vocabulary."""
+        return torch.log_softmax(self.logits(hidden), dim=-1)
+
+    def sampled_logits(self, hidden: torch.Tensor, targets: torch.Tensor,
+                       generator: torch.Generator | None = None) -> torch.Tensor:
+        """The corrected logits ``(n, 1 + S)`` float32 of step 3: column 0 the true word's, then the candidates'
+        (accidental hits at the lowest float)."""
+        candidates, tries = log_uniform_candidates(self.vocab_size, self.samples, hidden.device, generator)
+        counts = expected_counts(self.probabilities.to(hidden.device), tries, self.samples)
+        log_q = torch.log(counts).float()
+        true = (hidden.float() * self.weight[targets].float()).sum(-1) + self.bias[targets].float() - log_q[targets]
+        sampled = self.logits_of(hidden, candidates) - log_q[candidates]
+        sampled = sampled.masked_fill(targets.unsqueeze(1) == candidates.unsqueeze(0), torch.finfo(sampled.dtype).min)
+        return torch.cat([true.unsqueeze(1), sampled], dim=1)
+
+    def logits_of(self, hidden: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """Logits ``(n, len(ids))`` float32 of the words ``ids`` only."""
+        return F.linear(hidden, self.weight[ids], self.bias[ids]).float()
+
+    def forward(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean loss over the ``n`` positions, nats: the sampled softmax's in training mode, the exact full-vocabulary
+        negative log-likelihood in eval mode.
+
+        Args:
+            hidden: ``(n, D)``; targets: ``(n,)`` int64 word ids in ``[0, V)``.
+        """
+        if not self.training:
+            return F.cross_entropy(self.logits(hidden), targets)
+        logits = self.sampled_logits(hidden, targets)
+        return F.cross_entropy(logits, logits.new_zeros(len(targets), dtype=torch.int64))

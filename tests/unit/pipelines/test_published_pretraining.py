@@ -1,0 +1,76 @@
+"""``python -m elmo pretrain --architecture`` (elmo.pipelines.pretraining) and ``python -m elmo export MODELS_DIR
+OUT_DIR`` (elmo.pipelines.export), in process on the tiny corpus: the flag's values and errors, and the round trip
+pretrain → export → ElmoEmbedder."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from support import run_in_process, write_tiny_agnews
+
+from elmo import ElmoEmbedder
+from elmo.cli import run
+from elmo.errors import ElmoError
+from elmo.model.bilm_tf import PUBLISHED_ARCHITECTURES
+from elmo.model.bilm_tf_io import options_of
+from elmo.model.serialization import load_published_lm
+from elmo.pipelines.pretraining import PretrainArgs
+
+TINY_OPTIONS = {"lstm": {"dim": 16, "projection_dim": 8, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
+                         "use_skip_connections": True},
+                "char_cnn": {"embedding": {"dim": 4}, "filters": [[1, 4], [2, 8]], "n_highway": 1, "n_characters": 262,
+                             "max_characters_per_token": 50, "activation": "relu"}}
+
+
+def test_architecture_takes_the_published_names_or_an_options_file_and_refuses_anything_else(tmp_path, capsys):
+    assert PretrainArgs().published_config() is None
+    small = PretrainArgs(architecture="elmo-small").published_config()
+    assert (small.hidden_size, small.projection_dim, small.num_highway, small.n_filters) == (1024, 128, 1, 2048)
+    original = PretrainArgs(architecture="elmo-original").published_config()
+    assert (original.hidden_size, original.projection_dim, original.num_highway) == (4096, 512, 2)
+    assert set(PUBLISHED_ARCHITECTURES) == {"elmo-small", "elmo-medium", "elmo-original"}
+    options = tmp_path / "options.json"
+    options.write_text(json.dumps(TINY_OPTIONS))
+    assert options_of(PretrainArgs(architecture=str(options)).published_config()) == TINY_OPTIONS
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({**TINY_OPTIONS, "lstm": {"dim": 16}}))
+    refusals = {("--architecture", "elmo-huge"): "--architecture must be elmo-small, elmo-medium, elmo-original",
+                ("--architecture", str(broken)): f"--architecture {broken}: lstm.projection_dim is missing",
+                ("--architecture", str(tmp_path / "none.json")): "options file not found",
+                ("--architecture", "elmo-small", "--hidden-size", "32"): "--hidden-size: our word-level biLM's option",
+                ("--softmax", "sampled"): "--softmax go with --architecture",
+                ("--architecture", "elmo-small", "--softmax-samples", "0"): "--softmax-samples must be >= 1"}
+    for argv, message in refusals.items():
+        assert run("pretrain", [*argv, "--data-dir", str(tmp_path / "absent")]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and message in err and "Traceback" not in err, (argv, err)
+    with pytest.raises(ElmoError, match="--architecture"):
+        PretrainArgs(architecture="small").check()
+
+
+def test_pretrain_export_and_embed_give_the_trained_models_layers(tmp_path):
+    data = write_tiny_agnews(tmp_path / "data")
+    options = tmp_path / "options.json"
+    options.write_text(json.dumps(TINY_OPTIONS))
+    status = run_in_process("pretrain", tmp_path, data, "--architecture", str(options), "--epochs", "1",
+                            "--batch-size", "32", "--threads", "1", "--quiet", "--softmax", "sampled",
+                            "--softmax-samples", "20", "--precision", "fp32")
+    assert status == 0
+    lm = json.loads((tmp_path / "results" / "lm.json").read_text())
+    for split in ("val", "test"):
+        assert all(np.isfinite(lm[split][f"{d}_perplexity"]) for d in ("forward", "backward"))
+    assert lm["softmax"] == "sampled" and lm["options"] == TINY_OPTIONS
+    assert not (tmp_path / "models" / "checkpoints").exists() and not (tmp_path / "models" / "bilstm.pt").exists()
+    model, vocab, _ = load_published_lm(tmp_path / "models" / "published_lm.pt")
+    assert vocab.itos[:4] == ["<pad>", "<unk>", "<bos>", "<eos>"] and "Minister" in vocab.stoi  # case kept
+    assert run("export", [str(tmp_path / "models"), str(tmp_path / "out")]) == 0
+    lines = (tmp_path / "out" / "vocab.txt").read_text(encoding="utf-8").split()
+    assert lines[:3] == ["<S>", "</S>", "<UNK>"] and lines[3:] == vocab.itos[4:]
+    sentences = [["Minister", "Zorgblatt", "said", "the", "quarterly", "profit", "fell", "."], ["Goal", "!"]]  # OOV
+    own = ElmoEmbedder(bilm=model.bilm, device="cpu").embed_batch(sentences)
+    exported = ElmoEmbedder(options_file=tmp_path / "out" / "options.json", weight_file=tmp_path / "out" / "weights.hdf5",
+                            device="cpu").embed_batch(sentences)
+    for a, b in zip(own, exported):
+        assert a.shape == (3, len(b[0]), 16) and np.abs(a - b).max() <= 1e-5
