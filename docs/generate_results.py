@@ -37,6 +37,8 @@ def _comparison(a: str, b: str) -> dict:
 
 
 def _points(c: dict) -> str:
+    if c["ci95"] is None:
+        return f"{100 * c['mean_difference']:+.2f} points (one seed)"
     lo, hi = (100 * x for x in c["ci95"])
     return f"{100 * c['mean_difference']:+.2f} points (95% CI [{lo:+.2f}, {hi:+.2f}], paired t-test p = {c['p_value']:.3g})"
 

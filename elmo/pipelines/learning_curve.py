@@ -23,7 +23,7 @@ same at every share, and the batch size follows the number of labelled documents
 :func:`aggregate_curve` then writes ``--results`` (``results/learning_curve.json``): per share the number
 of labelled documents, per method the per-seed test accuracy and macro-F1 with mean, std and 95 % CI, and
 paired comparisons over seeds (t-test) with McNemar's test per seed: the best ELMo mix at that share (the
-higher mean test accuracy) against Word2Vec, SVD and TF-IDF + LR; and across shares, the best ELMo at each
+higher mean validation macro-F1) against Word2Vec, SVD and TF-IDF + LR; and across shares, the best ELMo at each
 share against Word2Vec and TF-IDF + LR with all the labels.
 """
 
@@ -135,7 +135,8 @@ def curve_summary(config: StudyArgs, record: dict[str, dict] | None = None) -> d
             methods[m] = {"test_accuracy": values["accuracy"], "test_f1": values["f1"],
                           "summary": {f"test_{k}": summarize(v) for k, v in values.items()},
                           "best_epoch": [per_seed[s][m].get("best_epoch") for s in seeds]}
-        best = max(CURVE_MIXES, key=lambda m: methods[m]["summary"]["test_accuracy"]["mean"])
+        # the ELMo mix to compare: chosen on the validation split (mean macro-F1 over seeds), never on the test split
+        best = max(CURVE_MIXES, key=lambda m: np.mean([per_seed[s][m]["val"]["f1"] for s in seeds]))
         comparisons = [{"a": best, "b": b, "metric": "test_accuracy",
                         **_paired([per_seed[s][best] for s in seeds], [per_seed[s][b] for s in seeds], labels, seeds)}
                        for b in BASELINES]
@@ -172,7 +173,7 @@ def format_curve(out: dict) -> str:
         row = f"{key:>6}{'/'.join(map(str, docs)) or '?':>8}"
         for m in methods:
             s = size["methods"][m]["summary"]["test_accuracy"]
-            row += f"{s['mean']:>12.4f} ± {s['std'] or 0:.4f}"
+            row += f"{s['mean']:>12.4f}" + (f" ± {s['std']:.4f}" if s["std"] is not None else " (1 seed)")
         lines.append(row)
     lines.append("\nbest ELMo - baseline (test accuracy, points, paired over seeds):")
     for key, size in out["sizes"].items():

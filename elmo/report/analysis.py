@@ -311,7 +311,8 @@ def _curve_comparison(size: dict, b: str) -> dict | None:
 
 
 def _learning_curve(res: dict) -> list[str]:
-    """When ELMo pays (``learning_curve.json``): the best ELMo mix's lead over Word2Vec and TF-IDF + LR per share,
+    """When ELMo pays (``learning_curve.json``): the best ELMo mix's (chosen on validation) lead over Word2Vec and
+    TF-IDF + LR per share,
     where it is largest, the goals, and which method to pick for a given number of labelled documents."""
     curve = res.get("learning_curve")
     if not curve:
@@ -321,7 +322,9 @@ def _learning_curve(res: dict) -> list[str]:
     text = [f"Learning curve over labelled data (results/learning_curve.json, seeds {', '.join(map(str, seeds))}): "
             "the classifiers train on class-balanced draws of " + ", ".join(f"{s['fraction']:.0%}" for s in sizes)
             + " of the labelled training documents, while the biLM, Word2Vec, SVD and TF-IDF's vocabulary learn "
-            "from all the training text; validation split and early stopping as in the full-data runs."]
+            "from all the training text; validation split and early stopping as in the full-data runs. At each "
+            "share the ELMo layer mix compared with the baselines is the one with the higher mean validation "
+            "macro-F1."]
     for b in ("word2vec", "tfidf_logreg"):
         leads = [(size, c) for size in sizes if (c := _curve_comparison(size, b))]
         if not leads:

@@ -105,11 +105,12 @@ def curve_rows(curve: dict) -> list[list[str]]:
     rows = [["labelled documents (share)"] + [LABELS.get(m, m).replace(" (same head)", "") for m in names]]
     for key, size in curve["sizes"].items():
         docs = sorted({d for d in size["labelled_documents"] if d is not None})
-        row = [f"{'/'.join(f'{d:,}' for d in docs)} ({float(key):.0%}, {len(size['seeds'])} seeds)"]
+        n = len(size["seeds"])
+        row = [f"{'/'.join(f'{d:,}' for d in docs)} ({float(key):.0%}, {n} seed{'s' if n != 1 else ''})"]
         for m in names:
             s = size["methods"][m]["summary"]["test_accuracy"]
             ci = "" if s["ci95"] is None else f" [{s['ci95'][0]:.4f}, {s['ci95'][1]:.4f}]"
-            row.append(f"{s['mean']:.4f} ± {s['std'] or 0:.4f}{ci}")
+            row.append(f"{s['mean']:.4f}" + (f" ± {s['std']:.4f}" if s["std"] is not None else " (1 seed)") + ci)
         rows.append(row)
     return rows
 

@@ -73,6 +73,7 @@ def write_share(root: Path, seed: int, fraction: float, accuracy: dict[str, floa
     def entry(acc: float) -> dict:
         right = rng.random(len(labels)) < acc
         return {"test": {"accuracy": float(right.mean()), "f1": float(right.mean()) - 0.01}, "best_epoch": 3,
+                "val": {"f1": acc},
                 "test_predictions": [y if r else (y + 1) % 4 for y, r in zip(labels, right)]}
     d = root / f"seed_{seed}" / ("" if fraction == 1.0 else f"labelled_{fraction:g}") / "results"
     d.mkdir(parents=True, exist_ok=True)
