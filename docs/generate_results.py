@@ -55,8 +55,13 @@ def _curve_bullet() -> str:
         docs = "/".join(f"{d:,}" for d in sorted(set(best[0]["labelled_documents"])))
         leads.append(f"over {'Word2Vec' if b == 'word2vec' else 'TF-IDF + LR'} at {docs} labelled documents, "
                      f"{_points(best[1])}")
+    significant = {b: [f"{size['fraction']:.0%}" for size in curve["sizes"].values() for c in size["comparisons"]
+                       if c["b"] == b and c["p_value"] is not None and c["p_value"] < 0.05 and c["mean_difference"] > 0]
+                   for b in ("word2vec", "tfidf_logreg")}
+    verdict = (f"The ELMo mix chosen on validation is ahead of TF-IDF + LR beyond the noise at {', '.join(significant['tfidf_logreg']) or 'no share'} "
+               f"of the labels, of Word2Vec with the same head at {', '.join(significant['word2vec']) or 'no share'}")
     return ("* When ELMo pays ([learning curve](docs/results.md#when-elmo-pays-the-learning-curve-over-labelled-data)): "
-            "the best ELMo's lead is largest " + "; ".join(leads) + ".\n")
+            "the best ELMo's lead is largest " + "; ".join(leads) + f". {verdict} (paired t-test, p < 0.05).\n")
 
 
 best = study["methods"]["trainable_lambda"]["summary"]["test_accuracy"]

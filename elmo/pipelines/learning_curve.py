@@ -167,10 +167,10 @@ def curve_summary(config: StudyArgs, record: dict[str, dict] | None = None) -> d
 def format_curve(out: dict) -> str:
     """Mean test accuracy (± std) per share and method, and the best ELMo's paired differences."""
     methods = CURVE_METHODS
-    lines = [f"{'share':>6}{'docs':>8}" + "".join(f"{m:>20}" for m in methods)]
+    lines = [f"{'share':>6}{'docs':>11}" + "".join(f"{m:>20}" for m in methods)]
     for key, size in out["sizes"].items():
         docs = sorted(set(v for v in size["labelled_documents"] if v is not None))
-        row = f"{key:>6}{'/'.join(map(str, docs)) or '?':>8}"
+        row = f"{key:>6}{'/'.join(map(str, docs)) or '?':>11}"
         for m in methods:
             s = size["methods"][m]["summary"]["test_accuracy"]
             row += f"{s['mean']:>12.4f}" + (f" ± {s['std']:.4f}" if s["std"] is not None else " (1 seed)")
