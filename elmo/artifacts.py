@@ -83,6 +83,11 @@ class Outputs:
         """``checkpoints/<name>.pt``: the training state of an unfinished run (``--resume``)."""
         return self.models / "checkpoints" / f"{name}.pt"
 
+    def log(self, name: str) -> Path:
+        """``checkpoints/<name>.log``: what a training process running beside another wrote to stderr (kept when
+        it fails)."""
+        return self.models / "checkpoints" / f"{name}.log"
+
     def result(self, name: str) -> Path:
         """``<results>/<name>.json``: ``lm``, ``classification``, ``baselines``, ``bench``, ``seeds`` ..."""
         return self.results / f"{name}.json"

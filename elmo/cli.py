@@ -4,6 +4,7 @@
 command        what it runs                                    top-level shim
 =============  ==============================================  =========================
 ``pretrain``   :func:`elmo.pipelines.pretraining.pretrain`     ``python ELMO.py``
+``finetune``   :func:`elmo.pipelines.finetuning.finetune`
 ``classify``   :func:`elmo.pipelines.classification.classify`  ``python classification.py``
 ``baselines``  :func:`elmo.pipelines.baselines.baselines`      ``python baselines.py``
 ``predict``    :func:`elmo.pipelines.predict_command.predict`  ``classification.py --predict``
@@ -42,6 +43,7 @@ from .pipelines.classification import ClassifyArgs, classify
 from .pipelines.common import option
 from .pipelines.embedding import EmbedArgs, embed
 from .pipelines.export import ExportArgs, export
+from .pipelines.finetuning import FinetuneArgs, finetune
 from .pipelines.predict_command import PredictArgs, predict
 from .pipelines.pretraining import PretrainArgs, pretrain
 from .pipelines.study import StudyArgs, study
@@ -73,6 +75,8 @@ class Command:
 
 COMMANDS: dict[str, Command] = {
     "pretrain": Command(PretrainArgs, pretrain, "pre-train the biLM on AG News or your corpus (ELMO.py)"),
+    "finetune": Command(FinetuneArgs, finetune, "continue the language-model training of a published (or exported) "
+                                                "bilm-tf ELMo on your domain's text"),
     "classify": Command(ClassifyArgs, classify, "train the AG News classifier on ELMo, three layer mixes "
                                                 "(classification.py)"),
     "baselines": Command(BaselinesArgs, baselines, "Word2Vec, SVD and TF-IDF baselines (baselines.py)"),
@@ -151,7 +155,7 @@ def build_parser(prog: str = "python -m elmo") -> argparse.ArgumentParser:
 
 
 #: commands whose training runs keep checkpoints that ``--resume`` continues
-TRAINING_COMMANDS = ("pretrain", "classify", "baselines")
+TRAINING_COMMANDS = ("pretrain", "finetune", "classify", "baselines")
 
 
 def ctrl_c_message(command: str) -> str:

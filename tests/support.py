@@ -90,6 +90,12 @@ def run_in_process(command: str, out: Path, data: Path, *extra: str) -> int:
         os.environ.update(environ)
 
 
+def without_timings(history: list[dict]) -> list[dict]:
+    """A training history (``lm.json``'s ``directions.<d>.history``) without what the machine's speed sets
+    (``seconds``, ``units_per_second``): what two runs of the same computation share bit for bit."""
+    return [{k: v for k, v in row.items() if k not in ("seconds", "units_per_second")} for row in history]
+
+
 def unigram_perplexity(train_docs: Iterable[Sequence[str]], test_docs: Iterable[Sequence[str]], vocab) -> float:
     """Perplexity on ``test_docs`` of the unigram model of ``train_docs`` (add-one smoothed), counted the way
     :func:`elmo.training.evaluation.perplexity` counts: every token through ``vocab`` (OOV → ``<unk>``) plus one
@@ -116,8 +122,10 @@ def needs_native_bf16():
 #: 16 make 15 steps an epoch (the resume tests count on it); lr 0.02 lets a 16-wide biLM learn the toy topics in
 #: 2 epochs (test perplexity about 20 against the unigram model's 37). The token embeddings start from Word2Vec, as
 #: in the full-data default run (``--init-embeddings auto`` would keep this tiny corpus's random rows), so that the
-#: report's diagnostic runs (tests/integration/test_report_pdf.py) have a reference with another initialisation.
+#: report's diagnostic runs (tests/integration/test_report_pdf.py) have a reference with another initialisation. One
+#: thread (docs/testing.md), so the two directions train one after the other, in the script's own process (the
+#: tests that kill it count on that); a run with ``--threads 2 --concurrent-directions on`` gives the same numbers.
 SMALL = ["--embedding-dim", "16", "--hidden-size", "16", "--batch-size", "16", "--epochs", "2", "--lr", "0.02",
-         "--init-embeddings", "word2vec", "--quiet"]
+         "--init-embeddings", "word2vec", "--quiet", "--threads", "1"]
 #: classification.py flags of that run (15 steps an epoch, 3 epochs, all three layer mixes).
 CLASSIFY = ["--epochs", "3", "--batch-size", "16", "--encoder-hidden", "8", "--lr", "0.01", "--quiet"]

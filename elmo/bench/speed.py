@@ -17,6 +17,9 @@ real AG News batches, through the same code the scripts run (:func:`elmo.trainin
   ``classification.py`` runs at two corpus sizes, extrapolated linearly to the full train file.
 * **The published ELMo** (``--published``, instead of the above): embedding speed of the Small and
   Original architectures in fp32 and bf16 (:mod:`elmo.bench.published`).
+* **Training the published ELMo** (``--training``, instead of the above): tokens/s, FLOPs per token, share of
+  the matmul peak and the projected 1B Word Benchmark time of the Small, Medium and Original architectures
+  (:mod:`elmo.bench.published_training`).
 * **Projected wall time** of the whole pipeline (both scripts, all three layer mixes, default epochs)
   for the official 120,000-row train file, from the measured rates, component by component.
 
@@ -71,6 +74,7 @@ from ..training.evaluation import evaluate_words, perplexity
 from ..training.trainer import Objective, Progress, TrainConfig, fit
 from .children import in_child, peak_rss_mb, run_script
 from .published import bench_published
+from .published_training import adaptive_flops, bench_training
 
 
 @dataclass
@@ -100,15 +104,31 @@ class BenchArgs:
                              "and write --published-out (elmo/bench/published.py)")
     published_sentences: int = option(256, "AG News sentences per measurement of --published (after a warm-up batch)")
     published_out: str = option("results/bench_published.json", "where --published writes its JSON")
+    training: bool = option(False, "instead of the sections above, measure training of the published ELMo architectures "
+                            "(Small, Medium, Original: forward, backward and optimiser step of `pretrain --architecture`, "
+                            "adaptive softmax; fp32 and native bf16) and write --training-out "
+                            "(elmo/bench/published_training.py)")
+    training_steps: int = option(3, "timed training steps per architecture and precision of --training (median reported)")
+    training_warmup: int = option(2, "untimed warm-up steps before them")
+    training_batch: int | None = option(None, "--training: 20-token windows per step (default: 32 on a CPU, 128 on CUDA, "
+                                        "bilm-tf's per-GPU batch)")
+    training_vocab: int = option(100_000, "--training: softmax classes (AG News train's cased words, then unseen ids)")
+    training_out: str = option("results/bench_training.json", "where --training writes its JSON")
 
     def check(self) -> None:
         for name in ("repeats", "lm_batches", "naive_batches", "classifier_batches", "embed_sentences",
-                     "single_sentences", "target_rows", "published_sentences"):
+                     "single_sentences", "target_rows", "published_sentences", "training_steps", "training_warmup"):
             if getattr(self, name) < 1:
                 raise ElmoError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         if self.memory_docs and (len(self.memory_docs) != 2 or min(self.memory_docs) < 100
                                  or self.memory_docs[0] >= self.memory_docs[1]):
             raise ElmoError(f"--memory-docs needs two increasing sizes >= 100, got {self.memory_docs}")
+        if self.published and self.training:
+            raise ElmoError("--published and --training are two separate runs: pass one of them")
+        if self.training_batch is not None and self.training_batch < 1:
+            raise ElmoError(f"--training-batch must be >= 1, got {self.training_batch}")
+        if self.training_vocab < 5:
+            raise ElmoError(f"--training-vocab must be >= 5, got {self.training_vocab}")
 
 
 # ------------------------------------------------------------------------------------------
@@ -164,13 +184,7 @@ def lstm_flops(config: BiLMConfig, positions: int) -> float:
 def adaptive_softmax_flops(config: BiLMConfig, targets: np.ndarray) -> float:
     """Training FLOPs of the adaptive softmax for these target ids: the head (shortlist + one logit
     per cluster) for every target, a cluster's two projections only for targets in that cluster."""
-    d, cutoffs = config.output_size, config.softmax_cutoffs() + [config.vocab_size]
-    flops = 2.0 * d * (cutoffs[0] + len(cutoffs) - 1) * len(targets)
-    for i in range(1, len(cutoffs)):
-        width = int(d // config.div_value ** i)
-        count = int(((targets >= cutoffs[i - 1]) & (targets < cutoffs[i])).sum())
-        flops += 2.0 * (d * width + width * (cutoffs[i] - cutoffs[i - 1])) * count
-    return 3.0 * flops
+    return 3.0 * adaptive_flops(config.output_size, config.vocab_size, config.softmax_cutoffs(), config.div_value, targets)
 
 
 def matmul_peak(device: torch.device, dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:
@@ -461,13 +475,18 @@ def project_pipeline(results: dict[str, Any], train_docs: float, val_docs: float
 
 def bench(cfg: BenchArgs) -> dict[str, Any]:
     """Run every section, print the table, write ``cfg.out``; returns the JSON content. With ``--published``
-    only the published-ELMo section (:func:`elmo.bench.published.bench_published`, its own JSON)."""
+    only the published-ELMo section (:func:`elmo.bench.published.bench_published`, its own JSON), with
+    ``--training`` only the published architectures' training (:func:`elmo.bench.published_training.bench_training`,
+    its own JSON)."""
     data = Path(cfg.data_dir)
     refuse_overwriting_inputs({"--data-dir (train.csv)": data / "train.csv", "--data-dir (test.csv)": data / "test.csv",
                                "--models-dir (bilstm.pt)": Path(cfg.models_dir) / "bilstm.pt"},
-                              {"--published-out": cfg.published_out} if cfg.published else {"--out": cfg.out})
+                              {"--published-out": cfg.published_out} if cfg.published
+                              else {"--training-out": cfg.training_out} if cfg.training else {"--out": cfg.out})
     if cfg.published:
         return bench_published(cfg)
+    if cfg.training:
+        return bench_training(cfg)
     threads = configure_threads(cfg.threads)
     cfg = replace(cfg, threads=threads)
     started = time.perf_counter()

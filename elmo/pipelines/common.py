@@ -140,7 +140,7 @@ class CommonArgs:
 
 #: Flags that do not change what a run computes: a checkpoint written under other values may be resumed.
 RESUMABLE_FLAGS = ("resume", "checkpoint_every", "quiet", "threads", "device", "models_dir", "results_dir", "images_dir",
-                   "download")
+                   "download", "concurrent_directions")
 
 
 @dataclass

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -48,8 +48,10 @@ from ..model.sampled_softmax import BILM_TF_SAMPLES
 from ..model.serialization import lm_checkpoint, save_bilm, save_published_lm
 from ..model.static import center_vectors, common_direction_cosine, copy_vectors, word2vec_vectors
 from ..runtime import distributed
+from ..runtime.device import set_seed
 from ..training.evaluation import evaluate_words, perplexity
 from ..training.metrics import top_words_confusion
+from ..training.processes import ChildRun, run_side_by_side
 from ..training.trainer import FitResult, Objective, Progress, TrainConfig, fit
 from .common import (
     CommonArgs,
@@ -68,6 +70,9 @@ INIT_EMBEDDINGS = ("auto", "word2vec", "word2vec-centered", "none")
 #: the vectors' mean exceeds this: Word2Vec trained on too little text points every word the same way, and such a
 #: start holds both LMs near the unigram model (docs/options_and_experiments.md#a-first-run-on-a-small-corpus).
 AUTO_INIT_MAX_COSINE = 0.9
+
+#: ``--concurrent-directions``: auto (side by side on the CPU with two or more threads), on, off (one after the other)
+CONCURRENT_DIRECTIONS = ("auto", "on", "off")
 
 
 @dataclass
@@ -135,6 +140,12 @@ class PretrainArgs(CommonArgs):
                           "(results/experiments/softmax_choice)", choices=SOFTMAXES)
     softmax_samples: int = option(BILM_TF_SAMPLES, "--softmax sampled: candidates per batch and direction "
                                   f"(bilm-tf: {BILM_TF_SAMPLES}; at most the vocabulary size)")
+    concurrent_directions: str = option("auto", "train the forward and backward LMs at the same time, each in a "
+                                        "process of its own with half of --threads (docs/performance.md#the-two-"
+                                        "directions-side-by-side): auto (on the CPU with --threads >= 2, not under "
+                                        "torchrun), on (the CPU only) or off (one after the other). Each direction "
+                                        "gives exactly the numbers of a run of its own with that many threads: "
+                                        "on two cores, of --threads 1", choices=CONCURRENT_DIRECTIONS)
 
     def bilm_config(self, vocab_size: int) -> BiLMConfig:
         """The :class:`~elmo.model.bilm.BiLMConfig` these flags ask for. Raises :class:`ElmoError` on bad sizes."""
@@ -201,6 +212,9 @@ class PretrainArgs(CommonArgs):
     def _check_architecture(self) -> None:
         """``--architecture`` and the flags that go with it (or only without it). Raises :class:`ElmoError`."""
         defaults = PretrainArgs()
+        if self.architecture is not None and self.concurrent_directions == "on":
+            raise ElmoError(f"--concurrent-directions on: --architecture {self.architecture} trains both directions "
+                            "in one model (one token layer and one softmax shared by them); use auto or off")
         if self.architecture is None:
             changed = [f for f in ("softmax", "softmax_samples") if getattr(self, f) != getattr(defaults, f)]
             if changed:
@@ -417,18 +431,114 @@ def lm_objective(lm: torch.nn.Module, loaded: PretrainData, config: PretrainArgs
         monitor="perplexity", maximize=False)
 
 
+def fit_direction(lm: LanguageModel, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
+                  bar: bool = True) -> FitResult:
+    """Train one LM with early stopping on validation perplexity, its dropout seeded with ``--seed`` + rank (one
+    stream per rank; rank 0 = a single process's), its training state in the checkpoint ``<direction>_lm``
+    (``--resume``); ``bar=False``: per-epoch lines without a progress bar."""
+    torch.manual_seed(config.seed + run.ctx.rank)
+    return fit(lm, lm_objective(lm, loaded, config, run), lm_train_config(config, loaded.data["train"]), run.device,
+               run.amp_dtype, checkpointing(config, f"{lm.direction}_lm", vocab=loaded.vocab.fingerprint()),
+               Progress(f"{lm.direction} LM", "tok", config.quiet, bar))
+
+
 def train_directions(bilm: BiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun) -> dict[str, FitResult]:
-    """Train the forward LM, then the backward LM, each with early stopping on validation perplexity."""
-    device = run.device
-    train_config = lm_train_config(config, loaded.data["train"])
-    fitted = {}
-    for lm in (bilm.forward_lm, bilm.backward_lm):
-        torch.manual_seed(config.seed + run.ctx.rank)  # one dropout stream per rank; rank 0 = a single process's
-        objective = lm_objective(lm, loaded, config, run)
-        fitted[lm.direction] = fit(lm, objective, train_config, device, run.amp_dtype,
-                                   checkpointing(config, f"{lm.direction}_lm", vocab=loaded.vocab.fingerprint()),
-                                   Progress(f"{lm.direction} LM", "tok", config.quiet))
-    return fitted
+    """Train the forward LM, then the backward LM (:func:`fit_direction`)."""
+    return {lm.direction: fit_direction(lm, loaded, config, run) for lm in (bilm.forward_lm, bilm.backward_lm)}
+
+
+def direction_threads(config: PretrainArgs, run: StartedRun) -> int | None:
+    """``--concurrent-directions``: the CPU threads of each direction's process when the two LMs train side by
+    side (half of the run's threads, at least 1), or ``None`` when they train one after the other: with ``off``,
+    with ``--architecture`` (one model), under ``torchrun``, on CUDA, and with ``auto`` on fewer than 2 threads.
+
+    Raises:
+        ElmoError: ``on`` under ``torchrun`` or on another device than the CPU.
+    """
+    choice = config.concurrent_directions
+    if choice == "off" or config.architecture is not None:
+        return None
+    if run.ctx.enabled or run.device.type != "cpu":
+        if choice == "on":
+            where = "under torchrun" if run.ctx.enabled else f"on {run.device.type}"
+            raise ElmoError("--concurrent-directions on trains the two directions in two processes on the CPU; "
+                            f"{where} they train one after the other: use auto or off")
+        return None
+    if choice == "auto" and run.threads < 2:
+        return None
+    return max(1, run.threads // 2)
+
+
+@dataclass
+class DirectionJob:
+    """One LM direction to train in a process of its own (:func:`train_direction`), pickled to that process.
+
+    Attributes:
+        direction: ``forward`` or ``backward``; lm_config: the biLM's sizes; state: the LM's initial weights
+            (the Word2Vec rows included); loaded: the data (without the Word2Vec text); config: the flags;
+            amp_dtype: the autocast dtype (``None`` = fp32).
+    """
+
+    direction: str
+    lm_config: BiLMConfig
+    state: dict[str, torch.Tensor]
+    loaded: PretrainData
+    config: PretrainArgs
+    amp_dtype: torch.dtype | None
+
+
+def train_direction(job: DirectionJob) -> dict:
+    """In a child process (:func:`train_side_by_side`): train one direction as :func:`train_directions` trains it
+    (:func:`fit_direction`: the same seeding, batches, checkpoint and ``--resume``) on this process's threads,
+    then evaluate it exactly (:func:`measure_direction`).
+
+    Returns:
+        ``{"state": the best epoch's weights, "history", "best_epoch", "best_value", "measured"}``.
+
+    Raises:
+        ElmoError: as :func:`~elmo.training.trainer.fit`. Interrupted: Ctrl-C, after saving the training state.
+    """
+    config = job.config
+    set_seed(config.seed)
+    lm = LanguageModel(job.lm_config, job.direction)
+    lm.load_state_dict(job.state)
+    run = StartedRun(distributed.context(), torch.device("cpu"), job.amp_dtype, torch.get_num_threads(),
+                     config.outputs, lambda *a: None)
+    fitted = fit_direction(lm, job.loaded, config, run, bar=False)
+    return {"state": lm.state_dict(), "history": fitted.history, "best_epoch": fitted.best_epoch,
+            "best_value": fitted.best_value, "measured": measure_direction(lm, job.loaded.data, run.device)}
+
+
+def train_side_by_side(bilm: BiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
+                       threads: int) -> tuple[dict[str, FitResult], dict[str, dict]]:
+    """Train the forward and backward LMs at once, each in a process of its own with ``threads`` CPU threads
+    (:func:`train_direction` through :func:`~elmo.training.processes.run_side_by_side`), and load each one's best
+    weights into ``bilm``. Each process's stderr goes to ``<models-dir>/checkpoints/<direction>_lm.log``, deleted
+    when both succeed.
+
+    Returns:
+        ``(FitResult per direction, exact evaluation per direction (:func:`measure_direction`) plus
+        ``startup_seconds``, the seconds its process took to start training: interpreter, imports, the data)``.
+
+    Raises:
+        ElmoError: a direction failed (its own error, or its process's exit, log and the log's last line; the
+            other direction saves its training state and stops first). Interrupted: Ctrl-C (both save and stop).
+    """
+    shared = replace(loaded, sentences=tuple)  # the Word2Vec text stays here: the children do not need it
+    lms = (bilm.forward_lm, bilm.backward_lm)
+    runs = [ChildRun(f"{lm.direction} LM", train_direction,
+                     DirectionJob(lm.direction, bilm.config, {k: v.detach().cpu().clone() for k, v in lm.state_dict().items()},
+                                  shared, config, run.amp_dtype),
+                     threads, run.outputs.log(f"{lm.direction}_lm"), run.outputs.checkpoint(f"{lm.direction}_lm.result"))
+            for lm in lms]
+    fitted, measured = {}, {}
+    for lm, done in zip(lms, run_side_by_side(runs)):
+        lm.load_state_dict(done.value["state"])
+        fitted[lm.direction] = FitResult(done.value["history"], done.value["best_epoch"], done.value["best_value"])
+        measured[lm.direction] = {**done.value["measured"], "startup_seconds": done.startup_seconds}
+    for child in runs:
+        child.log.unlink(missing_ok=True)
+    return fitted, measured
 
 
 def check_files(config: PretrainArgs) -> None:
@@ -439,8 +549,9 @@ def check_files(config: PretrainArgs) -> None:
         ElmoError: naming the output and the input it would write over.
     """
     out = config.outputs
-    models = [out.word2idx, out.lm("forward"), out.lm("backward"), out.bilm, out.checkpoint("forward_lm"),
-              out.checkpoint("backward_lm")] if config.architecture is None \
+    training = [path for name in ("forward_lm", "backward_lm")  # checkpoints; logs and results of side-by-side runs
+                for path in (out.checkpoint(name), out.log(name), out.checkpoint(f"{name}.result"))]
+    models = [out.word2idx, out.lm("forward"), out.lm("backward"), out.bilm, *training] if config.architecture is None \
         else [out.published_lm, out.checkpoint("published_lm")]
     refuse_overwriting(config, {"--train-file": config.train_file, "--val-file": config.val_file,
                                 "--test-file": config.test_file, "--architecture": config.architecture},
@@ -460,6 +571,7 @@ def pretrain(config: PretrainArgs) -> dict:
     check_files(config)
     run = start(config, kernel_cache_entries=32)
     ctx, outputs, say = run.ctx, run.outputs, run.say
+    threads_each = direction_threads(config, run)
     loaded = load_data(config, run)
     resolve_batch_size(config, len(loaded.data["train"]) if isinstance(loaded.data["train"], EncodedCorpus) else None,
                        say)
@@ -479,12 +591,19 @@ def pretrain(config: PretrainArgs) -> dict:
     # needs the Word2Vec vectors.
     out_init = init_embeddings(bilm, vocab, loaded.sentences(), config, say) if ctx.is_main else {}
     bilm.to(run.device)
-    out = lm_summary(loaded, run, {"init_embeddings": out_init})
+    out = lm_summary(loaded, run, {"init_embeddings": out_init, "concurrent_directions": threads_each is not None,
+                                   "threads_per_direction": threads_each or run.threads})
     started = time.perf_counter()
-    fitted = train_directions(bilm, loaded, config, run)
+    if threads_each is None:
+        fitted, measured = train_directions(bilm, loaded, config, run), None
+    else:
+        say(f"training the forward and backward LMs side by side: two processes of {threads_each} thread(s) each "
+            f"(--concurrent-directions {config.concurrent_directions})")
+        fitted, measured = train_side_by_side(bilm, loaded, config, run, threads_each)
+        out["startup_seconds"] = {d: m["startup_seconds"] for d, m in measured.items()}
     out["train_seconds"] = time.perf_counter() - started
     if ctx.is_main:
-        write_outputs(bilm, loaded, fitted, config, run, out, started)
+        write_outputs(bilm, loaded, fitted, config, run, out, started, measured)
     distributed.barrier()  # the other ranks wait for rank 0's files, so the job ends as one
     return out
 
@@ -549,33 +668,51 @@ def finish_lm_results(out: dict, config: PretrainArgs, run: StartedRun, started:
 
 
 def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult], config: PretrainArgs,
-                  run: StartedRun, out: dict, started: float) -> None:
-    """Rank 0: evaluate both directions exactly, then write ``forward.pt``, ``backward.pt``, ``bilstm.pt``,
+                  run: StartedRun, out: dict, started: float, measured: dict[str, dict] | None = None) -> None:
+    """Rank 0: evaluate both directions exactly (unless ``measured`` holds their evaluations already:
+    :func:`train_side_by_side`), then write ``forward.pt``, ``backward.pt``, ``bilstm.pt``,
     ``lm.json`` and the plots, delete the training checkpoints and print the table."""
     outputs, vocab = run.outputs, loaded.vocab
     meta = {**environment_info(config.seed), "config": asdict(config)}
     for lm in (bilm.forward_lm, bilm.backward_lm):
         save_checkpoint(lm_checkpoint(lm, vocab, meta), outputs.lm(lm.direction))
-        evaluate_direction(lm, fitted[lm.direction], loaded.data, run, vocab, out)
+        evaluate_direction(lm, fitted[lm.direction], loaded.data, run, vocab, out, (measured or {}).get(lm.direction))
     out["bilm_config"] = asdict(bilm.config)
     save_bilm(bilm, vocab, outputs.bilm, meta)
     finish_lm_results(out, config, run, started, {d: out["directions"][d]["history"] for d in out["directions"]},
                       ["forward_lm", "backward_lm"])
 
 
+def measure_direction(lm: LanguageModel | PublishedDirection, data: dict, device: torch.device) -> dict:
+    """Exact full-vocabulary evaluation of one trained LM (:func:`~elmo.training.evaluation.evaluate_words`) on val
+    and on test when there is one.
+
+    Returns:
+        ``{"val": metrics[, "test": metrics], "targets": (n,), "top5": (n, 5)}``: the word ids of the test (else val)
+        split as CPU tensors, so that a child process can hand them back through ``torch.load(weights_only=True)``.
+    """
+    measured = {}
+    measured["val"], targets, top5 = evaluate_words(lm, data["val"], device)
+    if "test" in data:
+        measured["test"], targets, top5 = evaluate_words(lm, data["test"], device)
+    return {**measured, "targets": torch.from_numpy(targets), "top5": torch.from_numpy(top5)}
+
+
 def evaluate_direction(lm: LanguageModel | PublishedDirection, fitted: FitResult, data: dict, run: StartedRun, vocab: Vocabulary,
-                       out: dict) -> None:
+                       out: dict, measured: dict | None = None) -> None:
     """Exact full-vocabulary evaluation of one trained LM on val (and test, when there is one): adds its
     perplexities, word metrics and training history to ``out`` and plots the test (else val)
-    confusion of the 20 most frequent words."""
-    key, device = f"{lm.direction}_perplexity", run.device
-    val_metrics, targets, top5 = evaluate_words(lm, data["val"], device)
+    confusion of the 20 most frequent words. ``measured``: that evaluation made already (:func:`measure_direction`,
+    in the direction's own process: :func:`train_side_by_side`)."""
+    key = f"{lm.direction}_perplexity"
+    measured = measured or measure_direction(lm, data, run.device)
+    val_metrics, targets, top5 = measured["val"], np.asarray(measured["targets"]), np.asarray(measured["top5"])
     out["val"][key] = val_metrics["perplexity"]
     out["val"][f"{lm.direction}_words"] = val_metrics
     shown, split = val_metrics, "val"
-    if "test" in data:
-        shown, targets, top5 = evaluate_words(lm, data["test"], device)
-        out["test"][key], out["test"][f"{lm.direction}_words"], split = shown["perplexity"], shown, "test"
+    if "test" in measured:
+        shown, split = measured["test"], "test"
+        out["test"][key], out["test"][f"{lm.direction}_words"] = shown["perplexity"], shown
     speeds = [row["units_per_second"] for row in fitted.history]
     out["directions"][lm.direction] = {"best_epoch": fitted.best_epoch, "history": fitted.history,
                                        "tokens_per_second": float(np.median(speeds))}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sized
 
@@ -104,11 +104,13 @@ class Objective:
 @dataclass
 class Progress:
     """How training reports itself: ``desc`` labels the bar and lines (``forward LM``), ``unit`` its
-    throughput (``tok``, ``doc``); ``quiet`` shows nothing (always so on ranks other than 0)."""
+    throughput (``tok``, ``doc``); ``quiet`` shows nothing (always so on ranks other than 0); ``bar=False``
+    keeps the per-epoch lines but no progress bar (runs side by side, whose bars would overwrite each other)."""
 
     desc: str = "train"
     unit: str = "tok"
     quiet: bool = False
+    bar: bool = True
 
 
 @dataclass
@@ -206,8 +208,7 @@ def fit(model: nn.Module, objective: Objective, config: TrainConfig, device: tor
     """
     progress = progress or Progress()
     quiet = progress.quiet or not distributed.context().is_main
-    run = _start(model, objective, config, device, amp_dtype, checkpoint, Progress(progress.desc, progress.unit, quiet),
-                 unfreezing)
+    run = _start(model, objective, config, device, amp_dtype, checkpoint, replace(progress, quiet=quiet), unfreezing)
     position = _resume(run) if checkpoint is not None and checkpoint.resume and Path(checkpoint.path).is_file() else Position()
     with ctrl_c_requests_a_stop(checkpoint is not None) as ctrl_c:
         for epoch in range(position.epoch, config.epochs):
@@ -286,7 +287,7 @@ def _train_epoch(run: _Run, start: Position, ctrl_c: dict[str, Any]) -> tuple[fl
     epochs, desc, unit = run.config.epochs, run.progress.desc, run.progress.unit
     batches = run.objective.batches(start.epoch)
     bar = tqdm(itertools.islice(batches, step, None), total=batch_count(batches),
-               desc=f"{desc} epoch {start.epoch + 1}/{epochs}", disable=run.progress.quiet, leave=False,
+               desc=f"{desc} epoch {start.epoch + 1}/{epochs}", disable=run.progress.quiet or not run.progress.bar, leave=False,
                dynamic_ncols=True, initial=step)
     for batch in bar:
         loss_sum, units = _step(run, trained, batch, ctrl_c, start.epoch, step)

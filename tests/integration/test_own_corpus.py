@@ -41,13 +41,15 @@ def corpus_files(tmp_path_factory) -> Path:
 
 
 OWN = ["--embedding-dim", "16", "--hidden-size", "16", "--batch-size", "16", "--epochs", "1", "--quiet",
-       "--stream-buffer", "800", "--precision", "fp32"]
+       "--stream-buffer", "800", "--precision", "fp32", "--threads", "1"]
 
 
 def test_elmo_py_trains_on_a_text_file_and_on_the_same_text_as_a_csv_column(corpus_files, tmp_path):
     (tmp_path / "text").mkdir()
+    # the text file with the directions side by side (each process streams the file), the CSV one after the other
     text = run_in_process("pretrain", tmp_path / "text", corpus_files, "--train-file", str(corpus_files / "corpus.txt"),
-                          "--val-file", str(corpus_files / "val.txt"), *OWN)
+                          "--val-file", str(corpus_files / "val.txt"), *OWN, "--threads", "2",
+                          "--concurrent-directions", "on")
     assert text == 0
     (tmp_path / "csv").mkdir()
     table = run_in_process("pretrain", tmp_path / "csv", corpus_files, "--train-file", str(corpus_files / "corpus.csv"),
@@ -56,6 +58,7 @@ def test_elmo_py_trains_on_a_text_file_and_on_the_same_text_as_a_csv_column(corp
     a, b = (json.loads((tmp_path / r / "results" / "lm.json").read_text()) for r in ("text", "csv"))
     assert a["documents"]["train"] == 260 and a["train_tokens"] == sum(len(tokenize(t)) for t in corpus_lines(300)[:260])
     assert a["val"] == b["val"] and np.isfinite(a["val"]["forward_perplexity"])  # same text, same model
+    assert (a["concurrent_directions"], a["threads_per_direction"], b["concurrent_directions"]) == (True, 1, False)
     assert a["test"] == {}  # no --test-file: val only
     for name in ("word2idx.pkl", "forward.pt", "backward.pt", "bilstm.pt"):
         assert (tmp_path / "text" / "models" / name).is_file()

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support import CLASSIFY, ROOT, SMALL, run_script
+from support import CLASSIFY, ROOT, SMALL, run_script, without_timings
 
 from elmo.artifacts import load_checkpoint
 from elmo.model.mix import LAYER_MIXES
@@ -85,6 +85,77 @@ def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_metrics_bit_for_b
         assert cls[mix]["lambdas"] == cls_ref[mix]["lambdas"] and cls[mix]["gamma"] == cls_ref[mix]["gamma"]
         for key in ("train_loss", "val_f1"):
             assert [r[key] for r in cls[mix]["history"]] == [r[key] for r in cls_ref[mix]["history"]], key
+
+
+#: the forward LM's process (elmo.pipelines.pretraining.train_direction) kills the whole run (every process of its
+#: group: the script and both directions) at its {at}-th forward call, once the backward LM has finished
+DIRECTION_KILLER = """
+import os, signal, time
+from elmo.artifacts import load_checkpoint
+from elmo.model.bilm import LanguageModel
+from elmo.pipelines import pretraining
+
+train = pretraining.train_direction
+
+
+def train_direction(job):
+    if job.direction == "forward":
+        original, calls = LanguageModel.forward, [0]
+        backward = job.config.outputs.checkpoint("backward_lm")
+
+        def forward(self, *args, **kwargs):
+            calls[0] += 1
+            if calls[0] == {at}:
+                deadline = time.monotonic() + 300
+                while time.monotonic() < deadline and not (backward.is_file()
+                                                            and load_checkpoint(backward, "elmo.training")["done"]):
+                    time.sleep(0.05)
+                os.killpg(0, signal.SIGKILL)
+            return original(self, *args, **kwargs)
+        LanguageModel.forward = forward
+    return train(job)
+"""
+
+LAUNCH_SIDE_BY_SIDE = """
+import sys
+sys.path[:0] = [{root!r}, {hook!r}]
+import direction_killer
+from elmo.pipelines import pretraining
+pretraining.train_direction = direction_killer.train_direction
+from elmo.cli import run
+sys.exit(run("pretrain", sys.argv[1:]))
+"""
+
+#: both directions at once, one thread each
+SIDE_BY_SIDE = ["--threads", "2", "--concurrent-directions", "on", "--checkpoint-every", "4"]
+
+
+def test_a_killed_side_by_side_run_resumes_each_direction_from_its_own_checkpoint(small_pipeline, tmp_path):
+    """``ELMO.py`` with the directions in two processes, all killed by SIGKILL when the backward LM has finished and
+    the forward LM is in epoch 2, then resumed: the backward LM is not trained again, the forward LM continues from
+    its mid-epoch checkpoint, and both end with the numbers of the one-thread run, one direction after the other."""
+    data, ref = small_pipeline.data, small_pipeline.lm
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "direction_killer.py").write_text(DIRECTION_KILLER.replace("{at}", "23"))
+    code = LAUNCH_SIDE_BY_SIDE.format(root=str(ROOT), hook=str(hook))
+    killed = subprocess.run([sys.executable, "-c", code, "--data-dir", str(data), "--models-dir", str(tmp_path / "models"),
+                             "--results-dir", str(tmp_path / "results"), "--images-dir", str(tmp_path / "images"),
+                             *SMALL, *SIDE_BY_SIDE], capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                            env={**os.environ, "PYTHONHASHSEED": "0"}, start_new_session=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    checkpoints = tmp_path / "models" / "checkpoints"
+    forward, backward = (load_checkpoint(checkpoints / f"{d}_lm.pt", "elmo.training") for d in ("forward", "backward"))
+    assert not forward["done"] and forward["epoch"] == 1 and forward["step"] > 0 and backward["done"]
+    assert not (tmp_path / "models" / "bilstm.pt").exists()
+    resumed = run_script("ELMO.py", tmp_path, data, *SMALL, *SIDE_BY_SIDE, "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    lm = json.loads((tmp_path / "results" / "lm.json").read_text())
+    assert lm["concurrent_directions"] and lm["val"] == ref["val"] and lm["test"] == ref["test"]
+    assert lm["directions"]["backward"]["history"] == backward["history"]  # its timings too: restored, not retrained
+    for d in ("forward", "backward"):
+        assert without_timings(lm["directions"][d]["history"]) == without_timings(ref["directions"][d]["history"]), d
+    assert not checkpoints.exists()
 
 
 def test_ctrl_c_saves_says_how_to_resume_and_the_resume_finishes_the_run(small_pipeline, tmp_path):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 import torch
-from support import TOPIC_WORDS, make_rows
+from support import TOPIC_WORDS, make_rows, run_in_process
 
 from elmo.data.text import tokenize
 from elmo.data.vocab import Vocabulary
@@ -57,3 +60,66 @@ def test_centered_word2vec_init_removes_the_shared_direction(toy):
     assert info["centered"] and info["common_direction_cosine"] == pytest.approx(common_direction_cosine(raw))
     word = vocab.stoi[TOPIC_WORDS[0][0]]
     torch.testing.assert_close(bilm.backward_lm.embedding.weight[word], torch.from_numpy(centered[word]))
+
+
+def started(threads: int, device: str = "cpu", world_size: int = 1):
+    """A :class:`~elmo.pipelines.common.StartedRun` with only what ``direction_threads`` reads."""
+    from elmo.artifacts import Outputs
+    from elmo.pipelines.common import StartedRun
+    from elmo.runtime.distributed import Context
+
+    return StartedRun(Context(world_size=world_size), torch.device(device), None, threads, Outputs(), print)
+
+
+@pytest.mark.parametrize("choice, threads, expected", [
+    ("auto", 2, 1), ("auto", 8, 4), ("auto", 1, None), ("auto", 3, 1),  # half of --threads each, from two threads on
+    ("on", 1, 1), ("on", 4, 2), ("off", 8, None),
+])
+def test_concurrent_directions_splits_the_threads_between_the_two_processes(choice, threads, expected):
+    from elmo.pipelines.pretraining import direction_threads
+
+    assert direction_threads(PretrainArgs(concurrent_directions=choice), started(threads)) == expected
+
+
+def test_concurrent_directions_stays_sequential_under_torchrun_on_cuda_and_with_architecture():
+    from elmo.errors import ElmoError
+    from elmo.pipelines.pretraining import direction_threads
+
+    for run in (started(4, world_size=2), started(4, device="cuda")):
+        assert direction_threads(PretrainArgs(), run) is None  # auto
+        with pytest.raises(ElmoError, match="--concurrent-directions on trains the two directions in two processes"):
+            direction_threads(PretrainArgs(concurrent_directions="on"), run)
+    assert direction_threads(PretrainArgs(architecture="elmo-small"), started(4)) is None
+    with pytest.raises(ElmoError, match="--concurrent-directions on: --architecture elmo-small trains both"):
+        PretrainArgs(architecture="elmo-small", concurrent_directions="on").check()
+
+
+def test_a_flag_value_other_than_auto_on_off_is_refused(capsys):
+    from elmo.cli import run
+
+    with pytest.raises(SystemExit) as exit_:
+        run("pretrain", ["--concurrent-directions", "yes"])
+    assert exit_.value.code == 2 and "invalid choice: 'yes'" in capsys.readouterr().err
+
+
+def test_a_direction_whose_process_fails_names_it_and_its_log_and_writes_no_results(tiny_agnews, tmp_path, capsys,
+                                                                                     monkeypatch):
+    """Both directions' processes crash (the function they run is replaced by one that raises TypeError): exit 2,
+    one line naming the direction, its exit status and its log (which holds the traceback); the results of an
+    earlier run stay as they were."""
+    from elmo.pipelines import pretraining
+
+    monkeypatch.setattr(pretraining, "train_direction", len)  # len(job): TypeError in the child process
+    earlier = tmp_path / "results" / "lm.json"
+    earlier.parent.mkdir()
+    earlier.write_text('{"earlier": true}')
+    status = run_in_process("pretrain", tmp_path, tiny_agnews, "--embedding-dim", "8", "--hidden-size", "8",
+                            "--epochs", "1", "--max-docs", "120", "--init-embeddings", "none", "--quiet",
+                            "--threads", "2", "--concurrent-directions", "on")
+    err = capsys.readouterr().err.strip()
+    assert status == 2
+    assert re.fullmatch(r"error: (forward|backward) LM: its process failed with exit status 1; its log (\S+\.log): "
+                        r"TypeError: object of type 'DirectionJob' has no len\(\)", err), err
+    log = Path(re.search(r"its log (\S+\.log)", err).group(1))
+    assert log.parent == tmp_path / "models" / "checkpoints" and "Traceback" in log.read_text()
+    assert earlier.read_text() == '{"earlier": true}' and not (tmp_path / "models" / "bilstm.pt").exists()

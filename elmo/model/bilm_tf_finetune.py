@@ -1,0 +1,194 @@
+"""Fine-tuning a published (or exported) bilm-tf biLM as a language model on a domain's text
+(``python -m elmo finetune``): the loaded :class:`~elmo.model.bilm_tf.PublishedBiLM` gets the training softmax of a
+:class:`~elmo.model.bilm_tf_lm.PublishedLanguageModel` over the domain vocabulary, and that softmax an initial
+value.
+
+The published files carry no softmax (bilm-tf's ``dump_weights`` writes the biLM only), so the softmax over the
+domain's vocabulary starts from nothing. :data:`SOFTMAX_INITS`:
+
+* ``token-layer`` (:func:`init_softmax_from_token_layer`): word ``w``'s output row is ``alpha · x_w``, where ``x_w``
+  ``(P,)`` is the biLM's own token-layer vector of ``w`` (character CNN → highway → projection, the width
+  ``projection_dim`` of the top LSTM layer the softmax reads; bilm-tf's ``softmax/W`` has that width), and its
+  bias ``beta · log p(w)``, ``p`` the add-one smoothed unigram frequency of ``w`` among the words both directions
+  predict. ``alpha`` and ``beta`` are the two numbers that minimise the exact negative log-likelihood of a sample
+  of training positions under the loaded biLM (L-BFGS on two scalars); ``alpha = 0, beta = 1`` is the unigram
+  model, where the fit starts, so the result is never worse than the unigram model on that sample.
+* ``random``: the softmax's own initialisation (bilm-tf's ``W ~ N(0, 1/P)``, ``b = 0``).
+
+Special rows: ``<bos>`` and ``<eos>`` (bilm-tf's ``<S>``, ``</S>``) take the token vectors of bilm-tf's
+sentence-boundary characters, ``<unk>`` and ``<pad>`` a zero row (their bias alone).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+import numpy as np
+import torch
+
+from ..data.chars import bilm_tf_char_table
+from ..data.corpus import EncodedCorpus
+from ..data.vocab import BOS_ID, EOS_ID, SPECIALS, Vocabulary
+from ..errors import ElmoError
+from .bilm import IGNORE_INDEX
+from .bilm_tf import PublishedBiLM
+from .bilm_tf_lm import PublishedLanguageModel, PublishedLMConfig
+from .sampled_softmax import SampledSoftmax
+
+#: ``--softmax-init``'s choices (module docstring)
+SOFTMAX_INITS = ("token-layer", "random")
+#: training positions per direction the scales ``alpha``, ``beta`` of ``token-layer`` are fitted on
+SCALE_FIT_POSITIONS = 256
+
+
+def language_model_of(bilm: PublishedBiLM, config: PublishedLMConfig, seed: int = 0) -> PublishedLanguageModel:
+    """A :class:`~elmo.model.bilm_tf_lm.PublishedLanguageModel` whose biLM is ``bilm`` (its weights, the biases as
+    read from bilm-tf's file and the files it came from kept) and whose softmax is the ``random`` one of ``seed``.
+
+    Args:
+        bilm: e.g. :func:`elmo.model.bilm_tf_io.load_published_bilm`'s; config: the training head (its ``vocab_size``
+            the domain vocabulary's).
+    """
+    model = PublishedLanguageModel(bilm.config, config, seed=seed)
+    with torch.no_grad():
+        for p in bilm.parameters():  # the loader's tensors may be views of transposed arrays: fused Adam wants them dense
+            p.data = p.data.contiguous()
+    model.bilm = bilm
+    return model
+
+
+def target_counts(documents: Iterable[Sequence[str]], vocab: Vocabulary) -> np.ndarray:
+    """How often each vocabulary id is a target of the two directions together over ``documents`` (token lists):
+    each word twice (forward and backward; OOV words as ``<unk>``), ``<eos>`` once per document (forward),
+    ``<bos>`` once (backward); ``(V,)`` int64."""
+    counts = np.zeros(len(vocab), dtype=np.int64)
+    docs = 0
+    for doc in documents:
+        np.add.at(counts, np.asarray(vocab.encode(doc), dtype=np.int64), 2)
+        docs += 1
+    counts[BOS_ID] += docs
+    counts[EOS_ID] += docs
+    return counts
+
+
+def unigram_log_probabilities(counts: np.ndarray) -> torch.Tensor:
+    """``log((count + 1) / (total + V))``, float32 ``(V,)``: the add-one smoothed unigram model of the targets."""
+    counts = torch.as_tensor(counts, dtype=torch.float64)
+    return (torch.log1p(counts) - math.log(float(counts.sum()) + len(counts))).float()
+
+
+@torch.no_grad()
+def vocabulary_token_vectors(bilm: PublishedBiLM, vocab: Vocabulary) -> torch.Tensor:
+    """The token-layer vector ``x_w`` of every vocabulary id, ``(V, P)`` float32 on the biLM's device: the words'
+    from their characters (:meth:`~elmo.model.bilm_tf.PublishedBiLM.token_vectors`, eval mode), ``<bos>``/``<eos>``
+    from bilm-tf's ``<S>``/``</S>`` characters, zero for ``<pad>`` and ``<unk>``."""
+    was_training = bilm.training
+    bilm.eval()
+    device = bilm.boundary_chars.device
+    words = vocab.itos[len(SPECIALS):]
+    chars = torch.from_numpy(bilm_tf_char_table(words, bilm.config.max_chars)).long().to(device)
+    vectors = torch.zeros(len(vocab), bilm.config.projection_dim, device=device)
+    if words:
+        vectors[len(SPECIALS):] = bilm.token_vectors(chars).float()
+    bounds = bilm.token_vectors(bilm.boundary_chars).float()
+    vectors[BOS_ID], vectors[EOS_ID] = bounds[0], bounds[1]
+    bilm.train(was_training)
+    return vectors
+
+
+@torch.no_grad()
+def sample_positions(model: PublishedLanguageModel, sample: EncodedCorpus,
+                     positions: int = SCALE_FIT_POSITIONS) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-layer states ``(n, P)`` float32 and target ids ``(n,)`` of up to ``positions`` predicted words per
+    direction of ``sample`` (biLM in eval mode: no dropout)."""
+    was_training = model.training
+    model.eval()
+    tops, targets = [], []
+    device = model.bilm.boundary_chars.device
+    for direction in (0, 1):
+        kept = 0
+        for _, batch in sample.eval_batches(64, 4096):
+            ids, lengths = batch["ids"].to(device), batch["lengths"].to(device)
+            [top] = model.bilm.reading_states(batch["chars"].to(device), lengths, [direction])
+            target = model.targets(ids, lengths, direction)
+            keep = target != IGNORE_INDEX
+            tops.append(top[keep].float()[:positions - kept])
+            targets.append(target[keep][:positions - kept])
+            kept += len(targets[-1])
+            if kept >= positions:
+                break
+    model.train(was_training)
+    return torch.cat(tops), torch.cat(targets)
+
+
+def fit_scales(scores: torch.Tensor, log_prior: torch.Tensor, targets: torch.Tensor) -> tuple[float, float, float, float]:
+    """``alpha, beta`` minimising the mean NLL of ``targets`` under ``softmax(alpha · scores + beta · log_prior)``.
+
+    Args:
+        scores: ``(n, V)`` float32 dot products ``h · x_w``; log_prior: ``(V,)`` log unigram probabilities;
+            targets: ``(n,)`` ids.
+
+    Returns:
+        ``(alpha, beta, nll, unigram_nll)``: the scales, their mean NLL (nats per word) and that of
+        ``alpha = 0, beta = 1`` (the unigram model), where the search starts.
+    """
+    scales = torch.tensor([0.0, 1.0], dtype=torch.float64, requires_grad=True)
+    scores64, prior64 = scores.double(), log_prior.double()
+
+    def nll() -> torch.Tensor:
+        logits = scales[0] * scores64 + scales[1] * prior64
+        return torch.nn.functional.cross_entropy(logits, targets)
+
+    with torch.no_grad():
+        unigram = float(nll())
+    optimizer = torch.optim.LBFGS([scales], lr=1.0, max_iter=50, line_search_fn="strong_wolfe")
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        loss = nll()
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    with torch.no_grad():
+        fitted = float(nll())
+    if not math.isfinite(fitted) or fitted > unigram:  # never worse than where it started
+        return 0.0, 1.0, unigram, unigram
+    alpha, beta = (float(v) for v in scales.detach())
+    return alpha, beta, fitted, unigram
+
+
+@torch.no_grad()
+def init_softmax_from_token_layer(model: PublishedLanguageModel, vocab: Vocabulary, counts: np.ndarray,
+                                  sample: EncodedCorpus) -> dict:
+    """The ``token-layer`` initialisation (module docstring) of ``model.softmax``, in place.
+
+    Args:
+        model: with a :class:`~elmo.model.sampled_softmax.SampledSoftmax` (``softmax/W (V, P)``, ``softmax/b (V,)``);
+        vocab: its softmax's classes; counts: ``(V,)`` target counts (:func:`target_counts`); sample: a few training
+            documents, encoded with bilm-tf characters, for fitting ``alpha`` and ``beta``.
+
+    Returns:
+        ``{"method", "alpha", "beta", "sample_positions", "sample_perplexity", "unigram_sample_perplexity"}``: the
+        scales and the exact perplexity of the sample under them and under the unigram model.
+
+    Raises:
+        ElmoError: the softmax is not the sampled one (the adaptive softmax has no per-word bias), or ``counts``
+            does not fit the vocabulary.
+    """
+    if not isinstance(model.softmax, SampledSoftmax):
+        raise ElmoError("FinetuneArgs.softmax_init 'token-layer' sets a full softmax's rows and biases: use "
+                        "FinetuneArgs.softmax 'sampled' (the adaptive softmax has no per-word bias), or "
+                        "FinetuneArgs.softmax_init 'random'", field="FinetuneArgs.softmax_init")
+    if len(counts) != len(vocab):
+        raise ElmoError(f"target counts have {len(counts)} entries, the vocabulary {len(vocab)}")
+    vectors = vocabulary_token_vectors(model.bilm, vocab)
+    log_prior = unigram_log_probabilities(counts).to(vectors.device)
+    with torch.enable_grad():
+        hidden, targets = sample_positions(model, sample)
+        alpha, beta, nll, unigram = fit_scales(hidden @ vectors.T, log_prior, targets)
+    model.softmax.weight.copy_(alpha * vectors)
+    model.softmax.bias.copy_(beta * log_prior)
+    return {"method": "token-layer", "alpha": alpha, "beta": beta, "sample_positions": len(targets),
+            "sample_perplexity": math.exp(nll), "unigram_sample_perplexity": math.exp(unigram)}

@@ -1,0 +1,223 @@
+"""Independent training runs side by side, each in a child process of its own (``ELMO.py``'s two LM directions
+on the CPU: docs/performance.md#the-two-directions-side-by-side).
+
+A run's small matrix products leave part of two cores idle; two one-thread processes keep both busy. Each
+child is a fresh interpreter (``python -c``, not ``fork``: a child forked from a process that has run OpenMP with
+more than one thread hangs in its first parallel region of more than one thread, as GNU OpenMP keeps no thread
+pool across ``fork``; nor ``multiprocessing``'s spawn, which runs the caller's main script again in the child).
+It reads its run (the parent's ``sys.path``, then the pickled :class:`ChildRun`) from its stdin, so it has its
+own random generators, oneDNN caches and thread count.
+
+What a child hands back goes through a file: :func:`run_side_by_side` gives each child a result path, the child
+writes its outcome there atomically (:func:`~elmo.artifacts.save_checkpoint`, ``format: elmo.child_run``) and
+the parent reads it with ``torch.load(weights_only=True)`` (:func:`~elmo.artifacts.load_checkpoint`). A child's
+stderr goes to its log file from its first line on, kept when it fails. Ctrl-C reaches every child (the terminal sends it to the whole
+process group, and the parent passes on a copy, which a child ignores within a second of the first): each
+finishes its step, saves its training state and stops. A child whose parent dies gets SIGINT from the kernel
+(Linux), so it stops the same way instead of training on unwatched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Iterator, Sequence
+
+from ..artifacts import load_checkpoint, payload, save_checkpoint
+from ..errors import ElmoError
+from ..runtime.device import configure_threads
+from .state import Interrupted
+
+#: ``prctl`` option: the signal a process gets when its parent dies (Linux, ``<linux/prctl.h>``).
+PR_SET_PDEATHSIG = 1
+#: what a child process runs: the parent's ``sys.path`` and then its :class:`ChildRun` come on its stdin
+CHILD_CODE = ("import pickle, sys; sys.path[:0] = pickle.load(sys.stdin.buffer); "
+              "from elmo.training.processes import child_main; child_main(sys.stdin.buffer)")
+
+
+@dataclass
+class ChildRun:
+    """One run in a child process.
+
+    Attributes:
+        label: names the run in messages (``forward LM``).
+        target: a module-level function (the child imports it by name); ``target(arg)`` runs in the child and
+            returns a dict of tensors and plain values (what ``torch.load(weights_only=True)`` reads back).
+        arg: its argument, pickled to the child.
+        threads: intra-op CPU threads of the child (>= 1).
+        log: the child's stderr (warnings, a traceback); the caller deletes it once the run succeeded.
+        result: where the child writes its outcome (removed once read).
+    """
+
+    label: str
+    target: Callable[[Any], dict[str, Any]]
+    arg: Any
+    threads: int
+    log: Path
+    result: Path
+
+
+@dataclass
+class Finished:
+    """A child run that ended: ``value`` is ``target(arg)``'s dict and ``seconds`` the wall time from the start of
+    the child process to its result, of which ``startup_seconds`` before ``target`` was called (starting the
+    interpreter, importing, unpickling ``arg``)."""
+
+    value: dict[str, Any]
+    seconds: float
+    startup_seconds: float
+
+
+def run_side_by_side(runs: Sequence[ChildRun]) -> list[Finished]:
+    """Run every ``runs[i].target(runs[i].arg)`` at once, each in a child process of its own, and wait for all.
+
+    When one child fails, the others get SIGINT (they save their training state and stop) before the error
+    is raised, so a run of several hours does not go on after its partner has failed.
+
+    Returns:
+        one :class:`Finished` per run, in the order of ``runs``.
+
+    Raises:
+        ElmoError: a child raised it (its message and ``field``), or a child died or raised another exception:
+            the message names the run, its exit status or signal, its log file and the log's last line.
+        Interrupted: Ctrl-C (or SIGINT) stopped one or more children; the message is theirs (where each stopped
+            and how to resume).
+        KeyboardInterrupt: Ctrl-C reached the parent after every child had finished.
+    """
+    processes: list[subprocess.Popen] = []
+    for run in runs:
+        run.result.unlink(missing_ok=True)
+        run.log.parent.mkdir(parents=True, exist_ok=True)
+    outcomes: list[dict[str, Any] | None] = [None] * len(runs)
+    failed: dict[str, Any] | None = None  # the first failure: the others are stopped after it
+    with _passing_on_ctrl_c(processes) as ctrl_c:
+        for run in runs:
+            if ctrl_c["stop"]:
+                break
+            with open(run.log, "wb") as log:
+                processes.append(subprocess.Popen([sys.executable, "-c", CHILD_CODE], stdin=subprocess.PIPE, stderr=log))
+        for run, process in zip(runs, processes):  # every child imports while the first one's run is written
+            with contextlib.suppress(OSError):  # a child that died already (Ctrl-C): its exit status tells
+                pickle.dump(list(sys.path), process.stdin)
+                pickle.dump((run, os.getpid(), time.time()), process.stdin)
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+        waiting = set(range(len(processes)))
+        while waiting:
+            time.sleep(0.1)
+            for i in [i for i in waiting if processes[i].poll() is not None]:
+                waiting.discard(i)
+                outcomes[i] = _outcome(runs[i], processes[i].returncode)
+                if outcomes[i]["outcome"] == "failed" and failed is None and not ctrl_c["stop"]:
+                    failed = outcomes[i]
+                    _interrupt(processes[j] for j in waiting)
+    if failed is not None:
+        raise ElmoError(failed["message"], field=failed.get("field"))
+    # after Ctrl-C, a child it reached before its training started dies with a traceback: stopped, not failed
+    outcomes = [{"outcome": "interrupted", "message": _stopped(run.label)} if o is not None and o.get("crashed") else o
+                for run, o in zip(runs, outcomes)]
+    errors = [o for o in outcomes if o is not None and o["outcome"] == "failed"]
+    if errors:  # an error a child raised while it stopped
+        raise ElmoError(errors[0]["message"], field=errors[0].get("field"))
+    stopped = [o["message"] for o in outcomes if o is not None and o["outcome"] == "interrupted"]
+    if stopped or len(processes) < len(runs):
+        raise Interrupted("; ".join(stopped) or "interrupted by Ctrl-C before every run had started")
+    if ctrl_c["stop"]:
+        raise KeyboardInterrupt
+    return [Finished(o["value"], o["seconds"], o["startup_seconds"]) for o in outcomes]
+
+
+def _outcome(run: ChildRun, exitcode: int | None) -> dict[str, Any]:
+    """What the child of ``run`` left: its result file's content, or a failure naming its exit and its log."""
+    if exitcode == 0 and run.result.is_file():
+        outcome = load_checkpoint(run.result, "elmo.child_run")
+        run.result.unlink()
+        return outcome
+    if exitcode is not None and exitcode < 0:
+        how = f"was killed by {signal.Signals(-exitcode).name}"
+    else:
+        how = f"failed with exit status {exitcode}"
+    return {"outcome": "failed", "crashed": True,
+            "message": f"{run.label}: its process {how}; its log {run.log}: {last_line(run.log)}"}
+
+
+def _stopped(label: str) -> str:
+    return (f"{label}: stopped by Ctrl-C; the training state it saved last is kept: run the same command with "
+            "--resume to continue")
+
+
+def last_line(path: Path) -> str:
+    """The last non-blank line of the text file ``path`` (a traceback's exception), or what says there is none."""
+    try:
+        lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
+    except OSError:
+        return "(no log)"
+    return next((line for line in reversed(lines) if line), "(empty)")
+
+
+def _interrupt(processes: Iterator[subprocess.Popen] | Sequence[subprocess.Popen]) -> None:
+    """SIGINT to every live process of ``processes`` (each finishes its step, saves and stops)."""
+    for process in processes:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGINT)
+
+
+@contextlib.contextmanager
+def _passing_on_ctrl_c(processes: list) -> Iterator[dict[str, bool]]:
+    """While waiting for the children (main thread only): Ctrl-C sets ``flag["stop"]`` and is passed on to them."""
+    flag = {"stop": False}
+    try:
+        previous = signal.getsignal(signal.SIGINT)
+
+        def handler(signum, frame):
+            flag["stop"] = True
+            _interrupt(processes)
+
+        signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: Ctrl-C reaches the children from the terminal only
+        yield flag
+        return
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stop_with_parent(parent: int) -> None:
+    """Ask the kernel for SIGINT when the parent dies (Linux ``prctl``; elsewhere nothing), and stop at once if it
+    already has."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGINT)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def child_main(stream: BinaryIO) -> None:
+    """A child process of :func:`run_side_by_side` (:data:`CHILD_CODE`): read its run from ``stream``, set its threads,
+    call ``target(arg)`` and write the outcome into the result file. An exception other than :class:`ElmoError`
+    ends the process with its traceback on stderr (the log) and exit status 1."""
+    run, parent, started = pickle.load(stream)
+    _stop_with_parent(parent)
+    configure_threads(run.threads)
+    called = time.time()
+    try:
+        outcome: dict[str, Any] = {"outcome": "done", "value": run.target(run.arg)}
+    except Interrupted as exc:
+        outcome = {"outcome": "interrupted", "message": str(exc)}
+    except KeyboardInterrupt:
+        outcome = {"outcome": "interrupted", "message": _stopped(run.label)}
+    except ElmoError as exc:
+        outcome = {"outcome": "failed", "message": str(exc), "field": exc.field}
+    save_checkpoint(payload("child_run", label=run.label, seconds=time.time() - started,
+                            startup_seconds=called - started, **outcome), run.result)

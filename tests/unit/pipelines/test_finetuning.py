@@ -1,0 +1,96 @@
+"""``python -m elmo finetune`` (elmo.pipelines.finetuning), in process, on the bilm-tf fixture biLM and a few hundred
+AG-News-like sentences: the held-out perplexity falls, the ELMo vectors change, the export round-trips through
+ElmoEmbedder; bad flags and files stop with exit status 2 and a message naming them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from published_reference import OPTIONS, WEIGHTS
+from support import make_rows, run_in_process, write_csv
+
+from elmo import ElmoEmbedder
+from elmo.cli import run
+from elmo.model.serialization import load_published_lm
+
+#: a few steps: 380 training lines in batches of 32 (12 steps an epoch), 2 epochs, fp32 so the numbers are exact
+FLAGS = ["--threads", "1", "--precision", "fp32", "--quiet", "--epochs", "2", "--batch-size", "32",
+         "--softmax-samples", "40", "--lr", "1e-3", "--softmax-lr", "3e-3", "--warmup-steps", "0"]
+SENTENCES = [["Minister", "Zorgblatt", "said", "the", "quarterly", "profit", "fell", "."], ["Goal", "!"]]  # OOV word
+
+
+def domain_text(folder, rows: int = 400):
+    """``folder/domain.csv`` (a ``text`` column of AG-News-like descriptions, case kept) and its ``test.txt``."""
+    write_csv(folder / "domain.csv", [(r[2],) for r in make_rows(rows, seed=5)], header=["text"])
+    (folder / "test.txt").write_text("\n".join(r[2] for r in make_rows(60, seed=6)) + "\n", encoding="utf-8")
+    return folder / "domain.csv", folder / "test.txt"
+
+
+def biLM_files(tmp_path):
+    """Copies of the fixture biLM (no test may write next to the repository's fixtures)."""
+    folder = tmp_path / "published"
+    folder.mkdir()
+    return shutil.copy(OPTIONS, folder / "options.json"), shutil.copy(WEIGHTS, folder / "weights.hdf5")
+
+
+def test_finetune_lowers_the_held_out_perplexity_and_exports_the_changed_bilm(tmp_path):
+    train, test = domain_text(tmp_path)
+    options, weights = biLM_files(tmp_path)
+    status = run_in_process("finetune", tmp_path, tmp_path / "absent", "--options-file", str(options),
+                            "--weight-file", str(weights), "--train-file", str(train), "--text-column", "text",
+                            "--test-file", str(test), *FLAGS)
+    assert status == 0
+    lm = json.loads((tmp_path / "results" / "lm.json").read_text())
+    for split in ("val", "test"):
+        for d in ("forward", "backward"):
+            before, after = lm["before"][split][f"{d}_perplexity"], lm[split][f"{d}_perplexity"]
+            assert np.isfinite(before) and after < before, (split, d, before, after)
+    assert lm["finetune"]["softmax_init"]["method"] == "token-layer" and lm["softmax"] == "sampled"
+    assert lm["vocab_size"] > 40 and not (tmp_path / "models" / "checkpoints").exists()
+    model, vocab, _ = load_published_lm(tmp_path / "models" / "published_lm.pt")
+    assert "Minister" in vocab.stoi and len(vocab) == lm["vocab_size"]  # the domain's vocabulary, case kept
+
+    assert run("export", [str(tmp_path / "models"), str(tmp_path / "out"), "--quiet"]) == 0
+    assert (tmp_path / "out" / "vocab.txt").read_text(encoding="utf-8").split()[3:] == vocab.itos[4:]
+    own = ElmoEmbedder(bilm=model.bilm, device="cpu").embed_batch(SENTENCES)
+    exported = ElmoEmbedder(options_file=tmp_path / "out" / "options.json", weight_file=tmp_path / "out" / "weights.hdf5",
+                            device="cpu").embed_batch(SENTENCES)
+    published = ElmoEmbedder(options_file=options, weight_file=weights, device="cpu").embed_batch(SENTENCES)
+    for a, b, c in zip(own, exported, published):
+        assert a.shape == b.shape == c.shape == (3, len(c[0]), 32)
+        assert np.abs(a - b).max() <= 1e-5  # the export round-trips (fp32)
+        assert np.abs(b - c).max() > 1e-3  # and fine-tuning changed every layer's vectors
+        assert all(np.abs(b[k] - c[k]).max() > 1e-3 for k in range(3))
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "--options-file OPTIONS.json --weight-file WEIGHTS.hdf5"),
+    (["--options-file", "OPTIONS"], "--options-file OPTIONS.json --weight-file WEIGHTS.hdf5"),
+    (["--options-file", "OPTIONS", "--weight-file", "MISSING"], "--weight-file: "),
+    (["--options-file", "MISSING", "--weight-file", "WEIGHTS"], "--options-file: "),
+    (["--options-file", "OPTIONS", "--weight-file", "WEIGHTS", "--train-file", "MISSING"], "missing.hdf5: file not found"),
+    (["--options-file", "OPTIONS", "--weight-file", "WEIGHTS", "--train-file", "TRAIN"], "--text-column"),
+    (["--options-file", "OPTIONS", "--weight-file", "WEIGHTS", "--softmax", "adaptive"], "--softmax-init token-layer"),
+    (["--options-file", "OPTIONS", "--weight-file", "WEIGHTS", "--val-file", "TRAIN"], "--val-file goes with --train-file"),
+    (["--options-file", "OPTIONS", "--weight-file", "WEIGHTS", "--softmax-lr", "0"], "--softmax-lr must be positive"),
+    (["--options-file", "OPTIONS", "--weight-file", "WEIGHTS", "--lr-gamma", "2"], "--lr-gamma must be in (0, 1]"),
+    (["--options-file", "OPTIONS", "--weight-file", "WEIGHTS", "--train-file", "TRAIN", "--text-column", "text",
+      "--results-dir", "PUBLISHED"], "the same file as --train-file"),
+])
+def test_bad_flags_and_files_stop_with_status_2_and_a_message_naming_them(tmp_path, capsys, argv, message):
+    options, weights = biLM_files(tmp_path)
+    train, _ = domain_text(tmp_path, rows=8)
+    (tmp_path / "published" / "lm.json").write_text("{}")
+    paths = {"OPTIONS": str(options), "WEIGHTS": str(weights), "MISSING": str(tmp_path / "missing.hdf5"),
+             "TRAIN": str(train), "PUBLISHED": str(tmp_path / "published")}
+    if "PUBLISHED" in argv:  # lm.json written over the training text
+        paths["TRAIN"] = str(tmp_path / "published" / "lm.json")
+    argv = [paths.get(a, a) for a in argv]
+    assert run("finetune", ["--data-dir", str(tmp_path / "absent"), "--models-dir", str(tmp_path / "models"),
+                            "--quiet", "--threads", "1", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err, err
+    assert not (tmp_path / "models" / "published_lm.pt").exists()

@@ -1,0 +1,30 @@
+"""Runs side by side in child processes (elmo.training.processes); the pipeline that uses them is tested in
+tests/unit/pipelines/test_pretraining.py and tests/integration/test_concurrent_directions.py."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from elmo.errors import ElmoError
+from elmo.runtime.device import resolve_device
+from elmo.training.processes import ChildRun, last_line, run_side_by_side
+
+
+def test_the_first_error_a_child_raises_is_raised_with_its_message_and_the_other_run_is_stopped(tmp_path):
+    """``resolve_device("tpu")`` raises ElmoError in its child: that message comes back (through the result file,
+    read with weights_only); the other child, still sleeping, is stopped rather than waited for."""
+    runs = [ChildRun("device run", resolve_device, "tpu", 1, tmp_path / "a.log", tmp_path / "a.pt"),
+            ChildRun("slow run", time.sleep, 60, 1, tmp_path / "b.log", tmp_path / "b.pt")]  # never done first
+    with pytest.raises(ElmoError, match=r"^--device: unknown device 'tpu'") as error:
+        run_side_by_side(runs)
+    assert not isinstance(error.value, KeyboardInterrupt)
+    assert not (tmp_path / "a.pt").exists() and not (tmp_path / "b.pt").exists()  # results are read, then removed
+
+
+def test_last_line_is_the_last_non_blank_line(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text("Traceback (most recent call last):\n  ...\nTypeError: boom\n\n")
+    assert last_line(log) == "TypeError: boom"
+    assert last_line(tmp_path / "absent.log") == "(no log)"
