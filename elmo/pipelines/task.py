@@ -140,6 +140,18 @@ def _load_bilm(run: StartedRun, published: tuple[str, str] | None) -> tuple[BiLM
     return bilm, vocab, str(path)
 
 
+def labelled_documents(train: Corpus, fraction: float, seed: int) -> Corpus:
+    """The labelled documents a classifier trains on: the class-balanced ``fraction`` of the training split drawn
+    by :func:`~elmo.data.agnews.labelled_draw` (all of it at 1). It is drawn from the whole training split, whatever
+    text the representations learn from (``--text-fraction``, ``--extra-text``), so a curve over pre-training text
+    compares biLMs on the same labelled documents.
+
+    Raises:
+        ElmoError: ``fraction`` outside ``(0, 1]``.
+    """
+    return train if fraction == 1.0 else train.subset(labelled_draw(train.labels, fraction, seed))
+
+
 def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskData:
     """Start the run (:func:`~elmo.pipelines.common.start`), load the biLM onto the device and read and
     encode the train/val/test splits.
@@ -179,9 +191,10 @@ def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskD
         run.say(f"text for Word2Vec, SVD and TF-IDF: {stats['train_documents']} training descriptions"
                 + "".join(f" + {c['kept']} rows of {Path(f).name}" for f, c in stats["extra"].items()))
     if config.labelled_fraction < 1.0:
-        corpora["train"] = text.subset(labelled_draw(text.labels, config.labelled_fraction, config.seed))
+        every = len(corpora["train"])
+        corpora["train"] = labelled_documents(corpora["train"], config.labelled_fraction, config.seed)
         data["train"] = encode(corpora["train"])
-        run.say(f"labelled documents: {len(corpora['train'])} of {len(text)} ({config.labelled_fraction:.0%}; "
+        run.say(f"labelled documents: {len(corpora['train'])} of {every} ({config.labelled_fraction:.0%}; "
                 f"per class {np.bincount(corpora['train'].labels, minlength=NUM_CLASSES).tolist()})")
     run.say(f"data: {len(corpora['train'])} train / {len(corpora['val'])} val / {len(corpora['test'])} test "
             f"documents; biLM {where}, vocabulary {len(vocab):,}; device {run.device}, {run.precision}")

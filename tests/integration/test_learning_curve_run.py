@@ -58,3 +58,28 @@ def test_curve_trains_on_a_share_of_the_labels_and_learns_representations_from_a
     again = run_curve(config)  # resumes: every part is done
     assert (tmp_path / "runs" / "parts.json").read_text() == parts_json  # nothing ran again
     assert again["sizes"]["0.5"]["methods"]["word2vec"]["test_accuracy"] == out["sizes"]["0.5"]["methods"]["word2vec"]["test_accuracy"]
+
+
+def test_the_labelled_share_is_the_same_documents_whatever_text_the_representations_learn_from(small_pipeline,
+                                                                                             tmp_path):
+    from support import write_csv
+
+    from elmo.pipelines.classification import ClassifyArgs
+    from elmo.pipelines.task import prepare
+
+    extra = write_csv(tmp_path / "extra.csv", [("alpha beta gamma delta epsilon zeta",), ("eta theta iota kappa",)],
+                      header=["text"])
+    def prepared(**text_flags):
+        out = tmp_path / "out"
+        return prepare(ClassifyArgs(data_dir=str(small_pipeline.data), models_dir=str(small_pipeline.out / "models"),
+                                    results_dir=str(out / "results"), images_dir=str(out / "images"), threads=1,
+                                    quiet=True, labelled_fraction=0.5, seed=0, **text_flags))
+
+    every = load_agnews(small_pipeline.data)[0]
+    full, quarter = prepared(), prepared(text_fraction=0.25, extra_text=(str(extra),))
+    assert len(quarter.text) == round(0.25 * len(every)) + 2 
+    assert len(full.corpora["train"]) == len(labelled_draw(every.labels, 0.5, 0)) < len(every)
+    # the same labelled documents, drawn from all the training split: none from outside the pre-training text's
+    # share is lost, and no unlabelled extra row is drawn
+    assert quarter.corpora["train"].texts == full.corpora["train"].texts
+    assert (quarter.corpora["train"].labels >= 0).all()
