@@ -17,6 +17,8 @@ from elmo.report.tables import (  # noqa: E402 (after the sys.path line)
     curve_table,
     markdown_table,
     seeds_table,
+    text_curve_table,
+    text_effect_table,
 )
 
 res = load_results(ROOT / "results", ROOT / "results" / "experiments")
@@ -41,6 +43,26 @@ def _points(c: dict) -> str:
         return f"{100 * c['mean_difference']:+.2f} points (one seed)"
     lo, hi = (100 * x for x in c["ci95"])
     return f"{100 * c['mean_difference']:+.2f} points (95% CI [{lo:+.2f}, {hi:+.2f}], paired t-test p = {c['p_value']:.3g})"
+
+
+def _text_bullet() -> str:
+    """The README's pre-training-text bullet from results/pretraining_text_curve.json (empty without it)."""
+    text_curve = res.get("pretraining_text_curve")
+    if not text_curve:
+        return ""
+    slopes = []
+    for share, per_method in text_curve["accuracy_per_doubling"].items():
+        for m in ("trainable_lambda", "word2vec"):
+            if m in per_method:
+                s = per_method[m]["summary"]
+                ci = "" if s["ci95"] is None else f" [{100 * s['ci95'][0]:+.2f}, {100 * s['ci95'][1]:+.2f}]"
+                slopes.append(f"{'ELMo (trainable λ)' if m != 'word2vec' else 'Word2Vec'} {100 * s['mean']:+.2f}{ci} "
+                              f"with {float(share):.0%} of the labels")
+    extra = [s for s in text["pretraining_text_curve"] if s.startswith("Extra text in the default run: ")]
+    return ("* More pre-training text ([curve](docs/results.md#when-elmo-pays-more-pre-training-text)): test accuracy "
+            "points per doubling of the biLM's and the static vectors' text, mean [95% CI] over seeds: "
+            + "; ".join(slopes) + "." + (" " + extra[0].removeprefix("Extra text in the default run: ").capitalize()
+                                         if extra else "") + "\n")
 
 
 def _curve_bullet() -> str:
@@ -79,7 +101,7 @@ Trained on the 39,122-row sample of the official train split, tested on the offi
   − SVD: {_points(_comparison('trainable_lambda', 'svd'))}. A single seed's difference below
   0.6 points is within the seed-to-seed spread.
 * biLM test perplexity, mean over seeds: forward {ppl['test_forward_perplexity']:.1f}, backward {ppl['test_backward_perplexity']:.1f}.
-{_curve_bullet()}* Every paired comparison and McNemar's test per seed: [docs/results.md](docs/results.md) and
+{_curve_bullet()}{_text_bullet()}* Every paired comparison and McNemar's test per seed: [docs/results.md](docs/results.md) and
   [report.pdf](report.pdf); the goals met and missed: [docs/results.md](docs/results.md#accuracy-and-performance-goals)."""
 
 
@@ -127,6 +149,44 @@ readme = (ROOT / "README.md").read_text()
 for name, block in (("headline", headline), ("timing", _timing_block()), ("results", results_block)):
     readme = fill(readme, name, block)
 (ROOT / "README.md").write_text(readme)
+
+def _text_curve_section() -> str:
+    """docs/results.md's pre-training-text section (empty without results/pretraining_text_curve.json)."""
+    text_curve = res.get("pretraining_text_curve")
+    if not text_curve:
+        return ""
+    config = text_curve["config"]
+    shares = sorted({k for t in text_curve["texts"].values() for k in t["curve"]["sizes"]}, key=float)
+    cost = {k: v for k, v in text_curve["parts"].items() if "/text_" in k and "/text_1/" not in k
+            and v["returncode"] == 0}
+    hours = sum(v["seconds"] for v in cost.values()) / 3600
+    tables = "\n\n".join(f"With {float(share):.0%} of the labels:\n\n{text_curve_table(text_curve, share)}"
+                          for share in shares)
+    return f"""## When ELMo pays: more pre-training text
+
+Command: `python -m elmo study --seeds {' '.join(map(str, config['seeds']))} --pretraining-texts \
+{' '.join(text_curve['texts'])} --labelled-fractions {' '.join(shares)}` (`results/pretraining_text_curve.json`). Per seed, the
+biLM (`ELMO.py`'s defaults), Word2Vec, SVD and TF-IDF's vocabulary are re-learnt from a random share of the training
+descriptions (`--text-fraction`), or from all of them plus the unlabelled AG News rows of `data/ag_news/extra/`
+(`--extra-text`: rows that repeat a training description or contain a validation or test description are dropped).
+The classifiers train on the same labelled documents whatever the text. Test accuracy, mean ± std over seeds:
+
+{tables}
+
+![pre-training text](../images/pretraining_text_curve.png)
+
+""" + "\n".join("* " + s for s in text["pretraining_text_curve"]) + f"""
+
+Per labelled share and method: the slope of test accuracy on log2(pre-training tokens), and each text against all
+the descriptions (paired over seeds):
+
+{text_effect_table(text_curve)}
+
+The texts other than all the descriptions took {hours:.1f} CPU-hours of parts ({len(cost)} parts, one thread each,
+two at a time, on the 2-core AMD EPYC of the seeds study; `results/pretraining_text_curve.json`, `parts`).
+
+"""
+
 
 def _curve_section() -> str:
     """docs/results.md's learning-curve section (empty without results/learning_curve.json)."""
@@ -197,7 +257,7 @@ which McNemar's exact test on the 7,600 test documents gives p < 0.05:
 
 """ + "\n".join("* " + s for s in text["seeds_mixes"]) + """
 
-""" + _curve_section() + """### Accuracy and performance goals
+""" + _curve_section() + _text_curve_section() + """### Accuracy and performance goals
 
 """ + "\n".join("* " + s for s in text["targets"]) + """
 

@@ -224,9 +224,20 @@ def _train_tokens(config: StudyArgs, seed: int) -> int | None:
     return None if lm is None else lm.get("train_tokens")
 
 
+def _bilm_setup(config: StudyArgs, seed: int) -> dict[str, Any] | None:
+    """What a seed's biLM was trained with and reached (its ``lm.json``): the batch size and whether Word2Vec
+    vectors initialised its embeddings (both chosen per corpus by the defaults), and its test perplexities."""
+    lm = load_result(config.seed_dir(seed) / "results" / "lm.json")
+    if lm is None:
+        return None
+    return {"batch_size": lm.get("config", {}).get("batch_size"),
+            "word2vec_init": lm.get("init_embeddings", {}).get("copied"),
+            "test_perplexity": [lm.get("test", {}).get(f"{d}_perplexity") for d in ("forward", "backward")]}
+
+
 def aggregate_text_curve(config: StudyArgs, record: dict[str, dict] | None = None) -> dict[str, Any]:
-    """``results/pretraining_text_curve.json``: per pre-training text its tokens per seed and its learning curve
-    (:func:`curve_summary`), then per labelled share and method the effect of a doubling of the text — the slope
+    """``results/pretraining_text_curve.json``: per pre-training text its tokens per seed, its biLMs' set-up and
+    test perplexities (:func:`_bilm_setup`) and its learning curve (:func:`curve_summary`), then per labelled share and method the effect of a doubling of the text — the slope
     of test accuracy on log2(tokens) fitted per seed over the texts, summarised over seeds — and the best ELMo
     mix on each text against the full text (paired over seeds).
 
@@ -242,7 +253,7 @@ def aggregate_text_curve(config: StudyArgs, record: dict[str, dict] | None = Non
             continue
         curve.pop("parts"), curve.pop("meta")
         texts[variant] = {"out_dir": sub.out_dir, "train_tokens": [_train_tokens(sub, s) for s in config.seeds],
-                          "curve": curve}
+                          "bilm": [_bilm_setup(sub, s) for s in config.seeds], "curve": curve}
     if not texts:
         raise ElmoError(f"no pre-training text of {list(config.pretraining_texts)} has a finished curve under "
                         f"{config.out_dir}")
@@ -270,7 +281,7 @@ def aggregate_text_curve(config: StudyArgs, record: dict[str, dict] | None = Non
                 continue
             a, b = t["curve"]["sizes"][share], full["curve"]["sizes"][share]
             seeds = [s for s in a["seeds"] if s in b["seeds"]]
-            for m in {a["best_elmo"], "word2vec"}:
+            for m in (*CURVE_MIXES, "word2vec"):
                 xs = [a["methods"][m]["test_accuracy"][a["seeds"].index(s)] for s in seeds]
                 ys = [b["methods"][m]["test_accuracy"][b["seeds"].index(s)] for s in seeds]
                 if seeds:

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..model.mix import LAYER_MIXES
 from .results import LABELS, STATIC, elmo_mixes, experiment_changes, methods, reference_run
+from .tables import text_label, text_order
 
 
 def _compare(name_a: str, a: dict, name_b: str, b: dict) -> tuple[str, bool]:
@@ -373,6 +374,75 @@ def _curve_goals(curve: dict) -> list[str]:
     return text
 
 
+def _text_step(c: dict) -> str:
+    """One entry of ``pretraining_text_curve.json``'s ``versus_full_text``: the text and method, the mean difference
+    with its 95% CI, p and the seeds ahead."""
+    ci = "" if c["ci95"] is None else f" [{_points(c['ci95'][0])}, {_points(c['ci95'][1])}]"
+    p = "n/a" if c["p_value"] is None else f"{c['p_value']:.3g}"
+    return (f"{text_label(c['a'].removeprefix('text '))}, {LABELS.get(c['method'], c['method'])}: "
+            f"{_points(c['mean_difference'])}{ci}, p = {p}, ahead in {c['wins']} of {c['n']} ({_verdict(c)})")
+
+
+def _text_curve(res: dict) -> list[str]:
+    """More pre-training text (``pretraining_text_curve.json``): what each text is, the test accuracy per doubling
+    of it per labelled share and method, each text against all the descriptions for the best ELMo mix and Word2Vec
+    (paired over seeds), the biLM set-ups the corpus-adaptive defaults chose, and whether the extra text earns a
+    place in the default run (a gain beyond the noise, p < 0.05, at every share measured)."""
+    text_curve = res.get("pretraining_text_curve")
+    if not text_curve:
+        return []
+    order = text_order(text_curve)
+    texts = text_curve["texts"]
+    seeds = sorted({s for t in texts.values() for z in t["curve"]["sizes"].values() for s in z["seeds"]})
+
+    def tokens(v: str) -> str:
+        counts = [c for c in texts[v]["train_tokens"] if c]
+        return f"{np.mean(counts) / 1e6:.2f}M tokens" if counts else "tokens unknown"
+
+    out = [f"Pre-training text (results/pretraining_text_curve.json, seeds {', '.join(map(str, seeds))}): the biLM, "
+           "Word2Vec, SVD and TF-IDF's vocabulary are re-learnt from " + ", ".join(
+               f"{text_label(v)} ({tokens(v)})" for v in order) + "; at each text the classifiers train on the same "
+           "class-balanced labelled documents, so only the representations change."]
+    for share, per_method in text_curve["accuracy_per_doubling"].items():
+        parts = []
+        for m, d in per_method.items():
+            s = d["summary"]
+            ci = "" if s["ci95"] is None else f" [{s['ci95'][0] * 100:+.2f}, {s['ci95'][1] * 100:+.2f}]"
+            parts.append(f"{LABELS.get(m, m)} {s['mean'] * 100:+.2f}{ci}")
+        out.append(f"With {float(share):.0%} of the labels, test accuracy points per doubling of the pre-training "
+                   f"text (least-squares slope on log2 tokens, mean and 95% CI over seeds): " + "; ".join(parts) + ".")
+        steps = [c for c in text_curve["versus_full_text"] if c["share"] == share]
+        if steps:
+            out.append(f"Each text against all the descriptions, {float(share):.0%} of the labels, test accuracy "
+                       "points (paired over seeds): " + "; ".join(_text_step(c) for c in steps) + ".")
+    chosen = []
+    for v in order:
+        setups = [b for b in texts[v].get("bilm", []) if b]
+        sizes = sorted({b["batch_size"] for b in setups if b.get("batch_size")})
+        init = {b.get("word2vec_init") for b in setups}
+        if setups:
+            chosen.append(f"{text_label(v)}: batches of {'/'.join(map(str, sizes))}, "
+                          + ("Word2Vec-initialised embeddings" if init == {True} else "random embeddings"
+                             if init == {False} else "Word2Vec-initialised embeddings for some seeds only"))
+    if len({c.split(': ', 1)[1] for c in chosen}) > 1:
+        out.append("The biLM's corpus-adaptive defaults chose different set-ups per text (" + "; ".join(chosen)
+                   + "), so a step between those texts measures the text and the set-up the defaults pick for it, "
+                   "as a user running ELMO.py on that much text would get.")
+    best = {share: size["best_elmo"] for share, size in texts.get("extra", {}).get("curve", {}).get("sizes", {}).items()}
+    extra = [c for c in text_curve["versus_full_text"] if c["a"] == "text extra" and c["method"] == best.get(c["share"])]
+    if extra:
+        gains = all(c["mean_difference"] > 0 and c["p_value"] is not None and c["p_value"] < 0.05 for c in extra)
+        out.append("Extra text in the default run: " + (
+            "the extra AG News text raises the ELMo mix chosen on validation beyond the noise at every labelled share "
+            "measured, so it is worth --extra-text when the files are present." if gains else
+            "the extra AG News text does not raise the ELMo mix chosen on validation beyond the noise at every labelled "
+            "share measured (" + "; ".join(f"{float(c['share']):.0%}: {_points(c['mean_difference'])} points, p = "
+                                           + ("n/a" if c["p_value"] is None else f"{c['p_value']:.3g}")
+                                           for c in extra)
+            + "), so ELMO.py keeps training on train.csv alone by default; --extra-text adds it."))
+    return out
+
+
 def analysis(res: dict) -> dict[str, list[str]]:
     """The report's comparative sentences, each computed from the numbers in ``res``.
 
@@ -388,7 +458,8 @@ def analysis(res: dict) -> dict[str, list[str]]:
         (per context word, or a sentence saying there is none), and from ``seeds.json`` when the study has
         run (else empty): ``seeds`` (mean ± std per method, the best layer mix against each baseline with
         paired tests), ``seeds_mixes`` (the layer mixes against each other, gate vs MLP) and ``targets``; from
-        ``learning_curve.json`` when it exists (else empty): ``learning_curve`` (when ELMo pays).
+        ``learning_curve.json`` when it exists (else empty): ``learning_curve`` (when ELMo pays); from
+        ``pretraining_text_curve.json`` likewise: ``pretraining_text_curve`` (the effect of more pre-training text).
         With a study, ``summary`` is its first two sentences.
 
     Raises:
@@ -397,7 +468,8 @@ def analysis(res: dict) -> dict[str, list[str]]:
     elmo_vs_static = _elmo_vs_static(res)
     diagnostics = _diagnostics(res)
     seeds = _seeds(res)
-    return {"learning_curve": _learning_curve(res), "elmo_vs_static": elmo_vs_static, "summary": seeds[:2] or elmo_vs_static[:2], "lambda": _lambda(res),
+    return {"learning_curve": _learning_curve(res), "pretraining_text_curve": _text_curve(res),
+            "elmo_vs_static": elmo_vs_static, "summary": seeds[:2] or elmo_vs_static[:2], "lambda": _lambda(res),
             "seeds": seeds, "seeds_mixes": _seeds_mixes(res), "targets": _targets(res),
             "init": _init(res), "diagnostics": diagnostics,
             "diagnostics_reference": _diagnostics_reference(res) if diagnostics else [],

@@ -20,10 +20,12 @@ import numpy as np  # noqa: E402
 from ..errors import ElmoError  # noqa: E402
 from ..pipelines.plots import save_figure  # noqa: E402
 from .results import LABELS, methods  # noqa: E402
+from .tables import text_order  # noqa: E402
 
 #: The file each summary figure is written to, inside the images folder.
 FIGURES = {"method_comparison": "method_comparison.png", "lambdas": "lambda_weights.png",
-           "validation_curves": "validation_curves.png", "seeds": "seeds.png", "learning_curve": "learning_curve.png"}
+           "validation_curves": "validation_curves.png", "seeds": "seeds.png", "learning_curve": "learning_curve.png",
+           "pretraining_text_curve": "pretraining_text_curve.png"}
 
 
 def plot_method_comparison(res: dict, path: str | os.PathLike) -> None:
@@ -123,22 +125,26 @@ def plot_seeds(study: dict, path: str | os.PathLike) -> None:
     save_figure(fig, path)
 
 
+def _mean_and_band(ax: plt.Axes, k: int, name: str, xs: list[float], summaries: list[dict]) -> None:
+    """Draw method ``name`` (the ``k``-th) on ``ax``: its mean over seeds at ``xs`` as a line (solid for ELMo),
+    its 95% CI as a band (none with one seed); ``summaries`` are the ``summarize`` entries at ``xs``."""
+    means = [s["mean"] for s in summaries]
+    style = "-" if name in ("trainable_lambda", "learned_function") else "--"
+    ax.plot(xs, means, style, marker="os^Dv"[k % 5], markersize=4, color=f"C{k}", label=LABELS.get(name, name))
+    ax.fill_between(xs, [s["ci95"][0] if s["ci95"] else s["mean"] for s in summaries],
+                    [s["ci95"][1] if s["ci95"] else s["mean"] for s in summaries], color=f"C{k}", alpha=0.15,
+                    linewidth=0)
+
+
 def plot_learning_curve(curve: dict, path: str | os.PathLike) -> None:
     """Save to ``path`` (PNG) test accuracy against the number of labelled documents (log scale) per method of
     ``learning_curve.json``: the mean over seeds with its 95% CI as a band (:mod:`elmo.pipelines.learning_curve`)."""
     fig, ax = plt.subplots(figsize=(8, 4.2))
     sizes = list(curve["sizes"].values())
     for k, name in enumerate(sizes[0]["methods"]):
-        xs, means, lows, highs = [], [], [], []
-        for size in sizes:
-            s = size["methods"][name]["summary"]["test_accuracy"]
-            xs.append(float(np.mean([d for d in size["labelled_documents"] if d is not None] or [np.nan])))
-            means.append(s["mean"])
-            lows.append(s["ci95"][0] if s["ci95"] else s["mean"])
-            highs.append(s["ci95"][1] if s["ci95"] else s["mean"])
-        style = "-" if name in ("trainable_lambda", "learned_function") else "--"
-        ax.plot(xs, means, style, marker="os^Dv"[k % 5], markersize=4, color=f"C{k}", label=LABELS.get(name, name))
-        ax.fill_between(xs, lows, highs, color=f"C{k}", alpha=0.15, linewidth=0)
+        _mean_and_band(ax, k, name, [float(np.mean([d for d in size["labelled_documents"] if d is not None] or [np.nan]))
+                                     for size in sizes],
+                       [size["methods"][name]["summary"]["test_accuracy"] for size in sizes])
     ax.set_xscale("log")
     ax.set_xlabel("labelled training documents (log scale)")
     ax.set_ylabel("test accuracy")
@@ -146,6 +152,33 @@ def plot_learning_curve(curve: dict, path: str | os.PathLike) -> None:
     ax.set_title(f"Learning curve: mean over seeds {', '.join(map(str, seeds))}, band: 95% CI")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="lower right")
+    save_figure(fig, path)
+
+
+def plot_text_curve(text_curve: dict, path: str | os.PathLike) -> None:
+    """Save to ``path`` (PNG) test accuracy against the pre-training text's tokens (log2 scale, mean over seeds) per
+    method of ``pretraining_text_curve.json``, one panel per labelled share: the mean over seeds with its 95% CI
+    as a band (:func:`~elmo.pipelines.learning_curve.aggregate_text_curve`)."""
+    order = text_order(text_curve)
+    shares = sorted({k for t in text_curve["texts"].values() for k in t["curve"]["sizes"]}, key=float)
+    fig, axes = plt.subplots(1, len(shares), figsize=(4.4 * len(shares), 4), squeeze=False)
+    for ax, share in zip(axes[0], shares):
+        have = [v for v in order if share in text_curve["texts"][v]["curve"]["sizes"]]
+        names = list(text_curve["texts"][have[0]]["curve"]["sizes"][share]["methods"])
+        texts = [text_curve["texts"][v] for v in have]
+        for k, name in enumerate(names):
+            _mean_and_band(ax, k, name, [float(np.mean([c for c in t["train_tokens"] if c] or [np.nan])) for t in texts],
+                           [t["curve"]["sizes"][share]["methods"][name]["summary"]["test_accuracy"] for t in texts])
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("pre-training tokens (log2 scale)")
+        ax.set_ylabel("test accuracy")
+        docs = sorted({d for v in have for d in text_curve["texts"][v]["curve"]["sizes"][share]["labelled_documents"]
+                       if d is not None})
+        ax.set_title(f"{float(share):.0%} of the labels ({'/'.join(f'{d:,}' for d in docs)} documents)", fontsize=9)
+        ax.grid(alpha=0.3, which="both")
+    seeds = sorted({s for t in text_curve["texts"].values() for z in t["curve"]["sizes"].values() for s in z["seeds"]})
+    fig.suptitle(f"Pre-training text: mean over seeds {', '.join(map(str, seeds))}, band: 95% CI", fontsize=10)
+    axes[0][-1].legend(fontsize=7, loc="lower right")
     save_figure(fig, path)
 
 
@@ -165,3 +198,5 @@ def draw_figures(res: dict, images_dir: str | os.PathLike) -> None:
         plot_seeds(res["seeds"], images / FIGURES["seeds"])
     if res.get("learning_curve"):
         plot_learning_curve(res["learning_curve"], images / FIGURES["learning_curve"])
+    if res.get("pretraining_text_curve"):
+        plot_text_curve(res["pretraining_text_curve"], images / FIGURES["pretraining_text_curve"])

@@ -51,6 +51,8 @@ from .tables import (
     perplexities,
     seeds_rows,
     seeds_table,
+    text_curve_rows,
+    text_effect_rows,
 )
 
 #: Width of the text column on A4 with the report's 1.8 cm side margins.
@@ -193,6 +195,29 @@ def _seeds(story: _Story) -> None:
     story.para("The sections below describe the seed-0 main run (results/lm.json, classification.json, "
                "baselines.json); its single-seed differences are to be read against the seed-to-seed spread above.",
                "small")
+
+
+def _text_curve(story: _Story) -> None:
+    """When ELMo pays, continued: more pre-training text (``pretraining_text_curve.json``; nothing without it)."""
+    text_curve = story.res.get("pretraining_text_curve")
+    if not text_curve:
+        return
+    story.section("When ELMo pays: more pre-training text")
+    story.para("From results/pretraining_text_curve.json (python -m elmo study --pretraining-texts ...). Tests: "
+               + escape(text_curve["tests"]["over_seeds"]) + "; per doubling: " + escape(text_curve["tests"]["per_doubling"])
+               + ".", "small")
+    shares = sorted({k for t in text_curve["texts"].values() for k in t["curve"]["sizes"]}, key=float)
+    for share in shares:
+        rows = text_curve_rows(text_curve, share)
+        story.para(f"Test accuracy, mean ± std over seeds, with {float(share):.0%} of the labels:", "small")
+        story.add(_table(rows, [3.8 * cm, 1.6 * cm] + [(WIDTH - 5.4 * cm) / (len(rows[0]) - 2)] * (len(rows[0]) - 2),
+                         font_size=6.5))
+    story.add(story.image(FIGURES["pretraining_text_curve"], WIDTH * (0.5 if len(shares) == 1 else 0.95)))
+    story.sentences("pretraining_text_curve")
+    rows = text_effect_rows(text_curve)
+    story.add(Spacer(1, 4), _table(rows, [1.2 * cm, 3.4 * cm, 3.2 * cm]
+                                   + [(WIDTH - 7.8 * cm) / max(1, len(rows[0]) - 3)] * (len(rows[0]) - 3),
+                                   font_size=6.5))
 
 
 def _learning_curve(story: _Story) -> None:
@@ -370,7 +395,7 @@ def _reproduce(story: _Story) -> None:
 
 #: The report's parts, in the order :func:`build_report` lays them out.
 SECTIONS: tuple[Callable[[_Story], None], ...] = (
-    _opening, _seeds, _learning_curve, _data, _pretraining, _classification_setup, _classification_results, _lambda, _analysis,
+    _opening, _seeds, _learning_curve, _text_curve, _data, _pretraining, _classification_setup, _classification_results, _lambda, _analysis,
     _diagnostics, _context, _confusion, _reproduce)
 
 

@@ -86,7 +86,8 @@ def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathL
         experiments_dir: folder of diagnostic runs, one sub-folder each (skipped when ``None`` or absent).
 
     Returns:
-        ``{"lm", "classification", "baselines", "seeds", "learning_curve" (``learning_curve.json`` or ``None``), "timing" (:func:`load_timings` of ``results_dir/timing``),
+        ``{"lm", "classification", "baselines", "seeds", "learning_curve" (``learning_curve.json`` or ``None``),
+        "pretraining_text_curve" (``pretraining_text_curve.json`` or ``None``), "timing" (:func:`load_timings` of ``results_dir/timing``),
         "experiments": {name: {"lm": dict | None,
         "classification": dict | None}}, "init"}`` where ``seeds`` is ``seeds.json`` (the seeds study,
         :mod:`elmo.pipelines.study`) or ``None`` when it has not been run, and ``init`` pairs a diagnostic run with its
@@ -104,6 +105,8 @@ def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathL
     out["seeds"] = _read_json(results / "seeds.json") if (results / "seeds.json").is_file() else None
     curve = results / "learning_curve.json"
     out["learning_curve"] = _read_json(curve) if curve.is_file() else None
+    text_curve = results / "pretraining_text_curve.json"
+    out["pretraining_text_curve"] = _read_json(text_curve) if text_curve.is_file() else None
     out["timing"] = load_timings(results / "timing")
     out["experiments"] = _load_experiments(experiments_dir)
     out["init"] = _init_pair(out)

@@ -131,6 +131,76 @@ def curve_comparison_rows(curve: dict) -> list[list[str]]:
     return rows
 
 
+def text_label(variant: str) -> str:
+    """How a pre-training text of ``pretraining_text_curve.json`` is named in the report: ``0.25`` → "25% of the
+    descriptions", ``1`` → "all the descriptions", ``extra`` → "all + extra AG News text"."""
+    if variant == "extra":
+        return "all + extra AG News text"
+    return "all the descriptions" if float(variant) == 1.0 else f"{float(variant):.0%} of the descriptions"
+
+
+def text_order(text_curve: dict) -> list[str]:
+    """The pre-training texts of ``pretraining_text_curve.json`` from the least text to the most (mean tokens)."""
+    def tokens(v: str) -> float:
+        counts = [t for t in text_curve["texts"][v]["train_tokens"] if t]
+        return float(sum(counts) / len(counts)) if counts else float("inf")
+    return sorted(text_curve["texts"], key=tokens)
+
+
+def text_curve_rows(text_curve: dict, share: str) -> list[list[str]]:
+    """Header and one row per pre-training text of ``pretraining_text_curve.json`` at the labelled ``share``
+    (a key of its ``sizes``, e.g. ``"0.1"``): the text, its training tokens (mean over seeds), then per method the
+    test accuracy mean ± std over seeds (shared by the Markdown table and the PDF)."""
+    rows: list[list[str]] = []
+    for variant in text_order(text_curve):
+        t = text_curve["texts"][variant]
+        size = t["curve"]["sizes"].get(share)
+        if size is None:
+            continue
+        if not rows:
+            rows.append(["pre-training text", "tokens"] + [LABELS.get(m, m).replace(" (same head)", "")
+                                                          for m in size["methods"]])
+        counts = [c for c in t["train_tokens"] if c]
+        n = len(size["seeds"])
+        row = [f"{text_label(variant)} ({n} seed{'s' if n != 1 else ''})",
+               f"{sum(counts) / len(counts):,.0f}" if counts else "–"]
+        for s in (size["methods"][m]["summary"]["test_accuracy"] for m in size["methods"]):
+            row.append(f"{s['mean']:.4f}" + (f" ± {s['std']:.4f}" if s["std"] is not None else " (1 seed)"))
+        rows.append(row)
+    return rows
+
+
+def text_effect_rows(text_curve: dict) -> list[list[str]]:
+    """Header and one row per labelled share and method of ``pretraining_text_curve.json``: test accuracy points
+    per doubling of the pre-training text (mean and 95% CI over seeds), then each text minus all the descriptions
+    (paired over seeds, points and p) for the methods the JSON compares (the best ELMo mix and Word2Vec)."""
+    others = [v for v in text_order(text_curve) if v != "1"]
+    rows = [["share", "method", "points per doubling [95% CI]"] + [f"{text_label(v)} − all, points (p)"
+                                                                 for v in others]]
+    for share, per_method in text_curve["accuracy_per_doubling"].items():
+        for m, d in per_method.items():
+            s = d["summary"]
+            ci = "" if s["ci95"] is None else f" [{s['ci95'][0] * 100:+.2f}, {s['ci95'][1] * 100:+.2f}]"
+            row = [f"{float(share):.0%}", LABELS.get(m, m).replace(" (same head)", ""), f"{s['mean'] * 100:+.2f}{ci}"]
+            for v in others:
+                c = next((c for c in text_curve["versus_full_text"] if c["share"] == share and c["method"] == m
+                          and c["a"] == f"text {v}"), None)
+                row.append("–" if c is None else f"{c['mean_difference'] * 100:+.2f} ("
+                           + ("–" if c["p_value"] is None else f"{c['p_value']:.3g}") + ")")
+            rows.append(row)
+    return rows
+
+
+def text_curve_table(text_curve: dict, share: str) -> str:
+    """:func:`text_curve_rows` as a Markdown table."""
+    return _markdown(text_curve_rows(text_curve, share))
+
+
+def text_effect_table(text_curve: dict) -> str:
+    """:func:`text_effect_rows` as a Markdown table."""
+    return _markdown(text_effect_rows(text_curve))
+
+
 def curve_table(curve: dict) -> str:
     """:func:`curve_rows` as a Markdown table."""
     return _markdown(curve_rows(curve))

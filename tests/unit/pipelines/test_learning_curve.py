@@ -202,3 +202,52 @@ def test_the_text_curve_reports_the_accuracy_per_doubling(tmp_path):
     assert quarter["mean_difference"] < 0 and quarter["n"] == 3
     assert json.loads((tmp_path / "text.json").read_text())["texts"]["1"]["curve"]["sizes"]["1"]["seeds"] == [0, 1, 2]
     assert "per doubling" in format_text_curve(out)
+
+
+def test_the_report_states_the_effect_of_more_text_and_whether_the_extra_text_belongs_in_the_default(tmp_path):
+    from elmo.pipelines.learning_curve import aggregate_text_curve
+    from elmo.report.analysis import _text_curve
+    from elmo.report.figures import plot_text_curve
+    from elmo.report.tables import text_curve_table, text_effect_table
+
+    rows = make_rows(2000, seed=7)
+    write_csv(tmp_path / "data" / "test.csv", rows)
+    labels = [r[0] - 1 for r in rows]
+    rng = np.random.default_rng(3)
+    # ELMo +3 points a doubling up to all the descriptions, +6 more with the extra text; Word2Vec flat
+    texts = {"0.25": (250_000, 0.80, 64, False), "0.5": (500_000, 0.83, 64, True), "1": (1_000_000, 0.86, 64, True),
+             "extra": (1_600_000, 0.92, 64, True)}
+    for variant, (n, elmo, batch, init) in texts.items():
+        root = tmp_path / "runs" if variant == "1" else tmp_path / "runs" / f"text_{variant}"
+        for seed in (0, 1, 2):
+            for fraction in (0.1, 1.0):
+                write_share(root, seed, fraction, {"trainable_lambda": elmo, "learned_function": elmo - 0.05,
+                                                   "word2vec": 0.84, "svd": 0.8, "tfidf_logreg": 0.85},
+                            labels, rng, 200 if fraction == 0.1 else 2000)
+            lm = {"train_tokens": n, "config": {"batch_size": batch if variant != "0.25" else 37},
+                  "init_embeddings": {"copied": init}, "test": {"forward_perplexity": 90.0, "backward_perplexity": 89.0}}
+            (root / f"seed_{seed}" / "results" / "lm.json").write_text(json.dumps(lm))
+    config = StudyArgs(seeds=(0, 1, 2), out_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
+                       labelled_fractions=(0.1, 1.0), pretraining_texts=("0.25", "0.5", "1", "extra"),
+                       results=str(tmp_path / "text.json"))
+    out = aggregate_text_curve(config)
+    assert out["texts"]["0.25"]["bilm"][0] == {"batch_size": 37, "word2vec_init": False, "test_perplexity": [90.0, 89.0]}
+    text = "\n".join(_text_curve({"pretraining_text_curve": out}))
+    assert "re-learnt from 25% of the descriptions (0.25M tokens), 50% of the descriptions (0.50M tokens), all the " \
+           "descriptions (1.00M tokens), all + extra AG News text (1.60M tokens)" in text
+    assert "25% of the descriptions: batches of 37, random embeddings" in text  # the defaults' set-up is named
+    assert "is worth --extra-text when the files are present" in text  # +6 points on 2,000 test documents
+    table = text_curve_table(out, "0.1")
+    assert table.count("\n") == 1 + 4 and table.index("25% of the descriptions") < table.index("all + extra")
+    effect = text_effect_table(out)
+    assert effect.count("\n") == 1 + 2 * 5 and "all + extra AG News text − all, points (p)" in effect.split("\n")[0]
+    # Word2Vec gains nothing from the extra text: the verdict follows the ELMo mix, and flips when ELMo gains nothing
+    for seed in (0, 1, 2):
+        write_share(tmp_path / "runs" / "text_extra", seed, 0.1, {"trainable_lambda": 0.86, "learned_function": 0.81,
+                                                                  "word2vec": 0.84, "svd": 0.8, "tfidf_logreg": 0.85},
+                    labels, rng, 200)
+    flat = "\n".join(_text_curve({"pretraining_text_curve": aggregate_text_curve(config)}))
+    assert "does not raise the ELMo mix chosen on validation beyond the noise" in flat and "ELMO.py keeps" in flat
+    assert _text_curve({}) == []
+    plot_text_curve(out, tmp_path / "text.png")
+    assert (tmp_path / "text.png").stat().st_size > 10_000
