@@ -129,3 +129,11 @@ SMALL = ["--embedding-dim", "16", "--hidden-size", "16", "--batch-size", "16", "
          "--init-embeddings", "word2vec", "--quiet", "--threads", "1"]
 #: classification.py flags of that run (15 steps an epoch, 3 epochs, all three layer mixes).
 CLASSIFY = ["--epochs", "3", "--batch-size", "16", "--encoder-hidden", "8", "--lr", "0.01", "--quiet"]
+
+
+def hold_memory(mib: int) -> dict:
+    """Write to ``mib`` MiB of memory and return ``{"mib": mib}`` (a child run's target whose peak RSS is known)."""
+    import numpy
+
+    block = numpy.ones(mib * 2**20 // 8)
+    return {"mib": mib, "sum": float(block.sum())}

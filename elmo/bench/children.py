@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -11,12 +10,7 @@ import time
 from typing import Any, Callable
 
 from ..errors import ElmoError
-
-
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process in MiB (``ru_maxrss`` is KiB on Linux, bytes on macOS)."""
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return rss / 2**20 if sys.platform == "darwin" else rss / 1024
+from ..runtime.device import maxrss_mb, peak_rss_mb  # noqa: F401 (peak_rss_mb: the benchmarks' import)
 
 
 def in_child(function: Callable[..., dict], *args: Any) -> dict[str, Any]:
@@ -42,5 +36,4 @@ def run_script(args: list[str]) -> tuple[float, float]:
         if proc.returncode != 0:
             err.seek(0)
             raise ElmoError(f"benchmark run failed: python {' '.join(args)}: {err.read().decode(errors='replace')[-500:]}")
-    rss = usage.ru_maxrss
-    return seconds, (rss / 2**20 if sys.platform == "darwin" else rss / 1024)
+    return seconds, maxrss_mb(usage.ru_maxrss)

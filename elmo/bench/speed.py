@@ -29,6 +29,7 @@ prints numbers, not a timed test.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
@@ -419,8 +420,17 @@ def section_word2vec(cfg: BenchArgs) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------
 
 
+def pretrain_peak(measured: tuple[float, float], lm_json: Path) -> tuple[float, float]:
+    """``(wall seconds, peak RSS MiB)`` of an ``ELMO.py`` run: :func:`~elmo.bench.children.run_script`'s, except that
+    when the two directions trained side by side (``lm.json``'s ``peak_rss_mb`` per process) the peak is the sum of
+    the main process's and the two directions' (an upper bound: the largest process alone is what ``wait4`` sees)."""
+    per_process = json.loads(lm_json.read_text()).get("peak_rss_mb") if lm_json.is_file() else None
+    return (measured[0], sum(per_process.values())) if per_process else measured
+
+
 def section_scripts(cfg: BenchArgs, threads: int) -> dict[str, Any]:
-    """Peak RSS of ``ELMO.py`` (1 epoch) and ``classification.py`` (1 layer mix, 1 epoch; the layer cache on
+    """Peak RSS of ``ELMO.py`` (1 epoch; both directions' processes and the main one, :func:`pretrain_peak`) and
+    ``classification.py`` (1 layer mix, 1 epoch; the layer cache on
     disk as ``--cache-layers auto`` chooses, and in memory) at the two ``--memory-docs`` sizes, and the
     straight line through them extrapolated to the train split of ``--target-rows`` rows (epochs and
     layer mixes add time, not memory)."""
@@ -433,7 +443,8 @@ def section_scripts(cfg: BenchArgs, threads: int) -> dict[str, Any]:
             where = [x for d in dirs for x in (d, str(Path(tmp) / d[2:-4] / str(docs)))]
             args = common + ["--max-docs", str(docs)] + where
             out["runs"][docs] = {
-                "ELMO.py": run_script(["-m", "elmo", "pretrain", *args]),
+                "ELMO.py": pretrain_peak(run_script(["-m", "elmo", "pretrain", *args]),
+                                         Path(tmp) / "results" / str(docs) / "lm.json"),
                 "classification.py": run_script(["-m", "elmo", "classify", *args, "--mixes",
                                                    "trainable_lambda", "--cache-layers", "disk"]),
                 "classification.py (cache in memory)": run_script(["-m", "elmo", "classify", *args, "--mixes",

@@ -48,7 +48,7 @@ from ..model.sampled_softmax import BILM_TF_SAMPLES
 from ..model.serialization import lm_checkpoint, save_bilm, save_published_lm
 from ..model.static import center_vectors, common_direction_cosine, copy_vectors, word2vec_vectors
 from ..runtime import distributed
-from ..runtime.device import set_seed
+from ..runtime.device import peak_rss_mb, set_seed
 from ..training.evaluation import evaluate_words, perplexity
 from ..training.metrics import top_words_confusion
 from ..training.processes import ChildRun, run_side_by_side
@@ -518,7 +518,8 @@ def train_side_by_side(bilm: BiLM, loaded: PretrainData, config: PretrainArgs, r
 
     Returns:
         ``(FitResult per direction, exact evaluation per direction (:func:`measure_direction`) plus
-        ``startup_seconds``, the seconds its process took to start training: interpreter, imports, the data)``.
+        ``startup_seconds``, the seconds its process took to start training: interpreter, imports, the data, and
+        ``peak_rss_mb``, its process's peak resident memory in MiB)``.
 
     Raises:
         ElmoError: a direction failed (its own error, or its process's exit, log and the log's last line; the
@@ -535,7 +536,8 @@ def train_side_by_side(bilm: BiLM, loaded: PretrainData, config: PretrainArgs, r
     for lm, done in zip(lms, run_side_by_side(runs)):
         lm.load_state_dict(done.value["state"])
         fitted[lm.direction] = FitResult(done.value["history"], done.value["best_epoch"], done.value["best_value"])
-        measured[lm.direction] = {**done.value["measured"], "startup_seconds": done.startup_seconds}
+        measured[lm.direction] = {**done.value["measured"], "startup_seconds": done.startup_seconds,
+                                  "peak_rss_mb": done.peak_rss_mb}
     for child in runs:
         child.log.unlink(missing_ok=True)
     return fitted, measured
@@ -601,6 +603,7 @@ def pretrain(config: PretrainArgs) -> dict:
             f"(--concurrent-directions {config.concurrent_directions})")
         fitted, measured = train_side_by_side(bilm, loaded, config, run, threads_each)
         out["startup_seconds"] = {d: m["startup_seconds"] for d, m in measured.items()}
+        out["peak_rss_mb"] = {**{d: m["peak_rss_mb"] for d, m in measured.items()}, "main": peak_rss_mb()}
     out["train_seconds"] = time.perf_counter() - started
     if ctx.is_main:
         write_outputs(bilm, loaded, fitted, config, run, out, started, measured)

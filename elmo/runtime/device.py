@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import resource
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -171,3 +173,22 @@ def available_memory() -> int | None:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def maxrss_mb(ru_maxrss: int) -> float:
+    """A ``ru_maxrss`` of ``getrusage`` or ``wait4`` in MiB (it is KiB on Linux, bytes on macOS)."""
+    return ru_maxrss / 2**20 if sys.platform == "darwin" else ru_maxrss / 1024
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process's own program in MiB: on Linux ``VmHWM`` of ``/proc/self/status``, which
+    starts afresh at ``exec``; ``ru_maxrss`` (elsewhere) keeps the peak of the process it was started from, so a
+    small child of a large parent would report the parent's."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        status = ""
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024  # kB
+    return maxrss_mb(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)

@@ -33,7 +33,7 @@ from typing import Any, BinaryIO, Callable, Iterator, Sequence
 
 from ..artifacts import load_checkpoint, payload, save_checkpoint
 from ..errors import ElmoError
-from ..runtime.device import configure_threads
+from ..runtime.device import configure_threads, peak_rss_mb
 from .state import Interrupted
 
 #: ``prctl`` option: the signal a process gets when its parent dies (Linux, ``<linux/prctl.h>``).
@@ -69,11 +69,15 @@ class ChildRun:
 class Finished:
     """A child run that ended: ``value`` is ``target(arg)``'s dict and ``seconds`` the wall time from the start of
     the child process to its result, of which ``startup_seconds`` before ``target`` was called (starting the
-    interpreter, importing, unpickling ``arg``)."""
+    interpreter, importing, unpickling ``arg``); ``peak_rss_mb`` is the child's own peak resident memory in MiB
+    (:func:`~elmo.runtime.device.peak_rss_mb`). A tool that reports one process's peak, such as
+    ``/usr/bin/time -v``, sees only the largest of the processes: the run's peak is at most the parent's plus the
+    children's."""
 
     value: dict[str, Any]
     seconds: float
     startup_seconds: float
+    peak_rss_mb: float = 0.0
 
 
 def run_side_by_side(runs: Sequence[ChildRun]) -> list[Finished]:
@@ -132,7 +136,7 @@ def run_side_by_side(runs: Sequence[ChildRun]) -> list[Finished]:
         raise Interrupted("; ".join(stopped) or "interrupted by Ctrl-C before every run had started")
     if ctrl_c["stop"]:
         raise KeyboardInterrupt
-    return [Finished(o["value"], o["seconds"], o["startup_seconds"]) for o in outcomes]
+    return [Finished(o["value"], o["seconds"], o["startup_seconds"], o.get("peak_rss_mb", 0.0)) for o in outcomes]
 
 
 def _outcome(run: ChildRun, exitcode: int | None) -> dict[str, Any]:
@@ -220,4 +224,4 @@ def child_main(stream: BinaryIO) -> None:
     except ElmoError as exc:
         outcome = {"outcome": "failed", "message": str(exc), "field": exc.field}
     save_checkpoint(payload("child_run", label=run.label, seconds=time.time() - started,
-                            startup_seconds=called - started, **outcome), run.result)
+                            startup_seconds=called - started, peak_rss_mb=peak_rss_mb(), **outcome), run.result)

@@ -25,6 +25,7 @@ def test_side_by_side_directions_give_the_numbers_of_the_one_thread_run(small_pi
     assert (lm["concurrent_directions"], lm["threads_per_direction"]) == (True, 1)
     assert (ref["concurrent_directions"], ref["threads_per_direction"]) == (False, 1)
     assert set(lm["startup_seconds"]) == {"forward", "backward"}
+    assert set(lm["peak_rss_mb"]) == {"forward", "backward", "main"} and min(lm["peak_rss_mb"].values()) > 50
     assert lm["val"] == ref["val"] and lm["test"] == ref["test"]
     for d in ("forward", "backward"):
         assert lm["directions"][d]["best_epoch"] == ref["directions"][d]["best_epoch"], d

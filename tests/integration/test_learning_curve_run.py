@@ -77,7 +77,7 @@ def test_the_labelled_share_is_the_same_documents_whatever_text_the_representati
 
     every = load_agnews(small_pipeline.data)[0]
     full, quarter = prepared(), prepared(text_fraction=0.25, extra_text=(str(extra),))
-    assert len(quarter.text) == round(0.25 * len(every)) + 2 
+    assert len(quarter.text) == round(0.25 * len(every)) + 2
     assert len(full.corpora["train"]) == len(labelled_draw(every.labels, 0.5, 0)) < len(every)
     # the same labelled documents, drawn from all the training split: none from outside the pre-training text's
     # share is lost, and no unlabelled extra row is drawn

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 
 import numpy as np
@@ -108,3 +109,12 @@ def test_script_memory_runs_use_valid_flags_and_extrapolate_the_line_through_two
     line = 10_000 / 10
     assert out["projected_peak_rss_mb"] == pytest.approx({"ELMO.py": 100 + line, "classification.py": 50 + line,
                                                           "classification.py (cache in memory)": 50 + line})
+
+
+def test_a_side_by_side_pretrain_s_peak_is_the_sum_of_its_processes(tmp_path):
+    lm = tmp_path / "lm.json"
+    assert speed.pretrain_peak((5.0, 700.0), lm) == (5.0, 700.0)  # no lm.json: what wait4 saw
+    lm.write_text(json.dumps({"concurrent_directions": False}))
+    assert speed.pretrain_peak((5.0, 700.0), lm) == (5.0, 700.0)  # one process
+    lm.write_text(json.dumps({"peak_rss_mb": {"forward": 700.0, "backward": 650.0, "main": 400.0}}))
+    assert speed.pretrain_peak((5.0, 700.0), lm) == (5.0, 1750.0)

@@ -28,3 +28,20 @@ def test_last_line_is_the_last_non_blank_line(tmp_path):
     log.write_text("Traceback (most recent call last):\n  ...\nTypeError: boom\n\n")
     assert last_line(log) == "TypeError: boom"
     assert last_line(tmp_path / "absent.log") == "(no log)"
+
+
+def test_each_child_s_peak_memory_is_its_own(tmp_path):
+    """Each child reports its own program's peak RSS, not the larger parent's it was started from (ru_maxrss would
+    carry that over exec): /usr/bin/time -v on the parent reports only the largest of the processes."""
+    import numpy
+    from support import hold_memory
+
+    from elmo.runtime.device import peak_rss_mb
+
+    held = numpy.ones(800 * 2**20 // 8)  # the parent is the largest process when the children start
+    runs = [ChildRun("large", hold_memory, 400, 1, tmp_path / "a.log", tmp_path / "a.pt"),
+            ChildRun("small", hold_memory, 1, 1, tmp_path / "b.log", tmp_path / "b.pt")]
+    large, small = run_side_by_side(runs)
+    assert large.value["mib"] == 400 and small.value["mib"] == 1 and held.sum() > 0
+    assert large.peak_rss_mb - small.peak_rss_mb > 350 and small.peak_rss_mb > 10  # 10: at least the interpreter
+    assert small.peak_rss_mb + 600 < peak_rss_mb()
