@@ -398,15 +398,17 @@ class ProjectedLSTM(CachedWeights):
             out = x.new_zeros(steps, batch, self.output_size, dtype=torch.float32)
             grad = torch.is_grad_enabled() and (x.requires_grad or self.input_weight.requires_grad)
             steps_out: list[torch.Tensor] = []  # training: each step's output, padded and stacked at the end
+            # Per-step pieces come from unbind and split, not from indexing the whole tensor at every step: the
+            # backward of an index allocates and zero-fills a gradient of the whole tensor once per step (quadratic
+            # in the steps), that of unbind and split assembles one gradient once.
+            x_steps = x.unbind(0)
             for first, last in step_chunks(active, chunk_size):
                 with record_function("elmo.lstm_input_products"):  # only the positions that run (no padding)
-                    packed = torch.cat([x[t, :active[t]] for t in range(first, last)]) if last > first else x[:0, 0]
-                    gates_x = self._input_gates(packed, w_in)
-                start = 0
-                for t in range(first, last):
+                    packed = torch.cat([x_steps[t][:active[t]] for t in range(first, last)]) if last > first else x[:0, 0]
+                    gates_step = self._input_gates(packed, w_in).split(active[first:last])
+                for t, gates_x in zip(range(first, last), gates_step):
                     n = active[t]
-                    g = self._step_gates(h[:n], w_rec, gates_x[start:start + n])
-                    start += n
+                    g = self._step_gates(h[:n], w_rec, gates_x)
                     i, f, o = torch.sigmoid(g[:, : 3 * hidden]).chunk(3, dim=1)
                     cell = _clip(torch.addcmul(f * c[:n], i, torch.tanh(g[:, 3 * hidden:])), self.cell_clip)
                     h_new = o * torch.tanh(cell)
@@ -417,7 +419,8 @@ class ProjectedLSTM(CachedWeights):
                         out[t, :n] = h_new
                     h = h_new if n == batch else torch.cat([h_new, h[n:]])
                     c = cell if n == batch else torch.cat([cell, c[n:]])
-                del packed, gates_x  # before the next chunk's products are computed: one chunk's alive at a time
+                del packed, gates_step  # before the next chunk's products are computed: one chunk's alive at a time
+                gates_x = None  # noqa: F841 (the last step's piece is a view of the whole chunk's products)
             if steps_out:
                 out = torch.cat([torch.stack(steps_out), out[len(steps_out):]])
         return out, (h, c)
