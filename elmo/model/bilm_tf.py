@@ -176,7 +176,7 @@ def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     """
     if weight.is_mkldnn or weight.dtype == torch.float32 and x.is_cpu and _ONEDNN \
             and x.numel() * weight.shape[0] >= ONEDNN_MIN_WORK \
-            and not (torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad)):
+            and not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (weight, x, bias, add))):
         x = x.float().contiguous()
         if add is not None:
             return torch.ops.mkldnn._linear_pointwise.binary(x, add.contiguous(), weight, bias, "add")
@@ -402,13 +402,23 @@ class ProjectedLSTM(CachedWeights):
             # backward of an index allocates and zero-fills a gradient of the whole tensor once per step (quadratic
             # in the steps), that of unbind and split assembles one gradient once.
             x_steps = x.unbind(0)
+            # Training: the recurrent weight's gradient in one product over all the steps of a chunk
+            # (RecurrentWeightGradient) instead of a (4H, B) x (B, P) product and an addition per step.
+            deferred = grad and w_rec.requires_grad
+            w_step = w_rec.detach() if deferred else w_rec
             for first, last in step_chunks(active, chunk_size):
                 with record_function("elmo.lstm_input_products"):  # only the positions that run (no padding)
                     packed = torch.cat([x_steps[t][:active[t]] for t in range(first, last)]) if last > first else x[:0, 0]
-                    gates_step = self._input_gates(packed, w_in).split(active[first:last])
+                    gates_all = self._input_gates(packed, w_in)
+                    step_inputs: list[torch.Tensor] = []  # filled below, read by the backward pass
+                    if deferred:
+                        gates_all = RecurrentWeightGradient.apply(gates_all, w_rec, step_inputs)
+                    gates_step = gates_all.split(active[first:last])
                 for t, gates_x in zip(range(first, last), gates_step):
                     n = active[t]
-                    g = self._step_gates(h[:n], w_rec, gates_x)
+                    g = self._step_gates(h[:n], w_step, gates_x)
+                    if deferred:
+                        step_inputs.append(h[:n].detach())
                     i, f, o = torch.sigmoid(g[:, : 3 * hidden]).chunk(3, dim=1)
                     cell = _clip(torch.addcmul(f * c[:n], i, torch.tanh(g[:, 3 * hidden:])), self.cell_clip)
                     h_new = o * torch.tanh(cell)
@@ -419,7 +429,7 @@ class ProjectedLSTM(CachedWeights):
                         out[t, :n] = h_new
                     h = h_new if n == batch else torch.cat([h_new, h[n:]])
                     c = cell if n == batch else torch.cat([cell, c[n:]])
-                del packed, gates_step  # before the next chunk's products are computed: one chunk's alive at a time
+                del packed, gates_all, gates_step  # before the next chunk's products: one chunk's alive at a time
                 gates_x = None  # noqa: F841 (the last step's piece is a view of the whole chunk's products)
             if steps_out:
                 out = torch.cat([torch.stack(steps_out), out[len(steps_out):]])
@@ -438,6 +448,26 @@ class ProjectedLSTM(CachedWeights):
         if w_rec.dtype == torch.float32:
             return matmul(h, w_rec, add=gates_x)
         return torch.add(self.bias, torch.addmm(gates_x, h.to(w_rec.dtype), w_rec.t()))
+
+
+class RecurrentWeightGradient(torch.autograd.Function):
+    """Identity on the gate pre-activations ``G`` of a chunk's steps, ``(positions, 4H)`` in step order, whose backward
+    also gives the recurrent weight's gradient ``dG^T @ Hs`` in one product, ``Hs`` being the states the steps
+    multiplied the weight with (``step_inputs``, ``(positions, P)``, appended during the recurrence, which uses the
+    weight detached). A step's gates are ``G_t + h_t W^T``, so the gradient of ``G_t`` is that of the step's
+    product and ``dW = Σ_t dG_t^T h_t``: one ``(4H, positions) x (positions, P)`` product instead of one with an inner
+    dimension of the batch, and an accumulation, per step. The same sum in another order: equal to float rounding.
+    """
+
+    @staticmethod
+    def forward(ctx, gates: torch.Tensor, weight: torch.Tensor, step_inputs: list[torch.Tensor]) -> torch.Tensor:
+        ctx.step_inputs, ctx.weight_dtype = step_inputs, weight.dtype
+        return gates.view_as(gates)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
+        states = torch.cat(ctx.step_inputs).to(grad.dtype)
+        return grad, grad.t().mm(states).to(ctx.weight_dtype), None
 
 
 #: LSTM states of a published biLM: ``[(h, c)]`` for the forward layers 1..L then the backward ones,

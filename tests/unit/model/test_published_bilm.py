@@ -278,3 +278,50 @@ def test_a_dataset_no_option_accounts_for_is_an_error(tmp_path):
     with pytest.raises(ElmoError, match=r"RNN_2/.* is not used by these options \(a biLM has two directions"):
         load_published_bilm(OPTIONS, three_directions)
     assert load_published_bilm(OPTIONS, WEIGHTS).config.num_highway == 2  # the fixture itself still loads
+
+
+def _plain_lstm(layer, x: torch.Tensor, active: list[int]) -> torch.Tensor:
+    """The clipped, projected LSTM written out step by step with plain autograd (gate order i, f, o, j)."""
+    steps, batch, _ = x.shape
+    h = x.new_zeros(batch, layer.output_size)
+    c = x.new_zeros(batch, layer.hidden_size)
+    out = []
+    for t in range(steps):
+        n = active[t] if t < len(active) else 0
+        g = x[t, :n] @ layer.input_weight.t() + h[:n] @ layer.recurrent_weight.t() + layer.bias
+        i, f, o = torch.sigmoid(g[:, : 3 * layer.hidden_size]).chunk(3, dim=1)
+        cell = (f * c[:n] + i * torch.tanh(g[:, 3 * layer.hidden_size:])).clamp(-layer.cell_clip, layer.cell_clip)
+        h_new = ((o * torch.tanh(cell)) @ layer.projection.t()).clamp(-layer.proj_clip, layer.proj_clip)
+        out.append(torch.cat([h_new, h_new.new_zeros(batch - n, h_new.shape[1])]))
+        h, c = torch.cat([h_new, h[n:]]), torch.cat([cell, c[n:]])
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("chunk_size", [None, 7])
+def test_lstm_gradients_equal_those_of_the_plain_step_by_step_recurrence(chunk_size, monkeypatch):
+    """The layer's training path (per-step pieces by split, the recurrent weight's gradient in one product per chunk)
+    gives the gradients of the plain recurrence, for rows of different lengths and with chunking; every product
+    large enough for oneDNN's path, which has no backward and must be skipped whenever one of its inputs needs a
+    gradient (at the first step only the input products do)."""
+    from elmo.model import bilm_tf
+    from elmo.model.bilm_tf import ProjectedLSTM
+
+    monkeypatch.setattr(bilm_tf, "ONEDNN_MIN_WORK", 0)
+
+    torch.manual_seed(0)
+    layer = ProjectedLSTM(6, 16, 5, cell_clip=0.8, proj_clip=0.7)
+    layer.reset_parameters(torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        layer.bias.normal_()
+    x = torch.randn(5, 4, 6) * 2
+    active = [4, 4, 3, 2, 1]
+    grads = []
+    for run in (lambda x: layer(x, active, chunk_size=chunk_size)[0], lambda x: _plain_lstm(layer, x, active)):
+        layer.zero_grad()
+        xr = x.clone().requires_grad_()
+        out = run(xr)
+        (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        grads.append([out.detach(), xr.grad] + [p.grad.clone() for p in layer.parameters()])
+    for got, want in zip(*grads):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    assert grads[0][3].abs().sum() > 0  # the recurrent weight's gradient is not empty
