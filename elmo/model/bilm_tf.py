@@ -406,6 +406,9 @@ class ProjectedLSTM(CachedWeights):
             # (RecurrentWeightGradient) instead of a (4H, B) x (B, P) product and an addition per step.
             deferred = grad and w_rec.requires_grad
             w_step = w_rec.detach() if deferred else w_rec
+            # fp32 training on the CPU: each step's product and its backward through oneDNN with packed weights
+            step_weights = (pack_weight(w_step, batch), pack_weight(w_step.t(), batch)) \
+                if deferred and _PACK and w_step.dtype == torch.float32 and x.is_cpu else None
             for first, last in step_chunks(active, chunk_size):
                 with record_function("elmo.lstm_input_products"):  # only the positions that run (no padding)
                     packed = torch.cat([x_steps[t][:active[t]] for t in range(first, last)]) if last > first else x[:0, 0]
@@ -416,7 +419,8 @@ class ProjectedLSTM(CachedWeights):
                     gates_step = gates_all.split(active[first:last])
                 for t, gates_x in zip(range(first, last), gates_step):
                     n = active[t]
-                    g = self._step_gates(h[:n], w_step, gates_x)
+                    g = StepProduct.apply(h[:n], gates_x, *step_weights) if step_weights \
+                        else self._step_gates(h[:n], w_step, gates_x)
                     if deferred:
                         step_inputs.append(h[:n].detach())
                     i, f, o = torch.sigmoid(g[:, : 3 * hidden]).chunk(3, dim=1)
@@ -468,6 +472,23 @@ class RecurrentWeightGradient(torch.autograd.Function):
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
         states = torch.cat(ctx.step_inputs).to(grad.dtype)
         return grad, grad.t().mm(states).to(ctx.weight_dtype), None
+
+
+class StepProduct(torch.autograd.Function):
+    """``gates_x + h @ W^T`` of one fp32 training step through oneDNN with ``W`` packed (:func:`pack_weight`), forward
+    and backward (``dh = dg @ W`` with ``W^T`` packed); no gradient for ``W``, which
+    :class:`RecurrentWeightGradient` gives for all the steps at once. Shapes: ``h (n, P)``, ``gates_x (n, 4H)``;
+    ``weight`` the packed ``(4H, P)``, ``weight_t`` the packed ``(P, 4H)``."""
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, gates_x: torch.Tensor, weight: torch.Tensor, weight_t: torch.Tensor) -> torch.Tensor:
+        ctx.weight_t = weight_t
+        return torch.ops.mkldnn._linear_pointwise.binary(h.contiguous(), gates_x.contiguous(), weight, None, "add")
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None, None]:
+        dh = torch.ops.mkldnn._linear_pointwise(grad.contiguous(), ctx.weight_t, None, "none", [], "")
+        return dh, grad, None, None
 
 
 #: LSTM states of a published biLM: ``[(h, c)]`` for the forward layers 1..L then the backward ones,
