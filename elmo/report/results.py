@@ -119,7 +119,9 @@ def load_timings(folder: str | os.PathLike) -> dict[str, dict[str, dict[str, flo
 
     Returns:
         ``{precision: {script: {"seconds": wall seconds, "peak_gb": maximum resident set in GB (10^9 bytes)}}}``;
-        empty when the folder is absent.
+        empty when the folder is absent. ``/usr/bin/time -v`` sees the largest process only: for an ``ELMO.py``
+        run whose directions trained side by side, ``peak_gb`` is the sum of the processes' own peaks that
+        ``<precision>_lm.json`` records (``peak_rss_mb``), an upper bound of their peak together.
 
     Raises:
         ElmoError: a file without the wall-clock or maximum-resident-set line (naming it).
@@ -133,7 +135,12 @@ def load_timings(folder: str | os.PathLike) -> dict[str, dict[str, dict[str, flo
         if not wall or not peak:
             raise ElmoError(f"{path}: not the output of /usr/bin/time -v (no wall-clock or maximum resident set line)")
         seconds = sum(float(part) * 60 ** i for i, part in enumerate(reversed(wall.group(1).split(":"))))
-        out.setdefault(precision, {})[script] = {"seconds": seconds, "peak_gb": int(peak.group(1)) * 1024 / 1e9}
+        peak_gb = int(peak.group(1)) * 1024 / 1e9
+        lm = Path(folder) / f"{precision}_lm.json"
+        if script == "ELMO.py" and lm.is_file():  # directions side by side: the sum of the processes' own peaks
+            per_process = _read_json(lm).get("peak_rss_mb")
+            peak_gb = sum(per_process.values()) * 2**20 / 1e9 if per_process else peak_gb
+        out.setdefault(precision, {})[script] = {"seconds": seconds, "peak_gb": peak_gb}
     return out
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -78,6 +80,11 @@ def test_time_and_memory_targets_from_time_v_files(tmp_path):
     assert "≤ 20 minutes in bf16: met (18.7 minutes: 12.7 + 6.0)" in text
     assert "≤ 25 minutes in fp32: not met (71.1 minutes" in text
     assert "peak memory ≤ 5 GB: not met (2.57 GB in bf16, 5.12 GB in fp32)" in text
+    # ELMO.py with the directions side by side: time -v saw the largest process, lm.json has each process's own peak
+    (tmp_path / "fp32_lm.json").write_text(json.dumps({"concurrent_directions": False}))
+    assert load_timings(tmp_path)["fp32"]["ELMO.py"]["peak_gb"] == pytest.approx(2_000_000 * 1024 / 1e9)
+    (tmp_path / "bf16_lm.json").write_text(json.dumps({"peak_rss_mb": {"forward": 900, "backward": 800, "main": 700}}))
+    assert load_timings(tmp_path)["bf16"]["ELMO.py"]["peak_gb"] == pytest.approx(2400 * 2**20 / 1e9)
     assert load_timings(tmp_path / "absent") == {}
     (tmp_path / "fp16_ELMO.py_time.txt").write_text("Command exited with non-zero status 1\n")
     with pytest.raises(ElmoError, match="fp16_ELMO.py_time.txt"):
