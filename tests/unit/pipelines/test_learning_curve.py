@@ -236,7 +236,7 @@ def test_the_report_states_the_effect_of_more_text_and_whether_the_extra_text_be
     assert "re-learnt from 25% of the descriptions (0.25M tokens), 50% of the descriptions (0.50M tokens), all the " \
            "descriptions (1.00M tokens), all + extra AG News text (1.60M tokens)" in text
     assert "25% of the descriptions: batches of 37, random embeddings" in text  # the defaults' set-up is named
-    assert "is worth --extra-text when the files are present" in text  # +6 points on 2,000 test documents
+    assert "at every labelled share measured: pass --extra-text when the files are present" in text  # +6 points
     table = text_curve_table(out, "0.1")
     assert table.count("\n") == 1 + 4 and table.index("25% of the descriptions") < table.index("all + extra")
     effect = text_effect_table(out)
