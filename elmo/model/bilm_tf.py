@@ -406,27 +406,36 @@ class ProjectedLSTM(CachedWeights):
             # (RecurrentWeightGradient) instead of a (4H, B) x (B, P) product and an addition per step.
             deferred = grad and w_rec.requires_grad
             w_step = w_rec.detach() if deferred else w_rec
-            # fp32 training on the CPU: each step's product and its backward through oneDNN with packed weights
-            step_weights = (pack_weight(w_step, batch), pack_weight(w_step.t(), batch)) \
-                if deferred and _PACK and w_step.dtype == torch.float32 and x.is_cpu else None
+            # fp32 training on the CPU: each step's products (recurrent and projection) and their backward through
+            # oneDNN with packed weights, and the projection's gradient, like the recurrent one, once per chunk
+            fast = deferred and _PACK and w_step.dtype == torch.float32 and x.is_cpu
+            step_weights = (pack_weight(w_step, batch), pack_weight(w_step.t(), batch)) if fast else None
+            proj_weights = (pack_weight(w_proj.detach(), batch), pack_weight(w_proj.detach().t(), batch)) \
+                if fast and w_proj is not None and w_proj.requires_grad else None
             for first, last in step_chunks(active, chunk_size):
                 with record_function("elmo.lstm_input_products"):  # only the positions that run (no padding)
                     packed = torch.cat([x_steps[t][:active[t]] for t in range(first, last)]) if last > first else x[:0, 0]
                     gates_all = self._input_gates(packed, w_in)
-                    step_inputs: list[torch.Tensor] = []  # filled below, read by the backward pass
+                    tape = StepTape([], [], [])  # filled below, read by the backward pass
                     if deferred:
-                        gates_all = RecurrentWeightGradient.apply(gates_all, w_rec, step_inputs)
+                        gates_all = RecurrentWeightGradient.apply(gates_all, w_rec, w_proj if proj_weights else None,
+                                                                  tape)
                     gates_step = gates_all.split(active[first:last])
                 for t, gates_x in zip(range(first, last), gates_step):
                     n = active[t]
-                    g = StepProduct.apply(h[:n], gates_x, *step_weights) if step_weights \
+                    g = DeferredProduct.apply(h[:n], gates_x, *step_weights, None) if step_weights \
                         else self._step_gates(h[:n], w_step, gates_x)
                     if deferred:
-                        step_inputs.append(h[:n].detach())
+                        tape.states.append(h[:n].detach())
                     i, f, o = torch.sigmoid(g[:, : 3 * hidden]).chunk(3, dim=1)
                     cell = _clip(torch.addcmul(f * c[:n], i, torch.tanh(g[:, 3 * hidden:])), self.cell_clip)
                     h_new = o * torch.tanh(cell)
-                    h_new = h_new if w_proj is None else _clip(matmul(h_new, w_proj), self.proj_clip)
+                    if proj_weights:
+                        tape.cells.append(h_new.detach())
+                        h_new = _clip(DeferredProduct.apply(h_new, None, *proj_weights, tape.projection_grads),
+                                      self.proj_clip)
+                    elif w_proj is not None:
+                        h_new = _clip(matmul(h_new, w_proj), self.proj_clip)
                     if grad:  # no in-place writes into one tensor, whose backward would copy it at every step
                         steps_out.append(F.pad(h_new, (0, 0, 0, batch - n)))
                     else:
@@ -454,41 +463,68 @@ class ProjectedLSTM(CachedWeights):
         return torch.add(self.bias, torch.addmm(gates_x, h.to(w_rec.dtype), w_rec.t()))
 
 
+@dataclass
+class StepTape:
+    """What the steps of a chunk leave for :class:`RecurrentWeightGradient`'s backward: ``states``, the ``h (n, P)``
+    each step multiplied the recurrent weight with; ``cells``, the ``o * tanh(c) (n, H)`` it projected (only when the
+    projection goes through :class:`DeferredProduct`); ``projection_grads``, the gradients of those projections
+    ``(n, P)``, appended by the backward pass, last step first."""
+
+    states: list[torch.Tensor]
+    cells: list[torch.Tensor]
+    projection_grads: list[torch.Tensor]
+
+
 class RecurrentWeightGradient(torch.autograd.Function):
     """Identity on the gate pre-activations ``G`` of a chunk's steps, ``(positions, 4H)`` in step order, whose backward
     also gives the recurrent weight's gradient ``dG^T @ Hs`` in one product, ``Hs`` being the states the steps
-    multiplied the weight with (``step_inputs``, ``(positions, P)``, appended during the recurrence, which uses the
-    weight detached). A step's gates are ``G_t + h_t W^T``, so the gradient of ``G_t`` is that of the step's
-    product and ``dW = Σ_t dG_t^T h_t``: one ``(4H, positions) x (positions, P)`` product instead of one with an inner
-    dimension of the batch, and an accumulation, per step. The same sum in another order: equal to float rounding.
+    multiplied the weight with (``tape.states``, ``(positions, P)``, appended during the recurrence, which uses the
+    weight detached); likewise the projection's, ``dP^T @ Ms`` from ``tape``, when ``projection`` is given. A step's
+    gates are ``G_t + h_t W^T``, so the gradient of ``G_t`` is that of the step's product and ``dW = Σ_t dG_t^T h_t``:
+    one ``(4H, positions) x (positions, P)`` product instead of one with an inner dimension of the batch, and an
+    accumulation, per step. This backward runs after every step's (each step reads ``G``), so the tape is complete.
+    The same sums in another order: equal to float rounding.
     """
 
     @staticmethod
-    def forward(ctx, gates: torch.Tensor, weight: torch.Tensor, step_inputs: list[torch.Tensor]) -> torch.Tensor:
-        ctx.step_inputs, ctx.weight_dtype = step_inputs, weight.dtype
+    def forward(ctx, gates: torch.Tensor, weight: torch.Tensor, projection: torch.Tensor | None,
+                tape: StepTape) -> torch.Tensor:
+        ctx.tape, ctx.dtypes = tape, (weight.dtype, None if projection is None else projection.dtype)
         return gates.view_as(gates)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
-        states = torch.cat(ctx.step_inputs).to(grad.dtype)
-        return grad, grad.t().mm(states).to(ctx.weight_dtype), None
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, None]:
+        tape = ctx.tape
+        d_weight = grad.t().mm(torch.cat(tape.states).to(grad.dtype)).to(ctx.dtypes[0])
+        d_projection = None
+        if ctx.dtypes[1] is not None:
+            d_out = torch.cat(tape.projection_grads[::-1])
+            d_projection = d_out.t().mm(torch.cat(tape.cells).to(d_out.dtype)).to(ctx.dtypes[1])
+        return grad, d_weight, d_projection, None
 
 
-class StepProduct(torch.autograd.Function):
-    """``gates_x + h @ W^T`` of one fp32 training step through oneDNN with ``W`` packed (:func:`pack_weight`), forward
-    and backward (``dh = dg @ W`` with ``W^T`` packed); no gradient for ``W``, which
-    :class:`RecurrentWeightGradient` gives for all the steps at once. Shapes: ``h (n, P)``, ``gates_x (n, 4H)``;
-    ``weight`` the packed ``(4H, P)``, ``weight_t`` the packed ``(P, 4H)``."""
+class DeferredProduct(torch.autograd.Function):
+    """``x @ W^T (+ add)`` of one fp32 training step through oneDNN with ``W`` packed (:func:`pack_weight`), forward
+    and backward (``dx = dy @ W`` with ``W^T`` packed); no gradient for ``W``, which :class:`RecurrentWeightGradient`
+    gives for all the steps at once: ``dy`` is appended to ``sink`` when one is given (the projection), and is the
+    gradient of ``add`` otherwise (the recurrent product, whose ``add`` is the step's input gates). Shapes:
+    ``x (n, K)``, ``add (n, N)`` or ``None``; ``weight`` the packed ``(N, K)``, ``weight_t`` the packed ``(K, N)``."""
 
     @staticmethod
-    def forward(ctx, h: torch.Tensor, gates_x: torch.Tensor, weight: torch.Tensor, weight_t: torch.Tensor) -> torch.Tensor:
-        ctx.weight_t = weight_t
-        return torch.ops.mkldnn._linear_pointwise.binary(h.contiguous(), gates_x.contiguous(), weight, None, "add")
+    def forward(ctx, x: torch.Tensor, add: torch.Tensor | None, weight: torch.Tensor, weight_t: torch.Tensor,
+                sink: list[torch.Tensor] | None) -> torch.Tensor:
+        ctx.weight_t, ctx.sink = weight_t, sink
+        if add is None:
+            return torch.ops.mkldnn._linear_pointwise(x.contiguous(), weight, None, "none", [], "")
+        return torch.ops.mkldnn._linear_pointwise.binary(x.contiguous(), add.contiguous(), weight, None, "add")
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None, None]:
-        dh = torch.ops.mkldnn._linear_pointwise(grad.contiguous(), ctx.weight_t, None, "none", [], "")
-        return dh, grad, None, None
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, None, None, None]:
+        grad = grad.contiguous()
+        if ctx.sink is not None:
+            ctx.sink.append(grad)
+        dx = torch.ops.mkldnn._linear_pointwise(grad, ctx.weight_t, None, "none", [], "")
+        return dx, (grad if ctx.needs_input_grad[1] else None), None, None, None
 
 
 #: LSTM states of a published biLM: ``[(h, c)]`` for the forward layers 1..L then the backward ones,
