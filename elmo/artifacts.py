@@ -12,8 +12,10 @@ Files are written to a temporary file in the target directory and moved into pla
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import platform
+import re
 import secrets
 import stat
 import tempfile
@@ -171,6 +173,17 @@ def _new_file(path: Path) -> tuple[int, str]:
                 raise
         return fd, tmp
     raise FileExistsError(f"no free temporary name beside {path}")
+
+
+def remove_file(path: str | os.PathLike) -> None:
+    """Delete ``path`` (when it exists) and the temporary files an atomic write of it left when its process was
+    killed mid-write (``.<name>.<8 hex digits>.tmp`` beside it, :func:`_new_file`'s names)."""
+    path = Path(path)
+    path.unlink(missing_ok=True)
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.[0-9a-f]{{8}}\.tmp")
+    for leftover in path.parent.glob(f".{glob.escape(path.name)}.*.tmp") if path.parent.is_dir() else []:
+        if pattern.fullmatch(leftover.name):
+            leftover.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
-from ..artifacts import Outputs, PathArg, check_writable, refuse_overwriting_inputs
+from ..artifacts import Outputs, PathArg, check_writable, refuse_overwriting_inputs, remove_file
 from ..data.agnews import CLASS_NAMES
 from ..errors import ElmoError
 from ..runtime import distributed
@@ -201,7 +201,7 @@ def checkpointing(config: CommonArgs, name: str, **meta: Any) -> Checkpointing:
 def remove_checkpoints(config: CommonArgs, names: Sequence[str]) -> None:
     """Delete the training checkpoints of a script that has finished (and the folder when empty)."""
     for name in names:
-        config.outputs.checkpoint(name).unlink(missing_ok=True)
+        remove_file(config.outputs.checkpoint(name))
     folder = config.outputs.checkpoint("x").parent
     if folder.is_dir() and not any(folder.iterdir()):
         folder.rmdir()

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator, Sequence
 
-from ..artifacts import load_checkpoint, payload, save_checkpoint
+from ..artifacts import load_checkpoint, payload, remove_file, save_checkpoint
 from ..errors import ElmoError
 from ..runtime.device import configure_threads, peak_rss_mb
 from .state import Interrupted
@@ -98,7 +98,7 @@ def run_side_by_side(runs: Sequence[ChildRun]) -> list[Finished]:
     """
     processes: list[subprocess.Popen] = []
     for run in runs:
-        run.result.unlink(missing_ok=True)
+        remove_file(run.result)  # with what a killed run's child left half written
         run.log.parent.mkdir(parents=True, exist_ok=True)
     outcomes: list[dict[str, Any] | None] = [None] * len(runs)
     failed: dict[str, Any] | None = None  # the first failure: the others are stopped after it

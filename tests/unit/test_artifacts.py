@@ -137,3 +137,32 @@ def test_an_output_that_is_an_input_is_refused_naming_both(tmp_path):
         refuse_overwriting_inputs({"input_file": text, "--options-file": None}, {"--weight-file": hard})
     refuse_overwriting_inputs({"input_file": text, "--bilm": None}, {"output_file": tmp_path / "out.hdf5", "x": None})
     assert text.read_text() == "a b\n"
+
+
+def test_remove_file_also_removes_what_a_killed_atomic_write_left(tmp_path):
+    """A process killed inside an atomic write leaves its temporary file beside the target: removing the target
+    (a finished run's checkpoint, a child's result file) removes that too, and nothing else."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from elmo.artifacts import remove_file
+
+    target = tmp_path / "x.pt"
+    code = ("import sys, time; from elmo.artifacts import atomic_write; "
+            "atomic_write(sys.argv[1], lambda h: (h.write(b'half'), h.flush(), time.sleep(60)))")
+    writer = subprocess.Popen([sys.executable, "-c", code, str(target)])
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".x.pt.*.tmp")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    assert len(list(tmp_path.glob(".x.pt.*.tmp"))) == 1 and not target.exists()
+    target.write_bytes(b"old")
+    others = [tmp_path / ".y.pt.0123abcd.tmp", tmp_path / ".x.pt.not-hex.tmp", tmp_path / "x.pt.log"]
+    for other in others:
+        other.write_bytes(b"")
+    remove_file(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in others)
+    remove_file(tmp_path / "absent" / "z.pt")  # nothing there: nothing to do
