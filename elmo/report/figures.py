@@ -161,7 +161,7 @@ def plot_text_curve(text_curve: dict, path: str | os.PathLike) -> None:
     as a band (:func:`~elmo.pipelines.learning_curve.aggregate_text_curve`)."""
     order = text_order(text_curve)
     shares = sorted({k for t in text_curve["texts"].values() for k in t["curve"]["sizes"]}, key=float)
-    fig, axes = plt.subplots(1, len(shares), figsize=(4.4 * len(shares), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(shares), figsize=(5.6 * len(shares), 4.2), squeeze=False)
     for ax, share in zip(axes[0], shares):
         have = [v for v in order if share in text_curve["texts"][v]["curve"]["sizes"]]
         names = list(text_curve["texts"][have[0]]["curve"]["sizes"][share]["methods"])
