@@ -48,6 +48,7 @@ class HeadArgs(CommonArgs):
     the static embeddings are compared with exactly the same head and training."""
 
     encoder_hidden: int = option(128, "task BiLSTM state width per direction")
+    epochs: int = option(4, "maximum training epochs")
     token_embedding_dim: int = option(128, "task-trained token embedding x_k concatenated with ELMo_k "
                                       "(paper §3.3); 0 = ELMo_k alone")
     token_embedding_init: str = option("random", "initial x_k: random, or word2vec (skip-gram trained on the "
