@@ -389,17 +389,19 @@ def section_classifier(cfg: BenchArgs) -> dict[str, Any]:
                                      "disk_tokens_per_second": cached.num_tokens / disk_fill_seconds,
                                      "bytes_per_token": layers.nbytes // layers.num_tokens},
                            "train_docs_per_second": {}, "predict_docs_per_second": {}}
-    measured = batches[: per_run * (cfg.repeats + 1)]
+
+    def fresh(mix: str) -> ElmoClassifier:
+        set_seed(cfg.seed)
+        return ElmoClassifier(bilm, clf.classifier_config(mix)).to(device)
+
     for mix in LAYER_MIXES:
         out["train_docs_per_second"][mix] = {}
         # One untimed pass without the cache over every batch to be measured: oneDNN builds its kernels per batch
         # shape, and without this the store timed first pays for every new shape that the later ones then reuse.
-        set_seed(cfg.seed)
-        _train_rate(ElmoClassifier(bilm, clf.classifier_config(mix)).to(device), measured, plain, classifier_loss,
-                    device, amp_dtype, clf.lr)
+        _train_rate(fresh(mix), batches[: per_run * (cfg.repeats + 1)], plain, classifier_loss, device, amp_dtype,
+                    clf.lr)
         for name, corpus in (("cached", cached), ("cached_on_disk", on_disk), ("uncached", plain)):
-            set_seed(cfg.seed)
-            model = ElmoClassifier(bilm, clf.classifier_config(mix)).to(device)
+            model = fresh(mix)
             runs = _median_runs(cfg, batches, per_run,
                                 lambda index, model=model, corpus=corpus: _train_rate(model, index, corpus, classifier_loss, device, amp_dtype, clf.lr)[0])
             out["train_docs_per_second"][mix][name] = statistics.median(runs)
