@@ -211,10 +211,14 @@ def text_variant(config: StudyArgs, variant: str) -> StudyArgs:
 
 def plan_text_curve(config: StudyArgs) -> list[Part]:
     """Every variant's parts (:func:`plan_curve` of :func:`text_variant`), named ``text_<variant>/<part>``, the
-    full text first."""
+    full text first. A shorter or longer text's ``classify`` part (its full labelled set) trains the curve's
+    mixes (:data:`CURVE_MIXES`) only; the full text's is the seeds study's, with frozen λ too."""
     parts = []
     for variant in sorted(config.pretraining_texts, key=lambda v: v != "1"):
         for p in plan_curve(text_variant(config, variant)):
+            if p.name == "classify" and variant != "1":  # the curve's mixes only; frozen λ is the seeds study's
+                p = replace(p, argv=[*p.argv[:p.argv.index("classify") + 1], "--mixes", *CURVE_MIXES,
+                                     *p.argv[p.argv.index("classify") + 1:]])
             parts.append(replace(p, name=f"text_{variant}/{p.name}", needs=[f"text_{variant}/{n}" for n in p.needs]))
     return parts
 

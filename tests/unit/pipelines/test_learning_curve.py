@@ -166,6 +166,9 @@ def test_the_text_curve_plans_one_study_per_pre_training_text(tmp_path):
     assert extra.endswith("--extra-text d/extra/train_joined_unsplit.csv d/extra/train_nolabel.csv")
     assert "--text-fraction" not in " ".join(parts["seed_0/text_1/pretrain"].argv)
     assert parts["seed_0/text_1/pretrain"].done_file == tmp_path / "seed_0" / "results" / "lm.json"
+    quarter_all = parts["seed_0/text_0.25/classify"].argv
+    assert quarter_all[quarter_all.index("--mixes") + 1:][:3] == ["trainable_lambda", "learned_function", "--seed"]
+    assert "--mixes" not in parts["seed_0/text_1/classify"].argv  # the seeds study's part: every mix
     for bad in (("0",), ("more",)):
         with pytest.raises(ElmoError, match="--pretraining-texts"):
             StudyArgs(pretraining_texts=bad).check()
