@@ -129,9 +129,12 @@ class StudyArgs:
         if self.pretraining_texts and {"--text-fraction", "--extra-text"} & set(self.extra_flags()):
             raise ElmoError("--extra must not set --text-fraction or --extra-text: give the texts with --pretraining-texts")
         if "pretrain" not in self.parts and not self.aggregate_only:
-            missing = [s for s in self.seeds if not (self.seed_dir(s) / "models" / "bilstm.pt").is_file()]
+            roots = {"" if t == "1" else f"text_{t}": Path(self.out_dir) / ("" if t == "1" else f"text_{t}")
+                     for t in self.pretraining_texts} or {"": Path(self.out_dir)}
+            missing = [f"{name}/seed_{s}".lstrip("/") for name, root in roots.items() for s in self.seeds
+                       if not (root / f"seed_{s}" / "models" / "bilstm.pt").is_file()]
             if missing:
-                raise ElmoError(f"--parts without pretrain needs each seed's biLM; missing for seeds {missing}")
+                raise ElmoError(f"--parts without pretrain needs each seed's biLM; missing for {', '.join(missing)}")
 
     def seed_dir(self, seed: int) -> Path:
         """``<out-dir>/seed_<seed>``."""

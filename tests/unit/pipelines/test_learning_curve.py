@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -169,6 +170,13 @@ def test_the_text_curve_plans_one_study_per_pre_training_text(tmp_path):
     quarter_all = parts["seed_0/text_0.25/classify"].argv
     assert quarter_all[quarter_all.index("--mixes") + 1:][:3] == ["trainable_lambda", "learned_function", "--seed"]
     assert "--mixes" not in parts["seed_0/text_1/classify"].argv  # the seeds study's part: every mix
+    without_bilms = replace(config, parts=("classify", "baselines"))
+    with pytest.raises(ElmoError, match="needs each seed's biLM; missing for text_0.25/seed_0, seed_0, text_extra/seed_0"):
+        without_bilms.check()
+    for root in ("seed_0", "text_0.25/seed_0", "text_extra/seed_0"):
+        (tmp_path / root / "models").mkdir(parents=True)
+        (tmp_path / root / "models" / "bilstm.pt").touch()
+    without_bilms.check()
     for bad in (("0",), ("more",)):
         with pytest.raises(ElmoError, match="--pretraining-texts"):
             StudyArgs(pretraining_texts=bad).check()
