@@ -59,7 +59,7 @@ def plan_curve(config: StudyArgs) -> list[Part]:
             flags = ["--seed", str(seed), "--data-dir", config.data_dir, "--models-dir", str(d / "models"),
                      "--results-dir", str(d / "results"), "--images-dir", str(d / "images"), "--threads",
                      str(config.threads), "--precision", config.precision, "--quiet",
-                     "--labelled-fraction", repr(fraction), *config.extra_flags()]
+                     "--labelled-fraction", repr(fraction), *config.extra_flags(), *config.head_flags()]
             logs = config.seed_dir(seed) / "logs"
             name = share_name(fraction)
             runs = {"classify": python + ["classify", "--mixes", *CURVE_MIXES, *flags],

@@ -69,6 +69,8 @@ class StudyArgs:
     parts: tuple[str, ...] = option(PARTS, "parts to run per seed (mlp: the learned function as the MLP, for "
                                     "comparison with the default gate)", choices=PARTS)
     extra: str = option("", "more flags for every training part, e.g. '--max-docs 2000 --epochs 1' (quick check)")
+    head_extra: str = option("", "more flags for the classifier parts only (classify, mlp, baselines; not the biLM's "
+                             "pretrain), e.g. '--epochs 5', the head's recipe of the committed studies")
     aggregate_only: bool = option(False, "only (re)compute --results from the finished parts")
     labelled_fractions: tuple[float, ...] = option((), "learning-curve mode: per seed, the classifiers (trainable λ, "
                                                    "the learned function, Word2Vec, SVD, TF-IDF + LR) train on these "
@@ -104,6 +106,10 @@ class StudyArgs:
         """``--extra`` split into flags."""
         return shlex.split(self.extra)
 
+    def head_flags(self) -> list[str]:
+        """``--head-extra`` split into flags (after ``--extra``'s, so they win where both set a flag)."""
+        return shlex.split(self.head_extra)
+
     def as_dict(self) -> dict[str, Any]:
         """The flags as recorded in the results (``results`` resolved)."""
         return {**asdict(self), "results": self.results_path}
@@ -117,8 +123,9 @@ class StudyArgs:
         bad = [f for f in self.labelled_fractions if not 0.0 < f <= 1.0]
         if bad or len(set(self.labelled_fractions)) != len(self.labelled_fractions):
             raise ElmoError(f"--labelled-fractions must be distinct shares in (0, 1], got {list(self.labelled_fractions)}")
-        if "--labelled-fraction" in self.extra_flags():
-            raise ElmoError("--extra must not set --labelled-fraction: give the shares with --labelled-fractions")
+        for flag, given in (("--extra", self.extra_flags()), ("--head-extra", self.head_flags())):
+            if "--labelled-fraction" in given:
+                raise ElmoError(f"{flag} must not set --labelled-fraction: give the shares with --labelled-fractions")
         for text in self.pretraining_texts:
             try:
                 ok = text == "extra" or 0.0 < float(text) <= 1.0
@@ -126,8 +133,10 @@ class StudyArgs:
                 ok = False
             if not ok:
                 raise ElmoError(f"--pretraining-texts takes shares in (0, 1] and 'extra', got {text!r}")
-        if self.pretraining_texts and {"--text-fraction", "--extra-text"} & set(self.extra_flags()):
-            raise ElmoError("--extra must not set --text-fraction or --extra-text: give the texts with --pretraining-texts")
+        for flag, given in (("--extra", self.extra_flags()), ("--head-extra", self.head_flags())):
+            if self.pretraining_texts and {"--text-fraction", "--extra-text"} & set(given):
+                raise ElmoError(f"{flag} must not set --text-fraction or --extra-text: give the texts with "
+                                "--pretraining-texts")
         if "pretrain" not in self.parts and not self.aggregate_only:
             roots = {"" if t == "1" else f"text_{t}": Path(self.out_dir) / ("" if t == "1" else f"text_{t}")
                      for t in self.pretraining_texts} or {"": Path(self.out_dir)}
@@ -171,13 +180,14 @@ def plan(config: StudyArgs) -> list[Part]:
         d = config.seed_dir(seed)
 
         def flags(results: str = "results", models: str = "models", images: str = "images",
-                  seed: int = seed, d: Path = d) -> list[str]:
+                  seed: int = seed, d: Path = d, head: bool = True) -> list[str]:
             return ["--seed", str(seed), "--data-dir", config.data_dir, "--models-dir", str(d / models),
                     "--results-dir", str(d / results), "--images-dir", str(d / images), "--threads",
-                    str(config.threads), "--precision", config.precision, "--quiet", *config.extra_flags()]
+                    str(config.threads), "--precision", config.precision, "--quiet", *config.extra_flags(),
+                    *(config.head_flags() if head else [])]
 
         runs = {
-            "pretrain": (python + ["pretrain", *flags()], d / "results" / "lm.json", []),
+            "pretrain": (python + ["pretrain", *flags(head=False)], d / "results" / "lm.json", []),
             "classify": (python + ["classify", *flags()], d / "results" / "classification.json", ["pretrain"]),
             "mlp": (python + ["classify", "--mixes", "learned_function", "--learned-function", "mlp",
                               *flags("results_mlp", "models_mlp", "images_mlp")],

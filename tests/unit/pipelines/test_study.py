@@ -31,6 +31,20 @@ def test_plan_runs_every_biLM_first_and_gives_each_part_its_seed_and_folders(tmp
     assert [p.name for p in only] == ["pretrain", "classify"]
 
 
+def test_head_extra_reaches_the_classifier_parts_and_never_the_biLM(tmp_path):
+    from elmo.pipelines.learning_curve import plan_curve
+
+    config = StudyArgs(seeds=(0,), out_dir=str(tmp_path), extra="--max-docs 50", head_extra="--epochs 5",
+                       labelled_fractions=(0.1, 1.0))
+    parts = {p.name: " ".join(p.argv) for p in plan_curve(config)}
+    assert set(parts) == {"pretrain", "classify", "baselines", "classify_labelled_0.1", "baselines_labelled_0.1"}
+    assert parts.pop("pretrain").endswith("--max-docs 50")  # the biLM keeps its own --epochs
+    for argv in parts.values():
+        assert argv.endswith("--max-docs 50 --epochs 5")
+    with pytest.raises(ElmoError, match="--head-extra must not set --labelled-fraction"):
+        StudyArgs(head_extra="--labelled-fraction 0.5").check()
+
+
 def fake_part(tmp_path: Path, name: str, seed: int, needs=(), code: str = "") -> Part:
     done = tmp_path / f"seed_{seed}" / f"{name}.json"
     script = f"import pathlib\n{code}\npathlib.Path({str(done)!r}).parent.mkdir(parents=True, exist_ok=True); " \
