@@ -227,14 +227,15 @@ def run_parts(config: StudyArgs, parts: list[Part], say=print) -> dict[str, dict
     """Run the unfinished ``parts``, ``--jobs`` at a time, in order as their dependencies finish.
 
     Returns:
-        ``{part key: {"seconds", "peak_rss_mb", "returncode", "log"}}`` of the parts run now, merged
-        into ``<out-dir>/parts.json`` after each one ends.
+        ``<out-dir>/parts.json``: ``{part key: {"seconds", "peak_rss_mb", "returncode", "log", "argv"}}`` of every
+        part recorded there. Each part run now is merged into the file when it ends (read again first, so
+        studies sharing the out-dir keep each other's records).
 
     Raises:
         ElmoError: a part failed (its log named); the others that do not depend on it are finished first.
     """
     record_path = Path(config.out_dir) / "parts.json"
-    record: dict[str, dict] = load_result(record_path) or {}
+    record: dict[str, dict] = {}
     todo = [p for p in parts if not p.done_file.is_file()]
     for p in parts:
         if p.done_file.is_file():
@@ -265,13 +266,14 @@ def run_parts(config: StudyArgs, parts: list[Part], say=print) -> dict[str, dict
         (done if ok else failed).add((p.seed, p.name))
         record[p.key] = {"seconds": round(seconds, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
                          "returncode": proc.returncode, "log": str(p.log), "argv": p.argv}
-        write_json(record_path, record)
+        # read again: another study may share the out-dir (e.g. one per pre-training text) and have written since
+        write_json(record_path, {**(load_result(record_path) or {}), p.key: record[p.key]})
         say(f"[study] {p.key}: {'finished' if ok else 'FAILED'} in {seconds / 60:.1f} min, "
             f"peak {usage.ru_maxrss / 2**20:.2f} GB")
     if failed:
         raise ElmoError("study parts failed: " + ", ".join(f"seed_{s}/{n}" for s, n in sorted(failed))
                         + f" (see their logs under {config.out_dir}/seed_*/logs/)")
-    return record
+    return {**(load_result(record_path) or {}), **record}
 
 
 def _wait_any(pids: list[int]) -> tuple[int, int, "os.struct_rusage"]:

@@ -71,6 +71,16 @@ def test_scheduler_runs_dependencies_first_resumes_and_records_time_and_memory(t
     assert all("done before" in line for line in again) and len(again) == 4
 
 
+def test_studies_sharing_an_out_dir_keep_each_others_part_records(tmp_path):
+    config = StudyArgs(seeds=(0,), out_dir=str(tmp_path), jobs=1)
+    other = {"seed_0/text_0.5/pretrain": {"seconds": 1.0}}
+    # the other study writes its record while this one's part runs
+    writes = f"import json, pathlib\npathlib.Path({str(tmp_path / 'parts.json')!r}).write_text(json.dumps({other!r}))"
+    record = run_parts(config, [fake_part(tmp_path, "pretrain", 0, code=writes)], lambda line: None)
+    assert set(record) == {"seed_0/text_0.5/pretrain", "seed_0/pretrain"}
+    assert json.loads((tmp_path / "parts.json").read_text()) == record
+
+
 def test_a_failed_part_skips_its_dependents_finishes_the_rest_and_names_the_log(tmp_path):
     config = StudyArgs(seeds=(0, 1), out_dir=str(tmp_path), jobs=1)
     parts = [fake_part(tmp_path, "pretrain", 0, code="raise SystemExit(3)"), fake_part(tmp_path, "pretrain", 1),
