@@ -110,7 +110,7 @@ class Elmo(nn.Module):
                 raise ElmoError("cached biLM layers cannot be used while fine-tuning the biLM")
             with torch.no_grad():
                 h0 = self.bilm.token_layer(ids, lengths, chars)
-            layers = torch.cat([h0.unsqueeze(0), layers.to(h0.dtype)])  # (L+1, B, T, D)
+            layers = torch.cat([h0.unsqueeze(0), layers])  # (L+1, B, T, D) in h0's dtype: cat casts as it copies
         else:
             with torch.set_grad_enabled(torch.is_grad_enabled() and self.requires_grad):
                 layers = self.bilm(ids, lengths, chars)  # (L+1, B, T, D)
