@@ -200,12 +200,12 @@ def text_variant(config: StudyArgs, variant: str) -> StudyArgs:
     ``f`` adds ``--text-fraction f`` to every part in ``<out-dir>/text_<f>/``, ``extra`` adds ``--extra-text`` with
     ``--extra-text-files`` in ``<out-dir>/text_extra/``."""
     if variant == "1":
-        flags, out_dir = [], config.out_dir
+        flags = []
     elif variant == EXTRA:
-        flags, out_dir = ["--extra-text", *config.extra_text_paths()], str(Path(config.out_dir) / f"text_{EXTRA}")
+        flags = ["--extra-text", *config.extra_text_paths()]
     else:
-        flags, out_dir = ["--text-fraction", variant], str(Path(config.out_dir) / f"text_{variant}")
-    return replace(config, out_dir=out_dir, extra=" ".join([config.extra, *map(shlex.quote, flags)]).strip(),
+        flags = ["--text-fraction", variant]
+    return replace(config, out_dir=str(config.text_out_dir(variant)), extra=" ".join([config.extra, *map(shlex.quote, flags)]).strip(),
                    pretraining_texts=(), results=None)
 
 

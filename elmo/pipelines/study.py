@@ -138,12 +138,16 @@ class StudyArgs:
                 raise ElmoError(f"{flag} must not set --text-fraction or --extra-text: give the texts with "
                                 "--pretraining-texts")
         if "pretrain" not in self.parts and not self.aggregate_only:
-            roots = {"" if t == "1" else f"text_{t}": Path(self.out_dir) / ("" if t == "1" else f"text_{t}")
-                     for t in self.pretraining_texts} or {"": Path(self.out_dir)}
-            missing = [f"{name}/seed_{s}".lstrip("/") for name, root in roots.items() for s in self.seeds
+            roots = [self.text_out_dir(t) for t in self.pretraining_texts] or [Path(self.out_dir)]
+            missing = [str((root / f"seed_{s}").relative_to(self.out_dir)) for root in roots for s in self.seeds
                        if not (root / f"seed_{s}" / "models" / "bilstm.pt").is_file()]
             if missing:
                 raise ElmoError(f"--parts without pretrain needs each seed's biLM; missing for {', '.join(missing)}")
+
+    def text_out_dir(self, text: str) -> Path:
+        """Where the study of the pre-training text ``text`` (``--pretraining-texts``) runs: ``--out-dir`` itself for
+        the full text ``1``, else ``<out-dir>/text_<text>``."""
+        return Path(self.out_dir) if text == "1" else Path(self.out_dir) / f"text_{text}"
 
     def seed_dir(self, seed: int) -> Path:
         """``<out-dir>/seed_<seed>``."""
