@@ -19,6 +19,7 @@ from elmo.report.tables import (  # noqa: E402 (after the sys.path line)
     seeds_table,
     text_curve_table,
     text_effect_table,
+    texts_without_share,
 )
 
 res = load_results(ROOT / "results", ROOT / "results" / "experiments")
@@ -162,12 +163,14 @@ def _text_curve_section() -> str:
     cost = {k: v for k, v in text_curve["parts"].items() if "/text_" in k and "/text_1/" not in k
             and v["returncode"] == 0}
     hours = sum(v["seconds"] for v in cost.values()) / 3600
+    head = f" --head-extra \"{config['head_extra']}\"" if config.get("head_extra") else ""
     tables = "\n\n".join(f"With {float(share):.0%} of the labels:\n\n{text_curve_table(text_curve, share)}"
+                          + (f"\n\n{missing}" if (missing := texts_without_share(text_curve, share)) else "")
                           for share in shares)
     return f"""## When ELMo pays: more pre-training text
 
 Command: `python -m elmo study --seeds {' '.join(map(str, config['seeds']))} --pretraining-texts \
-{' '.join(text_curve['texts'])} --labelled-fractions {' '.join(shares)}` (`results/pretraining_text_curve.json`). Per seed, the
+{' '.join(text_curve['texts'])} --labelled-fractions {' '.join(shares)}{head}` (`results/pretraining_text_curve.json`). Per seed, the
 biLM (`ELMO.py`'s defaults), Word2Vec, SVD and TF-IDF's vocabulary are re-learnt from a random share of the training
 descriptions (`--text-fraction`), or from all of them plus the unlabelled AG News rows of `data/ag_news/extra/`
 (`--extra-text`: rows that repeat a training description or contain a validation or test description are dropped).

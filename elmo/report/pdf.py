@@ -53,6 +53,7 @@ from .tables import (
     seeds_table,
     text_curve_rows,
     text_effect_rows,
+    texts_without_share,
 )
 
 #: Width of the text column on A4 with the report's 1.8 cm side margins.
@@ -212,6 +213,8 @@ def _text_curve(story: _Story) -> None:
         story.para(f"Test accuracy, mean ± std over seeds, with {float(share):.0%} of the labels:", "small")
         story.add(_table(rows, [3.8 * cm, 1.6 * cm] + [(WIDTH - 5.4 * cm) / (len(rows[0]) - 2)] * (len(rows[0]) - 2),
                          font_size=6.5))
+        if missing := texts_without_share(text_curve, share):
+            story.para(escape(missing), "small")
     story.add(story.image(FIGURES["pretraining_text_curve"], WIDTH * (0.5 if len(shares) == 1 else 0.95)))
     story.sentences("pretraining_text_curve")
     rows = text_effect_rows(text_curve)

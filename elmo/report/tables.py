@@ -147,6 +147,13 @@ def text_order(text_curve: dict) -> list[str]:
     return sorted(text_curve["texts"], key=tokens)
 
 
+def texts_without_share(text_curve: dict, share: str) -> str:
+    """A sentence naming the pre-training texts of ``pretraining_text_curve.json`` with no finished seed at the
+    labelled ``share`` (left out of :func:`text_curve_rows`), or ``""`` when every text has it."""
+    missing = [text_label(v) for v in text_order(text_curve) if share not in text_curve["texts"][v]["curve"]["sizes"]]
+    return f"Not measured with {float(share):.0%} of the labels: {', '.join(missing)}." if missing else ""
+
+
 def text_curve_rows(text_curve: dict, share: str) -> list[list[str]]:
     """Header and one row per pre-training text of ``pretraining_text_curve.json`` at the labelled ``share``
     (a key of its ``sizes``, e.g. ``"0.1"``): the text, its training tokens (mean over seeds), then per method the

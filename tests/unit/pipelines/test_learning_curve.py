@@ -214,6 +214,13 @@ def test_the_text_curve_reports_the_accuracy_per_doubling(tmp_path):
     assert quarter["mean_difference"] < 0 and quarter["n"] == 3
     assert json.loads((tmp_path / "text.json").read_text())["texts"]["1"]["curve"]["sizes"]["1"]["seeds"] == [0, 1, 2]
     assert "per doubling" in format_text_curve(out)
+    from elmo.report.tables import text_curve_rows, texts_without_share
+
+    assert texts_without_share(out, "1") == ""
+    del out["texts"]["0.5"]["curve"]["sizes"]["1"]  # a text whose full-labels parts have not finished
+    assert texts_without_share(out, "1") == "Not measured with 100% of the labels: 50% of the descriptions."
+    assert [r[0].split(" (")[0] for r in text_curve_rows(out, "1")[1:]] == ["25% of the descriptions",
+                                                                          "all the descriptions"]
 
 
 def test_the_report_states_the_effect_of_more_text_and_whether_the_extra_text_belongs_in_the_default(tmp_path):
