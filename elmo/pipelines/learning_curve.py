@@ -234,8 +234,9 @@ def _bilm_setup(config: StudyArgs, seed: int) -> dict[str, Any] | None:
     lm = load_result(config.seed_dir(seed) / "results" / "lm.json")
     if lm is None:
         return None
+    init = lm.get("init_embeddings")  # written before --init-embeddings auto (no "copied"): the vectors were copied
     return {"batch_size": lm.get("config", {}).get("batch_size"),
-            "word2vec_init": lm.get("init_embeddings", {}).get("copied"),
+            "word2vec_init": None if init is None else init.get("copied", True),
             "test_perplexity": [lm.get("test", {}).get(f"{d}_perplexity") for d in ("forward", "backward")]}
 
 
