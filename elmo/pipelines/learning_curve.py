@@ -47,10 +47,11 @@ CURVE_MIXES = ("trainable_lambda", "learned_function")
 CURVE_METHODS = (*CURVE_MIXES, *BASELINES)
 
 
-def plan_curve(config: StudyArgs) -> list[Part]:
+def plan_curve(config: StudyArgs, classify_mixes: tuple[str, ...] | None = None) -> list[Part]:
     """The parts of the learning curve in start order: the seeds study's parts (``pretrain``; ``classify`` and
-    ``baselines``, which are the share 1), then per seed the smaller shares, largest first."""
-    base = [p for p in plan(config) if p.name != "mlp"]
+    ``baselines``, which are the share 1; ``classify_mixes`` as in :func:`~elmo.pipelines.study.plan`), then per
+    seed the smaller shares, largest first."""
+    base = [p for p in plan(config, classify_mixes) if p.name != "mlp"]
     python = [sys.executable, "-m", "elmo"]
     extra: list[Part] = []
     for seed in config.seeds:
@@ -205,8 +206,8 @@ def text_variant(config: StudyArgs, variant: str) -> StudyArgs:
         flags = ["--extra-text", *config.extra_text_paths()]
     else:
         flags = ["--text-fraction", variant]
-    return replace(config, out_dir=str(config.text_out_dir(variant)), extra=" ".join([config.extra, *map(shlex.quote, flags)]).strip(),
-                   pretraining_texts=(), results=None)
+    return replace(config, out_dir=str(config.text_out_dir(variant)),
+                   extra=" ".join([config.extra, *map(shlex.quote, flags)]).strip(), pretraining_texts=(), results=None)
 
 
 def plan_text_curve(config: StudyArgs) -> list[Part]:
@@ -215,10 +216,8 @@ def plan_text_curve(config: StudyArgs) -> list[Part]:
     mixes (:data:`CURVE_MIXES`) only; the full text's is the seeds study's, with frozen λ too."""
     parts = []
     for variant in sorted(config.pretraining_texts, key=lambda v: v != "1"):
-        for p in plan_curve(text_variant(config, variant)):
-            if p.name == "classify" and variant != "1":  # the curve's mixes only; frozen λ is the seeds study's
-                p = replace(p, argv=[*p.argv[:p.argv.index("classify") + 1], "--mixes", *CURVE_MIXES,
-                                     *p.argv[p.argv.index("classify") + 1:]])
+        # the full text's share 1 is the seeds study's classify part (frozen λ too); the others train the curve's mixes
+        for p in plan_curve(text_variant(config, variant), None if variant == "1" else CURVE_MIXES):
             parts.append(replace(p, name=f"text_{variant}/{p.name}", needs=[f"text_{variant}/{n}" for n in p.needs]))
     return parts
 

@@ -176,8 +176,9 @@ class Part:
         return f"seed_{self.seed}/{self.name}"
 
 
-def plan(config: StudyArgs) -> list[Part]:
-    """The parts of the study in start order (every seed's biLM first, then the rest seed by seed)."""
+def plan(config: StudyArgs, classify_mixes: tuple[str, ...] | None = None) -> list[Part]:
+    """The parts of the study in start order (every seed's biLM first, then the rest seed by seed);
+    ``classify_mixes``: the ``--mixes`` of the ``classify`` part (``None``: every layer mix)."""
     python = [sys.executable, "-m", "elmo"]
     parts: list[Part] = []
     for seed in config.seeds:
@@ -192,7 +193,8 @@ def plan(config: StudyArgs) -> list[Part]:
 
         runs = {
             "pretrain": (python + ["pretrain", *flags(head=False)], d / "results" / "lm.json", []),
-            "classify": (python + ["classify", *flags()], d / "results" / "classification.json", ["pretrain"]),
+            "classify": (python + ["classify", *(["--mixes", *classify_mixes] if classify_mixes else []), *flags()],
+                         d / "results" / "classification.json", ["pretrain"]),
             "mlp": (python + ["classify", "--mixes", "learned_function", "--learned-function", "mlp",
                               *flags("results_mlp", "models_mlp", "images_mlp")],
                     d / "results_mlp" / "classification.json", ["pretrain"]),
