@@ -41,6 +41,7 @@ from ..artifacts import environment_info, refuse_overwriting_inputs, write_json
 from ..data.agnews import read_agnews
 from ..errors import ElmoError
 from ..model.mix import LAYER_MIXES
+from ..runtime.device import precision_name, resolve_device, resolve_precision
 from ..training.significance import MCNEMAR, PAIRED_T, mcnemar, paired_over_seeds, summarize
 from .common import option
 
@@ -229,6 +230,26 @@ def _launch(part: Part) -> subprocess.Popen:
         return subprocess.Popen(part.argv, stdout=log, stderr=subprocess.STDOUT)
 
 
+def check_precision(config: StudyArgs, parts: list[Part]) -> None:
+    """Before any part starts: the finished parts trained at the precision ``--precision`` gives on this machine
+    (``precision`` in their ``lm.json`` / ``classification.json``). ``auto`` is bf16 on a CPU with native bf16 and
+    fp32 on one without (:func:`~elmo.runtime.device.resolve_precision`), so a study resumed on another CPU would
+    otherwise put, say, fp32 biLMs beside bf16 ones and compare them as one method.
+
+    Raises:
+        ElmoError: naming the first finished part's file, its precision and this machine's; nothing has run.
+    """
+    if all(p.done_file.is_file() for p in parts):
+        return
+    here = precision_name(resolve_precision(config.precision, resolve_device("auto")))
+    for p in parts:
+        recorded = (load_result(p.done_file) or {}).get("precision") if p.done_file.is_file() else None
+        if recorded in ("fp32", "bf16", "fp16") and recorded != here:
+            raise ElmoError(f"--precision {config.precision}: {p.done_file} was trained in {recorded} but this machine "
+                            f"runs the remaining parts in {here}, so the study would mix precisions; finish it on a "
+                            f"machine that runs {recorded}, or start it again in a new --out-dir")
+
+
 def run_parts(config: StudyArgs, parts: list[Part], say=print) -> dict[str, dict]:
     """Run the unfinished ``parts``, ``--jobs`` at a time, in order as their dependencies finish.
 
@@ -238,8 +259,10 @@ def run_parts(config: StudyArgs, parts: list[Part], say=print) -> dict[str, dict
         studies sharing the out-dir keep each other's records).
 
     Raises:
-        ElmoError: a part failed (its log named); the others that do not depend on it are finished first.
+        ElmoError: the finished parts trained at another precision than this machine's (:func:`check_precision`),
+            or a part failed (its log named); the others that do not depend on it are finished first.
     """
+    check_precision(config, parts)
     record_path = Path(config.out_dir) / "parts.json"
     record: dict[str, dict] = {}
     todo = [p for p in parts if not p.done_file.is_file()]

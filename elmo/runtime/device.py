@@ -10,6 +10,9 @@ primitive``) and emulated bf16 matrix products are slower than fp32 anyway.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
+import functools
 import os
 import random
 import resource
@@ -66,6 +69,37 @@ def cap_kernel_caches(entries: int) -> None:
     """
     for variable in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
         os.environ.setdefault(variable, str(entries))
+
+
+#: Training steps or evaluation batches between two :func:`trim_heap` calls in the loops that run over batches.
+HEAP_TRIM_EVERY = 20
+
+
+@functools.cache
+def _malloc_trim() -> ctypes._CFuncPtr | None:
+    """glibc's ``malloc_trim``, or ``None`` where the C library has none (macOS, musl)."""
+    name = ctypes.util.find_library("c")
+    try:
+        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+    except OSError:
+        return None
+
+
+def trim_heap() -> bool:
+    """Hand the C heap's free pages back to the operating system (glibc ``malloc_trim(0)``); returns whether
+    the C library has it (elsewhere this does nothing).
+
+    Batches of a new shape each free and allocate buffers of new sizes, and glibc keeps the freed pages of
+    its heap: the exact evaluation of an LM on AG News' test split (7,600 documents, 256-token batches)
+    raised a process's resident memory from 0.47 to 1.8 GB, most of it free heap; calling this every
+    :data:`HEAP_TRIM_EVERY` batches held the peak to 1.0 GB (``docs/performance.md``). Results are unchanged:
+    only free memory is returned.
+    """
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
 
 
 def default_threads() -> int:

@@ -12,7 +12,7 @@ from ..data.corpus import EncodedCorpus
 from ..errors import ElmoError
 from ..model.bilm import LanguageModel
 from ..runtime import distributed
-from ..runtime.device import to_device
+from ..runtime.device import HEAP_TRIM_EVERY, to_device, trim_heap
 from .metrics import word_prediction_metrics
 
 
@@ -30,8 +30,10 @@ def perplexity(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device, m
     total, count = 0.0, 0
     lm.eval()
     with torch.no_grad():
-        for _, batch in corpus.eval_batches(256, max_tokens, distributed.context().shard):
+        for i, (_, batch) in enumerate(corpus.eval_batches(256, max_tokens, distributed.context().shard), 1):
             batch = to_device(batch, device)
+            if i % HEAP_TRIM_EVERY == 0:
+                trim_heap()
             loss, n = lm(batch["ids"], batch["lengths"], batch.get("chars"))
             total += float(loss) * n
             count += n
@@ -56,8 +58,10 @@ def evaluate_words(lm: LanguageModel, corpus: EncodedCorpus, device: torch.devic
     nll, targets, top5 = 0.0, [], []
     lm.eval()
     with torch.no_grad():
-        for _, batch in corpus.eval_batches(64, max_tokens):
+        for i, (_, batch) in enumerate(corpus.eval_batches(64, max_tokens), 1):
             batch = to_device(batch, device)
+            if i % HEAP_TRIM_EVERY == 0:
+                trim_heap()
             log_probs, target = lm.log_probs(batch["ids"], batch["lengths"], batch.get("chars"))
             nll -= float(log_probs.gather(1, target.unsqueeze(1)).sum())
             targets.append(target.cpu().numpy())

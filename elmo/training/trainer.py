@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from ..errors import ElmoError
 from ..runtime import distributed
-from ..runtime.device import Batch, autocast, to_device
+from ..runtime.device import HEAP_TRIM_EVERY, Batch, autocast, to_device, trim_heap
 from .early_stopping import EarlyStopping
 from .state import (
     Checkpointing,
@@ -294,6 +294,8 @@ def _train_epoch(run: _Run, start: Position, ctrl_c: dict[str, Any]) -> tuple[fl
         total_loss, total_units, step = total_loss + loss_sum, total_units + units, step + 1
         elapsed = time.perf_counter() - clock
         bar.set_postfix(loss=f"{total_loss / total_units:.3f}", **{f"{unit}/s": f"{total_units / elapsed:,.0f}"})
+        if step % HEAP_TRIM_EVERY == 0:
+            trim_heap()
         if run.checkpoint is not None and (ctrl_c["stop"] or step % run.checkpoint.every == 0):
             run.save(Position(start.epoch, step, (total_loss, total_units, elapsed)))
         if ctrl_c["stop"]:

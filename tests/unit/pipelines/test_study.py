@@ -91,6 +91,28 @@ def test_a_failed_part_skips_its_dependents_finishes_the_rest_and_names_the_log(
     assert json.loads((tmp_path / "parts.json").read_text())["seed_0/pretrain"]["returncode"] == 3
 
 
+@pytest.mark.parametrize("native_bf16", [True, False])
+def test_a_study_resumed_at_another_precision_refuses_before_any_part_runs(tmp_path, monkeypatch, native_bf16):
+    from elmo.runtime import device
+
+    monkeypatch.setattr(device, "cpu_has_bf16", lambda: native_bf16)
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    here, other = ("bf16", "fp32") if native_bf16 else ("fp32", "bf16")
+    config = StudyArgs(seeds=(0,), out_dir=str(tmp_path), jobs=1)
+    pretrain, classify = fake_part(tmp_path, "pretrain", 0), fake_part(tmp_path, "classify", 0, ["pretrain"])
+    pretrain.done_file.parent.mkdir(parents=True)
+    pretrain.done_file.write_text(json.dumps({"precision": other}))
+    with pytest.raises(ElmoError, match=f"{pretrain.done_file} was trained in {other} but this machine runs the "
+                                        f"remaining parts in {here}"):
+        run_parts(config, [pretrain, classify], lambda line: None)
+    assert not classify.done_file.exists() and not (tmp_path / "parts.json").exists()
+    pretrain.done_file.write_text(json.dumps({"precision": here}))  # the same precision: the study goes on
+    run_parts(config, [pretrain, classify], lambda line: None)
+    assert classify.done_file.is_file()
+    pretrain.done_file.write_text(json.dumps({"precision": other}))  # nothing left to run: aggregating is fine
+    run_parts(config, [pretrain, classify], lambda line: None)
+
+
 def write_seed(root: Path, seed: int, accuracy: dict[str, float], labels: list[int], rng: np.random.Generator) -> None:
     """Per-seed result files with the given test accuracies (predictions right on that share of documents)."""
     def entry(acc: float) -> dict:
