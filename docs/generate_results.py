@@ -108,15 +108,26 @@ Trained on the 39,122-row sample of the official train split, tested on the offi
   [report.pdf](report.pdf); the goals met and missed: [docs/results.md](docs/results.md#accuracy-and-performance-goals)."""
 
 
-def _timing_block() -> str:
-    """The README's table of wall time and peak memory, from results/timing/ (``/usr/bin/time -v`` files)."""
-    timings = load_timings(ROOT / "results" / "timing")
-    lscpu = (ROOT / "results" / "timing" / "lscpu.txt").read_text()
+def _cpu_label(lscpu_file: Path) -> str:
+    """``2-core AMD EPYC (family 25, AVX512-BF16)`` from an ``lscpu`` output (``AVX2 only`` without AVX-512)."""
+    lscpu = lscpu_file.read_text()
     model = re.search(r"Model name:\s*(.+)", lscpu).group(1).strip()
     cores = re.search(r"^CPU\(s\):\s*(\d+)", lscpu, re.M).group(1)
     family = re.search(r"CPU family:\s*(\d+)", lscpu).group(1)
-    cpu = f"{cores}-core {model} (family {family}" + (", AVX512-BF16)" if "avx512_bf16" in lscpu else ")")
-    labels = {"bf16": f"{cpu}, bf16 (`--precision auto`)", "fp32": "the same CPU, `--precision fp32`"}
+    isa = ", AVX512-BF16" if "avx512_bf16" in lscpu else (", AVX2 only" if "avx512" not in lscpu else "")
+    return f"{cores}-core {model} (family {family}{isa})"
+
+
+def _timing_block() -> str:
+    """The README's table of wall time and peak memory, from results/timing/ (``/usr/bin/time -v`` files) and, for
+    a CPU without native bf16, results/timing/avx2/."""
+    folder = ROOT / "results" / "timing"
+    cpu = _cpu_label(folder / "lscpu.txt")
+    rows_of = [(load_timings(folder), {"bf16": f"{cpu}, bf16 (`--precision auto`)",
+                                       "fp32": "the same CPU, `--precision fp32`"})]
+    if (folder / "avx2" / "lscpu.txt").is_file():
+        rows_of.append((load_timings(folder / "avx2"),
+                        {"fp32": f"{_cpu_label(folder / 'avx2' / 'lscpu.txt')}, fp32 (`--precision auto`)"}))
 
     def cell(run: dict | None) -> str:
         if run is None:
@@ -125,16 +136,18 @@ def _timing_block() -> str:
         return f"{minutes}:{seconds:02d}, {run['peak_gb'] * 1e9 / 2 ** 30:.1f} GiB"
 
     rows = ["| device and precision | `python ELMO.py` | `python classification.py` | both |", "|---|---|---|---|"]
-    for precision, label in labels.items():
-        runs = timings.get(precision, {})
-        both = sum(runs[s]["seconds"] for s in ("ELMO.py", "classification.py")) / 60 if len(runs) >= 2 else None
-        rows.append(f"| {label} | {cell(runs.get('ELMO.py'))} | {cell(runs.get('classification.py'))} | "
-                    + (f"{both:.1f} min |" if both else "not measured |"))
+    for timings, labels in rows_of:
+        for precision, label in labels.items():
+            runs = timings.get(precision, {})
+            both = sum(runs[s]["seconds"] for s in ("ELMO.py", "classification.py")) / 60 if len(runs) >= 2 else None
+            rows.append(f"| {label} | {cell(runs.get('ELMO.py'))} | {cell(runs.get('classification.py'))} | "
+                        + (f"{both:.1f} min |" if both else "not measured |"))
+    avx2 = ("" if len(rows_of) > 1 else "On a CPU without native bf16 (AVX2 only) `--precision auto` trains in fp32, "
+            "so expect the fp32 row or\nslower. ")
     return ("Wall time and peak memory (`/usr/bin/time -v`, 2 threads, nothing else running) of the default commands on\n"
-            "the 39,122-row sample, from `results/timing/`:\n\n" + "\n".join(rows) + """
+            "the 39,122-row sample, from `results/timing/`:\n\n" + "\n".join(rows) + f"""
 
-On a CPU without native bf16 (AVX2 only) `--precision auto` trains in fp32, so expect the fp32 row or
-slower. The official 120,000-row file, which a fresh machine downloads, has about three times the
+{avx2}The official 120,000-row file, which a fresh machine downloads, has about three times the
 sample's tokens; its runs and GPU runs are not measured yet ([docs/performance.md](docs/performance.md)).
 About 3 GiB of free space in `$TMPDIR` holds `classification.py`'s layer cache (`--cache-layers`).""")
 
