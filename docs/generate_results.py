@@ -166,6 +166,12 @@ for name, block in (("headline", headline), ("timing", _timing_block()), ("resul
     readme = fill(readme, name, block)
 (ROOT / "README.md").write_text(readme)
 
+_FINISH_CURVE = ("The study resumes from the committed parts: `results/pretraining_text_curve/restore_out_dir.py` "
+                 "rebuilds its `--out-dir` and gives the commands. The committed parts trained in bf16, so the rest "
+                 "needs a CPU with native bf16 (AVX512-BF16 or AMX-BF16) or a GPU in bf16; the study refuses to mix "
+                 "precisions.")
+
+
 def _text_curve_section() -> str:
     """docs/results.md's pre-training-text section (empty without results/pretraining_text_curve.json)."""
     text_curve = res.get("pretraining_text_curve")
@@ -178,7 +184,7 @@ def _text_curve_section() -> str:
     hours = sum(v["seconds"] for v in cost.values()) / 3600
     head = f" --head-extra \"{config['head_extra']}\"" if config.get("head_extra") else ""
     tables = "\n\n".join(f"With {float(share):.0%} of the labels:\n\n{text_curve_table(text_curve, share)}"
-                          + (f"\n\n{missing}" if (missing := texts_without_share(text_curve, share)) else "")
+                          + (f"\n\n{missing} {_FINISH_CURVE}" if (missing := texts_without_share(text_curve, share)) else "")
                           for share in shares)
     return f"""## When ELMo pays: more pre-training text
 
