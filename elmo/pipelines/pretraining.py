@@ -48,7 +48,7 @@ from ..model.sampled_softmax import BILM_TF_SAMPLES
 from ..model.serialization import lm_checkpoint, save_bilm, save_published_lm
 from ..model.static import center_vectors, common_direction_cosine, copy_vectors, word2vec_vectors
 from ..runtime import distributed
-from ..runtime.device import peak_rss_mb, set_seed
+from ..runtime.device import HEAP_TRIM_EVERY, peak_rss_mb, set_seed
 from ..training.evaluation import evaluate_words, perplexity
 from ..training.metrics import top_words_confusion
 from ..training.processes import ChildRun, run_side_by_side
@@ -428,7 +428,7 @@ def lm_objective(lm: torch.nn.Module, loaded: PretrainData, config: PretrainArgs
                                                           run.ctx.shard),
         loss_fn=lambda model, batch: model(batch["ids"], batch["lengths"], batch.get("chars")),
         validate=lambda: {"perplexity": perplexity(lm, data["val"], run.device)},
-        monitor="perplexity", maximize=False)
+        monitor="perplexity", maximize=False, heap_trim_every=HEAP_TRIM_EVERY)
 
 
 def fit_direction(lm: LanguageModel, loaded: PretrainData, config: PretrainArgs, run: StartedRun,

@@ -1,7 +1,10 @@
 """Run a command and print the peak of its process tree's memory, summed over the processes alive at each
-moment (sampled every 0.2 s from /proc): PSS (shared pages split between the processes that map them) and RSS.
+moment (sampled every ``--every`` seconds, default 0.2, from /proc): PSS (shared pages split between the processes
+that map them) and RSS. Reading a large process's ``smaps_rollup`` costs CPU time, so a long timed run samples
+once a second (0.2 s took about 15% of a core beside a 1 GB process).
 
     python tree_memory.py python -m elmo pretrain --max-docs 12000 --epochs 1 ...
+    python tree_memory.py --every 1 python ELMO.py
 """
 
 import os
@@ -42,7 +45,10 @@ def memory_mib(pid: int) -> tuple[float, float]:
 
 
 if __name__ == "__main__":
-    proc = subprocess.Popen(sys.argv[1:])
+    args, every = sys.argv[1:], 0.2
+    if args[:1] == ["--every"]:
+        every, args = float(args[1]), args[2:]
+    proc = subprocess.Popen(args)
     peak_pss = peak_rss = 0.0
     processes = 0
     while proc.poll() is None:
@@ -51,7 +57,7 @@ if __name__ == "__main__":
         if pss > peak_pss:
             peak_pss, processes = pss, len(sizes)
         peak_rss = max(peak_rss, rss)
-        time.sleep(0.2)
+        time.sleep(every)
     print(f"PEAK summed PSS {peak_pss:.0f} MiB ({processes} procs), summed RSS {peak_rss:.0f} MiB, "
           f"rc {proc.returncode}", file=sys.stderr)
     sys.exit(proc.returncode)

@@ -1,6 +1,6 @@
-"""Handing free heap pages back (elmo.runtime.device.trim_heap): training and evaluation call it every
-``HEAP_TRIM_EVERY`` batches, it changes no result, and it does nothing where the C library has no
-``malloc_trim``."""
+"""Handing free heap pages back (elmo.runtime.device.trim_heap): a language model's training and the LM
+evaluations call it every ``HEAP_TRIM_EVERY`` batches, a classifier's training never, it changes no result, and
+it does nothing where the C library has no ``malloc_trim``."""
 
 from __future__ import annotations
 
@@ -29,11 +29,11 @@ def make_lm():
     return BiLM(BiLMConfig(vocab_size=V, embedding_dim=8, hidden_size=8, dropout=0.0, cutoffs=(10, 20))).forward_lm
 
 
-def train(corpus: EncodedCorpus, epochs: int = 2):
+def train(corpus: EncodedCorpus, epochs: int = 2, heap_trim_every: int = device.HEAP_TRIM_EVERY):
     lm = make_lm()
     objective = Objective(lambda epoch: corpus.epoch_batches(4, 64, seed=epoch),
                           lambda model, batch: model(batch["ids"], batch["lengths"]),
-                          lambda: {"loss": 1.0}, "loss", False)
+                          lambda: {"loss": 1.0}, "loss", False, heap_trim_every=heap_trim_every)
     fit(lm, objective, TrainConfig(epochs=epochs, patience=5), torch.device("cpu"), progress=Progress(quiet=True))
     return lm
 
@@ -51,6 +51,26 @@ def test_training_trims_every_heap_trim_every_steps_of_each_epoch(monkeypatch):
     steps = [len(corpus.batches(4, 64, shuffle=True, seed=e)) for e in (0, 1)]
     assert min(steps) > device.HEAP_TRIM_EVERY
     assert len(calls) == sum(s // device.HEAP_TRIM_EVERY for s in steps)
+
+
+def test_training_never_trims_unless_the_objective_asks(monkeypatch):
+    calls = counting(monkeypatch, trainer)
+    train(corpus_of(200), heap_trim_every=0)
+    assert calls == []
+    assert Objective(list, len, dict, "loss", False).heap_trim_every == 0
+
+
+def test_the_language_model_objective_trims_every_heap_trim_every_steps():
+    from types import SimpleNamespace
+
+    from elmo.pipelines.common import StartedRun
+    from elmo.pipelines.pretraining import PretrainArgs, lm_objective
+    from elmo.runtime.distributed import Context
+
+    corpus = corpus_of(20)
+    loaded = SimpleNamespace(data={"train": corpus, "val": corpus})
+    run = StartedRun(Context(), torch.device("cpu"), None, 1, None, print)
+    assert lm_objective(make_lm(), loaded, PretrainArgs(), run).heap_trim_every == device.HEAP_TRIM_EVERY
 
 
 def test_evaluation_trims_every_heap_trim_every_batches(monkeypatch):
