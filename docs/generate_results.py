@@ -135,21 +135,33 @@ def _timing_block() -> str:
         minutes, seconds = divmod(round(run["seconds"]), 60)
         return f"{minutes}:{seconds:02d}, {run['peak_gb'] * 1e9 / 2 ** 30:.1f} GiB"
 
-    rows = ["| device and precision | `python ELMO.py` | `python classification.py` | both |", "|---|---|---|---|"]
-    for timings, labels in rows_of:
-        for precision, label in labels.items():
-            runs = timings.get(precision, {})
-            both = sum(runs[s]["seconds"] for s in ("ELMO.py", "classification.py")) / 60 if len(runs) >= 2 else None
-            rows.append(f"| {label} | {cell(runs.get('ELMO.py'))} | {cell(runs.get('classification.py'))} | "
-                        + (f"{both:.1f} min |" if both else "not measured |"))
+    def table(rows_of: list) -> str:
+        rows = ["| device and precision | `python ELMO.py` | `python classification.py` | both |", "|---|---|---|---|"]
+        for timings, labels in rows_of:
+            for precision, label in labels.items():
+                runs = timings.get(precision, {})
+                both = (sum(runs[s]["seconds"] for s in ("ELMO.py", "classification.py")) / 60
+                        if len(runs) >= 2 else None)
+                rows.append(f"| {label} | {cell(runs.get('ELMO.py'))} | {cell(runs.get('classification.py'))} | "
+                            + (f"{both:.1f} min |" if both else "not measured |"))
+        return "\n".join(rows)
+
     avx2 = ("" if len(rows_of) > 1 else "On a CPU without native bf16 (AVX2 only) `--precision auto` trains in fp32, "
             "so expect the fp32 row or\nslower. ")
+    large = folder / "rows_120k"
+    if (large / "lscpu.txt").is_file():
+        labels = {p: f"{_cpu_label(large / 'lscpu.txt')}, {p} (`--precision auto`)" for p in load_timings(large)}
+        large_text = ("On 120,000 rows, the official file's size (the sample repeated to 120,000 rows, "
+                      "[results/timing/rows_120k](results/timing/rows_120k/README.md)):\n\n"
+                      + table([(load_timings(large), labels)]) + "\n\nGPU runs are not measured yet "
+                      "([docs/performance.md](docs/performance.md)). About 3 GiB of free space in `$TMPDIR` (9 GiB "
+                      "for 120,000 rows) holds `classification.py`'s layer cache (`--cache-layers`).")
+    else:
+        large_text = ("The official 120,000-row file, which a fresh machine downloads, has about three times the\n"
+                      "sample's tokens; its runs and GPU runs are not measured yet ([docs/performance.md](docs/performance.md)).\n"
+                      "About 3 GiB of free space in `$TMPDIR` holds `classification.py`'s layer cache (`--cache-layers`).")
     return ("Wall time and peak memory (`/usr/bin/time -v`, 2 threads, nothing else running) of the default commands on\n"
-            "the 39,122-row sample, from `results/timing/`:\n\n" + "\n".join(rows) + f"""
-
-{avx2}The official 120,000-row file, which a fresh machine downloads, has about three times the
-sample's tokens; its runs and GPU runs are not measured yet ([docs/performance.md](docs/performance.md)).
-About 3 GiB of free space in `$TMPDIR` holds `classification.py`'s layer cache (`--cache-layers`).""")
+            "the 39,122-row sample, from `results/timing/`:\n\n" + table(rows_of) + f"\n\n{avx2}{large_text}")
 
 
 def fill(text: str, name: str, block: str) -> str:

@@ -63,6 +63,7 @@ from ..pipelines.common import DEFAULT_BATCH_SIZE, option
 from ..pipelines.pretraining import PretrainArgs, prepare_data
 from ..pipelines.task import classifier_loss
 from ..runtime.device import (
+    HEAP_TRIM_EVERY,
     cap_kernel_caches,
     configure_threads,
     cpu_has_bf16,
@@ -221,11 +222,13 @@ def _setup(cfg: BenchArgs) -> tuple[torch.device, torch.dtype | None]:
 
 def _train_rate(model: nn.Module, batches: list[np.ndarray], corpus: EncodedCorpus, loss_fn: Callable,
                 device: torch.device, amp_dtype: torch.dtype | None, lr: float,
-                transform: Callable[[dict], dict] = lambda b: b) -> tuple[float, float]:
+                transform: Callable[[dict], dict] = lambda b: b, heap_trim_every: int = 0) -> tuple[float, float]:
     """``(units/s, seconds)`` of one pass of :func:`elmo.training.trainer.fit` over ``batches`` (collated inside
-    the timed loop, as in training)."""
+    the timed loop, as in training; ``heap_trim_every`` as the pipeline's objective: ``HEAP_TRIM_EVERY`` for an LM,
+    0 for a classifier)."""
     objective = Objective(batches=lambda epoch: (transform(corpus.collate(i)) for i in batches), loss_fn=loss_fn,
-                          validate=lambda: {"none": 0.0}, monitor="none", maximize=False)
+                          validate=lambda: {"none": 0.0}, monitor="none", maximize=False,
+                          heap_trim_every=heap_trim_every)
     fitted = fit(model, objective, TrainConfig(epochs=1, lr=lr), device, amp_dtype, progress=Progress(quiet=True))
     row = fitted.history[0]
     return row["units_per_second"], row["seconds"]
@@ -278,7 +281,8 @@ def section_lm(cfg: BenchArgs) -> dict[str, Any]:
     lm = LanguageModel(bilm_config, "forward").to(device)
 
     def ours(index):
-        rate, seconds = _train_rate(lm, index, corpus, lambda m, b: m(b["ids"], b["lengths"]), device, amp_dtype, pre.lr)
+        rate, seconds = _train_rate(lm, index, corpus, lambda m, b: m(b["ids"], b["lengths"]), device, amp_dtype, pre.lr,
+                                    heap_trim_every=HEAP_TRIM_EVERY)
         return rate, flops_ours(index) / seconds / 1e9
 
     runs = _median_runs(cfg, batches, cfg.lm_batches, ours)

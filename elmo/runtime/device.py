@@ -93,7 +93,9 @@ def trim_heap() -> bool:
     its heap: the exact evaluation of an LM on AG News' test split (7,600 documents, 256-token batches)
     raised a process's resident memory from 0.47 to 1.8 GB, most of it free heap; calling this every
     :data:`HEAP_TRIM_EVERY` batches held the peak to 1.0 GB (``docs/performance.md``). Results are unchanged:
-    only free memory is returned.
+    only free memory is returned. The pages handed back are faulted in again when they are next used, so a loop of
+    short steps pays for it: the language models' training and evaluations call it, a classifier's training does
+    not (:attr:`elmo.training.trainer.Objective.heap_trim_every`).
     """
     trim = _malloc_trim()
     if trim is None:

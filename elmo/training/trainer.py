@@ -95,7 +95,7 @@ class Objective:
         heap_trim_every: training steps between two :func:`~elmo.runtime.device.trim_heap` calls; 0 (the
             default) never trims. The language models pass ``HEAP_TRIM_EVERY``, which holds the side-by-side
             directions' memory down; a classifier's short steps re-fault every page handed back, and trimming
-            every 20 steps made its epochs about a tenth slower (docs/performance.md, "The heap").
+            every 20 steps made its epochs 7-11 % slower (docs/performance.md, "The heap").
     """
 
     batches: Callable[[int], Iterable[Batch]]
