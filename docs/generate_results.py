@@ -149,17 +149,16 @@ def _timing_block() -> str:
     avx2 = ("" if len(rows_of) > 1 else "On a CPU without native bf16 (AVX2 only) `--precision auto` trains in fp32, "
             "so expect the fp32 row or\nslower. ")
     large = folder / "rows_120k"
+    large_text = ("The official 120,000-row file, which a fresh machine downloads, has about three times the\n"
+                  "sample's tokens; its runs are not measured yet. ")
     if (large / "lscpu.txt").is_file():
-        labels = {p: f"{_cpu_label(large / 'lscpu.txt')}, {p} (`--precision auto`)" for p in load_timings(large)}
+        large_timings = load_timings(large)
+        labels = {p: f"{_cpu_label(large / 'lscpu.txt')}, {p} (`--precision auto`)" for p in large_timings}
         large_text = ("On 120,000 rows, the official file's size (the sample repeated to 120,000 rows, "
                       "[results/timing/rows_120k](results/timing/rows_120k/README.md)):\n\n"
-                      + table([(load_timings(large), labels)]) + "\n\nGPU runs are not measured yet "
-                      "([docs/performance.md](docs/performance.md)). About 3 GiB of free space in `$TMPDIR` (9 GiB "
-                      "for 120,000 rows) holds `classification.py`'s layer cache (`--cache-layers`).")
-    else:
-        large_text = ("The official 120,000-row file, which a fresh machine downloads, has about three times the\n"
-                      "sample's tokens; its runs and GPU runs are not measured yet ([docs/performance.md](docs/performance.md)).\n"
-                      "About 3 GiB of free space in `$TMPDIR` holds `classification.py`'s layer cache (`--cache-layers`).")
+                      + table([(large_timings, labels)]) + "\n\n")
+    large_text += ("GPU runs are not measured yet ([docs/performance.md](docs/performance.md)). About 3 GiB of free "
+                   "space in `$TMPDIR` (9 GiB for 120,000 rows) holds `classification.py`'s layer cache (`--cache-layers`).")
     return ("Wall time and peak memory (`/usr/bin/time -v`, 2 threads, nothing else running) of the default commands on\n"
             "the 39,122-row sample, from `results/timing/`:\n\n" + table(rows_of) + f"\n\n{avx2}{large_text}")
 

@@ -117,7 +117,7 @@ def test_model_selection_metric_and_tracked_test_accuracy(select_by):
 
 
 def test_the_classifier_head_trains_without_trimming_the_heap(monkeypatch):
-    """A classifier's steps are short: pages handed back every 20 steps were re-faulted at a tenth of an epoch's
+    """A classifier's steps are short: pages handed back every 20 steps were faulted in again at 7-11 % of an epoch's
     time, so its training never calls trim_heap (the language models' training does)."""
     from elmo.data.corpus import EncodedCorpus
     from elmo.pipelines.classification import ClassifyArgs
