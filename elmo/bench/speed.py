@@ -63,7 +63,6 @@ from ..pipelines.common import DEFAULT_BATCH_SIZE, option
 from ..pipelines.pretraining import PretrainArgs, prepare_data
 from ..pipelines.task import classifier_loss
 from ..runtime.device import (
-    HEAP_TRIM_EVERY,
     cap_kernel_caches,
     configure_threads,
     cpu_has_bf16,
@@ -71,6 +70,7 @@ from ..runtime.device import (
     resolve_device,
     resolve_precision,
     set_seed,
+    steady_heap,
 )
 from ..training.evaluation import evaluate_words, perplexity
 from ..training.trainer import Objective, Progress, TrainConfig, fit
@@ -222,13 +222,11 @@ def _setup(cfg: BenchArgs) -> tuple[torch.device, torch.dtype | None]:
 
 def _train_rate(model: nn.Module, batches: list[np.ndarray], corpus: EncodedCorpus, loss_fn: Callable,
                 device: torch.device, amp_dtype: torch.dtype | None, lr: float,
-                transform: Callable[[dict], dict] = lambda b: b, heap_trim_every: int = 0) -> tuple[float, float]:
+                transform: Callable[[dict], dict] = lambda b: b) -> tuple[float, float]:
     """``(units/s, seconds)`` of one pass of :func:`elmo.training.trainer.fit` over ``batches`` (collated inside
-    the timed loop, as in training; ``heap_trim_every`` as the pipeline's objective: ``HEAP_TRIM_EVERY`` for an LM,
-    0 for a classifier)."""
+    the timed loop, as in training)."""
     objective = Objective(batches=lambda epoch: (transform(corpus.collate(i)) for i in batches), loss_fn=loss_fn,
-                          validate=lambda: {"none": 0.0}, monitor="none", maximize=False,
-                          heap_trim_every=heap_trim_every)
+                          validate=lambda: {"none": 0.0}, monitor="none", maximize=False)
     fitted = fit(model, objective, TrainConfig(epochs=1, lr=lr), device, amp_dtype, progress=Progress(quiet=True))
     row = fitted.history[0]
     return row["units_per_second"], row["seconds"]
@@ -261,6 +259,7 @@ def section_machine(cfg: BenchArgs) -> dict[str, Any]:
 def section_lm(cfg: BenchArgs) -> dict[str, Any]:
     """biLM training throughput, ours vs the naive reference, achieved GFLOP/s; evaluation rates."""
     cap_kernel_caches(32)  # as ELMO.py
+    steady_heap()  # as ELMO.py's processes
     device, amp_dtype = _setup(cfg)
     started = time.perf_counter()
     pre = PretrainArgs(data_dir=cfg.data_dir, seed=cfg.seed, batch_size=DEFAULT_BATCH_SIZE)  # the full corpus's
@@ -281,8 +280,7 @@ def section_lm(cfg: BenchArgs) -> dict[str, Any]:
     lm = LanguageModel(bilm_config, "forward").to(device)
 
     def ours(index):
-        rate, seconds = _train_rate(lm, index, corpus, lambda m, b: m(b["ids"], b["lengths"]), device, amp_dtype, pre.lr,
-                                    heap_trim_every=HEAP_TRIM_EVERY)
+        rate, seconds = _train_rate(lm, index, corpus, lambda m, b: m(b["ids"], b["lengths"]), device, amp_dtype, pre.lr)
         return rate, flops_ours(index) / seconds / 1e9
 
     runs = _median_runs(cfg, batches, cfg.lm_batches, ours)

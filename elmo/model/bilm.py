@@ -359,6 +359,27 @@ class LanguageModel(nn.Module):
         return out.loss, int(keep.sum())
 
     @torch.no_grad()
+    def predicted_states(self, ids: torch.Tensor, lengths: torch.Tensor,
+                         chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The top layer's state at every predicted position and the word it predicts (evaluation, no dropout
+        in eval mode).
+
+        Returns:
+            ``(states, targets)``: ``(n, D)`` float32 and ``(n,)`` int64 over the ``n = sum(lengths + 1)`` real
+            predicted positions of the batch, the input of :meth:`vocabulary_log_probs`.
+        """
+        inputs, targets, input_chars = self.reading_order(ids, lengths, chars)
+        top = self.states(inputs, input_chars)[-1]
+        keep = targets != IGNORE_INDEX
+        return top[keep].float(), targets[keep]
+
+    @torch.no_grad()
+    def vocabulary_log_probs(self, states: torch.Tensor) -> torch.Tensor:
+        """Exact log-probabilities ``(n, V)`` float32 of every word of the vocabulary after each of the ``n``
+        states ``(n, D)`` of :meth:`predicted_states` (the adaptive softmax's full distribution)."""
+        return self.softmax.log_prob(states)
+
+    @torch.no_grad()
     def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor,
                   chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Full-vocabulary log-probabilities of every predicted word (exact, for evaluation).
@@ -367,10 +388,8 @@ class LanguageModel(nn.Module):
             ``(log_probs, targets)``: ``(n, V)`` float32 and ``(n,)`` int64 over the ``n`` real
             predicted positions of the batch.
         """
-        inputs, targets, input_chars = self.reading_order(ids, lengths, chars)
-        top = self.states(inputs, input_chars)[-1]
-        keep = targets != IGNORE_INDEX
-        return self.softmax.log_prob(top[keep].float()), targets[keep]
+        states, targets = self.predicted_states(ids, lengths, chars)
+        return self.vocabulary_log_probs(states), targets
 
     def token_states(self, ids: torch.Tensor, lengths: torch.Tensor,
                      chars: torch.Tensor | None = None, chunk_size: int | None = None) -> list[torch.Tensor]:

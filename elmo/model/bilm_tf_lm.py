@@ -196,12 +196,25 @@ class PublishedLanguageModel(nn.Module):
         return torch.stack(losses).mean(), int((lengths + 1).sum())
 
     @torch.no_grad()
+    def predicted_states(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
+                         direction: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """One direction's top state ``(n, P)`` float32 at each of its ``n`` predicted positions and the word ids
+        ``(n,)`` it predicts there (the input of :meth:`vocabulary_log_probs`)."""
+        [(top, targets)] = self._tops(ids, lengths, chars, [direction])
+        return top.float(), targets
+
+    @torch.no_grad()
+    def vocabulary_log_probs(self, states: torch.Tensor) -> torch.Tensor:
+        """Exact log-probabilities ``(n, V)`` float32 of every word after each of the ``n`` states ``(n, P)``."""
+        return self.softmax.log_prob(states)
+
+    @torch.no_grad()
     def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
                   direction: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """Exact full-vocabulary log-probabilities ``(n, V)`` float32 of one direction's ``n`` predicted words and
         their ids ``(n,)``."""
-        [(top, targets)] = self._tops(ids, lengths, chars, [direction])
-        return self.softmax.log_prob(top.float()), targets
+        states, targets = self.predicted_states(ids, lengths, chars, direction)
+        return self.vocabulary_log_probs(states), targets
 
     def direction(self, name: str) -> "PublishedDirection":
         """One direction as a language model of its own (:class:`PublishedDirection`): ``"forward"`` or ``"backward"``."""
@@ -210,7 +223,8 @@ class PublishedLanguageModel(nn.Module):
 
 class PublishedDirection(nn.Module):
     """One direction of a :class:`PublishedLanguageModel` with the interface :mod:`elmo.training.evaluation` reads
-    from a :class:`~elmo.model.bilm.LanguageModel` (``direction``, ``forward`` → ``(loss, n)``, ``log_probs``):
+    from a :class:`~elmo.model.bilm.LanguageModel` (``direction``, ``forward`` → ``(loss, n)``, ``log_probs``,
+    ``predicted_states``, ``vocabulary_log_probs``):
     the per-direction held-out perplexities. Runs only that direction's LSTMs."""
 
     def __init__(self, model: PublishedLanguageModel, direction: int):
@@ -225,3 +239,12 @@ class PublishedDirection(nn.Module):
                   chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """:meth:`PublishedLanguageModel.log_probs` of this direction."""
         return self.model.log_probs(ids, lengths, chars, self.index)
+
+    def predicted_states(self, ids: torch.Tensor, lengths: torch.Tensor,
+                         chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`PublishedLanguageModel.predicted_states` of this direction."""
+        return self.model.predicted_states(ids, lengths, chars, self.index)
+
+    def vocabulary_log_probs(self, states: torch.Tensor) -> torch.Tensor:
+        """:meth:`PublishedLanguageModel.vocabulary_log_probs` (the directions share the softmax)."""
+        return self.model.vocabulary_log_probs(states)

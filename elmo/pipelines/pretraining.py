@@ -48,7 +48,7 @@ from ..model.sampled_softmax import BILM_TF_SAMPLES
 from ..model.serialization import lm_checkpoint, save_bilm, save_published_lm
 from ..model.static import center_vectors, common_direction_cosine, copy_vectors, word2vec_vectors
 from ..runtime import distributed
-from ..runtime.device import HEAP_TRIM_EVERY, peak_rss_mb, set_seed
+from ..runtime.device import peak_rss_mb, set_seed, steady_heap
 from ..training.evaluation import evaluate_words, perplexity
 from ..training.metrics import top_words_confusion
 from ..training.processes import ChildRun, run_side_by_side
@@ -428,7 +428,7 @@ def lm_objective(lm: torch.nn.Module, loaded: PretrainData, config: PretrainArgs
                                                           run.ctx.shard),
         loss_fn=lambda model, batch: model(batch["ids"], batch["lengths"], batch.get("chars")),
         validate=lambda: {"perplexity": perplexity(lm, data["val"], run.device)},
-        monitor="perplexity", maximize=False, heap_trim_every=HEAP_TRIM_EVERY)
+        monitor="perplexity", maximize=False)
 
 
 def fit_direction(lm: LanguageModel, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
@@ -499,6 +499,7 @@ def train_direction(job: DirectionJob) -> dict:
         ElmoError: as :func:`~elmo.training.trainer.fit`. Interrupted: Ctrl-C, after saving the training state.
     """
     config = job.config
+    steady_heap()
     set_seed(config.seed)
     lm = LanguageModel(job.lm_config, job.direction)
     lm.load_state_dict(job.state)
@@ -571,6 +572,7 @@ def pretrain(config: PretrainArgs) -> dict:
             output folder that cannot be written.
     """
     check_files(config)
+    steady_heap()
     run = start(config, kernel_cache_entries=32)
     ctx, outputs, say = run.ctx, run.outputs, run.say
     threads_each = direction_threads(config, run)

@@ -12,7 +12,7 @@ from ..data.corpus import EncodedCorpus
 from ..errors import ElmoError
 from ..model.bilm import LanguageModel
 from ..runtime import distributed
-from ..runtime.device import HEAP_TRIM_EVERY, to_device, trim_heap
+from ..runtime.device import to_device
 from .metrics import word_prediction_metrics
 
 
@@ -30,10 +30,8 @@ def perplexity(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device, m
     total, count = 0.0, 0
     lm.eval()
     with torch.no_grad():
-        for i, (_, batch) in enumerate(corpus.eval_batches(256, max_tokens, distributed.context().shard), 1):
+        for _, batch in corpus.eval_batches(256, max_tokens, distributed.context().shard):
             batch = to_device(batch, device)
-            if i % HEAP_TRIM_EVERY == 0:
-                trim_heap()
             loss, n = lm(batch["ids"], batch["lengths"], batch.get("chars"))
             total += float(loss) * n
             count += n
@@ -43,29 +41,70 @@ def perplexity(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device, m
     return math.exp(total / count)
 
 
+#: Predicted words scored against the whole vocabulary at once by :func:`evaluate_words`. Every batch of
+#: ``(SCORED_ROWS, V)`` log-probabilities has the same size, so the C heap reuses the same blocks instead of
+#: fragmenting over batches of every size (docs/performance.md, "Memory").
+SCORED_ROWS = 128
+
+
 def evaluate_words(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device,
-                   max_tokens: int = 256) -> tuple[dict, np.ndarray, np.ndarray]:
+                   max_tokens: int = 256, rows: int = SCORED_ROWS) -> tuple[dict, np.ndarray, np.ndarray]:
     """Exact full-softmax evaluation: perplexity and next/previous-word prediction metrics.
 
-    Small batches (``max_tokens`` padded tokens): the ``(n, V)`` log-probabilities of a 2,048-token
-    batch pushed ``ELMO.py``'s peak RSS up by 1.4 GB and were slower (AG News test split, V = 24,574:
-    39.5 s and +1,360 MB at 2,048 tokens, 17.6 s and +560 MB at 256).
+    The LM reads batches of at most ``max_tokens`` padded tokens; the states of the predicted positions are then
+    scored ``rows`` at a time against the whole vocabulary (``(rows, V)`` float32 log-probabilities), carried over
+    from batch to batch, so that every full-vocabulary matrix but the last has the same size.
 
     Returns:
         ``(metrics, targets, top5)``: metrics holds ``perplexity`` and the keys of
         :func:`~elmo.training.metrics.word_prediction_metrics`; ``targets (n,)`` and ``top5 (n, 5)`` word ids.
+
+    Raises:
+        ElmoError: an empty corpus, or ``rows`` < 1.
     """
-    nll, targets, top5 = 0.0, [], []
+    if rows < 1:
+        raise ElmoError(f"evaluate_words: rows must be >= 1, got {rows}")
+    words = _WordRows()
+    pending: list[tuple[torch.Tensor, torch.Tensor]] = []
     lm.eval()
     with torch.no_grad():
-        for i, (_, batch) in enumerate(corpus.eval_batches(64, max_tokens), 1):
+        for _, batch in corpus.eval_batches(64, max_tokens):
             batch = to_device(batch, device)
-            if i % HEAP_TRIM_EVERY == 0:
-                trim_heap()
-            log_probs, target = lm.log_probs(batch["ids"], batch["lengths"], batch.get("chars"))
-            nll -= float(log_probs.gather(1, target.unsqueeze(1)).sum())
-            targets.append(target.cpu().numpy())
-            top5.append(log_probs.topk(5, dim=1).indices.cpu().numpy())
-    targets_np, top5_np = np.concatenate(targets), np.concatenate(top5)
-    metrics = {"perplexity": math.exp(nll / len(targets_np)), **word_prediction_metrics(targets_np, top5_np)}
+            pending.append(lm.predicted_states(batch["ids"], batch["lengths"], batch.get("chars")))
+            if sum(len(t) for _, t in pending) >= rows:
+                states, target = (torch.cat(parts) for parts in zip(*pending))
+                full = len(target) // rows * rows
+                for first in range(0, full, rows):
+                    words.score(lm.vocabulary_log_probs(states[first:first + rows]), target[first:first + rows])
+                pending = [(states[full:].clone(), target[full:].clone())]
+        if sum(len(t) for _, t in pending):
+            states, target = (torch.cat(parts) for parts in zip(*pending))
+            words.score(lm.vocabulary_log_probs(states), target)
+    if not words.count:
+        raise ElmoError("word-prediction metrics of an empty corpus")
+    targets_np, top5_np = words.targets[:words.count].copy(), words.top5[:words.count].copy()
+    metrics = {"perplexity": math.exp(words.nll / words.count), **word_prediction_metrics(targets_np, top5_np)}
     return metrics, targets_np, top5_np
+
+
+class _WordRows:
+    """What :func:`evaluate_words` keeps of each scored row: the summed NLL, the target and the top-5 word ids, in
+    arrays that double when full. Nothing small outlives a batch between the large log-probability matrices: kept
+    pieces of every batch would pin the freed matrices' heap blocks and the heap would grow by a matrix per batch."""
+
+    def __init__(self, capacity: int = 1 << 16):
+        self.nll, self.count = 0.0, 0
+        self.targets = np.empty(capacity, dtype=np.int64)
+        self.top5 = np.empty((capacity, 5), dtype=np.int64)
+
+    def score(self, log_probs: torch.Tensor, target: torch.Tensor) -> None:
+        """Add ``log_probs (n, V)`` of the words ``target (n,)``."""
+        end = self.count + len(target)
+        if end > len(self.targets):
+            size = max(end, 2 * len(self.targets))
+            self.targets = np.concatenate([self.targets[:self.count], np.empty(size - self.count, np.int64)])
+            self.top5 = np.concatenate([self.top5[:self.count], np.empty((size - self.count, 5), np.int64)])
+        self.nll -= float(log_probs.gather(1, target.unsqueeze(1)).sum())
+        self.targets[self.count:end] = target.cpu().numpy()
+        self.top5[self.count:end] = log_probs.topk(5, dim=1).indices.cpu().numpy()
+        self.count = end

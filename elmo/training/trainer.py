@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from ..errors import ElmoError
 from ..runtime import distributed
-from ..runtime.device import Batch, autocast, to_device, trim_heap
+from ..runtime.device import Batch, autocast, to_device
 from .early_stopping import EarlyStopping
 from .state import (
     Checkpointing,
@@ -92,10 +92,6 @@ class Objective:
         validate: returns validation metrics (the model is put in eval mode around the call).
         monitor: key of ``validate()``'s result used for model selection and early stopping.
         maximize: whether a larger monitored value is better.
-        heap_trim_every: training steps between two :func:`~elmo.runtime.device.trim_heap` calls; 0 (the
-            default) never trims. The language models pass ``HEAP_TRIM_EVERY``, which holds the side-by-side
-            directions' memory down; a classifier's short steps re-fault every page handed back, and trimming
-            every 20 steps made its epochs 7-11 % slower (docs/performance.md, "The heap").
     """
 
     batches: Callable[[int], Iterable[Batch]]
@@ -103,7 +99,6 @@ class Objective:
     validate: Callable[[], dict[str, float]]
     monitor: str
     maximize: bool
-    heap_trim_every: int = 0
 
 
 @dataclass
@@ -299,8 +294,6 @@ def _train_epoch(run: _Run, start: Position, ctrl_c: dict[str, Any]) -> tuple[fl
         total_loss, total_units, step = total_loss + loss_sum, total_units + units, step + 1
         elapsed = time.perf_counter() - clock
         bar.set_postfix(loss=f"{total_loss / total_units:.3f}", **{f"{unit}/s": f"{total_units / elapsed:,.0f}"})
-        if run.objective.heap_trim_every and step % run.objective.heap_trim_every == 0:
-            trim_heap()
         if run.checkpoint is not None and (ctrl_c["stop"] or step % run.checkpoint.every == 0):
             run.save(Position(start.epoch, step, (total_loss, total_units, elapsed)))
         if ctrl_c["stop"]:

@@ -116,29 +116,6 @@ def test_model_selection_metric_and_tracked_test_accuracy(select_by):
     assert entry["val"]["loss"] == pytest.approx(history[best]["val_loss"], rel=1e-5)
 
 
-def test_the_classifier_head_trains_without_trimming_the_heap(monkeypatch):
-    """A classifier's steps are short: pages handed back every 20 steps were faulted in again at 7-11 % of an epoch's
-    time, so its training never calls trim_heap (the language models' training does)."""
-    from elmo.data.corpus import EncodedCorpus
-    from elmo.pipelines.classification import ClassifyArgs
-    from elmo.pipelines.common import StartedRun
-    from elmo.pipelines.task import train_and_evaluate
-    from elmo.runtime import distributed
-    from elmo.runtime.device import HEAP_TRIM_EVERY
-    from elmo.training import trainer
-
-    calls: list[int] = []
-    monkeypatch.setattr(trainer, "trim_heap", lambda: calls.append(1) or True)
-    rng = np.random.default_rng(0)
-    split = lambda n: EncodedCorpus([rng.integers(4, 30, size=rng.integers(1, 6)).tolist() for _ in range(n)],
-                                    labels=rng.integers(0, 4, size=n))
-    data = {"train": split(8 * (HEAP_TRIM_EVERY + 5)), "val": split(16), "test": split(16)}
-    config = ClassifyArgs(epochs=1, batch_size=8, quiet=True)
-    run = StartedRun(distributed.context(), torch.device("cpu"), None, 1, None, lambda *a: None)
-    entry = train_and_evaluate(make_classifier("trainable_lambda"), data, config, run)
-    assert entry["best_epoch"] == 1 and calls == []
-
-
 def test_cross_entropy_in_metrics():
     from elmo.training.metrics import classification_metrics
 

@@ -1,4 +1,5 @@
-"""Language-model evaluation (elmo.training.evaluation): the fast perplexity is the exact full-softmax one."""
+"""Language-model evaluation (elmo.training.evaluation): the fast perplexity is the exact full-softmax one, and the
+exact word metrics scored a fixed number of rows at a time are those of scoring each batch whole."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 import torch
 
 from elmo.data.corpus import EncodedCorpus
+from elmo.errors import ElmoError
 from elmo.model.bilm import BiLM, BiLMConfig, LanguageModel
 from elmo.training.evaluation import evaluate_words, perplexity
 
@@ -41,3 +43,39 @@ def test_perplexity_of_uniform_model_is_vocabulary_size():
     # head: 10 words + 1 cluster equally likely; the cluster spreads its mass over 30 words
     expected = math.exp(-(3 * math.log(1 / 11) + math.log(1 / 11 / 30)) / 4)
     assert perplexity(lm, corpus, torch.device("cpu")) == pytest.approx(expected, rel=1e-5)
+
+
+def scored_batch_by_batch(lm, corpus: EncodedCorpus, max_tokens: int):
+    """The reference: each batch's predicted words scored at once (``lm.log_probs``)."""
+    nll, targets, top5 = 0.0, [], []
+    for _, batch in corpus.eval_batches(64, max_tokens):
+        log_probs, target = lm.log_probs(batch["ids"], batch["lengths"])
+        nll -= float(log_probs.gather(1, target.unsqueeze(1)).sum())
+        targets.append(target)
+        top5.append(log_probs.topk(5, dim=1).indices)
+    targets = torch.cat(targets)
+    return math.exp(nll / len(targets)), targets.numpy(), torch.cat(top5).numpy()
+
+
+@pytest.mark.parametrize("rows", [1, 7, 128, 10_000])
+def test_words_scored_rows_at_a_time_across_batches_give_the_batch_by_batch_metrics(rows):
+    lm = make_bilm().forward_lm
+    g = torch.Generator().manual_seed(2)
+    corpus = EncodedCorpus([torch.randint(4, V, (int(n),), generator=g).tolist() for n in torch.randint(1, 30, (90,), generator=g)])
+    ppl, want_targets, want_top5 = scored_batch_by_batch(lm, corpus, 64)
+    seen: list[int] = []
+    score = lm.vocabulary_log_probs
+    lm.vocabulary_log_probs = lambda states: seen.append(len(states)) or score(states)
+    metrics, targets, top5 = evaluate_words(lm, corpus, torch.device("cpu"), max_tokens=64, rows=rows)
+    assert metrics["perplexity"] == pytest.approx(ppl, rel=1e-6)
+    assert (targets == want_targets).all() and (top5 == want_top5).all()
+    # every matrix but the last has the same number of rows, whatever the batches' sizes
+    assert sum(seen) == len(targets) and set(seen[:-1]) <= {rows} and 0 < seen[-1] <= rows
+
+
+def test_evaluate_words_names_bad_rows_and_an_empty_corpus():
+    lm = make_bilm().forward_lm
+    with pytest.raises(ElmoError, match="rows must be >= 1, got 0"):
+        evaluate_words(lm, EncodedCorpus([[5, 6]]), torch.device("cpu"), rows=0)
+    with pytest.raises(ElmoError, match="empty corpus"):
+        evaluate_words(lm, EncodedCorpus([]), torch.device("cpu"))
