@@ -66,20 +66,26 @@ def evaluate_words(lm: LanguageModel, corpus: EncodedCorpus, device: torch.devic
         raise ElmoError(f"evaluate_words: rows must be >= 1, got {rows}")
     words = _WordRows()
     pending: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def drain(final: bool) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Score the pending rows ``rows`` at a time (all of them when ``final``); return what is left over."""
+        states, target = (torch.cat(parts) for parts in zip(*pending))
+        full = len(target) if final else len(target) // rows * rows
+        for first in range(0, full, rows):
+            words.score(lm.vocabulary_log_probs(states[first:first + rows]), target[first:first + rows])
+        return [(states[full:].clone(), target[full:].clone())]
+
     lm.eval()
     with torch.no_grad():
+        waiting = 0
         for _, batch in corpus.eval_batches(64, max_tokens):
             batch = to_device(batch, device)
             pending.append(lm.predicted_states(batch["ids"], batch["lengths"], batch.get("chars")))
-            if sum(len(t) for _, t in pending) >= rows:
-                states, target = (torch.cat(parts) for parts in zip(*pending))
-                full = len(target) // rows * rows
-                for first in range(0, full, rows):
-                    words.score(lm.vocabulary_log_probs(states[first:first + rows]), target[first:first + rows])
-                pending = [(states[full:].clone(), target[full:].clone())]
-        if sum(len(t) for _, t in pending):
-            states, target = (torch.cat(parts) for parts in zip(*pending))
-            words.score(lm.vocabulary_log_probs(states), target)
+            waiting += len(pending[-1][1])
+            if waiting >= rows:
+                pending, waiting = drain(final=False), waiting % rows
+        if waiting:
+            drain(final=True)
     if not words.count:
         raise ElmoError("word-prediction metrics of an empty corpus")
     targets_np, top5_np = words.targets[:words.count].copy(), words.top5[:words.count].copy()
