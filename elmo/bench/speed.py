@@ -10,6 +10,9 @@ real AG News batches, through the same code the scripts run (:func:`elmo.trainin
   position, every batch padded to the longest sentence of the corpus, fp32), and the ratio.
 * **Achieved GFLOP/s** of the LM training step (LSTM and softmax matrix products counted, forward +
   backward = 3 × forward) against a **measured matmul peak** of the same precision on the same device.
+* **The two directions side by side**, as ``ELMO.py`` trains them on the CPU with two or more threads: each
+  direction's tokens/s in a process of its own with half of the threads, their summed GFLOP/s and its share of
+  the peak, and the speed-up over one direction after the other (:func:`section_lm_side_by_side`).
 * **ElmoEmbedder** sentences/s and tokens/s, batches of 64 and one sentence at a time.
 * **Classifier training** documents/s per layer mix, with the biLM layer cache
   (:mod:`elmo.inference.layer_cache`, the default) and without it; the cache's fill rate and size per token.
@@ -73,6 +76,7 @@ from ..runtime.device import (
     steady_heap,
 )
 from ..training.evaluation import evaluate_words, perplexity
+from ..training.processes import ChildRun, run_side_by_side
 from ..training.trainer import Objective, Progress, TrainConfig, fit
 from .children import in_child, peak_rss_mb, run_script
 from .published import bench_published
@@ -189,8 +193,11 @@ def adaptive_softmax_flops(config: BiLMConfig, targets: np.ndarray) -> float:
     return 3.0 * adaptive_flops(config.output_size, config.vocab_size, config.softmax_cutoffs(), config.div_value, targets)
 
 
-def matmul_peak(device: torch.device, dtype: torch.dtype, n: int = 2048, repeats: int = 5) -> float:
-    """Measured GFLOP/s of an ``n × n`` matrix product in ``dtype`` (median of ``repeats`` after warm-up)."""
+def matmul_peak(device: torch.device, dtype: torch.dtype, n: int = 2048, repeats: int = 20) -> float:
+    """Measured GFLOP/s of an ``n × n`` matrix product in ``dtype``: the fastest of ``repeats`` after two warm-up
+    products. A peak is the best the device reaches, so the fastest, not the median: on a 2-core AVX2 EPYC
+    (fp32, 2 threads) single products ran at 93-159 GFLOP/s, and a median of 5 in a fresh process once gave 93,
+    below what the LM's own kernels sustained side by side (104)."""
     a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
     times = []
     for i in range(repeats + 2):
@@ -200,7 +207,7 @@ def matmul_peak(device: torch.device, dtype: torch.dtype, n: int = 2048, repeats
         _sync(device)
         if i >= 2:
             times.append(time.perf_counter() - start)
-    return 2 * n ** 3 / statistics.median(times) / 1e9
+    return 2 * n ** 3 / min(times) / 1e9
 
 
 def _sync(device: torch.device) -> None:
@@ -256,16 +263,19 @@ def section_machine(cfg: BenchArgs) -> dict[str, Any]:
     return out
 
 
-def section_lm(cfg: BenchArgs) -> dict[str, Any]:
-    """biLM training throughput, ours vs the naive reference, achieved GFLOP/s; evaluation rates."""
-    cap_kernel_caches(32)  # as ELMO.py
-    steady_heap()  # as ELMO.py's processes
-    device, amp_dtype = _setup(cfg)
+def _lm_data(cfg: BenchArgs) -> tuple[PretrainArgs, Vocabulary, dict[str, EncodedCorpus], float]:
+    """``ELMO.py``'s settings for the full corpus, its vocabulary, its encoded splits and the seconds reading took."""
     started = time.perf_counter()
     pre = PretrainArgs(data_dir=cfg.data_dir, seed=cfg.seed, batch_size=DEFAULT_BATCH_SIZE)  # the full corpus's
     _, vocab, data = prepare_data(pre)
-    load_seconds = time.perf_counter() - started
-    corpus, bilm_config = data["train"], pre.bilm_config(len(vocab))
+    return pre, vocab, data, time.perf_counter() - started
+
+
+def _lm_training_runs(cfg: BenchArgs, pre: PretrainArgs, vocab: Vocabulary, corpus: EncodedCorpus, direction: str,
+                      device: torch.device, amp_dtype: torch.dtype | None) -> tuple[LanguageModel, list[tuple[float, float]]]:
+    """Our LM of ``direction`` and its ``(tokens/s, achieved GFLOP/s)`` on ``cfg.repeats`` slices of
+    ``cfg.lm_batches`` training batches after a warm-up slice (:func:`_median_runs`)."""
+    bilm_config = pre.bilm_config(len(vocab))
     batches = corpus.batches(pre.batch_size, pre.max_tokens, shuffle=True, seed=cfg.seed)
 
     def flops_ours(index: Sequence[np.ndarray]) -> float:
@@ -277,13 +287,24 @@ def section_lm(cfg: BenchArgs) -> dict[str, Any]:
             total += lstm_flops(bilm_config, len(i) * (int(lengths.max()) + 1)) + adaptive_softmax_flops(bilm_config, targets)
         return total
 
-    lm = LanguageModel(bilm_config, "forward").to(device)
+    lm = LanguageModel(bilm_config, direction).to(device)
 
     def ours(index):
         rate, seconds = _train_rate(lm, index, corpus, lambda m, b: m(b["ids"], b["lengths"]), device, amp_dtype, pre.lr)
         return rate, flops_ours(index) / seconds / 1e9
 
-    runs = _median_runs(cfg, batches, cfg.lm_batches, ours)
+    return lm, _median_runs(cfg, batches, cfg.lm_batches, ours)
+
+
+def section_lm(cfg: BenchArgs) -> dict[str, Any]:
+    """biLM training throughput, ours vs the naive reference, achieved GFLOP/s; evaluation rates."""
+    cap_kernel_caches(32)  # as ELMO.py
+    steady_heap()  # as ELMO.py's processes
+    device, amp_dtype = _setup(cfg)
+    pre, vocab, data, load_seconds = _lm_data(cfg)
+    corpus, bilm_config = data["train"], pre.bilm_config(len(vocab))
+    batches = corpus.batches(pre.batch_size, pre.max_tokens, shuffle=True, seed=cfg.seed)
+    lm, runs = _lm_training_runs(cfg, pre, vocab, corpus, "forward", device, amp_dtype)
     ours_rss = peak_rss_mb()  # before the naive reference, whose (B, T, V) logits need far more
     longest = int(corpus.lengths.max())
     naive = NaiveLM(bilm_config).to(device)
@@ -326,6 +347,49 @@ def section_lm(cfg: BenchArgs) -> dict[str, Any]:
         "load_seconds_per_row": load_seconds / (len(corpus) + len(val) + len(data["test"])),
         "precision": precision_name(amp_dtype), "peak_rss_mb": ours_rss, "peak_rss_mb_with_naive": peak_rss_mb(),
     }
+
+
+def lm_direction_rates(job: tuple[BenchArgs, str]) -> dict[str, Any]:
+    """One direction's LM training rates in a process of its own (:func:`section_lm_side_by_side`'s children):
+    ``job`` is ``(cfg, direction)``; returns the median tokens/s and achieved GFLOP/s, every run's tokens/s, the
+    precision and the process's peak RSS (MiB)."""
+    cfg, direction = job
+    cap_kernel_caches(32)  # as each direction's process of ELMO.py
+    steady_heap()
+    device, amp_dtype = _setup(cfg)
+    pre, vocab, data, _ = _lm_data(cfg)
+    _, runs = _lm_training_runs(cfg, pre, vocab, data["train"], direction, device, amp_dtype)
+    return {"tokens_per_second": statistics.median(r for r, _ in runs), "runs": [r for r, _ in runs],
+            "gflops": statistics.median(g for _, g in runs), "precision": precision_name(amp_dtype),
+            "peak_rss_mb": peak_rss_mb()}
+
+
+def section_lm_side_by_side(cfg: BenchArgs) -> dict[str, Any] | None:
+    """biLM training as ``ELMO.py`` runs it on the CPU with two or more threads (``--concurrent-directions auto``):
+    the forward and the backward LM at once, each in a process of its own with half of ``cfg.threads``
+    (:func:`~elmo.training.processes.run_side_by_side`), each measured as :func:`section_lm` measures one
+    direction. Both processes train through the same number of batches from the same start, so their timed
+    slices overlap; each direction's rate is its own, the achieved GFLOP/s are the two directions' sum.
+
+    Returns:
+        ``None`` where ``ELMO.py`` trains the directions one after the other (fewer than 2 threads, or not the
+        CPU); else ``threads_per_direction``, ``tokens_per_second`` (``forward``, ``backward``, and ``slowest``,
+        the one that sets the wall time), ``runs`` per direction, ``gflops`` (the sum), ``precision`` and
+        ``peak_rss_mb`` per direction's process.
+    """
+    if cfg.threads is None or cfg.threads < 2 or resolve_device(cfg.device).type != "cpu":
+        return None
+    each = cfg.threads // 2
+    with tempfile.TemporaryDirectory(prefix="elmo-bench-") as folder:
+        runs = [ChildRun(f"{direction} LM benchmark", lm_direction_rates, (replace(cfg, threads=each), direction), each,
+                         Path(folder) / f"{direction}.log", Path(folder) / f"{direction}.result.pt")
+                for direction in ("forward", "backward")]
+        done = dict(zip(("forward", "backward"), (finished.value for finished in run_side_by_side(runs))))
+    rates = {direction: out["tokens_per_second"] for direction, out in done.items()}
+    return {"threads_per_direction": each, "tokens_per_second": {**rates, "slowest": min(rates.values())},
+            "runs": {direction: out["runs"] for direction, out in done.items()},
+            "gflops": sum(out["gflops"] for out in done.values()), "precision": done["forward"]["precision"],
+            "peak_rss_mb": {direction: out["peak_rss_mb"] for direction, out in done.items()}}
 
 
 def _bilm(cfg: BenchArgs, train: Corpus) -> tuple[BiLM, Vocabulary, str]:
@@ -474,15 +538,21 @@ def section_scripts(cfg: BenchArgs, threads: int) -> dict[str, Any]:
 def project_pipeline(results: dict[str, Any], train_docs: float, val_docs: float, test_docs: float,
                      tokens_per_doc: float) -> dict[str, float]:
     """Wall seconds of ``ELMO.py`` + ``classification.py`` (defaults: both LM directions, every epoch,
-    all three layer mixes, no early stop) for a corpus of these sizes, from the measured rates."""
+    all three layer mixes, no early stop) for a corpus of these sizes, from the measured rates. The LM training
+    is the two directions side by side at the slower one's rate where ``results["lm_side_by_side"]`` measured it
+    (``ELMO.py``'s default on the CPU with two or more threads), else one direction after the other at
+    ``results["lm"]``'s rate; the LM evaluations are counted one direction after the other in both cases."""
     pre, clf = PretrainArgs(), ClassifyArgs()
     lm, c, w2v = results["lm"], results["classifier"], results["word2vec"]
     words = lambda docs: docs * (tokens_per_doc + 1)  # noqa: E731  (predicted words incl. the end marker)
     rows = train_docs + val_docs + test_docs
+    side_by_side = results.get("lm_side_by_side")
+    lm_training = (pre.epochs * words(train_docs) / side_by_side["tokens_per_second"]["slowest"] if side_by_side
+                   else 2 * pre.epochs * words(train_docs) / lm["tokens_per_second"]["ours"])
     parts = {
         "read_and_tokenise": 2 * rows * lm["load_seconds_per_row"],  # both scripts read the data
         "word2vec_init": w2v["seconds_per_token"] * train_docs * tokens_per_doc,
-        "lm_training": 2 * pre.epochs * words(train_docs) / lm["tokens_per_second"]["ours"],
+        "lm_training": lm_training,
         "lm_validation": 2 * pre.epochs * words(val_docs) / lm["eval_words_per_second"]["perplexity"],
         "lm_final_evaluation": 2 * words(val_docs + test_docs) / lm["eval_words_per_second"]["full_softmax"],
         "layer_cache": rows * tokens_per_doc / c["cache"]["tokens_per_second"],
@@ -517,6 +587,8 @@ def bench(cfg: BenchArgs) -> dict[str, Any]:
                           ("classifier", section_classifier), ("word2vec", section_word2vec)):
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
         results[name] = in_child(section, cfg)
+    print("[bench] lm, the two directions side by side ...", file=sys.stderr, flush=True)
+    results["lm_side_by_side"] = section_lm_side_by_side(cfg)  # its own two child processes
     if cfg.memory_docs:
         print("[bench] ELMO.py / classification.py memory runs ...", file=sys.stderr, flush=True)
         results["scripts"] = section_scripts(cfg, threads)
@@ -533,10 +605,30 @@ def bench(cfg: BenchArgs) -> dict[str, Any]:
     mm = results["machine"]["matmul_peak_gflops"]
     peak = mm.get(lm["precision"], mm["fp32"])
     results["lm"]["peak_fraction"] = {"ours": lm["gflops"]["ours"] / peak, "naive": lm["gflops"]["naive"] / mm["fp32"]}
+    side_by_side = results["lm_side_by_side"]
+    if side_by_side is not None:
+        side_by_side["peak_fraction"] = side_by_side["gflops"] / mm.get(side_by_side["precision"], mm["fp32"])
+        # one direction after the other takes 2 N / ours; side by side N / slowest
+        side_by_side["speedup_over_one_after_the_other"] = (2 * side_by_side["tokens_per_second"]["slowest"]
+                                                            / lm["tokens_per_second"]["ours"])
     results["seconds"] = time.perf_counter() - started
     write_json(cfg.out, results)
     print(format_bench(results))
     return results
+
+
+def format_side_by_side(sbs: dict[str, Any] | None) -> list[str]:
+    """The table's lines of :func:`section_lm_side_by_side` (none where it did not run)."""
+    if sbs is None:
+        return []
+    rates, each = sbs["tokens_per_second"], sbs["threads_per_direction"]
+    return [f"{'biLM training side by side (tokens/s, slower one)':<52}{rates['slowest']:>14,.0f}"
+            f"  {sum(sbs['peak_rss_mb'].values()):,.0f} MB (both)",
+            f"{'  forward / backward, ' + str(each) + ' thread(s) each':<52}{rates['forward']:>14,.0f}"
+            f"  / {rates['backward']:,.0f}",
+            f"{'  speed-up over one direction after the other':<52}{sbs['speedup_over_one_after_the_other']:>13.2f}x",
+            f"{'  achieved GFLOP/s, both (share of ' + sbs['precision'] + ' peak)':<52}{sbs['gflops']:>14,.1f}"
+            f"  ({sbs['peak_fraction']:.0%})"]
 
 
 def format_bench(r: dict[str, Any]) -> str:
@@ -556,6 +648,7 @@ def format_bench(r: dict[str, Any]) -> str:
              f"  ({lm['peak_fraction']['ours']:.0%})",
              f"{'  achieved GFLOP/s, naive (share of fp32 peak)':<52}{lm['gflops']['naive']:>14,.1f}"
              f"  ({lm['peak_fraction']['naive']:.0%})",
+             *format_side_by_side(r.get("lm_side_by_side")),
              f"{'ElmoEmbedder, batch 64 (sentences/s)':<52}{e['batch_64']['sentences_per_second']:>14,.0f}"
              f"  {e['peak_rss_mb']:,.0f} MB",
              f"{'ElmoEmbedder, batch 64 (tokens/s)':<52}{e['batch_64']['tokens_per_second']:>14,.0f}",

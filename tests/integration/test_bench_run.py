@@ -8,6 +8,7 @@ import json
 import math
 import os
 import pickle
+from dataclasses import replace
 
 import pytest
 import torch
@@ -97,6 +98,7 @@ def test_projected_totals_are_the_sums_of_their_parts(result):
     assert projection["target_seconds"].keys() == projection["this_corpus_seconds"].keys()  # how each part scales:
     # tests/unit/bench/test_speed_units.py, on fixed rates
     assert "scripts" not in result  # memory_docs=() skips the script runs
+    assert result["lm_side_by_side"] is None  # one thread: ELMO.py trains one direction after the other
 
 
 def test_embedding_figures_and_the_printed_table(result):
@@ -108,3 +110,20 @@ def test_embedding_figures_and_the_printed_table(result):
     table = format_bench(r)
     assert "speed-up ours / naive" in table and "projected pipeline wall time" in table
     assert f"{r['lm']['tokens_per_second']['ratio']:.1f}x" in table
+
+
+def test_the_two_directions_side_by_side_are_measured_in_two_one_thread_processes(tmp_path):
+    """``ELMO.py``'s default on two CPU threads: each direction in its own one-thread process (the rates are its
+    own, the GFLOP/s their sum; which rate is higher is not asserted), and nothing where ELMO.py would not do it."""
+    data = write_csv(tmp_path / "data" / "train.csv", make_rows(240, seed=1)).parent
+    write_csv(data / "test.csv", make_rows(80, seed=2))
+    cfg = BenchArgs(data_dir=str(data), models_dir=str(tmp_path / "none"), out=str(tmp_path / "bench.json"), repeats=1,
+                    lm_batches=1, threads=2)
+    sbs = speed.section_lm_side_by_side(cfg)
+    assert sbs["threads_per_direction"] == 1 and sbs["precision"] in ("fp32", "bf16")
+    rates = sbs["tokens_per_second"]
+    assert _positive_number(rates["forward"]) and _positive_number(rates["backward"])
+    assert rates["slowest"] == min(rates["forward"], rates["backward"])
+    assert sbs["runs"] == {"forward": [rates["forward"]], "backward": [rates["backward"]]}  # one repeat: the median
+    assert _positive_number(sbs["gflops"]) and all(_positive_number(mb) for mb in sbs["peak_rss_mb"].values())
+    assert speed.section_lm_side_by_side(replace(cfg, threads=1)) is None  # ELMO.py: one after the other

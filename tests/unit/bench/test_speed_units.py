@@ -79,6 +79,28 @@ def test_projected_pipeline_time_is_the_sum_of_its_parts_each_from_its_rate():
     assert bigger["total"] > parts["total"] and bigger["lm_training"] == pytest.approx(2 * parts["lm_training"])
 
 
+def test_the_side_by_side_lm_sets_the_projected_lm_training_at_its_slower_direction():
+    """ELMO.py trains the two directions at once on the CPU: the projection's LM training is one pass of the epochs
+    at the slower direction's rate (one after the other it was two passes at the one-direction rate)."""
+    pre = PretrainArgs()
+    results = fake_results()
+    results["lm_side_by_side"] = {"tokens_per_second": {"forward": 8_000.0, "backward": 6_000.0, "slowest": 6_000.0}}
+    parts = project_pipeline(results, train_docs=1000, val_docs=50, test_docs=200, tokens_per_doc=9)
+    assert parts["lm_training"] == pytest.approx(pre.epochs * 1000 * 10 / 6_000)
+    results["lm_side_by_side"] = None  # not measured (one thread, or not the CPU): one direction after the other
+    assert project_pipeline(results, 1000, 50, 200, 9)["lm_training"] == pytest.approx(2 * pre.epochs * 1000 * 10 / 10_000)
+
+
+def test_the_side_by_side_rows_of_the_table_show_its_figures_and_none_when_it_did_not_run():
+    sbs = {"threads_per_direction": 1, "tokens_per_second": {"forward": 8_000.0, "backward": 6_000.0, "slowest": 6_000.0},
+           "gflops": 120.0, "precision": "fp32", "peak_fraction": 0.6, "speedup_over_one_after_the_other": 1.2,
+           "peak_rss_mb": {"forward": 900.0, "backward": 1_000.0}}
+    rows = "\n".join(speed.format_side_by_side(sbs))
+    assert "6,000" in rows and "8,000  / 6,000" in rows and "1.20x" in rows and "120.0  (60%)" in rows
+    assert "1,900 MB (both)" in rows and "1 thread(s) each" in rows
+    assert speed.format_side_by_side(None) == []
+
+
 def test_script_memory_runs_use_valid_flags_and_extrapolate_the_line_through_two_sizes(monkeypatch, tmp_path):
     """The ELMO.py / classification.py runs of ``--memory-docs`` (faked here: the end-to-end benchmark test skips
     them): their arguments parse as the real commands' flags, and the peak RSS is extrapolated linearly."""
