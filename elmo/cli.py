@@ -127,17 +127,19 @@ def add_flags(parser: argparse.ArgumentParser, args_cls: type) -> argparse.Argum
         flag = flag_of(f)
         kind = _flag_type(hints[f.name])
         extra = {k: v for k, v in f.metadata.items() if k not in ("help", "positional", "deprecated_aliases")}
+        listed = typing.get_origin(kind) in (list, tuple)
+        if listed:  # a list flag takes one or more values, or any number where its field says nargs="*"
+            extra.setdefault("nargs", "+")
         for alias in f.metadata.get("deprecated_aliases", ()):
-            many = {"nargs": "+", "type": typing.get_args(kind)[0]} if typing.get_origin(kind) in (list, tuple) \
-                else {"type": kind}
+            many = {"type": typing.get_args(kind)[0]} if listed else {"type": kind}
             parser.add_argument(alias, dest=f.name, action=_DeprecatedAlias, current=flag, default=argparse.SUPPRESS,
                                 help=argparse.SUPPRESS, **many, **extra)
         if f.metadata.get("positional"):
             parser.add_argument(f.name, type=kind, help=f.metadata.get("help"), **extra)
         elif kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=f.metadata.get("help"))
-        elif typing.get_origin(kind) in (list, tuple):
-            parser.add_argument(flag, nargs="+", type=typing.get_args(kind)[0], default=f.default,
+        elif listed:
+            parser.add_argument(flag, type=typing.get_args(kind)[0], default=f.default,
                                 help=f.metadata.get("help"), **extra)
         else:
             parser.add_argument(flag, type=kind, default=f.default, help=f.metadata.get("help"), **extra)

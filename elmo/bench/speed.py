@@ -103,7 +103,8 @@ class BenchArgs:
     single_sentences: int = option(200, "sentences per one-at-a-time measurement")
     memory_docs: tuple[int, ...] = option((12000, 36000), "training rows of the ELMO.py / classification.py runs "
                                           "whose peak memory is extrapolated; both large enough that oneDNN's "
-                                          "shape caches are full (empty: skip those runs)")
+                                          "shape caches are full (--memory-docs with no value: skip those runs)",
+                                          nargs="*")
     target_rows: int = option(120000, "train rows of the file the pipeline time and memory are projected for")
     published: bool = option(False, "instead of the sections above, measure embedding with the published ELMo "
                              "architectures (Small and Original, random weights in the published layout; fp32 and bf16) "

@@ -99,6 +99,24 @@ def test_boolean_and_list_flags(tmp_path):
     assert defaults == ClassifyArgs()  # every flag's default is the dataclass default
 
 
+def test_a_list_flag_takes_no_value_only_where_its_field_says_nargs_star(capsys):
+    """``bench --memory-docs`` with no value skips the script memory runs (the empty tuple); a list flag without
+    ``nargs="*"``, such as ``--mixes``, still needs one value at least."""
+    import argparse
+
+    from elmo.bench.speed import BenchArgs
+    from elmo.cli import add_flags
+    from elmo.pipelines.classification import ClassifyArgs
+
+    bench = add_flags(argparse.ArgumentParser(), BenchArgs)
+    assert tuple(BenchArgs(**vars(bench.parse_args(["--memory-docs"]))).memory_docs) == ()
+    assert tuple(BenchArgs(**vars(bench.parse_args(["--memory-docs", "200", "400"]))).memory_docs) == (200, 400)
+    assert BenchArgs(**vars(bench.parse_args([]))).memory_docs == BenchArgs().memory_docs
+    with pytest.raises(SystemExit):
+        add_flags(argparse.ArgumentParser(), ClassifyArgs).parse_args(["--mixes"])
+    assert "expected at least one argument" in capsys.readouterr().err
+
+
 def test_the_old_settings_flag_is_a_hidden_alias_of_mixes(capsys):
     import argparse
 
