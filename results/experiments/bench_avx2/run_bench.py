@@ -1,5 +1,5 @@
-"""`python -m elmo bench` without the script memory runs (`memory_docs=()`, which the command line cannot spell),
-writing this folder's bench.json:
+"""`python -m elmo bench` without the script memory runs (`memory_docs=()`; on the command line `--memory-docs` with no
+value), writing this folder's bench.json:
 
     python results/experiments/bench_avx2/run_bench.py
 
