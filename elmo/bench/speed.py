@@ -264,20 +264,40 @@ def section_machine(cfg: BenchArgs) -> dict[str, Any]:
     return out
 
 
-def _lm_data(cfg: BenchArgs) -> tuple[PretrainArgs, Vocabulary, dict[str, EncodedCorpus], float]:
-    """``ELMO.py``'s settings for the full corpus, its vocabulary, its encoded splits and the seconds reading took."""
+@dataclass
+class _LMStart:
+    """What an LM measurement starts from: the device and precision, ``ELMO.py``'s settings for the full corpus, its
+    vocabulary and encoded splits, the seconds reading them took, and the training batches (as ``ELMO.py`` makes
+    them)."""
+
+    device: torch.device
+    amp_dtype: torch.dtype | None
+    pre: PretrainArgs
+    vocab: Vocabulary
+    data: dict[str, EncodedCorpus]
+    load_seconds: float
+    batches: list[np.ndarray]
+
+
+def _lm_start(cfg: BenchArgs) -> _LMStart:
+    """Set up a process as ``ELMO.py``'s training processes are (oneDNN cache caps, the steady heap, threads, seed)
+    and read the data."""
+    cap_kernel_caches(32)
+    steady_heap()
+    device, amp_dtype = _setup(cfg)
     started = time.perf_counter()
     pre = PretrainArgs(data_dir=cfg.data_dir, seed=cfg.seed, batch_size=DEFAULT_BATCH_SIZE)  # the full corpus's
     _, vocab, data = prepare_data(pre)
-    return pre, vocab, data, time.perf_counter() - started
+    load_seconds = time.perf_counter() - started
+    batches = data["train"].batches(pre.batch_size, pre.max_tokens, shuffle=True, seed=cfg.seed)
+    return _LMStart(device, amp_dtype, pre, vocab, data, load_seconds, batches)
 
 
-def _lm_training_runs(cfg: BenchArgs, pre: PretrainArgs, vocab: Vocabulary, corpus: EncodedCorpus, direction: str,
-                      device: torch.device, amp_dtype: torch.dtype | None) -> tuple[LanguageModel, list[tuple[float, float]]]:
+def _lm_training_runs(cfg: BenchArgs, start: _LMStart, direction: str) -> tuple[LanguageModel, list[tuple[float, float]]]:
     """Our LM of ``direction`` and its ``(tokens/s, achieved GFLOP/s)`` on ``cfg.repeats`` slices of
     ``cfg.lm_batches`` training batches after a warm-up slice (:func:`_median_runs`)."""
-    bilm_config = pre.bilm_config(len(vocab))
-    batches = corpus.batches(pre.batch_size, pre.max_tokens, shuffle=True, seed=cfg.seed)
+    pre, corpus, device, amp_dtype = start.pre, start.data["train"], start.device, start.amp_dtype
+    bilm_config = pre.bilm_config(len(start.vocab))
 
     def flops_ours(index: Sequence[np.ndarray]) -> float:
         total = 0.0
@@ -294,18 +314,15 @@ def _lm_training_runs(cfg: BenchArgs, pre: PretrainArgs, vocab: Vocabulary, corp
         rate, seconds = _train_rate(lm, index, corpus, lambda m, b: m(b["ids"], b["lengths"]), device, amp_dtype, pre.lr)
         return rate, flops_ours(index) / seconds / 1e9
 
-    return lm, _median_runs(cfg, batches, cfg.lm_batches, ours)
+    return lm, _median_runs(cfg, start.batches, cfg.lm_batches, ours)
 
 
 def section_lm(cfg: BenchArgs) -> dict[str, Any]:
     """biLM training throughput, ours vs the naive reference, achieved GFLOP/s; evaluation rates."""
-    cap_kernel_caches(32)  # as ELMO.py
-    steady_heap()  # as ELMO.py's processes
-    device, amp_dtype = _setup(cfg)
-    pre, vocab, data, load_seconds = _lm_data(cfg)
+    setup = _lm_start(cfg)
+    device, pre, vocab, data, batches = setup.device, setup.pre, setup.vocab, setup.data, setup.batches
     corpus, bilm_config = data["train"], pre.bilm_config(len(vocab))
-    batches = corpus.batches(pre.batch_size, pre.max_tokens, shuffle=True, seed=cfg.seed)
-    lm, runs = _lm_training_runs(cfg, pre, vocab, corpus, "forward", device, amp_dtype)
+    lm, runs = _lm_training_runs(cfg, setup, "forward")
     ours_rss = peak_rss_mb()  # before the naive reference, whose (B, T, V) logits need far more
     longest = int(corpus.lengths.max())
     naive = NaiveLM(bilm_config).to(device)
@@ -345,8 +362,8 @@ def section_lm(cfg: BenchArgs) -> dict[str, Any]:
                               "ours_runs": [r for r, _ in runs], "naive_runs": [r for r, _ in naive_runs]},
         "gflops": {"ours": statistics.median(g for _, g in runs), "naive": statistics.median(g for _, g in naive_runs)},
         "eval_words_per_second": {"perplexity": statistics.median(ppl_rates), "full_softmax": statistics.median(eval_rates)},
-        "load_seconds_per_row": load_seconds / (len(corpus) + len(val) + len(data["test"])),
-        "precision": precision_name(amp_dtype), "peak_rss_mb": ours_rss, "peak_rss_mb_with_naive": peak_rss_mb(),
+        "load_seconds_per_row": setup.load_seconds / (len(corpus) + len(val) + len(data["test"])),
+        "precision": precision_name(setup.amp_dtype), "peak_rss_mb": ours_rss, "peak_rss_mb_with_naive": peak_rss_mb(),
     }
 
 
@@ -355,13 +372,10 @@ def lm_direction_rates(job: tuple[BenchArgs, str]) -> dict[str, Any]:
     ``job`` is ``(cfg, direction)``; returns the median tokens/s and achieved GFLOP/s, every run's tokens/s, the
     precision and the process's peak RSS (MiB)."""
     cfg, direction = job
-    cap_kernel_caches(32)  # as each direction's process of ELMO.py
-    steady_heap()
-    device, amp_dtype = _setup(cfg)
-    pre, vocab, data, _ = _lm_data(cfg)
-    _, runs = _lm_training_runs(cfg, pre, vocab, data["train"], direction, device, amp_dtype)
+    start = _lm_start(cfg)
+    _, runs = _lm_training_runs(cfg, start, direction)
     return {"tokens_per_second": statistics.median(r for r, _ in runs), "runs": [r for r, _ in runs],
-            "gflops": statistics.median(g for _, g in runs), "precision": precision_name(amp_dtype),
+            "gflops": statistics.median(g for _, g in runs), "precision": precision_name(start.amp_dtype),
             "peak_rss_mb": peak_rss_mb()}
 
 
