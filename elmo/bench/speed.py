@@ -341,17 +341,8 @@ def section_lm(cfg: BenchArgs) -> dict[str, Any]:
     naive_runs = _median_runs(cfg, naive_batches, cfg.naive_batches, reference)
     ours_rate, naive_rate = statistics.median(r for r, _ in runs), statistics.median(r for r, _ in naive_runs)
 
-    lm.eval()
     val = data["val"]
-    ppl_rates, eval_rates = [], []
-    words = val.num_tokens + len(val)
-    for _ in range(cfg.repeats):
-        start = time.perf_counter()
-        perplexity(lm, val, device)
-        ppl_rates.append(words / (time.perf_counter() - start))
-        start = time.perf_counter()
-        evaluate_words(lm, val, device)
-        eval_rates.append(words / (time.perf_counter() - start))
+    eval_rates = _eval_rates(cfg, lm, val, device)
     return {
         "vocab_size": len(vocab), "train_documents": len(corpus), "train_tokens": corpus.num_tokens,
         "val_documents": len(val), "test_documents": len(data["test"]),
@@ -361,22 +352,41 @@ def section_lm(cfg: BenchArgs) -> dict[str, Any]:
         "tokens_per_second": {"ours": ours_rate, "naive": naive_rate, "ratio": ours_rate / naive_rate,
                               "ours_runs": [r for r, _ in runs], "naive_runs": [r for r, _ in naive_runs]},
         "gflops": {"ours": statistics.median(g for _, g in runs), "naive": statistics.median(g for _, g in naive_runs)},
-        "eval_words_per_second": {"perplexity": statistics.median(ppl_rates), "full_softmax": statistics.median(eval_rates)},
+        "eval_words_per_second": eval_rates,
         "load_seconds_per_row": setup.load_seconds / (len(corpus) + len(val) + len(data["test"])),
         "precision": precision_name(setup.amp_dtype), "peak_rss_mb": ours_rss, "peak_rss_mb_with_naive": peak_rss_mb(),
     }
 
 
+def _eval_rates(cfg: BenchArgs, lm: LanguageModel, val: EncodedCorpus, device: torch.device) -> dict[str, float]:
+    """Words/s of ``lm``'s two evaluations of ``val``, median of ``cfg.repeats``: ``perplexity`` (the per-epoch
+    validation, adaptive softmax) and ``full_softmax`` (the exact final evaluation, top-k accuracy). A word is a
+    predicted token, the end marker included."""
+    lm.eval()
+    ppl_rates, eval_rates = [], []
+    words = val.num_tokens + len(val)
+    for _ in range(cfg.repeats):
+        start = time.perf_counter()
+        perplexity(lm, val, device)
+        ppl_rates.append(words / (time.perf_counter() - start))
+        start = time.perf_counter()
+        evaluate_words(lm, val, device)
+        eval_rates.append(words / (time.perf_counter() - start))
+    return {"perplexity": statistics.median(ppl_rates), "full_softmax": statistics.median(eval_rates)}
+
+
 def lm_direction_rates(job: tuple[BenchArgs, str]) -> dict[str, Any]:
     """One direction's LM training rates in a process of its own (:func:`section_lm_side_by_side`'s children):
     ``job`` is ``(cfg, direction)``; returns the median tokens/s and achieved GFLOP/s, every run's tokens/s, the
-    precision and the process's peak RSS (MiB)."""
+    evaluation rates (:func:`_eval_rates`, after the training runs, while the other direction's process may still
+    train or evaluate), the precision and the process's peak RSS (MiB)."""
     cfg, direction = job
     start = _lm_start(cfg)
-    _, runs = _lm_training_runs(cfg, start, direction)
+    lm, runs = _lm_training_runs(cfg, start, direction)
     return {"tokens_per_second": statistics.median(r for r, _ in runs), "runs": [r for r, _ in runs],
-            "gflops": statistics.median(g for _, g in runs), "precision": precision_name(start.amp_dtype),
-            "peak_rss_mb": peak_rss_mb()}
+            "gflops": statistics.median(g for _, g in runs),
+            "eval_words_per_second": _eval_rates(cfg, lm, start.data["val"], start.device),
+            "precision": precision_name(start.amp_dtype), "peak_rss_mb": peak_rss_mb()}
 
 
 def section_lm_side_by_side(cfg: BenchArgs) -> dict[str, Any] | None:
@@ -389,7 +399,9 @@ def section_lm_side_by_side(cfg: BenchArgs) -> dict[str, Any] | None:
     Returns:
         ``None`` where ``ELMO.py`` trains the directions one after the other (fewer than 2 threads, or not the
         CPU); else ``threads_per_direction``, ``tokens_per_second`` (``forward``, ``backward``, and ``slowest``,
-        the one that sets the wall time), ``runs`` per direction, ``gflops`` (the sum), ``precision`` and
+        the one that sets the wall time), ``runs`` per direction, ``gflops`` (the sum), ``eval_words_per_second``
+        (``forward``, ``backward``, each with ``perplexity`` and ``full_softmax`` words/s as in
+        :func:`section_lm`, and ``slowest``, the lower of the two per evaluation), ``precision`` and
         ``peak_rss_mb`` per direction's process.
     """
     if cfg.threads is None or cfg.threads < 2 or resolve_device(cfg.device).type != "cpu":
@@ -401,9 +413,12 @@ def section_lm_side_by_side(cfg: BenchArgs) -> dict[str, Any] | None:
                 for direction in ("forward", "backward")]
         done = dict(zip(("forward", "backward"), (finished.value for finished in run_side_by_side(runs))))
     rates = {direction: out["tokens_per_second"] for direction, out in done.items()}
+    evals = {direction: out["eval_words_per_second"] for direction, out in done.items()}
+    slowest_eval = {kind: min(e[kind] for e in evals.values()) for kind in ("perplexity", "full_softmax")}
     return {"threads_per_direction": each, "tokens_per_second": {**rates, "slowest": min(rates.values())},
             "runs": {direction: out["runs"] for direction, out in done.items()},
-            "gflops": sum(out["gflops"] for out in done.values()), "precision": done["forward"]["precision"],
+            "gflops": sum(out["gflops"] for out in done.values()),
+            "eval_words_per_second": {**evals, "slowest": slowest_eval}, "precision": done["forward"]["precision"],
             "peak_rss_mb": {direction: out["peak_rss_mb"] for direction, out in done.items()}}
 
 
@@ -556,7 +571,10 @@ def project_pipeline(results: dict[str, Any], train_docs: float, val_docs: float
     all three layer mixes, no early stop) for a corpus of these sizes, from the measured rates. The LM training
     is the two directions side by side at the slower one's rate where ``results["lm_side_by_side"]`` measured it
     (``ELMO.py``'s default on the CPU with two or more threads), else one direction after the other at
-    ``results["lm"]``'s rate; the LM evaluations are counted one direction after the other in both cases."""
+    ``results["lm"]``'s rate; so are the LM evaluations (each epoch's validation perplexity and the final exact
+    evaluation of validation and test), at the slower direction's evaluation rates where the side-by-side section
+    measured them. A result without them (written before that section measured evaluations) counts the
+    evaluations one direction after the other."""
     pre, clf = PretrainArgs(), ClassifyArgs()
     lm, c, w2v = results["lm"], results["classifier"], results["word2vec"]
     words = lambda docs: docs * (tokens_per_doc + 1)  # noqa: E731  (predicted words incl. the end marker)
@@ -564,12 +582,15 @@ def project_pipeline(results: dict[str, Any], train_docs: float, val_docs: float
     side_by_side = results.get("lm_side_by_side")
     lm_training = (pre.epochs * words(train_docs) / side_by_side["tokens_per_second"]["slowest"] if side_by_side
                    else 2 * pre.epochs * words(train_docs) / lm["tokens_per_second"]["ours"])
+    side_by_side_eval = (side_by_side or {}).get("eval_words_per_second")
+    # side by side: both directions evaluate at once, the slower one sets the time; else one after the other
+    directions, eval_rate = (1, side_by_side_eval["slowest"]) if side_by_side_eval else (2, lm["eval_words_per_second"])
     parts = {
         "read_and_tokenise": 2 * rows * lm["load_seconds_per_row"],  # both scripts read the data
         "word2vec_init": w2v["seconds_per_token"] * train_docs * tokens_per_doc,
         "lm_training": lm_training,
-        "lm_validation": 2 * pre.epochs * words(val_docs) / lm["eval_words_per_second"]["perplexity"],
-        "lm_final_evaluation": 2 * words(val_docs + test_docs) / lm["eval_words_per_second"]["full_softmax"],
+        "lm_validation": directions * pre.epochs * words(val_docs) / eval_rate["perplexity"],
+        "lm_final_evaluation": directions * words(val_docs + test_docs) / eval_rate["full_softmax"],
         "layer_cache": rows * tokens_per_doc / c["cache"]["tokens_per_second"],
         "classifier_training": sum(clf.epochs * train_docs / c["train_docs_per_second"][s]["cached"]
                                    for s in LAYER_MIXES),
@@ -637,13 +658,18 @@ def format_side_by_side(sbs: dict[str, Any] | None) -> list[str]:
     if sbs is None:
         return []
     rates, each = sbs["tokens_per_second"], sbs["threads_per_direction"]
-    return [f"{'biLM training side by side (tokens/s, slower one)':<52}{rates['slowest']:>14,.0f}"
-            f"  {sum(sbs['peak_rss_mb'].values()):,.0f} MB (both)",
-            f"{'  forward / backward, ' + str(each) + ' thread(s) each':<52}{rates['forward']:>14,.0f}"
-            f"  / {rates['backward']:,.0f}",
-            f"{'  speed-up over one direction after the other':<52}{sbs['speedup_over_one_after_the_other']:>13.2f}x",
-            f"{'  achieved GFLOP/s, both (share of ' + sbs['precision'] + ' peak)':<52}{sbs['gflops']:>14,.1f}"
-            f"  ({sbs['peak_fraction']:.0%})"]
+    lines = [f"{'biLM training side by side (tokens/s, slower one)':<52}{rates['slowest']:>14,.0f}"
+             f"  {sum(sbs['peak_rss_mb'].values()):,.0f} MB (both)",
+             f"{'  forward / backward, ' + str(each) + ' thread(s) each':<52}{rates['forward']:>14,.0f}"
+             f"  / {rates['backward']:,.0f}",
+             f"{'  speed-up over one direction after the other':<52}{sbs['speedup_over_one_after_the_other']:>13.2f}x",
+             f"{'  achieved GFLOP/s, both (share of ' + sbs['precision'] + ' peak)':<52}{sbs['gflops']:>14,.1f}"
+             f"  ({sbs['peak_fraction']:.0%})"]
+    if "eval_words_per_second" in sbs:  # bench.json files written before it lack it
+        slowest = sbs["eval_words_per_second"]["slowest"]
+        lines.append(f"{'  evaluation, slower one (words/s: perplexity, exact)':<52}{slowest['perplexity']:>14,.0f}"
+                     f"  / {slowest['full_softmax']:,.0f}")
+    return lines
 
 
 def format_bench(r: dict[str, Any]) -> str:

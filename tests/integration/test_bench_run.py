@@ -126,4 +126,8 @@ def test_the_two_directions_side_by_side_are_measured_in_two_one_thread_processe
     assert rates["slowest"] == min(rates["forward"], rates["backward"])
     assert sbs["runs"] == {"forward": [rates["forward"]], "backward": [rates["backward"]]}  # one repeat: the median
     assert _positive_number(sbs["gflops"]) and all(_positive_number(mb) for mb in sbs["peak_rss_mb"].values())
+    evals = sbs["eval_words_per_second"]
+    for kind in ("perplexity", "full_softmax"):
+        assert _positive_number(evals["forward"][kind]) and _positive_number(evals["backward"][kind])
+        assert evals["slowest"][kind] == min(evals["forward"][kind], evals["backward"][kind])
     assert speed.section_lm_side_by_side(replace(cfg, threads=1)) is None  # ELMO.py: one after the other

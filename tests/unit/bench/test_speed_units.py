@@ -91,6 +91,25 @@ def test_the_side_by_side_lm_sets_the_projected_lm_training_at_its_slower_direct
     assert project_pipeline(results, 1000, 50, 200, 9)["lm_training"] == pytest.approx(2 * pre.epochs * 1000 * 10 / 10_000)
 
 
+def test_the_side_by_side_lm_evaluations_count_once_at_the_slower_direction_s_rates():
+    """Each side-by-side process evaluates its own direction, both at once: the projection counts the validation
+    and final evaluations once, at the slower direction's measured rates; a result from before the side-by-side
+    section measured them counts them one direction after the other at the one-direction rates."""
+    pre = PretrainArgs()
+    results = fake_results()
+    one_after_the_other = project_pipeline(results, 1000, 50, 200, 9)
+    results["lm_side_by_side"] = {
+        "tokens_per_second": {"forward": 8_000.0, "backward": 6_000.0, "slowest": 6_000.0},
+        "eval_words_per_second": {"slowest": {"perplexity": 4_000.0, "full_softmax": 500.0}}}
+    parts = project_pipeline(results, train_docs=1000, val_docs=50, test_docs=200, tokens_per_doc=9)
+    assert parts["lm_validation"] == pytest.approx(pre.epochs * 50 * 10 / 4_000)
+    assert parts["lm_final_evaluation"] == pytest.approx((50 + 200) * 10 / 500)
+    del results["lm_side_by_side"]["eval_words_per_second"]
+    older = project_pipeline(results, 1000, 50, 200, 9)
+    assert older["lm_validation"] == one_after_the_other["lm_validation"]
+    assert older["lm_final_evaluation"] == one_after_the_other["lm_final_evaluation"]
+
+
 def test_the_side_by_side_rows_of_the_table_show_its_figures_and_none_when_it_did_not_run():
     sbs = {"threads_per_direction": 1, "tokens_per_second": {"forward": 8_000.0, "backward": 6_000.0, "slowest": 6_000.0},
            "gflops": 120.0, "precision": "fp32", "peak_fraction": 0.6, "speedup_over_one_after_the_other": 1.2,
@@ -98,6 +117,9 @@ def test_the_side_by_side_rows_of_the_table_show_its_figures_and_none_when_it_di
     rows = "\n".join(speed.format_side_by_side(sbs))
     assert "6,000" in rows and "8,000  / 6,000" in rows and "1.20x" in rows and "120.0  (60%)" in rows
     assert "1,900 MB (both)" in rows and "1 thread(s) each" in rows
+    assert "evaluation" not in rows  # a result from before the side-by-side evaluations were measured
+    sbs["eval_words_per_second"] = {"slowest": {"perplexity": 4_000.0, "full_softmax": 500.0}}
+    assert "4,000  / 500" in "\n".join(speed.format_side_by_side(sbs))
     assert speed.format_side_by_side(None) == []
 
 
