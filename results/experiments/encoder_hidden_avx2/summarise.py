@@ -5,7 +5,7 @@ Every run is ``python classification.py --seed S --encoder-hidden H`` with the d
 threads, up to 4 epochs) on one biLM, the fp32 biLM of ``python ELMO.py`` on the sample (fingerprint
 ``363ffc6716849aae``, the one of ``results/timing/avx2/``), so the two widths of a seed differ in nothing else.
 ``seed_<S>/hidden_<H>/`` holds its ``classification.json`` (per-document test predictions removed), its stdout
-and ``/usr/bin/time -v``. Seed 0 with 128 units is the timed default run of ``results/timing/avx2/``.
+and ``/usr/bin/time -v``. Seed 0 with 128 units is the timed default run of ``results/timing/avx2/`` (same commit and host).
 
 For each layer mix: test accuracy per seed, the paired difference 96 − 128 in points with its 95 % t-interval
 and paired t-test p-value over the seeds, and the seeds study's mean (``results/seeds.json``, 128 units, bf16
