@@ -129,19 +129,31 @@ def load_timings(folder: str | os.PathLike) -> dict[str, dict[str, dict[str, flo
     out: dict[str, dict[str, dict[str, float]]] = {}
     for path in sorted(Path(folder).glob("*_*_time.txt")) if Path(folder).is_dir() else []:
         precision, script = path.name[:-len("_time.txt")].split("_", 1)
-        text = path.read_text()
-        wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text)
-        peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
-        if not wall or not peak:
-            raise ElmoError(f"{path}: not the output of /usr/bin/time -v (no wall-clock or maximum resident set line)")
-        seconds = sum(float(part) * 60 ** i for i, part in enumerate(reversed(wall.group(1).split(":"))))
-        peak_gb = int(peak.group(1)) * 1024 / 1e9
+        run = read_time_v(path)
         lm = Path(folder) / f"{precision}_lm.json"
         if script == "ELMO.py" and lm.is_file():  # directions side by side: the sum of the processes' own peaks
             per_process = _read_json(lm).get("peak_rss_mb")
-            peak_gb = sum(per_process.values()) * 2**20 / 1e9 if per_process else peak_gb
-        out.setdefault(precision, {})[script] = {"seconds": seconds, "peak_gb": peak_gb}
+            run["peak_gb"] = sum(per_process.values()) * 2**20 / 1e9 if per_process else run["peak_gb"]
+        out.setdefault(precision, {})[script] = run
     return out
+
+
+def read_time_v(path: str | os.PathLike) -> dict[str, float]:
+    """Wall time and peak memory of one command from GNU ``/usr/bin/time -v``'s output in ``path``.
+
+    Returns:
+        ``{"seconds": wall seconds, "peak_gb": maximum resident set in GB (10^9 bytes)}``.
+
+    Raises:
+        ElmoError: a file without the wall-clock or maximum-resident-set line (naming it).
+    """
+    text = Path(path).read_text()
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text)
+    peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
+    if not wall or not peak:
+        raise ElmoError(f"{path}: not the output of /usr/bin/time -v (no wall-clock or maximum resident set line)")
+    seconds = sum(float(part) * 60 ** i for i, part in enumerate(reversed(wall.group(1).split(":"))))
+    return {"seconds": seconds, "peak_gb": int(peak.group(1)) * 1024 / 1e9}
 
 
 def _defaults(config_cls: type) -> dict[str, Any]:

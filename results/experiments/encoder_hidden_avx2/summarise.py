@@ -13,11 +13,11 @@ biLMs, one per seed) for reference; then seconds per epoch and the wall time of 
 """
 
 import json
-import re
 from pathlib import Path
 
 import numpy as np
 
+from elmo.report.results import read_time_v
 from elmo.training.significance import paired_over_seeds
 
 HERE = Path(__file__).parent
@@ -37,14 +37,9 @@ def classification(seed: int, width: int) -> dict:
 
 
 def wall_seconds(seed: int, width: int) -> float:
-    folder = ROOT / "results" / "timing" / "avx2" if (seed, width) == (0, 128) else run_dir(seed, width)
-    name = "fp32_classification.py_time.txt" if (seed, width) == (0, 128) else "time.txt"
-    text = (folder / name).read_text()
-    clock = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", text).group(1)
-    seconds = 0.0
-    for part in clock.split(":"):
-        seconds = 60 * seconds + float(part)
-    return seconds
+    if (seed, width) == (0, 128):
+        return read_time_v(ROOT / "results" / "timing" / "avx2" / "fp32_classification.py_time.txt")["seconds"]
+    return read_time_v(run_dir(seed, width) / "time.txt")["seconds"]
 
 
 def paired(old: list[float], new: list[float]) -> dict:
