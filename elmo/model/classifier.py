@@ -33,6 +33,10 @@ class SequenceClassifierConfig:
     Attributes:
         num_classes: output classes C.
         encoder_hidden: BiLSTM state width E per direction.
+        encoder_projection: width P of a linear projection of the encoder's input (the dropped-out
+            ``[x_k; ELMo_k]``) before the BiLSTM, shared by its two directions; 0 feeds the input as it is.
+            The BiLSTM's input weights then have rank at most P: with P = E = 128 and a 640-wide input, a
+            training step's LSTM work is about half (docs/performance.md, "A projection before the task encoder").
         token_embedding_dim: width of the task's own trainable token embedding x_k concatenated
             with the representation (paper §3.3); 0 feeds the representation alone.
         dropout: dropout on the representation and on the pooled vector.
@@ -44,6 +48,7 @@ class SequenceClassifierConfig:
 
     num_classes: int = 4
     encoder_hidden: int = 128
+    encoder_projection: int = 0
     token_embedding_dim: int = 0
     dropout: float = 0.3
     seed: int = 0
@@ -56,6 +61,9 @@ class SequenceClassifierConfig:
         if self.encoder_hidden <= 0:
             raise ElmoError(f"{owner}.encoder_hidden must be positive, got {self.encoder_hidden}",
                             field=f"{owner}.encoder_hidden")
+        if self.encoder_projection < 0:
+            raise ElmoError(f"{owner}.encoder_projection must be >= 0, got {self.encoder_projection}",
+                            field=f"{owner}.encoder_projection")
         if self.num_classes < 2:
             raise ElmoError(f"{owner}.num_classes must be >= 2, got {self.num_classes}", field=f"{owner}.num_classes")
         if not 0.0 <= self.dropout < 1.0:
@@ -198,7 +206,7 @@ class SequenceClassifier(nn.Module):
 
     ``features (B, T, D)`` from :meth:`features` → concatenated with the task-trained token embedding
     ``x_k`` when ``config.token_embedding_dim`` > 0 (paper §3.3, ``[x_k; ELMo_k]``) → dropout →
-    :class:`MaskedBiLSTM` → masked mean + max pooling → dropout → linear → logits ``(B, C)``.
+    optionally a linear projection to ``config.encoder_projection`` → :class:`MaskedBiLSTM` → masked mean + max pooling → dropout → linear → logits ``(B, C)``.
     Subclasses differ only in the representation: :class:`ElmoClassifier` (frozen biLM + layer mix)
     and :class:`StaticEmbeddingClassifier` (a frozen Word2Vec / SVD matrix). They build their
     representation first and then call :meth:`build_head`.
@@ -218,7 +226,9 @@ class SequenceClassifier(nn.Module):
         self.token_embedding = None
         if config.token_embedding_dim:
             self.token_embedding = nn.Embedding(vocab_size, config.token_embedding_dim, padding_idx=0)
-        self.encoder = MaskedBiLSTM(feature_dim + config.token_embedding_dim, config.encoder_hidden)
+        width = feature_dim + config.token_embedding_dim
+        self.projection = nn.Linear(width, config.encoder_projection) if config.encoder_projection else None
+        self.encoder = MaskedBiLSTM(config.encoder_projection or width, config.encoder_hidden)
         self.head = nn.Linear(4 * config.encoder_hidden, config.num_classes)
 
     def features(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
@@ -246,6 +256,8 @@ class SequenceClassifier(nn.Module):
         if self.token_embedding is not None:
             x = torch.cat([x, self.token_embedding(ids).to(x.dtype)], dim=-1)
         x = self.dropout(x)
+        if self.projection is not None:
+            x = self.projection(x)
         states = self.encoder(x, lengths)
         pooled = masked_mean_max(states, length_mask(lengths, ids.shape[1]))
         return self.head(self.dropout(pooled))

@@ -48,6 +48,8 @@ class HeadArgs(CommonArgs):
     the static embeddings are compared with exactly the same head and training."""
 
     encoder_hidden: int = option(128, "task BiLSTM state width per direction")
+    encoder_projection: int = option(0, "project the task BiLSTM's input ([x_k; ELMo_k] after dropout) linearly to "
+                                     "this width first, shared by both directions; 0 = no projection")
     epochs: int = option(4, "maximum training epochs")
     token_embedding_dim: int = option(128, "task-trained token embedding x_k concatenated with ELMo_k "
                                       "(paper §3.3); 0 = ELMo_k alone")
@@ -79,7 +81,8 @@ class HeadArgs(CommonArgs):
 
     def head_sizes(self) -> dict[str, Any]:
         """The :class:`~elmo.model.classifier.SequenceClassifierConfig` fields these flags set (the shared head)."""
-        return {"num_classes": NUM_CLASSES, "encoder_hidden": self.encoder_hidden, "dropout": self.dropout,
+        return {"num_classes": NUM_CLASSES, "encoder_hidden": self.encoder_hidden,
+                "encoder_projection": self.encoder_projection, "dropout": self.dropout,
                 "token_embedding_dim": self.token_embedding_dim if self.concat_token_embedding else 0, "seed": self.seed}
 
     def classifier_config(self, mix: str) -> ClassifierConfig:
