@@ -289,7 +289,7 @@ def _classification_setup(story: _Story) -> None:
                "linear. The ELMo classifiers differ only in the layer mix; Word2Vec and SVD replace the biLM with a frozen "
                "static matrix. Adam, early stopping and model selection on validation macro-F1.", "small")
     story.add(_table(_config_rows(story.res["classification"]["config"], (
-        "encoder_hidden", "token_embedding_dim", "dropout", "lr", "weight_decay", "epochs", "batch_size",
+        "encoder_hidden", "encoder_projection", "token_embedding_dim", "dropout", "lr", "weight_decay", "epochs", "batch_size",
         "max_tokens", "clip_norm", "patience", "max_length", "seed")), [6 * cm, 6 * cm]))
     story.para(f"Static embeddings: Word2Vec skip-gram (gensim), {bcfg.get('static_dim')} dimensions, window "
                f"{bcfg.get('w2v_window')}, {bcfg.get('w2v_epochs')} epochs; SVD: PPMI (α = {bcfg.get('svd_alpha')}) "

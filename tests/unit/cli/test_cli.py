@@ -157,6 +157,8 @@ def test_an_error_naming_a_config_field_reads_as_the_flag_on_the_command_line(ca
     # end to end: the model's config names its field, the command line the flag
     assert run("classify", ["--token-embedding-dim", "-1"]) == 2
     assert capsys.readouterr().err == "error: --token-embedding-dim must be >= 0, got -1\n"
+    assert run("classify", ["--encoder-projection", "-1"]) == 2
+    assert capsys.readouterr().err == "error: --encoder-projection must be >= 0, got -1\n"
     assert run("classify", ["--elmo-dropout", "1.0"]) == 2
     assert capsys.readouterr().err == "error: --elmo-dropout must be in [0, 1), got 1.0\n"
     assert run("pretrain", ["--lr-gamma", "2"]) == 2

@@ -33,17 +33,17 @@ def test_masked_mean_max_ignores_padding():
     assert masked_mean_max(states, mask).tolist() == [[2.0, 3.0]]
 
 
-def make_classifier(setting: str, token_dim: int = 0) -> ElmoClassifier:
+def make_classifier(setting: str, token_dim: int = 0, projection: int = 0) -> ElmoClassifier:
     torch.manual_seed(0)
     bilm = BiLM(BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,)))
     return ElmoClassifier(bilm, ClassifierConfig(mix=setting, encoder_hidden=6, dropout=0.2,
-                                                 token_embedding_dim=token_dim))
+                                                 token_embedding_dim=token_dim, encoder_projection=projection))
 
 
-@pytest.mark.parametrize("token_dim", [0, 5])
+@pytest.mark.parametrize("token_dim, projection", [(0, 0), (5, 0), (5, 3)])
 @pytest.mark.parametrize("setting", LAYER_MIXES)
-def test_logits_do_not_depend_on_the_rest_of_the_batch(setting, token_dim):
-    model = make_classifier(setting, token_dim).eval()
+def test_logits_do_not_depend_on_the_rest_of_the_batch(setting, token_dim, projection):
+    model = make_classifier(setting, token_dim, projection).eval()
     batch = torch.tensor([[5, 6, 7, 0, 0], [8, 9, 10, 11, 12]])
     with torch.no_grad():
         together = model(batch, torch.tensor([3, 5]))
@@ -76,6 +76,16 @@ def test_task_token_embedding_is_trained_and_stored():
     assert "token_embedding.weight" in model.task_state_dict()
 
 
+def test_encoder_projection_feeds_the_bilstm_a_trained_projection_of_the_representation():
+    plain, projected = make_classifier("trainable_lambda", token_dim=5), make_classifier("trainable_lambda", 5, 3)
+    assert plain.projection is None and plain.encoder.forward_rnn.input_size == 16 + 5
+    assert (projected.projection.in_features, projected.projection.out_features) == (16 + 5, 3)
+    assert projected.encoder.forward_rnn.input_size == projected.encoder.backward_rnn.input_size == 3
+    projected(torch.tensor([[5, 6, 7]]), torch.tensor([3])).sum().backward()
+    assert projected.projection.weight.grad.abs().sum() > 0 and projected.mix.weights.grad is not None
+    assert "projection.weight" in projected.task_state_dict()
+
+
 def test_mix_l2_penalty_is_lambda_times_squared_weights_and_pulls_toward_the_average():
     torch.manual_seed(0)
     bilm = BiLM(BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,)))
@@ -102,6 +112,9 @@ def test_configs_name_the_field_of_a_bad_value_and_keep_static_vectors_out_of_th
     with pytest.raises(ElmoError, match="ClassifierConfig.token_embedding_dim must be >= 0, got -1") as error:
         ClassifierConfig(token_embedding_dim=-1)
     assert error.value.field == "ClassifierConfig.token_embedding_dim"
+    with pytest.raises(ElmoError, match="ClassifierConfig.encoder_projection must be >= 0, got -2") as error:
+        ClassifierConfig(encoder_projection=-2)
+    assert error.value.field == "ClassifierConfig.encoder_projection"
     with pytest.raises(ElmoError, match="StaticClassifierConfig.vectors must be one of word2vec, svd, got 'trainable"):
         StaticClassifierConfig(vectors="trainable_lambda")
     with pytest.raises(ElmoError, match="StaticClassifierConfig.dropout must be in"):

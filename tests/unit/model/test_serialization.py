@@ -102,8 +102,24 @@ def test_a_classifier_file_recording_its_layer_mix_as_setting_still_loads(tmp_pa
     config = dict(saved["config"])
     config["setting"] = config.pop("mix")  # the key files of other versions hold
     del config["learned_function"]  # and files without it hold the MLP
+    del config["encoder_projection"]  # nor an encoder projection
     save_checkpoint({**saved, "config": config}, tmp_path / "classifier.pt")
     loaded, names = load_classifier(tmp_path / "classifier.pt", bilm, vocab)
     assert (loaded.config.mix, loaded.config.learned_function, names) == ("frozen_lambda", "mlp", ["a", "b", "c", "d"])
+    assert loaded.config.encoder_projection == 0 and loaded.projection is None
+    ids = torch.tensor([[4, 5, 6]])
+    assert torch.equal(loaded(ids, torch.tensor([3])), model.eval()(ids, torch.tensor([3])))
+
+
+def test_a_classifier_with_an_encoder_projection_loads_to_the_same_logits(tmp_path):
+    from elmo.model.classifier import ClassifierConfig, ElmoClassifier
+    from elmo.model.serialization import bilm_fingerprint, classifier_checkpoint, load_classifier
+
+    bilm, vocab = make_bilm(), Vocabulary(WORDS)
+    model = ElmoClassifier(bilm, ClassifierConfig(mix="trainable_lambda", encoder_hidden=4, encoder_projection=3))
+    save_checkpoint(classifier_checkpoint(model, bilm_fingerprint(bilm, vocab), ["a", "b", "c", "d"], {}),
+                    tmp_path / "classifier.pt")
+    loaded, _ = load_classifier(tmp_path / "classifier.pt", bilm, vocab)
+    assert loaded.config.encoder_projection == 3
     ids = torch.tensor([[4, 5, 6]])
     assert torch.equal(loaded(ids, torch.tensor([3])), model.eval()(ids, torch.tensor([3])))
