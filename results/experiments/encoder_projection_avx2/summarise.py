@@ -27,6 +27,28 @@ MIXES = ("trainable_lambda", "frozen_lambda", "learned_function")
 PROJECTION = 128
 
 
+def untimed(history: list[dict]) -> list[dict]:
+    """Epoch rows without their seconds and rates, which differ from run to run."""
+    return [{k: v for k, v in row.items() if k not in ("seconds", "units_per_second")} for row in history]
+
+
+def epochs_5(runs: dict, study: dict) -> dict:
+    """The same runs with ``--epochs 5`` (``epochs_5/seed_<S>/``): whether their first four epochs repeat the
+    4-epoch runs to the last digit, which epoch was selected, and the test accuracy against the study."""
+    seeds = [s for s in runs if (HERE / "epochs_5" / f"seed_{s}" / "classification.json").is_file()]
+    longer = {s: json.loads((HERE / "epochs_5" / f"seed_{s}" / "classification.json").read_text()) for s in seeds}
+    out: dict = {"seeds": seeds}
+    for mix in MIXES:
+        accuracy = [longer[s][mix]["test"]["accuracy"] for s in seeds]
+        out[mix] = {"first_four_epochs_repeat": all(untimed(longer[s][mix]["history"][:4]) == untimed(runs[s][mix]["history"])
+                                                    for s in seeds),
+                    "best_epoch": [longer[s][mix]["best_epoch"] for s in seeds], "test_accuracy": accuracy,
+                    "mean": float(np.mean(accuracy)) if seeds else None,
+                    "below_study_points": 100 * (study[mix]["summary"]["test_accuracy"]["mean"] - float(np.mean(accuracy)))
+                    if seeds else None}
+    return out
+
+
 def main() -> None:
     base = json.loads((HERE.parent / "encoder_hidden_avx2" / "summary.json").read_text())
     seeds = [s for s in base["seeds"] if (HERE / f"seed_{s}" / "classification.json").is_file()]
@@ -55,6 +77,7 @@ def main() -> None:
                                                    for s in seeds]}
     out["wall_seconds"] = {"unprojected": [base["wall_seconds"]["128"][i] for i in at],
                            "projected": [read_time_v(HERE / f"seed_{s}" / "time.txt")["seconds"] for s in seeds]}
+    out["epochs_5"] = epochs_5(runs, study)
     epochs = {k: sum(sum(sum(r) for r in out["epoch_seconds"][m][k]) for m in MIXES) for k in ("unprojected", "projected")}
     out["epochs_total_seconds"] = epochs
     (HERE / "summary.json").write_text(json.dumps(out, indent=2) + "\n")
@@ -67,6 +90,10 @@ def main() -> None:
               + f"  (study {row['seeds_study_mean']:.4f}: {row['below_study_points']:+.2f} points below)")
     print(f"  epochs: {epochs['unprojected']:.0f} s against {epochs['projected']:.0f} s "
           f"({epochs['unprojected'] / epochs['projected']:.2f}x)")
+    for mix in MIXES:
+        row = out["epochs_5"][mix]
+        print(f"  --epochs 5, {mix:18s} seeds {out['epochs_5']['seeds']}: best epochs {row['best_epoch']}, "
+              f"first four repeat: {row['first_four_epochs_repeat']}, test {row['test_accuracy']}")
     for k, walls in out["wall_seconds"].items():
         print(f"  wall, {k}: " + ", ".join(f"{t / 60:.1f} min" for t in walls))
 
