@@ -32,7 +32,7 @@ def untimed(history: list[dict]) -> list[dict]:
     return [{k: v for k, v in row.items() if k not in ("seconds", "units_per_second")} for row in history]
 
 
-def epochs_5(runs: dict, study: dict) -> dict:
+def epochs_5(runs: dict, study: dict, base: dict) -> dict:
     """The same runs with ``--epochs 5`` (``epochs_5/seed_<S>/``): whether their first four epochs repeat the
     4-epoch runs to the last digit, which epoch was selected, and the test accuracy against the study."""
     seeds = [s for s in runs if (HERE / "epochs_5" / f"seed_{s}" / "classification.json").is_file()]
@@ -40,10 +40,14 @@ def epochs_5(runs: dict, study: dict) -> dict:
     out: dict = {"seeds": seeds}
     for mix in MIXES:
         accuracy = [longer[s][mix]["test"]["accuracy"] for s in seeds]
+        unprojected = [base["test_accuracy"][mix]["hidden_128"][base["seeds"].index(s)] for s in seeds]
+        test = paired_over_seeds([100 * a for a in accuracy], [100 * a for a in unprojected]) if seeds else {}
         out[mix] = {"first_four_epochs_repeat": all(untimed(longer[s][mix]["history"][:4]) == untimed(runs[s][mix]["history"])
                                                     for s in seeds),
                     "best_epoch": [longer[s][mix]["best_epoch"] for s in seeds], "test_accuracy": accuracy,
                     "mean": float(np.mean(accuracy)) if seeds else None,
+                    "minus_unprojected_points": test.get("mean_difference"), "ci95_points": test.get("ci95"),
+                    "paired_t_p": test.get("p_value"),
                     "below_study_points": 100 * (study[mix]["summary"]["test_accuracy"]["mean"] - float(np.mean(accuracy)))
                     if seeds else None}
     return out
@@ -77,7 +81,7 @@ def main() -> None:
                                                    for s in seeds]}
     out["wall_seconds"] = {"unprojected": [base["wall_seconds"]["128"][i] for i in at],
                            "projected": [read_time_v(HERE / f"seed_{s}" / "time.txt")["seconds"] for s in seeds]}
-    out["epochs_5"] = epochs_5(runs, study)
+    out["epochs_5"] = epochs_5(runs, study, base)
     epochs = {k: sum(sum(sum(r) for r in out["epoch_seconds"][m][k]) for m in MIXES) for k in ("unprojected", "projected")}
     out["epochs_total_seconds"] = epochs
     (HERE / "summary.json").write_text(json.dumps(out, indent=2) + "\n")
@@ -93,7 +97,9 @@ def main() -> None:
     for mix in MIXES:
         row = out["epochs_5"][mix]
         print(f"  --epochs 5, {mix:18s} seeds {out['epochs_5']['seeds']}: best epochs {row['best_epoch']}, "
-              f"first four repeat: {row['first_four_epochs_repeat']}, test {row['test_accuracy']}")
+              f"first four repeat: {row['first_four_epochs_repeat']}, mean {row['mean']:.4f}, "
+              f"{row['minus_unprojected_points']:+.2f} points against none (p = {row['paired_t_p']:.2f}), "
+              f"{row['below_study_points']:+.2f} below the study")
     for k, walls in out["wall_seconds"].items():
         print(f"  wall, {k}: " + ", ".join(f"{t / 60:.1f} min" for t in walls))
 
