@@ -206,7 +206,8 @@ class SequenceClassifier(nn.Module):
 
     ``features (B, T, D)`` from :meth:`features` → concatenated with the task-trained token embedding
     ``x_k`` when ``config.token_embedding_dim`` > 0 (paper §3.3, ``[x_k; ELMo_k]``) → dropout →
-    optionally a linear projection to ``config.encoder_projection`` → :class:`MaskedBiLSTM` → masked mean + max pooling → dropout → linear → logits ``(B, C)``.
+    optionally a linear projection to ``config.encoder_projection`` units → :class:`MaskedBiLSTM` →
+    masked mean + max pooling → dropout → linear → logits ``(B, C)``.
     Subclasses differ only in the representation: :class:`ElmoClassifier` (frozen biLM + layer mix)
     and :class:`StaticEmbeddingClassifier` (a frozen Word2Vec / SVD matrix). They build their
     representation first and then call :meth:`build_head`.
