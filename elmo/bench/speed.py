@@ -15,7 +15,8 @@ real AG News batches, through the same code the scripts run (:func:`elmo.trainin
   the peak, and the speed-up over one direction after the other (:func:`section_lm_side_by_side`).
 * **ElmoEmbedder** sentences/s and tokens/s, batches of 64 and one sentence at a time.
 * **Classifier training** documents/s per layer mix, with the biLM layer cache
-  (:mod:`elmo.inference.layer_cache`, the default) and without it; the cache's fill rate and size per token.
+  (:mod:`elmo.inference.layer_cache`, the default) and without it; the task encoder's achieved GFLOP/s (its BiLSTM's
+  products) and their share of the peak; the cache's fill rate and size per token.
 * **Peak resident memory** of each section (each runs in a fresh process) and of ``ELMO.py`` /
   ``classification.py`` runs at two corpus sizes, extrapolated linearly to the full train file.
 * **The published ELMo** (``--published``, instead of the above): embedding speed of the Small and
@@ -57,7 +58,7 @@ from ..inference.class_probabilities import class_probabilities
 from ..inference.embedder import ElmoEmbedder
 from ..inference.layer_cache import compute_layers
 from ..model.bilm import IGNORE_INDEX, BiLM, BiLMConfig, LanguageModel, length_mask
-from ..model.classifier import ElmoClassifier
+from ..model.classifier import ElmoClassifier, SequenceClassifier
 from ..model.mix import LAYER_MIXES
 from ..model.serialization import load_bilm
 from ..model.static import word2vec_vectors
@@ -192,6 +193,21 @@ def adaptive_softmax_flops(config: BiLMConfig, targets: np.ndarray) -> float:
     """Training FLOPs of the adaptive softmax for these target ids: the head (shortlist + one logit
     per cluster) for every target, a cluster's two projections only for targets in that cluster."""
     return 3.0 * adaptive_flops(config.output_size, config.vocab_size, config.softmax_cutoffs(), config.div_value, targets)
+
+
+def task_encoder_flops(model: SequenceClassifier, positions: int) -> float:
+    """Training FLOPs of a classifier's task encoder over ``positions`` (B × T, padding included: the kernels run on
+    it): both directions' LSTM products (input and recurrent weights) and the optional input projection
+    (``--encoder-projection``), 2 FLOPs per weight and position forward, × 3 for forward + backward. Counted from
+    the model's own weight shapes; the scalar mix, the pooling and the output layer are not counted.
+
+    Args:
+        model: a :class:`~elmo.model.classifier.SequenceClassifier` whose head is built; positions: B × T.
+    """
+    parts = [model.encoder.forward_rnn, model.encoder.backward_rnn, model.projection]
+    per_position = sum(2 * p.numel() for part in parts if part is not None
+                       for name, p in part.named_parameters() if name.startswith("weight"))
+    return 3.0 * per_position * positions
 
 
 def matmul_peak(device: torch.device, dtype: torch.dtype, n: int = 2048, repeats: int = 20) -> float:
@@ -460,8 +476,9 @@ def section_embedding(cfg: BenchArgs) -> dict[str, Any]:
 
 def section_classifier(cfg: BenchArgs) -> dict[str, Any]:
     """Classifier training documents/s per layer mix, with the biLM layer cache in memory, on disk
-    (:mod:`elmo.data.layer_store`) and without it, each after one untimed pass over every measured batch; cache fill
-    rate and size; prediction documents/s."""
+    (:mod:`elmo.data.layer_store`) and without it, each after one untimed pass over every measured batch; the task
+    encoder's achieved GFLOP/s with the cache in memory (:func:`task_encoder_flops` over the whole step's time); cache
+    fill rate and size; prediction documents/s."""
     cap_kernel_caches(256)  # as classification.py
     device, amp_dtype = _setup(cfg)
     clf = ClassifyArgs(data_dir=cfg.data_dir, seed=cfg.seed, batch_size=DEFAULT_BATCH_SIZE)  # the full corpus's
@@ -484,7 +501,7 @@ def section_classifier(cfg: BenchArgs) -> dict[str, Any]:
                            "cache": {"tokens_per_second": cached.num_tokens / fill_seconds,
                                      "disk_tokens_per_second": cached.num_tokens / disk_fill_seconds,
                                      "bytes_per_token": layers.nbytes // layers.num_tokens},
-                           "train_docs_per_second": {}, "predict_docs_per_second": {}}
+                           "train_docs_per_second": {}, "encoder_gflops": {}, "predict_docs_per_second": {}}
 
     def fresh(mix: str) -> ElmoClassifier:
         set_seed(cfg.seed)
@@ -498,9 +515,16 @@ def section_classifier(cfg: BenchArgs) -> dict[str, Any]:
                     clf.lr)
         for name, corpus in (("cached", cached), ("cached_on_disk", on_disk), ("uncached", plain)):
             model = fresh(mix)
-            runs = _median_runs(cfg, batches, per_run,
-                                lambda index, model=model, corpus=corpus: _train_rate(model, index, corpus, classifier_loss, device, amp_dtype, clf.lr)[0])
-            out["train_docs_per_second"][mix][name] = statistics.median(runs)
+
+            def measure(index, model=model, corpus=corpus):
+                rate, seconds = _train_rate(model, index, corpus, classifier_loss, device, amp_dtype, clf.lr)
+                positions = sum(len(i) * int(corpus.lengths[i].max()) for i in index)
+                return rate, task_encoder_flops(model, positions) / seconds / 1e9
+
+            runs = _median_runs(cfg, batches, per_run, measure)
+            out["train_docs_per_second"][mix][name] = statistics.median(r for r, _ in runs)
+            if name == "cached":
+                out["encoder_gflops"][mix] = statistics.median(g for _, g in runs)
         start = time.perf_counter()
         class_probabilities(model, cached, device, amp_dtype)
         out["predict_docs_per_second"][mix] = len(cached) / (time.perf_counter() - start)
@@ -641,6 +665,9 @@ def bench(cfg: BenchArgs) -> dict[str, Any]:
     mm = results["machine"]["matmul_peak_gflops"]
     peak = mm.get(lm["precision"], mm["fp32"])
     results["lm"]["peak_fraction"] = {"ours": lm["gflops"]["ours"] / peak, "naive": lm["gflops"]["naive"] / mm["fp32"]}
+    classifier = results["classifier"]
+    classifier["encoder_peak_fraction"] = {mix: g / mm.get(classifier["precision"], mm["fp32"])
+                                           for mix, g in classifier["encoder_gflops"].items()}
     side_by_side = results["lm_side_by_side"]
     if side_by_side is not None:
         side_by_side["peak_fraction"] = side_by_side["gflops"] / mm.get(side_by_side["precision"], mm["fp32"])
@@ -699,6 +726,9 @@ def format_bench(r: dict[str, Any]) -> str:
     for s, v in c["train_docs_per_second"].items():
         lines.append(f"{'classifier training, ' + s + ' (docs/s)':<52}{v['cached']:>14,.0f}"
                      f"  cache on disk {v.get('cached_on_disk', float('nan')):,.0f}, uncached {v['uncached']:,.0f}")
+        if s in c.get("encoder_peak_fraction", {}):  # bench.json files written before it lack it
+            lines.append(f"{'  task encoder GFLOP/s (share of ' + c['precision'] + ' peak)':<52}"
+                         f"{c['encoder_gflops'][s]:>14,.1f}  ({c['encoder_peak_fraction'][s]:.0%})")
     if "scripts" in r:
         for script, mb in r["scripts"]["projected_peak_rss_mb"].items():
             lines.append(f"{script + ' peak RSS projected for ' + format(p['target_rows'], ',') + ' rows (MB)':<52}"

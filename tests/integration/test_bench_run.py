@@ -88,6 +88,12 @@ def test_classifier_section_measures_every_layer_mix_with_and_without_the_layer_
     assert isinstance(bytes_per_token, int) and bytes_per_token > 0 and bytes_per_token % 2 == 0  # 16-bit values
     assert _positive_number(classifier["cache"]["tokens_per_second"])
     assert _positive_number(classifier["cache"]["disk_tokens_per_second"])
+    peaks = result["machine"]["matmul_peak_gflops"]
+    assert set(classifier["encoder_gflops"]) == set(LAYER_MIXES)
+    for mix, gflops in classifier["encoder_gflops"].items():  # the task encoder's products over the cached step
+        assert _positive_number(gflops), mix
+        assert classifier["encoder_peak_fraction"][mix] == pytest.approx(
+            gflops / peaks.get(classifier["precision"], peaks["fp32"]))
 
 
 def test_projected_totals_are_the_sums_of_their_parts(result):
@@ -110,6 +116,10 @@ def test_embedding_figures_and_the_printed_table(result):
     table = format_bench(r)
     assert "speed-up ours / naive" in table and "projected pipeline wall time" in table
     assert f"{r['lm']['tokens_per_second']['ratio']:.1f}x" in table
+    share = r["classifier"]["encoder_peak_fraction"]["trainable_lambda"]
+    assert table.count("task encoder GFLOP/s") == len(LAYER_MIXES) and f"({share:.0%})" in table
+    older = {**r, "classifier": {k: v for k, v in r["classifier"].items() if not k.startswith("encoder_")}}
+    assert "task encoder" not in format_bench(older)  # a bench.json written before the figure still prints
 
 
 def test_the_two_directions_side_by_side_are_measured_in_two_one_thread_processes(tmp_path):

@@ -11,10 +11,11 @@ import pytest
 import torch
 
 import elmo.bench.speed as speed
-from elmo.bench.speed import BenchArgs, NaiveLM, adaptive_softmax_flops, lstm_flops, project_pipeline
+from elmo.bench.speed import BenchArgs, NaiveLM, adaptive_softmax_flops, lstm_flops, project_pipeline, task_encoder_flops
 from elmo.cli import COMMANDS, add_flags
 from elmo.data.corpus import EncodedCorpus
 from elmo.model.bilm import BiLMConfig
+from elmo.model.classifier import StaticClassifierConfig, StaticEmbeddingClassifier
 from elmo.model.mix import LAYER_MIXES
 from elmo.pipelines.classification import ClassifyArgs
 from elmo.pipelines.pretraining import PretrainArgs
@@ -35,6 +36,18 @@ def test_flop_counts_by_hand():
     head = 2 * 8 * (10 + 2) * 5
     tails = 2 * (8 * 4 + 4 * 40) * 1 + 2 * (8 * 2 + 2 * 50) * 2
     assert adaptive_softmax_flops(config, targets) == 3 * (head + tails)
+
+
+@pytest.mark.parametrize("projection", [0, 3])
+def test_task_encoder_flops_by_hand(projection):
+    """A 5-wide representation plus a 2-wide x_k (D = 7), E = 4 per direction: each direction's 4 gates are a
+    (D + E) x E product per position, 2 FLOPs per multiply-add, x 3 for training; a projection to P adds a D x P
+    product and feeds the directions P wide instead."""
+    config = StaticClassifierConfig(vectors="svd", encoder_hidden=4, encoder_projection=projection, token_embedding_dim=2)
+    model = StaticEmbeddingClassifier(torch.randn(12, 5), config)
+    width = projection or 7
+    per_position = 2 * (2 * 4 * 4 * (width + 4)) + (2 * 7 * projection)
+    assert task_encoder_flops(model, 10) == 3 * 10 * per_position
 
 
 def test_naive_reference_scores_only_real_words():
