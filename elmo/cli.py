@@ -10,10 +10,6 @@ command        what it runs                                    top-level shim
 ``predict``    :func:`elmo.pipelines.predict_command.predict`  ``classification.py --predict``
 ``embed``      :func:`elmo.pipelines.embedding.embed` (hdf5)
 ``export``     :func:`elmo.pipelines.export.export` (bilm-tf's files)
-``report``     :func:`elmo.report.make_report` (report.pdf)
-``bench``      :func:`elmo.bench.speed.bench`
-``bench-scale`` :func:`elmo.bench.scale.bench_scale`
-``study``      :func:`elmo.pipelines.study.study` (seeds)
 ``fetch``      :func:`elmo.data.agnews.fetch` (AG News)
 =============  ==============================================  =========================
 
@@ -34,8 +30,6 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from .bench.scale import ScaleArgs, bench_scale
-from .bench.speed import BenchArgs, bench
 from .data.agnews import SOURCE_URL, fetch
 from .errors import ElmoError
 from .pipelines.baselines import BaselinesArgs, baselines
@@ -46,8 +40,6 @@ from .pipelines.export import ExportArgs, export
 from .pipelines.finetuning import FinetuneArgs, finetune
 from .pipelines.predict_command import PredictArgs, predict
 from .pipelines.pretraining import PretrainArgs, pretrain
-from .pipelines.study import StudyArgs, study
-from .report import ReportArgs, make_report
 from .runtime import distributed
 from .training.state import Interrupted
 
@@ -81,15 +73,10 @@ COMMANDS: dict[str, Command] = {
                                                 "(classification.py)"),
     "baselines": Command(BaselinesArgs, baselines, "Word2Vec, SVD and TF-IDF baselines (baselines.py)"),
     "predict": Command(PredictArgs, predict, "classify texts with classifier.pt"),
-    "report": Command(ReportArgs, make_report, "write report.pdf from results/ and images/"),
     "embed": Command(EmbedArgs, embed, "ELMo vectors of every line of a text file into an hdf5 file (AllenNLP's "
                                        "`elmo` command; the published ELMo or our biLM)"),
     "export": Command(ExportArgs, export, "write a bilm-tf biLM as bilm-tf's options.json, weights.hdf5 and vocab.txt "
                                           "(for AllenNLP, bilm-tf and ElmoEmbedder)"),
-    "bench": Command(BenchArgs, bench, "speed and memory benchmark (results/bench.json)"),
-    "bench-scale": Command(ScaleArgs, bench_scale, "streaming and torchrun scaling benchmark"),
-    "study": Command(StudyArgs, study, "the comparison over several seeds with confidence intervals and paired "
-                                       "tests (results/seeds.json)"),
     "fetch": Command(FetchArgs, lambda c: fetch(c.data_dir, c.url, c.force), "download AG News (md5-verified)"),
 }
 
@@ -162,27 +149,27 @@ TRAINING_COMMANDS = ("pretrain", "finetune", "classify", "baselines")
 
 def ctrl_c_message(command: str) -> str:
     """What Ctrl-C outside a training loop left behind, for ``command``: training checkpoints and ``--resume``
-    only for the training commands; finished parts for ``study``; otherwise that no file was half-written."""
+    only for the training commands; otherwise that no file was half-written."""
     if command in TRAINING_COMMANDS:
         return ("interrupted by Ctrl-C; training runs that had started keep their checkpoints in "
                 "<models-dir>/checkpoints/: run the same command with --resume to continue")
-    if command == "study":
-        return "study interrupted by Ctrl-C; its finished parts are kept: run the same command to do the rest"
     return (f"{command} interrupted by Ctrl-C before it finished; files are moved into place only when complete, "
             "so none was left half-written")
 
 
-def run(command: str, argv: Sequence[str] | None = None, prog: str | None = None) -> int:
+def run(command: str, argv: Sequence[str] | None = None, prog: str | None = None,
+        commands: dict[str, Command] | None = None) -> int:
     """Parse ``argv`` as the flags of ``command`` and run it; returns the exit status.
 
     Args:
         command: a key of :data:`COMMANDS`; argv: its flags (default ``sys.argv[1:]``); prog: the
-            program name in ``--help`` (the shims pass their file name).
+            program name in ``--help`` (the shims pass their file name); commands: the table ``command`` is
+            looked up in (default :data:`COMMANDS`; ``lab`` passes its own).
 
     An :class:`~elmo.errors.ElmoError` → one line on stderr, 2; Ctrl-C → 130. Under ``torchrun`` the
     command joins the process group, which is left here whatever happens.
     """
-    spec = COMMANDS[command]
+    spec = (COMMANDS if commands is None else commands)[command]
     parser = add_flags(argparse.ArgumentParser(prog=prog or f"python -m elmo {command}", description=spec.help,
                                                formatter_class=argparse.ArgumentDefaultsHelpFormatter), spec.args)
     args = parser.parse_args(argv)

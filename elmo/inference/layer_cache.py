@@ -12,7 +12,7 @@ The trade-off, storage for time: the cache holds ``L × D`` values per token at 
 keeps the LSTM outputs, bounded by the tanh and the residual sum, to a relative error of 2^-11; 2 KB
 per token at the default sizes, 2 × 512, whatever the compute precision), about 3.3 GiB for the shared
 39k-row AG News sample and 9 GiB for the full 120k-row train file (plus val and test), and it removes
-the biLM forward from every classifier step (measured in ``python -m elmo bench``). Each batch's rows
+the biLM forward from every classifier step (measured in ``python -m lab bench``). Each batch's rows
 are cast back to the compute precision when used.
 
 Where the cache lives is :mod:`elmo.data.layer_store`'s job. ``--cache-layers auto`` (the default) writes

@@ -193,7 +193,7 @@ def pack_weight(weight: torch.Tensor, rows: int) -> torch.Tensor:
     """``weight (N, K)`` float32 reordered once into oneDNN's blocked layout for products with about ``rows``
     rows (an opaque ``torch._mkldnn`` tensor that only :func:`matmul` reads). oneDNN otherwise reorders the
     weight at every call: packing once made the (64, 512) x (512, 16384) step product of the Original model
-    about 25% faster on a 2-core AMD EPYC with AVX512-BF16 (``python -m elmo bench --published``). Returns ``weight``
+    about 25% faster on a 2-core AMD EPYC with AVX512-BF16 (``python -m lab bench --published``). Returns ``weight``
     unchanged where oneDNN's reorder is unavailable."""
     if not _PACK:
         return weight

@@ -2,7 +2,7 @@
 
 The seeds study, the labelled-data curve and the pre-training-text curve commit each part's JSON and log
 (``results/study/``, ``results/learning_curve/``, ``results/pretraining_text_curve/``) but not the models. This
-script puts them back where ``python -m elmo study`` looks for finished parts, and writes ``parts.json`` from
+script puts them back where ``python -m lab study`` looks for finished parts, and writes ``parts.json`` from
 ``results/pretraining_text_curve.json``; a study run on the result then runs only the parts whose file is absent.
 
 A pre-training text whose classifiers are not all finished needs its biLM again, and the biLM is not
@@ -11,9 +11,9 @@ its biLM again with the same seed. Run the study at the precision of the committ
 another, ``--precision``): they were trained in bf16, so on a CPU with native bf16 (AVX512-BF16 or AMX-BF16).
 
     python results/pretraining_text_curve/restore_out_dir.py runs/study
-    python -m elmo study --seeds 0 1 2 --pretraining-texts extra --labelled-fractions 0.1 1 \\
+    python -m lab study --seeds 0 1 2 --pretraining-texts extra --labelled-fractions 0.1 1 \\
         --parts pretrain classify baselines --head-extra "--epochs 5" --out-dir runs/study
-    python -m elmo study --seeds 0 1 2 --pretraining-texts extra 0.25 0.5 1 --labelled-fractions 0.1 1 \\
+    python -m lab study --seeds 0 1 2 --pretraining-texts extra 0.25 0.5 1 --labelled-fractions 0.1 1 \\
         --head-extra "--epochs 5" --out-dir runs/study --aggregate-only --results results/pretraining_text_curve.json
 """
 

@@ -50,7 +50,7 @@ def private_imports(code: str, path: Path) -> list[str]:
 
 def test_the_walk_sees_the_whole_package():
     names = {module_name(p) for p in MODULES}
-    assert {"elmo", "elmo.cli", "elmo.artifacts", "elmo.model.bilm", "elmo.data.agnews", "elmo.report"} <= names
+    assert {"elmo", "elmo.cli", "elmo.artifacts", "elmo.model.bilm", "elmo.data.agnews", "lab.report"} <= names
     assert len(MODULES) > 40
 
 
@@ -67,8 +67,8 @@ def test_no_module_imports_a_private_name_from_another_elmo_module(path):
     ("import elmo.data._impl", ["line 1: import elmo.data._impl"]),
     ("from elmo.data._impl import tokenize", ["line 1: from elmo.data._impl import ... (a private module)"]),
     ("def f():\n    from ...elmo_x import _y\n    from ..bench.children import _in_child", [
-        "line 3: from elmo.bench.children import _in_child"]),  # imports inside functions count too
-    ("from elmo.bench.children import in_child as _in_child", []),  # a private alias of a public name is fine
+        "line 3: from lab.bench.children import _in_child"]),  # imports inside functions count too
+    ("from lab.bench.children import in_child as _in_child", []),  # a private alias of a public name is fine
     ("from .classifier import _own", []),  # only another module's names: a module may use its own
     ("from numpy import _globals", []),  # other packages are not this test's business
 ])

@@ -12,7 +12,7 @@ import elmo.runtime.device as device_module
 from elmo.cli import COMMANDS, build_parser, main, run
 
 #: The commands the README documents (others may be added; none of these may go).
-DOCUMENTED = {"pretrain", "classify", "baselines", "predict", "report", "bench", "bench-scale", "fetch"}
+DOCUMENTED = {"pretrain", "finetune", "classify", "baselines", "predict", "embed", "export", "fetch"}
 SHIMS = {"ELMO.py": ("pretrain", "--max-docs"), "classification.py": ("classify", "--mixes"),
          "baselines.py": ("baselines", "--static-dim")}
 
@@ -104,9 +104,9 @@ def test_a_list_flag_takes_no_value_only_where_its_field_says_nargs_star(capsys)
     ``nargs="*"``, such as ``--mixes``, still needs one value at least."""
     import argparse
 
-    from elmo.bench.speed import BenchArgs
     from elmo.cli import add_flags
     from elmo.pipelines.classification import ClassifyArgs
+    from lab.bench.speed import BenchArgs
 
     bench = add_flags(argparse.ArgumentParser(), BenchArgs)
     assert tuple(BenchArgs(**vars(bench.parse_args(["--memory-docs"]))).memory_docs) == ()

@@ -1,0 +1,243 @@
+"""The pipeline's results as the report reads them.
+
+Owns reading ``results/*.json`` and the diagnostic runs under ``results/experiments/<name>/``
+(:func:`load_results`), the list of classifiers and their display names (:func:`methods`,
+:data:`LABELS`), and what a diagnostic run changed relative to the main run
+(:func:`experiment_changes`, :func:`config_changes`, :func:`reference_run`). Nothing here formats
+a sentence, draws or lays out anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from elmo.errors import ElmoError
+from elmo.model.mix import LAYER_MIXES
+from elmo.pipelines.classification import ClassifyArgs, upgrade_classification_results
+from elmo.pipelines.pretraining import PretrainArgs
+
+#: The static-embedding baselines, trained with the same head as ELMo.
+STATIC = ("word2vec", "svd")
+#: Display name of every method (ELMo layer mixes and baselines).
+LABELS = {"trainable_lambda": "ELMo, trainable λ", "frozen_lambda": "ELMo, frozen λ",
+          "learned_function": "ELMo, learned function", "learned_function_mlp": "ELMo, learned function (MLP)",
+          "word2vec": "Word2Vec (same head)",
+          "svd": "SVD / PPMI (same head)", "tfidf_logreg": "TF-IDF + logistic regression"}
+
+#: Config keys that name folders or output options, or otherwise do not change what a run computes
+#: (``download`` only decides whether missing data files are fetched): never an experimental change.
+_NOT_A_CHANGE = {"data_dir", "models_dir", "results_dir", "images_dir", "quiet", "threads", "device", "mixes",
+                 "predict", "predict_file", "resume", "checkpoint_every", "cache_layers", "precision", "download"}
+
+
+def _read_json(path: Path) -> dict:
+    """The JSON object in ``path``; :class:`ElmoError` (naming the file) when missing or invalid."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ElmoError(f"{path} not found") from None
+    except json.JSONDecodeError as exc:
+        raise ElmoError(f"{path}: not valid JSON ({exc})") from None
+
+
+def _load_experiments(experiments_dir: str | os.PathLike | None) -> dict[str, dict]:
+    """``{name: {"lm": dict | None, "classification": dict}}`` for every sub-folder of ``experiments_dir``
+    that holds a ``classification.json`` (sorted by name; empty when the folder is absent)."""
+    out: dict[str, dict] = {}
+    if not experiments_dir or not Path(experiments_dir).is_dir():
+        return out
+    for folder in sorted(p for p in Path(experiments_dir).iterdir() if p.is_dir()):
+        entry = {name: _read_json(folder / f"{name}.json") if (folder / f"{name}.json").is_file() else None
+                 for name in ("lm", "classification")}
+        if entry["classification"] is not None:
+            upgrade_classification_results(entry["classification"])
+        if entry["classification"] is not None:
+            out[folder.name] = entry
+    return out
+
+
+def _init_embeddings(lm: dict | None) -> str:
+    """The ``--init-embeddings`` of a biLM run (``"none"`` for runs made before the flag existed)."""
+    return (lm or {}).get("config", {}).get("init_embeddings", "none")
+
+
+def _init_pair(res: dict) -> dict | None:
+    """The first diagnostic run that differs from its :func:`reference_run` in ``--init-embeddings``
+    (``none`` vs ``word2vec``): ``{"name", "reference", "none": run, "word2vec": run}``, or ``None``."""
+    for name, exp in res["experiments"].items():
+        ref_name, ref_classification = reference_run(res, exp["classification"])
+        ref = res["experiments"].get(ref_name) or {"lm": res["lm"], "classification": ref_classification}
+        ref_init, other = _init_embeddings(ref["lm"]), _init_embeddings(exp["lm"])
+        if exp["lm"] is not None and ref is not exp and {ref_init, other} == {"none", "word2vec"}:
+            return {"name": name, "reference": ref_name, ref_init: ref, other: exp}
+    return None
+
+
+def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Read the pipeline's JSON.
+
+    Args:
+        results_dir: folder with ``lm.json``, ``classification.json`` and ``baselines.json``.
+        experiments_dir: folder of diagnostic runs, one sub-folder each (skipped when ``None`` or absent).
+
+    Returns:
+        ``{"lm", "classification", "baselines", "seeds", "learning_curve" (``learning_curve.json`` or ``None``),
+        "pretraining_text_curve" (``pretraining_text_curve.json`` or ``None``), "timing" (:func:`load_timings` of ``results_dir/timing``),
+        "experiments": {name: {"lm": dict | None,
+        "classification": dict | None}}, "init"}`` where ``seeds`` is ``seeds.json`` (the seeds study,
+        :mod:`lab.study`) or ``None`` when it has not been run, and ``init`` pairs a diagnostic run with its
+        :func:`reference_run` when the two differ in ``--init-embeddings``: ``{"name", "reference",
+        "none": run, "word2vec": run}`` (or ``None``).
+        Every ``classification.json`` is read with the current key names (``best_mix``, the ``mixes`` flag;
+        :func:`~elmo.pipelines.classification.upgrade_classification_results`).
+
+    Raises:
+        ElmoError: a file that is missing or not valid JSON (naming it).
+    """
+    results = Path(results_dir)
+    out = {name: _read_json(results / f"{name}.json") for name in ("lm", "classification", "baselines")}
+    upgrade_classification_results(out["classification"])  # the current key names, whichever version wrote it
+    out["seeds"] = _read_json(results / "seeds.json") if (results / "seeds.json").is_file() else None
+    curve = results / "learning_curve.json"
+    out["learning_curve"] = _read_json(curve) if curve.is_file() else None
+    text_curve = results / "pretraining_text_curve.json"
+    out["pretraining_text_curve"] = _read_json(text_curve) if text_curve.is_file() else None
+    out["timing"] = load_timings(results / "timing")
+    out["experiments"] = _load_experiments(experiments_dir)
+    out["init"] = _init_pair(out)
+    return out
+
+
+def load_timings(folder: str | os.PathLike) -> dict[str, dict[str, dict[str, float]]]:
+    """Wall time and peak memory of the timed default runs: every ``<precision>_<script>_time.txt`` in
+    ``folder``, the output of GNU ``/usr/bin/time -v`` (e.g. ``bf16_ELMO.py_time.txt``).
+
+    Returns:
+        ``{precision: {script: {"seconds": wall seconds, "peak_gb": maximum resident set in GB (10^9 bytes)}}}``;
+        empty when the folder is absent. ``/usr/bin/time -v`` sees the largest process only: for an ``ELMO.py``
+        run whose directions trained side by side, ``peak_gb`` is the sum of the processes' own peaks that
+        ``<precision>_lm.json`` records (``peak_rss_mb``), an upper bound of their peak together.
+
+    Raises:
+        ElmoError: a file without the wall-clock or maximum-resident-set line (naming it).
+    """
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for path in sorted(Path(folder).glob("*_*_time.txt")) if Path(folder).is_dir() else []:
+        precision, script = path.name[:-len("_time.txt")].split("_", 1)
+        run = read_time_v(path)
+        lm = Path(folder) / f"{precision}_lm.json"
+        if script == "ELMO.py" and lm.is_file():  # directions side by side: the sum of the processes' own peaks
+            per_process = _read_json(lm).get("peak_rss_mb")
+            run["peak_gb"] = sum(per_process.values()) * 2**20 / 1e9 if per_process else run["peak_gb"]
+        out.setdefault(precision, {})[script] = run
+    return out
+
+
+def read_time_v(path: str | os.PathLike) -> dict[str, float]:
+    """Wall time and peak memory of one command from GNU ``/usr/bin/time -v``'s output in ``path``.
+
+    Returns:
+        ``{"seconds": wall seconds, "peak_gb": maximum resident set in GB (10^9 bytes)}``.
+
+    Raises:
+        ElmoError: a file without the wall-clock or maximum-resident-set line (naming it).
+    """
+    text = Path(path).read_text()
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text)
+    peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
+    if not wall or not peak:
+        raise ElmoError(f"{path}: not the output of /usr/bin/time -v (no wall-clock or maximum resident set line)")
+    seconds = sum(float(part) * 60 ** i for i, part in enumerate(reversed(wall.group(1).split(":"))))
+    return {"seconds": seconds, "peak_gb": int(peak.group(1)) * 1024 / 1e9}
+
+
+def _defaults(config_cls: type) -> dict[str, Any]:
+    """An arguments dataclass's defaults as they read back from JSON (tuples become lists)."""
+    return json.loads(json.dumps({f.name: f.default for f in dataclasses.fields(config_cls)}))
+
+
+def config_changes(base: dict, other: dict, defaults: dict | None = None) -> list[str]:
+    """What ``other`` changed relative to ``base`` (two run configs as recorded in the JSON).
+
+    Args:
+        base, other: ``{flag: value}`` of the two runs.
+        defaults: values for the flags ``base`` lacks (added after that run was made).
+
+    Returns:
+        ``"key: value"`` (``other``'s value) for every key that differs, ignoring paths, output flags and
+        the other keys of ``_NOT_A_CHANGE``.
+    """
+    defaults = defaults or {}
+    return [f"{k}: {other[k]}" for k in other
+            if k not in _NOT_A_CHANGE and base.get(k, defaults.get(k)) != other[k]]
+
+
+def run_precision(classification: dict) -> str:
+    """The training precision a ``classification.json`` records (runs made before ``--precision`` existed were fp32)."""
+    return classification.get("precision", "fp32")
+
+
+def reference_run(res: dict, classification: dict) -> tuple[str, dict]:
+    """The run a diagnostic run is compared with.
+
+    Args:
+        res: :func:`load_results`.
+        classification: the diagnostic run's ``classification.json``.
+
+    Returns:
+        ``(name, classification.json)``: the main run, or the ``fp32_main`` diagnostic run (the main run
+        repeated in fp32) for an fp32 run when the main run is not fp32.
+    """
+    fp32_main = res.get("experiments", {}).get("fp32_main", {}).get("classification")
+    main = res["classification"]
+    if fp32_main and classification is not fp32_main and run_precision(classification) == run_precision(fp32_main) \
+            != run_precision(main):
+        return "fp32_main", fp32_main
+    return "the main run", main
+
+
+def experiment_changes(res: dict, name: str) -> list[str]:
+    """What the diagnostic run ``name`` of ``res`` (:func:`load_results`) changed relative to the main run.
+
+    Returns:
+        ``"key: value"`` entries: its precision when it differs from the main run's, then its biLM flags and
+        its classifier flags that differ from its :func:`reference_run`'s (:func:`config_changes`; an fp32
+        run is described against ``fp32_main``), and a different biLM fingerprint when it reused another biLM.
+    """
+    exp = res["experiments"][name]
+    ref_name, ref_classification = reference_run(res, exp["classification"])
+    ref_lm = (res["experiments"].get(ref_name) or {}).get("lm") or res["lm"]
+    changes = []
+    if run_precision(exp["classification"]) != run_precision(res["classification"]):
+        changes.append(f"precision: {run_precision(exp['classification'])}")
+    if exp.get("lm"):
+        changes += config_changes(ref_lm.get("config", {}), exp["lm"].get("config", {}), _defaults(PretrainArgs))
+    changes += config_changes(ref_classification.get("config", {}), exp["classification"].get("config", {}),
+                              _defaults(ClassifyArgs))
+    main_bilm = res["classification"].get("meta", {}).get("bilm_fingerprint")
+    bilm = exp["classification"].get("meta", {}).get("bilm_fingerprint")
+    if not exp.get("lm") and main_bilm and bilm and bilm != main_bilm:
+        changes.append(f"a different biLM (fingerprint {bilm})")
+    return changes
+
+
+def elmo_mixes(res: dict) -> list[str]:
+    """The layer mixes (:data:`~elmo.model.mix.LAYER_MIXES`) ``res["classification"]`` holds, in order."""
+    return [m for m in LAYER_MIXES if m in res["classification"]]
+
+
+def methods(res: dict) -> dict[str, dict]:
+    """Every classifier ``res`` (:func:`load_results`) holds, ELMo layer mixes first.
+
+    Returns:
+        ``{name: {"train", "val", "test", ...}}``: the ELMo layer mixes, then :data:`STATIC` and ``tfidf_logreg``.
+    """
+    cls, base = res["classification"], res["baselines"]
+    out = {m: cls[m] for m in elmo_mixes(res)}
+    out |= {m: base[m] for m in (*STATIC, "tfidf_logreg") if m in base}
+    return out
