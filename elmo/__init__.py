@@ -23,11 +23,11 @@ from .errors import ElmoError
 from .inference.embedder import ELMoEmbedder, ElmoEmbedder  # noqa: F401 (ELMoEmbedder: deprecated, warns when used)
 from .inference.text_classifier import TextClassifier
 from .model.bilm import BiLM, BiLMConfig, LanguageModel
-from .model.bilm_tf import PublishedBiLM, PublishedBiLMConfig
-from .model.bilm_tf_io import load_published_bilm
 from .model.char_cnn import CharCNN
 from .model.elmo import Elmo
 from .model.mix import LAYER_MIXES, LearnedLayerFunction, ScalarMix, build_mix
+from .model.published import PublishedBiLM, PublishedBiLMConfig
+from .model.published_io import load_published_bilm
 from .model.serialization import load_bilm
 
 __all__ = ["BiLM", "BiLMConfig", "CharCNN", "Elmo", "ElmoEmbedder", "ElmoError", "LAYER_MIXES", "LanguageModel",

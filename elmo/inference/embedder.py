@@ -1,7 +1,7 @@
 """Pre-trained ELMo in a notebook: contextual vectors of every biLM layer, from our biLM or the published one.
 
 :class:`ElmoEmbedder` has AllenNLP's interface and takes either weight source: the published ELMo files
-(bilm-tf's ``options.json`` + ``weights.hdf5``, :mod:`elmo.model.bilm_tf_io`) or what ``python ELMO.py``
+(bilm-tf's ``options.json`` + ``weights.hdf5``, :mod:`elmo.model.published_io`) or what ``python ELMO.py``
 wrote (a ``models/`` folder or its ``bilstm.pt``)::
 
     from elmo import ElmoEmbedder, TextClassifier
@@ -49,8 +49,8 @@ from ..data.text import tokenize
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..model.bilm import CHUNK_SIZE, BiLM
-from ..model.bilm_tf import PublishedBiLM, States
-from ..model.bilm_tf_io import load_published_bilm
+from ..model.published import PublishedBiLM, States
+from ..model.published_io import load_published_bilm
 from ..model.serialization import load_bilm
 from ..runtime.device import autocast, resolve_device, resolve_precision
 
@@ -100,7 +100,7 @@ def load_any_bilm(options_file: str | os.PathLike | None,
     ``models/`` folder / ``bilstm.pt`` with its vocabulary (:func:`is_published` tells which).
 
     Raises:
-        ElmoError: see :func:`is_published`, :func:`~elmo.model.bilm_tf_io.load_published_bilm` and
+        ElmoError: see :func:`is_published`, :func:`~elmo.model.published_io.load_published_bilm` and
             :func:`~elmo.model.serialization.load_bilm`.
     """
     if is_published(options_file, weight_file):
@@ -152,14 +152,14 @@ class ElmoEmbedder:
     * ``ElmoEmbedder("models")`` or :meth:`from_pretrained`: our biLM, a ``models/`` folder or its ``bilstm.pt``
       (given as ``options_file`` alone, see :func:`is_published`);
     * ``ElmoEmbedder(bilm=bilm, vocab=vocab)``: a biLM object already in memory (ours with its vocabulary, or a
-      :class:`~elmo.model.bilm_tf.PublishedBiLM` without one).
+      :class:`~elmo.model.published.PublishedBiLM` without one).
 
     Args:
         options_file: bilm-tf's ``options.json`` — or our ``models/`` folder / ``bilstm.pt`` (then without
             ``weight_file``); weight_file: bilm-tf's ``weights.hdf5``. Not with ``bilm``.
         cuda_device: AllenNLP's argument: -1 = CPU, k >= 0 = GPU k; device: ours (``"auto"``, ``"cpu"``,
             ``"cuda"``); give at most one (default: a GPU when present).
-        bilm: our trained :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.bilm_tf.PublishedBiLM`
+        bilm: our trained :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.published.PublishedBiLM`
             (moved to the device, put in eval mode); vocab: our biLM's :class:`~elmo.data.vocab.Vocabulary`
             (``None`` for a published biLM, which has none).
         stateful: published biLM only. ``False``: every sentence starts from zero LSTM states (deterministic;

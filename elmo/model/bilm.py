@@ -50,7 +50,7 @@ from .char_cnn import DEFAULT_FILTERS, CharCNN
 from .dropout import FastDropout
 
 IGNORE_INDEX = -100
-#: the default ``chunk_size`` of both biLMs (:class:`BiLM`, :class:`elmo.model.bilm_tf.PublishedBiLM`): a sentence
+#: the default ``chunk_size`` of both biLMs (:class:`BiLM`, :class:`elmo.model.published.PublishedBiLM`): a sentence
 #: longer than this many tokens is computed in chunks of at most this many positions (:func:`step_chunks`);
 #: chosen by measurement (``results/experiments/long_documents/``, ``docs/published_elmo.md``)
 CHUNK_SIZE = 256

@@ -19,10 +19,10 @@ from torch import nn
 
 from ..errors import ElmoError
 from .bilm import BiLM, length_mask, reverse_padded
-from .bilm_tf import PublishedBiLM
 from .dropout import FastDropout
 from .elmo import Elmo
 from .mix import LAYER_MIXES, LEARNED_FUNCTIONS
+from .published import PublishedBiLM
 from .static import STATIC_METHODS
 
 
@@ -268,7 +268,7 @@ class ElmoClassifier(SequenceClassifier):
     """:class:`~elmo.model.elmo.Elmo` (biLM + layer mix) + the shared head (:class:`SequenceClassifier`).
 
     Args:
-        bilm: a trained :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.bilm_tf.PublishedBiLM`.
+        bilm: a trained :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.published.PublishedBiLM`.
             Frozen (no gradients, run without autograd) unless ``config.fine_tune``, in which case it is
             trained in place (pass a copy to keep the original). It stays in eval mode either way.
         config: :class:`ClassifierConfig`; ``config.mix`` picks the layer mix (:mod:`elmo.model.mix`).

@@ -17,9 +17,9 @@ from torch import nn
 from ..data.vocab import PAD_ID
 from ..errors import ElmoError
 from .bilm import BiLM
-from .bilm_tf import PublishedBiLM
 from .dropout import FastDropout
 from .mix import LAYER_MIXES, ScalarMix, build_mix
+from .published import PublishedBiLM
 
 
 class Elmo(nn.Module):
@@ -27,7 +27,7 @@ class Elmo(nn.Module):
 
     Args:
         bilm: a trained :class:`~elmo.model.bilm.BiLM` (e.g. ``load_bilm("models/bilstm.pt")[0]``) or the
-            published one, :class:`~elmo.model.bilm_tf.PublishedBiLM` (``load_published_bilm(options, weights)``;
+            published one, :class:`~elmo.model.published.PublishedBiLM` (``load_published_bilm(options, weights)``;
             stateless: every sentence starts from zero LSTM states).
         num_output_representations: how many ELMo vectors per token, each with its own mix (>= 1).
         mix: the layer mix, one of :data:`~elmo.model.mix.LAYER_MIXES`.

@@ -23,10 +23,10 @@ from ..data.agnews import CLASS_NAMES
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from .bilm import BiLM, BiLMConfig, LanguageModel
-from .bilm_tf import PublishedBiLM
-from .bilm_tf_io import config_from_options, load_published_bilm, options_of
-from .bilm_tf_lm import PublishedLanguageModel, PublishedLMConfig
 from .classifier import ClassifierConfig, ElmoClassifier
+from .published import PublishedBiLM
+from .published_io import config_from_options, load_published_bilm, options_of
+from .published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 
 
 def lm_checkpoint(lm: LanguageModel, vocab: Vocabulary, meta: dict[str, Any]) -> dict[str, Any]:
@@ -66,17 +66,17 @@ def load_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]
     return bilm.eval(), vocab, ckpt.get("meta", {})
 
 
-def save_published_lm(model: PublishedLanguageModel, vocab: Vocabulary, path: str | os.PathLike,
+def save_published_lm(model: PublishedBiLMWithSoftmax, vocab: Vocabulary, path: str | os.PathLike,
                       meta: dict[str, Any]) -> None:
     """Write ``published_lm.pt`` atomically: the architecture as bilm-tf's ``options.json`` content
-    (:func:`~elmo.model.bilm_tf_io.options_of`), the training head (:class:`~elmo.model.bilm_tf_lm.PublishedLMConfig`),
+    (:func:`~elmo.model.published_io.options_of`), the training head (:class:`~elmo.model.published_lm.PublishedSoftmaxConfig`),
     the weights of the biLM and the softmax (``state_dict``), the vocabulary and ``meta``: plain values and tensors,
     read back with ``weights_only=True``."""
     save_checkpoint(payload("published_lm", options=options_of(model.bilm.config), lm_config=asdict(model.config),
                             vocab=list(vocab.itos), state_dict=model.state_dict(), meta=meta), path)
 
 
-def load_published_lm(path: str | os.PathLike) -> tuple[PublishedLanguageModel, Vocabulary, dict[str, Any]]:
+def load_published_lm(path: str | os.PathLike) -> tuple[PublishedBiLMWithSoftmax, Vocabulary, dict[str, Any]]:
     """Rebuild the model :func:`save_published_lm` wrote (``weights_only=True``).
 
     Returns:
@@ -88,10 +88,10 @@ def load_published_lm(path: str | os.PathLike) -> tuple[PublishedLanguageModel, 
     ckpt = load_checkpoint(path, "elmo.published_lm")
     try:
         vocab = Vocabulary(ckpt["vocab"])
-        config = PublishedLMConfig(**ckpt["lm_config"])
+        config = PublishedSoftmaxConfig(**ckpt["lm_config"])
         if len(vocab) != config.vocab_size:
             raise ElmoError(f"vocabulary has {len(vocab)} words but the softmax {config.vocab_size}")
-        model = PublishedLanguageModel(config_from_options(ckpt["options"]), config)
+        model = PublishedBiLMWithSoftmax(config_from_options(ckpt["options"]), config)
         model.load_state_dict(ckpt["state_dict"])
     except (KeyError, TypeError, RuntimeError, ElmoError) as exc:
         raise ElmoError(f"{path}: inconsistent published_lm file: {str(exc).splitlines()[0]}") from None

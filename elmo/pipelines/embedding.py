@@ -1,7 +1,7 @@
 """Embedding a text file into an hdf5 file (``python -m elmo embed``), AllenNLP's ``allennlp elmo`` command.
 
 ``python -m elmo embed sentences.txt out.hdf5 --all --options-file OPTIONS.json --weight-file WEIGHTS.hdf5``
-(the published ELMo, :mod:`elmo.model.bilm_tf_io`) or ``--bilm models/`` (our own biLM). The output has
+(the published ELMo, :mod:`elmo.model.published_io`) or ``--bilm models/`` (our own biLM). The output has
 AllenNLP's layout: one dataset per input line, named by its 0-based line index, holding
 ``(L + 1, n, D)`` with ``--all``, the top layer ``(n, D)`` with ``--top`` or the layers' average ``(n, D)``
 with ``--average`` (float32); plus a dataset ``sentence_to_index`` of shape ``(1,)`` holding a JSON map

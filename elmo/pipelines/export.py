@@ -4,16 +4,16 @@
 --architecture`` (``MODELS_DIR/published_lm.pt``, :func:`~elmo.model.serialization.load_published_lm`; its training
 vocabulary becomes ``vocab.txt``), and ``python -m elmo export OUT_DIR --options-file OPTIONS.json --weight-file
 WEIGHTS.hdf5 [--vocab-file WORDS.txt]`` a published (or previously exported) bilm-tf biLM
-(:func:`~elmo.model.bilm_tf_io.load_published_bilm`); either writes into ``OUT_DIR``:
+(:func:`~elmo.model.published_io.load_published_bilm`); either writes into ``OUT_DIR``:
 
 ================  ================================================================================================
-``options.json``  bilm-tf's options (:func:`~elmo.model.bilm_tf_io.options_of`: the ``lstm`` and ``char_cnn``
+``options.json``  bilm-tf's options (:func:`~elmo.model.published_io.options_of`: the ``lstm`` and ``char_cnn``
                   sections, every key written; ``n_characters`` 262; bilm-tf's training keys are not kept)
-``weights.hdf5``  bilm-tf's datasets (:func:`~elmo.model.bilm_tf_io.tf_datasets`: TF's gate order, ``B`` without
+``weights.hdf5``  bilm-tf's datasets (:func:`~elmo.model.published_io.tf_datasets`: TF's gate order, ``B`` without
                   the forget bias 1.0, ``W_P_0`` only with a projection), float32; a biLM loaded from files and
                   unchanged gives those files' datasets bit for bit
 ``vocab.txt``     bilm-tf's vocabulary file: ``<S>``, ``</S>``, ``<UNK>``, then the ``--vocab-file`` tokens
-                  (:func:`~elmo.model.bilm_tf_io.write_vocabulary`); for a trained model, its vocabulary's words
+                  (:func:`~elmo.model.published_io.write_vocabulary`); for a trained model, its vocabulary's words
                   (``<bos>``, ``<eos>``, ``<unk>`` are bilm-tf's ``<S>``, ``</S>``, ``<UNK>``)
 ================  ================================================================================================
 
@@ -41,8 +41,8 @@ from ..data.vocab import SPECIALS
 from ..errors import ElmoError
 from ..inference.embedder import bilm_path
 from ..model.bilm import BiLM
-from ..model.bilm_tf import PublishedBiLM, PublishedBiLMConfig
-from ..model.bilm_tf_io import load_published_bilm, read_vocabulary, save_published_bilm
+from ..model.published import PublishedBiLM, PublishedBiLMConfig
+from ..model.published_io import load_published_bilm, read_vocabulary, save_published_bilm
 from ..model.serialization import load_bilm, load_published_lm
 from .common import option
 
@@ -140,10 +140,10 @@ def allennlp_limits(config: PublishedBiLMConfig) -> list[str]:
 
 def export_bilm(bilm: PublishedBiLM | BiLM, out_dir: str | Path, words: Iterable[str] = ()) -> dict[str, Any]:
     """Write ``bilm`` into ``out_dir`` as bilm-tf's ``options.json``, ``weights.hdf5`` and ``vocab.txt`` (module
-    docstring; source: bilm-tf's layout, :mod:`elmo.model.bilm_tf_io`).
+    docstring; source: bilm-tf's layout, :mod:`elmo.model.published_io`).
 
     Args:
-        bilm: a :class:`~elmo.model.bilm_tf.PublishedBiLM` (any device; written as float32); out_dir: the folder
+        bilm: a :class:`~elmo.model.published.PublishedBiLM` (any device; written as float32); out_dir: the folder
             (created if missing); words: tokens listed in ``vocab.txt`` after ``<S>``, ``</S>``, ``<UNK>``.
 
     Returns:

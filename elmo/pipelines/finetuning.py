@@ -1,10 +1,10 @@
 """Fine-tuning the published ELMo (or an exported one) on a domain's text: ``python -m elmo finetune``.
 
-Steps: load bilm-tf's ``options.json`` + ``weights.hdf5`` (:func:`~elmo.model.bilm_tf_io.load_published_bilm`) →
+Steps: load bilm-tf's ``options.json`` + ``weights.hdf5`` (:func:`~elmo.model.published_io.load_published_bilm`) →
 read the domain text as ``pretrain --architecture`` does (``--train-file``, streamed from disk, case kept, a held-out
 share or ``--val-file``; without ``--train-file`` the AG News descriptions of ``--data-dir``) and build its vocabulary
-→ add a softmax over that vocabulary, shared by both directions (:class:`~elmo.model.bilm_tf_lm.PublishedLanguageModel`;
-the published files have none), initialised by ``--softmax-init`` (:mod:`elmo.model.bilm_tf_finetune`) → the exact
+→ add a softmax over that vocabulary, shared by both directions (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`;
+the published files have none), initialised by ``--softmax-init`` (:mod:`elmo.model.published_finetune`) → the exact
 held-out perplexity of each direction *before* (initialised softmax, biLM unchanged) → continue the language-model
 training of biLM and softmax together with :func:`~elmo.training.trainer.fit`, the loop of ``pretrain``
 (checkpoints, ``--resume``, Ctrl-C, early stopping on held-out perplexity, ``--seed``, ``--precision``,
@@ -26,14 +26,14 @@ import torch
 from ..artifacts import environment_info
 from ..data.corpus import EncodedCorpus, encode_corpus
 from ..errors import ElmoError
-from ..model.bilm_tf_finetune import (
+from ..model.published_finetune import (
     SOFTMAX_INITS,
     init_softmax_from_token_layer,
     language_model_of,
     target_counts,
 )
-from ..model.bilm_tf_io import load_published_bilm, options_of
-from ..model.bilm_tf_lm import DIRECTION_NAMES, SOFTMAXES, PublishedLanguageModel, PublishedLMConfig
+from ..model.published_io import load_published_bilm, options_of
+from ..model.published_lm import DIRECTION_NAMES, SOFTMAXES, PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 from ..model.serialization import save_published_lm
 from ..runtime import distributed
 from ..training.evaluation import perplexity
@@ -123,9 +123,9 @@ class FinetuneArgs(CommonArgs):
         shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(PretrainArgs) if hasattr(self, f.name)}
         return FinetuneText(**shared, architecture=self.options_file)
 
-    def lm_config(self, vocab_size: int) -> PublishedLMConfig:
+    def lm_config(self, vocab_size: int) -> PublishedSoftmaxConfig:
         """The training head: ``--softmax``, ``--softmax-samples``, ``--dropout``."""
-        return PublishedLMConfig(vocab_size=vocab_size, softmax=self.softmax, samples=self.softmax_samples,
+        return PublishedSoftmaxConfig(vocab_size=vocab_size, softmax=self.softmax, samples=self.softmax_samples,
                                  dropout=self.dropout)
 
 
@@ -165,8 +165,8 @@ def load_bilm(config: FinetuneArgs):
         raise ElmoError(f"{flags[0]}: {message}") from None
 
 
-def initial_softmax(model: PublishedLanguageModel, loaded: PretrainData, config: FinetuneArgs) -> dict:
-    """Apply ``--softmax-init`` to ``model.softmax`` (:mod:`elmo.model.bilm_tf_finetune`): ``token-layer`` counts the
+def initial_softmax(model: PublishedBiLMWithSoftmax, loaded: PretrainData, config: FinetuneArgs) -> dict:
+    """Apply ``--softmax-init`` to ``model.softmax`` (:mod:`elmo.model.published_finetune`): ``token-layer`` counts the
     targets of the first :data:`COUNT_MAX_DOCS` training documents and fits its two scales on the first
     :data:`SCALE_FIT_DOCS`; ``random`` keeps the softmax's own initialisation. Returns what was done (``lm.json``)."""
     if config.softmax_init == "random":
@@ -180,14 +180,14 @@ def initial_softmax(model: PublishedLanguageModel, loaded: PretrainData, config:
     return {**info, "counted_documents": len(counted)}
 
 
-def held_out_perplexities(model: PublishedLanguageModel, data: dict, run: StartedRun) -> dict[str, dict[str, float]]:
+def held_out_perplexities(model: PublishedBiLMWithSoftmax, data: dict, run: StartedRun) -> dict[str, dict[str, float]]:
     """The exact full-vocabulary perplexity of each direction on val (and test, when given):
     ``{"val": {"forward_perplexity": ..., "backward_perplexity": ...}, ...}``."""
     return {split: {f"{d}_perplexity": perplexity(model.direction(d), data[split], run.device) for d in DIRECTION_NAMES}
             for split in ("val", "test") if split in data}
 
 
-def parameter_groups(model: PublishedLanguageModel, config: FinetuneArgs) -> Unfreezing:
+def parameter_groups(model: PublishedBiLMWithSoftmax, config: FinetuneArgs) -> Unfreezing:
     """Two Adam groups: the biLM at ``--lr``, the softmax at ``--softmax-lr`` (both under the warm-up and
     ``--lr-gamma``), every parameter trained from the first step."""
     return Unfreezing([{"params": list(model.bilm.parameters()), "lr": config.lr},

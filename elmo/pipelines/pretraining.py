@@ -8,7 +8,7 @@ exact full-vocabulary evaluation on validation and test → write ``word2idx.pkl
 
 With ``--architecture`` (:func:`pretrain_published`) the published ELMo architecture is trained instead: the text
 keeps its case, batches carry bilm-tf's character ids, both directions train at once
-(:class:`~elmo.model.bilm_tf_lm.PublishedLanguageModel`, one token layer and one softmax shared by them) through the
+(:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`, one token layer and one softmax shared by them) through the
 same :func:`~elmo.training.trainer.fit`, and ``published_lm.pt`` and ``results/lm.json`` (exact perplexity per
 direction) are written (docs/make_your_own_elmo.md).
 """
@@ -33,17 +33,17 @@ from ..data.stream import StreamedCorpus, TextSource
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..model.bilm import TOKEN_ENCODERS, BiLM, BiLMConfig, LanguageModel
-from ..model.bilm_tf import PUBLISHED_ARCHITECTURES, PublishedBiLMConfig
-from ..model.bilm_tf_io import options_of, read_options
-from ..model.bilm_tf_lm import (
+from ..model.char_cnn import DEFAULT_FILTERS
+from ..model.published import PUBLISHED_ARCHITECTURES, PublishedBiLMConfig
+from ..model.published_io import options_of, read_options
+from ..model.published_lm import (
     DEFAULT_SOFTMAX,
     DIRECTION_NAMES,
     SOFTMAXES,
+    PublishedBiLMWithSoftmax,
     PublishedDirection,
-    PublishedLanguageModel,
-    PublishedLMConfig,
+    PublishedSoftmaxConfig,
 )
-from ..model.char_cnn import DEFAULT_FILTERS
 from ..model.sampled_softmax import BILM_TF_SAMPLES
 from ..model.serialization import lm_checkpoint, save_bilm, save_published_lm
 from ..model.static import center_vectors, common_direction_cosine, copy_vectors, word2vec_vectors
@@ -161,8 +161,8 @@ class PretrainArgs(CommonArgs):
                           max_chars=self.max_chars, residual=self.residual, proj_size=self.proj_size)
 
     def published_config(self) -> PublishedBiLMConfig | None:
-        """The published architecture ``--architecture`` names (:data:`~elmo.model.bilm_tf.PUBLISHED_ARCHITECTURES`,
-        or an options.json read by :func:`~elmo.model.bilm_tf_io.read_options`), ``None`` without it.
+        """The published architecture ``--architecture`` names (:data:`~elmo.model.published.PUBLISHED_ARCHITECTURES`,
+        or an options.json read by :func:`~elmo.model.published_io.read_options`), ``None`` without it.
 
         Raises:
             ElmoError: an unknown name, or a missing or invalid options file (the message starts with the flag).
@@ -179,9 +179,9 @@ class PretrainArgs(CommonArgs):
         except ElmoError as exc:
             raise ElmoError(f"--architecture {exc}") from None
 
-    def published_lm_config(self, vocab_size: int) -> PublishedLMConfig:
+    def published_lm_config(self, vocab_size: int) -> PublishedSoftmaxConfig:
         """The training head of the published architecture (``--softmax``, ``--softmax-samples``, ``--dropout``)."""
-        return PublishedLMConfig(vocab_size=vocab_size, softmax=self.softmax, samples=self.softmax_samples,
+        return PublishedSoftmaxConfig(vocab_size=vocab_size, softmax=self.softmax, samples=self.softmax_samples,
                                  dropout=self.dropout)
 
     def model_config(self, vocab_size: int) -> BiLMConfig | PublishedBiLMConfig:
@@ -627,7 +627,7 @@ def lm_summary(loaded: PretrainData, run: StartedRun, extra: dict) -> dict:
 
 
 def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainData) -> dict:
-    """``--architecture``: train the published architecture (:class:`~elmo.model.bilm_tf_lm.PublishedLanguageModel`:
+    """``--architecture``: train the published architecture (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`:
     both directions at once, one token layer and one softmax shared by them) with :func:`~elmo.training.trainer.fit`
     (early stopping on the validation perplexity of both directions, checkpoints, ``--resume``), then rank 0
     evaluates each direction exactly and writes ``published_lm.pt``, ``lm.json`` and the plots.
@@ -635,7 +635,7 @@ def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainDa
     Returns:
         the ``lm.json`` content (on every rank).
     """
-    model = PublishedLanguageModel(config.published_config(), config.published_lm_config(len(loaded.vocab)),
+    model = PublishedBiLMWithSoftmax(config.published_config(), config.published_lm_config(len(loaded.vocab)),
                                    seed=config.seed).to(run.device)
     out = lm_summary(loaded, run, {"architecture": config.architecture, "softmax": config.softmax})
     started = time.perf_counter()

@@ -24,9 +24,9 @@ from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..inference.class_probabilities import class_probabilities
 from ..model.bilm import BiLM
-from ..model.bilm_tf import PublishedBiLM
-from ..model.bilm_tf_io import load_published_bilm
 from ..model.classifier import ClassifierConfig, SequenceClassifier, StaticClassifierConfig
+from ..model.published import PublishedBiLM
+from ..model.published_io import load_published_bilm
 from ..model.serialization import bilm_fingerprint, load_bilm
 from ..model.static import copy_vectors, word2vec_vectors
 from ..runtime import distributed

@@ -3,7 +3,7 @@
 For the published **Small** (``2x1024_128_2048cnn_1xhighway``) and **Original**
 (``2x4096_512_2048cnn_2xhighway``) models, in fp32 and (on CPUs with native bf16) bf16: random weights of
 exactly the published shapes, written by the benchmark itself in the published hdf5 layout
-(:func:`elmo.model.bilm_tf_io.save_published_bilm`) and loaded back through
+(:func:`elmo.model.published_io.save_published_bilm`) and loaded back through
 :class:`~elmo.inference.embedder.ElmoEmbedder` like the real files; embedded in batches of 64 real
 AG News sentences (``train.csv``'s Description column, tokenised by :func:`elmo.data.text.tokenize` with
 the case kept). Reported per model and precision: sentences/s and tokens/s (median of ``--repeats`` after a
@@ -38,13 +38,13 @@ from elmo.artifacts import environment_info, write_json
 from elmo.data.agnews import read_agnews
 from elmo.data.text import tokenize
 from elmo.inference.embedder import CHUNK_BATCHES, ElmoEmbedder
-from elmo.model.bilm_tf import PUBLISHED_ARCHITECTURES, PublishedBiLM, PublishedBiLMConfig
-from elmo.model.bilm_tf_io import save_published_bilm
+from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM, PublishedBiLMConfig
+from elmo.model.published_io import save_published_bilm
 from elmo.runtime.device import configure_threads, cpu_has_bf16
 
 from .children import in_child, peak_rss_mb
 
-#: the published architectures measured (:data:`~elmo.model.bilm_tf.PUBLISHED_ARCHITECTURES` without ``elmo-``)
+#: the published architectures measured (:data:`~elmo.model.published.PUBLISHED_ARCHITECTURES` without ``elmo-``)
 ARCHITECTURES = {name: PUBLISHED_ARCHITECTURES[f"elmo-{name}"] for name in ("small", "original")}
 BATCH = 64
 #: ``torch.profiler`` operator names → the part of the work they are

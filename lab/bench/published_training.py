@@ -1,7 +1,7 @@
 """Training speed of the published ELMo architectures (``python -m lab bench --training``).
 
-For **elmo-small**, **elmo-medium** and **elmo-original** (:data:`~elmo.model.bilm_tf.PUBLISHED_ARCHITECTURES`):
-:class:`~elmo.model.bilm_tf_lm.PublishedLanguageModel` (both directions on one token layer, one adaptive softmax,
+For **elmo-small**, **elmo-medium** and **elmo-original** (:data:`~elmo.model.published.PUBLISHED_ARCHITECTURES`):
+:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax` (both directions on one token layer, one adaptive softmax,
 the ``pretrain --architecture`` default) trained by the project's own loop, :func:`elmo.training.trainer.fit`
 (forward, backward, gradient clipping, fused Adam step), on the device present, in fp32 and in bf16 where the
 device has it natively (CUDA, or a CPU with AVX512-BF16/AMX). Each architecture and precision runs in its own
@@ -48,8 +48,8 @@ from elmo.data.corpus import encode_corpus
 from elmo.data.text import tokenize
 from elmo.data.vocab import BOS_ID, EOS_ID, Vocabulary
 from elmo.model.bilm import adaptive_cutoffs
-from elmo.model.bilm_tf import PUBLISHED_ARCHITECTURES, PublishedBiLMConfig
-from elmo.model.bilm_tf_lm import PublishedLanguageModel, PublishedLMConfig
+from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLMConfig
+from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 from elmo.runtime.device import configure_threads, cpu_has_bf16, resolve_device, set_seed
 from elmo.training.trainer import Objective, Progress, TrainConfig, fit
 
@@ -111,7 +111,7 @@ def adaptive_flops(width: int, vocab_size: int, cutoffs: Sequence[int], div_valu
     return flops
 
 
-def training_flops(config: PublishedBiLMConfig, head: PublishedLMConfig, windows: Sequence[Sequence[str]],
+def training_flops(config: PublishedBiLMConfig, head: PublishedSoftmaxConfig, windows: Sequence[Sequence[str]],
                    ids: Sequence[Sequence[int]]) -> dict[str, float]:
     """FLOPs (matrix products) of one training step on ``windows`` (token strings) with word ids ``ids``.
 
@@ -166,7 +166,7 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def profile_step(model: PublishedLanguageModel, batch: dict, device: torch.device, amp: torch.dtype | None,
+def profile_step(model: PublishedBiLMWithSoftmax, batch: dict, device: torch.device, amp: torch.dtype | None,
                  rows: int) -> dict[str, Any]:
     """Where the time of one training step goes (``torch.profiler`` over one :func:`fit` step on ``batch``, after the
     timed ones): self-time shares per :data:`TRAINING_OP_GROUPS` group (``other`` for the
@@ -190,7 +190,7 @@ def profile_step(model: PublishedLanguageModel, batch: dict, device: torch.devic
             "top_operators": dict(top)}
 
 
-def _fit(model: PublishedLanguageModel, batches, device: torch.device, amp: torch.dtype | None) -> None:
+def _fit(model: PublishedBiLMWithSoftmax, batches, device: torch.device, amp: torch.dtype | None) -> None:
     """One epoch of :func:`elmo.training.trainer.fit` over ``batches(epoch)`` (the training step of ``pretrain``)."""
     objective = Objective(batches=batches, loss_fn=lambda m, b: m(b["ids"], b["lengths"], b["chars"]),
                           validate=lambda: {"none": 0.0}, monitor="none", maximize=False)
@@ -206,8 +206,8 @@ def measure(name: str, precision: str, text: dict[str, Any], cfg: Any, batch: in
     device = resolve_device(cfg.device)
     amp = {"fp32": None, "bf16": torch.bfloat16}[precision]
     label, config = ARCHITECTURES[name]
-    head = PublishedLMConfig(vocab_size=text["softmax_classes"])
-    model = PublishedLanguageModel(config, head, seed=cfg.seed).to(device)
+    head = PublishedSoftmaxConfig(vocab_size=text["softmax_classes"])
+    model = PublishedBiLMWithSoftmax(config, head, seed=cfg.seed).to(device)
     vocab = Vocabulary(text["itos"])
     steps = cfg.training_warmup + cfg.training_steps
     windows = text["windows"][:steps * batch]

@@ -4,10 +4,10 @@ import subprocess
 import sys
 
 import pytest
+from support import ROOT
 
 from elmo.cli import COMMANDS as LIBRARY_COMMANDS
 from lab.cli import COMMANDS, main
-from support import ROOT
 
 
 def test_the_lab_commands_are_not_library_commands():

@@ -12,8 +12,8 @@ import pytest
 import lab.bench.published_training as training
 from elmo.data.vocab import BOS_ID, EOS_ID
 from elmo.errors import ElmoError
-from elmo.model.bilm_tf import PublishedBiLMConfig
-from elmo.model.bilm_tf_lm import PublishedLMConfig
+from elmo.model.published import PublishedBiLMConfig
+from elmo.model.published_lm import PublishedSoftmaxConfig
 from lab.bench.speed import BenchArgs, bench
 
 TINY = PublishedBiLMConfig(char_dim=2, filters=((1, 2), (2, 2)), num_highway=1, hidden_size=8, projection_dim=4,
@@ -21,7 +21,7 @@ TINY = PublishedBiLMConfig(char_dim=2, filters=((1, 2), (2, 2)), num_highway=1, 
 
 
 def test_training_flops_by_hand():
-    head = PublishedLMConfig(vocab_size=20, cutoffs=(6,), div_value=2.0)
+    head = PublishedSoftmaxConfig(vocab_size=20, cutoffs=(6,), div_value=2.0)
     windows, ids = [["ab", "ab", "c"]], [[4, 4, 10]]
 
     def word(n_bytes: int) -> int:

@@ -12,8 +12,8 @@ import torch
 from elmo import ElmoError
 from elmo.data.chars import batch_char_ids
 from elmo.model.bilm import CHUNK_SIZE, BiLM, BiLMConfig, step_chunks
-from elmo.model.bilm_tf import CharTokenEncoder, ProjectedLSTM, PublishedBiLM, PublishedBiLMConfig
 from elmo.model.char_cnn import CharCNN
+from elmo.model.published import CharTokenEncoder, ProjectedLSTM, PublishedBiLM, PublishedBiLMConfig
 
 #: chunked and one-pass vectors agree to float rounding: the same arithmetic, but the matrix products of a chunk have
 #: fewer rows, which BLAS may block (and so round) differently by an ulp or two (values up to about 3)

@@ -16,15 +16,15 @@ from published_reference import FIXTURES, OPTIONS, TOLERANCE, WEIGHTS, reference
 
 from elmo import ElmoError
 from elmo.data.chars import TF_BOS, TF_EOS, batch_char_ids, bilm_tf_char_ids, bilm_tf_char_table
-from elmo.model.bilm_tf import CharTokenEncoder, PublishedBiLM
-from elmo.model.bilm_tf_io import (
+from elmo.model.elmo import Elmo
+from elmo.model.published import CharTokenEncoder, PublishedBiLM
+from elmo.model.published_io import (
     expected_datasets,
     load_published_bilm,
     read_options,
     save_published_bilm,
     tf_datasets,
 )
-from elmo.model.elmo import Elmo
 
 
 @pytest.fixture(scope="module")
@@ -303,10 +303,10 @@ def test_lstm_gradients_equal_those_of_the_plain_step_by_step_recurrence(chunk_s
     gives the gradients of the plain recurrence, for rows of different lengths and with chunking; every product
     large enough for oneDNN's path, which has no backward and must be skipped whenever one of its inputs needs a
     gradient (at the first step only the input products do)."""
-    from elmo.model import bilm_tf
-    from elmo.model.bilm_tf import ProjectedLSTM
+    from elmo.model import published
+    from elmo.model.published import ProjectedLSTM
 
-    monkeypatch.setattr(bilm_tf, "ONEDNN_MIN_WORK", 0)
+    monkeypatch.setattr(published, "ONEDNN_MIN_WORK", 0)
 
     torch.manual_seed(0)
     layer = ProjectedLSTM(6, 16, 5, cell_clip=0.8, proj_clip=0.7)

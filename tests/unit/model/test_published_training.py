@@ -1,4 +1,4 @@
-"""Training the published architecture (elmo.model.bilm_tf_lm, PublishedBiLM.reading_states): the loss falls,
+"""Training the published architecture (elmo.model.published_lm, PublishedBiLM.reading_states): the loss falls,
 gradients reach every part, the training path computes the inference path's states, and the inference caches follow
 the optimiser."""
 
@@ -11,8 +11,8 @@ from elmo.data.chars import batch_char_ids
 from elmo.data.vocab import Vocabulary
 from elmo.errors import ElmoError
 from elmo.model.bilm import IGNORE_INDEX
-from elmo.model.bilm_tf import PublishedBiLMConfig
-from elmo.model.bilm_tf_lm import PublishedLanguageModel, PublishedLMConfig
+from elmo.model.published import PublishedBiLMConfig
+from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 
 TINY = PublishedBiLMConfig(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
 SENTENCES = [["The", "cat", "sat", "on", "the", "mat", "."], ["A", "dog", "ran", "."], ["The", "dog", "sat", "."]] * 4
@@ -29,7 +29,7 @@ def batch(sentences=SENTENCES, vocab=None):
 def test_the_loss_falls_gradients_reach_every_part_and_the_inference_caches_follow_the_optimiser(softmax):
     vocab, ids, lengths, chars = batch(SENTENCES[:3])
     torch.manual_seed(0)
-    model = PublishedLanguageModel(TINY, PublishedLMConfig(len(vocab), softmax=softmax, samples=6, cutoffs=(6,),
+    model = PublishedBiLMWithSoftmax(TINY, PublishedSoftmaxConfig(len(vocab), softmax=softmax, samples=6, cutoffs=(6,),
                                                            dropout=0.1))
     optimizer = torch.optim.Adam(model.parameters(), lr=0.02, fused=True)  # as fit(): no version-counter bump
     model.eval()
@@ -55,7 +55,7 @@ def test_the_loss_falls_gradients_reach_every_part_and_the_inference_caches_foll
     with torch.no_grad():
         after = float(model(ids, lengths, chars)[0])
         layers = model.bilm(ids, lengths, chars)
-        fresh = PublishedLanguageModel(TINY, PublishedLMConfig(len(vocab), softmax=softmax, samples=6, cutoffs=(6,)))
+        fresh = PublishedBiLMWithSoftmax(TINY, PublishedSoftmaxConfig(len(vocab), softmax=softmax, samples=6, cutoffs=(6,)))
         fresh.load_state_dict(model.state_dict())
         assert torch.equal(layers, fresh.eval().bilm(ids, lengths, chars))  # no stale cached weights
     assert after < 0.75 * before  # a tiny repeated corpus: learnt (exact NLL in eval mode; measured 0.24 and 0.68)
@@ -66,7 +66,7 @@ def test_the_training_states_are_the_elmo_layers_of_inference():
     path) are the same LSTM states, shifted by the boundary token: forward position k is token k's forward
     half, backward position n + 1 - k its backward half (k from 1)."""
     vocab, ids, lengths, chars = batch(SENTENCES[:3])
-    model = PublishedLanguageModel(TINY, PublishedLMConfig(len(vocab)), seed=1)
+    model = PublishedBiLMWithSoftmax(TINY, PublishedSoftmaxConfig(len(vocab)), seed=1)
     forward, backward = model.bilm.reading_states(chars, lengths)
     assert forward.requires_grad and forward.shape == (3, 8, 8)
     with torch.no_grad():
@@ -79,7 +79,7 @@ def test_the_training_states_are_the_elmo_layers_of_inference():
 
 def test_targets_are_the_next_word_in_each_reading_order():
     vocab, ids, lengths, _ = batch([["a", "b", "c"], ["d"]], Vocabulary(["<pad>", "<unk>", "<bos>", "<eos>", *"abcd"]))
-    model = PublishedLanguageModel(TINY, PublishedLMConfig(len(vocab)))
+    model = PublishedBiLMWithSoftmax(TINY, PublishedSoftmaxConfig(len(vocab)))
     ignore = IGNORE_INDEX
     assert model.targets(ids, lengths, 0).tolist() == [[4, 5, 6, 3], [7, 3, ignore, ignore]]
     assert model.targets(ids, lengths, 1).tolist() == [[6, 5, 4, 2], [7, 2, ignore, ignore]]
@@ -88,5 +88,5 @@ def test_targets_are_the_next_word_in_each_reading_order():
 def test_bad_training_heads_are_refused_naming_the_field():
     for kwargs, field in (({"softmax": "full"}, "softmax"), ({"samples": 0}, "softmax_samples"),
                           ({"dropout": 1.0}, "dropout"), ({"vocab_size": 3}, "vocab_size")):
-        with pytest.raises(ElmoError, match=f"PublishedLMConfig.{field}"):
-            PublishedLMConfig(**{"vocab_size": 10, **kwargs})
+        with pytest.raises(ElmoError, match=f"PublishedSoftmaxConfig.{field}"):
+            PublishedSoftmaxConfig(**{"vocab_size": 10, **kwargs})

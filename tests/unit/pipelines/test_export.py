@@ -16,8 +16,8 @@ from published_reference import FIXTURES, OPTIONS, TOLERANCE, WEIGHTS
 from elmo import ElmoEmbedder, ElmoError
 from elmo.data.vocab import SPECIALS
 from elmo.model.bilm import BiLM, BiLMConfig
-from elmo.model.bilm_tf import PublishedBiLM, PublishedBiLMConfig
-from elmo.model.bilm_tf_io import (
+from elmo.model.published import PublishedBiLM, PublishedBiLMConfig
+from elmo.model.published_io import (
     VOCAB_SPECIALS,
     load_published_bilm,
     read_vocabulary,

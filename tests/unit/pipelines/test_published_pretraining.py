@@ -13,8 +13,8 @@ from support import run_in_process, write_tiny_agnews
 from elmo import ElmoEmbedder
 from elmo.cli import run
 from elmo.errors import ElmoError
-from elmo.model.bilm_tf import PUBLISHED_ARCHITECTURES
-from elmo.model.bilm_tf_io import options_of
+from elmo.model.published import PUBLISHED_ARCHITECTURES
+from elmo.model.published_io import options_of
 from elmo.model.serialization import load_published_lm
 from elmo.pipelines.pretraining import PretrainArgs
 

@@ -1,6 +1,6 @@
 """Fine-tuning a published (or exported) bilm-tf biLM as a language model on a domain's text
-(``python -m elmo finetune``): the loaded :class:`~elmo.model.bilm_tf.PublishedBiLM` gets the training softmax of a
-:class:`~elmo.model.bilm_tf_lm.PublishedLanguageModel` over the domain vocabulary, and that softmax an initial
+(``python -m elmo finetune``): the loaded :class:`~elmo.model.published.PublishedBiLM` gets the training softmax of a
+:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax` over the domain vocabulary, and that softmax an initial
 value.
 
 The published files carry no softmax (bilm-tf's ``dump_weights`` writes the biLM only), so the softmax over the
@@ -32,8 +32,8 @@ from ..data.corpus import EncodedCorpus
 from ..data.vocab import BOS_ID, EOS_ID, SPECIALS, Vocabulary
 from ..errors import ElmoError
 from .bilm import IGNORE_INDEX
-from .bilm_tf import PublishedBiLM
-from .bilm_tf_lm import PublishedLanguageModel, PublishedLMConfig
+from .published import PublishedBiLM
+from .published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 from .sampled_softmax import SampledSoftmax
 
 #: ``--softmax-init``'s choices (module docstring)
@@ -42,15 +42,15 @@ SOFTMAX_INITS = ("token-layer", "random")
 SCALE_FIT_POSITIONS = 256
 
 
-def language_model_of(bilm: PublishedBiLM, config: PublishedLMConfig, seed: int = 0) -> PublishedLanguageModel:
-    """A :class:`~elmo.model.bilm_tf_lm.PublishedLanguageModel` whose biLM is ``bilm`` (its weights, the biases as
+def language_model_of(bilm: PublishedBiLM, config: PublishedSoftmaxConfig, seed: int = 0) -> PublishedBiLMWithSoftmax:
+    """A :class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax` whose biLM is ``bilm`` (its weights, the biases as
     read from bilm-tf's file and the files it came from kept) and whose softmax is the ``random`` one of ``seed``.
 
     Args:
-        bilm: e.g. :func:`elmo.model.bilm_tf_io.load_published_bilm`'s; config: the training head (its ``vocab_size``
+        bilm: e.g. :func:`elmo.model.published_io.load_published_bilm`'s; config: the training head (its ``vocab_size``
             the domain vocabulary's).
     """
-    model = PublishedLanguageModel(bilm.config, config, seed=seed)
+    model = PublishedBiLMWithSoftmax(bilm.config, config, seed=seed)
     with torch.no_grad():
         for p in bilm.parameters():  # the loader's tensors may be views of transposed arrays: fused Adam wants them dense
             p.data = p.data.contiguous()
@@ -81,7 +81,7 @@ def unigram_log_probabilities(counts: np.ndarray) -> torch.Tensor:
 @torch.no_grad()
 def vocabulary_token_vectors(bilm: PublishedBiLM, vocab: Vocabulary) -> torch.Tensor:
     """The token-layer vector ``x_w`` of every vocabulary id, ``(V, P)`` float32 on the biLM's device: the words'
-    from their characters (:meth:`~elmo.model.bilm_tf.PublishedBiLM.token_vectors`, eval mode), ``<bos>``/``<eos>``
+    from their characters (:meth:`~elmo.model.published.PublishedBiLM.token_vectors`, eval mode), ``<bos>``/``<eos>``
     from bilm-tf's ``<S>``/``</S>`` characters, zero for ``<pad>`` and ``<unk>``."""
     was_training = bilm.training
     bilm.eval()
@@ -98,7 +98,7 @@ def vocabulary_token_vectors(bilm: PublishedBiLM, vocab: Vocabulary) -> torch.Te
 
 
 @torch.no_grad()
-def sample_positions(model: PublishedLanguageModel, sample: EncodedCorpus,
+def sample_positions(model: PublishedBiLMWithSoftmax, sample: EncodedCorpus,
                      positions: int = SCALE_FIT_POSITIONS) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-layer states ``(n, P)`` float32 and target ids ``(n,)`` of up to ``positions`` predicted words per
     direction of ``sample`` (biLM in eval mode: no dropout)."""
@@ -160,7 +160,7 @@ def fit_scales(scores: torch.Tensor, log_prior: torch.Tensor, targets: torch.Ten
 
 
 @torch.no_grad()
-def init_softmax_from_token_layer(model: PublishedLanguageModel, vocab: Vocabulary, counts: np.ndarray,
+def init_softmax_from_token_layer(model: PublishedBiLMWithSoftmax, vocab: Vocabulary, counts: np.ndarray,
                                   sample: EncodedCorpus) -> dict:
     """The ``token-layer`` initialisation (module docstring) of ``model.softmax``, in place.
 

@@ -1,7 +1,7 @@
 """Reading and writing the published ELMo files: bilm-tf's ``options.json``, ``weights.hdf5`` and ``vocab.txt``.
 
 :func:`load_published_bilm` turns AllenNLP's published files (e.g. ``elmo_2x4096_512_2048cnn_2xhighway_options.json``
-and ``_weights.hdf5``) into a :class:`~elmo.model.bilm_tf.PublishedBiLM`. The hdf5 layout (bilm-tf's
+and ``_weights.hdf5``) into a :class:`~elmo.model.published.PublishedBiLM`. The hdf5 layout (bilm-tf's
 TensorFlow variable names; checked against the files, see ``docs/published_elmo.md``):
 
 =========================================================  ==============================  ===========================
@@ -41,7 +41,7 @@ import torch
 from ..artifacts import atomic_hdf5, atomic_write_bytes, write_json
 from ..data.chars import TF_BOS, TF_EOS, TF_NUM_CHARS
 from ..errors import ElmoError
-from .bilm_tf import PublishedBiLM, PublishedBiLMConfig
+from .published import PublishedBiLM, PublishedBiLMConfig
 
 #: keys of bilm-tf's options files; "training" ones (written by bilm-tf's trainer) are accepted and ignored
 OPTION_KEYS = {
@@ -97,7 +97,7 @@ def _get(options: dict, key: str, kind: type | tuple, default: Any = ...) -> Any
 
 
 def config_from_options(options: Any) -> PublishedBiLMConfig:
-    """:class:`~elmo.model.bilm_tf.PublishedBiLMConfig` of a parsed ``options.json``.
+    """:class:`~elmo.model.published.PublishedBiLMConfig` of a parsed ``options.json``.
 
     Raises:
         ElmoError: unknown keys (all named), a missing or mistyped key, or a value outside what is supported.
@@ -194,7 +194,7 @@ def _lstm_from_tf(prefix: str, name: str, array: np.ndarray, config: PublishedBi
 
 
 def state_from_tf(name: str, array: np.ndarray, config: PublishedBiLMConfig) -> dict[str, np.ndarray]:
-    """The :class:`~elmo.model.bilm_tf.PublishedBiLM` state-dict entries of one hdf5 dataset (layout conversion)."""
+    """The :class:`~elmo.model.published.PublishedBiLM` state-dict entries of one hdf5 dataset (layout conversion)."""
     parts = name.split("/")
     if name == "char_embed":
         return {"token_encoder.char_embedding.weight": np.concatenate([np.zeros_like(array[:1]), array])}
@@ -279,7 +279,7 @@ def _datasets(path: Path, config: PublishedBiLMConfig) -> Iterator[tuple[str, np
 
 
 def load_published_bilm(options_file: str | os.PathLike, weight_file: str | os.PathLike) -> PublishedBiLM:
-    """A :class:`~elmo.model.bilm_tf.PublishedBiLM` from bilm-tf's ``options.json`` and ``weights.hdf5``.
+    """A :class:`~elmo.model.published.PublishedBiLM` from bilm-tf's ``options.json`` and ``weights.hdf5``.
 
     Returns:
         The biLM in eval mode on the CPU, float32; its ``config.weights_digest`` identifies the weights.

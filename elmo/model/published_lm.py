@@ -1,8 +1,8 @@
-"""Training the published (bilm-tf) ELMo architecture: :class:`~elmo.model.bilm_tf.PublishedBiLM` plus a softmax
+"""Training the published (bilm-tf) ELMo architecture: :class:`~elmo.model.published.PublishedBiLM` plus a softmax
 over the training vocabulary (``python -m elmo pretrain --architecture``).
 
 Source: Peters et al. (2018) §3.1 and bilm-tf's ``bilm/training.py`` (``LanguageModel``). Per sentence
-``t_1 .. t_n`` (:meth:`~elmo.model.bilm_tf.PublishedBiLM.reading_states`):
+``t_1 .. t_n`` (:meth:`~elmo.model.published.PublishedBiLM.reading_states`):
 
 * the forward LM reads ``<S> t_1 .. t_n`` and predicts ``t_1 .. t_n </S>``; the backward LM reads
   ``</S> t_n .. t_1`` and predicts ``t_n .. t_1 <S>``; ``n + 1`` predicted words per direction;
@@ -16,7 +16,7 @@ Source: Peters et al. (2018) §3.1 and bilm-tf's ``bilm/training.py`` (``Languag
 
 Unlike bilm-tf, sentences are read one at a time from zero LSTM states (bilm-tf trains on fixed 20-step windows of
 concatenated sentences with the states carried from batch to batch): the same way
-:meth:`~elmo.model.bilm_tf.PublishedBiLM.forward` computes the ELMo layers, so the biLM is trained as it is used.
+:meth:`~elmo.model.published.PublishedBiLM.forward` computes the ELMo layers, so the biLM is trained as it is used.
 
 The softmax (:data:`SOFTMAXES`, ``--softmax``): ``sampled``, bilm-tf's sampled softmax
 (:class:`~elmo.model.sampled_softmax.SampledSoftmax`, 8192 log-uniform candidates per batch and direction, exact
@@ -40,8 +40,8 @@ from torch import nn
 from ..data.vocab import BOS_ID, EOS_ID, PAD_ID
 from ..errors import ElmoError
 from .bilm import IGNORE_INDEX, adaptive_softmax, length_mask, reverse_padded
-from .bilm_tf import PublishedBiLM, PublishedBiLMConfig
 from .dropout import FastDropout
+from .published import PublishedBiLM, PublishedBiLMConfig
 from .sampled_softmax import BILM_TF_SAMPLES, SampledSoftmax
 
 #: the training softmaxes ``--softmax`` chooses from
@@ -53,8 +53,8 @@ DIRECTION_NAMES = ("forward", "backward")
 
 
 @dataclass(frozen=True)
-class PublishedLMConfig:
-    """The training head of a :class:`PublishedLanguageModel` (what bilm-tf's ``options.json`` keeps under its
+class PublishedSoftmaxConfig:
+    """The training head of a :class:`PublishedBiLMWithSoftmax` (what bilm-tf's ``options.json`` keeps under its
     training keys ``n_tokens_vocab``, ``dropout``, ``n_negative_samples_batch``).
 
     Attributes:
@@ -78,17 +78,17 @@ class PublishedLMConfig:
     def __post_init__(self):
         object.__setattr__(self, "cutoffs", tuple(int(c) for c in self.cutoffs))
         if self.vocab_size < 5:
-            raise ElmoError(f"PublishedLMConfig.vocab_size must be >= 5 (4 specials and a word), got {self.vocab_size}",
-                            field="PublishedLMConfig.vocab_size")
+            raise ElmoError(f"PublishedSoftmaxConfig.vocab_size must be >= 5 (4 specials and a word), got {self.vocab_size}",
+                            field="PublishedSoftmaxConfig.vocab_size")
         if self.softmax not in SOFTMAXES:
-            raise ElmoError(f"PublishedLMConfig.softmax must be one of {', '.join(SOFTMAXES)}, got {self.softmax!r}",
-                            field="PublishedLMConfig.softmax")
+            raise ElmoError(f"PublishedSoftmaxConfig.softmax must be one of {', '.join(SOFTMAXES)}, got {self.softmax!r}",
+                            field="PublishedSoftmaxConfig.softmax")
         if self.samples < 1:
-            raise ElmoError(f"PublishedLMConfig.softmax_samples must be >= 1, got {self.samples}",
-                            field="PublishedLMConfig.softmax_samples")
+            raise ElmoError(f"PublishedSoftmaxConfig.softmax_samples must be >= 1, got {self.samples}",
+                            field="PublishedSoftmaxConfig.softmax_samples")
         if not 0.0 <= self.dropout < 1.0:
-            raise ElmoError(f"PublishedLMConfig.dropout must be in [0, 1), got {self.dropout}",
-                            field="PublishedLMConfig.dropout")
+            raise ElmoError(f"PublishedSoftmaxConfig.dropout must be in [0, 1), got {self.dropout}",
+                            field="PublishedSoftmaxConfig.dropout")
 
 
 def bilm_tf_initialization(bilm: PublishedBiLM, generator: torch.Generator) -> PublishedBiLM:
@@ -130,20 +130,20 @@ def bilm_tf_initialization(bilm: PublishedBiLM, generator: torch.Generator) -> P
     return bilm
 
 
-class PublishedLanguageModel(nn.Module):
+class PublishedBiLMWithSoftmax(nn.Module):
     """The published architecture with its training softmax (module docstring): ``bilm`` (a
-    :class:`~elmo.model.bilm_tf.PublishedBiLM`, what is exported and embedded with) and ``softmax`` shared by both
+    :class:`~elmo.model.published.PublishedBiLM`, what is exported and embedded with) and ``softmax`` shared by both
     directions.
 
     Args:
-        bilm_config: the architecture (:class:`~elmo.model.bilm_tf.PublishedBiLMConfig`); config: the training head
-            (:class:`PublishedLMConfig`); seed: of :func:`bilm_tf_initialization`.
+        bilm_config: the architecture (:class:`~elmo.model.published.PublishedBiLMConfig`); config: the training head
+            (:class:`PublishedSoftmaxConfig`); seed: of :func:`bilm_tf_initialization`.
 
     Shapes: ``ids (B, T)`` int64 :class:`~elmo.data.vocab.Vocabulary` ids (the targets), ``lengths (B,)``, ``chars
     (B, T, 50)`` bilm-tf character ids (:func:`elmo.data.chars.bilm_tf_char_table`), no sentence boundaries.
     """
 
-    def __init__(self, bilm_config: PublishedBiLMConfig, config: PublishedLMConfig, seed: int = 0):
+    def __init__(self, bilm_config: PublishedBiLMConfig, config: PublishedSoftmaxConfig, seed: int = 0):
         super().__init__()
         self.config = config
         self.bilm = bilm_tf_initialization(PublishedBiLM(bilm_config), torch.Generator().manual_seed(seed))
@@ -222,29 +222,29 @@ class PublishedLanguageModel(nn.Module):
 
 
 class PublishedDirection(nn.Module):
-    """One direction of a :class:`PublishedLanguageModel` with the interface :mod:`elmo.training.evaluation` reads
+    """One direction of a :class:`PublishedBiLMWithSoftmax` with the interface :mod:`elmo.training.evaluation` reads
     from a :class:`~elmo.model.bilm.LanguageModel` (``direction``, ``forward`` → ``(loss, n)``, ``log_probs``,
     ``predicted_states``, ``vocabulary_log_probs``):
     the per-direction held-out perplexities. Runs only that direction's LSTMs."""
 
-    def __init__(self, model: PublishedLanguageModel, direction: int):
+    def __init__(self, model: PublishedBiLMWithSoftmax, direction: int):
         super().__init__()
         self.model, self.index, self.direction = model, direction, DIRECTION_NAMES[direction]
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
-        """``(mean NLL, n)`` of this direction (:meth:`PublishedLanguageModel.forward`)."""
+        """``(mean NLL, n)`` of this direction (:meth:`PublishedBiLMWithSoftmax.forward`)."""
         return self.model(ids, lengths, chars, [self.index])
 
     def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor,
                   chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`PublishedLanguageModel.log_probs` of this direction."""
+        """:meth:`PublishedBiLMWithSoftmax.log_probs` of this direction."""
         return self.model.log_probs(ids, lengths, chars, self.index)
 
     def predicted_states(self, ids: torch.Tensor, lengths: torch.Tensor,
                          chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`PublishedLanguageModel.predicted_states` of this direction."""
+        """:meth:`PublishedBiLMWithSoftmax.predicted_states` of this direction."""
         return self.model.predicted_states(ids, lengths, chars, self.index)
 
     def vocabulary_log_probs(self, states: torch.Tensor) -> torch.Tensor:
-        """:meth:`PublishedLanguageModel.vocabulary_log_probs` (the directions share the softmax)."""
+        """:meth:`PublishedBiLMWithSoftmax.vocabulary_log_probs` (the directions share the softmax)."""
         return self.model.vocabulary_log_probs(states)

@@ -1,7 +1,7 @@
 """The original ELMo biLM of bilm-tf (Peters et al. 2018), the architecture of the published ELMo weights.
 
 The published models (AllenNLP's ``elmo_2x4096_512_2048cnn_2xhighway`` and its smaller siblings) are
-bilm-tf's character-input biLM; :mod:`elmo.model.bilm_tf_io` reads their ``options.json`` + ``weights.hdf5``
+bilm-tf's character-input biLM; :mod:`elmo.model.published_io` reads their ``options.json`` + ``weights.hdf5``
 into :class:`PublishedBiLM`, which computes the reference implementation's vectors (checked against
 bilm-tf's own outputs to 1e-5, ``tests/unit/model/test_published_bilm.py``). Per token:
 
@@ -63,7 +63,7 @@ _PACK = _ONEDNN and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
 
 @dataclass(frozen=True)
 class PublishedBiLMConfig:
-    """bilm-tf's hyperparameters (its ``options.json``, read by :func:`elmo.model.bilm_tf_io.read_options`).
+    """bilm-tf's hyperparameters (its ``options.json``, read by :func:`elmo.model.published_io.read_options`).
 
     Attributes:
         char_dim: ``char_cnn.embedding.dim``; filters: ``char_cnn.filters`` ``(width, count)`` pairs;
@@ -323,11 +323,11 @@ class ProjectedLSTM(CachedWeights):
         input_size: I; hidden_size: H cells; projection_dim: P outputs (``P == H``: no projection);
         cell_clip, proj_clip: clipping bounds or ``None``.
 
-    Parameters (our layout; :mod:`elmo.model.bilm_tf_io` converts TF's): ``input_weight (4H, I)``,
+    Parameters (our layout; :mod:`elmo.model.published_io` converts TF's): ``input_weight (4H, I)``,
     ``recurrent_weight (4H, P)``, ``bias (4H,)`` (forget bias + 1 included), gate blocks in the order
     (i, f, o, j) so the three sigmoid gates are contiguous; ``projection (P, H)``. ``tf_bias`` (a buffer outside
     the state dict, ``None`` unless loaded from a file) keeps TF's ``B`` as read: ``B + 1.0`` at the forget gate
-    rounds in float32, so writing the layer back (:func:`elmo.model.bilm_tf_io.tf_datasets`) takes the file's
+    rounds in float32, so writing the layer back (:func:`elmo.model.published_io.tf_datasets`) takes the file's
     values from it while ``bias`` is still what they load as.
     """
 
@@ -536,7 +536,7 @@ class PublishedBiLM(nn.Module):
     """bilm-tf's biLM with the interface of :class:`elmo.model.bilm.BiLM` that :class:`~elmo.model.elmo.Elmo`,
     the layer cache and the embedder use (``num_layers``, ``output_dim``, ``forward``, ``token_layer``,
     ``lstm_layers``, ``layer_groups``, ``config``). Load the published weights with
-    :func:`elmo.model.bilm_tf_io.load_published_bilm`.
+    :func:`elmo.model.published_io.load_published_bilm`.
 
     Args:
         config: :class:`PublishedBiLMConfig`.
@@ -669,7 +669,7 @@ class PublishedBiLM(nn.Module):
     def reading_states(self, chars: torch.Tensor, lengths: torch.Tensor, directions: Sequence[int] = (0, 1),
                        dropout: Callable[[torch.Tensor], torch.Tensor] | None = None) -> list[torch.Tensor]:
         """The top LSTM layer of each direction in its own reading order: what the language-model softmax reads
-        (training and held-out perplexity, :class:`elmo.model.bilm_tf_lm.PublishedLanguageModel`). Differentiable
+        (training and held-out perplexity, :class:`elmo.model.published_lm.PublishedBiLMWithSoftmax`). Differentiable
         through the LSTMs, the highway layers, the projection and the character CNN.
 
         Args:

@@ -1,4 +1,4 @@
-"""The softmax a published biLM is fine-tuned with (elmo.model.bilm_tf_finetune): the loaded biLM kept as it is, the
+"""The softmax a published biLM is fine-tuned with (elmo.model.published_finetune): the loaded biLM kept as it is, the
 target counts and unigram biases, the token-layer rows, and the fitted scales that never do worse than the unigram
 model."""
 
@@ -16,15 +16,15 @@ from elmo.data.chars import batch_char_ids
 from elmo.data.corpus import encode_corpus
 from elmo.data.vocab import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Vocabulary
 from elmo.errors import ElmoError
-from elmo.model.bilm_tf_finetune import (
+from elmo.model.published_finetune import (
     init_softmax_from_token_layer,
     language_model_of,
     target_counts,
     unigram_log_probabilities,
     vocabulary_token_vectors,
 )
-from elmo.model.bilm_tf_io import load_published_bilm
-from elmo.model.bilm_tf_lm import PublishedLMConfig
+from elmo.model.published_io import load_published_bilm
+from elmo.model.published_lm import PublishedSoftmaxConfig
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_the_language_model_keeps_the_loaded_bilm_and_its_token_vectors_give_the
     docs, vocab = domain
     bilm = load_published_bilm(OPTIONS, WEIGHTS)
     reference = {k: v.clone() for k, v in bilm.state_dict().items()}
-    model = language_model_of(bilm, PublishedLMConfig(len(vocab), softmax="sampled", samples=20))
+    model = language_model_of(bilm, PublishedSoftmaxConfig(len(vocab), softmax="sampled", samples=20))
     assert model.bilm is bilm and all(torch.equal(v, reference[k]) for k, v in model.bilm.state_dict().items())
     assert all(p.is_contiguous() for p in model.parameters())
     vectors = vocabulary_token_vectors(bilm, vocab)
@@ -63,7 +63,7 @@ def test_the_language_model_keeps_the_loaded_bilm_and_its_token_vectors_give_the
 def test_token_layer_initialisation_is_at_least_as_good_as_the_unigram_model_on_its_sample(domain):
     docs, vocab = domain
     model = language_model_of(load_published_bilm(OPTIONS, WEIGHTS),
-                              PublishedLMConfig(len(vocab), softmax="sampled", samples=20))
+                              PublishedSoftmaxConfig(len(vocab), softmax="sampled", samples=20))
     sample = encode_corpus(docs[:40], vocab, max_chars=50, char_scheme="bilm_tf")
     info = init_softmax_from_token_layer(model, vocab, target_counts(docs, vocab), sample)
     assert info["method"] == "token-layer" and info["sample_positions"] == 2 * 256
@@ -76,7 +76,7 @@ def test_token_layer_initialisation_is_at_least_as_good_as_the_unigram_model_on_
 
 def test_token_layer_initialisation_needs_a_softmax_with_per_word_rows_and_biases(domain):
     docs, vocab = domain
-    model = language_model_of(load_published_bilm(OPTIONS, WEIGHTS), PublishedLMConfig(len(vocab), softmax="adaptive",
+    model = language_model_of(load_published_bilm(OPTIONS, WEIGHTS), PublishedSoftmaxConfig(len(vocab), softmax="adaptive",
                                                                                        cutoffs=(20,)))
     sample = encode_corpus(docs[:4], vocab, max_chars=50, char_scheme="bilm_tf")
     with pytest.raises(ElmoError, match="softmax_init") as error:
