@@ -1,17 +1,33 @@
-"""Write README.md's headline, timing table and Results section, and docs/results.md, from results/ (seeds.json + the seed-0 main run).
+"""``python -m lab readme``: README.md's generated blocks and ``lab/results.md``, from ``results/``.
 
-Run from the repository root after a study: ``python lab/readme.py``. Every number and
-comparative sentence comes from the committed JSON (:mod:`lab.report.analysis`).
+README.md holds three blocks between ``<!-- generated:NAME -->`` and ``<!-- /generated:NAME -->`` markers, which
+:func:`write_readme` replaces (the text around them is written by hand):
+
+* ``headline``: the seeds study's headline sentence (``results/seeds.json``);
+* ``timing``: one line per CPU measured, the wall time and peak memory of ``python ELMO.py`` and
+  ``python classification.py`` with their defaults (``results/timing/``: ``/usr/bin/time -v`` files and ``lscpu``);
+* ``results``: the seeds study's table and its main comparisons.
+
+``lab/results.md`` is written whole: the seeds study with every paired comparison, the two learning curves
+(``results/learning_curve.json``, ``results/pretraining_text_curve.json``), the project's goals, what the study
+cost and the seed-0 run (``results/{lm,classification,baselines}.json``). Every number and comparative sentence
+comes from the committed JSON (:mod:`lab.report.results`, :mod:`lab.report.analysis`); prose is wrapped so that
+no generated line is longer than :data:`WIDTH` characters (table rows excepted).
 """
+
+from __future__ import annotations
+
 import re
-import sys
+import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from lab.report.analysis import analysis  # noqa: E402 (after the sys.path line)
-from lab.report.results import load_results, load_timings  # noqa: E402 (after the sys.path line)
-from lab.report.tables import (  # noqa: E402 (after the sys.path line)
+from elmo.errors import ElmoError
+from elmo.pipelines.common import option
+
+from .report.analysis import analysis
+from .report.results import load_results, load_timings
+from .report.tables import (
     comparisons_table,
     curve_comparisons_table,
     curve_table,
@@ -22,317 +38,348 @@ from lab.report.tables import (  # noqa: E402 (after the sys.path line)
     texts_without_share,
 )
 
-res = load_results(ROOT / "results", ROOT / "results" / "experiments")
-text = analysis(res)
-study = res["seeds"]
-n = len(study["seeds"])
-b = study["bilm"]["summary"]
-ppl = {k: b[k]["mean"] for k in b}
-parts = {k: v for k, v in study["parts"].items() if v["returncode"] == 0}
-def part_stats(name):
-    xs = [v for k, v in parts.items() if k.endswith("/" + name)]
-    return (min(v["seconds"] for v in xs) / 60, max(v["seconds"] for v in xs) / 60, max(v["peak_rss_mb"] for v in xs) / 1024) if xs else None
-pre, cls, base, mlp = (part_stats(p) for p in ("pretrain", "classify", "baselines", "mlp"))
-mlp_seeds = study["methods"].get("learned_function_mlp", {}).get("seeds", [])
+#: The width generated prose is wrapped to.
+WIDTH = 115
+#: The README blocks :func:`write_readme` fills, in order.
+BLOCKS = ("headline", "timing", "results")
 
-def _comparison(a: str, b: str) -> dict:
-    return next(c for c in study["comparisons"] if c["a"] == a and c["b"] == b and c["metric"] == "test_accuracy")
+
+@dataclass
+class ReadmeArgs:
+    """Flags of ``python -m lab readme``."""
+
+    results_dir: str = option("results", "folder with seeds.json, the seed-0 run's JSON, the curves and timing/")
+    readme: str = option("README.md", "the README whose generated blocks are filled in place")
+    results_page: str = option("lab/results.md", "the results page written whole")
+
+    def check(self) -> None:
+        """Raises :class:`ElmoError` when the README, its markers or the seeds study are missing."""
+        readme = Path(self.readme)
+        if not readme.is_file():
+            raise ElmoError(f"{readme} not found")
+        text = readme.read_text(encoding="utf-8")
+        for name in BLOCKS:
+            if f"<!-- generated:{name} -->\n" not in text or f"<!-- /generated:{name} -->" not in text:
+                raise ElmoError(f"{readme}: the markers <!-- generated:{name} --> ... <!-- /generated:{name} --> are missing")
+        if not (Path(self.results_dir) / "seeds.json").is_file():
+            raise ElmoError(f"{Path(self.results_dir) / 'seeds.json'} not found: run `python -m lab study` first")
+
+
+# ------------------------------------------------------------------------------------------------
+# text helpers
+# ------------------------------------------------------------------------------------------------
+
+def wrap(text: str, prefix: str = "") -> str:
+    """``text`` as lines of at most :data:`WIDTH` characters, the first starting with ``prefix`` and the others
+    indented to match it (a Markdown bullet's continuation)."""
+    return textwrap.fill(text, WIDTH, initial_indent=prefix, subsequent_indent=" " * len(prefix),
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def bullets(sentences: list[str]) -> str:
+    """One wrapped Markdown bullet per sentence."""
+    return "\n".join(wrap(s, "* ") for s in sentences)
+
+
+def fill(text: str, name: str, block: str) -> str:
+    """``text`` with what lies between ``<!-- generated:name -->`` and ``<!-- /generated:name -->`` replaced.
+
+    Raises:
+        ElmoError: the markers are missing.
+    """
+    start, end = f"<!-- generated:{name} -->\n", f"<!-- /generated:{name} -->"
+    if start not in text or end not in text:
+        raise ElmoError(f"the markers {start.strip()} ... {end} are missing")
+    head, rest = text.split(start, 1)
+    return head + start + block + "\n" + end + rest.split(end, 1)[1]
 
 
 def _points(c: dict) -> str:
+    """A paired comparison as ``+0.76 points (95% CI [+0.38, +1.15], paired t-test p = 0.0135)``."""
     if c["ci95"] is None:
         return f"{100 * c['mean_difference']:+.2f} points (one seed)"
     lo, hi = (100 * x for x in c["ci95"])
     return f"{100 * c['mean_difference']:+.2f} points (95% CI [{lo:+.2f}, {hi:+.2f}], paired t-test p = {c['p_value']:.3g})"
 
 
-def _text_bullet() -> str:
-    """The README's pre-training-text bullet from results/pretraining_text_curve.json (empty without it)."""
-    text_curve = res.get("pretraining_text_curve")
-    if not text_curve:
-        return ""
-    slopes = []
-    for share, per_method in text_curve["accuracy_per_doubling"].items():
-        for m in ("trainable_lambda", "word2vec"):
-            if m in per_method:
-                s = per_method[m]["summary"]
-                ci = "" if s["ci95"] is None else f" [{100 * s['ci95'][0]:+.2f}, {100 * s['ci95'][1]:+.2f}]"
-                slopes.append(f"{'ELMo (trainable λ)' if m != 'word2vec' else 'Word2Vec'} {100 * s['mean']:+.2f}{ci} "
-                              f"with {float(share):.0%} of the labels")
-    extra = [s for s in text["pretraining_text_curve"] if s.startswith("Extra text in the default run: ")]
-    local = [s for s in text["pretraining_text_curve"] if s.startswith("The same per doubling between consecutive")]
-    verdict = extra[0].removeprefix("Extra text in the default run: ") if extra else ""
-    return ("* More pre-training text ([curve](docs/results.md#when-elmo-pays-more-pre-training-text)): test accuracy "
-            "points per doubling of the biLM's and the static vectors' text, mean [95% CI] over seeds: "
-            + "; ".join(slopes) + "." + (" " + local[0] if local else "")
-            + (" " + verdict[:1].upper() + verdict[1:] if verdict else "") + "\n")
+def _comparison(study: dict, a: str, b: str) -> dict:
+    """The test-accuracy comparison ``a − b`` of ``seeds.json``."""
+    return next(c for c in study["comparisons"] if c["a"] == a and c["b"] == b and c["metric"] == "test_accuracy")
 
 
-def _curve_bullet() -> str:
-    """The README's "When ELMo pays" bullet from results/learning_curve.json (empty without it)."""
+# ------------------------------------------------------------------------------------------------
+# timing: one line per CPU
+# ------------------------------------------------------------------------------------------------
+
+def cpu_label(lscpu_file: Path) -> str:
+    """``2-core AMD EPYC (family 25, model 17, AVX512-BF16)`` from an ``lscpu`` output (``AVX2, no AVX-512`` when it
+    lacks AVX-512)."""
+    lscpu = lscpu_file.read_text()
+    found = {key: re.search(pattern, lscpu, re.M) for key, pattern in
+             (("name", r"Model name:\s*(.+)"), ("cores", r"^CPU\(s\):\s*(\d+)"), ("family", r"CPU family:\s*(\d+)"),
+              ("model", r"^Model:\s*(\d+)"))}
+    if not all(found.values()):
+        raise ElmoError(f"{lscpu_file}: not the output of lscpu (no model name, CPU(s), family or model line)")
+    isa = "AVX512-BF16" if "avx512_bf16" in lscpu else ("AVX2 only" if "avx512" not in lscpu else "AVX-512")
+    return (f"{found['cores'].group(1)}-core {found['name'].group(1).strip()} (family {found['family'].group(1)}, "
+            f"model {found['model'].group(1)}, {isa})")
+
+
+def _clock(seconds: float) -> str:
+    """``8:44`` (minutes:seconds)."""
+    minutes, secs = divmod(round(seconds), 60)
+    return f"{minutes}:{secs:02d}"
+
+
+def _pair(runs: dict) -> str | None:
+    """``21.2 min (8:44 + 12:29, peaks 3.2 / 2.3 GiB)`` for a folder's two default commands (None without both)."""
+    if not {"ELMO.py", "classification.py"} <= set(runs):
+        return None
+    lm, cls = runs["ELMO.py"], runs["classification.py"]
+    gib = [r["peak_gb"] * 1e9 / 2 ** 30 for r in (lm, cls)]
+    return (f"{(lm['seconds'] + cls['seconds']) / 60:.1f} min ({_clock(lm['seconds'])} + {_clock(cls['seconds'])}, "
+            f"peaks {gib[0]:.1f} / {gib[1]:.1f} GiB)")
+
+
+#: The timed folders under ``results/timing/`` (each with ``lscpu.txt``) and what was run there besides the sample.
+TIMED = (("", ""), ("avx2", ""), ("rows_120k", " on 120,000 rows"))
+
+
+def timing_lines(results_dir: Path) -> list[str]:
+    """One Markdown bullet per CPU of ``results/timing/`` (:data:`TIMED`), each run's two commands summed.
+
+    The precision ``--precision auto`` picks on that CPU (bf16 with native bf16, else fp32) comes first, then any
+    other precision timed on it, then the runs on 120,000 rows.
+    """
+    per_cpu: dict[str, list[str]] = {}
+    for sub, text in TIMED:
+        folder = results_dir / "timing" / sub
+        if not (folder / "lscpu.txt").is_file():
+            continue
+        label = cpu_label(folder / "lscpu.txt")
+        auto = "bf16" if "BF16" in label else "fp32"
+        timings = load_timings(folder)
+        for precision in sorted(timings, key=lambda p: p != auto):
+            pair = _pair(timings[precision])
+            if pair:
+                per_cpu.setdefault(label, []).append(f"{precision}{text} {pair}")
+    return [f"* {label}: " + "; ".join(parts) + "." for label, parts in per_cpu.items()]
+
+
+# ------------------------------------------------------------------------------------------------
+# README blocks
+# ------------------------------------------------------------------------------------------------
+
+def headline(study: dict) -> str:
+    """The seeds study's headline: trainable λ's test accuracy and its lead over Word2Vec with the same head."""
+    best = study["methods"]["trainable_lambda"]["summary"]["test_accuracy"]
+    return wrap(f"On AG News topic classification, ELMo with a trainable scalar mix reaches **{best['mean']:.4f} ± "
+                f"{best['std']:.4f}** test accuracy over {len(study['seeds'])} seeds, "
+                f"{_points(_comparison(study, 'trainable_lambda', 'word2vec'))} over Word2Vec vectors read by the "
+                "same classifier.")
+
+
+def timing_block(results_dir: Path) -> str:
+    """README's timing block: :func:`timing_lines` under the sentence that names the commands."""
+    intro = wrap("`python ELMO.py` then `python classification.py` with their defaults (2 threads, nothing else running; "
+                 "`/usr/bin/time -v`, `results/timing/`), on the 39,122-row sample unless stated: wall time of both, "
+                 "peak memory of each. `--precision auto` is bf16 where the CPU has native bf16, else fp32.")
+    return intro + "\n\n" + "\n".join(timing_lines(results_dir))
+
+
+def results_block(res: dict, text: dict) -> str:
+    """README's results block: the seeds table and the comparisons a reader asks first."""
+    study = res["seeds"]
+    seeds = " ".join(map(str, study["seeds"]))
+    ppl = {k: v["mean"] for k, v in study["bilm"]["summary"].items()}
+    intro = wrap(f"`python -m lab study --seeds {seeds}` (`results/seeds.json`): each seed re-trains the biLM, the "
+                 "ELMo classifiers and the baselines; Word2Vec and SVD feed the same classifier head as ELMo. "
+                 "Trained on a 39,122-row sample of the official train split, tested on the official 7,600-row test "
+                 "split. Every comparison, the learning curves and the goals: [lab/results.md](lab/results.md), "
+                 "[report.pdf](report.pdf).")
+    points = [
+        f"ELMo (trainable λ) leads TF-IDF + logistic regression by {_short(_comparison(study, 'trainable_lambda', 'tfidf_logreg'))} "
+        f"and SVD with the same head by {_short(_comparison(study, 'trainable_lambda', 'svd'))}; biLM test perplexity "
+        f"{ppl['test_forward_perplexity']:.1f} forward, {ppl['test_backward_perplexity']:.1f} backward (means over seeds).",
+    ]
+    if res.get("learning_curve"):
+        points.append("With fewer labels ([the learning curve](lab/results.md#when-elmo-pays-the-learning-curve-over-"
+                      "labelled-data)): " + _short_lead(res["learning_curve"]))
+    return intro + "\n\n" + seeds_table(study) + "\n\n" + bullets(points)
+
+
+def _short(c: dict) -> str:
+    """A paired comparison as ``+1.29 points (p = 0.00573)``."""
+    return f"{100 * c['mean_difference']:+.2f} points (p = {c['p_value']:.3g})"
+
+
+def _short_lead(curve: dict) -> str:
+    """The best ELMo mix's largest lead over Word2Vec and over TF-IDF + LR across the labelled shares."""
+    leads = []
+    for b, name in (("word2vec", "Word2Vec"), ("tfidf_logreg", "TF-IDF + LR")):
+        size, c = max(((size, c) for size in curve["sizes"].values() for c in size["comparisons"] if c["b"] == b),
+                      key=lambda sc: sc[1]["mean_difference"])
+        leads.append((f"{_short(c)} over {name}", "/".join(f"{d:,}" for d in sorted(set(size["labelled_documents"])))))
+    if leads[0][1] == leads[1][1]:
+        return f"at {leads[0][1]} labelled documents the best ELMo mix leads by {leads[0][0]} and {leads[1][0]}."
+    return "the best ELMo mix leads by " + " and ".join(f"{lead} at {docs} labelled documents" for lead, docs in leads) + "."
+
+
+# ------------------------------------------------------------------------------------------------
+# lab/results.md
+# ------------------------------------------------------------------------------------------------
+
+def _curve_section(res: dict, text: dict) -> str:
+    """The learning curve over labelled data (empty without ``learning_curve.json``)."""
     curve = res.get("learning_curve")
     if not curve:
         return ""
-    leads = []
-    for b in ("word2vec", "tfidf_logreg"):
-        best = max(((size, c) for size in curve["sizes"].values() for c in size["comparisons"] if c["b"] == b),
-                   key=lambda sc: sc[1]["mean_difference"])
-        docs = "/".join(f"{d:,}" for d in sorted(set(best[0]["labelled_documents"])))
-        leads.append(f"over {'Word2Vec' if b == 'word2vec' else 'TF-IDF + LR'} at {docs} labelled documents, "
-                     f"{_points(best[1])}")
-    significant = {b: [f"{size['fraction']:.0%}" for size in curve["sizes"].values() for c in size["comparisons"]
-                       if c["b"] == b and c["p_value"] is not None and c["p_value"] < 0.05 and c["mean_difference"] > 0]
-                   for b in ("word2vec", "tfidf_logreg")}
-    verdict = (f"The ELMo mix chosen on validation is ahead of TF-IDF + LR beyond the noise at {', '.join(significant['tfidf_logreg']) or 'no share'} "
-               f"of the labels, of Word2Vec with the same head at {', '.join(significant['word2vec']) or 'no share'}")
-    return ("* When ELMo pays ([learning curve](docs/results.md#when-elmo-pays-the-learning-curve-over-labelled-data)): "
-            "the best ELMo's lead is largest " + "; ".join(leads) + f". {verdict} (paired t-test, p < 0.05).\n")
+    seeds = " ".join(map(str, sorted({s for size in curve["sizes"].values() for s in size["seeds"]})))
+    shares = " ".join(f"{s:g}" for s in curve["fractions"])
+    cost = [v for k, v in curve["parts"].items() if "labelled" in k and v["returncode"] == 0]
+    return "\n\n".join([
+        "## When ELMo pays: the learning curve over labelled data",
+        wrap(f"Command: `python -m lab study --seeds {seeds} --labelled-fractions {shares}` "
+             "(`results/learning_curve.json`; the share 1 is the seeds study's own runs). Per seed and share the "
+             "classifiers train on a class-balanced draw of the 37,166 labelled training descriptions; the biLM, "
+             "Word2Vec, SVD and TF-IDF's vocabulary learn from all of them. Validation split (1,956 descriptions) "
+             "and early stopping as in the full-data runs. Test accuracy, mean ± std over seeds [95% CI]:"),
+        curve_table(curve),
+        "![learning curve](../images/learning_curve.png)",
+        bullets(text["learning_curve"]),
+        "The best ELMo layer mix at each share against each baseline (paired over seeds; McNemar's test per seed):",
+        curve_comparisons_table(curve),
+        wrap(f"The shares below 1 took {sum(v['seconds'] for v in cost) / 3600:.1f} CPU-hours of parts ({len(cost)} "
+             "parts, one thread each, two at a time, on the CPU of the seeds study; `parts` in the JSON)."),
+    ]) + "\n\n"
 
 
-best = study["methods"]["trainable_lambda"]["summary"]["test_accuracy"]
-headline = (f"On AG News topic classification, ELMo with a trainable scalar mix reaches **{best['mean']:.4f} ± "
-            f"{best['std']:.4f}** test accuracy over {n} seeds, {_points(_comparison('trainable_lambda', 'word2vec'))} "
-            "over Word2Vec vectors read by the same classifier.")
-
-results_block = f"""Over {n} seeds (`python -m lab study --seeds {' '.join(map(str, study['seeds']))}`, `results/seeds.json`): each seed
-re-trains the biLM, the ELMo classifiers and the baselines; Word2Vec and SVD use the same classifier head.
-Trained on the 39,122-row sample of the official train split, tested on the official 7,600-row test split.
-
-{seeds_table(study)}
-
-* ELMo (trainable λ) − TF-IDF + logistic regression: {_points(_comparison('trainable_lambda', 'tfidf_logreg'))};
-  − SVD: {_points(_comparison('trainable_lambda', 'svd'))}. A single seed's difference below
-  0.6 points is within the seed-to-seed spread.
-* biLM test perplexity, mean over seeds: forward {ppl['test_forward_perplexity']:.1f}, backward {ppl['test_backward_perplexity']:.1f}.
-{_curve_bullet()}{_text_bullet()}* Every paired comparison and McNemar's test per seed: [docs/results.md](docs/results.md) and
-  [report.pdf](report.pdf); the goals met and missed: [docs/results.md](docs/results.md#accuracy-and-performance-goals)."""
-
-
-def _cpu_label(lscpu_file: Path) -> str:
-    """``2-core AMD EPYC (family 25, AVX512-BF16)`` from an ``lscpu`` output (``AVX2 only`` without AVX-512)."""
-    lscpu = lscpu_file.read_text()
-    model = re.search(r"Model name:\s*(.+)", lscpu).group(1).strip()
-    cores = re.search(r"^CPU\(s\):\s*(\d+)", lscpu, re.M).group(1)
-    family = re.search(r"CPU family:\s*(\d+)", lscpu).group(1)
-    isa = ", AVX512-BF16" if "avx512_bf16" in lscpu else (", AVX2 only" if "avx512" not in lscpu else "")
-    return f"{cores}-core {model} (family {family}{isa})"
-
-
-def _timing_block() -> str:
-    """The README's table of wall time and peak memory, from results/timing/ (``/usr/bin/time -v`` files) and, for
-    a CPU without native bf16, results/timing/avx2/."""
-    folder = ROOT / "results" / "timing"
-    cpu = _cpu_label(folder / "lscpu.txt")
-    rows_of = [(load_timings(folder), {"bf16": f"{cpu}, bf16 (`--precision auto`)",
-                                       "fp32": "the same CPU, `--precision fp32`"})]
-    if (folder / "avx2" / "lscpu.txt").is_file():
-        rows_of.append((load_timings(folder / "avx2"),
-                        {"fp32": f"{_cpu_label(folder / 'avx2' / 'lscpu.txt')}, fp32 (`--precision auto`)"}))
-
-    def cell(run: dict | None) -> str:
-        if run is None:
-            return "not measured"
-        minutes, seconds = divmod(round(run["seconds"]), 60)
-        return f"{minutes}:{seconds:02d}, {run['peak_gb'] * 1e9 / 2 ** 30:.1f} GiB"
-
-    def table(rows_of: list) -> str:
-        rows = ["| device and precision | `python ELMO.py` | `python classification.py` | both |", "|---|---|---|---|"]
-        for timings, labels in rows_of:
-            for precision, label in labels.items():
-                runs = timings.get(precision, {})
-                both = (sum(runs[s]["seconds"] for s in ("ELMO.py", "classification.py")) / 60
-                        if len(runs) >= 2 else None)
-                rows.append(f"| {label} | {cell(runs.get('ELMO.py'))} | {cell(runs.get('classification.py'))} | "
-                            + (f"{both:.1f} min |" if both else "not measured |"))
-        return "\n".join(rows)
-
-    avx2 = ("" if len(rows_of) > 1 else "On a CPU without native bf16 (AVX2 only) `--precision auto` trains in fp32, "
-            "so expect the fp32 row or\nslower. ")
-    large = folder / "rows_120k"
-    large_text = ("The official 120,000-row file, which a fresh machine downloads, has about three times the\n"
-                  "sample's tokens; its runs are not measured yet. ")
-    if (large / "lscpu.txt").is_file():
-        large_timings = load_timings(large)
-        labels = {p: f"{_cpu_label(large / 'lscpu.txt')}, {p} (`--precision auto`)" for p in large_timings}
-        large_text = ("On 120,000 rows, the official file's size (the sample repeated to 120,000 rows, "
-                      "[results/timing/rows_120k](results/timing/rows_120k/README.md)):\n\n"
-                      + table([(large_timings, labels)]) + "\n\n")
-    large_text += ("GPU runs are not measured yet ([docs/performance.md](docs/performance.md)). About 3 GiB of free "
-                   "space in `$TMPDIR` (9 GiB for 120,000 rows) holds `classification.py`'s layer cache (`--cache-layers`).")
-    return ("Wall time and peak memory (`/usr/bin/time -v`, 2 threads, nothing else running) of the default commands on\n"
-            "the 39,122-row sample, from `results/timing/`:\n\n" + table(rows_of) + f"\n\n{avx2}{large_text}")
-
-
-def fill(text: str, name: str, block: str) -> str:
-    """``text`` with what lies between ``<!-- generated:name -->`` and ``<!-- /generated:name -->`` replaced."""
-    start, end = f"<!-- generated:{name} -->\n", f"<!-- /generated:{name} -->"
-    if start not in text or end not in text:
-        raise SystemExit(f"README.md: the markers {start.strip()} ... {end} are missing")
-    head, rest = text.split(start, 1)
-    return head + start + block + "\n" + end + rest.split(end, 1)[1]
-
-
-readme = (ROOT / "README.md").read_text()
-for name, block in (("headline", headline), ("timing", _timing_block()), ("results", results_block)):
-    readme = fill(readme, name, block)
-(ROOT / "README.md").write_text(readme)
-
-_FINISH_CURVE = ("The study resumes from the committed parts: `results/pretraining_text_curve/restore_out_dir.py` "
-                 "rebuilds its `--out-dir` and gives the commands. The committed parts trained in bf16, so the rest "
-                 "needs a CPU with native bf16 (AVX512-BF16 or AMX-BF16) or a GPU in bf16; the study refuses to mix "
-                 "precisions.")
-
-
-def _text_curve_section() -> str:
-    """docs/results.md's pre-training-text section (empty without results/pretraining_text_curve.json)."""
+def _text_curve_section(res: dict, text: dict) -> str:
+    """The learning curve over pre-training text (empty without ``pretraining_text_curve.json``)."""
     text_curve = res.get("pretraining_text_curve")
     if not text_curve:
         return ""
     config = text_curve["config"]
     shares = sorted({k for t in text_curve["texts"].values() for k in t["curve"]["sizes"]}, key=float)
-    cost = {k: v for k, v in text_curve["parts"].items() if "/text_" in k and "/text_1/" not in k
-            and v["returncode"] == 0}
-    hours = sum(v["seconds"] for v in cost.values()) / 3600
+    cost = [v for k, v in text_curve["parts"].items() if "/text_" in k and "/text_1/" not in k and v["returncode"] == 0]
     head = f" --head-extra \"{config['head_extra']}\"" if config.get("head_extra") else ""
-    tables = "\n\n".join(f"With {float(share):.0%} of the labels:\n\n{text_curve_table(text_curve, share)}"
-                          + (f"\n\n{missing} {_FINISH_CURVE}" if (missing := texts_without_share(text_curve, share)) else "")
-                          for share in shares)
-    return f"""## When ELMo pays: more pre-training text
-
-Command: `python -m lab study --seeds {' '.join(map(str, config['seeds']))} --pretraining-texts \
-{' '.join(text_curve['texts'])} --labelled-fractions {' '.join(shares)}{head}` (`results/pretraining_text_curve.json`). Per seed, the
-biLM (`ELMO.py`'s defaults), Word2Vec, SVD and TF-IDF's vocabulary are re-learnt from a random share of the training
-descriptions (`--text-fraction`), or from all of them plus the unlabelled AG News rows of `data/ag_news/extra/`
-(`--extra-text`: rows that repeat a training description or contain a validation or test description are dropped).
-The classifiers train on the same labelled documents whatever the text; the row of all the descriptions is the
-labelled-data curve's runs above. Test accuracy, mean ± std over seeds:
-
-{tables}
-
-![pre-training text](../images/pretraining_text_curve.png)
-
-""" + "\n".join("* " + s for s in text["pretraining_text_curve"]) + f"""
-
-Per labelled share and method: the slope of test accuracy on log2(pre-training tokens), and each text against all
-the descriptions (paired over seeds):
-
-{text_effect_table(text_curve)}
-
-The texts other than all the descriptions took {hours:.1f} CPU-hours of parts ({len(cost)} parts, one thread each,
-two at a time, on the 2-core AMD EPYC of the seeds study; `results/pretraining_text_curve.json`, `parts`).
-
-"""
+    tables = []
+    for share in shares:
+        tables.append(f"With {float(share):.0%} of the labels:\n\n{text_curve_table(text_curve, share)}")
+        missing = texts_without_share(text_curve, share)
+        if missing:
+            tables.append(wrap(missing))
+    return "\n\n".join([
+        "## When ELMo pays: more pre-training text",
+        wrap(f"Command: `python -m lab study --seeds {' '.join(map(str, config['seeds']))} --pretraining-texts "
+             f"{' '.join(text_curve['texts'])} --labelled-fractions {' '.join(shares)}{head}` "
+             "(`results/pretraining_text_curve.json`). Per seed, the biLM (`ELMO.py`'s defaults), Word2Vec, SVD and "
+             "TF-IDF's vocabulary are learnt again from a random share of the training descriptions "
+             "(`--text-fraction`), or from all of them plus the unlabelled AG News rows of `data/ag_news/extra/` "
+             "(`--extra-text`: rows that repeat a training description or contain a validation or test description "
+             "are dropped). The classifiers train on the same labelled documents whatever the text; the row of all "
+             "the descriptions is the labelled-data curve's runs. Test accuracy, mean ± std over seeds:"),
+        *tables,
+        "![pre-training text](../images/pretraining_text_curve.png)",
+        bullets(text["pretraining_text_curve"]),
+        wrap("Per labelled share and method: the slope of test accuracy on log2(pre-training tokens), and each text "
+             "against all the descriptions (paired over seeds):"),
+        text_effect_table(text_curve),
+        wrap(f"The texts other than all the descriptions took {sum(v['seconds'] for v in cost) / 3600:.1f} CPU-hours "
+             f"of parts ({len(cost)} parts, one thread each, two at a time, on the CPU of the seeds study)."),
+    ]) + "\n\n"
 
 
-def _curve_section() -> str:
-    """docs/results.md's learning-curve section (empty without results/learning_curve.json)."""
-    curve = res.get("learning_curve")
-    if not curve:
-        return ""
-    seeds = sorted({s for size in curve["sizes"].values() for s in size["seeds"]})
-    shares = " ".join(f"{s:g}" for s in curve["fractions"])
-    cost = {k: v for k, v in curve["parts"].items() if "labelled" in k and v["returncode"] == 0}
-    hours = sum(v["seconds"] for v in cost.values()) / 3600
-    return f"""## When ELMo pays: the learning curve over labelled data
-
-Command: `python -m lab study --seeds {' '.join(map(str, seeds))} --labelled-fractions {shares}` (`results/learning_curve.json`;
-the share 1 is the seeds study's own runs). Per seed and share the classifiers train on a class-balanced draw of
-the 37,166 labelled training descriptions; the biLM, Word2Vec, SVD and TF-IDF's vocabulary learn from all of them.
-Validation split (1,956 descriptions) and early stopping as in the full-data runs. Test accuracy, mean ± std over
-seeds [95% CI]:
-
-{curve_table(curve)}
-
-![learning curve](../images/learning_curve.png)
-
-""" + "\n".join("* " + s for s in text["learning_curve"]) + f"""
-
-The best ELMo layer mix at each share against each baseline (paired over seeds; McNemar's test per seed):
-
-{curve_comparisons_table(curve)}
-
-The shares below 1 took {hours:.1f} CPU-hours of parts ({len(cost)} parts, one thread each, two at a time, on the
-2-core AMD EPYC of the seeds study; `results/learning_curve.json`, `parts`).
-
-"""
+def _cost_section(study: dict) -> str:
+    """Wall time and peak memory of the seeds study's parts (``parts`` in ``seeds.json``)."""
+    done = {k: v for k, v in study["parts"].items() if v["returncode"] == 0}
+    lines = []
+    for part, label in (("pretrain", "`ELMO.py` (pretrain)"), ("classify", "`classification.py` (three layer mixes)"),
+                        ("mlp", "`classification.py --mixes learned_function --learned-function mlp`"),
+                        ("baselines", "`baselines.py`")):
+        runs = [v for k, v in done.items() if k.endswith("/" + part)]
+        if runs:
+            lo, hi = (f(v["seconds"] for v in runs) / 60 for f in (min, max))
+            peak = max(v["peak_rss_mb"] for v in runs) / 1024
+            span = f"{lo:.0f}" if round(lo) == round(hi) else f"{lo:.0f}–{hi:.0f}"
+            lines.append(f"{label}: {span} min, peak {peak:.2f} GB ({len(runs)} seeds).")
+    return "\n\n".join([
+        "## What the study cost",
+        wrap("Wall time and peak resident memory of each part (`parts` in `results/seeds.json`), two parts running "
+             "at a time on one thread each, each part a process of its own:"),
+        bullets(lines),
+        wrap("The first two biLMs trained while other work shared the two cores, so their times are upper bounds."),
+    ]) + "\n\n"
 
 
-main = markdown_table(res)
-results_md = f"""# Results
+def results_page(res: dict, text: dict, cpu: str) -> str:
+    """``lab/results.md``: everything the committed studies and the seed-0 run measured."""
+    study = res["seeds"]
+    seeds = " ".join(map(str, study["seeds"]))
+    lm = res["lm"]
+    sections = [
+        "# Results",
+        wrap("Generated by `python -m lab readme` from the committed `results/*.json`; every comparative sentence is "
+             "computed from the JSON (`lab/report/analysis.py`). The full report is [report.pdf](../report.pdf) "
+             "(`python -m lab report`); the exploratory runs are in [experiments.md](experiments.md)."),
+        "## Over seeds: the headline",
+        wrap(f"Command: `python -m lab study --seeds {seeds}` (`results/seeds.json`). Per seed the study re-trains the "
+             "biLM (`ELMO.py --seed s`), the three ELMo layer mixes (`classification.py --seed s`) and Word2Vec, SVD "
+             "and TF-IDF + LR (`baselines.py --seed s`); the seed also re-draws the validation split, batch order, "
+             "initialisation and dropout. Data: a 39,122-row sample of the official train split (37,166 training and "
+             "1,956 validation descriptions), tested on the official 7,600-row test split. CPU: " + cpu + ", bf16 "
+             f"(`--precision auto`), torch {study['meta']['torch']}, two parts at a time on one thread each."),
+        seeds_table(study),
+        "![every seed per method](../images/seeds.png)",
+        bullets(text["seeds"]),
+        wrap("Every paired comparison. Test accuracy a − b is in points; the 95% CI comes from Student's t over "
+             "seeds, p from a paired t-test over seeds (`scipy.stats.ttest_rel`); the last column counts the seeds in "
+             "which McNemar's exact test on the 7,600 test documents gives p < 0.05:"),
+        comparisons_table(study),
+        bullets(text["seeds_mixes"]),
+    ]
+    page = "\n\n".join(sections) + "\n\n" + _curve_section(res, text) + _text_curve_section(res, text)
+    page += "## Accuracy and performance goals\n\n" + bullets(text["targets"]) + "\n\n" + _cost_section(study)
+    page += "\n\n".join([
+        "## The seed-0 run in full",
+        wrap("`results/lm.json`, `results/classification.json` and `results/baselines.json` are seed 0 of the study; "
+             "the report's per-run sections describe this run. Read its single-seed differences against the spread "
+             "above."),
+        markdown_table(res),
+        wrap(f"biLM (seed 0): test perplexity forward {lm['test']['forward_perplexity']:.1f}, backward "
+             f"{lm['test']['backward_perplexity']:.1f}; vocabulary {lm['vocab_size']:,} words; test OOV rate "
+             f"{lm['oov_rate']['test']:.2%}."),
+    ]) + "\n"
+    return page
 
-The full report is [report.pdf](../report.pdf), generated by `python -m lab report` from the
-committed `results/*.json` and `images/`. Every comparative sentence in it is computed from the JSON.
-`python -m lab report --markdown` also prints the tables below.
 
-## Over seeds: the headline
+# ------------------------------------------------------------------------------------------------
+# the command
+# ------------------------------------------------------------------------------------------------
 
-Command: `python -m lab study --seeds {' '.join(map(str, study['seeds']))}` (`results/seeds.json`; each seed's JSON
-and logs are under `results/study/seed_<s>/`).
+def write_readme(config: ReadmeArgs) -> str:
+    """Fill README.md's generated blocks (:data:`BLOCKS`) and write the results page, from ``config.results_dir``.
 
-Per seed, the study:
-- re-trains the biLM (`ELMO.py --seed s`);
-- re-trains the three ELMo layer mixes (`classification.py --seed s`);
-- re-trains Word2Vec and SVD with the same head, and TF-IDF + LR (`baselines.py --seed s`).
+    Returns:
+        The README as written.
 
-The seed also re-draws the validation split, batch order, initialisation and dropout. The data is the
-39,122-row sample of the official train split (37,166 training and 1,956 validation descriptions),
-tested on the official 7,600-row test split. The CPU is a 2-core AMD EPYC with AVX512-BF16, bf16,
-torch 2.13.0. Two parts ran at a time, on one thread each.
-
-{seeds_table(study)}
-
-![every seed per method](../images/seeds.png)
-
-""" + "\n".join("* " + s for s in text["seeds"]) + """
-
-Every paired comparison. Test accuracy a − b is in points. The 95% CI comes from Student's t over seeds.
-p is from a paired t-test over seeds (`scipy.stats.ttest_rel`). The last column counts the seeds in
-which McNemar's exact test on the 7,600 test documents gives p < 0.05:
-
-""" + comparisons_table(study) + """
-
-""" + "\n".join("* " + s for s in text["seeds_mixes"]) + """
-
-""" + _curve_section() + _text_curve_section() + """### Accuracy and performance goals
-
-""" + "\n".join("* " + s for s in text["targets"]) + """
-
-### What the study cost
-
-Wall time and peak resident memory of each part (`results/study/parts.json`), with two parts running at
-a time on one thread each on the 2-core CPU. Each part is a separate process.
-"""
-if pre:
-    results_md += f"* `ELMO.py` (pretrain): {pre[0]:.0f}–{pre[1]:.0f} min, peak {pre[2]:.2f} GB.\n"
-if cls:
-    results_md += f"* `classification.py` (three layer mixes): {cls[0]:.0f}–{cls[1]:.0f} min, peak {cls[2]:.2f} GB.\n"
-if mlp:
-    results_md += f"* `classification.py --mixes learned_function --learned-function mlp`: {mlp[0]:.0f}–{mlp[1]:.0f} min, peak {mlp[2]:.2f} GB.\n"
-if base:
-    results_md += f"* `baselines.py`: {base[0]:.0f}–{base[1]:.0f} min, peak {base[2]:.2f} GB.\n"
-results_md += """
-The first two biLMs trained while the test suite was also running on the same two cores, so their times
-are upper bounds.""" + ("" if len(mlp_seeds) == n else " The mlp part was skipped for the seeds not listed above, to bound the study's time.") + f"""
-
-## The seed-0 run in full
-
-`results/lm.json`, `results/classification.json` and `results/baselines.json` are seed 0 of the study.
-The report's per-run sections describe this run. Its single-seed differences should be read against the
-spread above.
-
-{main}
-
-biLM (seed 0): test perplexity forward {res['lm']['test']['forward_perplexity']:.1f}, backward
-{res['lm']['test']['backward_perplexity']:.1f}; vocabulary {res['lm']['vocab_size']:,} words; test OOV rate
-{res['lm']['oov_rate']['test']:.2%}.
-
-## The previous default run
-
-`results/experiments/previous_defaults/` holds the earlier main run (one seed). It used lr 2e-3, dropout 0.2,
-no residual connection and the MLP learned function. It scored: trainable λ 0.9091, frozen λ 0.8995,
-learned function (MLP) 0.8908, Word2Vec 0.9029, SVD 0.8913, TF-IDF + LR 0.8936. The biLM's test perplexity
-was 124.4 / 118.0. From that one seed ELMo led Word2Vec by 0.62 points; the study above measures how much
-of such a lead survives re-training.
-"""
-(ROOT / "docs" / "results.md").write_text(results_md)
-print(headline)
+    Raises:
+        ElmoError: a missing or invalid results file, or README markers that are missing.
+    """
+    results = Path(config.results_dir)
+    res = load_results(results, results / "experiments")
+    if not res.get("seeds"):
+        raise ElmoError(f"{results / 'seeds.json'} not found: run `python -m lab study` first")
+    text = analysis(res)
+    readme_path = Path(config.readme)
+    readme = readme_path.read_text(encoding="utf-8")
+    for name, block in zip(BLOCKS, (headline(res["seeds"]), timing_block(results), results_block(res, text))):
+        readme = fill(readme, name, block)
+    readme_path.write_text(readme, encoding="utf-8")
+    page = Path(config.results_page)
+    page.parent.mkdir(parents=True, exist_ok=True)
+    lscpu = results / "timing" / "lscpu.txt"
+    cpu = cpu_label(lscpu) if lscpu.is_file() else "not recorded"
+    page.write_text(results_page(res, text, cpu), encoding="utf-8")
+    print(f"wrote {readme_path} ({len(readme.splitlines())} lines) and {page}", flush=True)
+    return readme
