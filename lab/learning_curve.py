@@ -10,9 +10,11 @@ labelled training documents, a class-balanced draw that is part of the seed (``-
 =======================  ==================================================================================
 part                     command (plus ``--seed s``, the folders, ``--threads``, ``--labelled-fraction f``)
 =======================  ==================================================================================
-``classify_labelled_f``  ``python -m elmo classify --mixes trainable_lambda learned_function``
-``baselines_labelled_f`` ``python -m elmo baselines`` (Word2Vec and SVD with the same head, TF-IDF + LR)
+``classify_labelled_f``  ``python -m lab elmo classify --mixes trainable_lambda learned_function``
+``baselines_labelled_f`` ``python -m lab elmo baselines`` (Word2Vec and SVD with the same head, TF-IDF + LR)
 =======================  ==================================================================================
+
+(``python -m lab elmo``: the library's commands with the lab's flags too, such as ``--labelled-fraction``.)
 
 The share 1 is the seeds study's own ``classify`` and ``baselines`` parts (``seed_<s>/results/``), so a
 curve run in the seeds study's ``--out-dir`` reuses them. Validation split, early stopping, model selection
@@ -53,7 +55,7 @@ def plan_curve(config: StudyArgs, classify_mixes: tuple[str, ...] | None = None)
     ``baselines``, which are the share 1; ``classify_mixes`` as in :func:`~lab.study.plan`), then per
     seed the smaller shares, largest first."""
     base = [p for p in plan(config, classify_mixes) if p.name != "mlp"]
-    python = [sys.executable, "-m", "elmo"]
+    python = [sys.executable, "-m", "lab", "elmo"]  # the library command, with the lab's flags too
     extra: list[Part] = []
     for seed in config.seeds:
         for fraction in sorted((f for f in config.labelled_fractions if f < 1.0), reverse=True):

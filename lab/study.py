@@ -1,15 +1,16 @@
 """The seeds study (``python -m lab study``): the whole comparison once per seed, then its statistics.
 
 Per seed s, in ``<out-dir>/seed_<s>/``, four *parts*, each the project's own command run as a child
-process (so a part is exactly what a user runs, and its peak memory is measured on its own):
+process (so a part is exactly what a user runs, and its peak memory is measured on its own), through
+``python -m lab elmo <command>`` (:func:`lab.cli.run_library`: the library's command, taking the lab's flags too):
 
 =============  ==================================================================  ==========================
 part           command (plus ``--seed s``, the folders and ``--threads``)         done when it has written
 =============  ==================================================================  ==========================
-``pretrain``   ``python -m elmo pretrain``  (``ELMO.py``)                          ``results/lm.json``
-``classify``   ``python -m elmo classify``  (the three ELMo layer mixes)           ``results/classification.json``
+``pretrain``   ``pretrain`` (``ELMO.py``)                                          ``results/lm.json``
+``classify``   ``classify`` (the three ELMo layer mixes)                           ``results/classification.json``
 ``mlp``        ``classify --mixes learned_function --learned-function mlp``       ``results_mlp/classification.json``
-``baselines``  ``python -m elmo baselines`` (Word2Vec, SVD, TF-IDF + LR)           ``results/baselines.json``
+``baselines``  ``baselines`` (Word2Vec, SVD, TF-IDF + LR)                          ``results/baselines.json``
 =============  ==================================================================  ==========================
 
 ``classify``, ``mlp`` and ``baselines`` need the seed's biLM (its vocabulary) and start when its
@@ -78,7 +79,7 @@ class StudyArgs:
                                                    "shares of the labelled training documents (e.g. 0.01 0.03 0.1 0.3 "
                                                    "1; 1 is the study's own classify and baselines parts), the "
                                                    "representations on all the training text "
-                                                   "(elmo/pipelines/learning_curve.py)")
+                                                   "(lab/learning_curve.py)")
     pretraining_texts: tuple[str, ...] = option((), "curve over pre-training text: per text (a share of the training "
                                                 "descriptions such as 0.25, 1, or 'extra': all of them plus "
                                                 "--extra-text-files) the biLM, Word2Vec and SVD re-learnt from it in "
@@ -180,7 +181,7 @@ class Part:
 def plan(config: StudyArgs, classify_mixes: tuple[str, ...] | None = None) -> list[Part]:
     """The parts of the study in start order (every seed's biLM first, then the rest seed by seed);
     ``classify_mixes``: the ``--mixes`` of the ``classify`` part (``None``: every layer mix)."""
-    python = [sys.executable, "-m", "elmo"]
+    python = [sys.executable, "-m", "lab", "elmo"]  # the library command, with the lab's flags too
     parts: list[Part] = []
     for seed in config.seeds:
         d = config.seed_dir(seed)

@@ -8,15 +8,15 @@ exactly the published shapes, written by the benchmark itself in the published h
 AG News sentences (``train.csv``'s Description column, tokenised by :func:`elmo.data.text.tokenize` with
 the case kept). Reported per model and precision: sentences/s and tokens/s (median of ``--repeats`` after a
 warm-up batch), peak resident memory (each measurement runs in its own process), achieved GFLOP/s against
-the measured matrix-product peak (the larger of the one measured at the start and the one measured right
-after that row, as the machine may be shared), where the time goes (``torch.profiler`` over one batch, grouped), and for
-bf16 the largest absolute difference from the fp32 vectors.
+the measured matrix-product peak (:func:`~lab.bench.flops.cpu_matmul_peaks`: the larger of the one measured at
+the start and the one measured right after that row, as the machine may be shared), where the time goes
+(``torch.profiler`` over one batch, grouped), and for bf16 the largest absolute difference from the fp32 vectors.
 
-FLOPs counted (:func:`embedding_flops`) are the matrix products the result needs: per sentence of n tokens
-and per direction and layer, n + 1 LSTM steps (input and recurrent products, the projection); per distinct
-word of each :data:`~elmo.inference.embedder.CHUNK_BATCHES`-batch pass, the character convolutions over the
-characters the encoder reads, the highway layers and the projection. Padding and zero-padded kernels,
-which are also computed, are not counted, so the achieved figure is a lower bound.
+FLOPs counted (:func:`embedding_flops`, from the counts of :mod:`lab.bench.flops`) are the matrix products the
+result needs: per sentence of n tokens and per direction and layer, n + 1 LSTM steps (input and recurrent
+products, the projection); per distinct word of each :data:`~elmo.inference.embedder.CHUNK_BATCHES`-batch pass,
+the character convolutions over the characters the encoder reads, the highway layers and the projection.
+Padding and zero-padded kernels, which are also computed, are not counted, so the achieved figure is a lower bound.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from elmo.artifacts import environment_info, write_json
 from elmo.data.agnews import read_agnews
@@ -43,6 +42,7 @@ from elmo.model.published_io import save_published_bilm
 from elmo.runtime.device import configure_threads, cpu_has_bf16
 
 from .children import in_child, peak_rss_mb
+from .flops import cpu_matmul_peaks, published_lstm_flops, published_word_flops
 
 #: the published architectures measured (:data:`~elmo.model.published.PUBLISHED_ARCHITECTURES` without ``elmo-``)
 ARCHITECTURES = {name: PUBLISHED_ARCHITECTURES[f"elmo-{name}"] for name in ("small", "original")}
@@ -66,54 +66,13 @@ def sentences_of(data_dir: str, count: int) -> list[list[str]]:
     return sentences[:count]
 
 
-def lstm_flops(config: PublishedBiLMConfig, steps: int) -> float:
-    """FLOPs of ``steps`` steps of one direction of the LSTM stack (all its layers)."""
-    proj, cells = config.projection_dim, config.hidden_size
-    per_step = 2 * 2 * proj * 4 * cells + (2 * cells * proj if proj < cells else 0)
-    return float(per_step * steps * config.num_layers)
-
-
-def word_flops(config: PublishedBiLMConfig, word: str) -> float:
-    """FLOPs of one word's token vector: convolutions over the characters read, highway, projection."""
-    read = min(config.max_chars, len(word.encode("utf-8")[: config.max_chars - 2]) + 2 + max(w for w, _ in config.filters))
-    conv = sum(2 * config.char_dim * w * n * max(0, read - w + 1) for w, n in config.filters)
-    width = config.n_filters
-    rest = config.num_highway * 2 * width * 2 * width + (2 * width * config.projection_dim if width != config.projection_dim else 0)
-    return float(conv + rest)
-
-
 def embedding_flops(config: PublishedBiLMConfig, sentences: list[list[str]], batch_size: int = BATCH) -> float:
     """Matrix-product FLOPs of embedding ``sentences`` statelessly (the module docstring says what counts)."""
     steps = sum(len(s) + 1 for s in sentences)
     chunk = CHUNK_BATCHES * batch_size
-    words = sum(word_flops(config, w) for i in range(0, len(sentences), chunk)
+    words = sum(published_word_flops(config, w) for i in range(0, len(sentences), chunk)
                 for w in {w for s in sentences[i:i + chunk] for w in s})
-    return 2 * lstm_flops(config, steps) + words
-
-
-def _best_time(run: Callable[[], Any], repeats: int = 5) -> float:
-    run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
-def matmul_peaks(threads: int | None, n: int = 2048) -> dict[str, float]:
-    """Measured GFLOP/s of an ``n × n`` product: fp32 with the default BLAS and with oneDNN, bf16 (oneDNN)."""
-    configure_threads(threads)
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    out = {"fp32_blas": 2 * n ** 3 / _best_time(lambda: a @ b) / 1e9}
-    if torch.backends.mkldnn.is_available():
-        out["fp32_onednn"] = 2 * n ** 3 / _best_time(lambda: torch.ops.mkldnn._linear_pointwise(a, b, None, "none", [], "")) / 1e9
-    if cpu_has_bf16():
-        ab, bb = a.bfloat16(), b.bfloat16()
-        out["bf16"] = 2 * n ** 3 / _best_time(lambda: F.linear(ab, bb)) / 1e9
-    out["fp32"] = max(v for k, v in out.items() if k.startswith("fp32"))
-    out["peak_rss_mb"] = peak_rss_mb()
-    return out
+    return 2 * published_lstm_flops(config, steps) + words
 
 
 def write_weights(name: str, folder: str, seed: int) -> dict[str, Any]:
@@ -159,7 +118,7 @@ def measure(name: str, files: dict[str, Any], precision: str, cfg: Any,
         sum(1 for _ in embedder.embed_sentences(timed, BATCH))
         seconds.append(time.perf_counter() - start)
     median = statistics.median(seconds)
-    peak = matmul_peaks(threads)[precision]  # measured now, under the same load as the rows it is compared with
+    peak = cpu_matmul_peaks(threads)[precision]  # measured now, under the same load as the rows it is compared with
     out = {"matmul_peak_gflops": peak, "model": ARCHITECTURES[name][0], "precision": precision, "threads": threads, "load_seconds": load_seconds,
            "sentences": len(timed), "tokens": sum(map(len, timed)), "seconds_runs": seconds,
            "sentences_per_second": len(timed) / median, "tokens_per_second": sum(map(len, timed)) / median,
@@ -180,7 +139,7 @@ def bench_published(cfg: Any) -> dict[str, Any]:
     results: dict[str, Any] = {"config": {k: getattr(cfg, k) for k in ("data_dir", "threads", "repeats", "published_sentences")},
                                "meta": environment_info(cfg.seed), "load_average_before": os.getloadavg()}
     print("[bench] matmul peaks ...", file=sys.stderr, flush=True)
-    results["matmul_peak_gflops"] = in_child(matmul_peaks, threads)
+    results["matmul_peak_gflops"] = in_child(cpu_matmul_peaks, threads)
     precisions = ["fp32"] + (["bf16"] if cpu_has_bf16() else [])
     with tempfile.TemporaryDirectory() as tmp:
         for name in ARCHITECTURES:

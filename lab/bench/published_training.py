@@ -54,7 +54,8 @@ from elmo.runtime.device import configure_threads, cpu_has_bf16, resolve_device,
 from elmo.training.trainer import Objective, Progress, TrainConfig, fit
 
 from .children import in_child, peak_rss_mb
-from .published import OP_GROUPS, conclude, load_and_peaks, lstm_flops, matmul_peaks, word_flops
+from .flops import adaptive_flops, device_matmul_peaks, published_lstm_flops, published_word_flops, synchronize
+from .published import OP_GROUPS, conclude, load_and_peaks
 
 #: the architectures measured, smallest first (``--architecture`` names)
 ARCHITECTURES = {name: PUBLISHED_ARCHITECTURES[name] for name in ("elmo-small", "elmo-medium", "elmo-original")}
@@ -98,30 +99,17 @@ def training_text(data_dir: str, windows: int, vocab_size: int) -> dict[str, Any
             "softmax_classes": max(vocab_size, len(vocab))}
 
 
-def adaptive_flops(width: int, vocab_size: int, cutoffs: Sequence[int], div_value: float, targets: np.ndarray) -> float:
-    """Forward FLOPs of an adaptive softmax (:func:`elmo.model.bilm.adaptive_softmax`) over ``width``-wide inputs for
-    these target ids: the head (shortlist + one logit per cluster) for every target, a cluster's two projections only
-    for the targets in it. ``cutoffs`` as the softmax uses them (:func:`elmo.model.bilm.adaptive_cutoffs`)."""
-    bounds = list(cutoffs) + [vocab_size]
-    flops = 2.0 * width * (bounds[0] + len(bounds) - 1) * len(targets)
-    for i in range(1, len(bounds)):
-        inner = int(width // div_value ** i)
-        count = int(((targets >= bounds[i - 1]) & (targets < bounds[i])).sum())
-        flops += 2.0 * (width * inner + inner * (bounds[i] - bounds[i - 1])) * count
-    return flops
-
-
 def training_flops(config: PublishedBiLMConfig, head: PublishedSoftmaxConfig, windows: Sequence[Sequence[str]],
                    ids: Sequence[Sequence[int]]) -> dict[str, float]:
     """FLOPs (matrix products) of one training step on ``windows`` (token strings) with word ids ``ids``.
 
-    Forward per part: ``token layer`` (:func:`~lab.bench.published.word_flops` of every distinct word of the batch and
+    Forward per part: ``token layer`` (:func:`~lab.bench.flops.published_word_flops` of every distinct word of the batch and
     the two sentence marks, one character each: convolutions over the characters read, highway, projection), ``LSTMs`` (both directions,
-    every layer, ``n + 1`` steps per window: :func:`~lab.bench.published.lstm_flops`), ``softmax`` (per direction,
-    per target: :func:`adaptive_flops`; sampled: ``2 · P · n · (samples + 1)``). ``training`` is 3 × their sum
+    every layer, ``n + 1`` steps per window: :func:`~lab.bench.flops.published_lstm_flops`), ``softmax`` (per direction,
+    per target: :func:`~lab.bench.flops.adaptive_flops`; sampled: ``2 · P · n · (samples + 1)``). ``training`` is 3 × their sum
     (the backward pass costs twice the forward)."""
     words = {w for window in windows for w in window}
-    marks = 2 * word_flops(config, "x")  # <S> and </S>: one character each in bilm-tf's numbering
+    marks = 2 * published_word_flops(config, "x")  # <S> and </S>: one character each in bilm-tf's numbering
     steps = sum(len(w) + 1 for w in windows)
     width = config.projection_dim
     forward = np.concatenate([np.asarray(i, dtype=np.int64) for i in ids] + [np.full(len(ids), EOS_ID)])
@@ -131,7 +119,8 @@ def training_flops(config: PublishedBiLMConfig, head: PublishedSoftmaxConfig, wi
         softmax = sum(adaptive_flops(width, head.vocab_size, cutoffs, head.div_value, t) for t in (forward, backward))
     else:
         softmax = 2 * 2.0 * width * steps * (min(head.samples, head.vocab_size) + 1)
-    parts = {"token layer": marks + sum(word_flops(config, w) for w in words), "LSTMs": 2 * lstm_flops(config, steps),
+    parts = {"token layer": marks + sum(published_word_flops(config, w) for w in words),
+             "LSTMs": 2 * published_lstm_flops(config, steps),
              "softmax": softmax}
     return parts | {"training": 3.0 * sum(parts.values())}
 
@@ -152,20 +141,6 @@ def finish_row(row: dict[str, Any], peak_gflops: float) -> dict[str, Any]:
                                  "anchor_days": ANCHOR["days"]}}
 
 
-def device_peaks(device: torch.device, threads: int | None) -> dict[str, float]:
-    """Measured matrix-product GFLOP/s per precision on ``device``: ``fp32`` always, ``bf16`` where native."""
-    if device.type == "cpu":
-        return matmul_peaks(threads)
-    from .speed import matmul_peak  # the speed benchmark's, on any device (imported late: speed imports this module)
-
-    return {"fp32": matmul_peak(device, torch.float32), "bf16": matmul_peak(device, torch.bfloat16)}
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def profile_step(model: PublishedBiLMWithSoftmax, batch: dict, device: torch.device, amp: torch.dtype | None,
                  rows: int) -> dict[str, Any]:
     """Where the time of one training step goes (``torch.profiler`` over one :func:`fit` step on ``batch``, after the
@@ -175,7 +150,7 @@ def profile_step(model: PublishedBiLMWithSoftmax, batch: dict, device: torch.dev
     activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else [])
     with torch.profiler.profile(activities=activities, record_shapes=True) as prof:
         _fit(model, lambda epoch: iter([batch]), device, amp)
-        _sync(device)
+        synchronize(device)
     events = prof.key_averages(group_by_input_shape=True)
     total = sum(e.self_cpu_time_total for e in events) or 1.0
     ops = {group: sum(e.self_cpu_time_total for e in events if e.key in names) / total
@@ -217,10 +192,10 @@ def measure(name: str, precision: str, text: dict[str, Any], cfg: Any, batch: in
     def timed(epoch: int):
         for i in range(steps):
             collated = corpus.collate(np.arange(i * batch, (i + 1) * batch))
-            _sync(device)
+            synchronize(device)
             stamps.append(time.perf_counter())
             yield collated
-        _sync(device)
+        synchronize(device)
         stamps.append(time.perf_counter())
 
     _fit(model, timed, device, amp)
@@ -233,7 +208,7 @@ def measure(name: str, precision: str, text: dict[str, Any], cfg: Any, batch: in
            "tokens_per_step": int((ids["lengths"] + 1).sum()),
            "flops_per_step": statistics.mean(f["training"] for f in flops),
            "flops_per_step_parts": {k: statistics.mean(f[k] for f in flops) for k in flops[0] if k != "training"}}
-    peak = max(start_peak, device_peaks(device, threads)[precision])  # measured now, under the same load as the row
+    peak = max(start_peak, device_matmul_peaks(device, threads)[precision])  # measured now, under the same load as the row
     row = finish_row(row, peak)
     if name == GOAL_ARCHITECTURE and precision == "fp32" and row["peak_fraction"] < GOALS["cpu_fp32_peak_fraction"]:
         row["time_shares"] = profile_step(model, corpus.collate(np.arange(batch)), device, amp, batch)
@@ -291,7 +266,7 @@ def bench_training(cfg: Any) -> dict[str, Any]:
                  "softmax": "adaptive"},
         "anchor": ANCHOR, "benchmark": {"tokens": BENCHMARK_TOKENS, "epochs": BENCHMARK_EPOCHS}, "rows": {}}
     print("[bench] matmul peaks ...", file=sys.stderr, flush=True)
-    results["matmul_peak_gflops"] = in_child(device_peaks, device, threads)
+    results["matmul_peak_gflops"] = in_child(device_matmul_peaks, device, threads)
     for name in ARCHITECTURES:
         results["rows"][name] = {}
         for precision in precisions:

@@ -9,7 +9,8 @@ real AG News batches, through the same code the scripts run (:func:`elmo.trainin
   implementations train (:class:`NaiveLM`: one ``nn.LSTM``, full softmax over the vocabulary at every
   position, every batch padded to the longest sentence of the corpus, fp32), and the ratio.
 * **Achieved GFLOP/s** of the LM training step (LSTM and softmax matrix products counted, forward +
-  backward = 3 × forward) against a **measured matmul peak** of the same precision on the same device.
+  backward = 3 × forward) against a **measured matmul peak** of the same precision on the same device
+  (:mod:`lab.bench.flops`).
 * **The two directions side by side**, as ``ELMO.py`` trains them on the CPU with two or more threads: each
   direction's tokens/s in a process of its own with half of the threads, their summed GFLOP/s and its share of
   the peak, and the speed-up over one direction after the other (:func:`section_lm_side_by_side`).
@@ -58,7 +59,7 @@ from elmo.inference.class_probabilities import class_probabilities
 from elmo.inference.embedder import ElmoEmbedder
 from elmo.inference.layer_cache import compute_layers
 from elmo.model.bilm import IGNORE_INDEX, BiLM, BiLMConfig, LanguageModel, length_mask
-from elmo.model.classifier import ElmoClassifier, SequenceClassifier
+from elmo.model.classifier import ElmoClassifier
 from elmo.model.mix import LAYER_MIXES
 from elmo.model.serialization import load_bilm
 from elmo.model.static import word2vec_vectors
@@ -81,8 +82,9 @@ from elmo.training.processes import ChildRun, run_side_by_side
 from elmo.training.trainer import Objective, Progress, TrainConfig, fit
 
 from .children import in_child, peak_rss_mb, run_script
+from .flops import bilm_lstm_flops, bilm_softmax_flops, matmul_gflops, task_encoder_flops
 from .published import bench_published
-from .published_training import adaptive_flops, bench_training
+from .published_training import bench_training
 
 
 @dataclass
@@ -110,13 +112,13 @@ class BenchArgs:
     target_rows: int = option(120000, "train rows of the file the pipeline time and memory are projected for")
     published: bool = option(False, "instead of the sections above, measure embedding with the published ELMo "
                              "architectures (Small and Original, random weights in the published layout; fp32 and bf16) "
-                             "and write --published-out (elmo/bench/published.py)")
+                             "and write --published-out (lab/bench/published.py)")
     published_sentences: int = option(256, "AG News sentences per measurement of --published (after a warm-up batch)")
     published_out: str = option("results/bench_published.json", "where --published writes its JSON")
     training: bool = option(False, "instead of the sections above, measure training of the published ELMo architectures "
                             "(Small, Medium, Original: forward, backward and optimiser step of `pretrain --architecture`, "
                             "adaptive softmax; fp32 and native bf16) and write --training-out "
-                            "(elmo/bench/published_training.py)")
+                            "(lab/bench/published_training.py)")
     training_steps: int = option(3, "timed training steps per architecture and precision of --training (median reported)")
     training_warmup: int = option(2, "untimed warm-up steps before them")
     training_batch: int | None = option(None, "--training: 20-token windows per step (default: 32 on a CPU, 128 on CUDA, "
@@ -178,62 +180,6 @@ class NaiveLM(nn.Module):
 
 
 # ------------------------------------------------------------------------------------------
-# FLOP counts (matrix products only; forward + backward = 3 x forward)
-# ------------------------------------------------------------------------------------------
-
-
-def lstm_flops(config: BiLMConfig, positions: int) -> float:
-    """Training FLOPs of the LSTM stack over ``positions`` (B × S, padding included: the kernel runs on it)."""
-    sizes = [config.embedding_dim] + [config.output_size] * config.num_layers
-    h, p = config.hidden_size, config.proj_size or config.hidden_size
-    per_position = sum(2 * 4 * h * (i + p) + (2 * h * p if config.proj_size else 0) for i in sizes[:-1])
-    return 3.0 * per_position * positions
-
-
-def adaptive_softmax_flops(config: BiLMConfig, targets: np.ndarray) -> float:
-    """Training FLOPs of the adaptive softmax for these target ids: the head (shortlist + one logit
-    per cluster) for every target, a cluster's two projections only for targets in that cluster."""
-    return 3.0 * adaptive_flops(config.output_size, config.vocab_size, config.softmax_cutoffs(), config.div_value, targets)
-
-
-def task_encoder_flops(model: SequenceClassifier, positions: int) -> float:
-    """Training FLOPs of a classifier's task encoder over ``positions`` (B × T, padding included: the kernels run on
-    it): both directions' LSTM products (input and recurrent weights) and the optional input projection
-    (``--encoder-projection``), 2 FLOPs per weight and position forward, × 3 for forward + backward. Counted from
-    the model's own weight shapes; the scalar mix, the pooling and the output layer are not counted.
-
-    Args:
-        model: a :class:`~elmo.model.classifier.SequenceClassifier` whose head is built; positions: B × T.
-    """
-    parts = [model.encoder.forward_rnn, model.encoder.backward_rnn, model.projection]
-    per_position = sum(2 * p.numel() for part in parts if part is not None
-                       for name, p in part.named_parameters() if name.startswith("weight"))
-    return 3.0 * per_position * positions
-
-
-def matmul_peak(device: torch.device, dtype: torch.dtype, n: int = 2048, repeats: int = 20) -> float:
-    """Measured GFLOP/s of an ``n × n`` matrix product in ``dtype``: the fastest of ``repeats`` after two warm-up
-    products. A peak is the best the device reaches, so the fastest, not the median: on a 2-core AVX2 EPYC
-    (fp32, 2 threads) single products ran at 93-159 GFLOP/s, and a median of 5 in a fresh process once gave 93,
-    below what the LM's own kernels sustained side by side (104)."""
-    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
-    times = []
-    for i in range(repeats + 2):
-        _sync(device)
-        start = time.perf_counter()
-        a @ b
-        _sync(device)
-        if i >= 2:
-            times.append(time.perf_counter() - start)
-    return 2 * n ** 3 / min(times) / 1e9
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-# ------------------------------------------------------------------------------------------
 # Sections (each runs in its own process so that its peak RSS is its own)
 # ------------------------------------------------------------------------------------------
 
@@ -276,7 +222,7 @@ def section_machine(cfg: BenchArgs) -> dict[str, Any]:
     out = {"device": str(device), "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
            else platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
            "cpu_count": os.cpu_count(), "precision": precision_name(amp_dtype), "torch": torch.__version__,
-           "matmul_peak_gflops": {name: matmul_peak(device, dt) for name, dt in dtypes.items()}}
+           "matmul_peak_gflops": {name: matmul_gflops(device, dt) for name, dt in dtypes.items()}}
     out["peak_rss_mb"] = peak_rss_mb()
     return out
 
@@ -322,7 +268,7 @@ def _lm_training_runs(cfg: BenchArgs, start: _LMStart, direction: str) -> tuple[
             lengths = corpus.lengths[i]
             targets = np.concatenate([np.concatenate([corpus.ids[corpus.offsets[j]:corpus.offsets[j] + corpus.lengths[j]]
                                                       for j in i]), np.full(len(i), EOS_ID)])
-            total += lstm_flops(bilm_config, len(i) * (int(lengths.max()) + 1)) + adaptive_softmax_flops(bilm_config, targets)
+            total += bilm_lstm_flops(bilm_config, len(i) * (int(lengths.max()) + 1)) + bilm_softmax_flops(bilm_config, targets)
         return total
 
     lm = LanguageModel(bilm_config, direction).to(device)
@@ -352,7 +298,7 @@ def section_lm(cfg: BenchArgs) -> dict[str, Any]:
         rate, seconds = _train_rate(naive, index, corpus, lambda m, b: m(b["ids"], b["lengths"]), device, None, pre.lr,
                                     transform=pad_to_longest)
         positions = sum(len(i) for i in index) * (longest + 1)
-        flops = lstm_flops(bilm_config, positions) + 3.0 * 2 * bilm_config.hidden_size * bilm_config.vocab_size * positions
+        flops = bilm_lstm_flops(bilm_config, positions) + 3.0 * 2 * bilm_config.hidden_size * bilm_config.vocab_size * positions
         return rate, flops / seconds / 1e9
 
     naive_runs = _median_runs(cfg, naive_batches, cfg.naive_batches, reference)
@@ -478,7 +424,7 @@ def section_embedding(cfg: BenchArgs) -> dict[str, Any]:
 def section_classifier(cfg: BenchArgs) -> dict[str, Any]:
     """Classifier training documents/s per layer mix, with the biLM layer cache in memory, on disk
     (:mod:`elmo.data.layer_store`) and without it, each after one untimed pass over every measured batch; the task
-    encoder's achieved GFLOP/s with the cache in memory (:func:`task_encoder_flops` over the whole step's time); cache
+    encoder's achieved GFLOP/s with the cache in memory (:func:`~lab.bench.flops.task_encoder_flops` over the whole step's time); cache
     fill rate and size; prediction documents/s."""
     cap_kernel_caches(256)  # as classification.py
     device, amp_dtype = _setup(cfg)

@@ -461,6 +461,210 @@ def _text_curve(res: dict) -> list[str]:
     return out
 
 
+def _lambda_over_seeds(res: dict) -> list[str]:
+    """The layer weights of each scalar mix over the study's seeds (``seeds.json``'s per-seed λ): their means, where
+    the weight sits, and how much they move from seed to seed (empty without a study that recorded λ)."""
+    study = res.get("seeds")
+    if not study:
+        return []
+    text = []
+    for mix in ("trainable_lambda", "learned_function", "frozen_lambda"):
+        draws = [w for w in study["methods"].get(mix, {}).get("lambdas") or [] if w]
+        if not draws:
+            continue
+        weights = np.array(draws)
+        mean, spread = weights.mean(axis=0), weights.max(axis=0) - weights.min(axis=0)
+        layers = ", ".join(f"h{j}" for j in range(len(mean)))
+        what = {"trainable_lambda": "the softmax weights λ it learns",
+                "learned_function": "the global part of its weights, softmax(w), to which the gate adds per token",
+                "frozen_lambda": "the softmax weights λ, drawn at random from the seed and never trained"}[mix]
+        text.append(f"{LABELS[mix]}, {what}: on average ({', '.join(f'{w:.3f}' for w in mean)}) on ({layers}) over "
+                    f"{len(draws)} seeds, the most on h{int(np.argmax(mean))}; from seed to seed a weight moves by at "
+                    f"most {spread.max():.3f}.")
+    return text
+
+
+def _headline(study: dict) -> str:
+    """The best ELMo layer mix over seeds against every baseline, in one sentence (from ``seeds.json``)."""
+    best = best_over_seeds(study)
+    acc = study["methods"][best]["summary"]["test_accuracy"]
+    leads, beyond = [], []
+    for b in ("word2vec", "svd", "tfidf_logreg"):
+        c = seed_comparison(study, best, b)
+        if c is None:
+            continue
+        ci = "" if c["ci95"] is None else f", 95% CI [{_points(c['ci95'][0])}, {_points(c['ci95'][1])}]"
+        p = "" if c["p_value"] is None else f", p = {c['p_value']:.3g}"
+        leads.append(f"{LABELS.get(b, b)} by {_points(c['mean_difference'])} points ({c['wins']} of {c['n']} seeds{ci}{p})")
+        if c["p_value"] is not None and c["p_value"] < 0.05 and c["mean_difference"] > 0:
+            beyond.append(LABELS.get(b, b))
+    spread = f" ± {acc['std']:.4f}" if acc["std"] is not None else ""
+    verdict = ("ahead of every baseline beyond the noise" if len(beyond) == len(leads) else
+               "ahead beyond the noise of " + ", ".join(beyond) + " only" if beyond else
+               "ahead of no baseline beyond the noise")
+    return (f"Over {len(study['seeds'])} seeds, the best ELMo layer mix, {LABELS.get(best, best)}, reaches "
+            f"{acc['mean']:.4f}{spread} test accuracy and leads " + "; ".join(leads)
+            + f": {verdict} (paired t-test over seeds, p < 0.05).")
+
+
+def _mixes_verdict(study: dict) -> str | None:
+    """The best ELMo layer mix over seeds against the other mixes, in one sentence (``None`` without them)."""
+    best = best_over_seeds(study)
+    parts = []
+    for other in (m for m in (*LAYER_MIXES, "learned_function_mlp") if m != best and m in study["methods"]):
+        c, sign = seed_comparison(study, best, other), 1
+        if c is None:
+            c, sign = seed_comparison(study, other, best), -1
+        if c is None or c["p_value"] is None:
+            continue
+        parts.append(f"{LABELS.get(other, other)} by {_points(sign * c['mean_difference'])} points "
+                     f"(p = {c['p_value']:.3g}, {_verdict(c)})")
+    if not parts:
+        return None
+    return f"Among the ways of mixing the layers, {LABELS.get(best, best)} leads " + "; ".join(parts) + "."
+
+
+def _curve_verdicts(curve: dict) -> list[str]:
+    """Per baseline of ``learning_curve.json``: the best ELMo mix's lead with the fewest and with all the labelled
+    documents, and at how many shares it is beyond the noise; then which method to use at those two ends."""
+    sizes = sorted(curve["sizes"].values(), key=lambda z: z["fraction"])
+    out = []
+    for b in ("word2vec", "tfidf_logreg"):
+        leads = [(z, c) for z in sizes if (c := _curve_comparison(z, b))]
+        if len(leads) < 2:
+            continue
+        (few, c_few), (full, c_full) = leads[0], leads[-1]
+        beyond = sum(c["p_value"] is not None and c["p_value"] < 0.05 and c["mean_difference"] > 0 for _, c in leads)
+        out.append(f"Against {LABELS.get(b, b)}, the best ELMo mix leads by {_points(c_few['mean_difference'])} points "
+                   f"with {_share_docs(few)} and by {_points(c_full['mean_difference'])} with {_share_docs(full)}; the "
+                   f"lead is beyond the noise (p < 0.05) at {beyond} of the {len(leads)} shares.")
+    tops = []
+    for z in (sizes[0], sizes[-1]):
+        top = max(z["methods"], key=lambda m: z["methods"][m]["summary"]["test_accuracy"]["mean"])
+        tops.append(f"{LABELS.get(top, top)} with {_share_docs(z)}")
+    if len(sizes) > 1:
+        out.append("The method with the highest mean test accuracy is " + " and ".join(tops) + ".")
+    return out
+
+
+def _slope(summary: dict) -> str:
+    """``+2.07 [+1.97, +2.16]``: a summarised slope in points with its 95% CI."""
+    ci = "" if summary["ci95"] is None else f" [{_points(summary['ci95'][0])}, {_points(summary['ci95'][1])}]"
+    return f"{_points(summary['mean'])}{ci}"
+
+
+def _text_verdicts(text_curve: dict) -> list[str]:
+    """Per labelled share of ``pretraining_text_curve.json``: ELMo's test accuracy points per doubling of the
+    pre-training text against Word2Vec's."""
+    out = []
+    for share, per_method in text_curve["accuracy_per_doubling"].items():
+        elmo = next((m for m in LAYER_MIXES if m in per_method), None)
+        if elmo is None or "word2vec" not in per_method:
+            continue
+
+        slope = {m: _slope(per_method[m]["summary"]) for m in (elmo, "word2vec")}
+        out.append(f"Each doubling of the pre-training text is worth {slope[elmo]} test accuracy points to "
+                   f"{LABELS.get(elmo, elmo)} and {slope['word2vec']} to Word2Vec with {float(share):.0%} of the "
+                   "labels (mean [95% CI] over seeds).")
+    return out
+
+
+def _goals_verdict(goals: list[str]) -> str | None:
+    """How many of the goal sentences (:func:`_targets`, :func:`_curve_goals`) say "met", and which do not."""
+    missed = [g.split(": not met")[0] for g in goals if ": not met" in g]
+    met = [g for g in goals if ": met" in g]
+    if not met and not missed:
+        return None
+    return (f"Of the project's {len(met) + len(missed)} goals checked here, {len(met)} are met"
+            + (f"; not met: {'; '.join(missed)}." if missed else "."))
+
+
+def _answer(res: dict) -> list[str]:
+    """The three questions answered in one sentence each, for the report's first page: the best ELMo layer mix
+    against the best static embedding and TF-IDF + LR (over seeds when the study has run), the best mix, and the
+    lead with the fewest labelled documents and per doubling of the pre-training text."""
+    study = res.get("seeds")
+    if not study:
+        test = {m: e["test"] for m, e in methods(res).items()}
+        best = _best_mix(res)
+        static = max((m for m in STATIC if m in test), key=lambda m: test[m]["accuracy"], default=None)
+        against = [f"{_points(test[best]['accuracy'] - test[m]['accuracy'])} points against {LABELS[m]}"
+                   for m in (static, "tfidf_logreg") if m in test]
+        return [f"In one run (seed {res['classification'].get('meta', {}).get('seed', 0)}), the best ELMo layer mix, "
+                f"{LABELS[best]}, reaches {test[best]['accuracy']:.4f} test accuracy: " + " and ".join(against)
+                + "; one seed gives no estimate of the uncertainty (python -m lab study measures it)."]
+    best = best_over_seeds(study)
+    acc = study["methods"][best]["summary"]["test_accuracy"]
+    compared = {b: c for b in ("word2vec", "svd", "tfidf_logreg") if (c := seed_comparison(study, best, b))}
+    beyond = [LABELS.get(b, b) for b, c in compared.items() if c["p_value"] is not None and c["p_value"] < 0.05]
+    noise = ("each beyond the noise" if len(beyond) == len(compared) else
+             f"beyond the noise for {', '.join(beyond)} only" if beyond else "none beyond the noise")
+    out = [f"Over {len(study['seeds'])} seeds, {LABELS.get(best, best)} has the highest mean test accuracy "
+           f"({acc['mean']:.4f}): " + ", ".join(f"{_points(c['mean_difference'])} points over {LABELS.get(b, b)}"
+                                                 for b, c in compared.items())
+           + f"; {noise} (paired t-test over seeds, p < 0.05)."]
+    others = [m for m in LAYER_MIXES if m != best and m in study["methods"]]
+    if others:
+        apart = [m for m in others if (c := seed_comparison(study, best, m) or seed_comparison(study, m, best))
+                 and c["p_value"] is not None and c["p_value"] < 0.05]
+        out.append(f"Of the layer mixes, {LABELS.get(best, best)} is ahead on average, beyond the noise "
+                   + (("of " + ", ".join(LABELS.get(m, m) for m in apart)) if len(apart) == len(others) else
+                      ("of " + ", ".join(LABELS.get(m, m) for m in apart) + " only") if apart else "of none")
+                   + " (Section 4).")
+    curve, text_curve = res.get("learning_curve"), res.get("pretraining_text_curve")
+    pays = []
+    if curve:
+        few = min(curve["sizes"].values(), key=lambda z: z["fraction"])
+        leads = [f"{_points(c['mean_difference'])} points over {LABELS.get(c['b'], c['b'])}"
+                 for c in few["comparisons"] if c["b"] in ("word2vec", "tfidf_logreg")]
+        if leads:
+            pays.append(f"with {_share_docs(few)} the best ELMo mix leads by " + " and ".join(leads))
+    if text_curve:
+        share, per_method = max(text_curve["accuracy_per_doubling"].items(), key=lambda kv: -float(kv[0]))
+        elmo = next((m for m in LAYER_MIXES if m in per_method), None)
+        if elmo and "word2vec" in per_method:
+            pays.append(f"each doubling of the pre-training text adds {_points(per_method[elmo]['summary']['mean'])} "
+                        f"points to {LABELS.get(elmo, elmo)} and {_points(per_method['word2vec']['summary']['mean'])} "
+                        f"to Word2Vec ({float(share):.0%} of the labels)")
+    if pays:
+        out.append("When it pays: " + "; ".join(pays) + " (Section 5).")
+    return out
+
+
+def _conclusion(res: dict) -> list[str]:
+    """What the results mean, each sentence computed from the numbers: the headline over seeds (or, without a
+    study, the seed-0 run's, which has no uncertainty), the layer mixes, the learning curves, and the goals."""
+    study = res.get("seeds")
+    out = []
+    if study:
+        out.append(_headline(study))
+        static = [b for b in STATIC if seed_comparison(study, best_over_seeds(study), b)]
+        if static:
+            gain = min(seed_comparison(study, best_over_seeds(study), b)["mean_difference"] for b in static)
+            out.append(f"Word2Vec and SVD feed the identical classifier with the same data and training schedule, so "
+                       f"ELMo's lead over the better of them ({_points(gain)} points) is what the contextual "
+                       "representation adds.")
+        mixes = _mixes_verdict(study)
+        if mixes:
+            out.append(mixes)
+    else:
+        test = {m: e["test"] for m, e in methods(res).items()}
+        best = _best_mix(res)
+        static = max((m for m in STATIC if m in test), key=lambda m: test[m]["accuracy"], default=None)
+        if static:
+            gap = test[best]["accuracy"] - test[static]["accuracy"]
+            out.append(f"ELMo's best layer mix is {'ahead of' if gap > 0 else 'not ahead of'} the best static "
+                       f"embedding with the identical classifier ({_points(gap)} points), but these are one seed's "
+                       "numbers: without python -m lab study there is no estimate of their uncertainty.")
+    if res.get("learning_curve"):
+        out += _curve_verdicts(res["learning_curve"])
+    if res.get("pretraining_text_curve"):
+        out += _text_verdicts(res["pretraining_text_curve"])
+    goals = _targets(res) + (_curve_goals(res["learning_curve"]) if res.get("learning_curve") else [])
+    verdict = _goals_verdict(goals)
+    return out + ([verdict] if verdict else [])
+
+
 def analysis(res: dict) -> dict[str, list[str]]:
     """The report's comparative sentences, each computed from the numbers in ``res``.
 
@@ -477,8 +681,11 @@ def analysis(res: dict) -> dict[str, list[str]]:
         run (else empty): ``seeds`` (mean ± std per method, the best layer mix against each baseline with
         paired tests), ``seeds_mixes`` (the layer mixes against each other, gate vs MLP) and ``targets``; from
         ``learning_curve.json`` when it exists (else empty): ``learning_curve`` (when ELMo pays); from
-        ``pretraining_text_curve.json`` likewise: ``pretraining_text_curve`` (the effect of more pre-training text).
-        With a study, ``summary`` is its first two sentences.
+        ``pretraining_text_curve.json`` likewise: ``pretraining_text_curve`` (the effect of more pre-training text);
+        ``lambda_over_seeds`` (each scalar mix's λ over the study's seeds; empty without a study), ``answer`` (the
+        report's three questions answered in a sentence each) and ``conclusion`` (what the results mean: the
+        headline, the layer mixes, the curves, the goals). With a study,
+        ``summary`` is its first two sentences.
 
     Raises:
         KeyError: ``res`` lacks a key the sentences need.
@@ -491,4 +698,5 @@ def analysis(res: dict) -> dict[str, list[str]]:
             "seeds": seeds, "seeds_mixes": _seeds_mixes(res), "targets": _targets(res),
             "init": _init(res), "diagnostics": diagnostics,
             "diagnostics_reference": _diagnostics_reference(res) if diagnostics else [],
-            "head": _head(res), "context": _context(res)}
+            "head": _head(res), "context": _context(res), "lambda_over_seeds": _lambda_over_seeds(res),
+            "answer": _answer(res), "conclusion": _conclusion(res)}

@@ -1,8 +1,8 @@
 """The report's summary figures, drawn from the results JSON into ``images/``.
 
 Owns :func:`plot_method_comparison`, :func:`plot_lambdas`, :func:`plot_validation_curves`,
-:func:`plot_seeds` (``seeds.json``) and :func:`draw_figures` (all of them, under the names the PDF
-layout places). The per-method confusion
+:func:`plot_seeds` and :func:`plot_lambda_seeds` (``seeds.json``), the learning curves, and :func:`draw_figures`
+(all of them, under the names the PDF layout places). The per-method confusion
 matrices and the LM loss curves are not drawn here: they are the PNGs the training pipelines wrote.
 """
 
@@ -25,6 +25,7 @@ from .tables import text_order  # noqa: E402
 
 #: The file each summary figure is written to, inside the images folder.
 FIGURES = {"method_comparison": "method_comparison.png", "lambdas": "lambda_weights.png",
+           "lambda_seeds": "lambda_weights_seeds.png",
            "validation_curves": "validation_curves.png", "seeds": "seeds.png", "learning_curve": "learning_curve.png",
            "pretraining_text_curve": "pretraining_text_curve.png"}
 
@@ -76,6 +77,37 @@ def plot_lambdas(res: dict, path: str | os.PathLike) -> None:
     ax.set_ylim(0, 1)
     ax.set_title("ELMo layer weights")
     ax.legend(fontsize=8)
+    save_figure(fig, path)
+
+
+def plot_lambda_seeds(study: dict, path: str | os.PathLike) -> None:
+    """Save to ``path`` (PNG) the layer weights of every mix of ``seeds.json`` that records them: per layer, the mean
+    over seeds as a bar with ± one standard deviation, and every seed's weight as a point.
+
+    Raises:
+        ElmoError: no method of ``study`` records its layer weights.
+    """
+    mixes = [m for m, e in study["methods"].items() if e.get("lambdas")]
+    if not mixes:
+        raise ElmoError("seeds.json holds no layer weights (λ) of any layer mix")
+    layers = max(len(w) for m in mixes for w in study["methods"][m]["lambdas"])
+    x = np.arange(layers)
+    width = 0.8 / len(mixes)
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    for k, m in enumerate(mixes):
+        weights = np.array(study["methods"][m]["lambdas"])
+        at = x + (k - (len(mixes) - 1) / 2) * width
+        spread = weights.std(axis=0, ddof=1) if len(weights) > 1 else None
+        ax.bar(at, weights.mean(axis=0), width, yerr=spread, capsize=3, color=f"C{k}", alpha=0.75,
+               label=LABELS.get(m, m))
+        for row in weights:
+            ax.scatter(at, row, s=10, color="black", zorder=3)
+    ax.axhline(1 / layers, color="grey", linestyle="--", linewidth=1, label="uniform")
+    ax.set_xticks(x, [f"h{j}" + (" (token)" if j == 0 else "") for j in range(layers)])
+    ax.set_ylabel("layer weight")
+    ax.set_ylim(0, 1)
+    ax.set_title(f"Layer weights over {len(study['seeds'])} seeds: mean ± std, points: each seed")
+    ax.legend(fontsize=7)
     save_figure(fig, path)
 
 
@@ -185,7 +217,8 @@ def plot_text_curve(text_curve: dict, path: str | os.PathLike) -> None:
 
 def draw_figures(res: dict, images_dir: str | os.PathLike) -> None:
     """Draw the summary figures of ``res`` (:func:`~lab.report.results.load_results`) into
-    ``images_dir``, under the names in :data:`FIGURES` (the seeds figure only when ``res["seeds"]``).
+    ``images_dir``, under the names in :data:`FIGURES` (the seeds figures only when ``res["seeds"]``, the layer
+    weights over seeds only when it records them, each curve only when its JSON exists).
 
     Raises:
         ElmoError: ``res`` holds no λ weights (:func:`plot_lambdas`).
@@ -197,6 +230,8 @@ def draw_figures(res: dict, images_dir: str | os.PathLike) -> None:
     plot_validation_curves(res, images / FIGURES["validation_curves"])
     if res.get("seeds"):
         plot_seeds(res["seeds"], images / FIGURES["seeds"])
+        if any(e.get("lambdas") for e in res["seeds"]["methods"].values()):
+            plot_lambda_seeds(res["seeds"], images / FIGURES["lambda_seeds"])
     if res.get("learning_curve"):
         plot_learning_curve(res["learning_curve"], images / FIGURES["learning_curve"])
     if res.get("pretraining_text_curve"):

@@ -1,8 +1,8 @@
 """The pipeline's results as the report reads them.
 
-Owns reading ``results/*.json`` and the diagnostic runs under ``results/experiments/<name>/``
-(:func:`load_results`), the list of classifiers and their display names (:func:`methods`,
-:data:`LABELS`), and what a diagnostic run changed relative to the main run
+Owns reading ``results/*.json`` and the diagnostic runs the report lists (:data:`DIAGNOSTIC_RUNS`, each a folder
+``results/experiments/<name>/``; :func:`load_results`), the list of classifiers and their display names
+(:func:`methods`, :data:`LABELS`), and what a diagnostic run changed relative to the main run
 (:func:`experiment_changes`, :func:`config_changes`, :func:`reference_run`). Nothing here formats
 a sentence, draws or lays out anything.
 """
@@ -14,11 +14,11 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from elmo.errors import ElmoError
 from elmo.model.mix import LAYER_MIXES
-from elmo.pipelines.classification import ClassifyArgs, upgrade_classification_results
+from elmo.pipelines.classification import ClassifyArgs
 from elmo.pipelines.pretraining import PretrainArgs
 
 #: The static-embedding baselines, trained with the same head as ELMo.
@@ -29,10 +29,45 @@ LABELS = {"trainable_lambda": "ELMo, trainable λ", "frozen_lambda": "ELMo, froz
           "word2vec": "Word2Vec (same head)",
           "svd": "SVD / PPMI (same head)", "tfidf_logreg": "TF-IDF + logistic regression"}
 
+#: The diagnostic runs the report lists, in this order: each the main run with one change, on the same data and seed,
+#: in ``<experiments dir>/<name>/`` (``results/experiments/<name>/``): its ``classification.json`` (trainable λ at
+#: least) and, where the change is the biLM's, its ``lm.json``. ``python -m lab report --experiments`` names others.
+DIAGNOSTIC_RUNS = (
+    "fp32_main",  # the main run in fp32: the reference of the fp32 runs below (FP32_REFERENCE)
+    # changes to the biLM (lm.json and classification.json)
+    "random_init", "residual", "char_cnn", "proj_512_256", "lm_8_epochs",
+    # changes to the classifier on the main run's biLM (classification.json)
+    "layer_norm", "elmo_dropout", "fine_tune", "mix_l2", "mix_l2_1", "no_concat", "xk_word2vec",
+)
+#: The diagnostic run that repeats the main run in fp32: what a diagnostic run trained in fp32 is compared with when
+#: the main run is not fp32 (:func:`reference_run`).
+FP32_REFERENCE = "fp32_main"
+
 #: Config keys that name folders or output options, or otherwise do not change what a run computes
 #: (``download`` only decides whether missing data files are fetched): never an experimental change.
 _NOT_A_CHANGE = {"data_dir", "models_dir", "results_dir", "images_dir", "quiet", "threads", "device", "mixes",
                  "predict", "predict_file", "resume", "checkpoint_every", "cache_layers", "precision", "download"}
+
+
+#: Keys of ``classification.json`` under their earlier names (files written then keep their numbers readable, and
+#: what a run changed is named by today's flag): ``{earlier: current}`` at the top level, and in its ``config``.
+EARLIER_KEYS = {"best_setting": "best_mix"}
+EARLIER_FLAGS = {"settings": "mixes", "fine_tune": "unfreeze_bilm", "bilm_options_file": "options_file",
+                 "bilm_weight_file": "weight_file"}
+
+
+def current_keys(classification: dict) -> dict:
+    """A parsed ``classification.json`` with the current key names (:data:`EARLIER_KEYS`, :data:`EARLIER_FLAGS`),
+    whichever version of ``classification.py`` wrote it; changed in place and returned."""
+    for earlier, current in EARLIER_KEYS.items():
+        if earlier in classification:
+            classification.setdefault(current, classification.pop(earlier))
+    config = classification.get("config")
+    if isinstance(config, dict):
+        for earlier, current in EARLIER_FLAGS.items():
+            if earlier in config:
+                config.setdefault(current, config.pop(earlier))
+    return classification
 
 
 def _read_json(path: Path) -> dict:
@@ -45,19 +80,25 @@ def _read_json(path: Path) -> dict:
         raise ElmoError(f"{path}: not valid JSON ({exc})") from None
 
 
-def _load_experiments(experiments_dir: str | os.PathLike | None) -> dict[str, dict]:
-    """``{name: {"lm": dict | None, "classification": dict}}`` for every sub-folder of ``experiments_dir``
-    that holds a ``classification.json`` (sorted by name; empty when the folder is absent)."""
+def _load_experiments(experiments_dir: str | os.PathLike | None, runs: Sequence[str]) -> dict[str, dict]:
+    """``{name: {"lm": dict | None, "classification": dict}}`` for every diagnostic run of ``runs``, in that order:
+    ``<experiments_dir>/<name>/classification.json`` and ``lm.json`` where present (empty when ``experiments_dir``
+    is ``None``).
+
+    Raises:
+        ElmoError: a run without its ``classification.json`` (naming the file and how to leave the run out).
+    """
     out: dict[str, dict] = {}
-    if not experiments_dir or not Path(experiments_dir).is_dir():
+    if experiments_dir is None:
         return out
-    for folder in sorted(p for p in Path(experiments_dir).iterdir() if p.is_dir()):
-        entry = {name: _read_json(folder / f"{name}.json") if (folder / f"{name}.json").is_file() else None
-                 for name in ("lm", "classification")}
-        if entry["classification"] is not None:
-            upgrade_classification_results(entry["classification"])
-        if entry["classification"] is not None:
-            out[folder.name] = entry
+    for name in runs:
+        folder = Path(experiments_dir) / name
+        if not (folder / "classification.json").is_file():
+            raise ElmoError(f"{folder / 'classification.json'} not found: the diagnostic run {name!r} has not been run "
+                            "there; name the runs to list with --experiments (none: --experiments with no value)")
+        lm = folder / "lm.json"
+        out[name] = {"lm": _read_json(lm) if lm.is_file() else None,
+                     "classification": current_keys(_read_json(folder / "classification.json"))}
     return out
 
 
@@ -78,12 +119,14 @@ def _init_pair(res: dict) -> dict | None:
     return None
 
 
-def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathLike | None = None,
+                 runs: Sequence[str] = DIAGNOSTIC_RUNS) -> dict[str, Any]:
     """Read the pipeline's JSON.
 
     Args:
         results_dir: folder with ``lm.json``, ``classification.json`` and ``baselines.json``.
-        experiments_dir: folder of diagnostic runs, one sub-folder each (skipped when ``None`` or absent).
+        experiments_dir: folder of the diagnostic runs, one sub-folder each (none are read when ``None``).
+        runs: the diagnostic runs to read from it, in the order the report lists them.
 
     Returns:
         ``{"lm", "classification", "baselines", "seeds", "learning_curve" (``learning_curve.json`` or ``None``),
@@ -94,21 +137,21 @@ def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathL
         :func:`reference_run` when the two differ in ``--init-embeddings``: ``{"name", "reference",
         "none": run, "word2vec": run}`` (or ``None``).
         Every ``classification.json`` is read with the current key names (``best_mix``, the ``mixes`` flag;
-        :func:`~elmo.pipelines.classification.upgrade_classification_results`).
+        :func:`current_keys`).
 
     Raises:
-        ElmoError: a file that is missing or not valid JSON (naming it).
+        ElmoError: a file that is missing or not valid JSON (naming it), a diagnostic run of ``runs`` missing.
     """
     results = Path(results_dir)
     out = {name: _read_json(results / f"{name}.json") for name in ("lm", "classification", "baselines")}
-    upgrade_classification_results(out["classification"])  # the current key names, whichever version wrote it
+    current_keys(out["classification"])  # the current key names, whichever version wrote it
     out["seeds"] = _read_json(results / "seeds.json") if (results / "seeds.json").is_file() else None
     curve = results / "learning_curve.json"
     out["learning_curve"] = _read_json(curve) if curve.is_file() else None
     text_curve = results / "pretraining_text_curve.json"
     out["pretraining_text_curve"] = _read_json(text_curve) if text_curve.is_file() else None
     out["timing"] = load_timings(results / "timing")
-    out["experiments"] = _load_experiments(experiments_dir)
+    out["experiments"] = _load_experiments(experiments_dir, runs)
     out["init"] = _init_pair(out)
     return out
 
@@ -173,8 +216,17 @@ def config_changes(base: dict, other: dict, defaults: dict | None = None) -> lis
         the other keys of ``_NOT_A_CHANGE``.
     """
     defaults = defaults or {}
-    return [f"{k}: {other[k]}" for k in other
+    return [f"{k}: {_shown(other[k])}" for k in other
             if k not in _NOT_A_CHANGE and base.get(k, defaults.get(k)) != other[k]]
+
+
+def _shown(value: Any) -> Any:
+    """A config value as the report shows it: an absolute path from its ``results`` folder on (or by its file name),
+    so that where the run was made does not show; anything else as it is."""
+    if not isinstance(value, str) or not os.path.isabs(value):
+        return value
+    parts = Path(value).parts
+    return "/".join(parts[parts.index("results"):]) if "results" in parts else Path(value).name
 
 
 def run_precision(classification: dict) -> str:
@@ -190,14 +242,14 @@ def reference_run(res: dict, classification: dict) -> tuple[str, dict]:
         classification: the diagnostic run's ``classification.json``.
 
     Returns:
-        ``(name, classification.json)``: the main run, or the ``fp32_main`` diagnostic run (the main run
+        ``(name, classification.json)``: the main run, or the :data:`FP32_REFERENCE` diagnostic run (the main run
         repeated in fp32) for an fp32 run when the main run is not fp32.
     """
-    fp32_main = res.get("experiments", {}).get("fp32_main", {}).get("classification")
+    fp32_main = res.get("experiments", {}).get(FP32_REFERENCE, {}).get("classification")
     main = res["classification"]
     if fp32_main and classification is not fp32_main and run_precision(classification) == run_precision(fp32_main) \
             != run_precision(main):
-        return "fp32_main", fp32_main
+        return FP32_REFERENCE, fp32_main
     return "the main run", main
 
 
@@ -207,7 +259,8 @@ def experiment_changes(res: dict, name: str) -> list[str]:
     Returns:
         ``"key: value"`` entries: its precision when it differs from the main run's, then its biLM flags and
         its classifier flags that differ from its :func:`reference_run`'s (:func:`config_changes`; an fp32
-        run is described against ``fp32_main``), and a different biLM fingerprint when it reused another biLM.
+        run is described against :data:`FP32_REFERENCE`), and a different biLM fingerprint when it reused another
+        biLM; each entry once.
     """
     exp = res["experiments"][name]
     ref_name, ref_classification = reference_run(res, exp["classification"])
@@ -223,7 +276,7 @@ def experiment_changes(res: dict, name: str) -> list[str]:
     bilm = exp["classification"].get("meta", {}).get("bilm_fingerprint")
     if not exp.get("lm") and main_bilm and bilm and bilm != main_bilm:
         changes.append(f"a different biLM (fingerprint {bilm})")
-    return changes
+    return list(dict.fromkeys(changes))  # a flag both scripts take (e.g. --max-docs) is one change
 
 
 def elmo_mixes(res: dict) -> list[str]:

@@ -1,11 +1,14 @@
 """The report's comparison tables as Markdown (``python -m lab report --markdown``, for README.md).
 
 Owns :func:`markdown_table` (every method), :func:`seeds_table` and :func:`comparisons_table` (the seeds
-study), :func:`experiments_table` (every diagnostic run), and
+study), :func:`experiments_table` (every diagnostic run), the rows of the PDF's tables (``*_rows``: the seeds
+study's summary, per-seed values and layer weights, the comparisons, the learning curves), and
 :func:`perplexities`, the biLM test-perplexity cell they share with the PDF's tables.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from .results import LABELS, experiment_changes, methods, reference_run
 
@@ -79,6 +82,68 @@ def seeds_rows(study: dict) -> list[list[str]]:
         rows.append([LABELS.get(name, name), f"{acc['mean']:.4f} ± {acc['std']:.4f}" if acc["std"] is not None
                      else f"{acc['mean']:.4f} (one seed)", ci, values,
                      f"{f1['mean']:.4f} ± {f1['std']:.4f}" if f1["std"] is not None else f"{f1['mean']:.4f}"])
+    return rows
+
+
+def _mean_std(summary: dict, digits: int = 4) -> str:
+    """``0.9074 ± 0.0020`` (``0.9074 (one seed)`` without a spread) of a ``summarize`` entry."""
+    mean = f"{summary['mean']:.{digits}f}"
+    return mean + (f" ± {summary['std']:.{digits}f}" if summary.get("std") is not None else " (one seed)")
+
+
+def seeds_summary_rows(study: dict) -> list[list[str]]:
+    """Header and one row per method of ``seeds.json``: test accuracy mean ± std and the 95% CI of its mean, test
+    macro-F1 mean ± std (the report's headline table; the per-seed values are :func:`per_seed_rows`)."""
+    rows = [["method", "test accuracy, mean ± std", "95% CI of the mean", "test macro-F1, mean ± std"]]
+    for name, entry in study["methods"].items():
+        acc, f1 = entry["summary"]["test_accuracy"], entry["summary"]["test_f1"]
+        ci = "–" if acc["ci95"] is None else f"{acc['ci95'][0]:.4f} – {acc['ci95'][1]:.4f}"
+        rows.append([LABELS.get(name, name), _mean_std(acc), ci, _mean_std(f1)])
+    return rows
+
+
+def per_seed_rows(study: dict) -> list[list[str]]:
+    """Header and one row per method of ``seeds.json``: every seed's test accuracy / test macro-F1 ("–" for a seed
+    the method did not run), then the biLM's test perplexity forward / backward per seed."""
+    seeds = study["seeds"]
+    rows = [["test accuracy / macro-F1"] + [f"seed {s}" for s in seeds]]
+    for name, entry in study["methods"].items():
+        values = dict(zip(entry.get("seeds", seeds), zip(entry["test_accuracy"], entry["test_f1"])))
+        rows.append([LABELS.get(name, name)] + [f"{values[s][0]:.4f} / {values[s][1]:.4f}" if s in values else "–"
+                                               for s in seeds])
+    bilm = study.get("bilm", {})
+    if bilm.get("test_forward_perplexity"):
+        rows.append(["biLM test perplexity, forward / backward"]
+                    + [f"{f:.1f} / {b:.1f}" for f, b in zip(bilm["test_forward_perplexity"], bilm["test_backward_perplexity"])])
+    return rows
+
+
+def lambda_seed_rows(study: dict) -> list[list[str]]:
+    """Header and one row per layer mix of ``seeds.json`` that records its weights: each layer's weight, mean ± std
+    over seeds, and the mix's test accuracy mean ± std (empty without such a mix)."""
+    mixes = {m: np.array(e["lambdas"]) for m, e in study["methods"].items() if e.get("lambdas")}
+    if not mixes:
+        return []
+    layers = max(w.shape[1] for w in mixes.values())
+    rows = [["layer mix"] + [f"weight of h{j}, mean ± std" for j in range(layers)] + ["test accuracy, mean ± std"]]
+    for name, weights in mixes.items():
+        rows.append([LABELS.get(name, name)] + [f"{weights[:, j].mean():.3f} ± {weights[:, j].std(ddof=1):.3f}"
+                                                if len(weights) > 1 else f"{weights[0, j]:.3f}" for j in range(layers)]
+                    + [_mean_std(study["methods"][name]["summary"]["test_accuracy"])])
+    return rows
+
+
+def lambda_per_seed_rows(study: dict) -> list[list[str]]:
+    """Header and one row per seed of ``seeds.json``: the layer weights (h0, h1, …) of each mix that records them."""
+    mixes = [m for m, e in study["methods"].items() if e.get("lambdas")]
+    rows = [["seed"] + [f"{LABELS.get(m, m)}: (h0, h1, …)" for m in mixes]]
+    for s in study["seeds"]:
+        row = [str(s)]
+        for m in mixes:
+            entry = study["methods"][m]
+            weights = dict(zip(entry.get("seeds", study["seeds"]), entry["lambdas"])).get(s)
+            row.append("–" if not weights else ", ".join(f"{w:.3f}" for w in weights))
+        rows.append(row)
     return rows
 
 

@@ -55,7 +55,7 @@ def test_finish_row_arithmetic():
 def test_training_section_schema(tmp_path, monkeypatch, tiny_agnews):
     monkeypatch.setattr(training, "ARCHITECTURES", {"elmo-original": ("tiny", TINY)})
     monkeypatch.setattr(training, "in_child", lambda function, *args: function(*args))
-    monkeypatch.setattr(training, "matmul_peaks", lambda threads: {"fp32": 1e6, "bf16": 2e6})
+    monkeypatch.setattr(training, "device_matmul_peaks", lambda device, threads: {"fp32": 1e6, "bf16": 2e6})
     monkeypatch.setattr(training, "cpu_has_bf16", lambda: False)
     out = tmp_path / "bench_training.json"
     cfg = BenchArgs(data_dir=str(tiny_agnews), threads=1, training=True, training_steps=2, training_warmup=1,

@@ -1,4 +1,5 @@
-"""The benchmark's pieces (lab.bench.speed), in process: FLOP counts, the naive reference, the projection."""
+"""The benchmark's pieces (lab.bench.speed, lab.bench.flops), in process: FLOP counts, the naive reference, the
+projection."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from elmo.model.classifier import StaticClassifierConfig, StaticEmbeddingClassif
 from elmo.model.mix import LAYER_MIXES
 from elmo.pipelines.classification import ClassifyArgs
 from elmo.pipelines.pretraining import PretrainArgs
-from lab.bench.speed import BenchArgs, NaiveLM, adaptive_softmax_flops, lstm_flops, project_pipeline, task_encoder_flops
+from lab.bench.flops import bilm_lstm_flops, bilm_softmax_flops, cpu_matmul_peaks, matmul_gflops, task_encoder_flops
+from lab.bench.speed import BenchArgs, NaiveLM, project_pipeline
 
 V = 30
 
@@ -31,11 +33,11 @@ def make_corpus(n: int = 9, seed: int = 0) -> EncodedCorpus:
 def test_flop_counts_by_hand():
     config = BiLMConfig(vocab_size=100, embedding_dim=8, hidden_size=8, num_layers=2, cutoffs=(10, 50), div_value=2.0)
     # two layers of 4 gates, each gate a (8 + 8) x 8 product: 2 * 4 * 8 * 16 FLOPs per position, x3 for training
-    assert lstm_flops(config, 5) == 3 * 5 * 2 * (2 * 4 * 8 * 16)
+    assert bilm_lstm_flops(config, 5) == 3 * 5 * 2 * (2 * 4 * 8 * 16)
     targets = np.array([1, 2, 15, 60, 70])  # 2 in the shortlist, 1 in cluster 1 (width 4), 2 in cluster 2 (width 2)
     head = 2 * 8 * (10 + 2) * 5
     tails = 2 * (8 * 4 + 4 * 40) * 1 + 2 * (8 * 2 + 2 * 50) * 2
-    assert adaptive_softmax_flops(config, targets) == 3 * (head + tails)
+    assert bilm_softmax_flops(config, targets) == 3 * (head + tails)
 
 
 @pytest.mark.parametrize("projection", [0, 3])
@@ -175,3 +177,10 @@ def test_a_side_by_side_pretrain_s_peak_is_the_sum_of_its_processes(tmp_path):
     assert speed.pretrain_peak((5.0, 700.0), lm) == (5.0, 700.0)  # one process
     lm.write_text(json.dumps({"peak_rss_mb": {"forward": 700.0, "backward": 650.0, "main": 400.0}}))
     assert speed.pretrain_peak((5.0, 700.0), lm) == (5.0, 1750.0)
+
+
+def test_measured_matmul_peaks_are_positive_and_fp32_is_the_faster_kernel():
+    assert matmul_gflops(torch.device("cpu"), torch.float32, n=64, repeats=2) > 0
+    peaks = cpu_matmul_peaks(1, n=64)
+    assert peaks["fp32_blas"] > 0 and peaks["peak_rss_mb"] > 0
+    assert peaks["fp32"] == max(v for k, v in peaks.items() if k.startswith("fp32_"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from lab.cli import run as elmo_run
-from lab.report import analysis
+from lab.report import analysis, load_results
 
 
 def metrics(acc: float, f1: float | None = None) -> dict:
@@ -65,4 +65,25 @@ def test_report_without_baselines_exits_2_naming_the_command(tmp_path, capsys):
     (tmp_path / "baselines.json").write_text("{not json")
     assert elmo_run("report", ["--results-dir", str(tmp_path), "--out", str(tmp_path / "r.pdf")]) == 2
     assert "not valid JSON" in capsys.readouterr().err
+    assert not (tmp_path / "r.pdf").exists()
+
+
+def test_the_report_reads_the_diagnostic_runs_it_names_in_that_order(tmp_path, capsys):
+    for name in ("lm", "classification", "baselines"):
+        (tmp_path / f"{name}.json").write_text('{"config": {}}')
+    runs = tmp_path / "experiments"
+    for name, lm in (("b_run", True), ("a_run", False), ("not_listed", True)):
+        (runs / name).mkdir(parents=True)
+        (runs / name / "classification.json").write_text('{"best_setting": "trainable_lambda", "config": {}}')
+        if lm:
+            (runs / name / "lm.json").write_text('{"config": {}}')
+    res = load_results(tmp_path, runs, ("b_run", "a_run"))
+    assert list(res["experiments"]) == ["b_run", "a_run"]  # the named runs, in the order named; no others
+    assert res["experiments"]["a_run"]["lm"] is None and res["experiments"]["b_run"]["lm"] == {"config": {}}
+    assert res["experiments"]["a_run"]["classification"]["best_mix"] == "trainable_lambda"  # read with today's keys
+    assert load_results(tmp_path, runs, ())["experiments"] == {}
+    assert elmo_run("report", ["--results-dir", str(tmp_path), "--out", str(tmp_path / "r.pdf"), "--experiments",
+                               "a_run", "missing"]) == 2
+    err = capsys.readouterr().err
+    assert f"{runs / 'missing' / 'classification.json'} not found" in err and "--experiments" in err
     assert not (tmp_path / "r.pdf").exists()

@@ -1,7 +1,7 @@
-"""Nothing is ever lost, through the command line in process (elmo.cli.main): no command writes over one of its
-own inputs (same path, a symbolic or hard link to it), an output under a file says so, binary input to ``embed``
-names its line (counted from 1), and Ctrl-C during ``embed`` says what happened to the output, not training's
-checkpoints. Each refusal: exit status 2 (130 for Ctrl-C), one line, no traceback, the inputs byte-identical."""
+"""Nothing is ever lost, through the command line in process (elmo.cli.main, and lab.cli.main for the lab's
+commands): no command writes over one of its own inputs (same path, a symbolic or hard link to it), an output under
+a file says so, binary input to ``embed`` names its line (counted from 1), Ctrl-C during ``embed`` says what
+happened to the output, not training's checkpoints, and Ctrl-C during the study that its finished parts are kept. Each refusal: exit status 2 (130 for Ctrl-C), one line, no traceback, the inputs byte-identical."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ import torch
 from published_reference import OPTIONS, WEIGHTS
 
 import elmo.pipelines.embedding as embedding
+import lab.study
 from elmo.cli import ctrl_c_message, main
+from lab import cli as lab_cli
 
 PUBLISHED = ["--options-file", str(OPTIONS), "--weight-file", str(WEIGHTS)]
 
@@ -27,11 +29,11 @@ def keep_threads():
     torch.set_num_threads(threads)
 
 
-def refused(capsys, argv: list[str], *inputs: Path, code: int = 2) -> str:
-    """Run ``python -m elmo argv``; check the exit status, one message line and no traceback, and that every
-    file of ``inputs`` is byte-identical afterwards; returns stderr."""
+def refused(capsys, argv: list[str], *inputs: Path, code: int = 2, program=main) -> str:
+    """Run ``python -m elmo argv`` (``program=lab_cli.main``: ``python -m lab argv``); check the exit status, one
+    message line and no traceback, and that every file of ``inputs`` is byte-identical afterwards; returns stderr."""
     before = {p: p.read_bytes() for p in inputs}
-    assert main(argv) == code
+    assert program(argv) == code
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert {p: p.read_bytes() for p in inputs} == before
@@ -47,7 +49,7 @@ def sentences(tmp_path) -> Path:
 
 def test_embed_refuses_to_write_over_its_input_text(capsys, sentences):
     err = refused(capsys, ["embed", str(sentences), str(sentences), "--top", *PUBLISHED], sentences)
-    assert f"output_file {sentences} is the same file as input_file {sentences}" in err
+    assert f"out {sentences} is the same file as input_file {sentences}" in err
 
 
 def test_embed_refuses_to_write_over_its_weights(capsys, sentences, tmp_path):
@@ -55,7 +57,7 @@ def test_embed_refuses_to_write_over_its_weights(capsys, sentences, tmp_path):
     shutil.copy(WEIGHTS, weights)
     err = refused(capsys, ["embed", str(sentences), str(weights), "--all", "--options-file", str(OPTIONS),
                            "--weight-file", str(weights)], weights, sentences)
-    assert f"output_file {weights} is the same file as --weight-file {weights}" in err
+    assert f"out {weights} is the same file as --weight-file {weights}" in err
 
 
 def test_embed_catches_a_symbolic_or_hard_link_to_its_input(capsys, sentences, tmp_path):
@@ -66,7 +68,7 @@ def test_embed_catches_a_symbolic_or_hard_link_to_its_input(capsys, sentences, t
     hard = tmp_path / "hard.txt"
     os.link(sentences, hard)
     err = refused(capsys, ["embed", str(sentences), str(hard), "--top", *PUBLISHED], sentences)
-    assert f"output_file {hard} is the same file as input_file {sentences}" in err
+    assert f"out {hard} is the same file as input_file {sentences}" in err
     err = refused(capsys, ["embed", str(sentences), str(tmp_path / "sub" / ".." / "sents.txt"), "--top", *PUBLISHED],
                   sentences)
     assert "is the same file as input_file" in err
@@ -88,9 +90,9 @@ def test_training_commands_refuse_an_input_among_their_outputs(capsys, tmp_path,
     assert f"--results-dir (lm.json) {data_copy} is the same file as --data-dir (train.csv)" in err
     weights = models / "classifier.pt"
     shutil.copy(WEIGHTS, weights)
-    err = refused(capsys, ["classify", "--data-dir", str(tiny_agnews), "--bilm-options-file", str(OPTIONS),
-                           "--bilm-weight-file", str(weights), *folders], weights)
-    assert f"--models-dir (classifier.pt) {weights} is the same file as --bilm-weight-file {weights}" in err
+    err = refused(capsys, ["classify", "--data-dir", str(tiny_agnews), "--options-file", str(OPTIONS),
+                           "--weight-file", str(weights), *folders], weights)
+    assert f"--models-dir (classifier.pt) {weights} is the same file as --weight-file {weights}" in err
     assert not (tmp_path / "images").exists()  # refused before any folder was made
 
 
@@ -100,11 +102,11 @@ def test_report_and_study_refuse_an_output_that_is_an_input(capsys, tmp_path, ti
     for name in ("lm", "classification", "baselines"):
         (results / f"{name}.json").write_text("{}")
     err = refused(capsys, ["report", "--results-dir", str(results), "--images-dir", str(tmp_path / "images"),
-                           "--out", str(results / "lm.json")], results / "lm.json")
+                           "--out", str(results / "lm.json")], results / "lm.json", program=lab_cli.main)
     assert f"--out {results / 'lm.json'} is the same file as --results-dir (lm.json)" in err
     test_csv = tiny_agnews / "test.csv"
     err = refused(capsys, ["study", "--data-dir", str(tiny_agnews), "--out-dir", str(tmp_path / "study"),
-                           "--results", str(test_csv)], test_csv)
+                           "--results", str(test_csv)], test_csv, program=lab_cli.main)
     assert f"--results {test_csv} is the same file as --data-dir (test.csv)" in err
 
 
@@ -113,7 +115,7 @@ def test_an_output_under_a_file_names_the_file_and_the_flag(capsys, sentences, t
     blocker.write_text("keep me")
     err = refused(capsys, ["embed", str(sentences), str(blocker / "out.hdf5"), "--top", *PUBLISHED, "--quiet",
                            "--threads", "1"], blocker)
-    assert f"{blocker} is a file, not a folder (in output_file {blocker / 'out.hdf5'})" in err
+    assert f"{blocker} is a file, not a folder (in out {blocker / 'out.hdf5'})" in err
     assert "File exists" not in err and "Not a directory" not in err
     err = refused(capsys, ["pretrain", "--data-dir", str(tiny_agnews), "--models-dir", str(blocker / "models"),
                            "--results-dir", str(tmp_path / "r"), "--images-dir", str(tmp_path / "i"), "--threads",
@@ -155,6 +157,21 @@ def test_ctrl_c_during_embed_says_the_output_was_not_written(capsys, monkeypatch
 
 def test_ctrl_c_messages_speak_of_the_command_that_ran():
     assert "--resume" in ctrl_c_message("pretrain") and "checkpoints" in ctrl_c_message("classify")
-    for command in ("embed", "report", "bench", "predict", "fetch"):
+    for command in ("embed", "predict", "fetch"):
         assert "--resume" not in ctrl_c_message(command) and command in ctrl_c_message(command)
-    assert "finished parts are kept" in ctrl_c_message("study")
+    for command in ("report", "bench", "bench-scale"):  # the lab's commands other than the study write nothing half
+        assert lab_cli.ctrl_c_message(command) == ctrl_c_message(command) and "--resume" not in ctrl_c_message(command)
+    assert "finished parts are kept" in lab_cli.ctrl_c_message("study")
+
+
+def test_ctrl_c_during_the_study_says_its_finished_parts_are_kept(capsys, monkeypatch, tmp_path, tiny_agnews):
+    def interrupted(config, parts, say=print):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(lab.study, "run_parts", interrupted)
+    err = refused(capsys, ["study", "--data-dir", str(tiny_agnews), "--out-dir", str(tmp_path / "study"),
+                           "--results", str(tmp_path / "seeds.json")], tiny_agnews / "train.csv", code=130,
+                  program=lab_cli.main)
+    assert err.strip() == ("stopped: study interrupted by Ctrl-C; its finished parts are kept: run the same command "
+                           "to do the rest")
+    assert not (tmp_path / "seeds.json").exists()
