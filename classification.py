@@ -2,8 +2,8 @@
 
 Loads models/bilstm.pt (from `python ELMO.py`), trains one classifier per layer mix (trainable λ,
 frozen λ, learned function), prints accuracy, macro precision/recall/F1 and confusion matrices, and
-writes models/classifier*.pt, results/classification.json and images/. With --predict TEXT or
---predict-file FILE it only classifies those texts. Same as `python -m elmo classify`; see README.md.
+writes models/classifier*.pt, results/classification.json and images/. Same as `python -m elmo classify`;
+`python -m elmo predict --text TEXT` classifies texts with the trained classifier. See README.md.
 """
 
 import sys

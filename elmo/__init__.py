@@ -11,16 +11,11 @@ The notebook API (see ``docs/architecture.md`` for the package map):
   mixes), :class:`Vocabulary`, :class:`ElmoError`;
 * :func:`load_published_bilm`, :class:`PublishedBiLM`, :class:`PublishedBiLMConfig` — the published (bilm-tf)
   biLM, usable wherever ours is.
-
-Deprecated names, still importable (each warns with a :class:`DeprecationWarning`): ``ELMoEmbedder``
-(→ :class:`ElmoEmbedder`), ``MIX_SETTINGS`` (→ :data:`LAYER_MIXES`), ``BilmTfConfig`` (→ :class:`PublishedBiLMConfig`).
 """
-
-import warnings as _warnings
 
 from .data.vocab import Vocabulary
 from .errors import ElmoError
-from .inference.embedder import ELMoEmbedder, ElmoEmbedder  # noqa: F401 (ELMoEmbedder: deprecated, warns when used)
+from .inference.embedder import ElmoEmbedder
 from .inference.text_classifier import TextClassifier
 from .model.bilm import BiLM, BiLMConfig, LanguageModel
 from .model.char_cnn import CharCNN
@@ -33,15 +28,3 @@ from .model.serialization import load_bilm
 __all__ = ["BiLM", "BiLMConfig", "CharCNN", "Elmo", "ElmoEmbedder", "ElmoError", "LAYER_MIXES", "LanguageModel",
            "LearnedLayerFunction", "PublishedBiLM", "PublishedBiLMConfig", "ScalarMix", "TextClassifier", "Vocabulary",
            "build_mix", "load_bilm", "load_published_bilm"]
-
-#: deprecated module attributes: old name -> (current name, value)
-_DEPRECATED = {"MIX_SETTINGS": ("LAYER_MIXES", LAYER_MIXES), "BilmTfConfig": ("PublishedBiLMConfig", PublishedBiLMConfig)}
-
-
-def __getattr__(name: str):
-    """The deprecated names of :data:`_DEPRECATED`, with a :class:`DeprecationWarning`."""
-    if name in _DEPRECATED:
-        new, value = _DEPRECATED[name]
-        _warnings.warn(f"elmo.{name} is deprecated: use elmo.{new}", DeprecationWarning, stacklevel=2)
-        return value
-    raise AttributeError(f"module 'elmo' has no attribute {name!r}")

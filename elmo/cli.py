@@ -7,21 +7,25 @@ command        what it runs                                    top-level shim
 ``finetune``   :func:`elmo.pipelines.finetuning.finetune`
 ``classify``   :func:`elmo.pipelines.classification.classify`  ``python classification.py``
 ``baselines``  :func:`elmo.pipelines.baselines.baselines`      ``python baselines.py``
-``predict``    :func:`elmo.pipelines.predict_command.predict`  ``classification.py --predict``
+``predict``    :func:`elmo.pipelines.predict_command.predict`
 ``embed``      :func:`elmo.pipelines.embedding.embed` (hdf5)
 ``export``     :func:`elmo.pipelines.export.export` (bilm-tf's files)
 ``fetch``      :func:`elmo.data.agnews.fetch` (AG News)
 =============  ==============================================  =========================
 
 Each command's flags are generated 1:1 from its arguments dataclass, named ``*Args`` (``--max-docs`` ↔
-``max_docs``; see :func:`elmo.pipelines.common.option`). An :class:`~elmo.errors.ElmoError` becomes one line
-on stderr (a field it names, such as ``ClassifierConfig.token_embedding_dim``, spelt as the flag that sets
-it: :func:`flag_message`) and exit status 2; Ctrl-C exits with 130 (after saving a training checkpoint when one is being written).
+``max_docs``; see :func:`elmo.pipelines.common.option`), except the fields marked ``lab=True``: options that only
+experiments set (the learning curves' shares, diagnostics, options measured and not adopted). They keep their
+defaults here and are flags only where a parser is built with ``lab=True`` (:func:`add_flags`, :func:`run`). An
+:class:`~elmo.errors.ElmoError` becomes one line on stderr (a field it names, such as
+``ClassifierConfig.token_embedding_dim``, spelt as the flag that sets it: :func:`flag_message`) and exit status 2;
+Ctrl-C exits with 130 (after saving a training checkpoint when one is being written).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import re
 import sys
@@ -88,58 +92,90 @@ def _flag_type(annotation: Any):
     return annotation
 
 
-class _DeprecatedAlias(argparse.Action):
-    """A hidden old spelling of a flag: stores into the flag's field and says which spelling to use."""
-
-    def __init__(self, option_strings, dest, current: str = "", **kwargs):
-        super().__init__(option_strings, dest, **kwargs)
-        self.current = current
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(f"warning: {option_string} is deprecated: use {self.current}", file=sys.stderr)
-        setattr(namespace, self.dest, values)
-
-
 def flag_of(field: dataclasses.Field) -> str:
     """The ``--flag`` spelling of an arguments dataclass field (``max_docs`` → ``--max-docs``)."""
     return "--" + field.name.replace("_", "-")
 
 
-def add_flags(parser: argparse.ArgumentParser, args_cls: type) -> argparse.ArgumentParser:
+def _metavar(field: dataclasses.Field, kind: type) -> str | None:
+    """A short metavar: ``N`` for a whole number, ``X`` for a real one, else the last word of the field's name
+    (``--models-dir DIR``, ``--train-file FILE``); ``None`` (argparse's ``{a,b}``) where the field has choices."""
+    if "choices" in field.metadata and typing.get_origin(kind) not in (list, tuple):
+        return None
+    kind = typing.get_args(kind)[0] if typing.get_origin(kind) in (list, tuple) else kind
+    return {int: "N", float: "X"}.get(kind, field.name.rpartition("_")[2].upper())
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """``--help`` that gives each flag a line or two: ``--[no-]flag`` for a boolean, short metavars, ``(default:
+    ...)`` unless there is none (``None``, an empty list), a list's default written as its values."""
+
+    def __init__(self, prog: str):
+        super().__init__(prog, max_help_position=30)
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if isinstance(action, argparse.BooleanOptionalAction):
+            return "--[no-]" + action.option_strings[0][2:]
+        return super()._format_action_invocation(action)
+
+    def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
+        if action.nargs in ("+", "*"):
+            return self._metavar_formatter(action, default_metavar)(1)[0] + " ..."
+        return super()._format_args(action, default_metavar)
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "%(default)" in text or not action.option_strings or action.default in (None, (), [], argparse.SUPPRESS):
+            return text
+        return text + " (default: %(default)s)"
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        if isinstance(action.default, (tuple, list)) and action.default:
+            action = copy.copy(action)
+            action.default = " ".join(map(str, action.default))
+        return super()._expand_help(action)
+
+
+def add_flags(parser: argparse.ArgumentParser, args_cls: type, lab: bool = False) -> argparse.ArgumentParser:
     """Add one ``--flag`` per field of the arguments dataclass ``args_cls`` (booleans get ``--no-flag`` too; a field
-    whose metadata says ``positional=True`` becomes a positional argument; ``deprecated_aliases`` in its
-    metadata are old spellings, accepted with a warning and hidden from ``--help``)."""
+    whose metadata says ``positional=True`` becomes a positional argument). A field marked ``lab=True`` gets its flag
+    only with ``lab`` (the lab's variants of the commands); without it, the field keeps its default."""
     hints = typing.get_type_hints(args_cls)
     for f in dataclasses.fields(args_cls):
+        if f.metadata.get("lab") and not lab:
+            continue
         flag = flag_of(f)
         kind = _flag_type(hints[f.name])
-        extra = {k: v for k, v in f.metadata.items() if k not in ("help", "positional", "deprecated_aliases")}
+        extra = {"metavar": _metavar(f, kind),
+                 **{k: v for k, v in f.metadata.items() if k not in ("help", "positional", "lab")}}
         listed = typing.get_origin(kind) in (list, tuple)
         if listed:  # a list flag takes one or more values, or any number where its field says nargs="*"
             extra.setdefault("nargs", "+")
-        for alias in f.metadata.get("deprecated_aliases", ()):
-            many = {"type": typing.get_args(kind)[0]} if listed else {"type": kind}
-            parser.add_argument(alias, dest=f.name, action=_DeprecatedAlias, current=flag, default=argparse.SUPPRESS,
-                                help=argparse.SUPPRESS, **many, **extra)
         if f.metadata.get("positional"):
-            parser.add_argument(f.name, type=kind, help=f.metadata.get("help"), **extra)
+            parser.add_argument(f.name, type=kind, help=f.metadata.get("help"),
+                                **{k: v for k, v in extra.items() if k != "metavar"})
         elif kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=f.metadata.get("help"))
-        elif listed:
-            parser.add_argument(flag, type=typing.get_args(kind)[0], default=f.default,
-                                help=f.metadata.get("help"), **extra)
         else:
-            parser.add_argument(flag, type=kind, default=f.default, help=f.metadata.get("help"), **extra)
+            parser.add_argument(flag, type=typing.get_args(kind)[0] if listed else kind, default=f.default,
+                                help=f.metadata.get("help"), **extra)
     return parser
 
 
+def command_parser(spec: Command, prog: str, lab: bool = False) -> argparse.ArgumentParser:
+    """The parser of one command: its flags (:func:`add_flags`; ``lab``: with the lab's), one-line usage."""
+    positional = [f.name for f in dataclasses.fields(spec.args) if f.metadata.get("positional")]
+    parser = argparse.ArgumentParser(prog=prog, description=spec.help, formatter_class=HelpFormatter,
+                                     usage=" ".join(["%(prog)s [-h] [options]", *positional]))
+    return add_flags(parser, spec.args, lab)
+
+
 def build_parser(prog: str = "python -m elmo") -> argparse.ArgumentParser:
-    """The parser of ``python -m elmo``: one subcommand per entry of :data:`COMMANDS`."""
+    """The parser of ``python -m elmo``: one subcommand per entry of :data:`COMMANDS` (its flags: :func:`run`)."""
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
     for name, command in COMMANDS.items():
-        add_flags(sub.add_parser(name, help=command.help, description=command.help,
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter), command.args)
+        sub.add_parser(name, help=command.help, description=command.help)
     return parser
 
 
@@ -158,20 +194,20 @@ def ctrl_c_message(command: str) -> str:
 
 
 def run(command: str, argv: Sequence[str] | None = None, prog: str | None = None,
-        commands: dict[str, Command] | None = None) -> int:
+        commands: dict[str, Command] | None = None, lab: bool = False) -> int:
     """Parse ``argv`` as the flags of ``command`` and run it; returns the exit status.
 
     Args:
         command: a key of :data:`COMMANDS`; argv: its flags (default ``sys.argv[1:]``); prog: the
             program name in ``--help`` (the shims pass their file name); commands: the table ``command`` is
-            looked up in (default :data:`COMMANDS`; ``lab`` passes its own).
+            looked up in (default :data:`COMMANDS`; ``lab`` passes its own); lab: also take the flags of the
+            fields marked ``lab=True`` (:func:`add_flags`).
 
     An :class:`~elmo.errors.ElmoError` → one line on stderr, 2; Ctrl-C → 130. Under ``torchrun`` the
     command joins the process group, which is left here whatever happens.
     """
     spec = (COMMANDS if commands is None else commands)[command]
-    parser = add_flags(argparse.ArgumentParser(prog=prog or f"python -m elmo {command}", description=spec.help,
-                                               formatter_class=argparse.ArgumentDefaultsHelpFormatter), spec.args)
+    parser = command_parser(spec, prog or f"python -m elmo {command}", lab)
     args = parser.parse_args(argv)
     try:
         config = spec.args(**vars(args))

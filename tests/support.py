@@ -66,11 +66,12 @@ def run_script(script: str | Path, out: Path, data: Path, *extra: str, timeout: 
     return subprocess.run(args, capture_output=True, text=True, cwd=out, env=env, timeout=timeout)
 
 
-def run_in_process(command: str, out: Path, data: Path, *extra: str) -> int:
+def run_in_process(command: str, out: Path, data: Path, *extra: str, lab: bool = False) -> int:
     """``elmo.cli.run(command, ...)`` with the folders of :func:`run_script`, in this process (no interpreter start:
-    about 3 s less per run); returns the exit status. What a run changes process-wide (torch threads, the random
-    generators, oneDNN's cache variables) is put back afterwards. For runs whose numbers are compared across
-    processes, or that must be killed, use :func:`run_script`."""
+    about 3 s less per run; ``lab``: with the lab's flags too, as ``python -m lab elmo``); returns the exit status.
+    What a run changes process-wide (torch threads, the random generators, oneDNN's cache variables) is put back
+    afterwards. For runs whose numbers are compared across processes, or that must be killed, use
+    :func:`run_script`."""
     import numpy as np
     import torch
 
@@ -79,7 +80,7 @@ def run_in_process(command: str, out: Path, data: Path, *extra: str) -> int:
     saved = (torch.get_num_threads(), torch.get_rng_state(), np.random.get_state(), random.getstate(), dict(os.environ))
     try:
         return run(command, ["--data-dir", str(data), "--models-dir", str(out / "models"), "--results-dir",
-                             str(out / "results"), "--images-dir", str(out / "images"), *extra])
+                             str(out / "results"), "--images-dir", str(out / "images"), *extra], lab=lab)
     finally:
         threads, torch_rng, numpy_rng, python_rng, environ = saved
         torch.set_num_threads(threads)

@@ -81,7 +81,7 @@ def read_lines(path: str | os.PathLike, what: str = "file") -> tuple[list[str], 
     blank lines were skipped.
 
     Args:
-        path: the file (a BOM is accepted); what: how error messages name it (e.g. ``"--predict-file"``).
+        path: the file (a BOM is accepted); what: how error messages name it (e.g. ``"--input-file"``).
 
     Raises:
         ElmoError: the file is missing, not UTF-8, or has no non-blank line.

@@ -34,7 +34,6 @@ the LSTMs' input products stay those of one chunk. What still grows with the sen
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -407,38 +406,3 @@ class ElmoEmbedder:
         iterator = iter(sentences)
         while chunk := [s for _, s in zip(range(CHUNK_BATCHES * batch_size), iterator)]:
             yield from self._embed(_check_sentences(chunk, not self.published), batch_size)
-
-
-#: the warning :class:`ELMoEmbedder` emits
-DEPRECATED = ("ELMoEmbedder is deprecated: use ElmoEmbedder (ElmoEmbedder(bilm=..., vocab=...) for a biLM object, "
-              "ElmoEmbedder.from_pretrained(path) for a models folder)")
-
-
-class ELMoEmbedder(ElmoEmbedder):
-    """Deprecated spelling of :class:`ElmoEmbedder`, built from a biLM object: use
-    ``ElmoEmbedder(bilm=bilm, vocab=vocab)`` or :meth:`ElmoEmbedder.from_pretrained`.
-
-    Behaves as before: the positional signature ``(bilm, vocab=None, device="auto", max_tokens=16384,
-    precision="auto", stateful=False, vocab_to_cache=None)`` and ``precision="auto"`` by default (also in
-    :meth:`from_pretrained`). Every construction emits a :class:`DeprecationWarning`.
-
-    Raises:
-        ElmoError: as :class:`ElmoEmbedder`.
-    """
-
-    def __init__(self, bilm: BiLM | PublishedBiLM, vocab: Vocabulary | None = None, device: str | torch.device = "auto",
-                 max_tokens: int = 16384, precision: str = "auto", stateful: bool = False,
-                 vocab_to_cache: Sequence[str] | None = None):
-        warnings.warn(DEPRECATED, DeprecationWarning, stacklevel=2)
-        super().__init__(bilm=bilm, vocab=vocab, device=device, max_tokens=max_tokens, precision=precision,
-                         stateful=stateful, vocab_to_cache=vocab_to_cache)
-
-    @classmethod
-    def from_pretrained(cls, path: str | os.PathLike = "models", device: str | torch.device = "auto",
-                        precision: str = "auto") -> "ELMoEmbedder":
-        """Our biLM of a models folder or ``bilstm.pt``, as before (``precision="auto"``); deprecated."""
-        warnings.warn(DEPRECATED, DeprecationWarning, stacklevel=2)
-        bilm, vocab, _ = load_bilm(bilm_path(path))
-        embedder = cls.__new__(cls)
-        ElmoEmbedder.__init__(embedder, bilm=bilm, vocab=vocab, device=device, precision=precision)
-        return embedder

@@ -57,7 +57,7 @@ class TextClassifier:
         file = Outputs(models=directory).models / classifier
         if not file.is_file():
             raise ElmoError(f"{file} not found: train it with `python classification.py --models-dir {directory}`")
-        published = load_classifier_bilm(file)  # trained on the published ELMo (--bilm-options-file)?
+        published = load_classifier_bilm(file)  # trained on the published ELMo (--options-file)?
         bilm, vocab = published if published is not None else load_bilm(bilm_path(directory))[:2]
         bilm.to(resolve_device(device))
         model, names = load_classifier(file, bilm, vocab)

@@ -52,7 +52,7 @@ from .dropout import FastDropout
 IGNORE_INDEX = -100
 #: the default ``chunk_size`` of both biLMs (:class:`BiLM`, :class:`elmo.model.published.PublishedBiLM`): a sentence
 #: longer than this many tokens is computed in chunks of at most this many positions (:func:`step_chunks`);
-#: chosen by measurement (``results/experiments/long_documents/``, ``docs/published_elmo.md``)
+#: chosen by measurement (lab/experiments.md, ``long_documents``; ``docs/published_elmo.md``)
 CHUNK_SIZE = 256
 DIRECTIONS = ("forward", "backward")
 TOKEN_ENCODERS = ("word", "char")

@@ -36,7 +36,7 @@ class SequenceClassifierConfig:
         encoder_projection: width P of a linear projection of the encoder's input (the dropped-out
             ``[x_k; ELMo_k]``) before the BiLSTM, shared by its two directions; 0 feeds the input as it is.
             The BiLSTM's input weights then have rank at most P: with P = E = 128 and a 640-wide input, a
-            training step's LSTM work is about half (docs/performance.md, "A projection before the task encoder").
+            training step's LSTM work is about half (lab/performance.md, "A projection before the task encoder").
         token_embedding_dim: width of the task's own trainable token embedding x_k concatenated
             with the representation (paper §3.3); 0 feeds the representation alone.
         dropout: dropout on the representation and on the pooled vector.

@@ -47,7 +47,7 @@ from .sampled_softmax import BILM_TF_SAMPLES, SampledSoftmax
 #: the training softmaxes ``--softmax`` chooses from
 SOFTMAXES = ("adaptive", "sampled")
 #: ``--softmax``'s default: the one that reached a given held-out perplexity sooner on the CPU
-#: (results/experiments/softmax_choice/)
+#: (lab/experiments.md, ``softmax_choice``)
 DEFAULT_SOFTMAX = "adaptive"
 DIRECTION_NAMES = ("forward", "backward")
 

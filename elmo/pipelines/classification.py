@@ -4,9 +4,9 @@ For each layer mix in turn (``--mixes``: ``trainable_lambda``, ``frozen_lambda``
 see :mod:`elmo.model.mix`) the same :class:`~elmo.model.classifier.ElmoClassifier` is trained by
 :func:`elmo.pipelines.task.train_and_evaluate`, the recipe ``baselines.py`` also applies to the static
 embeddings. Writes ``models/classifier_<mix>.pt``, ``models/classifier.pt`` (the mix best on
-validation), ``results/classification.json`` (one entry per mix, ``best_mix``, ``config``; files with
-other key names are read through :func:`upgrade_classification_results`) and ``images/confusion_<mix>.png``.
-With ``--predict`` / ``--predict-file`` it only classifies texts (:mod:`elmo.pipelines.predict_command`).
+validation), ``results/classification.json`` (one entry per mix, ``best_mix``, ``config``) and
+``images/confusion_<mix>.png``. ``python -m elmo predict`` classifies texts with the classifier
+(:mod:`elmo.pipelines.predict_command`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ..errors import ElmoError
 from ..inference.layer_cache import CACHE_MODES, cache_dtype, compute_layers, should_cache
 from ..model.classifier import ClassifierConfig, ElmoClassifier
 from ..model.mix import LAYER_MIXES, LEARNED_FUNCTIONS, mix_summary
-from ..model.serialization import bilm_fingerprint, classifier_checkpoint, published_record
+from ..model.serialization import classifier_checkpoint, published_record
 from ..runtime import distributed
 from ..runtime.device import set_seed
 from .common import (
@@ -37,38 +37,34 @@ from .common import (
     remove_checkpoints,
 )
 from .plots import plot_confusion, plot_curves
-from .predict_command import PredictArgs, predict
 from .task import HeadArgs, TaskData, prepare, train_and_evaluate
 
 
 @dataclass
 class ClassifyArgs(HeadArgs):
-    """Flags of ``classification.py`` (see ``python classification.py --help``)."""
+    """Flags of ``classification.py`` (``python -m elmo classify``): it trains and evaluates, and
+    ``python -m elmo predict`` classifies texts with what it wrote.
 
-    mixes: tuple[str, ...] = option(LAYER_MIXES, "layer mixes to train, in turn", choices=LAYER_MIXES,
-                                    deprecated_aliases=("--settings",))
-    learned_function: str = option("gate", "the learned_function mix's network: gate (token-wise softmax weights "
-                                   "over the layers from a small gate network, starting as the uniform scalar mix) or "
-                                   "mlp (an MLP on [h0; h1; h2]); see elmo/model/mix.py", choices=LEARNED_FUNCTIONS)
-    elmo_dropout: float = option(0.0, "dropout on the ELMo vector itself (AllenNLP's Elmo uses 0.5)")
-    mix_l2: float = option(0.0, "L2 penalty λ‖w‖² on the scalar-mix weights, pulling λ toward the average "
-                           "(paper §3.3 and §5.2: 0.001 small, 1 ≈ plain average); trainable λ only, the other "
-                           "mixes have no trainable scalar weights")
-    fine_tune: bool = option(False, "fine-tune the biLM with the classifier instead of freezing it: discriminative "
-                             "learning rates and gradual unfreezing, top layer first")
-    lr_decay: float = option(2.6, "fine-tuning: each biLM layer group down from the top gets the learning rate of "
-                             "the group above divided by this (ULMFiT's 2.6)")
-    predict: str | None = option(None, "classify this text with models/classifier.pt and print label and "
-                                 "probability (no training)")
-    predict_file: str | None = option(None, "classify every line of this file (one text per line; no training)")
-    bilm_options_file: str | None = option(None, "classify on the published ELMo instead of <models-dir>/bilstm.pt: "
-                                           "bilm-tf's options.json (with --bilm-weight-file; docs/published_elmo.md)")
-    bilm_weight_file: str | None = option(None, "the published ELMo's weights.hdf5 (with --bilm-options-file)")
-    cache_layers: str = option("auto", "compute the frozen biLM's LSTM layers of every document once and share them "
-                               "across epochs and layer mixes (storage for time, see elmo/inference/layer_cache.py): auto (a temporary "
-                               "file in $TMPDIR when it fits in half its free space, else memory when it fits in half "
-                               "the available memory, else off), disk, memory (or on), off (run the biLM in every "
-                               "step); never with --fine-tune", choices=CACHE_MODES)
+    * ``--learned-function``: ``gate`` (token-wise softmax weights over the layers, starting as the uniform scalar mix)
+      or ``mlp`` (an MLP on [h0; h1; h2]); :mod:`elmo.model.mix`. ``--elmo-dropout``: on the ELMo vector itself
+      (AllenNLP's Elmo uses 0.5). ``--mix-l2``: λ‖w‖² pulling trainable λ toward the average (§3.3, §5.2).
+    * ``--unfreeze-bilm`` trains the biLM with the classifier: each biLM layer group down from the top learns at the
+      rate of the one above divided by ``--lr-decay`` (ULMFiT's 2.6), unfrozen one group per epoch, top first.
+    * ``--options-file`` and ``--weight-file``: a published (bilm-tf) ELMo instead of ``<models-dir>/bilstm.pt``.
+    * ``--cache-layers``: the frozen biLM's layers of every document computed once for all epochs and mixes
+      (:mod:`elmo.inference.layer_cache`): auto (a file in $TMPDIR if it fits in half its free space, else memory if it
+      fits in half the available memory, else off), disk, memory (or on), off; never with ``--unfreeze-bilm``.
+    """
+
+    mixes: tuple[str, ...] = option(LAYER_MIXES, "layer mixes to train, in turn", choices=LAYER_MIXES, metavar="MIX")
+    learned_function: str = option("gate", "the learned_function mix's network", choices=LEARNED_FUNCTIONS)
+    elmo_dropout: float = option(0.0, "dropout on the ELMo vector itself")
+    mix_l2: float = option(0.0, "L2 penalty on the scalar-mix weights")
+    unfreeze_bilm: bool = option(False, "train the biLM with the classifier")
+    lr_decay: float = option(2.6, "--unfreeze-bilm: lr ratio between biLM layers")
+    options_file: str | None = option(None, "a published ELMo's options.json instead")
+    weight_file: str | None = option(None, "its weights.hdf5 (with --options-file)")
+    cache_layers: str = option("auto", "compute the frozen biLM's layers once", choices=CACHE_MODES)
 
     def check(self) -> None:
         super().check()
@@ -76,16 +72,14 @@ class ClassifyArgs(HeadArgs):
             raise ElmoError("--mixes needs at least one layer mix")
         if self.lr_decay < 1:
             raise ElmoError(f"--lr-decay must be >= 1, got {self.lr_decay}")
-        if self.predict is not None and self.predict_file is not None:
-            raise ElmoError("give either --predict or --predict-file, not both")
-        if (self.bilm_options_file is None) != (self.bilm_weight_file is None):
-            raise ElmoError("give both --bilm-options-file and --bilm-weight-file (the published ELMo's two files)")
+        if (self.options_file is None) != (self.weight_file is None):
+            raise ElmoError("give both --options-file and --weight-file (the published ELMo's two files)")
         self.classifier_config(self.mixes[0])
 
     @property
     def published(self) -> tuple[str, str] | None:
         """``(options.json, weights.hdf5)`` of the published biLM to classify on, or ``None`` (``bilstm.pt``)."""
-        return None if self.bilm_options_file is None else (self.bilm_options_file, self.bilm_weight_file)
+        return None if self.options_file is None else (self.options_file, self.weight_file)
 
     def classifier_config(self, mix: str) -> ClassifierConfig:
         """The head's config plus the ELMo options (ELMo dropout, mix L2, fine-tuning) for the layer mix ``mix``.
@@ -94,22 +88,19 @@ class ClassifyArgs(HeadArgs):
             ElmoError: a value out of range, naming the ``ClassifierConfig`` field.
         """
         return replace(super().classifier_config(mix), elmo_dropout=self.elmo_dropout, mix_l2=self.mix_l2,
-                       fine_tune=self.fine_tune, learned_function=self.learned_function)
+                       fine_tune=self.unfreeze_bilm, learned_function=self.learned_function)
 
 
-def attach_layer_cache(task: TaskData, config: ClassifyArgs) -> float | None:
-    """Apply ``--cache-layers``: compute the frozen biLM's LSTM layers of every split once
-    (:func:`elmo.inference.layer_cache.compute_layers`) and attach them to ``task.data``. Never with
-    ``--fine-tune``.
+def attach_layer_cache(task: TaskData, mode: str) -> float | None:
+    """Apply ``--cache-layers`` ``mode``: compute the frozen biLM's LSTM layers of every split once
+    (:func:`elmo.inference.layer_cache.compute_layers`) and attach them to ``task.data``.
 
     Returns:
         Seconds spent computing the cache, or ``None`` when not caching.
     """
-    if config.fine_tune:
-        return None
     run = task.run
     num_tokens = sum(d.num_tokens for d in task.data.values())
-    kind, why = should_cache(config.cache_layers, task.bilm, num_tokens, cache_dtype(run.amp_dtype))
+    kind, why = should_cache(mode, task.bilm, num_tokens, cache_dtype(run.amp_dtype))
     run.say(why)
     if kind is None:
         return None
@@ -121,35 +112,35 @@ def attach_layer_cache(task: TaskData, config: ClassifyArgs) -> float | None:
     return seconds
 
 
-def train_mix(task: TaskData, config: ClassifyArgs, mix: str, fingerprint: str) -> tuple[dict, ElmoClassifier]:
+def train_mix(task: TaskData, config: ClassifyArgs, mix: str) -> tuple[dict, ElmoClassifier]:
     """Train and evaluate the ELMo classifier of one layer ``mix``; returns its results entry
     (with the mix's λ and γ) and the trained model."""
+    checkpoint = checkpointing(config, f"classifier_{mix}", bilm=task.fingerprint)
+    head = config.classifier_config(mix)
     set_seed(config.seed)
-    # Fine-tuning trains the biLM in place: give each mix its own copy of the pre-trained one.
-    bilm = copy.deepcopy(task.bilm) if config.fine_tune else task.bilm
-    model = task.to_device(ElmoClassifier(bilm, config.classifier_config(mix), vocab_size=len(task.vocab)))
+    # An unfrozen biLM trains in place: give each mix its own copy of the pre-trained one.
+    bilm = copy.deepcopy(task.bilm) if config.unfreeze_bilm else task.bilm
+    model = task.to_device(ElmoClassifier(bilm, head, vocab_size=len(task.vocab)))
     if task.run.ctx.rank:  # one dropout stream per rank (DDP gives every rank rank 0's initial weights)
         torch.manual_seed(config.seed + task.run.ctx.rank)
-    entry = train_and_evaluate(model, task.data, config, task.run,
-                               checkpointing(config, f"classifier_{mix}", bilm=fingerprint))
+    entry = train_and_evaluate(model, task.data, config, task.run, checkpoint)
     entry.update(mix_summary(model.mix))
     return entry, model
 
 
 def report_mix(task: TaskData, mix: str, entry: dict) -> None:
     """Rank 0: the confusion-matrix plot and the printed result of one layer mix."""
-    outputs, say = task.run.outputs, task.run.say
-    plot_confusion(entry["test"]["confusion_matrix"], CLASS_NAMES, CLASS_NAMES, outputs.image(f"confusion_{mix}"),
-                   f"{mix} (test accuracy {entry['test']['accuracy']:.3f})")
     lam = "" if entry["lambdas"] is None else f", λ = {np.round(entry['lambdas'], 3).tolist()}, γ = {entry['gamma']:.3f}"
-    say(f"{mix}: test accuracy {entry['test']['accuracy']:.4f}, macro-F1 {entry['test']['f1']:.4f}{lam}")
-    say(format_confusion(entry["test"]["confusion_matrix"]))
+    task.run.say(f"{mix}: test accuracy {entry['test']['accuracy']:.4f}, macro-F1 {entry['test']['f1']:.4f}{lam}")
+    task.run.say(format_confusion(entry["test"]["confusion_matrix"]))
+    plot_confusion(entry["test"]["confusion_matrix"], CLASS_NAMES, CLASS_NAMES, task.run.outputs.image(f"confusion_{mix}"),
+                   f"{mix} (test accuracy {entry['test']['accuracy']:.3f})")
 
 
 def check_files(config: ClassifyArgs) -> None:
     """Before anything is written: no output file (``classifier*.pt``, the training checkpoints,
-    ``classification.json``, the plots) is one of the inputs (``--bilm-options-file``, ``--bilm-weight-file``,
-    ``--predict-file``, ``bilstm.pt``, AG News in ``--data-dir``).
+    ``classification.json``, the plots) is one of the inputs (``--options-file``, ``--weight-file``,
+    ``bilstm.pt``, AG News in ``--data-dir``).
 
     Raises:
         ElmoError: naming the output and the input it would write over.
@@ -158,34 +149,27 @@ def check_files(config: ClassifyArgs) -> None:
     written = [out.classifier(), out.result("classification"), out.image("classifier_val_f1")]
     for mix in config.mixes:
         written += [out.classifier(mix), out.checkpoint(f"classifier_{mix}"), out.image(f"confusion_{mix}")]
-    refuse_overwriting(config, {"--bilm-options-file": config.bilm_options_file,
-                                "--bilm-weight-file": config.bilm_weight_file, "--predict-file": config.predict_file,
+    refuse_overwriting(config, {"--options-file": config.options_file, "--weight-file": config.weight_file,
                                 "--models-dir (bilstm.pt)": None if config.published else out.bilm}, written)
 
 
-def classify(config: ClassifyArgs) -> dict | list:
+def classify(config: ClassifyArgs) -> dict:
     """Train and evaluate one classifier per layer mix; returns the ``classification.json`` content.
-    With ``--predict`` / ``--predict-file`` it only classifies those texts, as ``python -m elmo predict`` does
-    (:func:`~elmo.pipelines.predict_command.predict`).
 
     Raises:
         ElmoError: missing biLM files (run ``python ELMO.py`` first), bad data or flags, an output file that is
             one of the inputs (:func:`check_files`).
     """
-    if config.predict is not None or config.predict_file is not None:  # writes no file
-        return predict(PredictArgs(config.predict, config.predict_file, config.models_dir, config.device,
-                                   config.precision, config.threads), "--predict", "--predict-file")
     check_files(config)
     task = prepare(config, config.published)
     run, outputs = task.run, task.run.outputs
-    fingerprint = bilm_fingerprint(task.bilm, task.vocab)
-    cache_seconds = attach_layer_cache(task, config)
+    cache_seconds = None if config.unfreeze_bilm else attach_layer_cache(task, config.cache_layers)
     out: dict[str, Any] = {}
     payloads: dict[str, dict[str, Any]] = {}  # checkpoint contents per mix; the best is also classifier.pt
     for mix in config.mixes:
-        out[mix], model = train_mix(task, config, mix, fingerprint)
+        out[mix], model = train_mix(task, config, mix)
         if run.ctx.is_main:
-            payloads[mix] = classifier_checkpoint(model, fingerprint, CLASS_NAMES, {
+            payloads[mix] = classifier_checkpoint(model, task.fingerprint, CLASS_NAMES, {
                 "mix_results": {k: out[mix][k]["f1"] for k in ("val", "test")},
                 **published_record(task.bilm, task.vocab)})
             save_checkpoint(payloads[mix], outputs.classifier(mix))
@@ -195,35 +179,15 @@ def classify(config: ClassifyArgs) -> dict | list:
         return out
     best = max(config.mixes, key=lambda m: out[m]["val"]["f1"])
     out["best_mix"] = best
+    table = format_results_table(out, config.mixes) + f"\nbest on validation: {best}"
     out["precision"], out["layer_cache_seconds"] = run.precision, cache_seconds
     out["labelled_documents"] = len(task.corpora["train"])
     save_checkpoint(payloads[best], outputs.classifier())
-    out["config"], out["meta"] = asdict(config), {**environment_info(config.seed), "bilm_fingerprint": fingerprint}
+    out["config"], out["meta"] = asdict(config), {**environment_info(config.seed), "bilm_fingerprint": task.fingerprint}
     write_json(outputs.result("classification"), out)
     plot_curves({m: [row["val_f1"] for row in out[m]["history"]] for m in config.mixes},
                 outputs.image("classifier_val_f1"), "Classifier validation macro-F1", "macro-F1")
     remove_checkpoints(config, [f"classifier_{m}" for m in config.mixes])
-    run.say("\n" + format_results_table(out, config.mixes) + f"\nbest on validation: {best}")
+    run.say("\n" + table)
     distributed.barrier()
-    return out
-
-
-#: keys of ``classification.json`` files written under other names: old key -> current key (top level;
-#: ``config`` holds the flags, where ``settings`` is ``mixes``)
-RENAMED_KEYS = {"best_setting": "best_mix"}
-RENAMED_FLAGS = {"settings": "mixes"}
-
-
-def upgrade_classification_results(out: dict) -> dict:
-    """``out`` (a parsed ``classification.json``) with the current keys: ``best_setting`` read as
-    ``best_mix`` and the flag ``settings`` in ``config`` as ``mixes`` (files written with those names keep
-    loading). Changes ``out`` in place and returns it."""
-    for old, new in RENAMED_KEYS.items():
-        if old in out:
-            out.setdefault(new, out.pop(old))
-    config = out.get("config")
-    if isinstance(config, dict):
-        for old, new in RENAMED_FLAGS.items():
-            if old in config:
-                config.setdefault(new, config.pop(old))
     return out

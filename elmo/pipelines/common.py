@@ -70,53 +70,51 @@ def resolve_batch_size(config: CommonArgs, train_documents: int | None, say: Cal
 
 
 def option(default: Any, help: str, **kwargs) -> Any:
-    """A dataclass field carrying its ``--flag`` help text (and argparse extras such as ``choices``)."""
+    """A dataclass field carrying its ``--flag`` help text (and argparse extras such as ``choices``). ``lab=True``
+    marks a field that only experiments set: the user commands take no flag for it (:func:`elmo.cli.add_flags`)."""
     return field(default=default, metadata={"help": help, **kwargs})
 
 
 @dataclass
 class CommonArgs:
-    """Flags every training script shares."""
+    """Flags every training command shares.
+
+    * ``--extra-text``: CSV files (a header row, a ``text`` column or ``title`` and ``description``) of more text to
+      learn the representations from, never labelled data; rows that repeat or contain a validation or test
+      description are dropped (:mod:`elmo.data.pretraining_text`). The lab's ``--text-fraction`` learns them from a
+      share of the training descriptions instead, a draw that is part of ``--seed``; the labelled documents stay.
+    * ``--batch-size``: :func:`auto_batch_size` by default. ``--seed``: a CPU run repeats its metrics exactly.
+    * ``--precision``: ``auto`` is bf16 on CPUs and GPUs with native bf16, fp16 on older GPUs, else fp32; weights,
+      losses and evaluation perplexities stay fp32. ``--threads``: all cores (under ``torchrun``, shared out).
+    * ``--resume`` continues an interrupted run (the same flags) from its checkpoints in ``<models-dir>/checkpoints/``,
+      saved every ``--checkpoint-every`` steps and at each epoch end, deleted when the command finishes.
+    """
 
     data_dir: str = option("data/ag_news", "folder holding train.csv and test.csv")
-    download: bool = option(True, "download the official AG News files into --data-dir when they are missing "
-                            "(md5-verified); --no-download turns it off")
-    models_dir: str = option("models", "where model files are written / read")
+    download: bool = option(True, "download AG News when it is missing")
+    models_dir: str = option("models", "where models are written and read")
     results_dir: str = option("results", "where JSON results are written")
     images_dir: str = option("images", "where plots are written")
     max_docs: int | None = option(None, "use only the first N training documents")
-    val_fraction: float = option(0.05, "share of training documents held out for validation")
+    val_fraction: float = option(0.05, "training documents held out for validation")
     max_length: int = option(256, "truncate documents to this many tokens")
-    skip_bad_rows: bool = option(False, "skip (and count) malformed rows instead of stopping")
-    text_fraction: float = option(1.0, "learn the representations (the biLM and its vocabulary, Word2Vec, SVD, "
-                                  "TF-IDF's vocabulary) from this share of the training descriptions, a random draw "
-                                  "that is part of --seed (learning curves over pre-training text); the labelled "
-                                  "documents are unchanged")
-    extra_text: tuple[str, ...] = option((), "more text to learn the representations from, never used as labelled "
-                                         "data: CSV files with a header row and a 'text' column or 'title' and "
-                                         "'description' columns, e.g. data/ag_news/extra/train_joined_unsplit.csv "
-                                         "data/ag_news/extra/train_nolabel.csv; rows that repeat or contain a "
-                                         "validation or test description are dropped (elmo/data/pretraining_text.py)")
+    skip_bad_rows: bool = option(False, "skip (and count) malformed rows")
+    text_fraction: float = option(1.0, "learn the representations from this share of the training text", lab=True)
+    extra_text: tuple[str, ...] = option((), "CSV files of more text to learn the representations from",
+                                         metavar="FILE")
     epochs: int = option(5, "maximum training epochs")
-    batch_size: int | None = option(None, f"documents per batch (default: {DEFAULT_BATCH_SIZE}, or fewer on a small "
-                                    f"training split so that an epoch has at least {MIN_STEPS_PER_EPOCH} steps, down to "
-                                    f"{MIN_AUTO_BATCH})")
+    batch_size: int | None = option(None, f"documents per batch (default: {DEFAULT_BATCH_SIZE}, fewer on small data)")
     max_tokens: int = option(8192, "token budget per batch (padding included)")
     lr: float = option(1e-3, "Adam learning rate")
     clip_norm: float = option(1.0, "gradient-norm clipping")
-    patience: int = option(2, "early-stopping patience in epochs (on the validation metric)")
-    seed: int = option(0, "random seed; a CPU run with the same seed repeats its metrics exactly")
+    patience: int = option(2, "early-stopping patience in epochs")
+    seed: int = option(0, "random seed")
     device: str = option("auto", "auto (CUDA when present), cpu or cuda")
-    precision: str = option("auto", "mixed precision of training and inference: auto (bf16 on CPUs with native bf16 "
-                            "and on GPUs that have it, fp16 on older GPUs, else fp32), fp32, bf16 (an error on a "
-                            "CPU without native bf16) or fp16 (CUDA only); weights, losses and evaluation "
-                            "perplexities stay fp32", choices=PRECISIONS)
-    threads: int | None = option(None, "CPU threads per process (default: all cores; under torchrun "
-                                        "the cores shared out among the processes on the node)")
+    precision: str = option("auto", "mixed precision (weights stay fp32)", choices=PRECISIONS)
+    threads: int | None = option(None, "CPU threads per process (default: all cores)")
     quiet: bool = option(False, "no progress bars or per-epoch lines")
-    resume: bool = option(False, "continue an interrupted run from its training checkpoints in "
-                          "<models-dir>/checkpoints/ (same flags; they are deleted when the script finishes)")
-    checkpoint_every: int = option(500, "save the training state every N steps as well as at each epoch end")
+    resume: bool = option(False, "continue an interrupted run (same flags)")
+    checkpoint_every: int = option(500, "save the training state every N steps")
 
     def check(self) -> None:
         """Validate sizes common to both scripts. Raises :class:`ElmoError` naming the flag."""

@@ -1,8 +1,8 @@
 """Embedding a text file into an hdf5 file (``python -m elmo embed``), AllenNLP's ``allennlp elmo`` command.
 
 ``python -m elmo embed sentences.txt out.hdf5 --all --options-file OPTIONS.json --weight-file WEIGHTS.hdf5``
-(the published ELMo, :mod:`elmo.model.published_io`) or ``--bilm models/`` (our own biLM). The output has
-AllenNLP's layout: one dataset per input line, named by its 0-based line index, holding
+(the published ELMo, :mod:`elmo.model.published_io`) or ``--models-dir models/`` (our own biLM, its
+``bilstm.pt``). The output has AllenNLP's layout: one dataset per input line, named by its 0-based line index, holding
 ``(L + 1, n, D)`` with ``--all``, the top layer ``(n, D)`` with ``--top`` or the layers' average ``(n, D)``
 with ``--average`` (float32); plus a dataset ``sentence_to_index`` of shape ``(1,)`` holding a JSON map
 from each sentence (the stripped line) to its index (a later duplicate wins, as in AllenNLP), left out
@@ -34,7 +34,7 @@ from typing import Any, Iterator
 import numpy as np
 from tqdm import tqdm
 
-from ..artifacts import atomic_hdf5, refuse_overwriting_inputs
+from ..artifacts import Outputs, atomic_hdf5, refuse_overwriting_inputs
 from ..errors import ElmoError
 from ..inference.embedder import ElmoEmbedder
 from ..model.bilm import CHUNK_SIZE
@@ -47,25 +47,27 @@ OUTPUT_FORMATS = ("all", "top", "average")
 
 @dataclass
 class EmbedArgs:
-    """Flags of ``python -m elmo embed`` (AllenNLP's ``elmo`` command)."""
+    """Flags of ``python -m elmo embed`` (AllenNLP's ``elmo`` command; the module docstring has the file's layout).
+
+    ``--precision``: fp32 computes the exact vectors, bf16 or auto trade digits for speed (docs/published_elmo.md).
+    ``--stateful`` carries the LSTM states from each batch to the next, row by row, as bilm-tf and AllenNLP do
+    (published biLM only; batches are then the lines in file order). A line longer than ``--chunk-size`` tokens is
+    computed that many positions at a time, the LSTM states carried across: the same vectors in bounded memory.
+    """
 
     input_file: str = option(None, "UTF-8 text file, one whitespace-tokenised sentence per line", positional=True)
-    output_file: str = option(None, "the hdf5 file to write", positional=True)
+    out: str = option(None, "the hdf5 file to write", positional=True)
     all: bool = option(False, "write every layer of each sentence, (L + 1, n, D)")
     top: bool = option(False, "write the top layer, (n, D)")
     average: bool = option(False, "write the average of the layers, (n, D)")
     options_file: str | None = option(None, "the published ELMo's options.json (bilm-tf; with --weight-file)")
     weight_file: str | None = option(None, "the published ELMo's weights.hdf5 (with --options-file)")
-    bilm: str | None = option(None, "our own biLM instead: a models folder or its bilstm.pt")
+    models_dir: str | None = option(None, "our own biLM instead: the folder holding bilstm.pt")
     batch_size: int = option(64, "sentences per batch")
-    device: str | None = option(None, "auto, cpu or cuda (default: auto)")
-    cuda_device: int | None = option(None, "AllenNLP's flag: -1 = CPU, k = GPU k")
-    precision: str = option("fp32", "fp32 (exact), or bf16 / auto for speed (docs/published_elmo.md)",
-                            choices=PRECISIONS)
-    stateful: bool = option(False, "carry the LSTM states from each batch to the next, row by row, as bilm-tf and "
-                            "AllenNLP do (published biLM only; batches are then the lines in file order)")
-    chunk_size: int = option(CHUNK_SIZE, "a line longer than this many tokens is computed this many positions at a "
-                             "time, the LSTM states carried across: the same vectors in bounded memory")
+    device: str = option("auto", "auto (CUDA when present), cpu or cuda")
+    precision: str = option("fp32", "fp32 (exact), or bf16 / auto for speed", choices=PRECISIONS)
+    stateful: bool = option(False, "carry the LSTM states across batches")
+    chunk_size: int = option(CHUNK_SIZE, "compute longer lines N positions at a time")
     forget_sentences: bool = option(False, "do not write the sentence_to_index dataset")
     threads: int | None = option(None, "CPU threads (default: all cores)")
     quiet: bool = option(False, "no progress bar")
@@ -74,9 +76,9 @@ class EmbedArgs:
         """Exactly one output format and one biLM. Raises :class:`ElmoError`."""
         if sum((self.all, self.top, self.average)) != 1:
             raise ElmoError("give exactly one of --all, --top and --average")
-        if (self.bilm is None) == (self.options_file is None and self.weight_file is None):
-            raise ElmoError("give the published ELMo (--options-file and --weight-file) or our own biLM (--bilm), "
-                            "not both and not neither")
+        if (self.models_dir is None) == (self.options_file is None and self.weight_file is None):
+            raise ElmoError("give the published ELMo (--options-file and --weight-file) or our own biLM "
+                            "(--models-dir), not both and not neither")
         if self.batch_size < 1:
             raise ElmoError(f"--batch-size must be >= 1, got {self.batch_size}")
         if self.chunk_size < 1:
@@ -170,21 +172,24 @@ def write_embeddings(embedder: ElmoEmbedder, config: EmbedArgs, total: int, out:
     return {"sentences": total, "tokens": n_tokens}
 
 
+def our_bilm(config: EmbedArgs) -> Path:
+    """The ``bilstm.pt`` of ``--models-dir``."""
+    return Outputs(models=Path(config.models_dir)).bilm
+
+
 def check_files(config: EmbedArgs) -> None:
     """Before any work: the output is not one of the inputs (the sentences, the biLM's files) and not a folder.
 
     Raises:
-        ElmoError: ``output_file`` is the same file as ``input_file``, ``--options-file``, ``--weight-file`` or
-            the ``--bilm`` file (naming both), or is a folder.
+        ElmoError: ``out`` is the same file as ``input_file``, ``--options-file``, ``--weight-file`` or the
+            ``--models-dir`` biLM (naming both), or is a folder.
     """
-    bilm = None if config.bilm is None else Path(config.bilm)
-    if bilm is not None and bilm.is_dir():
-        bilm = bilm / "bilstm.pt"
+    bilm = None if config.models_dir is None else our_bilm(config)
     refuse_overwriting_inputs({"input_file": config.input_file, "--options-file": config.options_file,
-                               "--weight-file": config.weight_file, "--bilm": bilm},
-                              {"output_file": config.output_file})
-    if Path(config.output_file).is_dir():
-        raise ElmoError(f"output_file {config.output_file} is a folder: name the hdf5 file to write")
+                               "--weight-file": config.weight_file, "--models-dir (bilstm.pt)": bilm},
+                              {"out": config.out})
+    if Path(config.out).is_dir():
+        raise ElmoError(f"out {config.out} is a folder: name the hdf5 file to write")
 
 
 def embed(config: EmbedArgs) -> dict[str, Any]:
@@ -196,22 +201,22 @@ def embed(config: EmbedArgs) -> dict[str, Any]:
             written (a part of its path is a file: named).
         Interrupted: Ctrl-C while embedding; the output file is not written (or left as it was).
     """
-    target = Path(config.output_file)
+    target = Path(config.out)
     check_files(config)
     configure_threads(config.threads)
     total = count_sentences(config.input_file)
-    embedder = ElmoEmbedder(config.bilm if config.bilm else config.options_file, config.weight_file,
-                            config.cuda_device, device=config.device, stateful=config.stateful,
-                            precision=config.precision, chunk_size=config.chunk_size)
+    embedder = ElmoEmbedder(config.options_file if config.models_dir is None else our_bilm(config), config.weight_file,
+                            device=config.device, stateful=config.stateful, precision=config.precision,
+                            chunk_size=config.chunk_size)
     existed = target.exists()
     started = time.perf_counter()
     try:
-        with atomic_hdf5(target, "output_file") as out:
+        with atomic_hdf5(target, "out") as out:
             summary = write_embeddings(embedder, config, total, out)
     except KeyboardInterrupt:
         kept = "left as it was" if existed else "not written"
         raise Interrupted(f"embedding {config.input_file} was interrupted by Ctrl-C; {target} was {kept}") from None
-    summary |= {"seconds": time.perf_counter() - started, "output_file": str(target), "format": config.output_format}
+    summary |= {"seconds": time.perf_counter() - started, "out": str(target), "format": config.output_format}
     if not config.quiet:
         print(f"wrote {summary['sentences']:,} sentences ({summary['tokens']:,} tokens) to {target} in "
               f"{summary['seconds']:.1f} s", file=sys.stderr)

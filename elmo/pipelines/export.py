@@ -1,10 +1,11 @@
 """Writing a biLM as bilm-tf's files (``python -m elmo export``), for AllenNLP, bilm-tf and our ``ElmoEmbedder``.
 
-``python -m elmo export MODELS_DIR OUT_DIR`` reads the published architecture trained by ``python -m elmo pretrain
---architecture`` (``MODELS_DIR/published_lm.pt``, :func:`~elmo.model.serialization.load_published_lm`; its training
-vocabulary becomes ``vocab.txt``), and ``python -m elmo export OUT_DIR --options-file OPTIONS.json --weight-file
-WEIGHTS.hdf5 [--vocab-file WORDS.txt]`` a published (or previously exported) bilm-tf biLM
-(:func:`~elmo.model.published_io.load_published_bilm`); either writes into ``OUT_DIR``:
+``python -m elmo export --models-dir MODELS_DIR --out OUT_DIR`` reads the published architecture trained by
+``python -m elmo pretrain --architecture`` (``MODELS_DIR/published_lm.pt``,
+:func:`~elmo.model.serialization.load_published_lm`; its training vocabulary becomes ``vocab.txt``), and
+``python -m elmo export --out OUT_DIR --options-file OPTIONS.json --weight-file WEIGHTS.hdf5 [--vocab-file WORDS.txt]``
+a published (or previously exported) bilm-tf biLM (:func:`~elmo.model.published_io.load_published_bilm`); either
+writes into ``OUT_DIR``:
 
 ================  ================================================================================================
 ``options.json``  bilm-tf's options (:func:`~elmo.model.published_io.options_of`: the ``lstm`` and ``char_cnn``
@@ -19,7 +20,7 @@ WEIGHTS.hdf5 [--vocab-file WORDS.txt]`` a published (or previously exported) bil
 
 Each file is written atomically (a temporary file moved into place when complete), weights first and options
 last; none may be one of the inputs (:func:`~elmo.artifacts.refuse_overwriting_inputs`, checked before anything
-is read). Our own biLM (``--bilm models/``, what ``ELMO.py`` trains) is refused with the reason
+is read). Our own biLM (a ``--models-dir`` holding ``bilstm.pt``, what ``ELMO.py`` trains) is refused with the reason
 (:func:`bilm_tf_refusal`): its forward and backward LMs each have their own token layer, which bilm-tf's format
 (one token layer for both directions) cannot hold; ``docs/published_elmo.md`` ("Exporting") has the details. The
 training softmax of ``published_lm.pt`` is not written (bilm-tf's inference files, like the published ones, have
@@ -39,7 +40,6 @@ from ..artifacts import Outputs, check_writable, refuse_overwriting_inputs
 from ..data.chars import TF_MAX_CHARS
 from ..data.vocab import SPECIALS
 from ..errors import ElmoError
-from ..inference.embedder import bilm_path
 from ..model.bilm import BiLM
 from ..model.published import PublishedBiLM, PublishedBiLMConfig
 from ..model.published_io import load_published_bilm, read_vocabulary, save_published_bilm
@@ -52,30 +52,31 @@ EXPORT_FILES = ("options.json", "weights.hdf5", "vocab.txt")
 
 @dataclass
 class ExportArgs:
-    """Flags of ``python -m elmo export`` (bilm-tf's files from a biLM)."""
+    """Flags of ``python -m elmo export`` (bilm-tf's files from a biLM).
 
-    model: str | None = option(None, "the published architecture trained by `python -m elmo pretrain --architecture`: "
-                               "its --models-dir (holding published_lm.pt) or that file (instead of --options-file "
-                               "and --weight-file)", positional=True, nargs="?")
-    out_dir: str = option(None, "the folder to write options.json, weights.hdf5 and vocab.txt into (created if "
-                          "missing; files of those names in it are replaced)", positional=True)
-    options_file: str | None = option(None, "the biLM's options.json: a published or exported bilm-tf biLM (with "
-                                      "--weight-file)")
+    The biLM is a ``--models-dir`` of ``python -m elmo pretrain --architecture`` (its ``published_lm.pt``; a folder
+    holding our word-level ``bilstm.pt`` instead is refused with the reason: its two directions have separate token
+    layers, docs/published_elmo.md) or a published or exported bilm-tf biLM (``--options-file`` and
+    ``--weight-file``). ``--out`` is created if missing; files named ``options.json``, ``weights.hdf5`` and
+    ``vocab.txt`` in it are replaced. ``--vocab-file``: a UTF-8 file, one token per line (e.g. your corpus's words,
+    most frequent first), listed in ``vocab.txt`` after ``<S>``, ``</S>`` and ``<UNK>``.
+    """
+
+    out: str = option(None, "the folder to write bilm-tf's three files into", required=True, metavar="DIR")
+    models_dir: str | None = option(None, "the folder holding pretrain --architecture's model")
+    options_file: str | None = option(None, "a bilm-tf biLM's options.json instead")
     weight_file: str | None = option(None, "its weights.hdf5 (with --options-file)")
-    bilm: str | None = option(None, "our own biLM instead, a models folder or its bilstm.pt: refused with the reason "
-                              "(its two directions have separate token layers; docs/published_elmo.md)")
-    vocab_file: str | None = option(None, "tokens to list in vocab.txt after <S>, </S> and <UNK>: a UTF-8 file, one "
-                                    "token per line (e.g. your corpus's words, most frequent first)")
+    vocab_file: str | None = option(None, "tokens for vocab.txt (with --options-file)")
     quiet: bool = option(False, "print nothing but errors")
 
     def check(self) -> None:
-        """One biLM: a trained ``MODEL``, both bilm-tf files, or ``--bilm``. Raises :class:`ElmoError`."""
+        """One biLM: a ``--models-dir`` or both bilm-tf files. Raises :class:`ElmoError`."""
         published = self.options_file is not None or self.weight_file is not None
-        if sum((self.model is not None, published, self.bilm is not None)) != 1:
-            raise ElmoError("give one biLM: a model trained with `pretrain --architecture` (MODEL, its models folder), "
-                            "a bilm-tf biLM (--options-file and --weight-file) or our own biLM (--bilm)")
-        if self.model is not None and self.vocab_file is not None:
-            raise ElmoError("--vocab-file goes with --options-file: a trained MODEL writes its own vocabulary")
+        if (self.models_dir is not None) == published:
+            raise ElmoError("give one biLM: the --models-dir of `pretrain --architecture` or a bilm-tf biLM "
+                            "(--options-file and --weight-file)")
+        if self.models_dir is not None and self.vocab_file is not None:
+            raise ElmoError("--vocab-file goes with --options-file: a trained --models-dir writes its own vocabulary")
         if published and (self.options_file is None or self.weight_file is None):
             given, missing = ("--options-file", "--weight-file") if self.weight_file is None else \
                 ("--weight-file", "--options-file")
@@ -123,7 +124,7 @@ def bilm_tf_refusal(bilm: BiLM) -> str:
         reasons.append(f"our character CNN is not bilm-tf's (our character numbering{width}, a layer normalisation "
                        "after the projection)")
     return ("our biLM cannot be written as bilm-tf's files: " + "; and ".join(reasons) + ". Use it as it is: "
-            "ElmoEmbedder.from_pretrained(models) or --bilm models/ (docs/published_elmo.md, Exporting)")
+            "ElmoEmbedder.from_pretrained(models) or embed --models-dir models/ (docs/published_elmo.md, Exporting)")
 
 
 def allennlp_limits(config: PublishedBiLMConfig) -> list[str]:
@@ -157,56 +158,51 @@ def export_bilm(bilm: PublishedBiLM | BiLM, out_dir: str | Path, words: Iterable
     if isinstance(bilm, BiLM):
         raise ElmoError(bilm_tf_refusal(bilm))
     files = output_files(out_dir)
-    check_writable(out_dir, flags=("out_dir",))
+    check_writable(out_dir, flags=("--out",))
     written = save_published_bilm(bilm, files["options.json"], files["weights.hdf5"], files["vocab.txt"], words)
     return {"options_file": str(files["options.json"]), "weight_file": str(files["weights.hdf5"]),
             "vocab_file": str(files["vocab.txt"]), **written, "allennlp_limits": allennlp_limits(bilm.config)}
 
 
-def trained_model_file(model: str | Path) -> Path:
-    """The ``published_lm.pt`` of ``model`` (a ``--models-dir`` of ``pretrain --architecture``, or the file itself).
+def trained_model_file(models_dir: str | Path) -> Path:
+    """The ``published_lm.pt`` that ``pretrain --architecture`` wrote into ``models_dir``.
 
     Raises:
-        ElmoError: it is missing; for a folder holding our word-level ``bilstm.pt`` instead, the reason that biLM
-            cannot be exported (:func:`bilm_tf_refusal`).
+        ElmoError: naming ``--models-dir``: the file is missing; for a folder holding our word-level ``bilstm.pt``
+            instead, the reason that biLM cannot be exported (:func:`bilm_tf_refusal`; loaded first, so that a missing
+            or corrupt file is named as such).
     """
-    path = Path(model)
-    file = Outputs(models=path).published_lm if path.is_dir() else path
-    if file.is_file():
-        return file
-    if path.is_dir() and Outputs(models=path).bilm.is_file():
-        raise ElmoError(f"{model}: {bilm_tf_refusal(load_bilm(Outputs(models=path).bilm)[0])}")
-    raise ElmoError(f"{file} not found: train the published architecture with `python -m elmo pretrain --architecture "
-                    f"elmo-small --models-dir {path.parent if path.suffix == '.pt' else path}` first")
+    outputs = Outputs(models=Path(models_dir))
+    if outputs.published_lm.is_file():
+        return outputs.published_lm
+    if outputs.bilm.is_file():
+        raise ElmoError(f"--models-dir {models_dir}: {bilm_tf_refusal(load_bilm(outputs.bilm)[0])}")
+    raise ElmoError(f"--models-dir {models_dir}: {outputs.published_lm} not found: train the published architecture "
+                    f"with `python -m elmo pretrain --architecture elmo-small --models-dir {models_dir}` first")
 
 
 def export(config: ExportArgs) -> dict[str, Any]:
-    """``python -m elmo export``: the biLM of ``config`` into ``config.out_dir`` (:func:`export_bilm`).
+    """``python -m elmo export``: the biLM of ``config`` into the folder ``config.out`` (:func:`export_bilm`).
 
     Returns:
         :func:`export_bilm`'s summary.
 
     Raises:
         ElmoError: an output is one of the inputs (both named, before anything is read); a missing or invalid
-            options, weight, biLM or vocabulary file (named); our own biLM (:func:`bilm_tf_refusal`); ``out_dir``
+            options, weight, model or vocabulary file (named); our own biLM (:func:`bilm_tf_refusal`); ``--out``
             cannot be written.
     """
-    our_bilm = None if config.bilm is None else Path(config.bilm)
-    if our_bilm is not None and our_bilm.is_dir():
-        our_bilm = our_bilm / "bilstm.pt"
-    trained = None if config.model is None else trained_model_file(config.model)
+    trained = None if config.models_dir is None else trained_model_file(config.models_dir)
     refuse_overwriting_inputs({"--options-file": config.options_file, "--weight-file": config.weight_file,
-                               "--bilm": our_bilm, "--vocab-file": config.vocab_file, "model": trained},
-                              {f"out_dir ({name})": path for name, path in output_files(config.out_dir).items()})
-    if config.bilm is not None:  # loaded first, so that a missing or corrupt file is named as such
-        raise ElmoError(f"--bilm {config.bilm}: {bilm_tf_refusal(load_bilm(bilm_path(config.bilm))[0])}")
+                               "--vocab-file": config.vocab_file, "--models-dir (published_lm.pt)": trained},
+                              {f"--out ({name})": path for name, path in output_files(config.out).items()})
     if trained is not None:
         model, vocab, _ = load_published_lm(trained)
         bilm, words = model.bilm, vocab.itos[len(SPECIALS):]
     else:
         bilm = load_published_bilm(config.options_file, config.weight_file)
         words = read_vocabulary(config.vocab_file) if config.vocab_file is not None else []
-    summary = export_bilm(bilm, config.out_dir, words)
+    summary = export_bilm(bilm, config.out, words)
     if not config.quiet:
         print(f"wrote {summary['weight_file']} ({summary['datasets']} datasets, {summary['parameters']:,} numbers), "
               f"{summary['vocab_file']} ({summary['vocabulary']:,} tokens) and {summary['options_file']}", file=sys.stderr)

@@ -26,6 +26,7 @@ import torch
 from ..artifacts import environment_info
 from ..data.corpus import EncodedCorpus, encode_corpus
 from ..errors import ElmoError
+from ..model.published import PublishedBiLM
 from ..model.published_finetune import (
     SOFTMAX_INITS,
     init_softmax_from_token_layer,
@@ -55,12 +56,13 @@ _PRETRAIN_FIELDS = {f.name: f for f in dataclasses.fields(PretrainArgs)}
 
 def same_as_pretrain(name: str) -> dataclasses.Field:
     """The field ``name`` of :class:`~elmo.pipelines.pretraining.PretrainArgs` (default, help, choices), so the
-    flags both commands take read the domain text the same way and say so in the same words."""
+    flags both commands take read the domain text the same way and say so in the same words (a flag of
+    ``finetune`` even where ``pretrain`` leaves it to the lab, as ``--lr-gamma``)."""
     f = _PRETRAIN_FIELDS[name]
-    return option(f.default, f.metadata["help"], **{k: v for k, v in f.metadata.items() if k != "help"})
+    return option(f.default, f.metadata["help"], **{k: v for k, v in f.metadata.items() if k not in ("help", "lab")})
 
 
-#: the learning rates ``finetune`` defaults to (Adam; results/experiments/finetune_published/README.md)
+#: the learning rates ``finetune`` defaults to (Adam; lab/experiments.md, ``finetune_published``)
 FINETUNE_LR, FINETUNE_SOFTMAX_LR = 1e-4, 1e-2
 #: training documents whose target counts give the unigram biases of ``--softmax-init token-layer``
 COUNT_MAX_DOCS = 100_000
@@ -70,12 +72,19 @@ SCALE_FIT_DOCS = 256
 
 @dataclass
 class FinetuneArgs(CommonArgs):
-    """Flags of ``python -m elmo finetune`` (see ``python -m elmo finetune --help``)."""
+    """Flags of ``python -m elmo finetune``; the domain text is read as ``pretrain`` reads it (the same flags).
 
-    options_file: str | None = option(None, "the biLM to fine-tune: bilm-tf's options.json, published (e.g. "
-                                      "elmo_2x4096_512_2048cnn_2xhighway_options.json from https://allennlp.org/elmo) "
-                                      "or written by `python -m elmo export`")
-    weight_file: str | None = option(None, "its weights.hdf5 (e.g. elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5)")
+    * ``--options-file`` and ``--weight-file``: bilm-tf's files, published (https://allennlp.org/elmo) or written by
+      ``python -m elmo export``. The new softmax learns at ``--softmax-lr``, faster than the biLM's ``--lr``: it starts
+      from an initialisation, the biLM from trained weights; ``--dropout`` as bilm-tf's.
+    * ``--softmax``: sampled (bilm-tf's, ``--softmax-samples`` candidates per batch and direction) or adaptive (only
+      with ``--softmax-init random``); held-out perplexities are exact either way. ``--softmax-init token-layer``:
+      word w's row is the biLM's token-layer vector of w and its bias the log unigram frequency of w, both scaled by
+      two numbers fitted on a sample of the text; ``random``: bilm-tf's N(0, 1/dim) rows, zero biases.
+    """
+
+    options_file: str | None = option(None, "the biLM to fine-tune: bilm-tf's options.json")
+    weight_file: str | None = option(None, "its weights.hdf5")
     train_file: str | None = same_as_pretrain("train_file")
     val_file: str | None = same_as_pretrain("val_file")
     test_file: str | None = same_as_pretrain("test_file")
@@ -85,22 +94,15 @@ class FinetuneArgs(CommonArgs):
     min_freq: int = same_as_pretrain("min_freq")
     max_vocab: int | None = same_as_pretrain("max_vocab")
     max_tokens: int = same_as_pretrain("max_tokens")
-    epochs: int = option(3, "maximum epochs (early stopping on the held-out perplexity of both directions)")
-    lr: float = option(FINETUNE_LR, "Adam learning rate of the biLM (character CNN, highway, projection, LSTMs)")
-    softmax_lr: float = option(FINETUNE_SOFTMAX_LR, "Adam learning rate of the new softmax (faster than the biLM's: "
-                               "it starts from an initialisation, the biLM from trained weights)")
-    warmup_steps: int = option(100, "raise both learning rates linearly over the first N steps (at most one epoch's)")
+    epochs: int = option(3, "maximum epochs (early stopping on held-out perplexity)")
+    lr: float = option(FINETUNE_LR, "Adam learning rate of the biLM")
+    softmax_lr: float = option(FINETUNE_SOFTMAX_LR, "Adam learning rate of the new softmax")
+    warmup_steps: int = option(100, "raise both learning rates over N steps")
     lr_gamma: float = same_as_pretrain("lr_gamma")
-    dropout: float = option(0.1, "dropout on every LSTM layer's input and before the softmax (bilm-tf's 0.1)")
-    softmax: str = option("sampled", "the training softmax over the domain vocabulary, shared by both directions: "
-                          "sampled (bilm-tf's: --softmax-samples log-uniform candidates per batch and direction) or "
-                          "adaptive (Grave et al. 2017; only with --softmax-init random). Held-out perplexities are "
-                          "exact full-vocabulary ones either way", choices=SOFTMAXES)
+    dropout: float = option(0.1, "dropout in the biLM and before the softmax")
+    softmax: str = option("sampled", "the training softmax over the domain words", choices=SOFTMAXES)
     softmax_samples: int = same_as_pretrain("softmax_samples")
-    softmax_init: str = option("token-layer", "the new softmax's initial weights: token-layer (word w's row is the "
-                               "biLM's token-layer vector of w and its bias the log unigram frequency of w, both scaled "
-                               "by two numbers fitted on a sample of the training text; --softmax sampled) or random "
-                               "(bilm-tf's N(0, 1/dim) rows, zero biases)", choices=SOFTMAX_INITS)
+    softmax_init: str = option("token-layer", "the new softmax's initial weights", choices=SOFTMAX_INITS)
 
     def check(self) -> None:
         """:meth:`CommonArgs.check` plus the biLM files, the learning rates and the text flags. Raises
@@ -135,7 +137,8 @@ class FinetuneText(PretrainArgs):
     ``--architecture`` is the options file being fine-tuned)."""
 
     def _check_architecture(self) -> None:
-        """Nothing: ``finetune`` reads the options file itself (:func:`load_bilm`, errors named ``--options-file``)."""
+        """Nothing: ``finetune`` reads the options file itself (:func:`bilm_to_finetune`, errors named
+        ``--options-file``)."""
 
 
 def check_files(config: FinetuneArgs) -> None:
@@ -154,7 +157,7 @@ def check_files(config: FinetuneArgs) -> None:
                        agnews=config.train_file is None)
 
 
-def load_bilm(config: FinetuneArgs):
+def bilm_to_finetune(config: FinetuneArgs) -> PublishedBiLM:
     """The biLM of ``--options-file`` and ``--weight-file``. Raises :class:`ElmoError` naming the flag and file."""
     try:
         return load_published_bilm(config.options_file, config.weight_file)
@@ -205,7 +208,7 @@ def finetune(config: FinetuneArgs) -> dict:
     check_files(config)
     text = config.pretrain_args()
     run = start(config, kernel_cache_entries=32)
-    bilm = load_bilm(config)
+    bilm = bilm_to_finetune(config)
     loaded = load_data(text, run)
     train = loaded.data["train"]
     resolve_batch_size(config, len(train) if isinstance(train, EncodedCorpus) else None, run.say)

@@ -1,9 +1,5 @@
-"""The prediction command: texts classified with a trained ``classifier.pt``, one
-``label<TAB>probability<TAB>text`` line each.
-
-One implementation behind both spellings: ``python -m elmo predict --text TEXT | --file FILE`` and
-``classification.py --predict TEXT | --predict-file FILE`` (which builds :class:`PredictArgs` from its
-own flags and passes their names, so every message names the flag the user typed).
+"""The prediction command, ``python -m elmo predict --text TEXT | --input-file FILE``: texts classified with a
+trained ``classifier.pt`` (``classification.py`` writes it), one ``label<TAB>probability<TAB>text`` line each.
 """
 
 from __future__ import annotations
@@ -21,46 +17,42 @@ from .common import option
 
 @dataclass
 class PredictArgs:
-    """Flags of ``python -m elmo predict``."""
+    """Flags of ``python -m elmo predict``: one text (``--text``) or every non-blank line of a UTF-8 file
+    (``--input-file``), classified with ``<models-dir>/classifier.pt`` (and the biLM it was trained on)."""
 
     text: str | None = option(None, "classify this text")
-    file: str | None = option(None, "classify every non-blank line of this UTF-8 file")
+    input_file: str | None = option(None, "classify every non-blank line of this file")
     models_dir: str = option("models", "folder holding bilstm.pt and classifier.pt")
     device: str = option("auto", "auto (CUDA when present), cpu or cuda")
-    precision: str = option("auto", "auto, fp32, bf16 or fp16 (as classification.py)", choices=PRECISIONS)
+    precision: str = option("auto", "auto, fp32, bf16 or fp16", choices=PRECISIONS)
     threads: int | None = option(None, "CPU threads (default: all cores)")
 
-    def check(self, text_flag: str = "--text", file_flag: str = "--file") -> None:
-        """Exactly one of ``text`` and ``file``. Raises :class:`ElmoError` naming the two flags."""
-        if (self.text is None) == (self.file is None):
-            raise ElmoError(f"give either {text_flag} TEXT or {file_flag} FILE")
+    def check(self) -> None:
+        """Exactly one of ``text`` and ``input_file``. Raises :class:`ElmoError` naming the two flags."""
+        if (self.text is None) == (self.input_file is None):
+            raise ElmoError("give either --text TEXT or --input-file FILE")
 
 
-def predict(args: PredictArgs, text_flag: str = "--text", file_flag: str = "--file") -> list[dict[str, Any]]:
-    """Classify ``args.text`` or every non-blank line of the file ``args.file`` with
+def predict(args: PredictArgs) -> list[dict[str, Any]]:
+    """Classify ``args.text`` or every non-blank line of the file ``args.input_file`` with
     ``<models_dir>/classifier.pt`` and print ``label<TAB>probability<TAB>text`` per text (in input order).
-
-    Args:
-        args: what to classify and where the models are; text_flag, file_flag: how messages name the
-            text and the file (``--text`` / ``--file``, or ``classification.py``'s ``--predict`` /
-            ``--predict-file``).
 
     Returns:
         ``[{"text", "label", "probability", "probabilities": {class name: probability}}]`` in input order.
 
     Raises:
-        ElmoError: neither or both of the text and the file; missing model files; an empty text (named by
-            its flag or file line) or an unreadable file.
+        ElmoError: neither or both of the text and the file; missing model files; an empty text (named by its flag
+            or file line) or an unreadable file.
     """
-    args.check(text_flag, file_flag)
+    args.check()
     configure_threads(args.threads)
     if args.text is not None:
-        texts, where = [args.text], [text_flag]
+        texts, where = [args.text], ["--text"]
     else:
-        texts, numbers, blank = read_lines(args.file, file_flag)
+        texts, numbers, blank = read_lines(args.input_file, "--input-file")
         if blank:
-            print(f"note: skipped {blank} blank line(s) of {args.file}", file=sys.stderr)
-        where = [f"{args.file} line {n}" for n in numbers]
+            print(f"note: skipped {blank} blank line(s) of {args.input_file}", file=sys.stderr)
+        where = [f"{args.input_file} line {n}" for n in numbers]
     for item, place in zip(texts, where):
         if not tokenize(item):
             raise ElmoError(f"{place}: the text holds no word to classify: {item[:60]!r}")

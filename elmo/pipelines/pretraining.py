@@ -68,7 +68,7 @@ from .plots import plot_confusion, plot_curves
 INIT_EMBEDDINGS = ("auto", "word2vec", "word2vec-centered", "none")
 #: ``--init-embeddings auto`` keeps the random initialisation when the mean cosine between a Word2Vec vector and
 #: the vectors' mean exceeds this: Word2Vec trained on too little text points every word the same way, and such a
-#: start holds both LMs near the unigram model (docs/options_and_experiments.md#a-first-run-on-a-small-corpus).
+#: start holds both LMs near the unigram model (lab/experiments.md, `small_corpus_defaults`).
 AUTO_INIT_MAX_COSINE = 0.9
 
 #: ``--concurrent-directions``: auto (side by side on the CPU with two or more threads), on, off (one after the other)
@@ -77,75 +77,58 @@ CONCURRENT_DIRECTIONS = ("auto", "on", "off")
 
 @dataclass
 class PretrainArgs(CommonArgs):
-    """Flags of ``ELMO.py`` (see ``python ELMO.py --help``)."""
+    """Flags of ``ELMO.py`` (``python -m elmo pretrain``); lab/experiments.md measures them.
 
-    min_freq: int = option(2, "keep words seen at least this often in training")
-    max_vocab: int | None = option(50000, "keep at most this many words (plus 4 specials)")
+    * The schedule (``--lr`` 4e-3, ``--warmup-steps`` 300, at most one epoch's, ``--dropout`` 0.1, a constant rate)
+      won a sweep by validation perplexity, in which the lab's ``--lr-gamma`` (decay per epoch) hurt.
+    * ``--init-embeddings``: ``word2vec`` copies skip-gram vectors of the training text (unit std) into both LMs'
+      token embeddings, ``word2vec-centered`` minus their mean, ``none`` keeps them random; ``auto`` is ``word2vec``
+      unless the vectors share one direction (:data:`AUTO_INIT_MAX_COSINE`, a small corpus), then random.
+    * ``--token-encoder char``: the paper's character CNN, highway and projection (§3.1), a vector for every word;
+      its sizes are ``--char-filters 1:32 2:32 3:64 4:128 5:256 6:512 7:1024 --num-highway 2 --max-chars 50`` (the
+      word marks included). ``--proj-size P`` projects the ``--hidden-size`` cells to P = ``--embedding-dim``.
+    * ``--train-file``: one text per line (a ``.csv`` file: ``--text-column``; also ``--val-file``, ``--test-file``),
+      streamed from disk every epoch, ``--stream-buffer`` tokens shuffled at a time; without ``--val-file``,
+      ``--val-fraction`` of its lines (at most ``--max-val-docs``) are held out.
+    * ``--architecture``: a name of :data:`~elmo.model.published.PUBLISHED_ARCHITECTURES` or a bilm-tf options.json:
+      the published architecture (one token layer and one ``--softmax`` shared by both directions, the text's case
+      kept) instead of our word-level biLM, written as ``published_lm.pt`` for ``python -m elmo export``
+      (docs/make_your_own_elmo.md). ``--softmax sampled`` draws ``--softmax-samples`` candidates per batch and
+      direction; held-out perplexities are exact either way.
+    * ``--concurrent-directions``: the two LMs at once, each in a process with half of ``--threads``, on the CPU and
+      not under torchrun (auto: from two threads); each gives the numbers of a run of its own with those threads.
+    """
+
+    min_freq: int = option(2, "keep words seen at least this often")
+    max_vocab: int | None = option(50000, "keep at most this many words (+ 4 specials)")
     embedding_dim: int = option(256, "token embedding width (= --hidden-size)")
     hidden_size: int = option(256, "LSTM state width per direction")
     num_layers: int = option(2, "LSTM layers per direction")
-    dropout: float = option(0.1, "dropout in the language models (0.1: see --lr)")
+    dropout: float = option(0.1, "dropout in the language models")
     max_tokens: int = option(4096, "token budget per batch (padding included)")
-    lr: float = option(4e-3, "Adam learning rate. The defaults (lr 4e-3, --warmup-steps 300, --dropout 0.1, constant "
-                       "rate) were chosen by validation perplexity in a sweep of the biLM's training settings "
-                       "(docs/options_and_experiments.md#the-bilm-sweep)")
-    lr_gamma: float = option(1.0, "multiply the learning rate by this after every epoch (1 = constant; "
-                             "docs/options_and_experiments.md#the-bilm-sweep)")
-    warmup_steps: int = option(300, "raise the learning rate linearly over the first N steps (at most one epoch's)")
+    lr: float = option(4e-3, "Adam learning rate")
+    lr_gamma: float = option(1.0, "multiply the learning rate by this every epoch", lab=True)
+    warmup_steps: int = option(300, "raise the learning rate over N steps")
     epochs: int = option(4, "maximum epochs per direction")
-    init_embeddings: str = option("auto", "initial token embeddings of both LMs: auto (word2vec, unless its vectors "
-                                  f"share one direction, mean cosine with their mean above {AUTO_INIT_MAX_COSINE}, as on "
-                                  "a small corpus: then random), word2vec (skip-gram trained on the same training text, "
-                                  "scaled to unit std), "
-                                  "word2vec-centered (the same minus the vectors' mean, which otherwise dominates "
-                                  "every row on a small corpus) or none (random)",
-                                  choices=INIT_EMBEDDINGS)
-    token_encoder: str = option("word", "token encoder x_k of both LMs: word (embedding table) or char (the paper's "
-                                "character CNN + highway + projection, §3.1: OOV words get their own vectors)",
-                                choices=TOKEN_ENCODERS)
-    char_filters: tuple[str, ...] = option(tuple(f"{w}:{n}" for w, n in DEFAULT_FILTERS),
-                                           "char CNN filters as width:count (the paper: 1:32 2:32 3:64 4:128 5:256 "
-                                           "6:512 7:1024)")
-    char_dim: int = option(16, "character embedding width (char encoder)")
-    num_highway: int = option(1, "highway layers after the char CNN (the paper: 2)")
-    max_chars: int = option(20, "characters per token incl. the begin/end-of-word marks (the paper: 50)")
-    residual: bool = option(True, "residual connection from the first to the second LSTM layer (§3.1; its effect on "
-                            "perplexity: docs/options_and_experiments.md#what-each-option-did); --no-residual "
-                            "turns it off")
-    proj_size: int = option(0, "LSTM projection: --hidden-size cells projected to this width (the paper: 4096 → "
-                            "512); then --embedding-dim must equal it. 0 = none")
-    train_file: str | None = option(None, "train on your own corpus instead of AG News: a UTF-8 text file with one "
-                                    "sentence or document per line (or a CSV file, with --text-column), streamed "
-                                    "from disk in every epoch, so memory does not grow with its size")
-    val_file: str | None = option(None, "validation text for --train-file (default: hold out --val-fraction of its "
-                                  "lines, at most --max-val-docs)")
-    test_file: str | None = option(None, "test text for --train-file, for the final perplexities (default: none)")
-    text_column: str | None = option(None, "the column holding the text in --train-file, --val-file and --test-file "
-                                     "files ending in .csv (read as CSV with a header row; other files are plain "
-                                     "text, one document per line)")
-    max_val_docs: int = option(10000, "--train-file without --val-file: hold out at most this many lines")
-    stream_buffer: int = option(1_000_000, "--train-file: tokens read, shuffled and length-bucketed at a time "
-                                "(documents are shuffled within this window; it bounds the stream's memory)")
-    architecture: str | None = option(None, "train the published ELMo architecture (bilm-tf's character biLM, one "
-                                      "token layer and one softmax shared by both directions; docs/make_your_own_elmo.md) "
-                                      "instead of our word-level biLM: " + ", ".join(
-                                          f"{name} ({sizes})" for name, (sizes, _) in PUBLISHED_ARCHITECTURES.items())
-                                      + ", or the path of a bilm-tf options.json with your own sizes. The text keeps "
-                                      "its case; writes <models-dir>/published_lm.pt, which `python -m elmo export "
-                                      "MODELS_DIR OUT_DIR` writes as bilm-tf's options.json, weights.hdf5 and vocab.txt")
-    softmax: str = option(DEFAULT_SOFTMAX, "--architecture: the training softmax over the vocabulary: adaptive (Grave "
-                          "et al. 2017, as our word-level biLM) or sampled (bilm-tf's: --softmax-samples log-uniform "
-                          "candidates per batch and direction). Held-out perplexities are exact full-vocabulary ones "
-                          "either way; the default trained faster to the same perplexity "
-                          "(results/experiments/softmax_choice)", choices=SOFTMAXES)
-    softmax_samples: int = option(BILM_TF_SAMPLES, "--softmax sampled: candidates per batch and direction "
-                                  f"(bilm-tf: {BILM_TF_SAMPLES}; at most the vocabulary size)")
-    concurrent_directions: str = option("auto", "train the forward and backward LMs at the same time, each in a "
-                                        "process of its own with half of --threads (docs/performance.md#the-two-"
-                                        "directions-side-by-side): auto (on the CPU with --threads >= 2, not under "
-                                        "torchrun), on (the CPU only) or off (one after the other). Each direction "
-                                        "gives exactly the numbers of a run of its own with that many threads: "
-                                        "on two cores, of --threads 1", choices=CONCURRENT_DIRECTIONS)
+    init_embeddings: str = option("auto", "initial token embeddings of both LMs", choices=INIT_EMBEDDINGS)
+    token_encoder: str = option("word", "word embeddings or the character CNN", choices=TOKEN_ENCODERS)
+    char_filters: tuple[str, ...] = option(tuple(f"{w}:{n}" for w, n in DEFAULT_FILTERS), "char CNN width:count")
+    char_dim: int = option(16, "character embedding width")
+    num_highway: int = option(1, "highway layers after the char CNN")
+    max_chars: int = option(20, "characters per token (char encoder)")
+    residual: bool = option(True, "residual connection between LSTM layers")
+    proj_size: int = option(0, "project LSTM cells to this width (0: none)")
+    train_file: str | None = option(None, "your own corpus (one text a line)")
+    val_file: str | None = option(None, "validation text for --train-file")
+    test_file: str | None = option(None, "test text for --train-file")
+    text_column: str | None = option(None, "the text's column in .csv files")
+    max_val_docs: int = option(10000, "hold out at most N lines of --train-file")
+    stream_buffer: int = option(1_000_000, "tokens of --train-file shuffled at a time")
+    architecture: str | None = option(None, "train the published ELMo architecture: "
+                                      + ", ".join(PUBLISHED_ARCHITECTURES) + " or an options.json", metavar="NAME")
+    softmax: str = option(DEFAULT_SOFTMAX, "--architecture's training softmax", choices=SOFTMAXES)
+    softmax_samples: int = option(BILM_TF_SAMPLES, "--softmax sampled: candidates per batch")
+    concurrent_directions: str = option("auto", "train both directions at once", choices=CONCURRENT_DIRECTIONS)
 
     def bilm_config(self, vocab_size: int) -> BiLMConfig:
         """The :class:`~elmo.model.bilm.BiLMConfig` these flags ask for. Raises :class:`ElmoError` on bad sizes."""

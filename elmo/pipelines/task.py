@@ -45,31 +45,30 @@ SELECTION_METRICS = ("f1", "loss")  # --select-by: validation macro-F1 (maximise
 @dataclass
 class HeadArgs(CommonArgs):
     """Flags of the classifier head, shared by ``classification.py`` and ``baselines.py`` so that ELMo and
-    the static embeddings are compared with exactly the same head and training."""
+    the static embeddings are compared with exactly the same head and training.
+
+    * The task BiLSTM reads [x_k; ELMo_k] (§3.3; ``--no-concat-token-embedding``: ELMo_k alone), x_k a task-trained
+      token embedding (``--token-embedding-dim`` 0: none), random or from skip-gram vectors of the training text.
+      ``--layer-norm`` normalises each biLM layer per token before the mix (§3.2). ``--select-by``: the validation
+      macro-F1 (``f1``) or cross-entropy (``loss``) picks the epoch (lab/experiments.md, ``model_selection``).
+    * The lab's: ``--labelled-fraction`` trains on a class-balanced share of the labelled documents drawn with
+      ``--seed`` (what is learnt from text alone and the validation split unchanged); ``--track-test`` records each
+      epoch's test accuracy (a diagnostic, never used for selection); ``--encoder-projection P`` projects the task
+      BiLSTM's input to P units, 1.5x faster and 0.1-0.4 points less accurate (lab/performance.md).
+    """
 
     encoder_hidden: int = option(128, "task BiLSTM state width per direction")
-    encoder_projection: int = option(0, "project the task BiLSTM's input ([x_k; ELMo_k] after dropout) linearly to "
-                                     "this width first, shared by both directions; 0 = no projection")
+    encoder_projection: int = option(0, "project the task BiLSTM's input to this width", lab=True)
     epochs: int = option(4, "maximum training epochs")
-    token_embedding_dim: int = option(128, "task-trained token embedding x_k concatenated with ELMo_k "
-                                      "(paper §3.3); 0 = ELMo_k alone")
-    token_embedding_init: str = option("random", "initial x_k: random, or word2vec (skip-gram trained on the "
-                                       "training text, as the paper pairs ELMo with pre-trained word vectors)",
-                                       choices=("random", "word2vec"))
+    token_embedding_dim: int = option(128, "width of the task token embedding x_k")
+    token_embedding_init: str = option("random", "initial x_k", choices=("random", "word2vec"))
     dropout: float = option(0.3, "dropout on ELMo vectors and the pooled vector")
     weight_decay: float = option(0.0, "Adam weight decay")
-    layer_norm: bool = option(False, "normalise each biLM layer per token before the mix (paper §3.2; ELMo only)")
-    concat_token_embedding: bool = option(True, "feed the task encoder [x_k; ELMo_k] (paper §3.3) rather than "
-                                          "ELMo_k alone; x_k is --token-embedding-dim wide")
-    select_by: str = option("f1", "model selection and early stopping on the validation split's macro-F1 (f1) or "
-                            "cross-entropy (loss); docs/options_and_experiments.md#model-selection-noise",
-                            choices=SELECTION_METRICS)
-    labelled_fraction: float = option(1.0, "train the classifier on this share of the labelled training documents, "
-                                      "a class-balanced draw that is part of --seed (learning curves); what is "
-                                      "learnt from text alone (the biLM, Word2Vec, SVD, TF-IDF's vocabulary) still "
-                                      "sees all the training text, and the validation split is unchanged")
-    track_test: bool = option(False, "diagnostic: also record the test accuracy after every epoch in the history "
-                              "(never used for selection; for measuring model-selection noise)")
+    layer_norm: bool = option(False, "normalise each biLM layer before the mix")
+    concat_token_embedding: bool = option(True, "feed the encoder [x_k; ELMo_k]")
+    select_by: str = option("f1", "the validation metric that picks the epoch", choices=SELECTION_METRICS)
+    labelled_fraction: float = option(1.0, "train on this share of the labelled documents", lab=True)
+    track_test: bool = option(False, "record the test accuracy after every epoch", lab=True)
 
     def check(self) -> None:
         """:meth:`CommonArgs.check` plus ``--select-by``. Raises :class:`ElmoError` naming the flag."""
@@ -109,7 +108,8 @@ class TaskData:
     device), its vocabulary, the AG News splits raw and encoded (``"train"``: the labelled documents the
     classifier trains on, ``--labelled-fraction`` of the training split), the whole training split's text
     (``text``, ``text_data``: what representations learnt from text alone are trained on; ``None`` means
-    ``corpora["train"]`` / ``data["train"]``), and optional Word2Vec rows for x_k."""
+    ``corpora["train"]`` / ``data["train"]``), optional Word2Vec rows for x_k, and the biLM's
+    :func:`~elmo.model.serialization.bilm_fingerprint`."""
 
     run: StartedRun
     bilm: BiLM | PublishedBiLM
@@ -119,6 +119,7 @@ class TaskData:
     token_vectors: np.ndarray | None = None
     text: Corpus | None = None
     text_data: EncodedCorpus | None = None
+    fingerprint: str | None = None
 
     def __post_init__(self):
         self.text = self.corpora.get("train") if self.text is None else self.text
@@ -139,21 +140,9 @@ def _load_bilm(run: StartedRun, published: tuple[str, str] | None) -> tuple[BiLM
     path = run.outputs.bilm
     if not path.is_file():
         raise ElmoError(f"{path} not found: run `python ELMO.py --models-dir {run.outputs.models}` first, or use "
-                        "the published ELMo with --bilm-options-file and --bilm-weight-file")
+                        "the published ELMo with --options-file and --weight-file")
     bilm, vocab, _ = load_bilm(path)
     return bilm, vocab, str(path)
-
-
-def labelled_documents(train: Corpus, fraction: float, seed: int) -> Corpus:
-    """The labelled documents a classifier trains on: the class-balanced ``fraction`` of the training split drawn
-    by :func:`~elmo.data.agnews.labelled_draw` (all of it at 1). It is drawn from the whole training split, whatever
-    text the representations learn from (``--text-fraction``, ``--extra-text``), so a curve over pre-training text
-    compares biLMs on the same labelled documents.
-
-    Raises:
-        ElmoError: ``fraction`` outside ``(0, 1]``.
-    """
-    return train if fraction == 1.0 else train.subset(labelled_draw(train.labels, fraction, seed))
 
 
 def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskData:
@@ -179,7 +168,8 @@ def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskD
     if vocab is None:
         corpora = {name: c.cased() for name, c in corpora.items()}
         vocab = Vocabulary.build(corpora["train"].tokens, TASK_MIN_FREQ, TASK_MAX_VOCAB)
-    if distributed.broadcast_words([bilm_fingerprint(bilm, vocab)]) != [bilm_fingerprint(bilm, vocab)]:
+    fingerprint = bilm_fingerprint(bilm, vocab)
+    if distributed.broadcast_words([fingerprint]) != [fingerprint]:
         raise ElmoError(f"rank {run.ctx.rank}: {where} (or the data) differs from rank 0's: every node needs the same")
     bilm.to(run.device)
     def encode(c: Corpus) -> EncodedCorpus:
@@ -196,7 +186,10 @@ def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskD
                 + "".join(f" + {c['kept']} rows of {Path(f).name}" for f, c in stats["extra"].items()))
     if config.labelled_fraction < 1.0:
         every = len(corpora["train"])
-        corpora["train"] = labelled_documents(corpora["train"], config.labelled_fraction, config.seed)
+        # drawn from the whole training split, whatever text the representations learn from: a curve over
+        # pre-training text compares biLMs on the same labelled documents
+        corpora["train"] = corpora["train"].subset(labelled_draw(corpora["train"].labels, config.labelled_fraction,
+                                                                 config.seed))
         data["train"] = encode(corpora["train"])
         run.say(f"labelled documents: {len(corpora['train'])} of {every} ({config.labelled_fraction:.0%}; "
                 f"per class {np.bincount(corpora['train'].labels, minlength=NUM_CLASSES).tolist()})")
@@ -208,7 +201,7 @@ def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskD
         token_vectors, info = word2vec_vectors(text.tokens, vocab, config.token_embedding_dim,
                                                seed=config.seed)  # DDP copies rank 0's weights
         run.say(f"x_k initialised from Word2Vec ({config.token_embedding_dim}-d, {info['seconds']:.0f} s)")
-    return TaskData(run, bilm, vocab, corpora, data, token_vectors, text, text_data)
+    return TaskData(run, bilm, vocab, corpora, data, token_vectors, text, text_data, fingerprint)
 
 
 def classifier_loss(model: SequenceClassifier, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
@@ -244,6 +237,7 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
     """
     started = time.perf_counter()
     device, amp_dtype, shard = run.device, run.amp_dtype, run.ctx.shard
+    unfreezing = fine_tuning(model, config)  # None unless the classifier trains its biLM too
 
     predictions: dict[str, np.ndarray] = {}
     tracked: list[float] = []  # --track-test: test accuracy after each epoch (diagnostic only)
@@ -267,7 +261,7 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
     train_config = TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience,
                                weight_decay=config.weight_decay)
     fitted = fit(model, objective, train_config, device, amp_dtype, checkpoint,
-                 Progress(model.config.representation, "doc", config.quiet), fine_tuning(model, config))
+                 Progress(model.config.representation, "doc", config.quiet), unfreezing)
     for row, accuracy in zip(fitted.history[len(fitted.history) - len(tracked):], tracked):
         row["test_accuracy"] = accuracy  # rows of epochs before a --resume have none
     seconds = time.perf_counter() - started
@@ -279,7 +273,7 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
 
 def fine_tuning(model: SequenceClassifier, config: HeadArgs) -> Unfreezing | None:
     """The :class:`~elmo.training.trainer.Unfreezing` schedule that fine-tunes an ELMo classifier's biLM
-    (``--fine-tune``); ``None`` otherwise.
+    (``--unfreeze-bilm``); ``None`` otherwise.
 
     Discriminative learning rates: the task model (mix + head) trains at ``lr``, the biLM's top LSTM
     layer at ``lr / lr_decay``, the next at ``lr / lr_decay²``, the token encoders lowest. Gradual

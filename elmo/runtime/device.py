@@ -97,7 +97,7 @@ def steady_heap() -> bool:
     operating system and unmaps it when freed, so a training step or an evaluation batch whose buffers are larger
     faults every page of them in again: a language model's training on one thread (with ``malloc_trim`` every 20
     steps) spent 10 % of its time in the kernel, its exact evaluation 27-46 %. With the thresholds fixed, the same
-    blocks are reused from batch to batch (``results/experiments/lm_heap_trim``: 18 % more tokens/s, the evaluation
+    blocks are reused from batch to batch (lab/experiments.md, ``lm_heap_trim``: 18 % more tokens/s, the evaluation
     1.3x faster, the same loss and perplexity). The language models' processes call it (``ELMO.py``'s and each
     direction's); the heap then holds the largest step's blocks, so loops that keep small pieces of every batch
     alive between large blocks must not (``training/evaluation.py``), or the heap grows by a block per batch.

@@ -43,7 +43,7 @@ def perplexity(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device, m
 
 #: Predicted words scored against the whole vocabulary at once by :func:`evaluate_words`. Every batch of
 #: ``(SCORED_ROWS, V)`` log-probabilities has the same size, so the C heap reuses the same blocks instead of
-#: fragmenting over batches of every size (docs/performance.md, "Memory").
+#: fragmenting over batches of every size (lab/performance.md, "Memory").
 SCORED_ROWS = 128
 
 

@@ -1,5 +1,5 @@
 """Independent training runs side by side, each in a child process of its own (``ELMO.py``'s two LM directions
-on the CPU: docs/performance.md#the-two-directions-side-by-side).
+on the CPU: lab/performance.md#the-two-directions-side-by-side).
 
 A run's small matrix products leave part of two cores idle; two one-thread processes keep both busy. Each
 child is a fresh interpreter (``python -c``, not ``fork``: a child forked from a process that has run OpenMP with

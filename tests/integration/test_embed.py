@@ -1,5 +1,5 @@
 """End to end with the published ELMo (tests/fixtures/bilm_tf): ``python -m elmo embed`` in AllenNLP's layout on the
-fixture biLM and on our own, its errors, and ``classification.py --bilm-options-file/--bilm-weight-file``."""
+fixture biLM and on our own, its errors, and ``classification.py --options-file/--weight-file``."""
 
 from __future__ import annotations
 
@@ -83,7 +83,8 @@ def test_embed_on_our_own_biLM(text_file, tmp_path):
     bilm = BiLM(BiLMConfig(vocab_size=len(words), embedding_dim=8, hidden_size=8, cutoffs=(20,), dropout=0.0)).eval()
     save_bilm(bilm, Vocabulary(words), tmp_path / "models" / "bilstm.pt", {})
     out = tmp_path / "ours.hdf5"
-    done = elmo_command("embed", str(text_file), str(out), "--all", "--bilm", str(tmp_path / "models"), cwd=tmp_path)
+    done = elmo_command("embed", str(text_file), str(out), "--all", "--models-dir", str(tmp_path / "models"),
+                        cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     ours = ElmoEmbedder(str(tmp_path / "models"), device="cpu")
     with h5py.File(out, "r") as f:
@@ -108,18 +109,18 @@ def test_embed_errors_are_one_line_and_exit_2(tmp_path, content, flags, message)
 
 def test_classification_runs_on_the_published_biLM_and_predicts(tmp_path):
     data = write_tiny_agnews(tmp_path / "data")
-    done = run_script("classification.py", tmp_path / "run", data, "--bilm-options-file", str(OPTIONS),
-                      "--bilm-weight-file", str(WEIGHTS), "--max-docs", "2000", "--epochs", "1", "--batch-size", "16",
+    done = run_script("classification.py", tmp_path / "run", data, "--options-file", str(OPTIONS),
+                      "--weight-file", str(WEIGHTS), "--max-docs", "2000", "--epochs", "1", "--batch-size", "16",
                       "--encoder-hidden", "8", "--mixes", "trainable_lambda", "--threads", "1", "--quiet")
     assert done.returncode == 0, done.stderr
     results = json.loads((tmp_path / "run" / "results" / "classification.json").read_text())
     assert 0.0 <= results["trainable_lambda"]["test"]["accuracy"] <= 1.0
-    assert results["config"]["bilm_weight_file"] == str(WEIGHTS)
+    assert results["config"]["weight_file"] == str(WEIGHTS)
     checkpoint = torch.load(tmp_path / "run" / "models" / "classifier.pt", weights_only=True)
     assert checkpoint["bilm_tf"]["weight_file"] == str(WEIGHTS.resolve()) and checkpoint["vocab"][:4] == list(SPECIALS)
     predicted = elmo_command("predict", "--models-dir", str(tmp_path / "run" / "models"), "--text",
                              "Stocks rallied after the bank raised its profit forecast.", cwd=tmp_path)
     assert predicted.returncode == 0, predicted.stderr
     assert predicted.stdout.split("\t")[0] in ("World", "Sports", "Business", "Sci/Tech")
-    half = run_script("classification.py", tmp_path / "bad", data, "--bilm-options-file", str(OPTIONS), "--quiet")
-    assert half.returncode == 2 and "--bilm-weight-file" in half.stderr
+    half = run_script("classification.py", tmp_path / "bad", data, "--options-file", str(OPTIONS), "--quiet")
+    assert half.returncode == 2 and "--weight-file" in half.stderr

@@ -119,27 +119,27 @@ def test_predict_cli_prints_label_and_probability_per_line(small_pipeline, tmp_p
     out = small_pipeline.out
     texts = ["The striker scored a late goal in the championship match", "Shares and oil prices fell as investors sold"]
     expected = TextClassifier.from_pretrained(out / "models", device="cpu").predict_proba(texts)
-    one = run_script("classification.py", out, tmp_path, "--predict", texts[0])  # the real script, once
+    models = ["--models-dir", str(out / "models")]
+    one = subprocess.run([sys.executable, "-m", "elmo", "predict", *models, "--text", texts[0]], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=600)  # the real command, once
     assert one.returncode == 0, one.stderr
     label, prob, text = one.stdout.strip().split("\t")
     assert label == CLASS_NAMES[expected[0].argmax()] and float(prob) == pytest.approx(expected[0].max(), abs=1e-4)
     assert text == texts[0]
-    models = ["--models-dir", str(out / "models")]
     (tmp_path / "texts.txt").write_text(f"{texts[0]}\n\n{texts[1]}\n", encoding="utf-8")
-    assert cli_run("classify", [*models, "--predict-file", str(tmp_path / "texts.txt")]) == 0
+    assert cli_run("predict", [*models, "--input-file", str(tmp_path / "texts.txt")]) == 0
     many = capsys.readouterr()
     lines = many.out.strip().splitlines()
     assert [line.split("\t")[0] for line in lines] == [CLASS_NAMES[i] for i in expected.argmax(1)]
     assert [float(line.split("\t")[1]) for line in lines] == pytest.approx(expected.max(1), abs=1e-4)
     assert "skipped 1 blank line" in many.err
-    assert cli_run("predict", [*models, "--file", str(tmp_path / "texts.txt")]) == 0  # python -m elmo predict
-    assert capsys.readouterr().out.strip().splitlines() == lines
     (tmp_path / "bad.txt").write_text("the match\n<br>\n", encoding="utf-8")  # markup only: no word
-    assert cli_run("classify", [*models, "--predict-file", str(tmp_path / "bad.txt")]) == 2
+    assert cli_run("predict", [*models, "--input-file", str(tmp_path / "bad.txt")]) == 2
     err = capsys.readouterr().err
     assert "bad.txt line 2" in err and "Traceback" not in err
-    assert cli_run("classify", [*models, "--predict-file", str(tmp_path / "none.txt")]) == 2
-    assert "no such file" in capsys.readouterr().err
+    assert cli_run("predict", [*models, "--input-file", str(tmp_path / "none.txt")]) == 2
+    err = capsys.readouterr().err
+    assert f"--input-file {tmp_path / 'none.txt'}: no such file" in err
 
 
 def test_classifier_from_another_biLM_is_refused(small_pipeline, pinned_run, tmp_path):

@@ -7,7 +7,7 @@ absent on a developer machine; under CI (``CI=true``) missing data is a failure,
 On 1,900 training documents the defaults adapt (``elmo.pipelines.common.auto_batch_size``, ``--init-embeddings
 auto``): batches of 8 documents give each epoch 237 optimiser steps instead of 30, and the biLM starts from random
 token embeddings because Word2Vec trained on so little text points every word the same way. Measured on a 2-core
-AMD EPYC (seeds 1 and 2; docs/options_and_experiments.md#a-first-run-on-a-small-corpus): test accuracy 0.57-0.61
+AMD EPYC (seeds 1 and 2; small_corpus_defaults in lab/experiments.md): test accuracy 0.57-0.61
 for every layer mix, where the fixed batch of 64 and the Word2Vec start gave 0.25-0.36 (chance: 0.25).
 """
 
@@ -34,7 +34,7 @@ if not HAVE_DATA and os.environ.get("CI"):
 
 #: One thread: with two, another job busy on one of the two cores stalls every parallel region of the scripts
 #: (measured: 497 s instead of 93 s), with one the run takes the free core. The accuracies below are from runs with
-#: one thread (results/experiments/small_corpus_defaults).
+#: one thread (small_corpus_defaults in lab/experiments.md).
 COMMON = ["--max-docs", "2000", "--epochs", "1", "--threads", "1", "--quiet"]
 #: Both LMs must reach at most this share of the unigram model's test perplexity (about 0.5 measured with seed 0,
 #: test perplexity 200 / 201; an LM that uses no context sits at 0.95-1.05).

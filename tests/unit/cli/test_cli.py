@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import runpy
 import sys
 
@@ -48,6 +49,7 @@ def test_no_or_an_unknown_command_prints_usage_and_exits_2(capsys):
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_command_has_help_generated_from_its_config(command, capsys):
+    """Every field has its flag in ``--help``, except the lab's (``lab=True``), which the user commands do not take."""
     with pytest.raises(SystemExit) as done:
         main([command, "--help"])
     assert done.value.code == 0
@@ -55,7 +57,39 @@ def test_every_command_has_help_generated_from_its_config(command, capsys):
     assert f"usage: python -m elmo {command}" in out
     for name, field in COMMANDS[command].args.__dataclass_fields__.items():
         shown = name if field.metadata.get("positional") else "--" + name.replace("_", "-")
-        assert shown in out, name
+        if field.metadata.get("lab"):
+            assert f"{shown} " not in out, name
+        else:
+            assert re.search(rf"{re.escape(shown)}\b(?!-)", out.replace("--[no-]", "--")), name
+
+
+@pytest.mark.parametrize("script", ["ELMO.py", "classification.py"])
+def test_the_help_of_the_two_scripts_fits_in_100_lines(monkeypatch, capsys, script):
+    """One or two lines a flag on an 80-column terminal; the lab's options are not among them."""
+    monkeypatch.setenv("COLUMNS", "80")
+    assert run_as_main(monkeypatch, ["--help"], script) == 0
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) <= 100, out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    for hidden in ("--labelled-fraction", "--text-fraction", "--track-test", "--encoder-projection", "--lr-gamma"):
+        assert hidden not in out
+
+
+def test_the_lab_fields_are_flags_only_with_lab(capsys):
+    """``add_flags(..., lab=True)`` (``python -m lab elmo``) adds the fields marked ``lab=True``; without it the
+    field keeps its default and its flag is an unknown argument."""
+    import argparse
+
+    from elmo.cli import add_flags
+    from elmo.pipelines.classification import ClassifyArgs
+
+    lab = add_flags(argparse.ArgumentParser(), ClassifyArgs, lab=True)
+    config = ClassifyArgs(**vars(lab.parse_args(["--labelled-fraction", "0.1", "--track-test"])))
+    assert config.labelled_fraction == 0.1 and config.track_test is True
+    assert ClassifyArgs(**vars(add_flags(argparse.ArgumentParser(), ClassifyArgs).parse_args([]))) == ClassifyArgs()
+    with pytest.raises(SystemExit):
+        run("classify", ["--labelled-fraction", "0.1"])
+    assert "unrecognized arguments: --labelled-fraction 0.1" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("script", sorted(SHIMS))
@@ -68,9 +102,9 @@ def test_each_shim_help_exits_0_naming_itself(monkeypatch, capsys, script):
 
 def test_predict_without_text_or_file_exits_2_saying_what_to_give(capsys, tmp_path):
     assert run("predict", []) == 2
-    assert capsys.readouterr().err == "error: give either --text TEXT or --file FILE\n"
-    assert run("predict", ["--text", "a", "--file", str(tmp_path / "x.txt")]) == 2
-    assert "give either --text TEXT or --file FILE" in capsys.readouterr().err
+    assert capsys.readouterr().err == "error: give either --text TEXT or --input-file FILE\n"
+    assert run("predict", ["--text", "a", "--input-file", str(tmp_path / "x.txt")]) == 2
+    assert "give either --text TEXT or --input-file FILE" in capsys.readouterr().err
     assert run("predict", ["--text", "the match", "--models-dir", str(tmp_path)]) == 2
     assert "classifier.pt not found: train it with `python classification.py" in capsys.readouterr().err
 
@@ -117,20 +151,26 @@ def test_a_list_flag_takes_no_value_only_where_its_field_says_nargs_star(capsys)
     assert "expected at least one argument" in capsys.readouterr().err
 
 
-def test_the_old_settings_flag_is_a_hidden_alias_of_mixes(capsys):
-    import argparse
+@pytest.mark.parametrize("command, old", [
+    ("classify", ["--settings", "learned_function"]), ("classify", ["--predict", "a text"]),
+    ("classify", ["--predict-file", "texts.txt"]), ("classify", ["--bilm-options-file", "o.json"]),
+    ("classify", ["--bilm-weight-file", "w.hdf5"]), ("classify", ["--fine-tune"]), ("predict", ["--file", "t.txt"]),
+    ("embed", ["--cuda-device", "0"]), ("embed", ["--bilm", "models"]), ("export", ["--bilm", "models"]),
+    ("export", ["--out-dir", "out"]),
+])
+def test_the_old_spellings_are_gone(capsys, command, old):
+    """0.4.0 renamed these flags without keeping aliases (CHANGELOG.md): argparse refuses them."""
+    given = {"embed": ["in.txt", "out.hdf5", "--top"], "export": ["--out", "out"]}.get(command, [])
+    with pytest.raises(SystemExit) as done:
+        run(command, [*given, *old])
+    assert done.value.code == 2 and f"unrecognized arguments: {old[0]}" in capsys.readouterr().err
 
-    from elmo.cli import add_flags
-    from elmo.pipelines.classification import ClassifyArgs
 
-    parser = add_flags(argparse.ArgumentParser(), ClassifyArgs)
-    args = parser.parse_args(["--settings", "learned_function"])
-    assert ClassifyArgs(**vars(args)).mixes == ["learned_function"]
-    assert "warning: --settings is deprecated: use --mixes" in capsys.readouterr().err
-    assert "--settings" not in parser.format_help() and "--mixes" in parser.format_help()
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--settings", "word2vec"])  # the same choices as --mixes
-    assert "invalid choice: 'word2vec'" in capsys.readouterr().err
+def test_the_deprecated_python_names_are_gone():
+    import elmo
+
+    for name in ("ELMoEmbedder", "MIX_SETTINGS", "BilmTfConfig"):
+        assert not hasattr(elmo, name), name
 
 
 def test_an_error_naming_a_config_field_reads_as_the_flag_on_the_command_line(capsys):
@@ -157,11 +197,11 @@ def test_an_error_naming_a_config_field_reads_as_the_flag_on_the_command_line(ca
     # end to end: the model's config names its field, the command line the flag
     assert run("classify", ["--token-embedding-dim", "-1"]) == 2
     assert capsys.readouterr().err == "error: --token-embedding-dim must be >= 0, got -1\n"
-    assert run("classify", ["--encoder-projection", "-1"]) == 2
+    assert run("classify", ["--encoder-projection", "-1"], lab=True) == 2  # a lab flag: python -m lab elmo classify
     assert capsys.readouterr().err == "error: --encoder-projection must be >= 0, got -1\n"
     assert run("classify", ["--elmo-dropout", "1.0"]) == 2
     assert capsys.readouterr().err == "error: --elmo-dropout must be in [0, 1), got 1.0\n"
-    assert run("pretrain", ["--lr-gamma", "2"]) == 2
+    assert run("pretrain", ["--lr-gamma", "2"], lab=True) == 2
     assert capsys.readouterr().err == "error: --lr-gamma must be in (0, 1], got 2.0\n"
 
 

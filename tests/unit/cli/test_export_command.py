@@ -31,13 +31,13 @@ def refused(capsys, argv: list[str], *inputs: Path) -> str:
 
 def test_export_writes_options_weights_and_vocabulary(capsys, tmp_path):
     out = tmp_path / "new" / "elmo"
-    assert main(["export", str(out), *PUBLISHED, "--vocab-file", str(FIXTURES / "vocab_test.txt")]) == 0
+    assert main(["export", "--out", str(out), *PUBLISHED, "--vocab-file", str(FIXTURES / "vocab_test.txt")]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["options.json", "vocab.txt", "weights.hdf5"]
     err = capsys.readouterr().err
     assert f"wrote {out / 'weights.hdf5'} (33 datasets" in err and "(458 tokens)" in err and "note:" not in err
     assert load_published_bilm(out / "options.json", out / "weights.hdf5").config == \
         load_published_bilm(OPTIONS, WEIGHTS).config
-    assert main(["export", str(out), *PUBLISHED, "--quiet"]) == 0  # files of those names are replaced
+    assert main(["export", "--out", str(out), *PUBLISHED, "--quiet"]) == 0  # files of those names are replaced
     assert capsys.readouterr().err == ""
     assert (out / "vocab.txt").read_text(encoding="utf-8") == "<S>\n</S>\n<UNK>\n"
 
@@ -46,35 +46,37 @@ def test_export_refuses_an_out_dir_that_would_overwrite_its_input(capsys, tmp_pa
     options, weights = tmp_path / "options.json", tmp_path / "weights.hdf5"
     shutil.copy(OPTIONS, options)
     shutil.copy(WEIGHTS, weights)
-    err = refused(capsys, [str(tmp_path), "--options-file", str(options), "--weight-file", str(weights)],
+    err = refused(capsys, ["--out", str(tmp_path), "--options-file", str(options), "--weight-file", str(weights)],
                   options, weights)
-    assert err == (f"error: out_dir (options.json) {options} is the same file as --options-file {options}: writing it "
+    assert err == (f"error: --out (options.json) {options} is the same file as --options-file {options}: writing it "
                    "would destroy that input; choose another output path\n")
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("the\n", encoding="utf-8")
-    err = refused(capsys, [str(tmp_path), *PUBLISHED, "--vocab-file", str(vocab)], vocab)
-    assert f"out_dir (vocab.txt) {vocab} is the same file as --vocab-file {vocab}" in err
+    err = refused(capsys, ["--out", str(tmp_path), *PUBLISHED, "--vocab-file", str(vocab)], vocab)
+    assert f"--out (vocab.txt) {vocab} is the same file as --vocab-file {vocab}" in err
 
 
 def test_export_names_a_missing_file(capsys, tmp_path):
     missing = tmp_path / "missing_weights.hdf5"
-    err = refused(capsys, [str(tmp_path / "out"), "--options-file", str(OPTIONS), "--weight-file", str(missing)])
+    out = ["--out", str(tmp_path / "out")]
+    err = refused(capsys, [*out, "--options-file", str(OPTIONS), "--weight-file", str(missing)])
     assert err == f"error: {missing}: weight file not found\n"
-    err = refused(capsys, [str(tmp_path / "out"), *PUBLISHED, "--vocab-file", str(tmp_path / "words.txt")])
+    err = refused(capsys, [*out, *PUBLISHED, "--vocab-file", str(tmp_path / "words.txt")])
     assert err == f"error: {tmp_path / 'words.txt'}: vocabulary file not found\n"
-    err = refused(capsys, [str(tmp_path / "out"), "--options-file", str(OPTIONS)])
+    err = refused(capsys, [*out, "--options-file", str(OPTIONS)])
     assert err == "error: --options-file needs --weight-file too: a bilm-tf biLM is the pair of files\n"
-    assert "give one biLM" in refused(capsys, [str(tmp_path / "out")])
-    err = refused(capsys, [str(tmp_path / "out"), "--bilm", str(tmp_path / "models")])
-    assert f"{tmp_path / 'models' / 'bilstm.pt'} not found" in err
+    assert "give one biLM" in refused(capsys, out)
+    err = refused(capsys, [*out, "--models-dir", str(tmp_path / "models")])
+    assert err.startswith(f"error: --models-dir {tmp_path / 'models'}: {tmp_path / 'models' / 'published_lm.pt'} not "
+                          "found: train the published architecture with `python -m elmo pretrain --architecture")
     assert not (tmp_path / "out").exists()
 
 
 def test_export_refuses_an_out_dir_that_is_a_file(capsys, tmp_path):
     blocking = tmp_path / "file"
     blocking.write_text("x")
-    err = refused(capsys, [str(blocking / "elmo"), *PUBLISHED], blocking)
-    assert err == (f"error: {blocking} is a file, not a folder (in out_dir {blocking / 'elmo'}): choose another path or "
+    err = refused(capsys, ["--out", str(blocking / "elmo"), *PUBLISHED], blocking)
+    assert err == (f"error: {blocking} is a file, not a folder (in --out {blocking / 'elmo'}): choose another path or "
                    "move the file\n")
 
 
@@ -83,8 +85,9 @@ def test_export_refuses_our_own_bilm_saying_why(capsys, tmp_path):
     words = list(SPECIALS) + [f"w{i}" for i in range(10)]
     bilm = BiLM(BiLMConfig(vocab_size=len(words), embedding_dim=8, hidden_size=8, cutoffs=(6,))).eval()
     save_bilm(bilm, Vocabulary(words), tmp_path / "models" / "bilstm.pt", {})
-    err = refused(capsys, [str(tmp_path / "out"), "--bilm", str(tmp_path / "models")], tmp_path / "models" / "bilstm.pt")
-    assert err.startswith(f"error: --bilm {tmp_path / 'models'}: our biLM cannot be written as bilm-tf's files: "
+    err = refused(capsys, ["--out", str(tmp_path / "out"), "--models-dir", str(tmp_path / "models")],
+                  tmp_path / "models" / "bilstm.pt")
+    assert err.startswith(f"error: --models-dir {tmp_path / 'models'}: our biLM cannot be written as bilm-tf's files: "
                           "bilm-tf's format has one token layer that both directions read")
     assert "is read by bilm-tf alone" in err and not (tmp_path / "out").exists()
 

@@ -66,8 +66,8 @@ def test_elmo_py_learns_from_a_share_plus_extra_text_and_records_it(tmp_path, ca
                                                for i in range(30)], ["title", "description"])
     flags = [*SMALL, "--epochs", "1", "--max-docs", "120"]
     assert run_in_process("pretrain", tmp_path / "base", data, *flags) == 0
-    assert run_in_process("pretrain", tmp_path / "more", data, *flags, "--text-fraction", "0.5",
-                          "--extra-text", str(extra)) == 0
+    assert run_in_process("pretrain", tmp_path / "more", data, *flags, "--text-fraction", "0.5",  # a lab flag
+                          "--extra-text", str(extra), lab=True) == 0
     base, more = (json.loads((tmp_path / d / "results" / "lm.json").read_text()) for d in ("base", "more"))
     assert "pretraining_text" not in base or base["pretraining_text"]["extra"] == {}
     assert more["pretraining_text"]["train_documents"] == round(0.5 * base["documents"]["train"])
@@ -75,5 +75,6 @@ def test_elmo_py_learns_from_a_share_plus_extra_text_and_records_it(tmp_path, ca
     assert more["documents"]["train"] == more["pretraining_text"]["train_documents"] + 30
     assert more["documents"]["val"] == base["documents"]["val"] and more["documents"]["test"] == base["documents"]["test"]
     capsys.readouterr()
-    assert run_in_process("pretrain", tmp_path / "bad", data, "--train-file", str(extra), "--text-fraction", "0.5") == 2
+    assert run_in_process("pretrain", tmp_path / "bad", data, "--train-file", str(extra), "--text-fraction", "0.5",
+                          lab=True) == 2
     assert "--text-fraction and --extra-text" in capsys.readouterr().err

@@ -119,22 +119,6 @@ def test_our_own_biLM_through_the_same_class(tmp_path):
         ElmoEmbedder(bilm=loaded)
 
 
-def test_the_deprecated_ELMoEmbedder_warns_and_still_works(tmp_path):
-    from elmo import ELMoEmbedder
-
-    words = list(SPECIALS) + ["the", "market", "rallied"]
-    torch.manual_seed(0)
-    bilm = BiLM(BiLMConfig(vocab_size=len(words), embedding_dim=8, hidden_size=8, cutoffs=(5,), dropout=0.0)).eval()
-    save_bilm(bilm, Vocabulary(words), tmp_path / "bilstm.pt", {})
-    expected = ElmoEmbedder.from_pretrained(tmp_path, device="cpu").embed_sentence(["the", "market"])
-    with pytest.warns(DeprecationWarning, match="use ElmoEmbedder"):
-        old = ELMoEmbedder.from_pretrained(tmp_path, device="cpu", precision="fp32")
-    assert isinstance(old, ElmoEmbedder) and np.allclose(old.embed_sentence(["the", "market"]), expected, atol=1e-6)
-    with pytest.warns(DeprecationWarning, match="use ElmoEmbedder"):
-        positional = ELMoEmbedder(bilm, Vocabulary(words), "cpu", precision="fp32")  # the old signature
-    assert np.allclose(positional.embed_sentence(["the", "market"]), expected, atol=1e-6)
-
-
 def test_bad_arguments_and_files(tmp_path):
     with pytest.raises(ElmoError, match="give options_file and weight_file"):
         ElmoEmbedder()

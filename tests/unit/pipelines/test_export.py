@@ -42,7 +42,7 @@ def max_abs_difference(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> fl
 # --- identity: the published fixture, loaded and exported, is the same file ------------------------------------------
 
 def test_the_published_fixture_exported_again_has_exactly_its_datasets_and_options(tmp_path):
-    summary = export(ExportArgs(out_dir=str(tmp_path / "out"), options_file=str(OPTIONS), weight_file=str(WEIGHTS),
+    summary = export(ExportArgs(out=str(tmp_path / "out"), options_file=str(OPTIONS), weight_file=str(WEIGHTS),
                                 quiet=True))
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(EXPORT_FILES)  # no temporary file left
     original, exported = datasets_of(WEIGHTS), datasets_of(tmp_path / "out" / "weights.hdf5")
@@ -72,7 +72,7 @@ def test_writing_back_a_changed_bias_subtracts_the_forget_bias(tmp_path):
 
 def test_a_vocabulary_file_follows_the_three_specials_in_its_order(tmp_path):
     vocab_test = FIXTURES / "vocab_test.txt"
-    export(ExportArgs(out_dir=str(tmp_path), options_file=str(OPTIONS), weight_file=str(WEIGHTS),
+    export(ExportArgs(out=str(tmp_path), options_file=str(OPTIONS), weight_file=str(WEIGHTS),
                       vocab_file=str(vocab_test), quiet=True))
     words = vocab_test.read_text(encoding="utf-8").strip().split("\n")
     lines = (tmp_path / "vocab.txt").read_text(encoding="utf-8").split("\n")

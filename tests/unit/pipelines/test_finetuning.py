@@ -53,7 +53,7 @@ def test_finetune_lowers_the_held_out_perplexity_and_exports_the_changed_bilm(tm
     model, vocab, _ = load_published_lm(tmp_path / "models" / "published_lm.pt")
     assert "Minister" in vocab.stoi and len(vocab) == lm["vocab_size"]  # the domain's vocabulary, case kept
 
-    assert run("export", [str(tmp_path / "models"), str(tmp_path / "out"), "--quiet"]) == 0
+    assert run("export", ["--models-dir", str(tmp_path / "models"), "--out", str(tmp_path / "out"), "--quiet"]) == 0
     assert (tmp_path / "out" / "vocab.txt").read_text(encoding="utf-8").split()[3:] == vocab.itos[4:]
     own = ElmoEmbedder(bilm=model.bilm, device="cpu").embed_batch(SENTENCES)
     exported = ElmoEmbedder(options_file=tmp_path / "out" / "options.json", weight_file=tmp_path / "out" / "weights.hdf5",

@@ -1,5 +1,5 @@
-"""``python -m elmo pretrain --architecture`` (elmo.pipelines.pretraining) and ``python -m elmo export MODELS_DIR
-OUT_DIR`` (elmo.pipelines.export), in process on the tiny corpus: the flag's values and errors, and the round trip
+"""``python -m elmo pretrain --architecture`` (elmo.pipelines.pretraining) and ``python -m elmo export --models-dir
+MODELS_DIR --out OUT_DIR`` (elmo.pipelines.export), in process on the tiny corpus: the flag's values and errors, and the round trip
 pretrain → export → ElmoEmbedder."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def test_pretrain_export_and_embed_give_the_trained_models_layers(tmp_path):
     assert not (tmp_path / "models" / "checkpoints").exists() and not (tmp_path / "models" / "bilstm.pt").exists()
     model, vocab, _ = load_published_lm(tmp_path / "models" / "published_lm.pt")
     assert vocab.itos[:4] == ["<pad>", "<unk>", "<bos>", "<eos>"] and "Minister" in vocab.stoi  # case kept
-    assert run("export", [str(tmp_path / "models"), str(tmp_path / "out")]) == 0
+    assert run("export", ["--models-dir", str(tmp_path / "models"), "--out", str(tmp_path / "out")]) == 0
     lines = (tmp_path / "out" / "vocab.txt").read_text(encoding="utf-8").split()
     assert lines[:3] == ["<S>", "</S>", "<UNK>"] and lines[3:] == vocab.itos[4:]
     sentences = [["Minister", "Zorgblatt", "said", "the", "quarterly", "profit", "fell", "."], ["Goal", "!"]]  # OOV

@@ -23,7 +23,7 @@ def test_concat_token_embedding_flag_controls_x_k():
 
     assert ClassifyArgs().classifier_config("trainable_lambda").token_embedding_dim == 128
     assert ClassifyArgs(concat_token_embedding=False).classifier_config("trainable_lambda").token_embedding_dim == 0
-    config = ClassifyArgs(elmo_dropout=0.5, mix_l2=0.01, fine_tune=True).classifier_config("frozen_lambda")
+    config = ClassifyArgs(elmo_dropout=0.5, mix_l2=0.01, unfreeze_bilm=True).classifier_config("frozen_lambda")
     assert (config.elmo_dropout, config.mix_l2, config.fine_tune, config.mix) == (0.5, 0.01, True, "frozen_lambda")
     with pytest.raises(ElmoError, match="ClassifierConfig.elmo_dropout"):
         ClassifyArgs(elmo_dropout=1.0).check()
@@ -36,7 +36,7 @@ def test_fine_tuning_uses_discriminative_rates_and_unfreezes_top_layer_first():
     torch.manual_seed(0)
     bilm = BiLM(BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,)))
     before = {k: v.clone() for k, v in bilm.state_dict().items()}
-    config = ClassifyArgs(lr=0.01, lr_decay=2.0, fine_tune=True)
+    config = ClassifyArgs(lr=0.01, lr_decay=2.0, unfreeze_bilm=True)
     model = ElmoClassifier(bilm, config.classifier_config("trainable_lambda"))
     args = fine_tuning(model, config)
     assert [g["lr"] for g in args.param_groups] == [0.01, 0.005, 0.0025, 0.00125]
