@@ -38,7 +38,7 @@ def run_study(config: StudyArgs) -> dict[str, Any]:
     ``--labelled-fractions``, the learning curve instead (:mod:`lab.learning_curve`).
 
     Raises:
-        ElmoError: bad flags, ``--results`` is one of the study's inputs (:func:`check_files`), a failed part,
+        ElmoError: bad flags, ``--out`` is one of the study's inputs (:func:`check_files`), a failed part,
             or no seed finished.
     """
     if config.pretraining_texts and not config.labelled_fractions:

@@ -5,7 +5,7 @@ scarce. This mode of the seeds study measures that on AG News: per seed, the biL
 part), Word2Vec and SVD are learnt from all the training text, and the classifiers train on a share of the
 labelled training documents, a class-balanced draw that is part of the seed (``--labelled-fraction``,
 :func:`elmo.data.agnews.labelled_draw`). For each share ``f`` below 1, per seed, in
-``<out-dir>/seed_<s>/labelled_<f>/``, two parts:
+``<runs-dir>/seed_<s>/labelled_<f>/``, two parts:
 
 =======================  ==================================================================================
 part                     command (plus ``--seed s``, the folders, ``--threads``, ``--labelled-fraction f``)
@@ -17,12 +17,12 @@ part                     command (plus ``--seed s``, the folders, ``--threads``,
 (``python -m lab elmo``: the library's commands with the lab's flags too, such as ``--labelled-fraction``.)
 
 The share 1 is the seeds study's own ``classify`` and ``baselines`` parts (``seed_<s>/results/``), so a
-curve run in the seeds study's ``--out-dir`` reuses them. Validation split, early stopping, model selection
+curve run in the seeds study's ``--runs-dir`` reuses them. Validation split, early stopping, model selection
 and the head are those of the full-data runs: the validation split (5 % of the training rows) stays the
 same at every share, and the batch size follows the number of labelled documents
 (:func:`elmo.pipelines.common.auto_batch_size`: 8 documents a batch below 2,000 of them).
 
-:func:`aggregate_curve` then writes ``--results`` (``results/learning_curve.json``): per share the number
+:func:`aggregate_curve` then writes ``--out`` (``results/learning_curve.json``): per share the number
 of labelled documents, per method the per-seed test accuracy and macro-F1 with mean, std and 95 % CI, and
 paired comparisons over seeds (t-test) with McNemar's test per seed: the best ELMo mix at that share (the
 higher mean validation macro-F1) against Word2Vec, SVD and TF-IDF + LR; and across shares, the best ELMo at each
@@ -63,7 +63,7 @@ def plan_curve(config: StudyArgs, classify_mixes: tuple[str, ...] | None = None)
             flags = ["--seed", str(seed), "--data-dir", config.data_dir, "--models-dir", str(d / "models"),
                      "--results-dir", str(d / "results"), "--images-dir", str(d / "images"), "--threads",
                      str(config.threads), "--precision", config.precision, "--quiet",
-                     "--labelled-fraction", repr(fraction), *config.extra_flags(), *config.head_flags()]
+                     "--labelled-fraction", repr(fraction), *config.part_flags(), *config.head_part_flags()]
             logs = config.seed_dir(seed) / "logs"
             name = share_name(fraction)
             runs = {"classify": python + ["classify", "--mixes", *CURVE_MIXES, *flags],
@@ -103,13 +103,13 @@ def _paired(a: list[dict], b: list[dict], labels: list[int] | None, seeds: list[
 
 
 def aggregate_curve(config: StudyArgs, record: dict[str, dict] | None = None) -> dict[str, Any]:
-    """``results/learning_curve.json`` (:func:`curve_summary`, written to ``--results``).
+    """``results/learning_curve.json`` (:func:`curve_summary`, written to ``--out``).
 
     Raises:
         ElmoError: no share has a seed with every method finished.
     """
     out = curve_summary(config, record)
-    write_json(Path(config.results_path), out)
+    write_json(Path(config.out_path), out)
     return out
 
 
@@ -149,7 +149,7 @@ def curve_summary(config: StudyArgs, record: dict[str, dict] | None = None) -> d
                                           "methods": methods, "best_elmo": best, "comparisons": comparisons}
     if not sizes:
         raise ElmoError(f"no share of {list(config.labelled_fractions)} has a seed with every method finished "
-                        f"under {config.out_dir}")
+                        f"under {config.runs_dir}")
     across = []
     if 1.0 in entries:
         full = entries[1.0]
@@ -163,7 +163,7 @@ def curve_summary(config: StudyArgs, record: dict[str, dict] | None = None) -> d
                                              seeds)})
     out = {"fractions": [sizes[k]["fraction"] for k in sizes], "sizes": sizes, "across_sizes": across,
            "tests": {"over_seeds": PAIRED_T, "per_seed": MCNEMAR}, "parts": record or load_result(
-               Path(config.out_dir) / "parts.json") or {},
+               Path(config.runs_dir) / "parts.json") or {},
            "config": config.as_dict(), "meta": environment_info(config.seeds[0])}
     return out
 
@@ -200,17 +200,17 @@ EXTRA = "extra"
 
 
 def text_variant(config: StudyArgs, variant: str) -> StudyArgs:
-    """The study of one pre-training text: ``1`` is ``--out-dir`` itself (the labelled-data curve's runs), a share
-    ``f`` adds ``--text-fraction f`` to every part in ``<out-dir>/text_<f>/``, ``extra`` adds ``--extra-text`` with
-    ``--extra-text-files`` in ``<out-dir>/text_extra/``."""
+    """The study of one pre-training text: ``1`` is ``--runs-dir`` itself (the labelled-data curve's runs), a share
+    ``f`` adds ``--text-fraction f`` to every part in ``<runs-dir>/text_<f>/``, ``extra`` adds ``--extra-text`` with
+    ``--extra-text-files`` in ``<runs-dir>/text_extra/``."""
     if variant == "1":
         flags = []
     elif variant == EXTRA:
         flags = ["--extra-text", *config.extra_text_paths()]
     else:
         flags = ["--text-fraction", variant]
-    return replace(config, out_dir=str(config.text_out_dir(variant)),
-                   extra=" ".join([config.extra, *map(shlex.quote, flags)]).strip(), pretraining_texts=(), results=None)
+    return replace(config, runs_dir=str(config.text_runs_dir(variant)),
+                   extra_flags=" ".join([config.extra_flags, *map(shlex.quote, flags)]).strip(), pretraining_texts=(), out=None)
 
 
 def plan_text_curve(config: StudyArgs) -> list[Part]:
@@ -259,11 +259,11 @@ def aggregate_text_curve(config: StudyArgs, record: dict[str, dict] | None = Non
         except ElmoError:
             continue
         curve.pop("parts"), curve.pop("meta")
-        texts[variant] = {"out_dir": sub.out_dir, "train_tokens": [_train_tokens(sub, s) for s in config.seeds],
+        texts[variant] = {"runs_dir": sub.runs_dir, "train_tokens": [_train_tokens(sub, s) for s in config.seeds],
                           "bilm": [_bilm_setup(sub, s) for s in config.seeds], "curve": curve}
     if not texts:
         raise ElmoError(f"no pre-training text of {list(config.pretraining_texts)} has a finished curve under "
-                        f"{config.out_dir}")
+                        f"{config.runs_dir}")
     doubling, versus_full = {}, []
     for share in sorted({k for t in texts.values() for k in t["curve"]["sizes"]}, key=float):
         have = {v: t for v, t in texts.items() if share in t["curve"]["sizes"]}
@@ -297,9 +297,9 @@ def aggregate_text_curve(config: StudyArgs, record: dict[str, dict] | None = Non
     out = {"texts": texts, "accuracy_per_doubling": doubling, "versus_full_text": versus_full,
            "tests": {"over_seeds": PAIRED_T, "per_doubling": "least-squares slope of test accuracy on log2(training "
                      "tokens) over the pre-training texts, per seed; mean and 95% t-interval over seeds"},
-           "parts": record or load_result(Path(config.out_dir) / "parts.json") or {},
+           "parts": record or load_result(Path(config.runs_dir) / "parts.json") or {},
            "config": config.as_dict(), "meta": environment_info(config.seeds[0])}
-    write_json(Path(config.results_path), out)
+    write_json(Path(config.out_path), out)
     return out
 
 

@@ -262,7 +262,8 @@ def _text_curve_section(res: dict, text: dict) -> str:
     config = text_curve["config"]
     shares = sorted({k for t in text_curve["texts"].values() for k in t["curve"]["sizes"]}, key=float)
     cost = [v for k, v in text_curve["parts"].items() if "/text_" in k and "/text_1/" not in k and v["returncode"] == 0]
-    head = f" --head-extra \"{config['head_extra']}\"" if config.get("head_extra") else ""
+    head_flags = config.get("head_extra_flags", config.get("head_extra"))  # the key before 0.4.0: head_extra
+    head = f" --head-extra-flags \"{head_flags}\"" if head_flags else ""
     tables = []
     for share in shares:
         tables.append(f"With {float(share):.0%} of the labels:\n\n{text_curve_table(text_curve, share)}")

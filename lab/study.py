@@ -1,6 +1,6 @@
 """The seeds study (``python -m lab study``): the whole comparison once per seed, then its statistics.
 
-Per seed s, in ``<out-dir>/seed_<s>/``, four *parts*, each the project's own command run as a child
+Per seed s, in ``<runs-dir>/seed_<s>/``, four *parts*, each the project's own command run as a child
 process (so a part is exactly what a user runs, and its peak memory is measured on its own), through
 ``python -m lab elmo <command>`` (:func:`lab.cli.run_library`: the library's command, taking the lab's flags too):
 
@@ -17,9 +17,9 @@ part           command (plus ``--seed s``, the folders and ``--threads``)       
 ``pretrain`` is done. ``--jobs`` parts run at once, each on ``--threads`` threads (default: two at a time
 on one thread each, which uses both cores of a 2-core machine). A part whose file exists is skipped, so
 an interrupted study resumes where it stopped (delete a seed's folder to redo it). Each part's log is
-``logs/<part>.log``; its wall time and peak resident memory go to ``<out-dir>/parts.json``.
+``logs/<part>.log``; its wall time and peak resident memory go to ``<runs-dir>/parts.json``.
 
-Then :func:`aggregate` writes ``--results`` (``results/seeds.json``): per method the per-seed test
+Then :func:`aggregate` writes ``--out`` (``results/seeds.json``): per method the per-seed test
 accuracy, test and validation macro-F1 with mean, std and 95% CI (:func:`lab.significance.summarize`);
 the biLM's perplexities per seed; and the comparisons — each ELMo layer mix against each baseline, the
 mixes against each other and the gated learned function against the MLP — as a paired t-test over
@@ -61,8 +61,8 @@ class StudyArgs:
     """Flags of ``python -m lab study``."""
 
     seeds: tuple[int, ...] = option((0, 1, 2), "seeds to run (each: biLM, three ELMo layer mixes, baselines)")
-    out_dir: str = option("runs/study", "per-seed folders seed_<s>/ (models, results, images, logs) and parts.json")
-    results: str | None = option(None, "where the statistics over seeds are written (default: results/seeds.json; "
+    runs_dir: str = option("runs/study", "per-seed folders seed_<s>/ (models, results, images, logs) and parts.json")
+    out: str | None = option(None, "where the statistics over seeds are written (default: results/seeds.json; "
                                  "with --labelled-fractions, results/learning_curve.json)")
     data_dir: str = option("data/ag_news", "folder holding train.csv and test.csv")
     jobs: int = option(2, "parts run at the same time")
@@ -70,10 +70,10 @@ class StudyArgs:
     precision: str = option("auto", "--precision of every part")
     parts: tuple[str, ...] = option(PARTS, "parts to run per seed (mlp: the learned function as the MLP, for "
                                     "comparison with the default gate)", choices=PARTS)
-    extra: str = option("", "more flags for every training part, e.g. '--max-docs 2000 --epochs 1' (quick check)")
-    head_extra: str = option("", "more flags for the classifier parts only (classify, mlp, baselines; not the biLM's "
-                             "pretrain), e.g. '--epochs 5', the head's recipe of the committed studies")
-    aggregate_only: bool = option(False, "only (re)compute --results from the finished parts")
+    extra_flags: str = option("", "more flags for every training part, e.g. '--max-docs 2000 --epochs 1' (quick check)")
+    head_extra_flags: str = option("", "more flags for the classifier parts only (classify, mlp, baselines; not the biLM's "
+                                   "pretrain), e.g. '--epochs 5', the head's recipe of the committed studies")
+    aggregate_only: bool = option(False, "only (re)compute --out from the finished parts")
     labelled_fractions: tuple[float, ...] = option((), "learning-curve mode: per seed, the classifiers (trainable λ, "
                                                    "the learned function, Word2Vec, SVD, TF-IDF + LR) train on these "
                                                    "shares of the labelled training documents (e.g. 0.01 0.03 0.1 0.3 "
@@ -83,17 +83,17 @@ class StudyArgs:
     pretraining_texts: tuple[str, ...] = option((), "curve over pre-training text: per text (a share of the training "
                                                 "descriptions such as 0.25, 1, or 'extra': all of them plus "
                                                 "--extra-text-files) the biLM, Word2Vec and SVD re-learnt from it in "
-                                                "<out-dir>/text_<text>/ (1: --out-dir itself) and the classifiers "
+                                                "<runs-dir>/text_<text>/ (1: --runs-dir itself) and the classifiers "
                                                 "trained at --labelled-fractions (default 0.1 1)")
     extra_text_files: tuple[str, ...] | None = option(None, "the extra text of --pretraining-texts extra (default: "
                                                       "<data-dir>/extra/train_joined_unsplit.csv and "
                                                       "train_nolabel.csv)")
 
     @property
-    def results_path(self) -> str:
-        """``--results``, or its default for the mode."""
-        if self.results is not None:
-            return self.results
+    def out_path(self) -> str:
+        """``--out``, or its default for the mode."""
+        if self.out is not None:
+            return self.out
         if self.pretraining_texts:
             return "results/pretraining_text_curve.json"
         return "results/learning_curve.json" if self.labelled_fractions else "results/seeds.json"
@@ -104,17 +104,17 @@ class StudyArgs:
             return list(self.extra_text_files)
         return [str(Path(self.data_dir) / "extra" / name) for name in ("train_joined_unsplit.csv", "train_nolabel.csv")]
 
-    def extra_flags(self) -> list[str]:
-        """``--extra`` split into flags."""
-        return shlex.split(self.extra)
+    def part_flags(self) -> list[str]:
+        """``--extra-flags`` split into flags."""
+        return shlex.split(self.extra_flags)
 
-    def head_flags(self) -> list[str]:
-        """``--head-extra`` split into flags (after ``--extra``'s, so they win where both set a flag)."""
-        return shlex.split(self.head_extra)
+    def head_part_flags(self) -> list[str]:
+        """``--head-extra-flags`` split into flags (after ``--extra-flags``'s, so they win where both set a flag)."""
+        return shlex.split(self.head_extra_flags)
 
     def as_dict(self) -> dict[str, Any]:
-        """The flags as recorded in the results (``results`` resolved)."""
-        return {**asdict(self), "results": self.results_path}
+        """The flags as recorded in the results (``out`` resolved)."""
+        return {**asdict(self), "out": self.out_path}
 
     def check(self) -> None:
         """Raises :class:`ElmoError` naming the flag."""
@@ -125,7 +125,7 @@ class StudyArgs:
         bad = [f for f in self.labelled_fractions if not 0.0 < f <= 1.0]
         if bad or len(set(self.labelled_fractions)) != len(self.labelled_fractions):
             raise ElmoError(f"--labelled-fractions must be distinct shares in (0, 1], got {list(self.labelled_fractions)}")
-        for flag, given in (("--extra", self.extra_flags()), ("--head-extra", self.head_flags())):
+        for flag, given in (("--extra-flags", self.part_flags()), ("--head-extra-flags", self.head_part_flags())):
             if "--labelled-fraction" in given:
                 raise ElmoError(f"{flag} must not set --labelled-fraction: give the shares with --labelled-fractions")
         for text in self.pretraining_texts:
@@ -135,25 +135,25 @@ class StudyArgs:
                 ok = False
             if not ok:
                 raise ElmoError(f"--pretraining-texts takes shares in (0, 1] and 'extra', got {text!r}")
-        for flag, given in (("--extra", self.extra_flags()), ("--head-extra", self.head_flags())):
+        for flag, given in (("--extra-flags", self.part_flags()), ("--head-extra-flags", self.head_part_flags())):
             if self.pretraining_texts and {"--text-fraction", "--extra-text"} & set(given):
                 raise ElmoError(f"{flag} must not set --text-fraction or --extra-text: give the texts with "
                                 "--pretraining-texts")
         if "pretrain" not in self.parts and not self.aggregate_only:
-            roots = [self.text_out_dir(t) for t in self.pretraining_texts] or [Path(self.out_dir)]
-            missing = [str((root / f"seed_{s}").relative_to(self.out_dir)) for root in roots for s in self.seeds
+            roots = [self.text_runs_dir(t) for t in self.pretraining_texts] or [Path(self.runs_dir)]
+            missing = [str((root / f"seed_{s}").relative_to(self.runs_dir)) for root in roots for s in self.seeds
                        if not (root / f"seed_{s}" / "models" / "bilstm.pt").is_file()]
             if missing:
                 raise ElmoError(f"--parts without pretrain needs each seed's biLM; missing for {', '.join(missing)}")
 
-    def text_out_dir(self, text: str) -> Path:
-        """Where the study of the pre-training text ``text`` (``--pretraining-texts``) runs: ``--out-dir`` itself for
-        the full text ``1``, else ``<out-dir>/text_<text>``."""
-        return Path(self.out_dir) if text == "1" else Path(self.out_dir) / f"text_{text}"
+    def text_runs_dir(self, text: str) -> Path:
+        """Where the study of the pre-training text ``text`` (``--pretraining-texts``) runs: ``--runs-dir`` itself for
+        the full text ``1``, else ``<runs-dir>/text_<text>``."""
+        return Path(self.runs_dir) if text == "1" else Path(self.runs_dir) / f"text_{text}"
 
     def seed_dir(self, seed: int) -> Path:
-        """``<out-dir>/seed_<seed>``."""
-        return Path(self.out_dir) / f"seed_{seed}"
+        """``<runs-dir>/seed_<seed>``."""
+        return Path(self.runs_dir) / f"seed_{seed}"
 
     def share_dir(self, seed: int, fraction: float) -> Path:
         """Where the learning curve's parts of the share ``fraction`` of ``seed`` write: the seed's own folder for
@@ -190,8 +190,8 @@ def plan(config: StudyArgs, classify_mixes: tuple[str, ...] | None = None) -> li
                   seed: int = seed, d: Path = d, head: bool = True) -> list[str]:
             return ["--seed", str(seed), "--data-dir", config.data_dir, "--models-dir", str(d / models),
                     "--results-dir", str(d / results), "--images-dir", str(d / images), "--threads",
-                    str(config.threads), "--precision", config.precision, "--quiet", *config.extra_flags(),
-                    *(config.head_flags() if head else [])]
+                    str(config.threads), "--precision", config.precision, "--quiet", *config.part_flags(),
+                    *(config.head_part_flags() if head else [])]
 
         runs = {
             "pretrain": (python + ["pretrain", *flags(head=False)], d / "results" / "lm.json", []),
@@ -248,14 +248,14 @@ def check_precision(config: StudyArgs, parts: list[Part]) -> None:
         if recorded in ("fp32", "bf16", "fp16") and recorded != here:
             raise ElmoError(f"--precision {config.precision}: {p.done_file} was trained in {recorded} but this machine "
                             f"runs the remaining parts in {here}, so the study would mix precisions; finish it on a "
-                            f"machine that runs {recorded}, or start it again in a new --out-dir")
+                            f"machine that runs {recorded}, or start it again in a new --runs-dir")
 
 
 def run_parts(config: StudyArgs, parts: list[Part], say=print) -> dict[str, dict]:
     """Run the unfinished ``parts``, ``--jobs`` at a time, in order as their dependencies finish.
 
     Returns:
-        ``<out-dir>/parts.json``: ``{part key: {"seconds", "peak_rss_mb", "returncode", "log", "argv"}}`` of every
+        ``<runs-dir>/parts.json``: ``{part key: {"seconds", "peak_rss_mb", "returncode", "log", "argv"}}`` of every
         part recorded there. Each part run now is merged into the file when it ends (read again first, so
         studies sharing the out-dir keep each other's records).
 
@@ -264,7 +264,7 @@ def run_parts(config: StudyArgs, parts: list[Part], say=print) -> dict[str, dict
             or a part failed (its log named); the others that do not depend on it are finished first.
     """
     check_precision(config, parts)
-    record_path = Path(config.out_dir) / "parts.json"
+    record_path = Path(config.runs_dir) / "parts.json"
     record: dict[str, dict] = {}
     todo = [p for p in parts if not p.done_file.is_file()]
     for p in parts:
@@ -302,7 +302,7 @@ def run_parts(config: StudyArgs, parts: list[Part], say=print) -> dict[str, dict
             f"peak {usage.ru_maxrss / 2**20:.2f} GB")
     if failed:
         raise ElmoError("study parts failed: " + ", ".join(f"seed_{s}/{n}" for s, n in sorted(failed))
-                        + f" (see their logs under {config.out_dir}/seed_*/logs/)")
+                        + f" (see their logs under {config.runs_dir}/seed_*/logs/)")
     return {**(load_result(record_path) or {}), **record}
 
 
@@ -388,7 +388,7 @@ def aggregate(config: StudyArgs, record: dict[str, dict] | None = None) -> dict[
     core = set(LAYER_MIXES if "classify" in config.parts else ()) | set(BASELINES if "baselines" in config.parts else ())
     seeds = [s for s in config.seeds if core <= set(per_seed[s]) and "lm" in per_seed[s]]
     if not seeds:
-        raise ElmoError(f"no seed of {list(config.seeds)} has finished all its parts under {config.out_dir}")
+        raise ElmoError(f"no seed of {list(config.seeds)} has finished all its parts under {config.runs_dir}")
     methods: dict[str, dict] = {}
     for m in (*LAYER_MIXES, "learned_function_mlp", *BASELINES):
         have = [s for s in seeds if m in per_seed[s]]  # the mlp part may have finished for fewer seeds
@@ -407,9 +407,9 @@ def aggregate(config: StudyArgs, record: dict[str, dict] | None = None) -> dict[
                                                                            if None not in v}},
            "comparisons": _comparisons(per_seed, seeds, labels_of_test_split(config)),
            "tests": {"over_seeds": PAIRED_T, "per_seed": MCNEMAR},
-           "parts": record or load_result(Path(config.out_dir) / "parts.json") or {},
+           "parts": record or load_result(Path(config.runs_dir) / "parts.json") or {},
            "config": config.as_dict(), "meta": environment_info(seeds[0])}
-    write_json(Path(config.results_path), out)
+    write_json(Path(config.out_path), out)
     return out
 
 
@@ -434,20 +434,20 @@ def format_study(out: dict) -> str:
 
 
 def check_files(config: StudyArgs) -> None:
-    """Before anything is written: ``--results`` is none of the files the study reads (AG News in
-    ``--data-dir``, ``<out-dir>/parts.json``, each seed's results files).
+    """Before anything is written: ``--out`` is none of the files the study reads (AG News in
+    ``--data-dir``, ``<runs-dir>/parts.json``, each seed's results files).
 
     Raises:
-        ElmoError: naming ``--results`` and the input it would write over.
+        ElmoError: naming ``--out`` and the input it would write over.
     """
     inputs: dict[str, Path] = {f"--data-dir ({name})": Path(config.data_dir) / name for name in ("train.csv", "test.csv")}
-    inputs["--out-dir (parts.json)"] = Path(config.out_dir) / "parts.json"
+    inputs["--runs-dir (parts.json)"] = Path(config.runs_dir) / "parts.json"
     for seed in config.seeds:
         for name in ("results/lm.json", "results/classification.json", "results/baselines.json",
                      "results_mlp/classification.json"):
-            inputs[f"--out-dir (seed_{seed}/{name})"] = config.seed_dir(seed) / name
+            inputs[f"--runs-dir (seed_{seed}/{name})"] = config.seed_dir(seed) / name
         for fraction in config.labelled_fractions:
             for name in ("classification.json", "baselines.json"):
                 path = config.share_dir(seed, fraction) / "results" / name
-                inputs[f"--out-dir ({path.relative_to(config.out_dir)})"] = path
-    refuse_overwriting_inputs(inputs, {"--results": config.results_path})
+                inputs[f"--runs-dir ({path.relative_to(config.runs_dir)})"] = path
+    refuse_overwriting_inputs(inputs, {"--out": config.out_path})

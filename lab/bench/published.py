@@ -37,7 +37,7 @@ from elmo.artifacts import environment_info, write_json
 from elmo.data.agnews import read_agnews
 from elmo.data.text import tokenize
 from elmo.inference.embedder import CHUNK_BATCHES, ElmoEmbedder
-from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM, PublishedBiLMConfig
+from elmo.model.published import PUBLISHED_ARCHITECTURES, ProjectedLSTM, PublishedBiLM, PublishedBiLMConfig
 from elmo.model.published_io import save_published_bilm
 from elmo.runtime.device import configure_threads, cpu_has_bf16
 
@@ -75,10 +75,34 @@ def embedding_flops(config: PublishedBiLMConfig, sentences: list[list[str]], bat
     return 2 * published_lstm_flops(config, steps) + words
 
 
+def random_layer_weights(layer: ProjectedLSTM, generator: torch.Generator | None = None) -> None:
+    """Random weights of the usual scale (uniform ±1/√fan-in), bias 0, for a published LSTM layer (formerly
+    ``ProjectedLSTM.reset_parameters``)."""
+    with torch.no_grad():
+        for p in (layer.input_weight, layer.recurrent_weight, layer.projection):
+            if p is not None:
+                bound = p.shape[1] ** -0.5
+                p.copy_(torch.rand(p.shape, generator=generator) * 2 * bound - bound)
+        layer.bias.zero_()
+
+
+def random_weights(bilm: PublishedBiLM, seed: int = 0) -> PublishedBiLM:
+    """Random weights of the right scale for ``bilm``, returned (real ones come from the hdf5 file; formerly
+    ``PublishedBiLM.reset_parameters``)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in bilm.token_encoder.parameters():
+            p.copy_(torch.randn(p.shape, generator=generator) * (p[0].numel() ** -0.5 if p.dim() > 1 else 0.1))
+        bilm.token_encoder.char_embedding.weight[0].zero_()
+    for layer in (*bilm.forward_layers, *bilm.backward_layers):
+        random_layer_weights(layer, generator)
+    return bilm
+
+
 def write_weights(name: str, folder: str, seed: int) -> dict[str, Any]:
     """Random weights of architecture ``name`` in the published layout: ``<folder>/<name>_{options.json,weights.hdf5}``."""
     config = ARCHITECTURES[name][1]
-    bilm = PublishedBiLM(config).reset_parameters(seed)
+    bilm = random_weights(PublishedBiLM(config), seed)
     options, weights = Path(folder) / f"{name}_options.json", Path(folder) / f"{name}_weights.hdf5"
     save_published_bilm(bilm, options, weights)
     return {"options_file": str(options), "weight_file": str(weights), "weights_mb": weights.stat().st_size / 2**20,
@@ -133,7 +157,7 @@ def measure(name: str, files: dict[str, Any], precision: str, cfg: Any,
 
 
 def bench_published(cfg: Any) -> dict[str, Any]:
-    """Run every model and precision (each in its own process), print the table and write ``cfg.published_out``."""
+    """Run every model and precision (each in its own process), print the table and write ``cfg.out_path``."""
     threads = configure_threads(cfg.threads)
     cfg = replace(cfg, threads=threads)
     results: dict[str, Any] = {"config": {k: getattr(cfg, k) for k in ("data_dir", "threads", "repeats", "published_sentences")},
@@ -153,7 +177,7 @@ def bench_published(cfg: Any) -> dict[str, Any]:
                 reference = row.pop("vectors", reference)
                 row["peak_fraction"] = row["gflops"] / max(row["matmul_peak_gflops"], results["matmul_peak_gflops"][precision])
                 results[name][precision] = row
-    return conclude(results, cfg.published_out, format_published)
+    return conclude(results, cfg.out_path, format_published)
 
 
 def conclude(results: dict[str, Any], path: str, formatter: Callable[[dict[str, Any]], str]) -> dict[str, Any]:

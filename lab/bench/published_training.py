@@ -247,7 +247,7 @@ def goals(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def bench_training(cfg: Any) -> dict[str, Any]:
-    """Every architecture and precision (each in its own process): print the table, write ``cfg.training_out``."""
+    """Every architecture and precision (each in its own process): print the table, write ``cfg.out_path``."""
     threads = configure_threads(cfg.threads)
     cfg = replace(cfg, threads=threads)
     started = time.perf_counter()
@@ -275,7 +275,7 @@ def bench_training(cfg: Any) -> dict[str, Any]:
                                                         results["matmul_peak_gflops"][precision])
     results["goals"] = goals(results)
     results["seconds"] = time.perf_counter() - started
-    return conclude(results, cfg.training_out, format_training)
+    return conclude(results, cfg.out_path, format_training)
 
 
 def format_training(r: dict[str, Any]) -> str:

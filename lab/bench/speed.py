@@ -94,7 +94,8 @@ class BenchArgs:
     data_dir: str = option("data/ag_news", "folder holding train.csv and test.csv")
     models_dir: str = option("models", "bilstm.pt to embed / classify with (a randomly initialised biLM of the "
                              "default sizes when absent: speed does not depend on the weights)")
-    out: str = option("results/bench.json", "where the JSON is written")
+    out: str | None = option(None, "where the JSON is written (default: results/bench.json; results/bench_published.json "
+                             "with --published, results/bench_training.json with --training)")
     device: str = option("auto", "auto, cpu or cuda")
     precision: str = option("auto", "mixed precision of 'ours' (the naive reference is always fp32)")
     threads: int | None = option(None, "CPU threads (default: all cores)")
@@ -112,19 +113,25 @@ class BenchArgs:
     target_rows: int = option(120000, "train rows of the file the pipeline time and memory are projected for")
     published: bool = option(False, "instead of the sections above, measure embedding with the published ELMo "
                              "architectures (Small and Original, random weights in the published layout; fp32 and bf16) "
-                             "and write --published-out (lab/bench/published.py)")
+                             "and write --out (lab/bench/published.py)")
     published_sentences: int = option(256, "AG News sentences per measurement of --published (after a warm-up batch)")
-    published_out: str = option("results/bench_published.json", "where --published writes its JSON")
     training: bool = option(False, "instead of the sections above, measure training of the published ELMo architectures "
                             "(Small, Medium, Original: forward, backward and optimiser step of `pretrain --architecture`, "
-                            "adaptive softmax; fp32 and native bf16) and write --training-out "
+                            "adaptive softmax; fp32 and native bf16) and write --out "
                             "(lab/bench/published_training.py)")
     training_steps: int = option(3, "timed training steps per architecture and precision of --training (median reported)")
     training_warmup: int = option(2, "untimed warm-up steps before them")
     training_batch: int | None = option(None, "--training: 20-token windows per step (default: 32 on a CPU, 128 on CUDA, "
                                         "bilm-tf's per-GPU batch)")
     training_vocab: int = option(100_000, "--training: softmax classes (AG News train's cased words, then unseen ids)")
-    training_out: str = option("results/bench_training.json", "where --training writes its JSON")
+
+    @property
+    def out_path(self) -> str:
+        """``--out``, or its default for the mode (``--published``, ``--training`` or the sections)."""
+        if self.out is not None:
+            return self.out
+        return ("results/bench_published.json" if self.published else "results/bench_training.json" if self.training
+                else "results/bench.json")
 
     def check(self) -> None:
         for name in ("repeats", "lm_batches", "naive_batches", "classifier_batches", "embed_sentences",
@@ -580,8 +587,7 @@ def bench(cfg: BenchArgs) -> dict[str, Any]:
     data = Path(cfg.data_dir)
     refuse_overwriting_inputs({"--data-dir (train.csv)": data / "train.csv", "--data-dir (test.csv)": data / "test.csv",
                                "--models-dir (bilstm.pt)": Path(cfg.models_dir) / "bilstm.pt"},
-                              {"--published-out": cfg.published_out} if cfg.published
-                              else {"--training-out": cfg.training_out} if cfg.training else {"--out": cfg.out})
+                              {"--out": cfg.out_path})
     if cfg.published:
         return bench_published(cfg)
     if cfg.training:
@@ -622,7 +628,7 @@ def bench(cfg: BenchArgs) -> dict[str, Any]:
         side_by_side["speedup_over_one_after_the_other"] = (2 * side_by_side["tokens_per_second"]["slowest"]
                                                             / lm["tokens_per_second"]["ours"])
     results["seconds"] = time.perf_counter() - started
-    write_json(cfg.out, results)
+    write_json(cfg.out_path, results)
     print(format_bench(results))
     return results
 

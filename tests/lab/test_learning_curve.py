@@ -44,12 +44,12 @@ def test_the_flag_is_checked():
         StudyArgs(labelled_fractions=(0.1, 0.1)).check()
     with pytest.raises(ElmoError, match="--labelled-fractions"):
         StudyArgs(labelled_fractions=(0.1, 2.0)).check()
-    with pytest.raises(ElmoError, match="--extra"):
-        StudyArgs(labelled_fractions=(0.1,), extra="--labelled-fraction 0.5").check()
+    with pytest.raises(ElmoError, match="--extra-flags"):
+        StudyArgs(labelled_fractions=(0.1,), extra_flags="--labelled-fraction 0.5").check()
 
 
 def test_the_plan_reuses_the_study_parts_for_all_labels_and_adds_the_smaller_shares(tmp_path):
-    config = StudyArgs(seeds=(0, 1), out_dir=str(tmp_path), labelled_fractions=(0.03, 1.0, 0.3), extra="--epochs 1")
+    config = StudyArgs(seeds=(0, 1), runs_dir=str(tmp_path), labelled_fractions=(0.03, 1.0, 0.3), extra_flags="--epochs 1")
     parts = plan_curve(config)
     keys = [p.key for p in parts]
     assert keys[:2] == ["seed_0/pretrain", "seed_1/pretrain"] and "seed_0/mlp" not in keys
@@ -61,12 +61,12 @@ def test_the_plan_reuses_the_study_parts_for_all_labels_and_adds_the_smaller_sha
     assert argv.endswith("--epochs 1") and part.needs == ["pretrain"]
     assert part.models == tmp_path / "seed_1" / "labelled_0.03" / "models"
     assert part.done_file == tmp_path / "seed_1" / "labelled_0.03" / "results" / "classification.json"
-    no_full = plan_curve(StudyArgs(seeds=(0,), out_dir=str(tmp_path), labelled_fractions=(0.1,)))
+    no_full = plan_curve(StudyArgs(seeds=(0,), runs_dir=str(tmp_path), labelled_fractions=(0.1,)))
     assert [p.name for p in no_full] == ["pretrain", "classify_labelled_0.1", "baselines_labelled_0.1"]
-    assert StudyArgs(labelled_fractions=(0.1,)).results_path == "results/learning_curve.json"
-    with pytest.raises(ElmoError, match="--results"):  # never written over one of its inputs
-        check_files(StudyArgs(seeds=(0,), out_dir=str(tmp_path), labelled_fractions=(0.1,),
-                              results=str(tmp_path / "seed_0" / "labelled_0.1" / "results" / "baselines.json")))
+    assert StudyArgs(labelled_fractions=(0.1,)).out_path == "results/learning_curve.json"
+    with pytest.raises(ElmoError, match="--out"):  # never written over one of its inputs
+        check_files(StudyArgs(seeds=(0,), runs_dir=str(tmp_path), labelled_fractions=(0.1,),
+                              out=str(tmp_path / "seed_0" / "labelled_0.1" / "results" / "baselines.json")))
 
 
 def write_share(root: Path, seed: int, fraction: float, accuracy: dict[str, float], labels: list[int],
@@ -96,8 +96,8 @@ def test_aggregate_writes_each_share_with_paired_tests_and_the_comparison_across
         write_share(tmp_path / "runs", seed, 1.0, {"trainable_lambda": 0.90, "learned_function": 0.91,
                                                    "word2vec": 0.89, "svd": 0.88, "tfidf_logreg": 0.90}, labels, rng, 370)
     (tmp_path / "runs" / "seed_2" / "results" / "baselines.json").unlink()  # seed 2 unfinished at share 1
-    config = StudyArgs(seeds=(0, 1, 2), out_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
-                       labelled_fractions=(0.1, 1.0, 0.01), results=str(tmp_path / "curve.json"))
+    config = StudyArgs(seeds=(0, 1, 2), runs_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
+                       labelled_fractions=(0.1, 1.0, 0.01), out=str(tmp_path / "curve.json"))
     out = aggregate_curve(config)
     assert json.loads((tmp_path / "curve.json").read_text()) == json.loads(json.dumps(out))
     assert list(out["sizes"]) == ["0.1", "1"] and out["fractions"] == [0.1, 1.0]  # 0.01 has no finished seed
@@ -115,8 +115,8 @@ def test_aggregate_writes_each_share_with_paired_tests_and_the_comparison_across
     assert across[("trainable_lambda@0.1", "word2vec@1")]["mean_difference"] < 0
     assert "0.1" in format_curve(out) and "p =" in format_curve(out)
     with pytest.raises(ElmoError, match="no share"):
-        aggregate_curve(StudyArgs(seeds=(5,), out_dir=str(tmp_path / "runs"), labelled_fractions=(0.1,),
-                                  results=str(tmp_path / "none.json")))
+        aggregate_curve(StudyArgs(seeds=(5,), runs_dir=str(tmp_path / "runs"), labelled_fractions=(0.1,),
+                                  out=str(tmp_path / "none.json")))
 
 
 def test_the_report_says_where_the_lead_is_largest_and_which_goals_are_met(tmp_path):
@@ -134,8 +134,8 @@ def test_the_report_says_where_the_lead_is_largest_and_which_goals_are_met(tmp_p
             write_share(tmp_path / "runs", seed, fraction, {"trainable_lambda": elmo, "learned_function": elmo - 0.02,
                                                             "word2vec": w2v, "svd": w2v - 0.02, "tfidf_logreg": tfidf},
                         labels, rng, docs)
-    curve = aggregate_curve(StudyArgs(seeds=(0, 1, 2), out_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
-                                      labelled_fractions=tuple(shares), results=str(tmp_path / "curve.json")))
+    curve = aggregate_curve(StudyArgs(seeds=(0, 1, 2), runs_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
+                                      labelled_fractions=tuple(shares), out=str(tmp_path / "curve.json")))
     text = " ".join(_learning_curve({"learning_curve": curve}))
     largest = text.split("Best ELMo layer mix − Word2Vec (same head) per share")[1].split("The lead is largest at ")[1]
     assert largest.startswith("372 labelled documents (1%)")
@@ -155,7 +155,7 @@ def test_the_report_says_where_the_lead_is_largest_and_which_goals_are_met(tmp_p
 def test_the_text_curve_plans_one_study_per_pre_training_text(tmp_path):
     from lab.learning_curve import plan_text_curve
 
-    config = StudyArgs(seeds=(0,), out_dir=str(tmp_path), data_dir="d", labelled_fractions=(0.1, 1.0),
+    config = StudyArgs(seeds=(0,), runs_dir=str(tmp_path), data_dir="d", labelled_fractions=(0.1, 1.0),
                        pretraining_texts=("0.25", "1", "extra"), parts=("pretrain", "classify", "baselines"))
     config.check()
     parts = {p.key: p for p in plan_text_curve(config)}
@@ -180,8 +180,8 @@ def test_the_text_curve_plans_one_study_per_pre_training_text(tmp_path):
     for bad in (("0",), ("more",)):
         with pytest.raises(ElmoError, match="--pretraining-texts"):
             StudyArgs(pretraining_texts=bad).check()
-    with pytest.raises(ElmoError, match="--extra must not set --text-fraction"):
-        StudyArgs(pretraining_texts=("0.5",), extra="--text-fraction 0.5").check()
+    with pytest.raises(ElmoError, match="--extra-flags must not set --text-fraction"):
+        StudyArgs(pretraining_texts=("0.5",), extra_flags="--text-fraction 0.5").check()
 
 
 def test_the_text_curve_reports_the_accuracy_per_doubling(tmp_path):
@@ -200,9 +200,9 @@ def test_the_text_curve_reports_the_accuracy_per_doubling(tmp_path):
                                           "word2vec": 0.83 + 0.01 * step, "svd": 0.8, "tfidf_logreg": 0.85},
                         labels, rng, 300)
             (root / f"seed_{seed}" / "results" / "lm.json").write_text(json.dumps({"train_tokens": n}))
-    config = StudyArgs(seeds=(0, 1, 2), out_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
+    config = StudyArgs(seeds=(0, 1, 2), runs_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
                        labelled_fractions=(1.0,), pretraining_texts=("0.25", "0.5", "1", "extra"),
-                       results=str(tmp_path / "text.json"))
+                       out=str(tmp_path / "text.json"))
     out = aggregate_text_curve(config)
     assert set(out["texts"]) == {"0.25", "0.5", "1"}  # no extra-text run: left out
     assert out["texts"]["0.5"]["train_tokens"] == [500_000] * 3
@@ -246,9 +246,9 @@ def test_the_report_states_the_effect_of_more_text_and_whether_the_extra_text_be
             lm = {"train_tokens": n, "config": {"batch_size": batch if variant != "0.25" else 37},
                   "init_embeddings": {"copied": init}, "test": {"forward_perplexity": 90.0, "backward_perplexity": 89.0}}
             (root / f"seed_{seed}" / "results" / "lm.json").write_text(json.dumps(lm))
-    config = StudyArgs(seeds=(0, 1, 2), out_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
+    config = StudyArgs(seeds=(0, 1, 2), runs_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
                        labelled_fractions=(0.1, 1.0), pretraining_texts=("0.25", "0.5", "1", "extra"),
-                       results=str(tmp_path / "text.json"))
+                       out=str(tmp_path / "text.json"))
     out = aggregate_text_curve(config)
     assert out["texts"]["0.25"]["bilm"][0] == {"batch_size": 37, "word2vec_init": False, "test_perplexity": [90.0, 89.0]}
     text = "\n".join(_text_curve({"pretraining_text_curve": out}))

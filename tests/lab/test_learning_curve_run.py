@@ -18,7 +18,7 @@ from lab.study import StudyArgs, run_parts
 
 def run_curve(config: StudyArgs) -> dict:
     """``python -m lab study --labelled-fractions ...`` (run_parts, then aggregate_curve), with the tiny corpus's
-    baseline sizes added to the baselines parts (``--extra`` goes to every part, and classify has no such flags)."""
+    baseline sizes added to the baselines parts (``--extra-flags`` goes to every part, and classify has no such flags)."""
     parts = plan_curve(config)
     for part in parts:
         if part.name.startswith("baselines"):
@@ -36,9 +36,9 @@ def test_curve_trains_on_a_share_of_the_labels_and_learns_representations_from_a
     models.mkdir(parents=True)
     for name in ("bilstm.pt", "word2idx.pkl"):
         shutil.copy(small_pipeline.out / "models" / name, models / name)
-    config = StudyArgs(seeds=(0,), out_dir=str(tmp_path / "runs"), data_dir=str(small_pipeline.data),
-                       results=str(tmp_path / "curve.json"), parts=("classify", "baselines"),
-                       labelled_fractions=(0.5, 1.0), extra=" ".join(CLASSIFY))
+    config = StudyArgs(seeds=(0,), runs_dir=str(tmp_path / "runs"), data_dir=str(small_pipeline.data),
+                       out=str(tmp_path / "curve.json"), parts=("classify", "baselines"),
+                       labelled_fractions=(0.5, 1.0), extra_flags=" ".join(CLASSIFY))
     out = run_curve(config)
     assert list(out["sizes"]) == ["0.5", "1"] and set(out["sizes"]["0.5"]["methods"]) == set(CURVE_METHODS)
     train = load_agnews(small_pipeline.data)[0]

@@ -17,7 +17,7 @@ from lab.study import Part, StudyArgs, aggregate, plan, run_parts
 
 
 def test_plan_runs_every_biLM_first_and_gives_each_part_its_seed_and_folders(tmp_path):
-    config = StudyArgs(seeds=(3, 4), out_dir=str(tmp_path), threads=1, extra="--max-docs 50 --epochs 1")
+    config = StudyArgs(seeds=(3, 4), runs_dir=str(tmp_path), threads=1, extra_flags="--max-docs 50 --epochs 1")
     parts = plan(config)
     assert [(p.seed, p.name) for p in parts[:2]] == [(3, "pretrain"), (4, "pretrain")]
     assert {(p.seed, p.name) for p in parts} == {(s, n) for s in (3, 4) for n in ("pretrain", "classify", "mlp", "baselines")}
@@ -27,22 +27,22 @@ def test_plan_runs_every_biLM_first_and_gives_each_part_its_seed_and_folders(tmp
         assert p.needs == ([] if p.name == "pretrain" else ["pretrain"])
     mlp = next(p for p in parts if p.name == "mlp")
     assert "--learned-function mlp" in " ".join(mlp.argv) and "results_mlp" in str(mlp.done_file)
-    only = plan(StudyArgs(seeds=(0,), out_dir=str(tmp_path), parts=("pretrain", "classify")))
+    only = plan(StudyArgs(seeds=(0,), runs_dir=str(tmp_path), parts=("pretrain", "classify")))
     assert [p.name for p in only] == ["pretrain", "classify"]
 
 
 def test_head_extra_reaches_the_classifier_parts_and_never_the_biLM(tmp_path):
     from lab.learning_curve import plan_curve
 
-    config = StudyArgs(seeds=(0,), out_dir=str(tmp_path), extra="--max-docs 50", head_extra="--epochs 5",
+    config = StudyArgs(seeds=(0,), runs_dir=str(tmp_path), extra_flags="--max-docs 50", head_extra_flags="--epochs 5",
                        labelled_fractions=(0.1, 1.0))
     parts = {p.name: " ".join(p.argv) for p in plan_curve(config)}
     assert set(parts) == {"pretrain", "classify", "baselines", "classify_labelled_0.1", "baselines_labelled_0.1"}
     assert parts.pop("pretrain").endswith("--max-docs 50")  # the biLM keeps its own --epochs
     for argv in parts.values():
         assert argv.endswith("--max-docs 50 --epochs 5")
-    with pytest.raises(ElmoError, match="--head-extra must not set --labelled-fraction"):
-        StudyArgs(head_extra="--labelled-fraction 0.5").check()
+    with pytest.raises(ElmoError, match="--head-extra-flags must not set --labelled-fraction"):
+        StudyArgs(head_extra_flags="--labelled-fraction 0.5").check()
 
 
 def fake_part(tmp_path: Path, name: str, seed: int, needs=(), code: str = "") -> Part:
@@ -54,7 +54,7 @@ def fake_part(tmp_path: Path, name: str, seed: int, needs=(), code: str = "") ->
 
 
 def test_scheduler_runs_dependencies_first_resumes_and_records_time_and_memory(tmp_path):
-    config = StudyArgs(seeds=(0, 1), out_dir=str(tmp_path), jobs=2)
+    config = StudyArgs(seeds=(0, 1), runs_dir=str(tmp_path), jobs=2)
     parts = [fake_part(tmp_path, "pretrain", s) for s in (0, 1)]
     parts += [fake_part(tmp_path, "classify", s, ["pretrain"], "import time\ntime.sleep(0.2)") for s in (0, 1)]
     lines: list[str] = []
@@ -72,7 +72,7 @@ def test_scheduler_runs_dependencies_first_resumes_and_records_time_and_memory(t
 
 
 def test_studies_sharing_an_out_dir_keep_each_others_part_records(tmp_path):
-    config = StudyArgs(seeds=(0,), out_dir=str(tmp_path), jobs=1)
+    config = StudyArgs(seeds=(0,), runs_dir=str(tmp_path), jobs=1)
     other = {"seed_0/text_0.5/pretrain": {"seconds": 1.0}}
     # the other study writes its record while this one's part runs
     writes = f"import json, pathlib\npathlib.Path({str(tmp_path / 'parts.json')!r}).write_text(json.dumps({other!r}))"
@@ -82,7 +82,7 @@ def test_studies_sharing_an_out_dir_keep_each_others_part_records(tmp_path):
 
 
 def test_a_failed_part_skips_its_dependents_finishes_the_rest_and_names_the_log(tmp_path):
-    config = StudyArgs(seeds=(0, 1), out_dir=str(tmp_path), jobs=1)
+    config = StudyArgs(seeds=(0, 1), runs_dir=str(tmp_path), jobs=1)
     parts = [fake_part(tmp_path, "pretrain", 0, code="raise SystemExit(3)"), fake_part(tmp_path, "pretrain", 1),
              fake_part(tmp_path, "classify", 0, ["pretrain"]), fake_part(tmp_path, "classify", 1, ["pretrain"])]
     with pytest.raises(ElmoError, match=r"seed_0/classify, seed_0/pretrain .*logs"):
@@ -98,7 +98,7 @@ def test_a_study_resumed_at_another_precision_refuses_before_any_part_runs(tmp_p
     monkeypatch.setattr(device, "cpu_has_bf16", lambda: native_bf16)
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     here, other = ("bf16", "fp32") if native_bf16 else ("fp32", "bf16")
-    config = StudyArgs(seeds=(0,), out_dir=str(tmp_path), jobs=1)
+    config = StudyArgs(seeds=(0,), runs_dir=str(tmp_path), jobs=1)
     pretrain, classify = fake_part(tmp_path, "pretrain", 0), fake_part(tmp_path, "classify", 0, ["pretrain"])
     pretrain.done_file.parent.mkdir(parents=True)
     pretrain.done_file.write_text(json.dumps({"precision": other}))
@@ -142,8 +142,8 @@ def test_aggregate_writes_the_seeds_schema_with_paired_tests(tmp_path):
         write_seed(tmp_path / "runs", seed, {"trainable_lambda": top, "frozen_lambda": top - 0.01,
                                              "learned_function": top, "mlp": top - 0.02, "word2vec": top - 0.05,
                                              "svd": top - 0.08, "tfidf_logreg": 0.85}, labels, rng)
-    config = StudyArgs(seeds=(0, 1, 2, 7), out_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
-                         results=str(tmp_path / "seeds.json"))
+    config = StudyArgs(seeds=(0, 1, 2, 7), runs_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
+                         out=str(tmp_path / "seeds.json"))
     out = aggregate(config)
     saved = json.loads((tmp_path / "seeds.json").read_text())
     assert saved["seeds"] == [0, 1, 2]  # seed 7 has not run: left out
@@ -164,7 +164,7 @@ def test_aggregate_writes_the_seeds_schema_with_paired_tests(tmp_path):
 
 def test_aggregate_without_a_finished_seed_is_an_error(tmp_path):
     with pytest.raises(ElmoError, match="no seed"):
-        aggregate(StudyArgs(seeds=(0,), out_dir=str(tmp_path), results=str(tmp_path / "s.json")))
+        aggregate(StudyArgs(seeds=(0,), runs_dir=str(tmp_path), out=str(tmp_path / "s.json")))
     with pytest.raises(ElmoError, match="--seeds"):
         StudyArgs(seeds=(1, 1)).check()
 
@@ -179,8 +179,8 @@ def test_a_seed_without_the_mlp_part_still_counts_for_everything_else(tmp_path):
                                              "mlp": 0.88, "word2vec": 0.87, "svd": 0.86, "tfidf_logreg": 0.85},
                    labels, rng)
     (tmp_path / "runs" / "seed_2" / "results_mlp" / "classification.json").unlink()
-    out = aggregate(StudyArgs(seeds=(0, 1, 2), out_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
-                                results=str(tmp_path / "seeds.json")))
+    out = aggregate(StudyArgs(seeds=(0, 1, 2), runs_dir=str(tmp_path / "runs"), data_dir=str(tmp_path / "data"),
+                                out=str(tmp_path / "seeds.json")))
     assert out["seeds"] == [0, 1, 2] and out["methods"]["word2vec"]["seeds"] == [0, 1, 2]
     assert out["methods"]["learned_function_mlp"]["seeds"] == [0, 1]
     mlp = next(c for c in out["comparisons"] if c["b"] == "learned_function_mlp" and c["metric"] == "test_accuracy")

@@ -59,7 +59,7 @@ def test_training_section_schema(tmp_path, monkeypatch, tiny_agnews):
     monkeypatch.setattr(training, "cpu_has_bf16", lambda: False)
     out = tmp_path / "bench_training.json"
     cfg = BenchArgs(data_dir=str(tiny_agnews), threads=1, training=True, training_steps=2, training_warmup=1,
-                    training_batch=2, training_vocab=50, training_out=str(out))
+                    training_batch=2, training_vocab=50, out=str(out))
     cfg.check()
     bench(cfg)
     r = json.loads(out.read_text())
