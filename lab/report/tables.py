@@ -163,9 +163,10 @@ def comparison_rows(study: dict) -> list[list[str]]:
     return rows
 
 
-def curve_rows(curve: dict) -> list[list[str]]:
+def curve_rows(curve: dict, ci_digits: int = 4) -> list[list[str]]:
     """Header and one row per share of ``learning_curve.json``: labelled documents, then per method the test
-    accuracy mean ± std over seeds and its 95% CI (shared by the Markdown table and the PDF)."""
+    accuracy mean ± std over seeds and its 95% CI, the CI's bounds to ``ci_digits`` decimals (shared by the
+    Markdown table and the PDF)."""
     names = list(next(iter(curve["sizes"].values()))["methods"])
     rows = [["labelled documents (share)"] + [LABELS.get(m, m).replace(" (same head)", "") for m in names]]
     for key, size in curve["sizes"].items():
@@ -174,7 +175,7 @@ def curve_rows(curve: dict) -> list[list[str]]:
         row = [f"{'/'.join(f'{d:,}' for d in docs)} ({float(key):.0%}, {n} seed{'s' if n != 1 else ''})"]
         for m in names:
             s = size["methods"][m]["summary"]["test_accuracy"]
-            ci = "" if s["ci95"] is None else f" [{s['ci95'][0]:.4f}, {s['ci95'][1]:.4f}]"
+            ci = "" if s["ci95"] is None else f" [{s['ci95'][0]:.{ci_digits}f}, {s['ci95'][1]:.{ci_digits}f}]"
             row.append(f"{s['mean']:.4f}" + (f" ± {s['std']:.4f}" if s["std"] is not None else " (1 seed)") + ci)
         rows.append(row)
     return rows
@@ -274,8 +275,9 @@ def text_effect_table(text_curve: dict) -> str:
 
 
 def curve_table(curve: dict) -> str:
-    """:func:`curve_rows` as a Markdown table."""
-    return _markdown(curve_rows(curve))
+    """:func:`curve_rows` as a Markdown table, the CIs to 3 decimals so that a row of five methods stays within
+    200 characters."""
+    return _markdown(curve_rows(curve, ci_digits=3))
 
 
 def curve_comparisons_table(curve: dict) -> str:
