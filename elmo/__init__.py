@@ -1,16 +1,10 @@
 """ELMo: deep contextualized word representations (Peters et al. 2018), trained from scratch in PyTorch.
 
-The notebook API (see ``docs/architecture.md`` for the package map):
-
-* :class:`ElmoEmbedder` — AllenNLP's interface: vectors of every biLM layer for tokenised sentences, from the
-  published ELMo files (``options_file=..., weight_file=...``), our own ``models/``
-  (``ElmoEmbedder.from_pretrained("models")``) or a biLM object (``ElmoEmbedder(bilm=..., vocab=...)``);
-* :class:`Elmo` — the ELMo layer (biLM + layer mix) for your own ``nn.Module``;
-* :class:`TextClassifier` — AG News labels for raw text;
-* :func:`load_bilm`, :class:`BiLM`, :class:`ScalarMix`, :func:`build_mix` and :data:`LAYER_MIXES` (the layer
-  mixes), :class:`Vocabulary`, :class:`ElmoError`;
-* :func:`load_published_bilm`, :class:`PublishedBiLM`, :class:`PublishedBiLMConfig` — the published (bilm-tf)
-  biLM, usable wherever ours is.
+The notebook API: :class:`ElmoEmbedder` (AllenNLP's interface: every biLM layer's vectors, from the published ELMo
+files, our own ``models/`` or a biLM object), :class:`Elmo` (the ELMo layer for your own ``nn.Module``),
+:class:`TextClassifier` (AG News labels for raw text), our biLM (:func:`load_bilm`, :class:`BiLM`), the published
+bilm-tf biLM (:func:`load_published_bilm`, :class:`PublishedBiLM`), the layer mixes (:class:`ScalarMix`,
+:func:`build_mix`, :data:`LAYER_MIXES`), :class:`Vocabulary` and :class:`ElmoError` (docs/library.md).
 """
 
 from .data.vocab import Vocabulary

@@ -1,12 +1,10 @@
 """Every file the project writes: its name (:class:`Outputs`), atomic saving and safe loading.
 
-Every ``.pt`` file this project writes is a dict of plain Python values and tensors with a
-``format`` tag, e.g. ``{"format": "elmo.bilm", "version": 1, "config": {...}, "vocab": [...], ...}``.
-Files are written to a temporary file in the target directory and moved into place with
-``os.replace``, so an interrupted run never leaves a half-written model; they are read with
-``torch.load(..., weights_only=True)``, which cannot execute code. A new file gets the permissions
-``open()`` would give it (``0o666`` less the umask); a file written over keeps its permissions.
-:func:`refuse_overwriting_inputs` stops a command before it writes over one of its own inputs.
+Every ``.pt`` file is a dict of plain values and tensors with a ``format`` tag (e.g. ``{"format": "elmo.bilm",
+"version": 1, ...}``), written to a temporary file and moved into place with ``os.replace`` (an interrupted run never
+leaves a half-written file) and read with ``torch.load(..., weights_only=True)``. A new file gets ``0o666`` less the
+umask; a file written over keeps its permissions. :func:`refuse_overwriting_inputs` stops a command before it
+writes over one of its own inputs.
 """
 
 from __future__ import annotations

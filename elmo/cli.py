@@ -1,25 +1,12 @@
 """The command line: ``python -m elmo <command> [flags]`` (and the top-level scripts, which are shims).
 
-=============  ==============================================  =========================
-command        what it runs                                    top-level shim
-=============  ==============================================  =========================
-``pretrain``   :func:`elmo.pipelines.pretraining.pretrain`     ``python ELMO.py``
-``finetune``   :func:`elmo.pipelines.finetuning.finetune`
-``classify``   :func:`elmo.pipelines.classification.classify`  ``python classification.py``
-``baselines``  :func:`elmo.pipelines.baselines.baselines`      ``python baselines.py``
-``predict``    :func:`elmo.pipelines.predict_command.predict`
-``embed``      :func:`elmo.pipelines.embedding.embed` (hdf5)
-``export``     :func:`elmo.pipelines.export.export` (bilm-tf's files)
-``fetch``      :func:`elmo.data.agnews.fetch` (AG News)
-=============  ==============================================  =========================
-
-Each command's flags are generated 1:1 from its arguments dataclass, named ``*Args`` (``--max-docs`` ↔
-``max_docs``; see :func:`elmo.pipelines.common.option`), except the fields marked ``lab=True``: options that only
-experiments set (the learning curves' shares, diagnostics, options measured and not adopted). They keep their
-defaults here and are flags only where a parser is built with ``lab=True`` (:func:`add_flags`, :func:`run`). An
-:class:`~elmo.errors.ElmoError` becomes one line on stderr (a field it names, such as
-``ClassifierConfig.token_embedding_dim``, spelt as the flag that sets it: :func:`flag_message`) and exit status 2;
-Ctrl-C exits with 130 (after saving a training checkpoint when one is being written).
+:data:`COMMANDS` maps each command (``pretrain``, ``finetune``, ``classify``, ``baselines``, ``predict``, ``embed``,
+``export``, ``fetch``) to the function it runs. Each command's flags are generated 1:1 from its arguments dataclass,
+named ``*Args`` (``--max-docs`` ↔ ``max_docs``; see :func:`elmo.pipelines.common.option`), except the fields marked
+``lab=True``, which keep their defaults here and are flags only where a parser is built with ``lab=True``
+(:func:`add_flags`, :func:`run`). An :class:`~elmo.errors.ElmoError` becomes one line on stderr (a field it names
+spelt as the flag that sets it: :func:`flag_message`) and exit status 2; Ctrl-C exits with 130 (after saving a
+training checkpoint when one is being written).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The project's one user-facing error type.
 
-Every failure a user can cause (a missing file, a malformed CSV row, a bad flag, a checkpoint that
-is not ours) raises :class:`ElmoError` with a message that names the file, line or argument. The
-command-line scripts turn it into a one-line message and exit code 2; library users can catch it.
-
-Library code names what the library user set: a config field (``ClassifierConfig.token_embedding_dim``)
-or a function argument (``val_fraction``), recorded in :attr:`ElmoError.field`. Translating that into
-the flag a command-line user typed (``--token-embedding-dim``) is :mod:`elmo.cli`'s job.
+Every failure a user can cause (a missing file, a malformed CSV row, a bad flag, a checkpoint that is not ours)
+raises :class:`ElmoError` with a message that names the file, line or argument, and records the config field or
+argument in :attr:`ElmoError.field`; :mod:`elmo.cli` spells it as the flag and exits with status 2.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
-"""AG News reading, text cleaning, tokenisation and length-bucketed batching.
+"""AG News (Zhang et al. 2015) reading, the validation split and the md5-verified download.
 
-AG News (Zhang et al. 2015, "Character-level Convolutional Networks for Text Classification") ships
-as CSV. Two layouts are accepted, detected from the first row (never guessed):
-
-* the original ``ag_news_csv`` layout: no header, three quoted columns ``class, title, description``;
-* the course layout: a header row naming the columns, with at least ``Class Index`` and
-  ``Description`` (e.g. ``Class Index,Description`` or ``Class Index,Title,Description``).
-
-The text used everywhere is the Description column; the label is the class index 1-4, stored
-0-based. When ``train.csv`` / ``test.csv`` are missing, :func:`load_agnews` downloads the official
-files (md5-verified, :func:`fetch`; also ``python -m elmo fetch``) unless told not to.
+Two CSV layouts are accepted, detected from the first row (never guessed): the original ``ag_news_csv`` layout (no
+header; ``class, title, description``) and the course layout (a header row with at least ``Class Index`` and
+``Description``). The text used everywhere is the Description column; the label is the class index 1-4, stored
+0-based. Missing ``train.csv`` / ``test.csv`` are downloaded (:func:`fetch`; also ``python -m elmo fetch``) unless
+told not to.
 """
 
 from __future__ import annotations
@@ -173,9 +168,8 @@ def train_val_split(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray,
 def labelled_draw(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
     """A class-balanced draw of ``fraction`` of the documents with ``labels`` (learning curves over labelled data).
 
-    Each class keeps ``max(1, round(fraction * n_c))`` of its ``n_c`` documents, chosen at random from
-    ``seed`` (a stream of its own, not the validation split's), so the draw is part of the seed and the class
-    shares stay those of the full split.
+    Each class keeps ``max(1, round(fraction * n_c))`` of its ``n_c`` documents, chosen at random from ``seed`` (a
+    stream of its own, not the validation split's).
 
     Args:
         labels: int array of shape ``(N,)``, the classes of the training documents.

@@ -1,10 +1,6 @@
 """Corpora: labelled documents as read (:class:`Corpus`), and encoded (the token ids of many documents in
-one flat array) with padded batches of them.
-
-:class:`EncodedCorpus` owns the storage (ids, lengths, offsets; optionally each token's spelling for a
-character biLM and each token's cached biLM layers) and :meth:`~EncodedCorpus.collate`, which turns
-a list of document indices into right-padded tensors. *Which* documents go together (length
-bucketing, shuffling, the share of each ``torchrun`` rank) is :mod:`elmo.data.batching`'s job.
+one flat array, :class:`EncodedCorpus`) with right-padded batches of them (:meth:`~EncodedCorpus.collate`).
+*Which* documents go together is :mod:`elmo.data.batching`'s job.
 """
 
 from __future__ import annotations

@@ -4,13 +4,9 @@ A frozen biLM's LSTM layers are computed once per token (:mod:`elmo.inference.la
 per batch by :meth:`elmo.data.corpus.EncodedCorpus.collate`. Both stores hold ``(num_tokens, L, D)`` rows
 of one 16-bit dtype and answer the same two calls, :meth:`write` and :meth:`gather`:
 
-* :class:`MemoryLayerStore`: one tensor in the process's memory; the process grows with the corpus
-  (3.3 GiB for the shared 39k-row AG News sample, about 9 GiB for the official 120k-row file).
-* :class:`DiskLayerStore`: an anonymous temporary file (``tempfile.TemporaryFile``: unlinked at once,
-  so the OS frees it when the process ends, even after a kill). Each batch reads its documents'
-  rows with one ``preadv`` per document into a fresh buffer, so the process's resident memory does
-  not grow with the corpus; the OS page cache keeps the file in otherwise free memory and drops it
-  under pressure, where a kept tensor would be swapped or killed.
+* :class:`MemoryLayerStore`: one tensor in the process's memory; the process grows with the corpus.
+* :class:`DiskLayerStore`: an anonymous temporary file (unlinked at once, so the OS frees it when the process ends),
+  read with one ``preadv`` per document, so the process's resident memory does not grow with the corpus.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The text that representations are learnt from, as opposed to the labelled documents a classifier trains on.
 
-By default it is the training split's descriptions. For learning curves over pre-training text it can be a share
-of them (``--text-fraction``, a random draw that is part of the seed) and can grow by unlabelled AG News text
-(``--extra-text``: CSV files such as ``data/ag_news/extra/train_joined_unsplit.csv``, whose title and description
-are joined, and ``train_nolabel.csv``). Extra text is used only to learn representations, never as labelled data,
-and a row is dropped when it repeats another or contains a validation or test description (the joined text is a
-title followed by a description, so a held-out description shows up as the row's last words; the first word of
-the description may be glued to the title's last, so the match is on the description without its first word).
+By default it is the training split's descriptions. It can be a share of them (``--text-fraction``, a random draw
+that is part of the seed) and can grow by unlabelled text (``--extra-text`` CSV files), used only to learn
+representations; an extra row is dropped when it repeats another or contains a validation or test description
+(matched on the description without its first word, which may be glued to the title's last).
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Your own corpus, of any size: a plain-text file (one sentence or document per line) or one column of
 a CSV file, read as a stream (``python ELMO.py --train-file corpus.txt [--val-file val.txt]``).
 
-Nothing here holds the corpus in memory:
-
-1. **Vocabulary pass.** :meth:`TextSource.documents` tokenises the file line by line (the same
-   :func:`elmo.data.text.tokenize` as AG News) and :meth:`elmo.data.vocab.Vocabulary.build` counts words as
-   they stream by; memory grows with the number of distinct words (Heaps' law), not with the corpus.
-2. **Batches.** Every epoch :class:`StreamedCorpus` reads the file again, fills a buffer of about
-   ``buffer_tokens`` tokens, shuffles and length-buckets it exactly like an in-memory corpus
-   (:meth:`elmo.data.corpus.EncodedCorpus.batches`), yields its batches and moves on to the next buffer.
-   Documents are shuffled within a buffer, not across the file: ``shuf corpus.txt`` first if the
-   file is ordered (by date, source, ...).
-
-Documents longer than ``max_length`` tokens are split into consecutive pieces of at most
-``max_length`` tokens (nothing is dropped); blank lines and lines with no token are skipped and
-counted. Without ``--val-file`` a deterministic hash of the line number and ``--seed`` holds out
+Nothing here holds the corpus in memory: the vocabulary is counted as :meth:`TextSource.documents` tokenises the
+file line by line, and every epoch :class:`StreamedCorpus` reads the file again, shuffling and length-bucketing
+buffers of about ``buffer_tokens`` tokens like an in-memory corpus (so ``shuf corpus.txt`` first if the file is
+ordered). Documents longer than ``max_length`` tokens are split into consecutive pieces; blank lines are skipped
+and counted. Without ``--val-file`` a deterministic hash of the line number and ``--seed`` holds out
 ``--val-fraction`` of the lines, up to ``max_val_docs`` of them, for validation.
 """
 

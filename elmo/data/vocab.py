@@ -1,9 +1,7 @@
 """Word vocabulary: specials, frequency order, min-freq / max-size, safe save and load.
 
-Ids are ordered ``<pad>`` = 0, ``<unk>`` = 1, ``<bos>`` = 2, ``<eos>`` = 3, then words by descending
-training frequency (ties alphabetical). Frequency order is what ``nn.AdaptiveLogSoftmaxWithLoss``
-needs (Grave et al. 2017: frequent words in the head cluster) and makes ids 4..23 the 20 most
-frequent words.
+Ids are ordered ``<pad>`` = 0, ``<unk>`` = 1, ``<bos>`` = 2, ``<eos>`` = 3, then words by descending training
+frequency (ties alphabetical), the order ``nn.AdaptiveLogSoftmaxWithLoss`` needs (Grave et al. 2017).
 """
 
 from __future__ import annotations

@@ -1,3 +1,1 @@
-"""Using trained models: :class:`~.embedder.ElmoEmbedder`, :class:`~.text_classifier.TextClassifier`,
-batched class probabilities (:mod:`.class_probabilities`) and the frozen biLM's layers computed once (:mod:`.layer_cache`).
-Independent of :mod:`elmo.training`."""
+"""Using trained models: the embedder, the text classifier, batched class probabilities and the layer cache."""

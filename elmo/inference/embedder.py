@@ -1,34 +1,18 @@
 """Pre-trained ELMo in a notebook: contextual vectors of every biLM layer, from our biLM or the published one.
 
-:class:`ElmoEmbedder` has AllenNLP's interface and takes either weight source: the published ELMo files
-(bilm-tf's ``options.json`` + ``weights.hdf5``, :mod:`elmo.model.published_io`) or what ``python ELMO.py``
-wrote (a ``models/`` folder or its ``bilstm.pt``)::
+:class:`ElmoEmbedder` has AllenNLP's interface and takes the published ELMo files (bilm-tf's ``options.json`` +
+``weights.hdf5``), what ``python ELMO.py`` wrote (a ``models/`` folder or its ``bilstm.pt``) or a biLM object::
 
-    from elmo import ElmoEmbedder, TextClassifier
+    from elmo import ElmoEmbedder
     e = ElmoEmbedder(options_file="elmo_2x4096_512_2048cnn_2xhighway_options.json",
                      weight_file="elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5")
     v = e.embed_sentence(["The", "cat", "sat", "on", "the", "mat", "."])   # numpy (3, 7, 1024)
     ours = ElmoEmbedder.from_pretrained("models")                           # our biLM: (3, 7, D)
-    TextClassifier.from_pretrained("models").predict(["Stocks rallied on Friday."])  # ['Business']
 
-A biLM object already in memory works too: ``ElmoEmbedder(bilm=bilm, vocab=vocab)``. Vectors are computed
-in fp32 unless ``precision`` says otherwise (see :class:`ElmoEmbedder`).
-Our biLM is trained lower-cased, so tokens are lower-cased for it (and :meth:`~ElmoEmbedder.tokenize` is the
-training tokeniser); the published models read cased text, so tokens are kept as given.
-
-Stateless (the default) and stateful. Batches are right-padded and every biLM state of a token depends
-only on its own sentence, so a sentence's vectors do not depend on what else is in its batch (tested).
-With ``stateful=True`` (published biLMs only) the embedder reproduces bilm-tf / AllenNLP's
-``ElmoEmbedder``: the LSTM states at the end of row r of a call initialise row r of the next call
-(see :class:`ElmoEmbedder` and ``docs/published_elmo.md`` for when each mode is right).
-
-Length: there is no maximum; a sentence of any length is embedded whole. A sentence longer than ``chunk_size``
-tokens (256 by default) is computed in chunks of that many positions with the LSTM states carried across
-(:func:`elmo.model.bilm.step_chunks`): the same vectors as one pass, while the character CNN's activations and
-the LSTMs' input products stay those of one chunk. What still grows with the sentence is the vectors themselves,
-``(L + 1, n, D)`` float32, and the per-layer LSTM outputs they are assembled from, together about twice the vectors
-(``docs/published_elmo.md``, "Long documents").
-:class:`~elmo.inference.text_classifier.TextClassifier` truncates a text to ``max_length`` tokens.
+Tokens are lower-cased for our biLM (trained lower-cased) and kept as given for the published models. Stateless
+by default (a sentence's vectors depend on it alone); ``stateful=True`` reproduces bilm-tf / AllenNLP's stateful
+``ElmoEmbedder``. There is no maximum length: a sentence longer than ``chunk_size`` tokens is computed in chunks
+with the LSTM states carried across, giving the same vectors as one pass.
 """
 
 from __future__ import annotations
@@ -144,14 +128,8 @@ def _device(cuda_device: int | None, device: str | torch.device | None) -> str |
 class ElmoEmbedder:
     """Contextual vectors of every biLM layer for tokenised sentences, with AllenNLP's ``ElmoEmbedder`` interface.
 
-    One class for every weight source:
-
-    * ``ElmoEmbedder(options_file=..., weight_file=...)``: the published ELMo (bilm-tf's ``options.json`` and
-      ``weights.hdf5``; AllenNLP's signature, ``cuda_device`` included);
-    * ``ElmoEmbedder("models")`` or :meth:`from_pretrained`: our biLM, a ``models/`` folder or its ``bilstm.pt``
-      (given as ``options_file`` alone, see :func:`is_published`);
-    * ``ElmoEmbedder(bilm=bilm, vocab=vocab)``: a biLM object already in memory (ours with its vocabulary, or a
-      :class:`~elmo.model.published.PublishedBiLM` without one).
+    ``ElmoEmbedder(options_file=..., weight_file=...)`` (the published ELMo, AllenNLP's signature),
+    ``ElmoEmbedder("models")`` or :meth:`from_pretrained` (our biLM), or ``ElmoEmbedder(bilm=bilm, vocab=vocab)``.
 
     Args:
         options_file: bilm-tf's ``options.json`` — or our ``models/`` folder / ``bilstm.pt`` (then without
@@ -167,18 +145,16 @@ class ElmoEmbedder:
             smaller call uses and updates only its first rows and keeps the others, a larger one starts its new
             rows from zeros; batches are then the calls' sentences in the order given (``embed_sentences``:
             consecutive groups of ``batch_size``), never re-ordered by length. :meth:`reset_states` forgets them.
-        precision: ``"fp32"`` (the default, for every weight source: AllenNLP's precision, and the one the
-            published vectors are checked in to 1e-5), ``"auto"`` (bf16 autocast on CPUs with native bf16 and on
-            GPUs, as training runs; see :func:`elmo.runtime.device.resolve_precision`), ``"bf16"`` or ``"fp16"``
-            (CUDA). bf16 trades about 1e-2 of accuracy for speed (``docs/published_elmo.md``). The vectors
-            returned are float32 either way.
+        precision: ``"fp32"`` (the default, AllenNLP's precision), ``"auto"`` (bf16 autocast on CPUs with native
+            bf16 and on GPUs, :func:`elmo.runtime.device.resolve_precision`), ``"bf16"`` or ``"fp16"`` (CUDA).
+            The vectors returned are float32 either way.
         vocab_to_cache: published biLM only: words whose token vectors are computed once here (as AllenNLP's
             ``vocab_to_cache``); others are computed once per distinct word per pass of up to
             :data:`CHUNK_BATCHES` batches.
         max_tokens: padded-token budget per internal batch (stateless mode).
         chunk_size: a sentence longer than this many tokens is computed in chunks of at most this many positions
-            (rows × tokens), the LSTM states carried from chunk to chunk: the same vectors (to float rounding,
-            tested to 1e-6), in memory bounded by the chunk rather than the sentence. Sets ``bilm.chunk_size``
+            (rows × tokens), the LSTM states carried from chunk to chunk: the same vectors (to float rounding),
+            in memory bounded by the chunk rather than the sentence. Sets ``bilm.chunk_size``
             (:data:`elmo.model.bilm.CHUNK_SIZE` by default; ``None`` = one pass whatever the length).
 
     The layers are h_0 (token vectors), h_1 .. h_L (LSTM layers), each ``D = bilm.output_dim`` wide

@@ -1,25 +1,12 @@
 """Computing a frozen biLM's LSTM layers once per document instead of once per batch and epoch.
 
-``classification.py`` trains three classifiers (one per layer mix) for several epochs on the
-same frozen biLM. Without a cache every step runs the biLM forward (4 LSTM passes: 2 layers × 2
-directions) before the task model; with it the LSTM layers h_1..h_L of every token are computed
-once, in the batches :func:`elmo.inference.class_probabilities.class_probabilities` uses, and shared by
-all layer mixes and epochs. The token layer h_0 is not stored: for a word biLM it is an embedding lookup,
-recomputed per batch (:meth:`elmo.model.bilm.BiLM.token_layer`).
+``classification.py`` trains several classifiers for several epochs on the same frozen biLM: the LSTM layers
+h_1..h_L of every token are computed once (in the batches of
+:func:`elmo.inference.class_probabilities.class_probabilities`) and shared by all layer mixes and epochs; the token
+layer h_0 is recomputed per batch (:meth:`elmo.model.bilm.BiLM.token_layer`). The cache holds ``L × D`` values per
+token at 16 bits (:func:`cache_dtype`), cast back to the compute precision when used.
 
-The trade-off, storage for time: the cache holds ``L × D`` values per token at 16 bits
-(:func:`cache_dtype`: bf16 when the biLM runs in bf16, otherwise fp16, whose 11-bit significand
-keeps the LSTM outputs, bounded by the tanh and the residual sum, to a relative error of 2^-11; 2 KB
-per token at the default sizes, 2 × 512, whatever the compute precision), about 3.3 GiB for the shared
-39k-row AG News sample and 9 GiB for the full 120k-row train file (plus val and test), and it removes
-the biLM forward from every classifier step (measured in ``python -m lab bench``). Each batch's rows
-are cast back to the compute precision when used.
-
-Where the cache lives is :mod:`elmo.data.layer_store`'s job. ``--cache-layers auto`` (the default) writes
-it to an anonymous temporary file (:class:`~elmo.data.layer_store.DiskLayerStore`) when half of the
-temporary folder's free space holds it, so the process's memory does not grow with the corpus (the OS
-page cache keeps the file in free memory); else it keeps it in memory when it fits in half of the
-memory available; else it does not cache. ``disk``, ``memory`` (``on``) and ``off`` force a choice.
+Where the cache lives is :mod:`elmo.data.layer_store`'s job; :func:`should_cache` picks it for ``--cache-layers``.
 """
 
 from __future__ import annotations
@@ -54,9 +41,9 @@ def should_cache(mode: str, bilm: BiLM, num_tokens: int, dtype: torch.dtype,
                  directory: str | None = None) -> tuple[str | None, str]:
     """Where ``--cache-layers mode`` keeps the layers of ``num_tokens`` tokens, and why (a line for the log).
 
-    ``auto`` picks ``"disk"`` (:class:`~elmo.data.layer_store.DiskLayerStore` in ``directory`` or the system's
-    temporary folder) when the file fits in its free space, else ``"memory"`` when the layers fit in half of
-    the memory the OS reports available, else no cache. ``disk`` and ``memory`` (``on``) force one store.
+    ``auto`` picks ``"disk"`` (in ``directory`` or the system's temporary folder) when the file fits in half its free
+    space, else ``"memory"`` when it fits in half the available memory, else no cache; ``disk``, ``memory`` (``on``)
+    and ``off`` force a choice.
 
     Returns:
         ``("disk" | "memory" | None, why)``; ``None``: no cache, the biLM runs in every step.

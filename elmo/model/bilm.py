@@ -1,38 +1,19 @@
 """The bidirectional language model (biLM) of ELMo (Peters et al. 2018, §3.1 and eq. 1).
 
-Two *separate* language models read each sentence, one in each direction:
+Two *separate* language models read each sentence: the forward one reads ``<bos> t_1 .. t_N`` and predicts
+``t_1 .. t_N <eos>``, the backward one reads ``<eos> t_N .. t_1`` and predicts ``t_N .. t_1 <bos>``. Each is a token
+encoder (a word embedding, or the character CNN with ``token_encoder="char"``, :mod:`elmo.model.char_cnn`) → a stack
+of unidirectional ``nn.LSTM`` layers (optionally projected, ``proj_size``, and residual, ``residual``, §3.1) → an
+adaptive softmax (Grave et al. 2017). Forward layer j at token k depends only on tokens ≤ k; the backward model
+reverses every sentence *within its own length*, so backward state k lines up with token k. Batches are
+right-padded, so padding never reaches a real state; padded positions are excluded from every loss and masked.
 
-* forward:  p(t_1..t_N) = Π_k p(t_k | t_1..t_{k-1}), reading ``<bos> t_1 .. t_N`` and predicting
-  ``t_1 .. t_N <eos>``;
-* backward: p(t_1..t_N) = Π_k p(t_k | t_{k+1}..t_N), reading ``<eos> t_N .. t_1`` and predicting
-  ``t_N .. t_1 <bos>``.
+:class:`BiLM` computes a sentence longer than ``BiLM.chunk_size`` (:data:`CHUNK_SIZE`) tokens in chunks of at most
+that many positions (:func:`step_chunks`), each LSTM layer's ``(h, c)`` carried into the next chunk: memory is
+bounded by the chunk and the vectors are those of one pass (to float rounding). Training never chunks.
 
-Each is a token encoder → a stack of unidirectional ``nn.LSTM`` layers → an adaptive softmax
-(Grave et al. 2017) for training speed. The token encoder is a word embedding (the default, the
-AG News task's setting) or the paper's character CNN (``token_encoder="char"``, :mod:`elmo.model.char_cnn`,
-§3.1), which gives every word, OOV included, its own x_k. Two more options of the paper's model:
-LSTM cells larger than their output with a linear projection (``proj_size``, ``nn.LSTM``'s
-``proj_size``; the paper has 4096 cells projected to 512) and a residual connection from the first
-to the second LSTM layer (``residual``, §3.1: h_2 = LSTM_2(h_1) + h_1). The two stacks never see each other, so forward layer j at
-token k depends only on tokens ≤ k (no ``bidirectional=True`` stacking, whose second layer would see
-the future). The backward model reverses every sentence *within its own length* before reading it
-and un-reverses its outputs, so backward state k lines up with token k and padding stays at the end.
-
-Padding: batches are right-padded. A unidirectional LSTM's output at a real position depends only
-on earlier positions, so right padding cannot reach any real state; padded positions are excluded
-from every loss and masked downstream. (Packing would give the same numbers but is ~1.5x slower
-on CPU, where PyTorch has no fused kernel for packed LSTMs.)
-
-Long sentences: :class:`BiLM` computes a sentence longer than ``BiLM.chunk_size`` (:data:`CHUNK_SIZE`) tokens in
-chunks of at most that many positions (rows × time steps, :func:`step_chunks`): the token encoder and every LSTM
-layer run over one chunk at a time and each LSTM layer's ``(h, c)`` is carried into the next chunk, so the
-character CNN's activations and the LSTMs' all-steps input products are bounded by the chunk instead of growing
-with the sentence, and the vectors are those of one pass (the same arithmetic, to float rounding; tested to 1e-6).
-Shorter sentences take the one-pass path unchanged. Training (:meth:`LanguageModel.forward`) never chunks.
-
-The ELMo layers for token k (eq. 1, L = 2):
-``h_{k,0} = [x^fwd_k ; x^bwd_k]`` (each direction's token embedding), ``h_{k,j} = [→h_{k,j} ; ←h_{k,j}]``;
-all of width ``2 * output_size`` (``output_size`` = ``proj_size`` or else ``hidden_size``).
+The ELMo layers for token k (eq. 1): ``h_{k,0} = [x^fwd_k ; x^bwd_k]``, ``h_{k,j} = [→h_{k,j} ; ←h_{k,j}]``, all of
+width ``2 * output_size`` (``output_size`` = ``proj_size`` or else ``hidden_size``).
 """
 
 from __future__ import annotations
@@ -51,8 +32,7 @@ from .dropout import FastDropout
 
 IGNORE_INDEX = -100
 #: the default ``chunk_size`` of both biLMs (:class:`BiLM`, :class:`elmo.model.published.PublishedBiLM`): a sentence
-#: longer than this many tokens is computed in chunks of at most this many positions (:func:`step_chunks`);
-#: chosen by measurement (lab/experiments.md, ``long_documents``; ``docs/published_elmo.md``)
+#: longer than this many tokens is computed in chunks of at most this many positions (:func:`step_chunks`)
 CHUNK_SIZE = 256
 DIRECTIONS = ("forward", "backward")
 TOKEN_ENCODERS = ("word", "char")
@@ -131,11 +111,6 @@ class BiLMConfig:
     def char_scheme(self) -> str:
         """The character numbering of ``chars`` (:data:`elmo.data.chars.CHAR_SCHEMES`): ours, ``"elmo"``."""
         return "elmo"
-
-    def softmax_cutoffs(self) -> list[int]:
-        """The cutoffs that fit this vocabulary and leave every tail projection at least 1 wide
-        (:func:`adaptive_cutoffs`)."""
-        return adaptive_cutoffs(self.cutoffs, self.vocab_size, self.output_size, self.div_value)
 
 
 def adaptive_cutoffs(cutoffs: Sequence[int], vocab_size: int, input_dim: int, div_value: float) -> list[int]:
@@ -307,9 +282,8 @@ class LanguageModel(nn.Module):
         Args:
             inputs: ``(B, S)`` int64 ids in this model's reading order.
             input_chars: ``(B, S, C)`` character ids in the same order (character encoder only).
-            chunk_size: ``None`` (one pass) or, for ``S > chunk_size``, the most positions (``B`` × steps) the
-                token encoder and the LSTMs compute at a time, the LSTM states carried from chunk to chunk
-                (:func:`step_chunks`; the same vectors, to float rounding).
+            chunk_size: ``None`` (one pass) or, for ``S > chunk_size``, the most positions computed at a time, the
+                LSTM states carried from chunk to chunk (:func:`step_chunks`; the same vectors, to float rounding).
 
         Returns:
             ``[x, h_1, .., h_L]``, each ``(B, S, output_size)``, before any dropout is applied to them
@@ -450,8 +424,7 @@ class BiLM(nn.Module):
 
         Returns:
             ``(L + 1, B, T, D)`` with D = :attr:`output_dim`: layer 0 = both directions' token vectors,
-            layer j = both directions' LSTM layer j. Padded positions are zeroed. For ``T >`` :attr:`chunk_size`
-            computed in chunks with the states carried (module docstring): the same vectors.
+            layer j = both directions' LSTM layer j. Padded positions are zeroed.
 
         Raises:
             ElmoError: ``chars`` missing for a character biLM; ``chunk_size`` < 1.
@@ -483,11 +456,8 @@ class BiLM(nn.Module):
         return self._stack(ids, lengths, chars, first=1)
 
     def token_layer(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
-        """Layer 0 of :meth:`forward` alone, without running the LSTMs: ``(B, T, D)``, zero at padding.
-
-        Both directions' token encoders applied to the tokens (an embedding lookup for a word biLM,
-        equal to ``forward(...)[0]``; the character CNN for a character biLM, equal up to float rounding), over
-        at most :attr:`chunk_size` positions at a time for a sentence longer than that.
+        """Layer 0 of :meth:`forward` alone, without running the LSTMs: ``(B, T, D)``, zero at padding (equal to
+        ``forward(...)[0]``, up to float rounding for a character biLM), at most :attr:`chunk_size` positions at a time.
 
         Raises:
             ElmoError: ``chars`` missing for a character biLM; ``chunk_size`` < 1.

@@ -1,18 +1,14 @@
 """The character-level token encoder of the paper's biLM (Peters et al. 2018, §3.1; Józefowicz et al. 2016).
 
-With ``--token-encoder char`` each token's representation x_k is computed from its characters
-instead of looked up in a word table, so *every* word, including words never seen in training
-(OOV), gets its own vector; the output softmax still predicts words of the word vocabulary.
+With ``--token-encoder char`` each token's representation x_k is computed from its characters (the word's UTF-8
+bytes with word-boundary marks, :mod:`elmo.data.chars`) instead of looked up in a word table, so *every* word, OOV
+included, gets its own vector; the output softmax still predicts words of the word vocabulary.
 
-Characters are the word's UTF-8 bytes with word-boundary marks (:mod:`elmo.data.chars`).
-
-Encoder (:class:`CharCNN`): character embedding → 1-d convolutions of several widths, each max-pooled
-over the word → ReLU → highway layers (Srivastava et al. 2015) → linear projection to the token
-width → layer normalisation. The last step is ours, not the paper's: without it the ReLU features
-grew to a standard deviation of ~16 within 20 Adam steps at the default learning rate, saturated
-the LSTM gates and left the LM stuck at unigram perplexity (~940 after two epochs on AG News); with
-it x_k keeps the unit scale of the (Word2Vec-initialised) word embeddings. The paper's model has widths 1-7 with 32..1024 filters (2048 in total) and 2 highway
-layers; the default here is widths 1-5 with 384 filters and 1 highway layer, sized for a CPU.
+Encoder (:class:`CharCNN`): character embedding → 1-d convolutions of several widths, each max-pooled over the word
+→ ReLU → highway layers (Srivastava et al. 2015) → linear projection to the token width → layer normalisation. The
+last step is ours, not the paper's: it keeps x_k at the unit scale of the word embeddings, where unnormalised ReLU
+features saturated the LSTM gates (docs/commands.md). The default sizes (widths 1-5, 384 filters, 1
+highway layer) are smaller than the paper's (widths 1-7, 2048 filters, 2 highway layers), sized for a CPU.
 """
 
 from __future__ import annotations

@@ -1,13 +1,5 @@
-"""The downstream AG News classifier on ELMo features (and on static embeddings, for comparison).
-
-Pipeline per batch (shapes batch-first):
-``ids (B, T)`` → :class:`~elmo.model.elmo.Elmo` (biLM, frozen unless fine-tuned → layers ``(L+1, B, T, D)``
-→ layer mix → optional ELMo dropout) → ``(B, T, D)`` → dropout →
-optionally concatenated with a task-trained token embedding ``x_k`` as in the paper's recipe
-(§3.3, "[x_k; ELMo_k]"; ``token_embedding_dim`` > 0) →
-task encoder (a single-layer BiLSTM that never lets padding into a state, see
-:class:`MaskedBiLSTM`) → masked mean and max
-pooling over real tokens → ``(B, 4E)`` → dropout → linear → logits ``(B, C)``.
+"""The downstream AG News classifier on ELMo features (and on static embeddings, for comparison): the
+representation ``(B, T, D)`` → the shared task head (:class:`SequenceClassifier`) → logits ``(B, C)``.
 """
 
 from __future__ import annotations
@@ -35,8 +27,6 @@ class SequenceClassifierConfig:
         encoder_hidden: BiLSTM state width E per direction.
         encoder_projection: width P of a linear projection of the encoder's input (the dropped-out
             ``[x_k; ELMo_k]``) before the BiLSTM, shared by its two directions; 0 feeds the input as it is.
-            The BiLSTM's input weights then have rank at most P: with P = E = 128 and a 640-wide input, a
-            training step's LSTM work is about half (lab/performance.md, "A projection before the task encoder").
         token_embedding_dim: width of the task's own trainable token embedding x_k concatenated
             with the representation (paper §3.3); 0 feeds the representation alone.
         dropout: dropout on the representation and on the pooled vector.
@@ -183,7 +173,7 @@ class MaskedBiLSTM(nn.Module):
     The forward LSTM reads each row left to right (right padding comes after every real token, so
     it cannot reach a real state); the backward LSTM reads each row reversed *within its own
     length* and its outputs are un-reversed. This equals a packed ``nn.LSTM(bidirectional=True)``
-    at every real position (tested) while using the fused CPU kernel, which packed input cannot.
+    at every real position while using the fused CPU kernel, which packed input cannot.
 
     Args:
         input_size: D; hidden_size: E per direction.

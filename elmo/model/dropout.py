@@ -1,9 +1,5 @@
-"""Dropout with a cheaper random mask on the CPU.
-
-PyTorch's CPU dropout draws its mask with ``bernoulli_(1 - p)``, which costs about three times as
-much as drawing uniform numbers: 6.5 ms against 2.1 ms for a ``(16, 257, 256)`` float tensor on this
-project's 2-core reference machine, and 17% of a bf16 LM training step in the profile. On CUDA the
-fused kernel of :func:`torch.nn.functional.dropout` is already fast and is used as is.
+"""Dropout with a cheaper random mask on the CPU: uniform numbers against a threshold instead of PyTorch's
+``bernoulli_(1 - p)`` (measurements: lab/performance.md); on CUDA :func:`torch.nn.functional.dropout` as is.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The ELMo layer for downstream models: a pre-trained biLM + one or more layer mixes (paper §3.2-3.3).
 
-:class:`Elmo` is the piece a task model embeds, as AllenNLP's ``Elmo`` module: token ids (and, for a
-character biLM, character ids) in; ``num_output_representations`` ELMo vectors per token out, each
-with its own mix (the paper adds ELMo at the task model's input and, for some tasks, also at its
-output, each with separate weights). Options are the paper's: the layer mix (:mod:`elmo.model.mix`),
-per-token layer normalisation before the mix (``do_layer_norm``, §3.2), dropout on the ELMo vector
-and an L2 penalty λ‖w‖² on the mix weights (§3.3; :meth:`Elmo.penalty`, to be added to the task
-loss), and fine-tuning the biLM itself (``requires_grad=True``).
+:class:`Elmo` is the piece a task model embeds, as AllenNLP's ``Elmo`` module: token ids (and, for a character
+biLM, character ids) in; ``num_output_representations`` ELMo vectors per token out, each with its own layer mix
+(:mod:`elmo.model.mix`), with optional per-token layer normalisation (§3.2), dropout, an L2 penalty on the mix
+weights (§3.3, :meth:`Elmo.penalty`) and fine-tuning of the biLM (``requires_grad=True``).
 """
 
 from __future__ import annotations

@@ -1,31 +1,17 @@
 """Combining the biLM layers h_0, h_1, h_2 into one ELMo vector per token.
 
-Three layer mixes (:data:`LAYER_MIXES`), which are the only thing that differs between the classifier's
-three runs:
+Three layer mixes (:data:`LAYER_MIXES`):
 
-* ``trainable_lambda``: ELMo_k = γ Σ_j softmax(w)_j h_{k,j} with w and γ trained (paper eq. 1,
-  the *scalar mix*, as AllenNLP's ``ScalarMix``);
-* ``frozen_lambda``: the same sum with w drawn once from N(0, 1) using the seed and never trained,
-  and γ fixed at 1 (a global scale is absorbed by the first linear layer of the task encoder, so
-  training γ alone would add nothing but a second learning rate);
-* ``learned_function``: a small network f(h_0, h_1, h_2) per token. Two kinds (``--learned-function``):
+* ``trainable_lambda``: ELMo_k = γ Σ_j softmax(w)_j h_{k,j} with w and γ trained (paper eq. 1, the *scalar mix*,
+  as AllenNLP's ``ScalarMix``);
+* ``frozen_lambda``: the same sum with w drawn once from N(0, 1) using the seed and never trained, and γ fixed at 1;
+* ``learned_function``: a small network f(h_0, h_1, h_2) per token (``--learned-function``): ``gate``
+  (:class:`GatedLayerMix`, token-wise scalar-mix weights, starting as the uniform mix) or ``mlp``
+  (:class:`LearnedLayerFunction`, a two-layer MLP on ``[h_0; h_1; h_2]``).
 
-  - ``gate`` (the default, :class:`GatedLayerMix`): ELMo_k = γ Σ_j a_{k,j} h_{k,j} with token-wise
-    weights a_k = softmax(w + g([h_{k,0}; ..; h_{k,L}])) computed by a small gate network g. It contains
-    the scalar mix as the special case g = 0 and starts there (g's output layer is zero-initialised,
-    w = 0, γ = 1: the uniform mix, the same start as ``trainable_lambda``), so it can only do worse than
-    trainable λ by over-fitting; yet it is a learned function of the layers, the weights differing per token;
-  - ``mlp`` (:class:`LearnedLayerFunction`): a two-layer MLP on the concatenation ``[h_0; h_1; h_2]``
-    (3D → D → D), free to weigh layers differently per feature and per token, but starting far from
-    any mix.
-
-Optionally (``layer_norm=True``, classifier flag ``--layer-norm``) every layer is first normalised
-per token to zero mean and unit variance over its D features, without learned scale or shift (the
-paper's §3.2 remark that layer normalisation before weighting sometimes helps). It matters here
-because the layers differ in scale: the token layer h_0 has about 2.5x the standard deviation of
-the LSTM layers h_1, h_2, so an unnormalised mix is dominated by h_0 whatever λ says. Unlike
-AllenNLP's batch-wide statistics, per-token statistics keep a sentence's vector independent of the
-rest of its batch.
+Optionally (``layer_norm=True``, ``--layer-norm``) every layer is first normalised per token to zero mean and unit
+variance over its D features, without learned scale or shift (the paper's §3.2 remark); per-token statistics keep a
+sentence's vector independent of the rest of its batch.
 """
 
 from __future__ import annotations
@@ -121,10 +107,8 @@ class LearnedLayerFunction(nn.Module):
 class GatedLayerMix(nn.Module):
     """Token-wise scalar mix: γ Σ_j a_{k,j} h_{k,j}, a_k = softmax(w + g([h_{k,0}; ..; h_{k,L}])).
 
-    The scalar mix of eq. 1 (Peters et al. 2018) with weights that depend on the token: a gate network
-    g (``(L+1)·D → hidden → L+1``, GELU) adds per-token logits to the global ones w. g's output layer
-    starts at zero, w at zero and γ at 1, so the module starts as the uniform average (as
-    :class:`ScalarMix` does) and contains the scalar mix as the special case g = 0.
+    A gate network g (``(L+1)·D → hidden → L+1``, GELU) adds per-token logits to the global ones w; g's output
+    layer and w start at zero and γ at 1, so the module starts as the uniform average (as :class:`ScalarMix`).
 
     Args:
         num_layers: number of layers mixed (L + 1); dim: width D of each layer.

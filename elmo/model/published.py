@@ -1,40 +1,23 @@
 """The original ELMo biLM of bilm-tf (Peters et al. 2018), the architecture of the published ELMo weights.
 
-The published models (AllenNLP's ``elmo_2x4096_512_2048cnn_2xhighway`` and its smaller siblings) are
-bilm-tf's character-input biLM; :mod:`elmo.model.published_io` reads their ``options.json`` + ``weights.hdf5``
-into :class:`PublishedBiLM`, which computes the reference implementation's vectors (checked against
-bilm-tf's own outputs to 1e-5, ``tests/unit/model/test_published_bilm.py``). Per token:
+The published models (AllenNLP's ``elmo_2x4096_512_2048cnn_2xhighway`` and its smaller siblings) are bilm-tf's
+character-input biLM; :mod:`elmo.model.published_io` reads their files into :class:`PublishedBiLM`, which computes
+the reference implementation's vectors (``docs/published_elmo.md``, "What exact means here"). Per token:
 
-1. **Token layer** (:class:`CharTokenEncoder`): the token's characters in bilm-tf's numbering
-   (:func:`elmo.data.chars.bilm_tf_char_ids`: UTF-8 bytes + 1 framed by begin/end-of-word marks, padded
-   with a padding *character* to 50) → a character embedding (row 0, the id of a masked token, is zero)
-   → 1-d convolutions of several widths, each max-pooled over the characters, then ``char_cnn.activation``
-   (relu or tanh) → highway layers (Srivastava et al. 2015), TensorFlow's form
-   ``y = g ⊙ relu(W_t x + b_t) + (1 − g) ⊙ x`` with ``g = σ(W_c x + b_c)`` → a linear projection to
-   ``projection_dim``. One token layer serves both directions, so ``h_0 = [x; x]``.
-2. **LSTM layers** (:class:`ProjectedLSTM`), per direction: TensorFlow's ``LSTMCell`` with ``num_proj``:
-   gates from ``[x_t; h_{t-1}]`` in TF's order (i, j, f, o) with the forget-gate bias + 1.0, the cell
-   state clipped to ``±cell_clip``, the output ``o ⊙ tanh(c)`` projected (no bias) and clipped to
-   ``±proj_clip``; with ``use_skip_connections`` every layer but the first adds its input to its output
-   (TF's ``ResidualWrapper``; the recurrence uses the output before the addition).
-3. **Sentence boundaries**: ``<S>`` and ``</S>`` (their own character marks) are added around every
-   sentence before the LSTMs and removed from the output; the forward LSTM reads ``<S> t_1 .. t_n </S>``,
-   the backward one the reverse.
+1. **Token layer** (:class:`CharTokenEncoder`): bilm-tf character ids (:func:`elmo.data.chars.bilm_tf_char_ids`)
+   → character embedding → convolutions, each max-pooled, then ``char_cnn.activation`` → highway layers in
+   TensorFlow's form ``y = g ⊙ relu(W_t x + b_t) + (1 − g) ⊙ x``, ``g = σ(W_c x + b_c)`` → a linear projection
+   to ``projection_dim``. One token layer serves both directions: ``h_0 = [x; x]``.
+2. **LSTM layers** (:class:`ProjectedLSTM`), per direction: TensorFlow's ``LSTMCell`` with ``num_proj`` (forget
+   bias + 1.0, cell clipped to ``±cell_clip``, output projected and clipped to ``±proj_clip``); with
+   ``use_skip_connections`` every layer but the first adds its input to its output.
+3. **Sentence boundaries**: ``<S>`` and ``</S>`` are added around every sentence before the LSTMs and removed from
+   the output.
 
-Stateless and stateful. :meth:`PublishedBiLM.forward` starts every sentence from zero LSTM states, so a
-sentence's vectors depend on that sentence alone (deterministic, batch-independent). bilm-tf and AllenNLP's
-``_ElmoBiLm`` are *stateful*: the states at the end of a batch's row r initialise row r of the next batch.
-:meth:`PublishedBiLM.contextual` with ``carry=True`` takes and returns those states (the embedder keeps
-them, :class:`elmo.inference.embedder.ElmoEmbedder` ``stateful=True``); in stateless mode it skips the
-steps whose outputs are dropped anyway (the forward LSTM at ``</S>``, the backward one at ``<S>``).
-
-Speed: ``nn.LSTM`` cannot clip its cell, so :class:`ProjectedLSTM` is written out: the input
-projections of all time steps are one matrix product, only the recurrence (one product with the
-recurrent weights, the gates, one product with the projection) runs in the Python loop; rows are
-sorted by length so that each step multiplies only the rows still running. On the CPU the fp32
-products go through oneDNN (:func:`matmul`), about twice as fast as the default BLAS for the
-64-row products of the recurrence. Under bf16/fp16 autocast the products run in that precision with
-weights cast once per call (not per step) and the cell state and gates stay fp32.
+:meth:`PublishedBiLM.forward` is stateless (zero LSTM states for every sentence); bilm-tf and AllenNLP are
+*stateful* (row r's final states start row r of the next batch): :meth:`PublishedBiLM.contextual` with
+``carry=True`` takes and returns those states (``ElmoEmbedder(stateful=True)``). ``nn.LSTM`` cannot clip its cell,
+so :class:`ProjectedLSTM` is written out, with the input products of all steps in one matrix product.
 """
 
 from __future__ import annotations
@@ -168,11 +151,9 @@ def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
         x: ``(..., K)`` float; weight: ``(N, K)``; bias: ``(N,)`` float32; add: ``(..., N)`` float32.
 
     fp32 on the CPU without autograd runs through oneDNN (``mkldnn._linear_pointwise``, with ``add`` as a
-    fused post-op) when the product has at least :data:`ONEDNN_MIN_WORK` multiply-adds: about 3x faster than
-    the default BLAS (MKL) for the 64-row products of an LSTM step of the published models on a
-    2-core AMD EPYC with AVX512-BF16; for small weights its fixed cost (~15 µs a call) loses. A weight already in oneDNN's
-    blocked layout (:func:`pack_weight`, ``weight.is_mkldnn``) always goes through oneDNN. Everything else
-    goes through ``F.linear``.
+    fused post-op) when the product has at least :data:`ONEDNN_MIN_WORK` multiply-adds, or always when the
+    weight is packed (:func:`pack_weight`); everything else goes through ``F.linear``
+    (measurements: lab/performance.md).
     """
     if weight.is_mkldnn or weight.dtype == torch.float32 and x.is_cpu and _ONEDNN \
             and x.numel() * weight.shape[0] >= ONEDNN_MIN_WORK \
@@ -191,10 +172,8 @@ def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
 def pack_weight(weight: torch.Tensor, rows: int) -> torch.Tensor:
     """``weight (N, K)`` float32 reordered once into oneDNN's blocked layout for products with about ``rows``
-    rows (an opaque ``torch._mkldnn`` tensor that only :func:`matmul` reads). oneDNN otherwise reorders the
-    weight at every call: packing once made the (64, 512) x (512, 16384) step product of the Original model
-    about 25% faster on a 2-core AMD EPYC with AVX512-BF16 (``python -m lab bench --published``). Returns ``weight``
-    unchanged where oneDNN's reorder is unavailable."""
+    rows (an opaque ``torch._mkldnn`` tensor that only :func:`matmul` reads), so that oneDNN does not reorder it
+    at every call. Returns ``weight`` unchanged where oneDNN's reorder is unavailable."""
     if not _PACK:
         return weight
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), max(1, rows))
@@ -246,12 +225,10 @@ class CharTokenEncoder(CachedWeights):
         config: :class:`PublishedBiLMConfig`.
 
     Parameters keep the layout of ``nn.Conv1d`` / ``nn.Linear`` (``convs.i``, ``highways.k`` = [transform;
-    carry], ``projection``). The computation is arranged for speed, with the same result up to float
-    rounding: each distinct spelling is encoded once (``torch.unique``), words are sorted by length and
-    encoded :data:`WORDS_PER_PASS` at a time, each pass cut to its longest word plus the widest filter
-    (every window lying wholly in the padding characters gives the same value, so the max-pool is
-    unchanged), and the convolutions of all widths are one matrix product over character windows
-    (kernels zero-padded to the widest; windows that the unpadded input does not have are masked).
+    carry], ``projection``). Each distinct spelling is encoded once (``torch.unique``), words are sorted by length
+    and encoded :data:`WORDS_PER_PASS` at a time, each pass cut to its longest word plus the widest filter, and the
+    convolutions of all widths are one matrix product over character windows (kernels zero-padded to the widest,
+    windows past the input masked): the same result up to float rounding.
     """
 
     def __init__(self, config: PublishedBiLMConfig):
@@ -326,9 +303,8 @@ class ProjectedLSTM(CachedWeights):
     Parameters (our layout; :mod:`elmo.model.published_io` converts TF's): ``input_weight (4H, I)``,
     ``recurrent_weight (4H, P)``, ``bias (4H,)`` (forget bias + 1 included), gate blocks in the order
     (i, f, o, j) so the three sigmoid gates are contiguous; ``projection (P, H)``. ``tf_bias`` (a buffer outside
-    the state dict, ``None`` unless loaded from a file) keeps TF's ``B`` as read: ``B + 1.0`` at the forget gate
-    rounds in float32, so writing the layer back (:func:`elmo.model.published_io.tf_datasets`) takes the file's
-    values from it while ``bias`` is still what they load as.
+    the state dict, ``None`` unless loaded from a file) keeps TF's ``B`` as read, so that writing the layer back
+    (:func:`elmo.model.published_io.tf_bias`) gives the file's values bit for bit.
     """
 
     def __init__(self, input_size: int, hidden_size: int, projection_dim: int, cell_clip: float | None,
@@ -341,15 +317,6 @@ class ProjectedLSTM(CachedWeights):
         self.bias = nn.Parameter(torch.empty(4 * hidden_size))
         self.projection = nn.Parameter(torch.empty(projection_dim, hidden_size)) if projection_dim < hidden_size else None
         self.register_buffer("tf_bias", None, persistent=False)  # TF's B as loaded (see the class docstring)
-
-    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
-        """Random weights of the usual scale (uniform ±1/√fan-in), bias 0 (benchmarks and tests)."""
-        with torch.no_grad():
-            for p in (self.input_weight, self.recurrent_weight, self.projection):
-                if p is not None:
-                    bound = p.shape[1] ** -0.5
-                    p.copy_(torch.rand(p.shape, generator=generator) * 2 * bound - bound)
-            self.bias.zero_()
 
     def weights(self, dtype: torch.dtype, rows: int = 64) -> list[torch.Tensor | None]:
         """``[input_weight, recurrent_weight, projection]`` in ``dtype``: cast once and cached while the
@@ -373,17 +340,13 @@ class ProjectedLSTM(CachedWeights):
         Args:
             x: ``(S, B, I)`` inputs; active: ``active[t]`` = rows still running at step t (non-increasing,
                 ``len(active) <= S``); state: initial ``(h (B, P), c (B, H))`` float32, zeros when ``None``;
-                chunk_size: ``None`` (the input products of all steps at once) or, when there are more than
-                ``chunk_size`` steps, the most positions (running rows summed over steps) whose input products
-                are computed at a time (:func:`elmo.model.bilm.step_chunks`): the recurrence goes on from chunk
-                to chunk, so the outputs are the same (to float rounding) and the ``(positions, 4H)`` input
-                products are bounded by the chunk instead of the sentence.
+                chunk_size: ``None`` (the input products of all steps at once) or the most positions whose input
+                products are computed at a time (:func:`elmo.model.bilm.step_chunks`), the recurrence going on from
+                chunk to chunk: the same outputs (to float rounding).
 
         Returns:
             ``(outputs (S, B, P), (h, c))`` float32: outputs are zero where a row has ended; ``(h, c)`` is each
-            row's state after its last step (or its initial state if it ran no step). Differentiable (training):
-            while autograd needs it, each step's output is kept and stacked at the end instead of written into
-            ``outputs`` in place, and the weights are used as they are (neither cast nor packed, :meth:`weights`).
+            row's state after its last step (or its initial state if it ran no step). Differentiable (training).
 
         Raises:
             ElmoError: ``chunk_size`` < 1.
@@ -547,11 +510,9 @@ class PublishedBiLM(nn.Module):
 
     Attributes:
         chunk_size: long sentences in bounded memory (:data:`elmo.model.bilm.CHUNK_SIZE` by default; ``None`` =
-            off). The token layer encodes at most ``min(chunk_size, WORDS_PER_PASS)`` distinct words at a time; for
-            a batch with more than ``chunk_size`` LSTM steps each LSTM computes its input products over at most
-            ``chunk_size`` positions at a time, the recurrence carried across (:meth:`ProjectedLSTM.forward`). The
-            vectors are the same (to float rounding, tested to 1e-6); shorter batches run exactly as without it.
-            Not part of the weights file.
+            off): at most ``min(chunk_size, WORDS_PER_PASS)`` distinct words through the token layer at a time, and
+            the LSTMs' input products over at most ``chunk_size`` positions at a time (:meth:`ProjectedLSTM.forward`);
+            the same vectors (to float rounding). Not part of the weights file.
     """
 
     def __init__(self, config: PublishedBiLMConfig):
@@ -575,17 +536,6 @@ class PublishedBiLM(nn.Module):
     def output_dim(self) -> int:
         """Width D of every ELMo layer: 2 × ``projection_dim``."""
         return 2 * self.config.projection_dim
-
-    def reset_parameters(self, seed: int = 0) -> "PublishedBiLM":
-        """Random weights of the right scale (benchmarks and tests; real ones come from the hdf5 file)."""
-        generator = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for p in self.token_encoder.parameters():
-                p.copy_(torch.randn(p.shape, generator=generator) * (p[0].numel() ** -0.5 if p.dim() > 1 else 0.1))
-            self.token_encoder.char_embedding.weight[0].zero_()
-        for layer in (*self.forward_layers, *self.backward_layers):
-            layer.reset_parameters(generator)
-        return self
 
     def token_vectors(self, chars: torch.Tensor) -> torch.Tensor:
         """Context-free token vectors ``(..., projection_dim)`` float32 of ``chars (..., C)`` (the token layer x),

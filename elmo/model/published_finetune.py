@@ -1,22 +1,15 @@
 """Fine-tuning a published (or exported) bilm-tf biLM as a language model on a domain's text
 (``python -m elmo finetune``): the loaded :class:`~elmo.model.published.PublishedBiLM` gets the training softmax of a
-:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax` over the domain vocabulary, and that softmax an initial
-value.
+:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax` over the domain vocabulary (the published files carry
+none), initialised as :data:`SOFTMAX_INITS` says:
 
-The published files carry no softmax (bilm-tf's ``dump_weights`` writes the biLM only), so the softmax over the
-domain's vocabulary starts from nothing. :data:`SOFTMAX_INITS`:
-
-* ``token-layer`` (:func:`init_softmax_from_token_layer`): word ``w``'s output row is ``alpha · x_w``, where ``x_w``
-  ``(P,)`` is the biLM's own token-layer vector of ``w`` (character CNN → highway → projection, the width
-  ``projection_dim`` of the top LSTM layer the softmax reads; bilm-tf's ``softmax/W`` has that width), and its
-  bias ``beta · log p(w)``, ``p`` the add-one smoothed unigram frequency of ``w`` among the words both directions
-  predict. ``alpha`` and ``beta`` are the two numbers that minimise the exact negative log-likelihood of a sample
-  of training positions under the loaded biLM (L-BFGS on two scalars); ``alpha = 0, beta = 1`` is the unigram
-  model, where the fit starts, so the result is never worse than the unigram model on that sample.
+* ``token-layer`` (:func:`init_softmax_from_token_layer`): word ``w``'s output row is ``alpha · x_w``, ``x_w (P,)``
+  the biLM's own token-layer vector of ``w``, and its bias ``beta · log p(w)``, ``p`` the add-one smoothed unigram
+  frequency of ``w`` among the words both directions predict; ``alpha`` and ``beta`` minimise the exact negative
+  log-likelihood of a sample of training positions (L-BFGS from ``alpha = 0, beta = 1``, the unigram model).
+  ``<bos>`` and ``<eos>`` take the token vectors of bilm-tf's sentence-boundary characters, ``<unk>`` and ``<pad>``
+  a zero row (their bias alone).
 * ``random``: the softmax's own initialisation (bilm-tf's ``W ~ N(0, 1/P)``, ``b = 0``).
-
-Special rows: ``<bos>`` and ``<eos>`` (bilm-tf's ``<S>``, ``</S>``) take the token vectors of bilm-tf's
-sentence-boundary characters, ``<unk>`` and ``<pad>`` a zero row (their bias alone).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """Reading and writing the published ELMo files: bilm-tf's ``options.json``, ``weights.hdf5`` and ``vocab.txt``.
 
 :func:`load_published_bilm` turns AllenNLP's published files (e.g. ``elmo_2x4096_512_2048cnn_2xhighway_options.json``
-and ``_weights.hdf5``) into a :class:`~elmo.model.published.PublishedBiLM`. The hdf5 layout (bilm-tf's
-TensorFlow variable names; checked against the files, see ``docs/published_elmo.md``):
+and ``_weights.hdf5``) into a :class:`~elmo.model.published.PublishedBiLM`; :func:`save_published_bilm` writes the
+same layout back (``python -m elmo export``), bit for bit for a biLM loaded from a file and unchanged, with bilm-tf's
+vocabulary file (:func:`write_vocabulary`). The hdf5 layout (bilm-tf's TensorFlow variable names, d = 0 forward,
+1 backward; F = the filters' total, P = ``projection_dim``, H = ``lstm.dim``; ``docs/published_elmo.md``):
 
 =========================================================  ==============================  ===========================
 dataset                                                    shape                           becomes
@@ -16,13 +18,8 @@ dataset                                                    shape                
 ``RNN_d/RNN/MultiRNNCell/Cell{l}/LSTMCell/W_P_0``          (H, P)                          projection (transposed)
 =========================================================  ==============================  ===========================
 
-(d = 0 forward, 1 backward; F = the filters' total, P = ``projection_dim``, H = ``lstm.dim``.)
-:func:`save_published_bilm` writes the same layout back (``python -m elmo export``): a biLM loaded from a file
-gives that file's datasets bit for bit, and bilm-tf's vocabulary file (:func:`write_vocabulary`: ``<S>``,
-``</S>``, ``<UNK>``, then one token per line) goes with them. Every problem a user can cause — a missing or
-unreadable file, an options key or value this code does not support, a dataset that is missing, has the wrong
-shape or is not accounted for by the options — raises :class:`~elmo.errors.ElmoError` naming the file and the key
-or dataset (and both shapes, or the options key and value that leave no room for it).
+Every problem a user can cause (a missing or unreadable file, an unsupported options value, a missing, misshapen or
+unexpected dataset) raises :class:`~elmo.errors.ElmoError` naming the file and the key or dataset.
 """
 
 from __future__ import annotations
@@ -310,9 +307,8 @@ def tf_bias(bilm: PublishedBiLM, direction: int, layer: int) -> np.ndarray:
     """TF's ``B`` ``(4H,)`` of one LSTM layer (gates i, j, f, o; the forget bias 1.0 not included).
 
     A layer loaded from a file whose bias is unchanged gives the file's values bit for bit (its ``tf_bias``, kept
-    by :func:`load_published_bilm`: ``B + 1.0`` rounds in float32, so ``bias - 1.0`` need not give ``B`` back, e.g.
-    for 60 to 64 of the 256 values of each fixture cell, by at most 6e-8); any other layer gives ``bias - 1.0`` at the
-    forget gate, in float32, which loads back as ``bias`` to within one rounding of 1.0 (6e-8).
+    by :func:`load_published_bilm`, as ``B + 1.0`` rounds in float32); any other layer gives ``bias - 1.0`` at the
+    forget gate, in float32, which loads back as ``bias`` to within one rounding of 1.0.
     """
     lstm = (bilm.forward_layers, bilm.backward_layers)[direction][layer]
     bias = lstm.bias.detach().cpu().float().numpy()
@@ -401,9 +397,8 @@ def write_vocabulary(path: str | os.PathLike, words: Iterable[str] = ()) -> int:
     """Write bilm-tf's vocabulary file (:func:`vocabulary_lines`: ``<S>``, ``</S>``, ``<UNK>``, then ``words``), UTF-8,
     one token per line, atomically; returns the number of lines.
 
-    bilm-tf's ``Batcher`` needs this file even for a character-input biLM, where the vocabulary only chooses which
-    words' character ids are cached (and the rows ``dump_token_embeddings`` writes): every other word is spelt out. Without ``<S>`` and ``</S>`` its ``UnicodeCharsVocabulary`` would write their characters over
-    the last word's row, hence the three specials first.
+    bilm-tf's ``Batcher`` needs this file even for a character-input biLM; the three specials come first because
+    without ``<S>`` and ``</S>`` its ``UnicodeCharsVocabulary`` would write their characters over the last word's row.
 
     Raises:
         ElmoError: see :func:`vocabulary_lines`; the folder cannot be written.

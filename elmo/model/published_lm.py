@@ -1,31 +1,14 @@
 """Training the published (bilm-tf) ELMo architecture: :class:`~elmo.model.published.PublishedBiLM` plus a softmax
 over the training vocabulary (``python -m elmo pretrain --architecture``).
 
-Source: Peters et al. (2018) §3.1 and bilm-tf's ``bilm/training.py`` (``LanguageModel``). Per sentence
-``t_1 .. t_n`` (:meth:`~elmo.model.published.PublishedBiLM.reading_states`):
-
-* the forward LM reads ``<S> t_1 .. t_n`` and predicts ``t_1 .. t_n </S>``; the backward LM reads
-  ``</S> t_n .. t_1`` and predicts ``t_n .. t_1 <S>``; ``n + 1`` predicted words per direction;
-* both read the **one token layer** (character CNN → highway → projection), as in bilm-tf, where the backward
-  direction reuses the forward direction's CNN, highway and projection variables;
-* the top LSTM layer of each direction goes through dropout and **one softmax shared by both directions**
-  (bilm-tf's ``softmax/W``, ``softmax/b``: "the output softmax variables -- they are shared if bidirectional");
-* the loss is the mean of the two directions' mean negative log-likelihoods (bilm-tf's
-  ``total_loss = 0.5 * (loss_fwd + loss_bwd)``); dropout (bilm-tf: 0.1) on every LSTM layer's input and on the top
-  layer before the softmax.
-
-Unlike bilm-tf, sentences are read one at a time from zero LSTM states (bilm-tf trains on fixed 20-step windows of
-concatenated sentences with the states carried from batch to batch): the same way
-:meth:`~elmo.model.published.PublishedBiLM.forward` computes the ELMo layers, so the biLM is trained as it is used.
-
-The softmax (:data:`SOFTMAXES`, ``--softmax``): ``sampled``, bilm-tf's sampled softmax
-(:class:`~elmo.model.sampled_softmax.SampledSoftmax`, 8192 log-uniform candidates per batch and direction, exact
-at evaluation), or ``adaptive``, the adaptive softmax of our word-level biLM (:func:`elmo.model.bilm.adaptive_softmax`,
-Grave et al. 2017, a normalised distribution in training too). Either way held-out perplexities are exact
-full-vocabulary ones. Word ids are :class:`~elmo.data.vocab.Vocabulary` ids (``<bos>`` ↔ bilm-tf's ``<S>``,
-``<eos>`` ↔ ``</S>``, ``<unk>`` ↔ ``<UNK>``; ``<pad>`` is never a target); the softmax is not part of bilm-tf's
-``weights.hdf5`` (the published files have none either), only of the model file
-(:func:`elmo.model.serialization.save_published_lm`).
+Source: Peters et al. (2018) §3.1 and bilm-tf's ``bilm/training.py``: the forward LM reads ``<S> t_1 .. t_n`` and
+predicts ``t_1 .. t_n </S>``, the backward LM the reverse; both read the one token layer and share **one softmax**
+(``sampled``, :class:`~elmo.model.sampled_softmax.SampledSoftmax`, or ``adaptive``,
+:func:`elmo.model.bilm.adaptive_softmax`: :data:`SOFTMAXES`); the loss is the mean of the two directions' (bilm-tf's
+``0.5 * (loss_fwd + loss_bwd)``), and held-out perplexities are exact. Unlike bilm-tf, sentences are read one at a
+time from zero LSTM states, as :meth:`~elmo.model.published.PublishedBiLM.forward` reads them. Word ids are
+:class:`~elmo.data.vocab.Vocabulary` ids (``<bos>`` ↔ ``<S>``, ``<eos>`` ↔ ``</S>``, ``<unk>`` ↔ ``<UNK>``); the
+softmax is saved only in the model file (:func:`elmo.model.serialization.save_published_lm`).
 """
 
 from __future__ import annotations

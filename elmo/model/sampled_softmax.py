@@ -1,26 +1,20 @@
 """bilm-tf's training softmax: a sampled softmax over a log-uniform (Zipfian) candidate sampler, exact at evaluation.
 
-Jean et al. (2015), "On Using Very Large Target Vocabulary for Neural Machine Translation", §3; bilm-tf trains with
-TensorFlow's ``tf.nn.sampled_softmax_loss`` (``bilm/training.py``, ``LanguageModel._build_loss``:
-``n_negative_samples_batch`` = 8192, ``num_true=1``, the defaults ``remove_accidental_hits=True`` and
-``log_uniform_candidate_sampler(unique=True)``). Per batch (and per direction, as in bilm-tf):
+Jean et al. (2015), §3; bilm-tf trains with TensorFlow's ``tf.nn.sampled_softmax_loss`` (``bilm/training.py``,
+``n_negative_samples_batch`` = 8192, ``remove_accidental_hits=True``, ``log_uniform_candidate_sampler(unique=True)``).
+Per batch (and per direction, as in bilm-tf):
 
-1. **Candidates.** ``S`` distinct word ids drawn from the log-uniform distribution
-   ``P(k) = (log(k + 2) - log(k + 1)) / log(V + 1)`` (:func:`log_uniform_probabilities`; it assumes ids in
-   descending frequency order, which :class:`elmo.data.vocab.Vocabulary` gives after its four specials), drawing
-   with replacement until ``S`` distinct ids have come up; ``tries`` counts the draws.
-2. **Expected counts.** A word's expected count in those ``tries`` draws is ``1 - (1 - P(k))^tries``
-   (TensorFlow's ``RangeSampler``; ``P(k) · tries`` when no draw was repeated).
-3. **Logits.** For every predicted position, the true word's logit and the ``S`` candidates' logits
-   ``h · W_k + b_k``, each minus the log of its expected count (the "log Q" correction that makes the sampled
-   partition function an estimate of the full one); a candidate equal to that position's true word (an
-   *accidental hit*) gets the lowest float, so it is not counted twice.
-4. **Loss.** Cross-entropy with the true word at index 0 of ``[true; candidates]``: a cost of ``S + 1`` dot
-   products per position instead of ``V``.
+1. **Candidates.** ``S`` distinct word ids drawn from ``P(k) = (log(k + 2) - log(k + 1)) / log(V + 1)``
+   (:func:`log_uniform_probabilities`; ids in descending frequency order, as :class:`elmo.data.vocab.Vocabulary`
+   gives them), with replacement until ``S`` distinct ids have come up; ``tries`` counts the draws.
+2. **Expected counts.** ``1 - (1 - P(k))^tries`` (TensorFlow's ``RangeSampler``; ``P(k) · tries`` when no draw
+   was repeated).
+3. **Logits.** For every predicted position, the true word's and the ``S`` candidates' logits ``h · W_k + b_k``,
+   each minus the log of its expected count; a candidate equal to the true word (an *accidental hit*) gets the
+   lowest float.
+4. **Loss.** Cross-entropy with the true word at index 0 of ``[true; candidates]``.
 
-In eval mode (``module.eval()``) the loss is the exact full-vocabulary negative log-likelihood (bilm-tf's
-``is_training=False`` path), so held-out perplexities are exact. The draws use torch's global random generator,
-so a run's ``--seed`` fixes them and a training checkpoint (which saves that generator) resumes them exactly.
+In eval mode the loss is the exact full-vocabulary negative log-likelihood. The draws use torch's global generator.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Model files: what ``forward.pt``, ``backward.pt``, ``bilstm.pt``, ``classifier*.pt`` and the static
-baselines' ``<method>.pt`` hold, and how they are rebuilt.
-
-Every file is a dict of plain values and tensors tagged with its ``format`` (:func:`elmo.artifacts.payload`),
-written atomically and read with ``torch.load(weights_only=True)`` (:mod:`elmo.artifacts`). A
-classifier records the fingerprint of the biLM it was trained on (:func:`bilm_fingerprint`) and only
-loads onto that biLM.
+baselines' ``<method>.pt`` hold, and how they are rebuilt (formats: :mod:`elmo.artifacts`, docs/artifacts.md).
+A classifier records the fingerprint of the biLM it was trained on (:func:`bilm_fingerprint`) and only loads onto
+that biLM.
 """
 
 from __future__ import annotations
@@ -130,10 +127,8 @@ def load_classifier(path: str | os.PathLike, bilm: BiLM | PublishedBiLM, vocab: 
             classifier's file carries its own biLM weights, which replace ``bilm``'s.
 
     Returns:
-        ``(model, class_names)``, the model in eval mode on the biLM's device.
-
-    A file recording its layer mix as ``setting`` loads too: it is read as ``mix``
-    (:meth:`~elmo.model.classifier.ClassifierConfig.from_saved`).
+        ``(model, class_names)``, the model in eval mode on the biLM's device (a file recording its layer mix as
+        ``setting`` loads too: :meth:`~elmo.model.classifier.ClassifierConfig.from_saved`).
 
     Raises:
         ElmoError: missing/corrupt file, not a classifier, trained on a different biLM (fingerprint of

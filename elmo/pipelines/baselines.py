@@ -1,18 +1,13 @@
 """Baselines ELMo is compared with (what ``python baselines.py`` runs), on the same data and split.
 
-* **Word2Vec** and **SVD** (PPMI + TruncatedSVD) static embeddings (:mod:`elmo.model.static`), trained on
-  the same training descriptions with the same tokeniser and vocabulary as the biLM, each fed as a
+* **Word2Vec** and **SVD** (PPMI + TruncatedSVD) static embeddings (:mod:`elmo.model.static`), each fed as a
   *frozen* token embedding into exactly the classifier head ELMo uses
-  (:class:`~elmo.model.classifier.SequenceClassifier`: same task token embedding, BiLSTM encoder, pooling,
-  epochs, early stopping on validation macro-F1, seed; :func:`elmo.pipelines.task.train_and_evaluate`), so
-  the only difference is the representation.
+  (:func:`elmo.pipelines.task.train_and_evaluate`), so the only difference is the representation.
 * **TF-IDF** (word 1-2 grams) + logistic regression (scikit-learn), the classical reference.
-* A context-sensitivity check: the same word in AG News test sentences of two topics gets different
-  ELMo vectors (cosine similarity per layer), while a static embedding gives it one vector.
+* A context-sensitivity check (:func:`context_sensitivity`).
 
 Run after ``python ELMO.py`` (the vocabulary and the biLM come from ``models/bilstm.pt``). Writes
-``results/baselines.json`` (per method the metric keys of ``results/classification.json``),
-``models/word2vec.pt`` and ``models/svd.pt`` (the vectors) and ``images/confusion_<method>.png``.
+``results/baselines.json``, ``models/word2vec.pt``, ``models/svd.pt`` and ``images/confusion_<method>.png``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Training the AG News classifier on frozen ELMo features (what ``python classification.py`` runs).
 
-For each layer mix in turn (``--mixes``: ``trainable_lambda``, ``frozen_lambda``, ``learned_function``;
-see :mod:`elmo.model.mix`) the same :class:`~elmo.model.classifier.ElmoClassifier` is trained by
-:func:`elmo.pipelines.task.train_and_evaluate`, the recipe ``baselines.py`` also applies to the static
-embeddings. Writes ``models/classifier_<mix>.pt``, ``models/classifier.pt`` (the mix best on
-validation), ``results/classification.json`` (one entry per mix, ``best_mix``, ``config``) and
-``images/confusion_<mix>.png``. ``python -m elmo predict`` classifies texts with the classifier
-(:mod:`elmo.pipelines.predict_command`).
+For each layer mix in turn (``--mixes``, :mod:`elmo.model.mix`) an :class:`~elmo.model.classifier.ElmoClassifier`
+is trained by :func:`elmo.pipelines.task.train_and_evaluate`, the recipe ``baselines.py`` also applies. Writes
+``models/classifier_<mix>.pt``, ``models/classifier.pt`` (the mix best on validation),
+``results/classification.json`` (one entry per mix, ``best_mix``, ``config``) and ``images/confusion_<mix>.png``.
 """
 
 from __future__ import annotations
@@ -52,8 +49,7 @@ class ClassifyArgs(HeadArgs):
       rate of the one above divided by ``--lr-decay`` (ULMFiT's 2.6), unfrozen one group per epoch, top first.
     * ``--options-file`` and ``--weight-file``: a published (bilm-tf) ELMo instead of ``<models-dir>/bilstm.pt``.
     * ``--cache-layers``: the frozen biLM's layers of every document computed once for all epochs and mixes
-      (:mod:`elmo.inference.layer_cache`): auto (a file in $TMPDIR if it fits in half its free space, else memory if it
-      fits in half the available memory, else off), disk, memory (or on), off; never with ``--unfreeze-bilm``.
+      (:func:`elmo.inference.layer_cache.should_cache`); never with ``--unfreeze-bilm``.
     """
 
     mixes: tuple[str, ...] = option(LAYER_MIXES, "layer mixes to train, in turn", choices=LAYER_MIXES, metavar="MIX")

@@ -1,10 +1,6 @@
-"""What every pipeline shares: the flags common to all scripts (:class:`CommonArgs`), the run
-start-up sequence (:func:`start`, which returns the :class:`StartedRun`), training checkpoints named per
-run, and the text tables printed at the end.
-
-Each script's flags are generated 1:1 from an arguments dataclass (``*Args``; ``--max-docs`` ↔ ``max_docs``;
-:func:`option` carries the help text), so the config saved in results files and checkpoints is
-exactly what the user asked for. The parser itself is :mod:`elmo.cli`'s.
+"""What every pipeline shares: the flags common to all scripts (:class:`CommonArgs`, each field's help text carried
+by :func:`option`), the run start-up sequence (:func:`start`, which returns the :class:`StartedRun`), training
+checkpoints named per run, and the text tables printed at the end.
 """
 
 from __future__ import annotations
@@ -33,8 +29,7 @@ from ..training.state import Checkpointing
 
 #: ``--batch-size``'s default (:func:`auto_batch_size`): this many documents per batch, or fewer on a small
 #: training split so that an epoch has at least ``MIN_STEPS_PER_EPOCH`` optimiser steps, but never fewer than
-#: ``MIN_AUTO_BATCH`` documents. Steps, not epochs, are what the optimiser needs: 1,900 documents in batches of
-#: 64 are 30 steps, after which neither the LMs nor the classifiers have learnt anything measurable.
+#: ``MIN_AUTO_BATCH`` documents.
 DEFAULT_BATCH_SIZE, MIN_AUTO_BATCH, MIN_STEPS_PER_EPOCH = 64, 8, 250
 
 
@@ -47,8 +42,7 @@ def auto_batch_size(batch_size: int | None, train_documents: int | None) -> int:
         train_documents: documents in the training split (``None``: unknown, e.g. a streamed ``--train-file``).
 
     Returns:
-        Documents per batch: 64 for 16,000 or more training documents (AG News: 37,166 in the sample), 15 for
-        3,800, 8 for 2,000 or fewer.
+        Documents per batch.
     """
     if batch_size is not None:
         return batch_size

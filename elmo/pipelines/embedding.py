@@ -1,23 +1,17 @@
 """Embedding a text file into an hdf5 file (``python -m elmo embed``), AllenNLP's ``allennlp elmo`` command.
 
 ``python -m elmo embed sentences.txt out.hdf5 --all --options-file OPTIONS.json --weight-file WEIGHTS.hdf5``
-(the published ELMo, :mod:`elmo.model.published_io`) or ``--models-dir models/`` (our own biLM, its
-``bilstm.pt``). The output has AllenNLP's layout: one dataset per input line, named by its 0-based line index, holding
-``(L + 1, n, D)`` with ``--all``, the top layer ``(n, D)`` with ``--top`` or the layers' average ``(n, D)``
-with ``--average`` (float32); plus a dataset ``sentence_to_index`` of shape ``(1,)`` holding a JSON map
-from each sentence (the stripped line) to its index (a later duplicate wins, as in AllenNLP), left out
-with ``--forget-sentences``.
+(the published ELMo) or ``--models-dir models/`` (our own biLM). The output has AllenNLP's layout: one dataset per
+input line, named by its 0-based line index, holding ``(L + 1, n, D)`` with ``--all``, the top layer ``(n, D)`` with
+``--top`` or the layers' average ``(n, D)`` with ``--average`` (float32); plus a dataset ``sentence_to_index`` of
+shape ``(1,)`` holding a JSON map from each sentence (the stripped line) to its index (a later duplicate wins, as in
+AllenNLP), left out with ``--forget-sentences``.
 
-Lines are tokenised as that command does, ``line.strip().split()`` (whitespace; case kept — our own biLM
-lower-cases them itself). A blank line is an error naming its line, found by a first pass over the file
-before anything is computed. The file is then streamed: sentences are read, length-bucketed and
-embedded :data:`~elmo.inference.embedder.CHUNK_BATCHES` batches at a time and written as they come, so
-memory does not grow with the file (except the ``sentence_to_index`` map, which holds each distinct
-sentence once), and a line longer than ``--chunk-size`` tokens is computed in chunks with the LSTM states
-carried across (the same vectors; :class:`~elmo.inference.embedder.ElmoEmbedder` ``chunk_size``), so a long
-document needs the memory of its vectors plus that of one chunk. The hdf5 file is written beside its target
-and moved into place when complete: Ctrl-C leaves no output (or the earlier file as it was). The output may not be one of the inputs (the text, the
-options, the weights, the biLM: :func:`check_files`).
+Lines are tokenised as that command does, ``line.strip().split()`` (case kept; our own biLM lower-cases them
+itself). A blank line is an error naming its line, found before anything is computed. The file is streamed
+(:data:`~elmo.inference.embedder.CHUNK_BATCHES` batches at a time), long lines are computed in chunks of
+``--chunk-size`` tokens, and the hdf5 file is written beside its target and moved into place when complete (Ctrl-C
+leaves no output). The output may not be one of the inputs (:func:`check_files`).
 """
 
 from __future__ import annotations
@@ -49,10 +43,9 @@ OUTPUT_FORMATS = ("all", "top", "average")
 class EmbedArgs:
     """Flags of ``python -m elmo embed`` (AllenNLP's ``elmo`` command; the module docstring has the file's layout).
 
-    ``--precision``: fp32 computes the exact vectors, bf16 or auto trade digits for speed (docs/published_elmo.md).
-    ``--stateful`` carries the LSTM states from each batch to the next, row by row, as bilm-tf and AllenNLP do
-    (published biLM only; batches are then the lines in file order). A line longer than ``--chunk-size`` tokens is
-    computed that many positions at a time, the LSTM states carried across: the same vectors in bounded memory.
+    ``--precision``: fp32 computes the exact vectors, bf16 or auto trade digits for speed. ``--stateful`` carries
+    the LSTM states from each batch to the next, row by row, as bilm-tf and AllenNLP do (published biLM only; batches
+    are then the lines in file order).
     """
 
     input_file: str = option(None, "UTF-8 text file, one whitespace-tokenised sentence per line", positional=True)

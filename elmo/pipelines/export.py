@@ -1,30 +1,13 @@
 """Writing a biLM as bilm-tf's files (``python -m elmo export``), for AllenNLP, bilm-tf and our ``ElmoEmbedder``.
 
-``python -m elmo export --models-dir MODELS_DIR --out OUT_DIR`` reads the published architecture trained by
-``python -m elmo pretrain --architecture`` (``MODELS_DIR/published_lm.pt``,
-:func:`~elmo.model.serialization.load_published_lm`; its training vocabulary becomes ``vocab.txt``), and
-``python -m elmo export --out OUT_DIR --options-file OPTIONS.json --weight-file WEIGHTS.hdf5 [--vocab-file WORDS.txt]``
-a published (or previously exported) bilm-tf biLM (:func:`~elmo.model.published_io.load_published_bilm`); either
-writes into ``OUT_DIR``:
-
-================  ================================================================================================
-``options.json``  bilm-tf's options (:func:`~elmo.model.published_io.options_of`: the ``lstm`` and ``char_cnn``
-                  sections, every key written; ``n_characters`` 262; bilm-tf's training keys are not kept)
-``weights.hdf5``  bilm-tf's datasets (:func:`~elmo.model.published_io.tf_datasets`: TF's gate order, ``B`` without
-                  the forget bias 1.0, ``W_P_0`` only with a projection), float32; a biLM loaded from files and
-                  unchanged gives those files' datasets bit for bit
-``vocab.txt``     bilm-tf's vocabulary file: ``<S>``, ``</S>``, ``<UNK>``, then the ``--vocab-file`` tokens
-                  (:func:`~elmo.model.published_io.write_vocabulary`); for a trained model, its vocabulary's words
-                  (``<bos>``, ``<eos>``, ``<unk>`` are bilm-tf's ``<S>``, ``</S>``, ``<UNK>``)
-================  ================================================================================================
-
-Each file is written atomically (a temporary file moved into place when complete), weights first and options
-last; none may be one of the inputs (:func:`~elmo.artifacts.refuse_overwriting_inputs`, checked before anything
-is read). Our own biLM (a ``--models-dir`` holding ``bilstm.pt``, what ``ELMO.py`` trains) is refused with the reason
-(:func:`bilm_tf_refusal`): its forward and backward LMs each have their own token layer, which bilm-tf's format
-(one token layer for both directions) cannot hold; ``docs/published_elmo.md`` ("Exporting") has the details. The
-training softmax of ``published_lm.pt`` is not written (bilm-tf's inference files, like the published ones, have
-none).
+The biLM is the published architecture trained by ``python -m elmo pretrain --architecture`` (``--models-dir``, its
+``published_lm.pt``; its training vocabulary becomes ``vocab.txt``) or a published (or exported) bilm-tf biLM
+(``--options-file``, ``--weight-file``, optional ``--vocab-file``). Into ``--out`` go ``options.json``
+(:func:`~elmo.model.published_io.options_of`), ``weights.hdf5`` (:func:`~elmo.model.published_io.tf_datasets`,
+float32; bit for bit for a biLM loaded from files and unchanged) and ``vocab.txt``
+(:func:`~elmo.model.published_io.write_vocabulary`), each written atomically, weights first and options last; none
+may be one of the inputs. Our own biLM is refused with the reason (:func:`bilm_tf_refusal`). The training softmax
+is not written. Details: ``docs/published_elmo.md`` ("Exporting").
 """
 
 from __future__ import annotations
@@ -52,14 +35,11 @@ EXPORT_FILES = ("options.json", "weights.hdf5", "vocab.txt")
 
 @dataclass
 class ExportArgs:
-    """Flags of ``python -m elmo export`` (bilm-tf's files from a biLM).
+    """Flags of ``python -m elmo export`` (bilm-tf's files from a biLM; the module docstring says which biLMs).
 
-    The biLM is a ``--models-dir`` of ``python -m elmo pretrain --architecture`` (its ``published_lm.pt``; a folder
-    holding our word-level ``bilstm.pt`` instead is refused with the reason: its two directions have separate token
-    layers, docs/published_elmo.md) or a published or exported bilm-tf biLM (``--options-file`` and
-    ``--weight-file``). ``--out`` is created if missing; files named ``options.json``, ``weights.hdf5`` and
-    ``vocab.txt`` in it are replaced. ``--vocab-file``: a UTF-8 file, one token per line (e.g. your corpus's words,
-    most frequent first), listed in ``vocab.txt`` after ``<S>``, ``</S>`` and ``<UNK>``.
+    ``--out`` is created if missing; files named ``options.json``, ``weights.hdf5`` and ``vocab.txt`` in it are
+    replaced. ``--vocab-file``: a UTF-8 file, one token per line, listed in ``vocab.txt`` after ``<S>``, ``</S>`` and
+    ``<UNK>``.
     """
 
     out: str = option(None, "the folder to write bilm-tf's three files into", required=True, metavar="DIR")
@@ -98,14 +78,9 @@ def bilm_tf_refusal(bilm: BiLM) -> str:
     :class:`ElmoError` that :func:`export_bilm` raises).
 
     bilm-tf's format has one token layer that both directions read (layer 0 = ``[x; x]``); ours has one per
-    direction (``forward_lm.embedding``, ``backward_lm.embedding``), trained separately. The LSTMs would map
-    exactly (``nn.LSTM``'s gates (i, f, g, o) → TF's (i, j, f, o), ``b_ih + b_hh`` → ``B`` less 1.0 at the forget
-    gate, ``proj_size`` → ``W_P_0``, no clipping → ``cell_clip``/``proj_clip`` null, ``residual`` → bilm-tf's skip
-    connections, which also skip the first layer), but the token layer does not: a word biLM's embeddings would
-    need bilm-tf's word-input variant (no ``char_cnn``; the embedding in a second hdf5 file), which bilm-tf alone
-    reads (``use_character_inputs=False``) — AllenNLP's ``_ElmoBiLm`` always builds the character CNN from
-    ``char_cnn`` (``vocab_to_cache`` only caches its outputs), and so does our loader; a character biLM's CNN is
-    not bilm-tf's (our character numbering and ``max_chars``, and a layer normalisation after the projection).
+    direction, trained separately. The LSTMs would map exactly, but the token layer does not: a word biLM would
+    need bilm-tf's word-input variant, which AllenNLP and our loader do not read, and a character biLM's CNN is not
+    bilm-tf's (docs/published_elmo.md, "Exporting").
     """
     fwd, bwd = bilm.forward_lm.embedding, bilm.backward_lm.embedding
     apart = _difference(list(fwd.parameters()), list(bwd.parameters()))

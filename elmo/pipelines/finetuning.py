@@ -1,17 +1,12 @@
 """Fine-tuning the published ELMo (or an exported one) on a domain's text: ``python -m elmo finetune``.
 
-Steps: load bilm-tf's ``options.json`` + ``weights.hdf5`` (:func:`~elmo.model.published_io.load_published_bilm`) →
-read the domain text as ``pretrain --architecture`` does (``--train-file``, streamed from disk, case kept, a held-out
-share or ``--val-file``; without ``--train-file`` the AG News descriptions of ``--data-dir``) and build its vocabulary
-→ add a softmax over that vocabulary, shared by both directions (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`;
-the published files have none), initialised by ``--softmax-init`` (:mod:`elmo.model.published_finetune`) → the exact
-held-out perplexity of each direction *before* (initialised softmax, biLM unchanged) → continue the language-model
-training of biLM and softmax together with :func:`~elmo.training.trainer.fit`, the loop of ``pretrain``
-(checkpoints, ``--resume``, Ctrl-C, early stopping on held-out perplexity, ``--seed``, ``--precision``,
-``torchrun``), the biLM at ``--lr`` and the softmax at ``--softmax-lr`` → the exact perplexity *after* →
-``<models-dir>/published_lm.pt`` (the file ``pretrain --architecture`` writes, so ``python -m elmo export MODELS_DIR
-OUT_DIR`` writes bilm-tf's files from it) and ``<results-dir>/lm.json`` (``pretrain``'s, plus ``before`` and
-``finetune``). docs/fine_tuning.md has the choices and their measurements.
+Load bilm-tf's files (:func:`~elmo.model.published_io.load_published_bilm`) → read the domain text as
+``pretrain --architecture`` does and build its vocabulary → add a softmax over it, shared by both directions
+(:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`), initialised by ``--softmax-init``
+(:mod:`elmo.model.published_finetune`) → the exact held-out perplexity of each direction *before* → continue the
+language-model training with :func:`~elmo.training.trainer.fit` (the biLM at ``--lr``, the softmax at
+``--softmax-lr``) → the exact perplexity *after* → ``<models-dir>/published_lm.pt`` (for ``python -m elmo export``)
+and ``<results-dir>/lm.json`` (``pretrain``'s, plus ``before`` and ``finetune``). See docs/fine_tuning.md.
 """
 
 from __future__ import annotations

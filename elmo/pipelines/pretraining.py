@@ -1,16 +1,11 @@
 """Pre-training the biLM on AG News descriptions (what ``python ELMO.py`` runs).
 
-Steps: read and split the data → build the vocabulary on the training split → initialise both LMs'
-token embeddings from Word2Vec trained on the same text (``--init-embeddings word2vec``, the default;
-``none`` keeps them random) → train the forward LM, then the backward LM, with :func:`elmo.training.trainer.fit` (early stopping on validation perplexity) →
-exact full-vocabulary evaluation on validation and test → write ``word2idx.pkl``, ``forward.pt``,
-``backward.pt``, ``bilstm.pt``, ``results/lm.json`` and the plots.
-
-With ``--architecture`` (:func:`pretrain_published`) the published ELMo architecture is trained instead: the text
-keeps its case, batches carry bilm-tf's character ids, both directions train at once
-(:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`, one token layer and one softmax shared by them) through the
-same :func:`~elmo.training.trainer.fit`, and ``published_lm.pt`` and ``results/lm.json`` (exact perplexity per
-direction) are written (docs/make_your_own_elmo.md).
+Read and split the data → build the vocabulary on the training split → initialise both LMs' token embeddings
+(``--init-embeddings``) → train the forward and the backward LM with :func:`elmo.training.trainer.fit` (early
+stopping on validation perplexity) → exact full-vocabulary evaluation → write ``word2idx.pkl``, ``forward.pt``,
+``backward.pt``, ``bilstm.pt``, ``results/lm.json`` and the plots. With ``--architecture``
+(:func:`pretrain_published`) the published ELMo architecture is trained instead and written as ``published_lm.pt``
+(docs/make_your_own_elmo.md).
 """
 
 from __future__ import annotations
@@ -67,8 +62,7 @@ from .plots import plot_confusion, plot_curves
 
 INIT_EMBEDDINGS = ("auto", "word2vec", "word2vec-centered", "none")
 #: ``--init-embeddings auto`` keeps the random initialisation when the mean cosine between a Word2Vec vector and
-#: the vectors' mean exceeds this: Word2Vec trained on too little text points every word the same way, and such a
-#: start holds both LMs near the unigram model (lab/experiments.md, `small_corpus_defaults`).
+#: the vectors' mean exceeds this (Word2Vec trained on too little text points every word the same way).
 AUTO_INIT_MAX_COSINE = 0.9
 
 #: ``--concurrent-directions``: auto (side by side on the CPU with two or more threads), on, off (one after the other)
@@ -77,26 +71,21 @@ CONCURRENT_DIRECTIONS = ("auto", "on", "off")
 
 @dataclass
 class PretrainArgs(CommonArgs):
-    """Flags of ``ELMO.py`` (``python -m elmo pretrain``); lab/experiments.md measures them.
+    """Flags of ``ELMO.py`` (``python -m elmo pretrain``).
 
-    * The schedule (``--lr`` 4e-3, ``--warmup-steps`` 300, at most one epoch's, ``--dropout`` 0.1, a constant rate)
-      won a sweep by validation perplexity, in which the lab's ``--lr-gamma`` (decay per epoch) hurt.
     * ``--init-embeddings``: ``word2vec`` copies skip-gram vectors of the training text (unit std) into both LMs'
       token embeddings, ``word2vec-centered`` minus their mean, ``none`` keeps them random; ``auto`` is ``word2vec``
       unless the vectors share one direction (:data:`AUTO_INIT_MAX_COSINE`, a small corpus), then random.
-    * ``--token-encoder char``: the paper's character CNN, highway and projection (§3.1), a vector for every word;
-      its sizes are ``--char-filters 1:32 2:32 3:64 4:128 5:256 6:512 7:1024 --num-highway 2 --max-chars 50`` (the
-      word marks included). ``--proj-size P`` projects the ``--hidden-size`` cells to P = ``--embedding-dim``.
+    * ``--token-encoder char``: the paper's character CNN, highway and projection (§3.1), a vector for every word.
+      ``--proj-size P`` projects the ``--hidden-size`` cells to P = ``--embedding-dim``.
     * ``--train-file``: one text per line (a ``.csv`` file: ``--text-column``; also ``--val-file``, ``--test-file``),
       streamed from disk every epoch, ``--stream-buffer`` tokens shuffled at a time; without ``--val-file``,
       ``--val-fraction`` of its lines (at most ``--max-val-docs``) are held out.
     * ``--architecture``: a name of :data:`~elmo.model.published.PUBLISHED_ARCHITECTURES` or a bilm-tf options.json:
-      the published architecture (one token layer and one ``--softmax`` shared by both directions, the text's case
-      kept) instead of our word-level biLM, written as ``published_lm.pt`` for ``python -m elmo export``
-      (docs/make_your_own_elmo.md). ``--softmax sampled`` draws ``--softmax-samples`` candidates per batch and
-      direction; held-out perplexities are exact either way.
-    * ``--concurrent-directions``: the two LMs at once, each in a process with half of ``--threads``, on the CPU and
-      not under torchrun (auto: from two threads); each gives the numbers of a run of its own with those threads.
+      the published architecture (:mod:`elmo.model.published_lm`, the text's case kept) instead of our word-level
+      biLM, written as ``published_lm.pt`` for ``python -m elmo export`` (docs/make_your_own_elmo.md).
+    * ``--concurrent-directions``: the two LMs at once, each in a process with half of ``--threads`` (CPU only, not
+      under torchrun; auto: from two threads).
     """
 
     min_freq: int = option(2, "keep words seen at least this often")
@@ -224,15 +213,10 @@ def _flag(name: str) -> str:
 def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainArgs, say=print) -> dict:
     """Apply ``--init-embeddings``: copy Word2Vec vectors into both LMs' input embeddings.
 
-    The vectors (:func:`elmo.model.static.word2vec_vectors`, width ``embedding_dim``, trained on
-    ``sentences``) replace the random rows of every word Word2Vec saw; ``<pad>`` stays zero and
-    ``<bos>``/``<eos>``, which never occur in the text, keep their random initialisation. The
-    embeddings stay trainable.
-
-    ``auto`` trains the same vectors and copies them only when their
-    :func:`~elmo.model.static.common_direction_cosine` is at most :data:`AUTO_INIT_MAX_COSINE` (0.733 on the
-    37,166 AG News training descriptions, 0.999 on 1,900); otherwise both LMs keep their random rows, as
-    with ``none``.
+    The vectors (:func:`elmo.model.static.word2vec_vectors`, width ``embedding_dim``, trained on ``sentences``)
+    replace the random rows of every word Word2Vec saw (``<pad>`` stays zero, ``<bos>``/``<eos>`` keep their random
+    rows); the embeddings stay trainable. ``auto`` copies them only when their
+    :func:`~elmo.model.static.common_direction_cosine` is at most :data:`AUTO_INIT_MAX_COSINE`.
 
     Returns:
         ``{"method": "none"}`` or Word2Vec's settings (see :func:`~elmo.model.static.word2vec_vectors`) plus

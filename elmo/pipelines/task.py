@@ -50,11 +50,11 @@ class HeadArgs(CommonArgs):
     * The task BiLSTM reads [x_k; ELMo_k] (§3.3; ``--no-concat-token-embedding``: ELMo_k alone), x_k a task-trained
       token embedding (``--token-embedding-dim`` 0: none), random or from skip-gram vectors of the training text.
       ``--layer-norm`` normalises each biLM layer per token before the mix (§3.2). ``--select-by``: the validation
-      macro-F1 (``f1``) or cross-entropy (``loss``) picks the epoch (lab/experiments.md, ``model_selection``).
+      macro-F1 (``f1``) or cross-entropy (``loss``) picks the epoch.
     * The lab's: ``--labelled-fraction`` trains on a class-balanced share of the labelled documents drawn with
       ``--seed`` (what is learnt from text alone and the validation split unchanged); ``--track-test`` records each
       epoch's test accuracy (a diagnostic, never used for selection); ``--encoder-projection P`` projects the task
-      BiLSTM's input to P units, 1.5x faster and 0.1-0.4 points less accurate (lab/performance.md).
+      BiLSTM's input to P units.
     """
 
     encoder_hidden: int = option(128, "task BiLSTM state width per direction")

@@ -2,9 +2,7 @@
 
 ``--precision auto`` picks bf16 autocast on CUDA GPUs that support it (fp16 on older ones) and on CPUs
 with native bf16 dot products (AVX512-BF16 or AMX-BF16), and plain fp32 everywhere else. On a CPU
-without native bf16 an explicit ``--precision bf16`` is an error, not a silent fallback: oneDNN has no
-bf16 LSTM kernel there (``could not create a primitive descriptor for the LSTM forward propagation
-primitive``) and emulated bf16 matrix products are slower than fp32 anyway.
+without native bf16 an explicit ``--precision bf16`` is an error (oneDNN has no bf16 LSTM kernel there).
 """
 
 from __future__ import annotations
@@ -59,13 +57,10 @@ def set_seed(seed: int) -> None:
 
 def cap_kernel_caches(entries: int) -> None:
     """Bound oneDNN's shape-keyed kernel caches (``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` and ideep's
-    ``LRU_CACHE_CAPACITY``, 1024 entries each by default) unless the environment already sets them.
-
-    With length-bucketed batches nearly every batch has a new shape and a bf16 LSTM primitive holds
-    several MB, so with the defaults the caches alone grew past 3 GB in a classification run (peak RSS
-    9.5 GB). Measured: the LM trains as fast with 32 entries (peak RSS 1.0 GB instead of 1.8 GB after
-    an epoch); the classifier needs about 256 to keep its epoch-to-epoch hits (14% slower with 64).
-    Takes effect only before the process creates its first oneDNN kernel, so the scripts call it first.
+    ``LRU_CACHE_CAPACITY``, 1024 entries each by default) unless the environment already sets them: with
+    length-bucketed batches nearly every batch has a new shape, and each cached kernel holds memory
+    (measurements: lab/performance.md). Takes effect only before the process creates its first oneDNN kernel,
+    so the scripts call it first.
     """
     for variable in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
         os.environ.setdefault(variable, str(entries))
@@ -93,14 +88,11 @@ def steady_heap() -> bool:
     ``M_MMAP_THRESHOLD`` fixed at :data:`STEADY_HEAP_MMAP_THRESHOLD` (64 MiB) and ``M_TRIM_THRESHOLD`` at twice
     it, for the rest of the process; returns whether the C library has ``mallopt`` (elsewhere this does nothing).
 
-    By default glibc maps each block above a threshold that moves between 128 KiB and 32 MiB straight from the
-    operating system and unmaps it when freed, so a training step or an evaluation batch whose buffers are larger
-    faults every page of them in again: a language model's training on one thread (with ``malloc_trim`` every 20
-    steps) spent 10 % of its time in the kernel, its exact evaluation 27-46 %. With the thresholds fixed, the same
-    blocks are reused from batch to batch (lab/experiments.md, ``lm_heap_trim``: 18 % more tokens/s, the evaluation
-    1.3x faster, the same loss and perplexity). The language models' processes call it (``ELMO.py``'s and each
-    direction's); the heap then holds the largest step's blocks, so loops that keep small pieces of every batch
-    alive between large blocks must not (``training/evaluation.py``), or the heap grows by a block per batch.
+    By default glibc maps each block above a moving threshold (128 KiB to 32 MiB) straight from the operating
+    system and unmaps it when freed, so every step faults its large buffers in again; with the thresholds fixed
+    the same blocks are reused from batch to batch (measurements: lab/experiments.md, ``lm_heap_trim``). The
+    language models' processes call it; the heap then holds the largest step's blocks, so loops that keep small
+    pieces of every batch alive between large blocks must not (``training/evaluation.py``).
     """
     mallopt = _glibc("mallopt")
     if mallopt is None:
@@ -137,7 +129,7 @@ ISAS_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512
 def cpu_has_bf16() -> bool:
     """Whether this CPU has native bfloat16 dot products (AVX512-BF16 or AMX-BF16), read from ``/proc/cpuinfo``.
 
-    Without them oneDNN emulates bf16 (slower than fp32) and has no bf16 LSTM kernel at all, so
+    Without them oneDNN emulates bf16 and has no bf16 LSTM kernel at all, so
     ``--precision auto`` keeps fp32 there (and on any system without ``/proc/cpuinfo``). A oneDNN
     ceiling set with ``ONEDNN_MAX_CPU_ISA`` (e.g. ``AVX2``, to reproduce an older CPU) counts too.
     """

@@ -1,23 +1,13 @@
 """Data-parallel training over several processes (``torch.distributed``), as launched by ``torchrun``.
 
-``torchrun --nproc_per_node=N ELMO.py ...`` starts N copies of a script with ``RANK``, ``WORLD_SIZE``,
-``LOCAL_RANK`` ... in the environment; :func:`init` then joins them into one process group (gloo on
-CPU, NCCL on CUDA, one GPU per process). A plain ``python ELMO.py`` has no ``WORLD_SIZE`` and runs as
-one process with no process group; every helper here is then a no-op.
+``torchrun --nproc_per_node=N ELMO.py ...`` starts N copies of a script; :func:`init` joins them into one process
+group (gloo on CPU, NCCL on CUDA, one GPU per process). Without ``WORLD_SIZE`` every helper here is a no-op.
 
-How the work is split (the same in both scripts):
-
-* **Global batches.** ``--batch-size`` and ``--max-tokens`` are global: every rank builds the *same*
-  length-bucketed, shuffled batch list and keeps a round-robin share of each batch
-  (:func:`elmo.data.batching.rank_share`, given this process's rank). Each rank scales its mean loss
-  by its share of the global units (:func:`step_totals`, :func:`elmo.training.trainer.fit`), so DDP's gradient average is the gradient of the global batch's mean:
-  one optimiser step over N processes is the step a single process takes on the whole batch. The
-  flags, learning rate and number of steps do not change with N; only dropout masks (one random
-  stream per rank) and floating-point summation order differ.
-* **Validation and prediction** shard the evaluation batches (:func:`elmo.data.batching.eval_share`) and
-  all-reduce the sums (:func:`all_reduce_sum`), so every rank sees the metrics of the whole split.
-* **Rank 0** builds the vocabulary (then broadcast: :func:`broadcast_words`), prints and writes every
-  file; the other ranks are quiet.
+``--batch-size`` and ``--max-tokens`` are global: every rank builds the *same* batch list and keeps a round-robin
+share of each batch (:func:`elmo.data.batching.rank_share`); each rank scales its mean loss by its share of the
+global units (:func:`step_totals`), so one optimiser step over N processes is the step a single process takes on the
+whole batch (only dropout streams and summation order differ). Evaluation shards the batches and all-reduces the
+sums (:func:`all_reduce_sum`). Rank 0 builds the vocabulary (:func:`broadcast_words`), prints and writes every file.
 """
 
 from __future__ import annotations

@@ -1,2 +1,1 @@
-"""Training: the loop (:mod:`.trainer`), early stopping (:mod:`.early_stopping`), training checkpoints
-and resume (:mod:`.state`), metrics (:mod:`.metrics`) and language-model evaluation (:mod:`.evaluation`)."""
+"""Training: the loop, early stopping, checkpoints and resume, metrics and language-model evaluation."""

@@ -17,12 +17,10 @@ from .metrics import word_prediction_metrics
 
 
 def perplexity(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device, max_tokens: int = 8192) -> float:
-    """Held-out perplexity exp(mean NLL per predicted word), boundary words included.
-
-    The adaptive softmax defines a normalised distribution over the whole vocabulary, so its loss is
-    the exact NLL (equal to :func:`evaluate_words`' full ``log_prob`` figure, tested).
-    Works on an :class:`~elmo.data.corpus.EncodedCorpus` or a streamed :class:`~elmo.data.stream.StreamedCorpus`;
-    under ``torchrun`` each rank evaluates its share of the batches and the sums are all-reduced.
+    """Held-out perplexity exp(mean NLL per predicted word), boundary words included: exact, as the adaptive
+    softmax is a normalised distribution over the whole vocabulary. Works on an
+    :class:`~elmo.data.corpus.EncodedCorpus` or a :class:`~elmo.data.stream.StreamedCorpus`; under ``torchrun``
+    each rank evaluates its share of the batches and the sums are all-reduced.
 
     Raises:
         ElmoError: an empty corpus.
@@ -42,8 +40,7 @@ def perplexity(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device, m
 
 
 #: Predicted words scored against the whole vocabulary at once by :func:`evaluate_words`. Every batch of
-#: ``(SCORED_ROWS, V)`` log-probabilities has the same size, so the C heap reuses the same blocks instead of
-#: fragmenting over batches of every size (lab/performance.md, "Memory").
+#: ``(SCORED_ROWS, V)`` log-probabilities has the same size, so the C heap reuses the same blocks.
 SCORED_ROWS = 128
 
 

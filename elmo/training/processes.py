@@ -1,20 +1,13 @@
 """Independent training runs side by side, each in a child process of its own (``ELMO.py``'s two LM directions
-on the CPU: lab/performance.md#the-two-directions-side-by-side).
+on the CPU; measurements: lab/performance.md).
 
-A run's small matrix products leave part of two cores idle; two one-thread processes keep both busy. Each
-child is a fresh interpreter (``python -c``, not ``fork``: a child forked from a process that has run OpenMP with
-more than one thread hangs in its first parallel region of more than one thread, as GNU OpenMP keeps no thread
-pool across ``fork``; nor ``multiprocessing``'s spawn, which runs the caller's main script again in the child).
-It reads its run (the parent's ``sys.path``, then the pickled :class:`ChildRun`) from its stdin, so it has its
-own random generators, oneDNN caches and thread count.
-
-What a child hands back goes through a file: :func:`run_side_by_side` gives each child a result path, the child
-writes its outcome there atomically (:func:`~elmo.artifacts.save_checkpoint`, ``format: elmo.child_run``) and
-the parent reads it with ``torch.load(weights_only=True)`` (:func:`~elmo.artifacts.load_checkpoint`). A child's
-stderr goes to its log file from its first line on, kept when it fails. Ctrl-C reaches every child (the terminal sends it to the whole
-process group, and the parent passes on a copy, which a child ignores within a second of the first): each
-finishes its step, saves its training state and stops. A child whose parent dies gets SIGINT from the kernel
-(Linux), so it stops the same way instead of training on unwatched.
+Each child is a fresh interpreter (``python -c``: not ``fork``, as GNU OpenMP keeps no thread pool across ``fork``
+and a forked child can hang; nor ``multiprocessing``'s spawn, which runs the caller's main script again) that reads
+its run (the parent's ``sys.path``, then the pickled :class:`ChildRun`) from its stdin, so it has its own random
+generators, oneDNN caches and thread count. A child writes its outcome atomically to a result file
+(``format: elmo.child_run``) that the parent reads with ``torch.load(weights_only=True)``, and its stderr to its log
+file, kept when it fails. Ctrl-C reaches every child, which finishes its step, saves its training state and stops;
+so does a child whose parent dies (Linux: SIGINT from the kernel).
 """
 
 from __future__ import annotations
@@ -70,9 +63,7 @@ class Finished:
     """A child run that ended: ``value`` is ``target(arg)``'s dict and ``seconds`` the wall time from the start of
     the child process to its result, of which ``startup_seconds`` before ``target`` was called (starting the
     interpreter, importing, unpickling ``arg``); ``peak_rss_mb`` is the child's own peak resident memory in MiB
-    (:func:`~elmo.runtime.device.peak_rss_mb`). A tool that reports one process's peak, such as
-    ``/usr/bin/time -v``, sees only the largest of the processes: the run's peak is at most the parent's plus the
-    children's."""
+    (:func:`~elmo.runtime.device.peak_rss_mb`)."""
 
     value: dict[str, Any]
     seconds: float

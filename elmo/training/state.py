@@ -1,11 +1,9 @@
 """Training checkpoints: the whole state of an unfinished run, saved so ``--resume`` continues it exactly.
 
-A checkpoint (``format: elmo.training``) holds the weights, optimiser and gradient-scaler state, every
-random generator of every rank, the epoch and the step within it, the epoch's running totals, the
-history so far and the early-stopping state (:class:`~elmo.training.early_stopping.EarlyStopping`).
-It also holds the run's settings (:attr:`Checkpointing.meta`): resuming under other settings is an
-error rather than a silent mix of two runs. Ctrl-C during training (:func:`ctrl_c_requests_a_stop`)
-finishes the step, saves and raises :class:`Interrupted`.
+A checkpoint (``format: elmo.training``) holds the weights, optimiser and gradient-scaler state, every random
+generator of every rank, the position in the epoch and its running totals, the history and the early-stopping state,
+and the run's settings (:attr:`Checkpointing.meta`, compared on resume). Ctrl-C during training
+(:func:`ctrl_c_requests_a_stop`) finishes the step, saves and raises :class:`Interrupted`.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """One training loop for the language models and every classifier.
 
-:func:`fit` runs epochs of mini-batch steps (fused Adam, gradient clipping, mixed precision: bf16 on
-CPUs that have it, bf16 or fp16 on CUDA; :func:`elmo.runtime.device.resolve_precision`), validates
-after each epoch, keeps the weights of the best epoch on a monitored validation metric and stops
-early (:class:`~elmo.training.early_stopping.EarlyStopping`). What differs between tasks is the
-:class:`Objective`: how to make batches, how to compute a batch loss and how to validate. Saving and
-resuming the training state is :mod:`elmo.training.state`'s job; the ``torchrun`` loss reduction is
+:func:`fit` runs epochs of mini-batch steps (fused Adam, gradient clipping, mixed precision), validates after each
+epoch, keeps the weights of the best epoch on a monitored validation metric and stops early
+(:class:`~elmo.training.early_stopping.EarlyStopping`). What differs between tasks is the :class:`Objective`.
+Saving and resuming is :mod:`elmo.training.state`'s job; the ``torchrun`` reduction is
 :func:`elmo.runtime.distributed.step_totals`.
 """
 
@@ -186,10 +184,9 @@ def fit(model: nn.Module, objective: Objective, config: TrainConfig, device: tor
         config: :class:`TrainConfig`; device: where to train.
         amp_dtype: autocast dtype of the forward pass (:func:`elmo.runtime.device.resolve_precision`);
             ``None`` = fp32. fp16 gets a gradient scaler; bf16 has fp32's range and needs none.
-        checkpoint: save the whole training state every ``checkpoint.every`` steps and at each epoch end,
-            and with ``checkpoint.resume`` continue from it (:mod:`elmo.training.state`): a resumed CPU
-            run with the same seed and thread count ends with exactly the metrics of an uninterrupted
-            one. Ctrl-C then finishes the current step, saves and raises :class:`Interrupted`.
+        checkpoint: save the whole training state every ``checkpoint.every`` steps and at each epoch end, and with
+            ``checkpoint.resume`` continue from it exactly (:mod:`elmo.training.state`); Ctrl-C then finishes the
+            current step, saves and raises :class:`Interrupted`.
         progress: labels and verbosity (:class:`Progress`); unfreezing: fine-tuning schedule (:class:`Unfreezing`).
 
     Under ``torchrun`` (:mod:`elmo.runtime.distributed`) each process passes its share of every global
@@ -234,8 +231,7 @@ def _start(model: nn.Module, objective: Objective, config: TrainConfig, device: 
     scaler (fp16 only) and an empty early-stopping state."""
     groups = unfreezing.param_groups if unfreezing is not None else [{"params": [p for p in model.parameters()
                                                                                   if p.requires_grad]}]
-    # fused=True: one kernel updates every parameter (CPU and CUDA); on the LM, whose 6.3M-weight
-    # embedding gets a dense gradient every step, the optimiser step went from 7.1 to 2.2 ms (profiled).
+    # fused=True: one kernel updates every parameter (CPU and CUDA)
     optimizer = torch.optim.Adam(groups, lr=config.lr, weight_decay=config.weight_decay, fused=True)
     for group in optimizer.param_groups:  # the schedule (TrainConfig.lr_factor) scales each group's own rate
         group["base_lr"] = group["lr"]

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from elmo.model.bilm import BiLMConfig
+from elmo.model.bilm import BiLMConfig, adaptive_cutoffs
 from elmo.model.classifier import SequenceClassifier
 from elmo.model.published import PublishedBiLMConfig
 from elmo.runtime.device import configure_threads, cpu_has_bf16
@@ -59,7 +59,8 @@ def adaptive_flops(width: int, vocab_size: int, cutoffs: Sequence[int], div_valu
 
 def bilm_softmax_flops(config: BiLMConfig, targets: np.ndarray) -> float:
     """Training FLOPs of our biLM's adaptive softmax for these target ids (:func:`adaptive_flops` × 3)."""
-    return 3.0 * adaptive_flops(config.output_size, config.vocab_size, config.softmax_cutoffs(), config.div_value, targets)
+    cutoffs = adaptive_cutoffs(config.cutoffs, config.vocab_size, config.output_size, config.div_value)
+    return 3.0 * adaptive_flops(config.output_size, config.vocab_size, cutoffs, config.div_value, targets)
 
 
 def task_encoder_flops(model: SequenceClassifier, positions: int) -> float:

@@ -105,9 +105,9 @@ def test_report_and_study_refuse_an_output_that_is_an_input(capsys, tmp_path, ti
                            "--out", str(results / "lm.json")], results / "lm.json", program=lab_cli.main)
     assert f"--out {results / 'lm.json'} is the same file as --results-dir (lm.json)" in err
     test_csv = tiny_agnews / "test.csv"
-    err = refused(capsys, ["study", "--data-dir", str(tiny_agnews), "--out-dir", str(tmp_path / "study"),
-                           "--results", str(test_csv)], test_csv, program=lab_cli.main)
-    assert f"--results {test_csv} is the same file as --data-dir (test.csv)" in err
+    err = refused(capsys, ["study", "--data-dir", str(tiny_agnews), "--runs-dir", str(tmp_path / "study"),
+                           "--out", str(test_csv)], test_csv, program=lab_cli.main)
+    assert f"--out {test_csv} is the same file as --data-dir (test.csv)" in err
 
 
 def test_an_output_under_a_file_names_the_file_and_the_flag(capsys, sentences, tmp_path, tiny_agnews):
@@ -169,8 +169,8 @@ def test_ctrl_c_during_the_study_says_its_finished_parts_are_kept(capsys, monkey
         raise KeyboardInterrupt
 
     monkeypatch.setattr(lab.study, "run_parts", interrupted)
-    err = refused(capsys, ["study", "--data-dir", str(tiny_agnews), "--out-dir", str(tmp_path / "study"),
-                           "--results", str(tmp_path / "seeds.json")], tiny_agnews / "train.csv", code=130,
+    err = refused(capsys, ["study", "--data-dir", str(tiny_agnews), "--runs-dir", str(tmp_path / "study"),
+                           "--out", str(tmp_path / "seeds.json")], tiny_agnews / "train.csv", code=130,
                   program=lab_cli.main)
     assert err.strip() == ("stopped: study interrupted by Ctrl-C; its finished parts are kept: run the same command "
                            "to do the rest")

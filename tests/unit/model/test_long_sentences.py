@@ -14,6 +14,7 @@ from elmo.data.chars import batch_char_ids
 from elmo.model.bilm import CHUNK_SIZE, BiLM, BiLMConfig, step_chunks
 from elmo.model.char_cnn import CharCNN
 from elmo.model.published import CharTokenEncoder, ProjectedLSTM, PublishedBiLM, PublishedBiLMConfig
+from lab.bench.published import random_weights
 
 #: chunked and one-pass vectors agree to float rounding: the same arithmetic, but the matrix products of a chunk have
 #: fewer rows, which BLAS may block (and so round) differently by an ulp or two (values up to about 3)
@@ -31,7 +32,7 @@ OURS = {
 def published_bilm() -> PublishedBiLM:
     config = PublishedBiLMConfig(char_dim=4, filters=((1, 4), (2, 8), (3, 8)), num_highway=1, hidden_size=16,
                                  projection_dim=8, num_layers=2, cell_clip=3.0, proj_clip=3.0)
-    return PublishedBiLM(config).reset_parameters(0).eval()
+    return random_weights(PublishedBiLM(config), 0).eval()
 
 
 def published_batch() -> tuple[torch.Tensor, torch.Tensor]:

@@ -25,6 +25,7 @@ from elmo.model.published_io import (
     save_published_bilm,
     tf_datasets,
 )
+from lab.bench.published import random_layer_weights, random_weights
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +107,7 @@ def naive_token_vectors(encoder: CharTokenEncoder, chars: torch.Tensor) -> torch
 
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
 def test_char_encoder_equals_the_plain_computation_for_every_word_length(bilm, activation):
-    model = PublishedBiLM(replace(bilm.config, activation=activation)).reset_parameters(3)
+    model = random_weights(PublishedBiLM(replace(bilm.config, activation=activation)), 3)
     words = ["a", "the", "Winfrey", "•", "x" * 44, "y" * 45, "z" * 48, "w" * 70, "bio-identical", TF_BOS]
     chars = torch.from_numpy(bilm_tf_char_table(words)).long()
     with torch.no_grad():
@@ -310,7 +311,7 @@ def test_lstm_gradients_equal_those_of_the_plain_step_by_step_recurrence(chunk_s
 
     torch.manual_seed(0)
     layer = ProjectedLSTM(6, 16, 5, cell_clip=0.8, proj_clip=0.7)
-    layer.reset_parameters(torch.Generator().manual_seed(1))
+    random_layer_weights(layer, torch.Generator().manual_seed(1))
     with torch.no_grad():
         layer.bias.normal_()
     x = torch.randn(5, 4, 6) * 2

@@ -25,6 +25,7 @@ from elmo.model.published_io import (
     vocabulary_lines,
 )
 from elmo.pipelines.export import EXPORT_FILES, ExportArgs, export, export_bilm
+from lab.bench.published import random_weights
 
 
 def datasets_of(path: Path) -> dict[str, np.ndarray]:
@@ -119,7 +120,7 @@ SENTENCES = [["The", "cat", "sat", "on", "the", "mat", "."],
 
 def random_bilm(config: PublishedBiLMConfig, seed: int = 0) -> PublishedBiLM:
     """Random weights of ``config``, biases too (the forget-gate conversion must matter)."""
-    bilm = PublishedBiLM(config).reset_parameters(seed)
+    bilm = random_weights(PublishedBiLM(config), seed)
     generator = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
         for layer in (*bilm.forward_layers, *bilm.backward_layers):
