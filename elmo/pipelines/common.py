@@ -77,7 +77,8 @@ class CommonArgs:
       learn the representations from, never labelled data; rows that repeat or contain a validation or test
       description are dropped (:mod:`elmo.data.pretraining_text`). The lab's ``--text-fraction`` learns them from a
       share of the training descriptions instead, a draw that is part of ``--seed``; the labelled documents stay.
-    * ``--batch-size``: :func:`auto_batch_size` by default. ``--seed``: a CPU run repeats its metrics exactly.
+    * ``--batch-size``: :func:`auto_batch_size` by default. ``--seed``: a CPU run with the same flags and
+      ``--threads`` repeats its metrics exactly; ``pretrain --architecture`` does so with ``--threads 1`` only.
     * ``--precision``: ``auto`` is bf16 on CPUs and GPUs with native bf16, fp16 on older GPUs, else fp32; weights,
       losses and evaluation perplexities stay fp32. ``--threads``: all cores (under ``torchrun``, shared out).
     * ``--resume`` continues an interrupted run (the same flags) from its checkpoints in ``<models-dir>/checkpoints/``,
@@ -102,7 +103,8 @@ class CommonArgs:
     lr: float = option(1e-3, "Adam learning rate")
     clip_norm: float = option(1.0, "gradient-norm clipping")
     patience: int = option(2, "early-stopping patience in epochs")
-    seed: int = option(0, "random seed")
+    seed: int = option(0, "random seed; a CPU run with the same flags and --threads repeats its metrics exactly "
+                          "(pretrain --architecture: with --threads 1)")
     device: str = option("auto", "auto (CUDA when present), cpu or cuda")
     precision: str = option("auto", "mixed precision (weights stay fp32)", choices=PRECISIONS)
     threads: int | None = option(None, "CPU threads per process (default: all cores)")
