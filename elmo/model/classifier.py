@@ -74,7 +74,7 @@ class ClassifierConfig(SequenceClassifierConfig):
         layer_norm: normalise each biLM layer per token before the mix (:mod:`elmo.model.mix`).
         elmo_dropout: extra dropout on the ELMo vector alone (:class:`~elmo.model.elmo.Elmo`).
         mix_l2: coefficient λ of the penalty λ‖w‖² on the scalar-mix weights (§3.3).
-        fine_tune: train the biLM with the task (:class:`~elmo.model.elmo.Elmo` ``requires_grad``).
+        unfreeze_bilm: train the biLM with the task (:class:`~elmo.model.elmo.Elmo` ``requires_grad``).
         learned_function: the network of the ``learned_function`` mix, ``gate`` or ``mlp``
             (:data:`~elmo.model.mix.LEARNED_FUNCTIONS`; a classifier file without it holds ``mlp``).
         (and the head's sizes, :class:`SequenceClassifierConfig`)
@@ -88,7 +88,7 @@ class ClassifierConfig(SequenceClassifierConfig):
     layer_norm: bool = False
     elmo_dropout: float = 0.0
     mix_l2: float = 0.0
-    fine_tune: bool = False
+    unfreeze_bilm: bool = False
     learned_function: str = "gate"
 
     def __post_init__(self):
@@ -108,7 +108,8 @@ class ClassifierConfig(SequenceClassifierConfig):
     @classmethod
     def from_saved(cls, saved: dict) -> "ClassifierConfig":
         """The config a ``classifier*.pt`` recorded, whichever keys the file holds: ``setting`` is read as
-        :attr:`mix` (both name the layer mix), and a file without ``learned_function`` holds the MLP.
+        :attr:`mix` (both name the layer mix), ``fine_tune`` (before 0.4.0) as :attr:`unfreeze_bilm`, and a file
+        without ``learned_function`` holds the MLP.
 
         Raises:
             ElmoError: a value out of range; TypeError: an unknown key.
@@ -117,6 +118,8 @@ class ClassifierConfig(SequenceClassifierConfig):
         if "setting" in saved:
             saved.setdefault("mix", saved["setting"])
             del saved["setting"]
+        if "fine_tune" in saved:
+            saved.setdefault("unfreeze_bilm", saved.pop("fine_tune"))
         return cls(**{"learned_function": "mlp", **saved})
 
     @property
@@ -259,7 +262,7 @@ class ElmoClassifier(SequenceClassifier):
 
     Args:
         bilm: a trained :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.published.PublishedBiLM`.
-            Frozen (no gradients, run without autograd) unless ``config.fine_tune``, in which case it is
+            Frozen (no gradients, run without autograd) unless ``config.unfreeze_bilm``, in which case it is
             trained in place (pass a copy to keep the original). It stays in eval mode either way.
         config: :class:`ClassifierConfig`; ``config.mix`` picks the layer mix (:mod:`elmo.model.mix`).
         vocab_size: rows of the task token embedding x_k (the vocabulary the ids come from); default: our
@@ -272,7 +275,7 @@ class ElmoClassifier(SequenceClassifier):
     def __init__(self, bilm: BiLM | PublishedBiLM, config: ClassifierConfig, vocab_size: int | None = None):
         super().__init__(config)
         self.elmo = Elmo(bilm, 1, config.mix, dropout=config.elmo_dropout, do_layer_norm=config.layer_norm,
-                         requires_grad=config.fine_tune, seed=config.seed, learned_function=config.learned_function)
+                         requires_grad=config.unfreeze_bilm, seed=config.seed, learned_function=config.learned_function)
         if vocab_size is None and not hasattr(bilm.config, "vocab_size"):
             raise ElmoError("a published biLM has no vocabulary: pass vocab_size (the task vocabulary's size)")
         self.build_head(bilm.output_dim, vocab_size or bilm.config.vocab_size)
@@ -293,14 +296,14 @@ class ElmoClassifier(SequenceClassifier):
 
     def task_state_dict(self) -> dict[str, torch.Tensor]:
         """What ``classifier.pt`` stores: everything but the frozen biLM (all of it when fine-tuned)."""
-        return {k: v for k, v in self.state_dict().items() if self.config.fine_tune or not k.startswith("elmo.bilm.")}
+        return {k: v for k, v in self.state_dict().items() if self.config.unfreeze_bilm or not k.startswith("elmo.bilm.")}
 
     def load_task_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Inverse of :meth:`task_state_dict` (also reads files written before the :class:`Elmo` module,
         whose mix keys start with ``mix.``). Raises ``RuntimeError`` on mismatching keys or shapes."""
         state = {("elmo.mixes.0." + k[4:] if k.startswith("mix.") else k): v for k, v in state.items()}
         missing, unexpected = self.load_state_dict(state, strict=False)
-        missing = [k for k in missing if self.config.fine_tune or not k.startswith("elmo.bilm.")]
+        missing = [k for k in missing if self.config.unfreeze_bilm or not k.startswith("elmo.bilm.")]
         if missing or unexpected:
             raise RuntimeError(f"missing keys {missing[:3]}, unexpected keys {list(unexpected)[:3]}")
 

@@ -141,7 +141,7 @@ def load_classifier(path: str | os.PathLike, bilm: BiLM | PublishedBiLM, vocab: 
                         f"this biLM {fingerprint}): use the bilstm.pt it was trained with")
     try:
         config = ClassifierConfig.from_saved(ckpt["config"])  # ``setting`` read as ``mix``
-        model = ElmoClassifier(copy.deepcopy(bilm) if config.fine_tune else bilm, config, vocab_size=len(vocab))
+        model = ElmoClassifier(copy.deepcopy(bilm) if config.unfreeze_bilm else bilm, config, vocab_size=len(vocab))
         model.load_task_state_dict(ckpt["state_dict"])
     except (KeyError, TypeError, RuntimeError, ElmoError) as exc:
         raise ElmoError(f"{path}: inconsistent classifier checkpoint: {str(exc).splitlines()[0]}") from None

@@ -84,7 +84,7 @@ class ClassifyArgs(HeadArgs):
             ElmoError: a value out of range, naming the ``ClassifierConfig`` field.
         """
         return replace(super().classifier_config(mix), elmo_dropout=self.elmo_dropout, mix_l2=self.mix_l2,
-                       fine_tune=self.unfreeze_bilm, learned_function=self.learned_function)
+                       unfreeze_bilm=self.unfreeze_bilm, learned_function=self.learned_function)
 
 
 def attach_layer_cache(task: TaskData, mode: str) -> float | None:

@@ -280,7 +280,7 @@ def fine_tuning(model: SequenceClassifier, config: HeadArgs) -> Unfreezing | Non
     unfreezing: epoch 1 trains the task model only; each later epoch unfreezes the next group down
     (Howard & Ruder 2018, ULMFiT §3.2-3.3).
     """
-    if not getattr(model.config, "fine_tune", False):
+    if not getattr(model.config, "unfreeze_bilm", False):
         return None
     groups = model.elmo.layer_groups()  # top down
     bilm_ids = {id(p) for p in model.bilm.parameters()}

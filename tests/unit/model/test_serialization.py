@@ -103,10 +103,11 @@ def test_a_classifier_file_recording_its_layer_mix_as_setting_still_loads(tmp_pa
     config["setting"] = config.pop("mix")  # the key files of other versions hold
     del config["learned_function"]  # and files without it hold the MLP
     del config["encoder_projection"]  # nor an encoder projection
+    config["fine_tune"] = config.pop("unfreeze_bilm")  # the name before 0.4.0
     save_checkpoint({**saved, "config": config}, tmp_path / "classifier.pt")
     loaded, names = load_classifier(tmp_path / "classifier.pt", bilm, vocab)
     assert (loaded.config.mix, loaded.config.learned_function, names) == ("frozen_lambda", "mlp", ["a", "b", "c", "d"])
-    assert loaded.config.encoder_projection == 0 and loaded.projection is None
+    assert loaded.config.encoder_projection == 0 and loaded.projection is None and loaded.config.unfreeze_bilm is False
     ids = torch.tensor([[4, 5, 6]])
     assert torch.equal(loaded(ids, torch.tensor([3])), model.eval()(ids, torch.tensor([3])))
 

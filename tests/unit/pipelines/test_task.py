@@ -24,7 +24,7 @@ def test_concat_token_embedding_flag_controls_x_k():
     assert ClassifyArgs().classifier_config("trainable_lambda").token_embedding_dim == 128
     assert ClassifyArgs(concat_token_embedding=False).classifier_config("trainable_lambda").token_embedding_dim == 0
     config = ClassifyArgs(elmo_dropout=0.5, mix_l2=0.01, unfreeze_bilm=True).classifier_config("frozen_lambda")
-    assert (config.elmo_dropout, config.mix_l2, config.fine_tune, config.mix) == (0.5, 0.01, True, "frozen_lambda")
+    assert (config.elmo_dropout, config.mix_l2, config.unfreeze_bilm, config.mix) == (0.5, 0.01, True, "frozen_lambda")
     with pytest.raises(ElmoError, match="ClassifierConfig.elmo_dropout"):
         ClassifyArgs(elmo_dropout=1.0).check()
 
