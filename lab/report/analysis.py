@@ -37,6 +37,11 @@ def _best_mix(res: dict) -> str:
     return max(elmo_mixes(res), key=lambda m: cls[m]["test"]["accuracy"])
 
 
+def _best_static(test: dict[str, dict]) -> str | None:
+    """The static embedding (:data:`STATIC`) with the highest test accuracy among ``test``'s methods, or ``None``."""
+    return max((m for m in STATIC if m in test), key=lambda m: test[m]["accuracy"], default=None)
+
+
 def _elmo_vs_static(res: dict) -> list[str]:
     """The best ELMo layer mix against every baseline, and what the contextual layers are worth."""
     all_methods = methods(res)
@@ -57,7 +62,7 @@ def _elmo_vs_static(res: dict) -> list[str]:
                     "accuracy and macro-F1 in this run.")
     else:
         text.append("ELMo's best layer mix is ahead of every baseline on both test accuracy and macro-F1 in this run.")
-    static_best = max((m for m in STATIC if m in test), key=lambda m: test[m]["accuracy"], default=None)
+    static_best = _best_static(test)
     if static_best:
         gain = test[best]["accuracy"] - test[static_best]["accuracy"]
         text.append(f"Contextual layers are worth {gain * 100:+.2f} accuracy points over the best static embedding "
@@ -587,7 +592,7 @@ def _answer(res: dict) -> list[str]:
     if not study:
         test = {m: e["test"] for m, e in methods(res).items()}
         best = _best_mix(res)
-        static = max((m for m in STATIC if m in test), key=lambda m: test[m]["accuracy"], default=None)
+        static = _best_static(test)
         against = [f"{_points(test[best]['accuracy'] - test[m]['accuracy'])} points against {LABELS[m]}"
                    for m in (static, "tfidf_logreg") if m in test]
         return [f"In one run (seed {res['classification'].get('meta', {}).get('seed', 0)}), the best ELMo layer mix, "
@@ -650,7 +655,7 @@ def _conclusion(res: dict) -> list[str]:
     else:
         test = {m: e["test"] for m, e in methods(res).items()}
         best = _best_mix(res)
-        static = max((m for m in STATIC if m in test), key=lambda m: test[m]["accuracy"], default=None)
+        static = _best_static(test)
         if static:
             gap = test[best]["accuracy"] - test[static]["accuracy"]
             out.append(f"ELMo's best layer mix is {'ahead of' if gap > 0 else 'not ahead of'} the best static "
