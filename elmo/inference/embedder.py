@@ -1,13 +1,15 @@
 """Pre-trained ELMo in a notebook: contextual vectors of every biLM layer, from our biLM or the published one.
 
 :class:`ElmoEmbedder` has AllenNLP's interface and takes the published ELMo files (bilm-tf's ``options.json`` +
-``weights.hdf5``), what ``python ELMO.py`` wrote (a ``models/`` folder or its ``bilstm.pt``) or a biLM object::
+``weights.hdf5``), a models folder holding any biLM the project writes (``bilstm.pt`` of ``python ELMO.py``,
+``published_lm.pt`` of ``pretrain --architecture`` / ``finetune``, ``options.json`` + ``weights.hdf5`` of ``export``)
+or a biLM object::
 
     from elmo import ElmoEmbedder
     e = ElmoEmbedder(options_file="elmo_2x4096_512_2048cnn_2xhighway_options.json",
                      weight_file="elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5")
     v = e.embed_sentence(["The", "cat", "sat", "on", "the", "mat", "."])   # numpy (3, 7, 1024)
-    ours = ElmoEmbedder.from_pretrained("models")                           # our biLM: (3, 7, D)
+    ours = ElmoEmbedder.from_pretrained("models")                           # whatever models/ holds: (3, 7, D)
 
 Tokens are lower-cased for our biLM (trained lower-cased) and kept as given for the published models. Stateless
 by default (a sentence's vectors depend on it alone); ``stateful=True`` reproduces bilm-tf / AllenNLP's stateful
@@ -24,7 +26,6 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
-from ..artifacts import Outputs
 from ..data.batching import bucket_batches
 from ..data.chars import bilm_tf_char_table
 from ..data.corpus import EncodedCorpus, encode_corpus
@@ -34,7 +35,7 @@ from ..errors import ElmoError
 from ..model.bilm import CHUNK_SIZE, BiLM
 from ..model.published import PublishedBiLM, States
 from ..model.published_io import load_published_bilm
-from ..model.serialization import load_bilm
+from ..model.serialization import open_bilm
 from ..runtime.device import autocast, resolve_device, resolve_precision
 
 #: sentences read (and length-bucketed together) per pass of :meth:`ElmoEmbedder.embed_sentences`, in batches
@@ -43,22 +44,9 @@ CHUNK_BATCHES = 16
 PUBLISHED_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/"
 
 
-def bilm_path(path: str | os.PathLike) -> Path:
-    """``path`` itself if it is a file, else the ``bilstm.pt`` in that models folder.
-
-    Raises:
-        ElmoError: the file is missing (saying how to train it).
-    """
-    path = Path(path)
-    file = Outputs(models=path).bilm if path.is_dir() or not path.suffix else path
-    if not file.is_file():
-        raise ElmoError(f"{file} not found: train the biLM with `python ELMO.py --models-dir {file.parent}` first")
-    return file
-
-
 def is_published(options_file: str | os.PathLike | None, weight_file: str | os.PathLike | None) -> bool:
-    """Whether the pair names bilm-tf files (an options file and a weight file) rather than our biLM (one
-    ``models/`` folder or ``bilstm.pt``, given as either argument).
+    """Whether the pair names bilm-tf files (an options file and a weight file) rather than one models folder or
+    ``.pt`` file (given as either argument; :func:`~elmo.model.serialization.open_bilm` opens it).
 
     Raises:
         ElmoError: neither given, or one of bilm-tf's two files without the other.
@@ -79,17 +67,18 @@ def is_published(options_file: str | os.PathLike | None, weight_file: str | os.P
 
 def load_any_bilm(options_file: str | os.PathLike | None,
                   weight_file: str | os.PathLike | None) -> tuple[BiLM | PublishedBiLM, Vocabulary | None]:
-    """``(bilm, vocab)``: the published biLM of bilm-tf's two files (vocab ``None``), or our biLM of a
-    ``models/`` folder / ``bilstm.pt`` with its vocabulary (:func:`is_published` tells which).
+    """``(bilm, vocab)``: the published biLM of bilm-tf's two files (vocab ``None``), or the biLM a models folder or
+    ``.pt`` file holds, with its vocabulary (:func:`~elmo.model.serialization.open_bilm`: ``bilstm.pt``,
+    ``published_lm.pt`` or ``options.json`` + ``weights.hdf5``; :func:`is_published` tells which).
 
     Raises:
         ElmoError: see :func:`is_published`, :func:`~elmo.model.published_io.load_published_bilm` and
-            :func:`~elmo.model.serialization.load_bilm`.
+            :func:`~elmo.model.serialization.open_bilm`.
     """
     if is_published(options_file, weight_file):
         return load_published_bilm(options_file, weight_file), None
-    bilm, vocab, _ = load_bilm(bilm_path(options_file if options_file is not None else weight_file))
-    return bilm, vocab
+    opened = open_bilm(options_file if options_file is not None else weight_file)
+    return opened.bilm, opened.vocab
 
 
 def _check_sentences(sentences: Sequence[Sequence[str]], lowercase: bool = True) -> list[list[str]]:
@@ -129,11 +118,12 @@ class ElmoEmbedder:
     """Contextual vectors of every biLM layer for tokenised sentences, with AllenNLP's ``ElmoEmbedder`` interface.
 
     ``ElmoEmbedder(options_file=..., weight_file=...)`` (the published ELMo, AllenNLP's signature),
-    ``ElmoEmbedder("models")`` or :meth:`from_pretrained` (our biLM), or ``ElmoEmbedder(bilm=bilm, vocab=vocab)``.
+    ``ElmoEmbedder("models")`` or :meth:`from_pretrained` (the biLM a models folder holds), or
+    ``ElmoEmbedder(bilm=bilm, vocab=vocab)``.
 
     Args:
-        options_file: bilm-tf's ``options.json`` — or our ``models/`` folder / ``bilstm.pt`` (then without
-            ``weight_file``); weight_file: bilm-tf's ``weights.hdf5``. Not with ``bilm``.
+        options_file: bilm-tf's ``options.json`` — or a models folder / ``.pt`` file (then without ``weight_file``;
+            :meth:`from_pretrained` says what it may hold); weight_file: bilm-tf's ``weights.hdf5``. Not with ``bilm``.
         cuda_device: AllenNLP's argument: -1 = CPU, k >= 0 = GPU k; device: ours (``"auto"``, ``"cpu"``,
             ``"cuda"``); give at most one (default: a GPU when present).
         bilm: our trained :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.published.PublishedBiLM`
@@ -203,13 +193,17 @@ class ElmoEmbedder:
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike = "models", device: str | torch.device = "auto",
                         precision: str = "fp32") -> "ElmoEmbedder":
-        """Our biLM of a models folder or its ``bilstm.pt`` (``device``, ``precision`` as above).
+        """The biLM of a models folder, or one of its files (``device``, ``precision`` as above): whichever the folder
+        holds, looked for in this order (:func:`~elmo.model.serialization.open_bilm`): our ``bilstm.pt``
+        (``python ELMO.py``), the ``published_lm.pt`` of ``pretrain --architecture`` or ``finetune`` (its biLM, the
+        softmax left out), bilm-tf's ``options.json`` + ``weights.hdf5`` (``export``).
 
         Raises:
-            ElmoError: the file is missing, corrupt or not an ELMo biLM; an unknown precision.
+            ElmoError: the folder holds none of them (one line naming what was looked for), a file is corrupt or
+                not an ELMo biLM; an unknown precision.
         """
-        bilm, vocab, _ = load_bilm(bilm_path(path))
-        return cls(bilm=bilm, vocab=vocab, device=device, precision=precision)
+        opened = open_bilm(path)
+        return cls(bilm=opened.bilm, vocab=opened.vocab, device=device, precision=precision)
 
     @property
     def num_layers(self) -> int:

@@ -17,10 +17,10 @@ import torch
 from ..artifacts import Outputs
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from ..model.serialization import load_bilm, load_classifier, load_classifier_bilm
+from ..model.serialization import load_classifier, load_classifier_bilm, open_bilm
 from ..runtime.device import resolve_device
 from .class_probabilities import class_probabilities
-from .embedder import ElmoEmbedder, bilm_path
+from .embedder import ElmoEmbedder
 
 
 class TextClassifier:
@@ -44,8 +44,10 @@ class TextClassifier:
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike = "models", classifier: str = "classifier.pt",
                         device: str | torch.device = "auto", precision: str = "auto") -> "TextClassifier":
-        """Load ``bilstm.pt`` and ``classifier.pt`` (or another ``classifier_<mix>.pt``) from a models directory
-        (a classifier trained on the published ELMo loads the bilm-tf files it records instead of ``bilstm.pt``).
+        """Load ``classifier.pt`` (or another ``classifier_<mix>.pt``) from a models directory and the biLM it was
+        trained on: the published biLM it records (bilm-tf's files given by ``--options-file``, or a ``published_lm.pt``
+        it was trained on), else the biLM the directory holds (:func:`~elmo.model.serialization.open_bilm`: ``bilstm.pt``
+        first).
 
         ``precision`` as in :class:`~elmo.inference.embedder.ElmoEmbedder`; the default matches ``classification.py``'s, so
         the scores equal those the training run reported.
@@ -58,7 +60,10 @@ class TextClassifier:
         if not file.is_file():
             raise ElmoError(f"{file} not found: train it with `python classification.py --models-dir {directory}`")
         published = load_classifier_bilm(file)  # trained on the published ELMo (--options-file)?
-        bilm, vocab = published if published is not None else load_bilm(bilm_path(directory))[:2]
+        if published is None:
+            opened = open_bilm(directory)
+            published = opened.bilm, opened.vocab
+        bilm, vocab = published
         bilm.to(resolve_device(device))
         model, names = load_classifier(file, bilm, vocab)
         return cls(model, vocab, names, precision=precision)

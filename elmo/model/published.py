@@ -519,7 +519,8 @@ class PublishedBiLM(nn.Module):
         super().__init__()
         self.config = config
         self.chunk_size: int | None = CHUNK_SIZE
-        self.source: tuple[str, str] | None = None  # the options and weight files it was loaded from
+        # the files it was loaded from: bilm-tf's options and weight files, or a published_lm.pt (one path)
+        self.source: tuple[str, ...] | None = None
         self.token_encoder = CharTokenEncoder(config)
         sizes = (config.projection_dim, config.hidden_size, config.projection_dim, config.cell_clip, config.proj_clip)
         self.forward_layers = nn.ModuleList(ProjectedLSTM(*sizes) for _ in range(config.num_layers))

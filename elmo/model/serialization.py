@@ -1,7 +1,7 @@
-"""Model files: what ``forward.pt``, ``backward.pt``, ``bilstm.pt``, ``classifier*.pt`` and the static
-baselines' ``<method>.pt`` hold, and how they are rebuilt (formats: :mod:`elmo.artifacts`, docs/artifacts.md).
-A classifier records the fingerprint of the biLM it was trained on (:func:`bilm_fingerprint`) and only loads onto
-that biLM.
+"""Model files: what ``forward.pt``, ``backward.pt``, ``bilstm.pt``, ``published_lm.pt``, ``classifier*.pt`` and the
+static baselines' ``<method>.pt`` hold, and how they are rebuilt (formats: :mod:`elmo.artifacts`, docs/artifacts.md).
+:func:`open_bilm` opens whichever biLM a folder holds. A classifier records the fingerprint of the biLM it was
+trained on (:func:`bilm_fingerprint`) and only loads onto that biLM.
 """
 
 from __future__ import annotations
@@ -9,13 +9,14 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import torch
 
-from ..artifacts import environment_info, load_checkpoint, payload, save_checkpoint
+from ..artifacts import Outputs, environment_info, load_checkpoint, payload, save_checkpoint
 from ..data.agnews import CLASS_NAMES
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
@@ -95,6 +96,112 @@ def load_published_lm(path: str | os.PathLike) -> tuple[PublishedBiLMWithSoftmax
     return model.eval(), vocab, ckpt.get("meta", {})
 
 
+def published_lm_bilm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabulary, dict[str, Any]]:
+    """The biLM of a ``published_lm.pt`` (:func:`load_published_lm`'s ``model.bilm``, the softmax left out), its
+    vocabulary and ``meta``. Its ``config.weights_digest`` identifies the weights (as :func:`load_published_bilm`'s
+    does for bilm-tf's files, so that a classifier only loads onto them) and ``source`` is ``(path,)``.
+
+    Raises:
+        ElmoError: see :func:`load_published_lm`.
+    """
+    model, vocab, meta = load_published_lm(path)
+    bilm = model.bilm
+    digest = hashlib.sha256()
+    for name, tensor in bilm.state_dict().items():
+        values = tensor.detach().float().reshape(-1)[:4096].numpy()
+        digest.update(f"{name}{tuple(tensor.shape)}".encode() + values.tobytes())
+    bilm.config = replace(bilm.config, weights_digest=digest.hexdigest()[:16])
+    bilm.source = (str(Path(path).resolve()),)
+    return bilm.eval(), vocab, meta
+
+
+#: what :func:`find_bilm` looks for in a folder, in this order
+BILM_FILES = ("bilstm.pt", "published_lm.pt", "options.json + weights.hdf5")
+
+
+@dataclass(frozen=True)
+class BiLMFiles:
+    """Where a biLM is: ``kind`` ``"bilstm"`` (our ``bilstm.pt``), ``"published_lm"`` (the ``published_lm.pt`` of
+    ``pretrain --architecture`` or ``finetune``) or ``"bilm_tf"`` (bilm-tf's ``options.json`` + ``weights.hdf5``,
+    e.g. written by ``export``), and its ``files`` (one, or the options and weight files)."""
+
+    kind: str
+    files: tuple[Path, ...]
+
+    def __str__(self) -> str:
+        return " + ".join(str(f) for f in self.files)
+
+
+def find_bilm(path: str | os.PathLike) -> BiLMFiles:
+    """Which biLM ``path`` holds, without reading it. A folder: its ``bilstm.pt``, else its ``published_lm.pt``, else
+    its ``options.json`` + ``weights.hdf5`` (:data:`BILM_FILES`). A file: ``published_lm.pt``; an ``options.json``
+    (``*.json``, with the ``weights.hdf5`` beside it) or a ``weights.hdf5`` (``*.hdf5``, with the ``options.json``
+    beside it); any other file is read as our ``bilstm.pt``.
+
+    Raises:
+        ElmoError: one line naming ``path`` and what was looked for, when it is missing or a folder holding none.
+    """
+    path = Path(path)
+    if path.is_dir():
+        outputs = Outputs(models=path)
+        if outputs.bilm.is_file():
+            return BiLMFiles("bilstm", (outputs.bilm,))
+        if outputs.published_lm.is_file():
+            return BiLMFiles("published_lm", (outputs.published_lm,))
+        options, weights = path / "options.json", path / "weights.hdf5"
+        if options.is_file() and weights.is_file():
+            return BiLMFiles("bilm_tf", (options, weights))
+    elif path.is_file():
+        if path.name == Outputs(models=path.parent).published_lm.name:
+            return BiLMFiles("published_lm", (path,))
+        if path.suffix == ".json":
+            return BiLMFiles("bilm_tf", (path, path.with_name("weights.hdf5")))
+        if path.suffix == ".hdf5":
+            return BiLMFiles("bilm_tf", (path.with_name("options.json"), path))
+        return BiLMFiles("bilstm", (path,))
+    missing = "" if path.is_dir() else " (no such file or folder)"
+    raise ElmoError(f"{path} holds no biLM{missing}: looked for {', '.join(BILM_FILES)} (train one with "
+                    f"`python ELMO.py --models-dir {path}`)")
+
+
+@dataclass
+class OpenedBiLM:
+    """What :func:`open_bilm` returns: the biLM (eval mode, on the CPU), its vocabulary (``None`` for bilm-tf's
+    files, which are character-only and have none), where it came from (:class:`BiLMFiles`) and the file's ``meta``
+    (``{}`` for bilm-tf's files)."""
+
+    bilm: BiLM | PublishedBiLM
+    vocab: Vocabulary | None
+    source: BiLMFiles
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        """The file(s) it was read from, for messages (``models/bilstm.pt``)."""
+        return str(self.source)
+
+
+def open_bilm(path: str | os.PathLike) -> OpenedBiLM:
+    """Open whichever biLM ``path`` holds (:func:`find_bilm`: a folder or one of its files): our ``bilstm.pt``
+    (:func:`load_bilm`, with its vocabulary), the ``published_lm.pt`` of ``pretrain --architecture`` or ``finetune``
+    (:func:`published_lm_bilm`: its :class:`~elmo.model.published.PublishedBiLM`, the softmax left out, with the
+    softmax's vocabulary), or bilm-tf's ``options.json`` + ``weights.hdf5`` (:func:`load_published_bilm`, no
+    vocabulary).
+
+    Raises:
+        ElmoError: ``path`` holds no biLM (one line naming it and what was looked for), or the files are corrupt
+            or inconsistent (see the loaders).
+    """
+    source = find_bilm(path)
+    if source.kind == "bilstm":
+        bilm, vocab, meta = load_bilm(source.files[0])
+        return OpenedBiLM(bilm, vocab, source, meta)
+    if source.kind == "published_lm":
+        published, vocab, meta = published_lm_bilm(source.files[0])
+        return OpenedBiLM(published, vocab, source, meta)
+    return OpenedBiLM(load_published_bilm(*source.files), None, source)
+
+
 #: BiLMConfig fields added after the first release (the paper's options); at their defaults they are
 #: left out of :func:`bilm_fingerprint`, so classifiers saved before they existed still load.
 LATER_BILM_FIELDS = ("token_encoder", "char_dim", "char_filters", "num_highway", "max_chars", "residual", "proj_size")
@@ -151,25 +258,30 @@ def load_classifier(path: str | os.PathLike, bilm: BiLM | PublishedBiLM, vocab: 
 
 def published_record(bilm: BiLM | PublishedBiLM, vocab: Vocabulary) -> dict[str, Any]:
     """What a classifier file records to find a published biLM again: ``{"bilm_tf": {"options_file",
-    "weight_file"}, "vocab": the task vocabulary}`` (``{}`` for our biLM: ``bilstm.pt`` holds its vocabulary)."""
+    "weight_file"}, "vocab": the task vocabulary}`` for bilm-tf's files, ``{"published_lm": the file, "vocab": ...}``
+    for a ``published_lm.pt`` (:func:`published_lm_bilm`), ``{}`` for our biLM (``bilstm.pt`` holds its vocabulary)."""
     if not isinstance(bilm, PublishedBiLM) or bilm.source is None:
         return {}
+    if len(bilm.source) == 1:
+        return {"published_lm": str(bilm.source[0]), "vocab": list(vocab.itos)}
     options, weights = bilm.source
     return {"bilm_tf": {"options_file": str(options), "weight_file": str(weights)}, "vocab": list(vocab.itos)}
 
 
 def load_classifier_bilm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabulary] | None:
-    """The published biLM and task vocabulary a ``classifier*.pt`` was trained on (:func:`published_record`),
-    or ``None`` when it was trained on our ``bilstm.pt``.
+    """The published biLM and task vocabulary a ``classifier*.pt`` was trained on (:func:`published_record`: bilm-tf's
+    files or a ``published_lm.pt``), or ``None`` when it was trained on our ``bilstm.pt``.
 
     Raises:
-        ElmoError: the classifier file is missing or corrupt; the recorded bilm-tf files are missing or invalid.
+        ElmoError: the classifier file is missing or corrupt; the recorded biLM files are missing or invalid.
     """
     ckpt = load_checkpoint(path, "elmo.classifier")
     source = ckpt.get("bilm_tf")
-    if not isinstance(source, dict):
-        return None
     try:
+        if isinstance(ckpt.get("published_lm"), str):
+            return published_lm_bilm(ckpt["published_lm"])[0], Vocabulary(ckpt["vocab"])
+        if not isinstance(source, dict):
+            return None
         return load_published_bilm(source["options_file"], source["weight_file"]), Vocabulary(ckpt["vocab"])
     except KeyError as exc:
         raise ElmoError(f"{path}: inconsistent classifier checkpoint: no {exc}") from None

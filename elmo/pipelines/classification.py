@@ -47,7 +47,9 @@ class ClassifyArgs(HeadArgs):
       (AllenNLP's Elmo uses 0.5). ``--mix-l2``: λ‖w‖² pulling trainable λ toward the average (§3.3, §5.2).
     * ``--unfreeze-bilm`` trains the biLM with the classifier: each biLM layer group down from the top learns at the
       rate of the one above divided by ``--lr-decay`` (ULMFiT's 2.6), unfrozen one group per epoch, top first.
-    * ``--options-file`` and ``--weight-file``: a published (bilm-tf) ELMo instead of ``<models-dir>/bilstm.pt``.
+    * ``--options-file`` and ``--weight-file``: a published (bilm-tf) ELMo instead of the biLM ``--models-dir`` holds
+      (``bilstm.pt``, else ``published_lm.pt``, else ``options.json`` + ``weights.hdf5``:
+      :func:`elmo.model.serialization.open_bilm`).
     * ``--cache-layers``: the frozen biLM's layers of every document computed once for all epochs and mixes
       (:func:`elmo.inference.layer_cache.should_cache`); never with ``--unfreeze-bilm``.
     """

@@ -1,7 +1,9 @@
 """Embedding a text file into an hdf5 file (``python -m elmo embed``), AllenNLP's ``allennlp elmo`` command.
 
 ``python -m elmo embed sentences.txt out.hdf5 --all --options-file OPTIONS.json --weight-file WEIGHTS.hdf5``
-(the published ELMo) or ``--models-dir models/`` (our own biLM). The output has AllenNLP's layout: one dataset per
+(the published ELMo) or ``--models-dir models/`` (whichever biLM the folder holds: our ``bilstm.pt``, the
+``published_lm.pt`` of ``pretrain --architecture`` / ``finetune``, or ``export``'s ``options.json`` + ``weights.hdf5``;
+:func:`~elmo.model.serialization.open_bilm`). The output has AllenNLP's layout: one dataset per
 input line, named by its 0-based line index, holding ``(L + 1, n, D)`` with ``--all``, the top layer ``(n, D)`` with
 ``--top`` or the layers' average ``(n, D)`` with ``--average`` (float32); plus a dataset ``sentence_to_index`` of
 shape ``(1,)`` holding a JSON map from each sentence (the stripped line) to its index (a later duplicate wins, as in
@@ -28,10 +30,11 @@ from typing import Any, Iterator
 import numpy as np
 from tqdm import tqdm
 
-from ..artifacts import Outputs, atomic_hdf5, refuse_overwriting_inputs
+from ..artifacts import atomic_hdf5, refuse_overwriting_inputs
 from ..errors import ElmoError
 from ..inference.embedder import ElmoEmbedder
 from ..model.bilm import CHUNK_SIZE
+from ..model.serialization import find_bilm, open_bilm
 from ..runtime.device import PRECISIONS, configure_threads
 from ..training.state import Interrupted
 from .common import option
@@ -55,7 +58,8 @@ class EmbedArgs:
     average: bool = option(False, "write the average of the layers, (n, D)")
     options_file: str | None = option(None, "the published ELMo's options.json (bilm-tf; with --weight-file)")
     weight_file: str | None = option(None, "the published ELMo's weights.hdf5 (with --options-file)")
-    models_dir: str | None = option(None, "our own biLM instead: the folder holding bilstm.pt")
+    models_dir: str | None = option(None, "a models folder instead: bilstm.pt, published_lm.pt or options.json + "
+                                          "weights.hdf5")
     batch_size: int = option(64, "sentences per batch")
     device: str = option("auto", "auto (CUDA when present), cpu or cuda")
     precision: str = option("fp32", "fp32 (exact), or bf16 / auto for speed", choices=PRECISIONS)
@@ -165,21 +169,18 @@ def write_embeddings(embedder: ElmoEmbedder, config: EmbedArgs, total: int, out:
     return {"sentences": total, "tokens": n_tokens}
 
 
-def our_bilm(config: EmbedArgs) -> Path:
-    """The ``bilstm.pt`` of ``--models-dir``."""
-    return Outputs(models=Path(config.models_dir)).bilm
-
-
 def check_files(config: EmbedArgs) -> None:
     """Before any work: the output is not one of the inputs (the sentences, the biLM's files) and not a folder.
 
     Raises:
         ElmoError: ``out`` is the same file as ``input_file``, ``--options-file``, ``--weight-file`` or the
-            ``--models-dir`` biLM (naming both), or is a folder.
+            ``--models-dir`` biLM's files (naming both), or is a folder; ``--models-dir`` holds no biLM
+            (:func:`~elmo.model.serialization.find_bilm`).
     """
-    bilm = None if config.models_dir is None else our_bilm(config)
+    found = () if config.models_dir is None else find_bilm(config.models_dir).files
     refuse_overwriting_inputs({"input_file": config.input_file, "--options-file": config.options_file,
-                               "--weight-file": config.weight_file, "--models-dir (bilstm.pt)": bilm},
+                               "--weight-file": config.weight_file,
+                               **{f"--models-dir ({file.name})": file for file in found}},
                               {"out": config.out})
     if Path(config.out).is_dir():
         raise ElmoError(f"out {config.out} is a folder: name the hdf5 file to write")
@@ -198,8 +199,12 @@ def embed(config: EmbedArgs) -> dict[str, Any]:
     check_files(config)
     configure_threads(config.threads)
     total = count_sentences(config.input_file)
-    embedder = ElmoEmbedder(config.options_file if config.models_dir is None else our_bilm(config), config.weight_file,
-                            device=config.device, stateful=config.stateful, precision=config.precision,
+    if config.models_dir is None:
+        files = {"options_file": config.options_file, "weight_file": config.weight_file}
+    else:
+        opened = open_bilm(config.models_dir)
+        files = {"bilm": opened.bilm, "vocab": opened.vocab}
+    embedder = ElmoEmbedder(**files, device=config.device, stateful=config.stateful, precision=config.precision,
                             chunk_size=config.chunk_size)
     existed = target.exists()
     started = time.perf_counter()

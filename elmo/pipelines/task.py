@@ -27,7 +27,7 @@ from ..model.bilm import BiLM
 from ..model.classifier import ClassifierConfig, SequenceClassifier, StaticClassifierConfig
 from ..model.published import PublishedBiLM
 from ..model.published_io import load_published_bilm
-from ..model.serialization import bilm_fingerprint, load_bilm
+from ..model.serialization import bilm_fingerprint, open_bilm
 from ..model.static import copy_vectors, word2vec_vectors
 from ..runtime import distributed
 from ..training.metrics import classification_metrics
@@ -133,16 +133,15 @@ class TaskData:
 
 
 def _load_bilm(run: StartedRun, published: tuple[str, str] | None) -> tuple[BiLM | PublishedBiLM, Vocabulary | None, str]:
-    """``(bilm, vocabulary or None, where from)``: the published biLM of bilm-tf's two files (no vocabulary)
-    or ``bilstm.pt`` of ``--models-dir``. Raises :class:`ElmoError` for missing or invalid files."""
+    """``(bilm, vocabulary or None, where from)``: the published biLM of bilm-tf's two files (no vocabulary), or the
+    biLM ``--models-dir`` holds (:func:`~elmo.model.serialization.open_bilm`: ``bilstm.pt`` with its vocabulary, else
+    the ``published_lm.pt`` of ``pretrain --architecture`` / ``finetune`` or ``options.json`` + ``weights.hdf5``, both
+    published biLMs given no vocabulary: the task's is built from the cased training split, as for bilm-tf's files).
+    Raises :class:`ElmoError` for missing or invalid files."""
     if published is not None:
         return load_published_bilm(*published), None, str(published[1])
-    path = run.outputs.bilm
-    if not path.is_file():
-        raise ElmoError(f"{path} not found: run `python ELMO.py --models-dir {run.outputs.models}` first, or use "
-                        "the published ELMo with --options-file and --weight-file")
-    bilm, vocab, _ = load_bilm(path)
-    return bilm, vocab, str(path)
+    opened = open_bilm(run.outputs.models)
+    return opened.bilm, None if isinstance(opened.bilm, PublishedBiLM) else opened.vocab, opened.where
 
 
 def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskData:
@@ -151,14 +150,16 @@ def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskD
 
     Args:
         config: the head's flags.
-        published: ``(options.json, weights.hdf5)`` of a published (bilm-tf) biLM to use instead of
-            ``<models-dir>/bilstm.pt``. Its text is tokenised with the case kept, and the task vocabulary
-            (the ids of the task token embedding x_k) is built from the training split (words seen
-            :data:`TASK_MIN_FREQ` times, at most :data:`TASK_MAX_VOCAB`); our biLM brings its own vocabulary.
+        published: ``(options.json, weights.hdf5)`` of a published (bilm-tf) biLM to use instead of the biLM
+            ``--models-dir`` holds (``bilstm.pt``, ``published_lm.pt`` or ``options.json`` + ``weights.hdf5``:
+            :func:`~elmo.model.serialization.open_bilm`). With a published biLM (either way) the text is tokenised
+            with the case kept, and the task vocabulary (the ids of the task token embedding x_k) is built from the
+            training split (words seen :data:`TASK_MIN_FREQ` times, at most :data:`TASK_MAX_VOCAB`); our biLM brings
+            its own vocabulary.
 
     Raises:
-        ElmoError: ``bilstm.pt`` missing from ``--models-dir`` (run ``python ELMO.py`` first) or invalid
-            bilm-tf files, a different biLM on another ``torchrun`` node, bad data.
+        ElmoError: ``--models-dir`` holds no biLM (run ``python ELMO.py`` first) or invalid biLM files, a
+            different biLM on another ``torchrun`` node, bad data.
     """
     run = start(config, kernel_cache_entries=256)
     bilm, vocab, where = _load_bilm(run, published)

@@ -130,7 +130,7 @@ def test_bad_arguments_and_files(tmp_path):
         ElmoEmbedder(str(tmp_path / "nowhere.json"), str(WEIGHTS))
     with pytest.raises(ElmoError, match="not both"):
         ElmoEmbedder(str(OPTIONS), str(WEIGHTS), cuda_device=-1, device="cpu")
-    with pytest.raises(ElmoError, match="bilstm.pt not found"):
+    with pytest.raises(ElmoError, match="holds no biLM: looked for bilstm.pt, published_lm.pt"):
         ElmoEmbedder(str(tmp_path))
     with pytest.raises(ElmoError, match="expected a list of str tokens"):
         ElmoEmbedder(str(OPTIONS), str(WEIGHTS), device="cpu").embed_batch(["not tokenised"])

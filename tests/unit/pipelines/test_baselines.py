@@ -19,6 +19,6 @@ def test_tfidf_logreg_learns_the_toy_topics(tiny_agnews):
 def test_cli_needs_the_trained_bilm_and_valid_flags(tiny_agnews, tmp_path, capsys):
     args = ["--data-dir", str(tiny_agnews), "--results-dir", str(tmp_path), "--models-dir", str(tmp_path / "m")]
     assert run("baselines", args) == 2
-    assert "bilstm.pt not found: run `python ELMO.py" in capsys.readouterr().err
+    assert "holds no biLM: looked for bilstm.pt" in capsys.readouterr().err
     assert run("baselines", [*args, "--static-dim", "0"]) == 2
     assert "--static-dim must be >= 1" in capsys.readouterr().err
