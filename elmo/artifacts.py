@@ -46,10 +46,15 @@ class Outputs:
     images: Path = Path("images")
 
     @classmethod
-    def of(cls, models_dir: str | os.PathLike, results_dir: str | os.PathLike = "results",
-           images_dir: str | os.PathLike = "images") -> "Outputs":
-        """From the ``--models-dir``, ``--results-dir`` and ``--images-dir`` flags."""
-        return cls(Path(models_dir), Path(results_dir), Path(images_dir))
+    def of(cls, models_dir: PathArg = None, results_dir: PathArg = None, images_dir: PathArg = None) -> "Outputs":
+        """From the ``--models-dir``, ``--results-dir`` and ``--images-dir`` flags, ``None`` where a flag was not
+        given: none given, ``models``, ``results`` and ``images`` (in the working folder); otherwise a folder not
+        given is the one of that name inside the first one given, in that order (``--models-dir M`` alone: ``M``,
+        ``M/results``, ``M/images``), so that a run writes only under what it was pointed at."""
+        given = [Path(d) for d in (models_dir, results_dir, images_dir) if d is not None]
+        folders = [Path(d) if d is not None else (given[0] / name if given else Path(name))
+                   for d, name in zip((models_dir, results_dir, images_dir), ("models", "results", "images"))]
+        return cls(*folders)
 
     @property
     def word2idx(self) -> Path:

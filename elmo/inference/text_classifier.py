@@ -17,6 +17,8 @@ import torch
 from ..artifacts import Outputs
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
+from ..model import hub
+from ..model.classifier import ElmoClassifier
 from ..model.serialization import load_classifier, load_classifier_bilm, open_bilm
 from ..runtime.device import resolve_device
 from .class_probabilities import class_probabilities
@@ -45,7 +47,7 @@ class TextClassifier:
     def from_pretrained(cls, path: str | os.PathLike = "models", classifier: str = "classifier.pt",
                         device: str | torch.device = "auto", precision: str = "auto") -> "TextClassifier":
         """Load ``classifier.pt`` (or another ``classifier_<mix>.pt``) from a models directory and the biLM it was
-        trained on: the published biLM it records (bilm-tf's files given by ``--options-file``, or a ``published_lm.pt``
+        trained on, or a classifier's ``save_pretrained`` folder or Hub model id (:mod:`elmo.model.hub`): the published biLM it records (bilm-tf's files given by ``--options-file``, or a ``published_lm.pt``
         it was trained on), else the biLM the directory holds (:func:`~elmo.model.serialization.open_bilm`: ``bilstm.pt``
         first).
 
@@ -57,6 +59,12 @@ class TextClassifier:
         """
         directory = Path(path)
         file = Outputs(models=directory).models / classifier
+        if not file.is_file() and (hub.is_hub_id(path) or (directory / hub.CONFIG).is_file()):
+            model = hub.load_pretrained(path)
+            if not isinstance(model, ElmoClassifier):
+                raise ElmoError(f"{path} holds a {type(model).__name__}, not a classifier, and no {classifier}")
+            model.to(resolve_device(device))
+            return cls(model, model.vocab, model.class_names, precision=precision)
         if not file.is_file():
             raise ElmoError(f"{file} not found: train it with `python classification.py --models-dir {directory}`")
         published = load_classifier_bilm(file)  # trained on the published ELMo (--options-file)?

@@ -18,17 +18,18 @@ width ``2 * output_size`` (``output_size`` = ``proj_size`` or else ``hidden_size
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 import torch
 from torch import nn
 
 from ..data.chars import word_char_ids
-from ..data.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD_ID
+from ..data.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD_ID, Vocabulary
 from ..errors import ElmoError
 from .char_cnn import DEFAULT_FILTERS, CharCNN
 from .dropout import FastDropout
+from .hub import HubMixin
 
 IGNORE_INDEX = -100
 #: the default ``chunk_size`` of both biLMs (:class:`BiLM`, :class:`elmo.model.published.PublishedBiLM`): a sentence
@@ -385,8 +386,9 @@ class LanguageModel(nn.Module):
         return outputs
 
 
-class BiLM(nn.Module):
-    """A forward and a backward :class:`LanguageModel` whose states form the ELMo layers.
+class BiLM(nn.Module, HubMixin):
+    """A forward and a backward :class:`LanguageModel` whose states form the ELMo layers. ``save_pretrained`` /
+    ``from_pretrained`` (:class:`~elmo.model.hub.HubMixin`) write and read it as a folder with its vocabulary.
 
     Args:
         config: sizes shared by both directions.
@@ -397,12 +399,41 @@ class BiLM(nn.Module):
             ``None`` = always one pass). Not part of the model file: it changes memory, not the vectors.
     """
 
+    hub_kind = "bilm"
+
     def __init__(self, config: BiLMConfig):
         super().__init__()
         self.config = config
         self.chunk_size: int | None = CHUNK_SIZE
         self.forward_lm = LanguageModel(config, "forward")
         self.backward_lm = LanguageModel(config, "backward")
+
+    def hub_config(self) -> dict:
+        """``{"config": BiLMConfig as a dict}`` (:class:`~elmo.model.hub.HubMixin`)."""
+        return {"config": asdict(self.config)}
+
+    @classmethod
+    def from_hub_config(cls, config: dict, vocab: Vocabulary | None) -> "BiLM":
+        """Inverse of :meth:`hub_config`. Raises ElmoError: no vocabulary, or one of another size."""
+        bilm = cls(BiLMConfig(**config["config"]))
+        if vocab is None or len(vocab) != bilm.config.vocab_size:
+            raise ElmoError(f"config.vocab_size is {bilm.config.vocab_size} but vocab.txt holds "
+                            f"{'no vocabulary' if vocab is None else f'{len(vocab)} words'}")
+        bilm.vocab = vocab
+        return bilm
+
+    def describe(self) -> str:
+        """The model card's paragraph."""
+        c = self.config
+        return (f"A biLM (ELMo, Peters et al. 2018) trained with the elmo toolkit: two {c.num_layers}-layer LSTM language "
+                f"models, forward and backward, {c.hidden_size} cells per direction, {c.token_encoder} input, a vocabulary of "
+                f"{c.vocab_size:,} words. Each token gets {self.num_layers} layers of {self.output_dim} numbers; "
+                f"{sum(p.numel() for p in self.parameters()):,} parameters.")
+
+    def usage(self, repo_id: str) -> str:
+        """The model card's code."""
+        return (f"from elmo import ElmoEmbedder\nembedder = ElmoEmbedder.from_pretrained({repo_id!r})\n"
+                "layers = embedder.embed_sentence([\"Stocks\", \"rallied\", \"on\", \"Friday\", \".\"])  # (3, 5, D)")
 
     @property
     def num_layers(self) -> int:

@@ -94,5 +94,6 @@ class CharCNN(nn.Module):
             raise ElmoError(f"expected {self.max_chars} character positions per token, got {chars.shape[-1]}")
         flat = chars.reshape(-1, chars.shape[-1])
         unique, inverse = torch.unique(flat, dim=0, return_inverse=True)
-        return self.encode_words(unique)[inverse].reshape(*chars.shape[:-1], -1)
+        # index_select: its backward is deterministic on a multi-threaded CPU (CharTokenEncoder.forward says why)
+        return self.encode_words(unique).index_select(0, inverse).reshape(*chars.shape[:-1], -1)
 

@@ -4,15 +4,18 @@ representation ``(B, T, D)`` → the shared task head (:class:`SequenceClassifie
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
 
+from ..data.agnews import CLASS_NAMES
+from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from .bilm import BiLM, length_mask, reverse_padded
 from .dropout import FastDropout
 from .elmo import Elmo
+from .hub import HubMixin, from_nested_config, nested_config
 from .mix import LAYER_MIXES, LEARNED_FUNCTIONS
 from .published import PublishedBiLM
 from .static import STATIC_METHODS
@@ -257,7 +260,7 @@ class SequenceClassifier(nn.Module):
         return self.head(self.dropout(pooled))
 
 
-class ElmoClassifier(SequenceClassifier):
+class ElmoClassifier(SequenceClassifier, HubMixin):
     """:class:`~elmo.model.elmo.Elmo` (biLM + layer mix) + the shared head (:class:`SequenceClassifier`).
 
     Args:
@@ -272,8 +275,13 @@ class ElmoClassifier(SequenceClassifier):
         ElmoError: a published biLM without ``vocab_size``.
     """
 
+    hub_kind = "elmo_classifier"
+    #: names of the classes in output order (``config.json``'s ``class_names``; AG News's by default)
+    class_names: list[str] = list(CLASS_NAMES)
+
     def __init__(self, bilm: BiLM | PublishedBiLM, config: ClassifierConfig, vocab_size: int | None = None):
         super().__init__(config)
+        self.vocab_size = vocab_size or getattr(bilm.config, "vocab_size", None)
         self.elmo = Elmo(bilm, 1, config.mix, dropout=config.elmo_dropout, do_layer_norm=config.layer_norm,
                          requires_grad=config.unfreeze_bilm, seed=config.seed, learned_function=config.learned_function)
         if vocab_size is None and not hasattr(bilm.config, "vocab_size"):
@@ -284,6 +292,32 @@ class ElmoClassifier(SequenceClassifier):
     def bilm(self) -> BiLM | PublishedBiLM:
         """The biLM inside :attr:`elmo`."""
         return self.elmo.bilm
+
+    def hub_config(self) -> dict:
+        """``config`` (:class:`ClassifierConfig`), ``vocab_size``, ``class_names`` and ``bilm`` (its own config)."""
+        return {"config": asdict(self.config), "vocab_size": self.vocab_size, "class_names": list(self.class_names),
+                "bilm": nested_config(self.bilm)}
+
+    @classmethod
+    def from_hub_config(cls, config: dict, vocab: Vocabulary | None) -> "ElmoClassifier":
+        """Inverse of :meth:`hub_config` (``vocab``: the task vocabulary, the biLM's for ours)."""
+        model = cls(from_nested_config(config["bilm"], vocab), ClassifierConfig.from_saved(config["config"]),
+                    vocab_size=config["vocab_size"])
+        model.class_names = list(config["class_names"])
+        return model
+
+    def describe(self) -> str:
+        """The model card's paragraph."""
+        c = self.config
+        return (f"A {c.num_classes}-way text classifier ({', '.join(self.class_names)}) on ELMo: the biLM below, "
+                f"{'fine-tuned' if c.unfreeze_bilm else 'frozen'}, its layers combined by the {c.mix.replace('_', ' ')} mix, "
+                f"then a BiLSTM of {c.encoder_hidden} units per direction, mean and max pooling and a linear layer.\n\n"
+                f"{self.bilm.describe()}")
+
+    def usage(self, repo_id: str) -> str:
+        """The model card's code."""
+        return (f"from elmo import TextClassifier\nclassifier = TextClassifier.from_pretrained({repo_id!r})\n"
+                "classifier.predict([\"Stocks rallied on Friday.\"])")
 
     @property
     def mix(self) -> nn.Module:

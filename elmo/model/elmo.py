@@ -11,16 +11,21 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..data.vocab import PAD_ID
+from ..data.vocab import PAD_ID, Vocabulary
 from ..errors import ElmoError
 from .bilm import BiLM
 from .dropout import FastDropout
+from .hub import HubMixin, from_nested_config, nested_config
 from .mix import LAYER_MIXES, ScalarMix, build_mix
 from .published import PublishedBiLM
 
+#: the constructor's arguments that ``config.json`` holds (all but ``bilm``)
+ELMO_ARGS = ("num_output_representations", "mix", "dropout", "do_layer_norm", "requires_grad", "seed", "learned_function")
 
-class Elmo(nn.Module):
-    """ELMo_k = mix(h_{k,0}, .., h_{k,L}) for every token k, with dropout (paper eq. 1).
+
+class Elmo(nn.Module, HubMixin):
+    """ELMo_k = mix(h_{k,0}, .., h_{k,L}) for every token k, with dropout (paper eq. 1). ``save_pretrained`` /
+    ``from_pretrained`` (:class:`~elmo.model.hub.HubMixin`) write and read it, its biLM included, as a folder.
 
     Args:
         bilm: a trained :class:`~elmo.model.bilm.BiLM` (e.g. ``load_bilm("models/bilstm.pt")[0]``) or the
@@ -42,6 +47,8 @@ class Elmo(nn.Module):
     Shapes: ``ids (B, T)``, ``lengths (B,)``, ``chars (B, T, C)``; every ELMo vector ``(B, T, D)`` with
     ``D = bilm.output_dim`` (2 × the LSTM output width), zero at padded positions.
     """
+
+    hub_kind = "elmo"
 
     def __init__(self, bilm: BiLM | PublishedBiLM, num_output_representations: int = 1, mix: str = "trainable_lambda",
                  dropout: float = 0.5, do_layer_norm: bool = False, requires_grad: bool = False, seed: int = 0,
@@ -66,6 +73,25 @@ class Elmo(nn.Module):
     def output_dim(self) -> int:
         """Width D of each ELMo vector."""
         return self.bilm.output_dim
+
+    def hub_config(self) -> dict:
+        """The constructor's arguments (``bilm``: its own config, :func:`~elmo.model.hub.nested_config`)."""
+        return {**self._hub_mixin_config, "bilm": nested_config(self.bilm)}
+
+    @classmethod
+    def from_hub_config(cls, config: dict, vocab: Vocabulary | None) -> "Elmo":
+        """Inverse of :meth:`hub_config`."""
+        return cls(from_nested_config(config["bilm"], vocab), **{k: v for k, v in config.items() if k in ELMO_ARGS})
+
+    def describe(self) -> str:
+        """The model card's paragraph."""
+        return (f"An ELMo layer (Peters et al. 2018, eq. 1): {len(self.mixes)} weighted mix(es) of the layers of the biLM "
+                f"below, each token's vector {self.output_dim} wide.\n\n{self.bilm.describe()}")
+
+    def usage(self, repo_id: str) -> str:
+        """The model card's code."""
+        return (f"from elmo import Elmo\nelmo = Elmo.from_pretrained({repo_id!r})\n"
+                "vectors = elmo(ids, lengths, chars)[\"elmo_representations\"][0]  # (B, T, D)")
 
     def train(self, mode: bool = True) -> "Elmo":
         """Train the mixes (and dropout); the biLM stays in eval mode."""

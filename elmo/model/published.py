@@ -17,12 +17,16 @@ the reference implementation's vectors (``docs/published_elmo.md``, "What exact 
 :meth:`PublishedBiLM.forward` is stateless (zero LSTM states for every sentence); bilm-tf and AllenNLP are
 *stateful* (row r's final states start row r of the next batch): :meth:`PublishedBiLM.contextual` with
 ``carry=True`` takes and returns those states (``ElmoEmbedder(stateful=True)``). ``nn.LSTM`` cannot clip its cell,
-so :class:`ProjectedLSTM` is written out, with the input products of all steps in one matrix product.
+so :class:`ProjectedLSTM` is written out, with the input products of all steps in one matrix product; without
+clipping (``pretrain --lstm fused``) it runs on PyTorch's fused LSTM kernel instead, stateful use included.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+import warnings
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
@@ -33,6 +37,7 @@ from torch.profiler import record_function
 from ..data.chars import TF_BOS, TF_EOS, TF_MAX_CHARS, TF_NUM_CHARS, TF_PAD_CHAR, bilm_tf_char_table
 from ..errors import ElmoError
 from .bilm import CHUNK_SIZE, length_mask, reverse_padded, step_chunks
+from .hub import HubMixin
 
 #: the character CNN of every published model (widths 1-7, 2048 filters)
 PUBLISHED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
@@ -55,7 +60,8 @@ class PublishedBiLMConfig:
             (261 when training, 262 with the padding id; the weights have 261 rows either way);
         hidden_size: ``lstm.dim`` (cells); projection_dim: ``lstm.projection_dim`` (= the token width);
         num_layers: ``lstm.n_layers``; cell_clip, proj_clip: ``lstm.cell_clip``, ``lstm.proj_clip``
-            (``None`` = no clipping); use_skip_connections: ``lstm.use_skip_connections``;
+            (``None`` = no clipping, as is 0, stored as ``None``; both off: the fused LSTM kernel, :class:`ProjectedLSTM`);
+            use_skip_connections: ``lstm.use_skip_connections``;
         weights_digest: a hash of the weights (set by the loader) so that classifiers only load onto them.
 
     Raises:
@@ -97,8 +103,10 @@ class PublishedBiLMConfig:
             raise ElmoError(f"lstm.projection_dim ({self.projection_dim}) must not exceed lstm.dim ({self.hidden_size})")
         for name in ("cell_clip", "proj_clip"):
             value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ElmoError(f"lstm.{name} must be positive or null, got {value}")
+            if value == 0:  # AllenNLP's reading of 0: no clipping
+                object.__setattr__(self, name, None)
+            elif value is not None and not value > 0:
+                raise ElmoError(f"lstm.{name} must be positive, 0 or null (no clipping), got {value}")
 
     @property
     def output_size(self) -> int:
@@ -270,7 +278,9 @@ class CharTokenEncoder(CachedWeights):
         with torch.autocast(chars.device.type, enabled=False), record_function("elmo.token_layer"):
             weights = self.weights(dtype)
             parts = [self.encode_distinct(unique[rows], weights) for rows in order.split(max(1, words_per_pass))]
-        return torch.cat(parts)[torch.argsort(order)][inverse]
+        # index_select, not indexing: its backward adds the repeated rows in index order, so a multi-threaded CPU run
+        # repeats exactly (an index's backward adds them with atomics, in whatever order the threads reach them)
+        return torch.cat(parts).index_select(0, torch.argsort(order)[inverse])
 
     def encode_distinct(self, chars: torch.Tensor, weights: list[torch.Tensor | None]) -> torch.Tensor:
         """Token vectors ``(N, projection_dim)`` float32 of ``chars (N, C)`` with :meth:`weights`."""
@@ -305,6 +315,11 @@ class ProjectedLSTM(CachedWeights):
     (i, f, o, j) so the three sigmoid gates are contiguous; ``projection (P, H)``. ``tf_bias`` (a buffer outside
     the state dict, ``None`` unless loaded from a file) keeps TF's ``B`` as read, so that writing the layer back
     (:func:`elmo.model.published_io.tf_bias`) gives the file's values bit for bit.
+
+    Without clipping (both bounds ``None``) the layer runs on PyTorch's fused LSTM kernel (:meth:`fused_forward`,
+    ``torch.lstm`` with ``proj_size``: cuDNN on CUDA, ATen's C++ recurrence on the CPU), the same parameters mapped
+    onto its weights (:meth:`fused_weights`); with clipping, which that kernel cannot do, on the per-step loop.
+    ``fused = False`` runs the loop without clipping too (the two agree to float rounding).
     """
 
     def __init__(self, input_size: int, hidden_size: int, projection_dim: int, cell_clip: float | None,
@@ -312,6 +327,7 @@ class ProjectedLSTM(CachedWeights):
         super().__init__()
         self.hidden_size, self.output_size = hidden_size, projection_dim
         self.cell_clip, self.proj_clip = cell_clip, proj_clip
+        self.fused = cell_clip is None and proj_clip is None
         self.input_weight = nn.Parameter(torch.empty(4 * hidden_size, input_size))
         self.recurrent_weight = nn.Parameter(torch.empty(4 * hidden_size, projection_dim))
         self.bias = nn.Parameter(torch.empty(4 * hidden_size))
@@ -351,6 +367,8 @@ class ProjectedLSTM(CachedWeights):
         Raises:
             ElmoError: ``chunk_size`` < 1.
         """
+        if self.fused and self.cell_clip is None and self.proj_clip is None:
+            return self.fused_forward(x, active, state, chunk_size)
         steps, batch, _ = x.shape
         hidden = self.hidden_size
         dtype = compute_dtype(x.device.type)
@@ -410,6 +428,55 @@ class ProjectedLSTM(CachedWeights):
             if steps_out:
                 out = torch.cat([torch.stack(steps_out), out[len(steps_out):]])
         return out, (h, c)
+
+    def fused_weights(self, dtype: torch.dtype) -> list[torch.Tensor]:
+        """``nn.LSTM(proj_size=P)``'s weights of this layer in ``dtype``: ``[weight_ih (4H, I), weight_hh (4H, P),
+        bias_ih (4H,), bias_hh (4H,), weight_hr (P, H)]`` (no ``weight_hr`` when ``P == H``), gate blocks reordered
+        from ours (i, f, o, j) to PyTorch's (i, f, g, o), ``bias`` (forget bias + 1 included) as ``bias_ih`` and
+        ``bias_hh`` zero. Differentiable: the gradients reach :attr:`input_weight`, :attr:`recurrent_weight`,
+        :attr:`bias` and :attr:`projection`; cached (:func:`cached`) while autograd does not need them."""
+        cells = self.hidden_size
+
+        def make() -> list[torch.Tensor]:
+            def gates(w: torch.Tensor) -> torch.Tensor:
+                return torch.cat([w[:2 * cells], w[3 * cells:], w[2 * cells:3 * cells]]).to(dtype)
+            flat = [gates(self.input_weight), gates(self.recurrent_weight), gates(self.bias),
+                    self.bias.new_zeros(4 * cells, dtype=dtype)]
+            return flat if self.projection is None else [*flat, self.projection.to(dtype)]
+        sources = [self.input_weight, self.recurrent_weight, self.bias, self.projection]
+        return cached(self._cache, "fused", sources, dtype, make)
+
+    def fused_forward(self, x: torch.Tensor, active: list[int], state: tuple[torch.Tensor, torch.Tensor] | None = None,
+                      chunk_size: int | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """:meth:`forward` without clipping on PyTorch's fused LSTM kernel (``torch.lstm`` over a packed sequence:
+        step t holds the ``active[t]`` rows still running, so padding is never read and each row's final state is
+        the one after its last step). Same arguments, returns and errors as :meth:`forward`; chunks of at most
+        ``chunk_size`` positions run one after the other, the states carried between them. Under autocast the
+        products run in its dtype (the weights mapped and cast once a call), the cell state in float32 on the CPU as
+        in the loop (cuDNN keeps it in the autocast dtype); states and outputs are returned in float32."""
+        steps, batch, _ = x.shape
+        dtype = compute_dtype(x.device.type)
+        h, c = state if state is not None else (x.new_zeros(batch, self.output_size, dtype=torch.float32),
+                                                x.new_zeros(batch, self.hidden_size, dtype=torch.float32))
+        flat = self.fused_weights(dtype)
+        train = torch.is_grad_enabled() and (x.requires_grad or self.input_weight.requires_grad)
+        x_steps, outputs = x.unbind(0), []
+        for first, last in step_chunks(active, chunk_size):
+            if last == first:
+                continue
+            rows = active[first]
+            sizes = torch.tensor(active[first:last])
+            packed = torch.cat([x_steps[t][:active[t]] for t in range(first, last)])
+            with warnings.catch_warnings():  # the weights are mapped at every call by design; oneDNN has no projection
+                warnings.filterwarnings("ignore", "RNN module weights are not part of single contiguous chunk")
+                warnings.filterwarnings("ignore", "LSTM with projections is not supported with oneDNN")
+                y, h_n, c_n = torch.lstm(packed, sizes, (h[None, :rows].to(dtype), c[None, :rows]), flat, True, 1,
+                                         0.0, train, False)
+            y = nn.utils.rnn.pad_packed_sequence(nn.utils.rnn.PackedSequence(y.float(), sizes))[0]
+            outputs.append(F.pad(y, (0, 0, 0, batch - rows)))
+            h, c = torch.cat([h_n[0].float(), h[rows:]]), torch.cat([c_n[0].float(), c[rows:]])
+        out = torch.cat(outputs) if outputs else x.new_zeros(0, batch, self.output_size, dtype=torch.float32)
+        return F.pad(out, (0, 0, 0, 0, 0, steps - len(out))), (h, c)
 
     def _input_gates(self, x: torch.Tensor, w_in: torch.Tensor) -> torch.Tensor:
         """``x @ W_x + b`` of all time steps in one product: ``(S·B, 4H)``, float32 (bias included) or, in a
@@ -495,11 +562,22 @@ class DeferredProduct(torch.autograd.Function):
 States = list[tuple[torch.Tensor, torch.Tensor]]
 
 
-class PublishedBiLM(nn.Module):
+def weights_digest(module: nn.Module) -> str:
+    """A short hash of a module's weights (names, shapes and the first 4,096 values of each), which identifies a
+    published biLM in :attr:`PublishedBiLMConfig.weights_digest` so that a classifier only loads onto it."""
+    digest = hashlib.sha256()
+    for name, tensor in module.state_dict().items():
+        values = tensor.detach().float().reshape(-1)[:4096].cpu().numpy()
+        digest.update(f"{name}{tuple(tensor.shape)}".encode() + values.tobytes())
+    return digest.hexdigest()[:16]
+
+
+class PublishedBiLM(nn.Module, HubMixin):
     """bilm-tf's biLM with the interface of :class:`elmo.model.bilm.BiLM` that :class:`~elmo.model.elmo.Elmo`,
     the layer cache and the embedder use (``num_layers``, ``output_dim``, ``forward``, ``token_layer``,
     ``lstm_layers``, ``layer_groups``, ``config``). Load the published weights with
-    :func:`elmo.model.published_io.load_published_bilm`.
+    :func:`elmo.model.published_io.load_published_bilm`; ``save_pretrained`` / ``from_pretrained``
+    (:class:`~elmo.model.hub.HubMixin`) write and read it as a folder.
 
     Args:
         config: :class:`PublishedBiLMConfig`.
@@ -514,6 +592,8 @@ class PublishedBiLM(nn.Module):
             the LSTMs' input products over at most ``chunk_size`` positions at a time (:meth:`ProjectedLSTM.forward`);
             the same vectors (to float rounding). Not part of the weights file.
     """
+
+    hub_kind = "published_bilm"
 
     def __init__(self, config: PublishedBiLMConfig):
         super().__init__()
@@ -537,6 +617,35 @@ class PublishedBiLM(nn.Module):
     def output_dim(self) -> int:
         """Width D of every ELMo layer: 2 × ``projection_dim``."""
         return 2 * self.config.projection_dim
+
+    def hub_config(self) -> dict:
+        """``{"config": PublishedBiLMConfig as a dict}``, its ``weights_digest`` left out (computed when loaded)."""
+        return {"config": {k: v for k, v in asdict(self.config).items() if k != "weights_digest"}}
+
+    @classmethod
+    def from_hub_config(cls, config: dict, vocab: object) -> "PublishedBiLM":
+        """Inverse of :meth:`hub_config` (``vocab``, the training vocabulary if any, is not part of the biLM)."""
+        return cls(PublishedBiLMConfig(**config["config"]))
+
+    def loaded(self, folder: Path) -> None:
+        """After ``from_pretrained``: the weights' digest and ``source`` (the folder)."""
+        self.config, self.source = replace(self.config, weights_digest=weights_digest(self)), (str(folder.resolve()),)
+
+    def describe(self) -> str:
+        """The model card's paragraph."""
+        c = self.config
+        clip = "no clipping" if c.cell_clip is None and c.proj_clip is None else \
+            f"cell clip {c.cell_clip}, projection clip {c.proj_clip}"
+        return (f"The published ELMo architecture (bilm-tf; Peters et al. 2018): a character CNN ({c.n_filters} filters, "
+                f"{c.num_highway} highway layers), {c.num_layers} LSTM layers per direction of {c.hidden_size} cells "
+                f"projected to {c.projection_dim} ({clip}), residual connections {'on' if c.use_skip_connections else 'off'}. "
+                f"Each token gets {self.num_layers} layers of {self.output_dim} numbers; "
+                f"{sum(p.numel() for p in self.parameters()):,} parameters.")
+
+    def usage(self, repo_id: str) -> str:
+        """The model card's code."""
+        return (f"from elmo import ElmoEmbedder\nembedder = ElmoEmbedder.from_pretrained({repo_id!r})\n"
+                "layers = embedder.embed_sentence([\"Stocks\", \"rallied\", \"on\", \"Friday\", \".\"])  # (3, 5, D)")
 
     def token_vectors(self, chars: torch.Tensor) -> torch.Tensor:
         """Context-free token vectors ``(..., projection_dim)`` float32 of ``chars (..., C)`` (the token layer x),

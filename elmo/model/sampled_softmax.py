@@ -113,7 +113,9 @@ class SampledSoftmax(nn.Module):
         candidates, tries = log_uniform_candidates(self.vocab_size, self.samples, hidden.device, generator)
         counts = expected_counts(self.probabilities.to(hidden.device), tries, self.samples)
         log_q = torch.log(counts).float()
-        true = (hidden.float() * self.weight[targets].float()).sum(-1) + self.bias[targets].float() - log_q[targets]
+        # index_select, not indexing: the repeated targets' gradients add up in a fixed order with any threads
+        rows, bias = self.weight.index_select(0, targets), self.bias.index_select(0, targets)
+        true = (hidden.float() * rows.float()).sum(-1) + bias.float() - log_q[targets]
         sampled = self.logits_of(hidden, candidates) - log_q[candidates]
         sampled = sampled.masked_fill(targets.unsqueeze(1) == candidates.unsqueeze(0), torch.finfo(sampled.dtype).min)
         return torch.cat([true.unsqueeze(1), sampled], dim=1)

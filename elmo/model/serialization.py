@@ -20,9 +20,10 @@ from ..artifacts import Outputs, environment_info, load_checkpoint, payload, sav
 from ..data.agnews import CLASS_NAMES
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
+from . import hub
 from .bilm import BiLM, BiLMConfig, LanguageModel
 from .classifier import ClassifierConfig, ElmoClassifier
-from .published import PublishedBiLM
+from .published import PublishedBiLM, weights_digest
 from .published_io import config_from_options, load_published_bilm, options_of
 from .published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 
@@ -44,7 +45,8 @@ def load_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]
     """Rebuild the biLM from ``bilstm.pt`` alone (``weights_only=True``).
 
     Returns:
-        ``(bilm, vocab, meta)`` with the biLM in eval mode on the CPU.
+        ``(bilm, vocab, meta)`` with the biLM in eval mode on the CPU, its ``vocab`` and ``card`` (``meta["card"]``)
+        set for ``save_pretrained``.
 
     Raises:
         ElmoError: missing/corrupt file, not an ``elmo.bilm`` checkpoint, or weights that do not fit
@@ -61,7 +63,9 @@ def load_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]
         bilm.backward_lm.load_state_dict(ckpt["backward"])
     except (KeyError, TypeError, RuntimeError, ElmoError) as exc:
         raise ElmoError(f"{path}: inconsistent biLM checkpoint: {str(exc).splitlines()[0]}") from None
-    return bilm.eval(), vocab, ckpt.get("meta", {})
+    meta = ckpt.get("meta", {})
+    bilm.vocab, bilm.card = vocab, meta.get("card")  # what save_pretrained writes with it
+    return bilm.eval(), vocab, meta
 
 
 def save_published_lm(model: PublishedBiLMWithSoftmax, vocab: Vocabulary, path: str | os.PathLike,
@@ -106,24 +110,22 @@ def published_lm_bilm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabular
     """
     model, vocab, meta = load_published_lm(path)
     bilm = model.bilm
-    digest = hashlib.sha256()
-    for name, tensor in bilm.state_dict().items():
-        values = tensor.detach().float().reshape(-1)[:4096].numpy()
-        digest.update(f"{name}{tuple(tensor.shape)}".encode() + values.tobytes())
-    bilm.config = replace(bilm.config, weights_digest=digest.hexdigest()[:16])
+    bilm.config = replace(bilm.config, weights_digest=weights_digest(bilm))
+    bilm.vocab, bilm.card = vocab, meta.get("card")
     bilm.source = (str(Path(path).resolve()),)
     return bilm.eval(), vocab, meta
 
 
 #: what :func:`find_bilm` looks for in a folder, in this order
-BILM_FILES = ("bilstm.pt", "published_lm.pt", "options.json + weights.hdf5")
+BILM_FILES = ("bilstm.pt", "published_lm.pt", f"{hub.CONFIG} + {hub.WEIGHTS}", "options.json + weights.hdf5")
 
 
 @dataclass(frozen=True)
 class BiLMFiles:
     """Where a biLM is: ``kind`` ``"bilstm"`` (our ``bilstm.pt``), ``"published_lm"`` (the ``published_lm.pt`` of
-    ``pretrain --architecture`` or ``finetune``) or ``"bilm_tf"`` (bilm-tf's ``options.json`` + ``weights.hdf5``,
-    e.g. written by ``export``), and its ``files`` (one, or the options and weight files)."""
+    ``pretrain --architecture`` or ``finetune``), ``"pretrained"`` (a ``save_pretrained`` folder or Hub model id,
+    :mod:`elmo.model.hub`) or ``"bilm_tf"`` (bilm-tf's ``options.json`` + ``weights.hdf5``, e.g. written by
+    ``export``), and its ``files`` (one, or the options and weight files)."""
 
     kind: str
     files: tuple[Path, ...]
@@ -134,13 +136,17 @@ class BiLMFiles:
 
 def find_bilm(path: str | os.PathLike) -> BiLMFiles:
     """Which biLM ``path`` holds, without reading it. A folder: its ``bilstm.pt``, else its ``published_lm.pt``, else
-    its ``options.json`` + ``weights.hdf5`` (:data:`BILM_FILES`). A file: ``published_lm.pt``; an ``options.json``
+    the ``config.json`` + ``model.safetensors`` of ``save_pretrained``, else its ``options.json`` + ``weights.hdf5``
+    (:data:`BILM_FILES`); a Hub model id (``owner/name``, not a path here). A file: ``published_lm.pt``; a saved
+    folder's ``config.json`` or ``model.safetensors`` (the folder); an ``options.json``
     (``*.json``, with the ``weights.hdf5`` beside it) or a ``weights.hdf5`` (``*.hdf5``, with the ``options.json``
     beside it); any other file is read as our ``bilstm.pt``.
 
     Raises:
         ElmoError: one line naming ``path`` and what was looked for, when it is missing or a folder holding none.
     """
+    if hub.is_hub_id(path):
+        return BiLMFiles("pretrained", (Path(path),))
     path = Path(path)
     if path.is_dir():
         outputs = Outputs(models=path)
@@ -148,12 +154,16 @@ def find_bilm(path: str | os.PathLike) -> BiLMFiles:
             return BiLMFiles("bilstm", (outputs.bilm,))
         if outputs.published_lm.is_file():
             return BiLMFiles("published_lm", (outputs.published_lm,))
+        if (path / hub.CONFIG).is_file() and (path / hub.WEIGHTS).is_file():
+            return BiLMFiles("pretrained", (path,))
         options, weights = path / "options.json", path / "weights.hdf5"
         if options.is_file() and weights.is_file():
             return BiLMFiles("bilm_tf", (options, weights))
     elif path.is_file():
         if path.name == Outputs(models=path.parent).published_lm.name:
             return BiLMFiles("published_lm", (path,))
+        if path.name in (hub.CONFIG, hub.WEIGHTS) and (path.parent / hub.WEIGHTS).is_file():
+            return BiLMFiles("pretrained", (path.parent,))
         if path.suffix == ".json":
             return BiLMFiles("bilm_tf", (path, path.with_name("weights.hdf5")))
         if path.suffix == ".hdf5":
@@ -162,6 +172,18 @@ def find_bilm(path: str | os.PathLike) -> BiLMFiles:
     missing = "" if path.is_dir() else " (no such file or folder)"
     raise ElmoError(f"{path} holds no biLM{missing}: looked for {', '.join(BILM_FILES)} (train one with "
                     f"`python ELMO.py --models-dir {path}`)")
+
+
+def models_in(folder: str | os.PathLike) -> list[BiLMFiles]:
+    """Every biLM ``folder`` holds, in :data:`BILM_FILES`' order (:func:`find_bilm` opens only the first): our
+    ``bilstm.pt``, a ``published_lm.pt``, ``save_pretrained``'s ``config.json`` + ``model.safetensors`` (both files
+    named), bilm-tf's ``options.json`` + ``weights.hdf5``; ``[]`` for a folder holding none, or no folder. Reads
+    no file."""
+    folder, outputs = Path(folder), Outputs(models=Path(folder))
+    kinds = (("bilstm", (outputs.bilm,)), ("published_lm", (outputs.published_lm,)),
+             ("pretrained", (folder / hub.CONFIG, folder / hub.WEIGHTS)),
+             ("bilm_tf", (folder / "options.json", folder / "weights.hdf5")))
+    return [BiLMFiles(kind, files) for kind, files in kinds if all(f.is_file() for f in files)]
 
 
 @dataclass
@@ -199,6 +221,10 @@ def open_bilm(path: str | os.PathLike) -> OpenedBiLM:
     if source.kind == "published_lm":
         published, vocab, meta = published_lm_bilm(source.files[0])
         return OpenedBiLM(published, vocab, source, meta)
+    if source.kind == "pretrained":
+        model = hub.load_pretrained(source.files[0])
+        bilm = model if isinstance(model, (BiLM, PublishedBiLM)) else model.bilm  # an Elmo layer's or a classifier's
+        return OpenedBiLM(bilm, model.vocab, source, {"card": model.card})
     return OpenedBiLM(load_published_bilm(*source.files), None, source)
 
 
@@ -253,17 +279,18 @@ def load_classifier(path: str | os.PathLike, bilm: BiLM | PublishedBiLM, vocab: 
     except (KeyError, TypeError, RuntimeError, ElmoError) as exc:
         raise ElmoError(f"{path}: inconsistent classifier checkpoint: {str(exc).splitlines()[0]}") from None
     device = next(bilm.parameters()).device
-    return model.to(device).eval(), list(ckpt.get("class_names", CLASS_NAMES))
+    model.class_names, model.vocab = list(ckpt.get("class_names", CLASS_NAMES)), vocab
+    return model.to(device).eval(), model.class_names
 
 
 def published_record(bilm: BiLM | PublishedBiLM, vocab: Vocabulary) -> dict[str, Any]:
     """What a classifier file records to find a published biLM again: ``{"bilm_tf": {"options_file",
-    "weight_file"}, "vocab": the task vocabulary}`` for bilm-tf's files, ``{"published_lm": the file, "vocab": ...}``
-    for a ``published_lm.pt`` (:func:`published_lm_bilm`), ``{}`` for our biLM (``bilstm.pt`` holds its vocabulary)."""
+    "weight_file"}, "vocab": the task vocabulary}`` for bilm-tf's files, ``{"bilm_source": the file, "vocab": ...}``
+    for a ``published_lm.pt`` or a ``save_pretrained`` folder (:func:`open_bilm`), ``{}`` for our biLM (``bilstm.pt`` holds its vocabulary)."""
     if not isinstance(bilm, PublishedBiLM) or bilm.source is None:
         return {}
     if len(bilm.source) == 1:
-        return {"published_lm": str(bilm.source[0]), "vocab": list(vocab.itos)}
+        return {"bilm_source": str(bilm.source[0]), "vocab": list(vocab.itos)}
     options, weights = bilm.source
     return {"bilm_tf": {"options_file": str(options), "weight_file": str(weights)}, "vocab": list(vocab.itos)}
 
@@ -278,8 +305,8 @@ def load_classifier_bilm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabu
     ckpt = load_checkpoint(path, "elmo.classifier")
     source = ckpt.get("bilm_tf")
     try:
-        if isinstance(ckpt.get("published_lm"), str):
-            return published_lm_bilm(ckpt["published_lm"])[0], Vocabulary(ckpt["vocab"])
+        if isinstance(ckpt.get("bilm_source"), str):
+            return open_bilm(ckpt["bilm_source"]).bilm, Vocabulary(ckpt["vocab"])
         if not isinstance(source, dict):
             return None
         return load_published_bilm(source["options_file"], source["weight_file"]), Vocabulary(ckpt["vocab"])

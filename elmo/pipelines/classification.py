@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from ..runtime import distributed
 from ..runtime.device import set_seed
 from .common import (
     checkpointing,
+    command_line,
     format_confusion,
     format_results_table,
     option,
@@ -151,6 +153,15 @@ def check_files(config: ClassifyArgs) -> None:
                                 "--models-dir (bilstm.pt)": None if config.published else out.bilm}, written)
 
 
+def classifier_card(task: TaskData, config: ClassifyArgs, result: dict) -> dict:
+    """The facts of a classifier's model card (:mod:`elmo.model.hub`): its labelled data, accuracy and macro-F1 on
+    validation and test, and the command (:func:`~elmo.pipelines.common.command_line`)."""
+    return {"text": f"AG News ({Path(config.data_dir) / 'train.csv'}), {len(task.corpora['train']):,} labelled "
+                    "training documents", "command": command_line("classify", config),
+            "accuracy": {k: {"accuracy": result[k]["accuracy"], "macro_f1": result[k]["f1"]}
+                         for k in ("val", "test") if k in result}}
+
+
 def classify(config: ClassifyArgs) -> dict:
     """Train and evaluate one classifier per layer mix; returns the ``classification.json`` content.
 
@@ -169,7 +180,7 @@ def classify(config: ClassifyArgs) -> dict:
         if run.ctx.is_main:
             payloads[mix] = classifier_checkpoint(model, task.fingerprint, CLASS_NAMES, {
                 "mix_results": {k: out[mix][k]["f1"] for k in ("val", "test")},
-                **published_record(task.bilm, task.vocab)})
+                "card": classifier_card(task, config, out[mix]), **published_record(task.bilm, task.vocab)})
             save_checkpoint(payloads[mix], outputs.classifier(mix))
             report_mix(task, mix, out[mix])
     if not run.ctx.is_main:

@@ -6,6 +6,7 @@ checkpoints named per run, and the text tables printed at the end.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -69,6 +70,24 @@ def option(default: Any, help: str, **kwargs) -> Any:
     return field(default=default, metadata={"help": help, **kwargs})
 
 
+def command_line(command: str, config: Any) -> str:
+    """``python -m elmo <command>`` with the flags of ``config`` (an arguments dataclass) that differ from their
+    defaults, as a shell line: what the model card records as the command that trained a model."""
+    parts = ["python", "-m", "elmo", command]
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.default is not dataclasses.MISSING and value == f.default:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if isinstance(value, bool):
+            parts.append(flag if value else "--no-" + flag[2:])
+        elif isinstance(value, (list, tuple)):
+            parts += [flag, *map(str, value)]
+        elif value is not None:
+            parts += [flag, str(value)]
+    return shlex.join(parts)
+
+
 @dataclass
 class CommonArgs:
     """Flags every training command shares.
@@ -78,18 +97,23 @@ class CommonArgs:
       description are dropped (:mod:`elmo.data.pretraining_text`). The lab's ``--text-fraction`` learns them from a
       share of the training descriptions instead, a draw that is part of ``--seed``; the labelled documents stay.
     * ``--batch-size``: :func:`auto_batch_size` by default. ``--seed``: a CPU run with the same flags and
-      ``--threads`` repeats its metrics exactly; ``pretrain --architecture`` does so with ``--threads 1`` only.
+      ``--threads`` repeats its metrics exactly, on one thread or several (every command, ``pretrain --architecture``
+      and ``finetune`` included); not across ``--threads`` values, nor on a GPU.
     * ``--precision``: ``auto`` is bf16 on CPUs and GPUs with native bf16, fp16 on older GPUs, else fp32; weights,
       losses and evaluation perplexities stay fp32. ``--threads``: all cores (under ``torchrun``, shared out).
+    * ``--models-dir``, ``--results-dir``, ``--images-dir`` (``None``: not given): none given, ``models``,
+      ``results`` and ``images``; given any, a folder not given is the one of that name inside the first given
+      (:meth:`~elmo.artifacts.Outputs.of`), so a run writes only under what it was pointed at.
     * ``--resume`` continues an interrupted run (the same flags) from its checkpoints in ``<models-dir>/checkpoints/``,
       saved every ``--checkpoint-every`` steps and at each epoch end, deleted when the command finishes.
     """
 
     data_dir: str = option("data/ag_news", "folder holding train.csv and test.csv")
     download: bool = option(True, "download AG News when it is missing")
-    models_dir: str = option("models", "where models are written and read")
-    results_dir: str = option("results", "where JSON results are written")
-    images_dir: str = option("images", "where plots are written")
+    models_dir: str | None = option(None, "where models go and are read (default: models)")
+    results_dir: str | None = option(None, "where JSON results go (default: results)")
+    images_dir: str | None = option(None, "where plots go (default: images); a folder not given goes inside the first "
+                                          "given (--models-dir M alone: M/results, M/images)")
     max_docs: int | None = option(None, "use only the first N training documents")
     val_fraction: float = option(0.05, "training documents held out for validation")
     max_length: int = option(256, "truncate documents to this many tokens")
@@ -103,8 +127,7 @@ class CommonArgs:
     lr: float = option(1e-3, "Adam learning rate")
     clip_norm: float = option(1.0, "gradient-norm clipping")
     patience: int = option(2, "early-stopping patience in epochs")
-    seed: int = option(0, "random seed; a CPU run with the same flags and --threads repeats its metrics exactly "
-                          "(pretrain --architecture: with --threads 1)")
+    seed: int = option(0, "random seed; same flags and --threads on a CPU: the same metrics")
     device: str = option("auto", "auto (CUDA when present), cpu or cuda")
     precision: str = option("auto", "mixed precision (weights stay fp32)", choices=PRECISIONS)
     threads: int | None = option(None, "CPU threads per process (default: all cores)")
@@ -134,7 +157,7 @@ class CommonArgs:
 
 #: Flags that do not change what a run computes: a checkpoint written under other values may be resumed.
 RESUMABLE_FLAGS = ("resume", "checkpoint_every", "quiet", "threads", "device", "models_dir", "results_dir", "images_dir",
-                   "download", "concurrent_directions")
+                   "download", "concurrent_directions", "overwrite")
 
 
 @dataclass
@@ -177,6 +200,7 @@ def start(config: CommonArgs, kernel_cache_entries: int) -> StartedRun:
     amp_dtype = resolve_precision(config.precision, device)
     say = (lambda *a: None) if config.quiet or not ctx.is_main else (lambda *a: print(*a, flush=True))
     outputs = config.outputs
+    say(f"output folders: models {outputs.models}, results {outputs.results}, plots {outputs.images}")
     if ctx.is_main:
         check_writable(outputs.models, outputs.results, outputs.images,
                        flags=("--models-dir", "--results-dir", "--images-dir"))

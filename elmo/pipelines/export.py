@@ -19,18 +19,22 @@ from typing import Any, Iterable
 
 import torch
 
-from ..artifacts import Outputs, check_writable, refuse_overwriting_inputs
+from ..artifacts import Outputs, check_writable, load_checkpoint, refuse_overwriting_inputs
 from ..data.chars import TF_MAX_CHARS
 from ..data.vocab import SPECIALS
 from ..errors import ElmoError
+from ..inference.text_classifier import TextClassifier
+from ..model import hub
 from ..model.bilm import BiLM
 from ..model.published import PublishedBiLM, PublishedBiLMConfig
 from ..model.published_io import load_published_bilm, read_vocabulary, save_published_bilm
-from ..model.serialization import load_bilm, load_published_lm
+from ..model.serialization import load_bilm, load_classifier_bilm, load_published_lm, open_bilm
 from .common import option
 
 #: what ``export`` writes into its folder, bilm-tf's names: options, weights, vocabulary
 EXPORT_FILES = ("options.json", "weights.hdf5", "vocab.txt")
+#: ``--format``: bilm-tf's files, or the folder of ``save_pretrained`` (:mod:`elmo.model.hub`)
+EXPORT_FORMATS = ("bilm-tf", "hub")
 
 
 @dataclass
@@ -42,11 +46,17 @@ class ExportArgs:
     ``<UNK>``.
     """
 
-    out: str = option(None, "the folder to write bilm-tf's three files into", required=True, metavar="DIR")
-    models_dir: str | None = option(None, "the folder holding pretrain --architecture's model")
+    out: str = option(None, "the folder to write the files into", required=True, metavar="DIR")
+    models_dir: str | None = option(None, "the folder holding the model (bilm-tf: pretrain --architecture's)")
     options_file: str | None = option(None, "a bilm-tf biLM's options.json instead")
     weight_file: str | None = option(None, "its weights.hdf5 (with --options-file)")
     vocab_file: str | None = option(None, "tokens for vocab.txt (with --options-file)")
+    format: str = option("bilm-tf", "bilm-tf: options.json, weights.hdf5, vocab.txt; hub: save_pretrained's "
+                         "config.json, model.safetensors, vocab.txt, README.md", choices=EXPORT_FORMATS)
+    classifier: str | None = option(None, "--format hub: this classifier file of --models-dir (its biLM included)",
+                                    metavar="FILE")
+    push_to_hub: str | None = option(None, "--format hub: also upload --out to this Hub model id (hf auth login)",
+                                     metavar="REPO_ID")
     quiet: bool = option(False, "print nothing but errors")
 
     def check(self) -> None:
@@ -57,6 +67,12 @@ class ExportArgs:
                             "(--options-file and --weight-file)")
         if self.models_dir is not None and self.vocab_file is not None:
             raise ElmoError("--vocab-file goes with --options-file: a trained --models-dir writes its own vocabulary")
+        if self.format != "hub" and (self.classifier or self.push_to_hub):
+            raise ElmoError(f"{'--classifier' if self.classifier else '--push-to-hub'} goes with --format hub")
+        if self.classifier and self.models_dir is None:
+            raise ElmoError("--classifier names a file of --models-dir: give --models-dir")
+        if self.format == "hub" and self.vocab_file is not None:
+            raise ElmoError("--vocab-file goes with --format bilm-tf")
         if published and (self.options_file is None or self.weight_file is None):
             given, missing = ("--options-file", "--weight-file") if self.weight_file is None else \
                 ("--weight-file", "--options-file")
@@ -167,6 +183,8 @@ def export(config: ExportArgs) -> dict[str, Any]:
             options, weight, model or vocabulary file (named); our own biLM (:func:`bilm_tf_refusal`); ``--out``
             cannot be written.
     """
+    if config.format == "hub":
+        return export_pretrained(config)
     trained = None if config.models_dir is None else trained_model_file(config.models_dir)
     refuse_overwriting_inputs({"--options-file": config.options_file, "--weight-file": config.weight_file,
                                "--vocab-file": config.vocab_file, "--models-dir (published_lm.pt)": trained},
@@ -184,3 +202,38 @@ def export(config: ExportArgs) -> dict[str, Any]:
         for limit in summary["allennlp_limits"]:
             print(f"note: AllenNLP will not read these files: {limit}; bilm-tf and this toolkit do", file=sys.stderr)
     return summary
+
+
+def export_pretrained(config: ExportArgs) -> dict[str, Any]:
+    """``export --format hub``: the biLM of ``--models-dir`` (any the project writes,
+    :func:`~elmo.model.serialization.open_bilm`), its ``--classifier``, or bilm-tf's files, written with
+    ``save_pretrained`` into ``--out`` (and uploaded to ``--push-to-hub``), the model card from what the training
+    runs recorded.
+
+    Returns:
+        ``{"out", "kind", "files", "pushed"}``.
+
+    Raises:
+        ElmoError: an output is one of the inputs; a missing or invalid model; ``--out`` cannot be written.
+    """
+    outputs = {f"--out ({name})": Path(config.out) / name for name in (hub.CONFIG, hub.WEIGHTS, hub.VOCAB, hub.CARD)}
+    classifier = None if config.classifier is None else Path(config.models_dir) / config.classifier
+    refuse_overwriting_inputs({"--options-file": config.options_file, "--weight-file": config.weight_file,
+                               "--classifier": classifier, **({} if config.models_dir is None else {
+                                   f"--models-dir ({name})": Path(config.models_dir) / name
+                                   for name in (hub.CONFIG, hub.WEIGHTS, hub.VOCAB)})}, outputs)
+    if config.models_dir is None:
+        model = load_published_bilm(config.options_file, config.weight_file)
+    elif classifier is not None:
+        model = TextClassifier.from_pretrained(config.models_dir, config.classifier, device="cpu", precision="fp32").model
+        recorded = load_classifier_bilm(classifier)
+        bilm_card = open_bilm(config.models_dir).meta.get("card") if recorded is None else None
+        model.card = {**(bilm_card or {}), **(load_checkpoint(classifier, "elmo.classifier").get("card") or {})}
+    else:
+        model = open_bilm(config.models_dir).bilm
+    pushed = model.save_pretrained(config.out, push_to_hub=config.push_to_hub is not None, repo_id=config.push_to_hub)
+    files = sorted(f.name for f in outputs.values() if f.is_file())
+    if not config.quiet:
+        print(f"wrote {model.hub_kind} to {config.out}: {', '.join(files)}" + (f"; pushed: {pushed}" if pushed else ""),
+              file=sys.stderr)
+    return {"out": str(config.out), "kind": model.hub_kind, "files": files, "pushed": pushed}

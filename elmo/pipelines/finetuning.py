@@ -28,7 +28,7 @@ from ..model.published_finetune import (
     language_model_of,
     target_counts,
 )
-from ..model.published_io import load_published_bilm, options_of
+from ..model.published_io import load_published_bilm, options_of, read_options
 from ..model.published_lm import DIRECTION_NAMES, SOFTMAXES, PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 from ..model.serialization import save_published_lm
 from ..runtime import distributed
@@ -40,10 +40,13 @@ from .pretraining import (
     PretrainData,
     evaluate_direction,
     finish_lm_results,
+    lm_card,
     lm_objective,
     lm_summary,
     lm_train_config,
     load_data,
+    refuse_different_models,
+    replace_different_models,
 )
 
 _PRETRAIN_FIELDS = {f.name: f for f in dataclasses.fields(PretrainArgs)}
@@ -98,6 +101,7 @@ class FinetuneArgs(CommonArgs):
     softmax: str = option("sampled", "the training softmax over the domain words", choices=SOFTMAXES)
     softmax_samples: int = same_as_pretrain("softmax_samples")
     softmax_init: str = option("token-layer", "the new softmax's initial weights", choices=SOFTMAX_INITS)
+    overwrite: bool = same_as_pretrain("overwrite")
 
     def check(self) -> None:
         """:meth:`CommonArgs.check` plus the biLM files, the learning rates and the text flags. Raises
@@ -138,11 +142,14 @@ class FinetuneText(PretrainArgs):
 
 def check_files(config: FinetuneArgs) -> None:
     """Before anything is written: no output (``published_lm.pt``, its training checkpoint, ``lm.json``, the plots)
-    is one of the inputs (the biLM files, the text files, AG News in ``--data-dir``).
+    is one of the inputs (the biLM files, the text files, AG News in ``--data-dir``), and ``--models-dir`` holds no
+    model but a ``published_lm.pt`` of the architecture of ``--options-file``
+    (:func:`~elmo.pipelines.pretraining.refuse_different_models`).
 
     Raises:
-        ElmoError: naming the output and the input it would write over.
+        ElmoError: naming the output and the input it would write over, or the different model's file.
     """
+    refuse_different_models(config, lambda: options_of(read_options(config.options_file)))
     out = config.outputs
     refuse_overwriting(config, {"--options-file": config.options_file, "--weight-file": config.weight_file,
                                 "--train-file": config.train_file, "--val-file": config.val_file,
@@ -229,10 +236,11 @@ def finetune(config: FinetuneArgs) -> dict:
                  Progress("biLM", "tok", config.quiet), parameter_groups(model, config))
     out["train_seconds"] = time.perf_counter() - started
     if run.ctx.is_main:
-        meta = {**environment_info(config.seed), "config": asdict(config)}
-        save_published_lm(model, vocab, run.outputs.published_lm, meta)
         for name in DIRECTION_NAMES:
             evaluate_direction(model.direction(name), fitted, loaded.data, run, vocab, out)
+        meta = {**environment_info(config.seed), "config": asdict(config), "card": lm_card(out, config, "finetune")}
+        replace_different_models(config, "published_lm", keep=[config.options_file, config.weight_file])
+        save_published_lm(model, vocab, run.outputs.published_lm, meta)
         out["bilm_config"], out["options"] = asdict(model.bilm.config), options_of(model.bilm.config)
         out["lm_config"] = asdict(model.config)
         finish_lm_results(out, config, run, started, {"biLM": fitted.history}, ["published_lm"])

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Callable, Iterable
 import numpy as np
 import torch
 
-from ..artifacts import environment_info, save_checkpoint, write_json
+from ..artifacts import environment_info, load_checkpoint, remove_file, save_checkpoint, write_json
 from ..data.agnews import load_agnews
 from ..data.corpus import Corpus, EncodedCorpus, encode_corpus
 from ..data.pretraining_text import pretraining_text
@@ -40,7 +41,7 @@ from ..model.published_lm import (
     PublishedSoftmaxConfig,
 )
 from ..model.sampled_softmax import BILM_TF_SAMPLES
-from ..model.serialization import lm_checkpoint, save_bilm, save_published_lm
+from ..model.serialization import BiLMFiles, lm_checkpoint, models_in, save_bilm, save_published_lm
 from ..model.static import center_vectors, common_direction_cosine, copy_vectors, word2vec_vectors
 from ..runtime import distributed
 from ..runtime.device import peak_rss_mb, set_seed, steady_heap
@@ -52,6 +53,7 @@ from .common import (
     CommonArgs,
     StartedRun,
     checkpointing,
+    command_line,
     option,
     refuse_overwriting,
     remove_checkpoints,
@@ -65,6 +67,8 @@ INIT_EMBEDDINGS = ("auto", "word2vec", "word2vec-centered", "none")
 #: the vectors' mean exceeds this (Word2Vec trained on too little text points every word the same way).
 AUTO_INIT_MAX_COSINE = 0.9
 
+#: ``--lstm``: the published cell with its clipping (a per-step loop), or no clipping on PyTorch's fused LSTM kernel
+LSTM_CELLS = ("clipped", "fused")
 #: ``--concurrent-directions``: auto (side by side on the CPU with two or more threads), on, off (one after the other)
 CONCURRENT_DIRECTIONS = ("auto", "on", "off")
 
@@ -84,6 +88,12 @@ class PretrainArgs(CommonArgs):
     * ``--architecture``: a name of :data:`~elmo.model.published.PUBLISHED_ARCHITECTURES` or a bilm-tf options.json:
       the published architecture (:mod:`elmo.model.published_lm`, the text's case kept) instead of our word-level
       biLM, written as ``published_lm.pt`` for ``python -m elmo export`` (docs/make_your_own_elmo.md).
+    * ``--lstm``: ``--architecture``'s LSTM cell: ``clipped``, the published one (TensorFlow's cell, clipping its cell
+      and output to ``cell_clip`` / ``proj_clip``, run step by step), or ``fused``, the same cell without clipping
+      (both set to ``null`` in the trained model's options) on PyTorch's fused LSTM kernel (cuDNN on CUDA). An
+      options.json whose ``cell_clip`` and ``proj_clip`` are both 0 or ``null`` runs on the fused kernel either way.
+    * ``--overwrite``: without it, a ``--models-dir`` holding a model of another kind, or (``--architecture``) a
+      ``published_lm.pt`` of another architecture, is refused (:func:`different_models`); ``--resume`` is not checked.
     * ``--concurrent-directions``: the two LMs at once, each in a process with half of ``--threads`` (CPU only, not
       under torchrun; auto: from two threads).
     """
@@ -117,7 +127,11 @@ class PretrainArgs(CommonArgs):
                                       + ", ".join(PUBLISHED_ARCHITECTURES) + " or an options.json", metavar="NAME")
     softmax: str = option(DEFAULT_SOFTMAX, "--architecture's training softmax", choices=SOFTMAXES)
     softmax_samples: int = option(BILM_TF_SAMPLES, "--softmax sampled: candidates per batch")
+    lstm: str = option("clipped", "--architecture's LSTM cell: clipped (the published cell, clipped to cell_clip/"
+                       "proj_clip, a per-step loop) or fused (no clipping, PyTorch's fused kernel; an options.json "
+                       "with both clips 0 or null runs fused either way)", choices=LSTM_CELLS)
     concurrent_directions: str = option("auto", "train both directions at once", choices=CONCURRENT_DIRECTIONS)
+    overwrite: bool = option(False, "replace a different model in --models-dir (else refused)")
 
     def bilm_config(self, vocab_size: int) -> BiLMConfig:
         """The :class:`~elmo.model.bilm.BiLMConfig` these flags ask for. Raises :class:`ElmoError` on bad sizes."""
@@ -142,14 +156,16 @@ class PretrainArgs(CommonArgs):
         if self.architecture is None:
             return None
         if self.architecture in PUBLISHED_ARCHITECTURES:
-            return PUBLISHED_ARCHITECTURES[self.architecture][1]
-        if not Path(self.architecture).suffix.lower() == ".json" and not Path(self.architecture).is_file():
+            config = PUBLISHED_ARCHITECTURES[self.architecture][1]
+        elif not Path(self.architecture).suffix.lower() == ".json" and not Path(self.architecture).is_file():
             raise ElmoError(f"--architecture must be {', '.join(PUBLISHED_ARCHITECTURES)} or the path of a bilm-tf "
                             f"options.json, got {self.architecture!r}")
-        try:
-            return read_options(self.architecture)
-        except ElmoError as exc:
-            raise ElmoError(f"--architecture {exc}") from None
+        else:
+            try:
+                config = read_options(self.architecture)
+            except ElmoError as exc:
+                raise ElmoError(f"--architecture {exc}") from None
+        return replace(config, cell_clip=None, proj_clip=None) if self.lstm == "fused" else config
 
     def published_lm_config(self, vocab_size: int) -> PublishedSoftmaxConfig:
         """The training head of the published architecture (``--softmax``, ``--softmax-samples``, ``--dropout``)."""
@@ -188,10 +204,10 @@ class PretrainArgs(CommonArgs):
             raise ElmoError(f"--concurrent-directions on: --architecture {self.architecture} trains both directions "
                             "in one model (one token layer and one softmax shared by them); use auto or off")
         if self.architecture is None:
-            changed = [f for f in ("softmax", "softmax_samples") if getattr(self, f) != getattr(defaults, f)]
+            changed = [f for f in ("softmax", "softmax_samples", "lstm") if getattr(self, f) != getattr(defaults, f)]
             if changed:
                 raise ElmoError(f"{' and '.join(_flag(f) for f in changed)} go with --architecture (our word-level "
-                                "biLM always trains an adaptive softmax)")
+                                "biLM always trains an adaptive softmax and nn.LSTM)")
             return
         self.published_config()
         self.published_lm_config(vocab_size=10)
@@ -511,13 +527,71 @@ def train_side_by_side(bilm: BiLM, loaded: PretrainData, config: PretrainArgs, r
     return fitted, measured
 
 
-def check_files(config: PretrainArgs) -> None:
-    """Before anything is written: no output file (the model files, the training checkpoints, ``lm.json``, the
-    plots) is one of the inputs (``--train-file``, ``--val-file``, ``--test-file``, or AG News in ``--data-dir``).
+#: what :func:`different_models` calls each kind of :func:`~elmo.model.serialization.models_in`
+MODEL_KINDS = {"bilstm": "ELMO.py's biLM", "published_lm": "pretrain --architecture's or finetune's biLM",
+               "pretrained": "a save_pretrained model", "bilm_tf": "bilm-tf's files"}
+
+
+def different_models(config: CommonArgs, options: Callable[[], dict] | None) -> list[tuple[BiLMFiles, str]]:
+    """The models in ``--models-dir`` (:func:`~elmo.model.serialization.models_in`) other than the one a command
+    trains there, each with what it is: a model of another kind, or a ``published_lm.pt`` of another architecture.
+
+    Args:
+        config: the command's flags; options: ``None`` for our biLM (``bilstm.pt``), else a function giving the
+            ``options.json`` content of the published architecture it trains (``published_lm.pt``).
+    """
+    kind, found = "bilstm" if options is None else "published_lm", []
+    for model in models_in(config.outputs.models):
+        if model.kind != kind:
+            found.append((model, f"{MODEL_KINDS[model.kind]}, a different model"))
+        elif options is not None:
+            try:
+                if load_checkpoint(model.files[0], "elmo.published_lm").get("options") != options():
+                    found.append((model, "a biLM of another architecture"))
+            except ElmoError:
+                found.append((model, "a file that does not load"))
+    return found
+
+
+def refuse_different_models(config: CommonArgs, options: Callable[[], dict] | None) -> None:
+    """Before anything is written, without ``--overwrite`` or ``--resume``: stop when ``--models-dir`` holds a model
+    other than the one the command trains (:func:`different_models`).
 
     Raises:
-        ElmoError: naming the output and the input it would write over.
+        ElmoError: one line naming the file, what it is, and the two ways on.
     """
+    if config.overwrite or config.resume:
+        return
+    if found := different_models(config, options):
+        model, what = found[0]
+        raise ElmoError(f"--models-dir {config.outputs.models} holds {model} ({what}): choose another --models-dir, "
+                        "or give --overwrite to replace it")
+
+
+def replace_different_models(config: CommonArgs, kind: str, keep: Iterable = ()) -> None:
+    """``--overwrite``, just before the new model (``kind``: ``bilstm`` or ``published_lm``, which a new file of its
+    own replaces) is saved: delete the files of the models of other kinds in ``--models-dir``
+    (:func:`~elmo.model.serialization.models_in`), never one of the command's input files ``keep``, so that the folder
+    opens as the new model (:func:`~elmo.model.serialization.open_bilm`)."""
+    if not config.overwrite:
+        return
+    kept = {os.path.realpath(path) for path in keep if path is not None}
+    for model in models_in(config.outputs.models):
+        for path in model.files if model.kind != kind else ():
+            if os.path.realpath(path) not in kept:
+                remove_file(path)
+
+
+def check_files(config: PretrainArgs) -> None:
+    """Before anything is written: no output file (the model files, the training checkpoints, ``lm.json``, the
+    plots) is one of the inputs (``--train-file``, ``--val-file``, ``--test-file``, or AG News in ``--data-dir``),
+    and ``--models-dir`` holds no different model (:func:`refuse_different_models`).
+
+    Raises:
+        ElmoError: naming the output and the input it would write over, or the different model's file.
+    """
+    refuse_different_models(config, None if config.architecture is None
+                            else lambda: options_of(config.published_config()))
     out = config.outputs
     training = [path for name in ("forward_lm", "backward_lm")  # checkpoints; logs and results of side-by-side runs
                 for path in (out.checkpoint(name), out.log(name), out.checkpoint(f"{name}.result"))]
@@ -612,15 +686,30 @@ def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainDa
                  Progress("biLM", "tok", config.quiet))
     out["train_seconds"] = time.perf_counter() - started
     if run.ctx.is_main:
-        meta = {**environment_info(config.seed), "config": asdict(config)}
-        save_published_lm(model, loaded.vocab, run.outputs.published_lm, meta)
         for name in DIRECTION_NAMES:
             evaluate_direction(model.direction(name), fitted, loaded.data, run, loaded.vocab, out)
+        meta = {**environment_info(config.seed), "config": asdict(config), "card": lm_card(out, config)}
+        replace_different_models(config, "published_lm", keep=[config.architecture])
+        save_published_lm(model, loaded.vocab, run.outputs.published_lm, meta)
         out["bilm_config"], out["options"] = asdict(model.bilm.config), options_of(model.bilm.config)
         out["lm_config"] = asdict(model.config)
         finish_lm_results(out, config, run, started, {"biLM": fitted.history}, ["published_lm"])
     distributed.barrier()
     return out
+
+
+def lm_card(out: dict, config: PretrainArgs, command: str = "pretrain") -> dict:
+    """The facts of a biLM's model card (:mod:`elmo.model.hub`) from its ``lm.json`` content ``out``: the training
+    text, its tokens, the held-out perplexities per direction and the command (:func:`command_line`)."""
+    docs = out.get("documents", {})
+    own = getattr(config, "train_file", None)
+    text = str(own) if own else f"AG News descriptions ({Path(config.data_dir) / 'train.csv'})"
+    text += "".join(f", {docs[k]:,} {k} documents" for k in ("train", "val") if k in docs)
+    text += "".join(f", plus {f}" for f in getattr(config, "extra_text", ()))
+    perplexity = {split: {d: out[split][f"{d}_perplexity"] for d in DIRECTION_NAMES if f"{d}_perplexity" in out[split]}
+                  for split in ("val", "test") if out.get(split)}
+    return {"text": text, "train_tokens": out.get("train_tokens"), "perplexity": perplexity,
+            "command": command_line(command, config)}
 
 
 def finish_lm_results(out: dict, config: PretrainArgs, run: StartedRun, started: float,
@@ -643,14 +732,16 @@ def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult]
                   run: StartedRun, out: dict, started: float, measured: dict[str, dict] | None = None) -> None:
     """Rank 0: evaluate both directions exactly (unless ``measured`` holds their evaluations already:
     :func:`train_side_by_side`), then write ``forward.pt``, ``backward.pt``, ``bilstm.pt``,
-    ``lm.json`` and the plots, delete the training checkpoints and print the table."""
+    ``lm.json`` and the plots (a different model in ``--models-dir`` deleted first with ``--overwrite``), delete the
+    training checkpoints and print the table."""
     outputs, vocab = run.outputs, loaded.vocab
     meta = {**environment_info(config.seed), "config": asdict(config)}
+    replace_different_models(config, "bilstm")
     for lm in (bilm.forward_lm, bilm.backward_lm):
         save_checkpoint(lm_checkpoint(lm, vocab, meta), outputs.lm(lm.direction))
         evaluate_direction(lm, fitted[lm.direction], loaded.data, run, vocab, out, (measured or {}).get(lm.direction))
     out["bilm_config"] = asdict(bilm.config)
-    save_bilm(bilm, vocab, outputs.bilm, meta)
+    save_bilm(bilm, vocab, outputs.bilm, {**meta, "card": lm_card(out, config)})
     finish_lm_results(out, config, run, started, {d: out["directions"][d]["history"] for d in out["directions"]},
                       ["forward_lm", "backward_lm"])
 

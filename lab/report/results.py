@@ -46,7 +46,8 @@ FP32_REFERENCE = "fp32_main"
 #: Config keys that name folders or output options, or otherwise do not change what a run computes
 #: (``download`` only decides whether missing data files are fetched): never an experimental change.
 _NOT_A_CHANGE = {"data_dir", "models_dir", "results_dir", "images_dir", "quiet", "threads", "device", "mixes",
-                 "predict", "predict_file", "resume", "checkpoint_every", "cache_layers", "precision", "download"}
+                 "predict", "predict_file", "resume", "checkpoint_every", "cache_layers", "precision", "download",
+                 "overwrite"}
 
 
 #: Keys of ``classification.json`` under their earlier names (files written then keep their numbers readable, and

@@ -30,7 +30,7 @@ from elmo.pipelines.plots import plot_curves
 def test_outputs_name_every_file_under_its_folder():
     out = Outputs.of("m", "r", "i")
     assert out == Outputs(Path("m"), Path("r"), Path("i"))
-    assert Outputs() == Outputs.of("models")  # the scripts' defaults: models/, results/, images/
+    assert Outputs() == Outputs.of()  # no folder flag given: models/, results/, images/ (tests/unit/pipelines/test_output_folders.py)
     assert out.word2idx == Path("m/word2idx.pkl") and out.bilm == Path("m/bilstm.pt")
     assert [out.lm(d) for d in ("forward", "backward")] == [Path("m/forward.pt"), Path("m/backward.pt")]
     assert out.classifier() == Path("m/classifier.pt")

@@ -37,7 +37,7 @@ from elmo.pipelines.task import _load_bilm
 TINY = PublishedBiLMConfig(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
 WORDS = list(SPECIALS) + ["The", "market", "rallied", "."]
 SENTENCES = [["The", "market", "rallied", "."], ["Zorgblatt", "fell"]]
-LOOKED_FOR = "looked for bilstm.pt, published_lm.pt, options.json + weights.hdf5"
+LOOKED_FOR = "looked for bilstm.pt, published_lm.pt, config.json + model.safetensors, options.json + weights.hdf5"
 
 
 def published_lm_folder(folder, seed: int = 1):
@@ -134,7 +134,7 @@ def test_classify_opens_a_published_lm_folder_and_its_classifier_finds_that_biLM
     model = ElmoClassifier(bilm, ClassifierConfig(mix="trainable_lambda", encoder_hidden=6, token_embedding_dim=4),
                            vocab_size=len(task_vocab)).eval()
     record = published_record(bilm, task_vocab)
-    assert record == {"published_lm": str((folder / "published_lm.pt").resolve()), "vocab": task_vocab.itos}
+    assert record == {"bilm_source": str((folder / "published_lm.pt").resolve()), "vocab": task_vocab.itos}
     save_checkpoint(classifier_checkpoint(model, bilm_fingerprint(bilm, task_vocab), ["a", "b", "c", "d"], record),
                     folder / "classifier.pt")
     again, again_vocab = load_classifier_bilm(folder / "classifier.pt")

@@ -8,13 +8,15 @@ import json
 
 import numpy as np
 import pytest
+import torch
 from support import run_in_process, write_tiny_agnews
 
 from elmo import ElmoEmbedder
 from elmo.cli import run
+from elmo.data.chars import batch_char_ids
 from elmo.errors import ElmoError
 from elmo.model.published import PUBLISHED_ARCHITECTURES
-from elmo.model.published_io import options_of
+from elmo.model.published_io import load_published_bilm, options_of
 from elmo.model.serialization import load_published_lm
 from elmo.pipelines.pretraining import PretrainArgs
 
@@ -41,6 +43,7 @@ def test_architecture_takes_the_published_names_or_an_options_file_and_refuses_a
                 ("--architecture", str(tmp_path / "none.json")): "options file not found",
                 ("--architecture", "elmo-small", "--hidden-size", "32"): "--hidden-size: our word-level biLM's option",
                 ("--softmax", "sampled"): "--softmax go with --architecture",
+                ("--lstm", "fused"): "--lstm go with --architecture",
                 ("--architecture", "elmo-small", "--softmax-samples", "0"): "--softmax-samples must be >= 1"}
     for argv, message in refusals.items():
         assert run("pretrain", [*argv, "--data-dir", str(tmp_path / "absent")]) == 2, argv
@@ -74,3 +77,26 @@ def test_pretrain_export_and_embed_give_the_trained_models_layers(tmp_path):
                             device="cpu").embed_batch(sentences)
     for a, b in zip(own, exported):
         assert a.shape == (3, len(b[0]), 16) and np.abs(a - b).max() <= 1e-5
+
+
+@pytest.mark.parametrize("flags, clips", [(["--lstm", "fused"], 3), ([], 0)])
+def test_lstm_fused_trains_without_clipping_and_the_export_reads_back_the_same_layers(tmp_path, flags, clips):
+    """``--lstm fused`` on a clipped architecture, or an options.json whose clips are 0: the model trains on the fused
+    kernel, is written without clipping, and bilm-tf's files read back compute its layers."""
+    data = write_tiny_agnews(tmp_path / "data")
+    options = tmp_path / "options.json"
+    options.write_text(json.dumps({**TINY_OPTIONS, "lstm": {**TINY_OPTIONS["lstm"], "cell_clip": clips, "proj_clip": clips}}))
+    assert run_in_process("pretrain", tmp_path, data, "--architecture", str(options), *flags, "--epochs", "1",
+                          "--batch-size", "32", "--threads", "1", "--quiet", "--softmax", "sampled",
+                          "--softmax-samples", "20", "--precision", "fp32") == 0
+    model = load_published_lm(tmp_path / "models" / "published_lm.pt")[0].bilm
+    assert run("export", ["--models-dir", str(tmp_path / "models"), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    written = json.loads((tmp_path / "out" / "options.json").read_text())["lstm"]
+    assert written["cell_clip"] is None and written["proj_clip"] is None
+    loaded = load_published_bilm(tmp_path / "out" / "options.json", tmp_path / "out" / "weights.hdf5")
+    assert all(layer.fused for bilm in (model, loaded) for layer in (*bilm.forward_layers, *bilm.backward_layers))
+    sentences = [["Minister", "Zorgblatt", "said", "the", "quarterly", "profit", "fell", "."], ["Goal", "!"], ["a"]]
+    chars, lengths = batch_char_ids(sentences, 50, "bilm_tf"), torch.tensor([len(s) for s in sentences])
+    with torch.no_grad():
+        ours, theirs = model(None, lengths, chars), loaded(None, lengths, chars)
+    assert ours.shape == (3, 3, 8, 16) and (ours - theirs).abs().max() <= 1e-5 and ours[1:].abs().max() > 1e-2

@@ -1,0 +1,305 @@
+"""Model folders as the rest of PyTorch shares them: ``model.save_pretrained(folder)`` writes ``config.json``,
+``model.safetensors``, ``vocab.txt`` and a ``README.md`` model card; ``Class.from_pretrained(folder or Hub id)``
+reads them back; ``push_to_hub(repo_id)`` uploads them. :class:`HubMixin` adds this to the biLMs
+(:class:`~elmo.model.bilm.BiLM`, :class:`~elmo.model.published.PublishedBiLM`), the
+:class:`~elmo.model.elmo.Elmo` layer and the :class:`~elmo.model.classifier.ElmoClassifier`, on Hugging Face's
+``PyTorchModelHubMixin`` (its download, upload and card machinery; our own loading, so that a bad file gets one
+line). ``config.json`` holds ``elmo_kind`` (which class), ``format_version``, the class's config
+(:meth:`HubMixin.hub_config`) and ``card`` (the facts of the model card: training text, tokens, perplexities,
+accuracy, command). Weights are float32 safetensors, read without pickles or code. Details: docs/library.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from huggingface_hub import ModelCard, ModelCardData, PyTorchModelHubMixin, snapshot_download
+
+from ..artifacts import atomic_write_bytes, check_writable
+from ..data.vocab import Vocabulary
+from ..errors import ElmoError
+
+CONFIG, WEIGHTS, VOCAB, CARD = "config.json", "model.safetensors", "vocab.txt", "README.md"
+#: the version of the layout of ``config.json`` this code writes and reads
+FORMAT_VERSION = 1
+PAPER = "https://arxiv.org/abs/1802.05365"
+#: the model card's title of each kind
+TITLES = {"bilm": "ELMo biLM", "published_bilm": "ELMo biLM (the published architecture)", "elmo": "ELMo layer",
+          "elmo_classifier": "ELMo text classifier"}
+
+CARD_TEMPLATE = """---
+{{ card_data }}
+---
+
+# {{ title }}
+
+{{ description }}
+
+## Training
+
+{{ training }}
+
+## Results
+
+{{ results }}
+
+## How to load
+
+```python
+{{ usage }}
+```
+
+Saved with the `elmo` toolkit's `save_pretrained` ([ELMo, Peters et al. 2018]({{ paper_url }})): `config.json`,
+float32 weights in `model.safetensors`{{ vocab_note }}.
+"""
+
+
+def is_hub_id(path: str | os.PathLike) -> bool:
+    """Whether ``path``, which is no file or folder here, reads as a Hub model id (``owner/name``)."""
+    return bool(re.fullmatch(r"[\w.-]+/[\w.-]+", str(path))) and not Path(path).exists()
+
+
+def hub_folder(model_id: str | os.PathLike, **download: Any) -> Path:
+    """The local folder of ``model_id``: itself when it is a folder, else the Hub snapshot of its four files
+    (``huggingface_hub.snapshot_download`` with ``download``: ``revision``, ``cache_dir``, ``token``, ...).
+
+    Raises:
+        ElmoError: neither a folder here nor a Hub model that could be downloaded (the reason in one line).
+    """
+    if Path(model_id).is_dir():
+        return Path(model_id)
+    if not is_hub_id(model_id):
+        raise ElmoError(f"{model_id}: no such folder (nor a Hub model id, owner/name)")
+    try:
+        return Path(snapshot_download(str(model_id), allow_patterns=[CONFIG, WEIGHTS, VOCAB, CARD], **download))
+    except Exception as exc:  # network, authentication, missing repository: one line, whatever the cause
+        raise ElmoError(f"{model_id}: no such folder, and the Hub model could not be downloaded: "
+                        f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+
+
+class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPER, model_card_template=CARD_TEMPLATE,
+               tags=["elmo", "bilm", "contextual-embeddings"], license="mit"):
+    """``save_pretrained`` / ``from_pretrained`` / ``push_to_hub`` for our modules (module docstring).
+
+    A subclass sets :attr:`hub_kind` and defines :meth:`hub_config` and :meth:`from_hub_config`.
+
+    Attributes:
+        vocab: the :class:`~elmo.data.vocab.Vocabulary` written as ``vocab.txt`` (``None``: none is written);
+        card: facts for the model card (``text``, ``train_tokens``, ``perplexity``, ``accuracy``, ``command``), set by
+            the loaders from what the training run recorded.
+    """
+
+    hub_kind: ClassVar[str] = ""
+    kinds: ClassVar[dict[str, type]] = {}
+    vocab: Vocabulary | None = None
+    card: dict[str, Any] | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("hub_kind"):
+            HubMixin.kinds[cls.hub_kind] = cls
+
+    def hub_config(self) -> dict[str, Any]:
+        """What ``config.json`` holds to rebuild this module (JSON values)."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_hub_config(cls, config: dict[str, Any], vocab: Vocabulary | None) -> "HubMixin":
+        """The module :meth:`hub_config` describes, with fresh weights. Raises KeyError/TypeError/ElmoError."""
+        raise NotImplementedError
+
+    def loaded(self, folder: Path) -> None:
+        """Called on every :class:`HubMixin` inside a module after its weights were read from ``folder``."""
+
+    def save_pretrained(self, save_directory: str | os.PathLike, *, push_to_hub: bool = False, repo_id: str | None = None,
+                        **kwargs: Any) -> str | None:
+        """Write ``model.safetensors``, ``vocab.txt`` (when :attr:`vocab` is set), ``README.md`` and, last,
+        ``config.json`` into ``save_directory`` (created if missing), each atomically with the umask's permissions;
+        files of these names there are replaced. ``push_to_hub=True`` then uploads the folder to ``repo_id``
+        (default: the folder's name; needs ``hf auth login``), with the other ``kwargs`` of ``push_to_hub``.
+
+        Returns:
+            the commit URL when pushed, else ``None``.
+
+        Raises:
+            ElmoError: the folder (or a part of its path) is a file or cannot be written.
+        """
+        target = Path(save_directory)
+        check_writable(target, flags=("save_directory",))
+        card_repo = (kwargs.pop("model_card_kwargs", None) or {}).get("repo_id") or repo_id or target.name
+        kwargs.pop("config", None)  # push_to_hub passes it; config.json is ours
+        self._save_pretrained(target, card_repo)
+        if push_to_hub:
+            return self.push_to_hub(repo_id or target.name, model_card_kwargs={"repo_id": repo_id or target.name},
+                                    **kwargs)
+        return None
+
+    def _save_pretrained(self, save_directory: Path, repo_id: str = "path/to/folder") -> None:
+        """The four files (``PyTorchModelHubMixin``'s hook; :meth:`save_pretrained`)."""
+        from safetensors.torch import save
+
+        state = {k: (v.detach().float() if v.is_floating_point() else v.detach()).contiguous().cpu()
+                 for k, v in self.state_dict().items()}
+        atomic_write_bytes(save_directory / WEIGHTS, save(state, metadata={"format": "pt", "elmo_kind": self.hub_kind}))
+        vocab = self.saved_vocab()
+        if vocab is not None:
+            atomic_write_bytes(save_directory / VOCAB, ("\n".join(vocab.itos) + "\n").encode("utf-8"))
+        else:
+            (save_directory / VOCAB).unlink(missing_ok=True)  # one left by another model would not be this one's
+        atomic_write_bytes(save_directory / CARD, str(self.generate_model_card(repo_id=repo_id)).encode("utf-8"))
+        config = {"elmo_kind": self.hub_kind, "format_version": FORMAT_VERSION, **self.hub_config(),
+                  "card": self.card or {}}
+        atomic_write_bytes(save_directory / CONFIG, (json.dumps(config, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+
+    def saved_vocab(self) -> Vocabulary | None:
+        """The vocabulary ``vocab.txt`` holds: :attr:`vocab`, else that of the biLM inside (an Elmo layer's)."""
+        inner = (m.vocab for m in self.modules() if isinstance(m, HubMixin) and m.vocab is not None)
+        return self.vocab if self.vocab is not None else next(inner, None)
+
+    def describe(self) -> str:
+        """One paragraph for the model card: what the model is."""
+        return type(self).__name__
+
+    def usage(self, repo_id: str) -> str:
+        """The code that loads it, for the model card."""
+        return f"from elmo.model.hub import load_pretrained\nmodel = load_pretrained({repo_id!r})"
+
+    def generate_model_card(self, *args: Any, repo_id: str = "path/to/folder", **kwargs: Any) -> ModelCard:
+        """``README.md``: what the model is, its training text and tokens, held-out perplexities (test accuracy for a
+        classifier), the command that trained it and how to load it (from :attr:`card`)."""
+        facts = self.card or {}
+        training = [f"- Text: {facts['text']}" if facts.get("text") else "- Text: not recorded",
+                    *([f"- Tokens: {facts['train_tokens']:,}"] if facts.get("train_tokens") else []),
+                    f"- Command: `{facts['command']}`" if facts.get("command") else "- Command: not recorded"]
+        results = [f"- {split} perplexity: " + ", ".join(f"{d} {p:.2f}" for d, p in per.items())
+                   for split, per in (facts.get("perplexity") or {}).items() if per]
+        results += [f"- {split} accuracy {m['accuracy']:.4f}, macro-F1 {m['macro_f1']:.4f}"
+                    for split, m in (facts.get("accuracy") or {}).items()]
+        data = ModelCardData(library_name="elmo-toolkit", license="mit", tags=sorted(self._hub_mixin_info.model_card_data.tags or []))
+        return ModelCard.from_template(data, template_str=CARD_TEMPLATE, title=TITLES[self.hub_kind],
+                                       description=self.describe(), training="\n".join(training),
+                                       results="\n".join(results) or "Not recorded.", usage=self.usage(repo_id),
+                                       paper_url=PAPER, vocab_note=", its vocabulary in `vocab.txt`" if self.saved_vocab() else "")
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, **kwargs: Any) -> "HubMixin":
+        """The module saved in a folder or a Hub model id (``owner/name``; ``revision``, ``cache_dir``, ``token``,
+        ``force_download``, ``local_files_only`` as ``huggingface_hub`` takes them), in eval mode on the CPU.
+
+        Raises:
+            ElmoError: one line naming the file and the key: no such folder or Hub model; ``config.json`` or
+                ``model.safetensors`` missing, truncated or not matching each other; another kind of model.
+        """
+        download = {k: kwargs[k] for k in ("revision", "cache_dir", "token", "force_download", "local_files_only")
+                    if k in kwargs}
+        model = load_pretrained(hub_folder(pretrained_model_name_or_path, **download))
+        if not isinstance(model, cls):
+            raise ElmoError(f"{pretrained_model_name_or_path}: holds a {type(model).__name__} (elmo_kind "
+                            f"{model.hub_kind!r}), not a {cls.__name__}")
+        return model
+
+
+def nested_config(module: HubMixin) -> dict[str, Any]:
+    """``{"elmo_kind": ..., **module.hub_config()}``: a module inside another's ``config.json`` (the biLM of an
+    :class:`~elmo.model.elmo.Elmo` layer or a classifier)."""
+    return {"elmo_kind": module.hub_kind, **module.hub_config()}
+
+
+def from_nested_config(config: dict[str, Any], vocab: Vocabulary | None) -> HubMixin:
+    """Inverse of :func:`nested_config`, fresh weights. Raises KeyError (an unknown kind too), TypeError, ElmoError."""
+    return HubMixin.kinds[config["elmo_kind"]].from_hub_config(config, vocab)
+
+
+def _read_config(folder: Path) -> dict[str, Any]:
+    file = folder / CONFIG
+    if not file.is_file():
+        raise ElmoError(f"{file} not found: not a folder written by save_pretrained")
+    try:
+        config = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ElmoError(f"{file}: not valid JSON ({exc})") from None
+    if not isinstance(config, dict) or config.get("elmo_kind") not in HubMixin.kinds:
+        kind = config.get("elmo_kind") if isinstance(config, dict) else None
+        raise ElmoError(f"{file}: key elmo_kind is {kind!r}, not one of {', '.join(sorted(HubMixin.kinds))}")
+    if config.get("format_version") != FORMAT_VERSION:
+        raise ElmoError(f"{file}: key format_version is {config.get('format_version')!r}; this version of the toolkit "
+                        f"reads {FORMAT_VERSION}")
+    return config
+
+
+def build(config: dict[str, Any], vocab: Vocabulary | None, file: Path) -> HubMixin:
+    """The module a ``config.json`` describes (:meth:`HubMixin.from_hub_config` of its ``elmo_kind``), fresh weights.
+
+    Raises:
+        ElmoError: ``file: ...`` naming the missing or bad key.
+    """
+    try:
+        return from_nested_config(config, vocab)
+    except KeyError as exc:
+        raise ElmoError(f"{file}: no key {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise ElmoError(f"{file}: a key does not fit {config.get('elmo_kind')}: {str(exc).splitlines()[0]}") from None
+    except ElmoError as exc:
+        raise ElmoError(f"{file}: {exc}") from None
+
+
+def load_weights(model: torch.nn.Module, file: Path, config_file: Path) -> None:
+    """Read ``model.safetensors`` into ``model``, every key and shape checked against it.
+
+    Raises:
+        ElmoError: a truncated or unreadable file; a key missing, extra or of another shape (naming the key and both
+            files).
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    if not file.is_file():
+        raise ElmoError(f"{file} not found: not a folder written by save_pretrained")
+    try:
+        state = load_file(str(file))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise ElmoError(f"{file}: not a complete safetensors file ({str(exc).splitlines()[0]})") from None
+    expected = model.state_dict()
+    for key, tensor in expected.items():
+        if key not in state:
+            raise ElmoError(f"{file}: no key {key!r}, which the model of {config_file} has")
+        if tuple(state[key].shape) != tuple(tensor.shape):
+            raise ElmoError(f"{file}: key {key!r} has shape {tuple(state[key].shape)}, but the model of {config_file} "
+                            f"needs {tuple(tensor.shape)}")
+    if extra := sorted(set(state) - set(expected)):
+        raise ElmoError(f"{file}: key {extra[0]!r} is not in the model of {config_file}")
+    model.load_state_dict(state)
+
+
+def read_vocab(folder: Path) -> Vocabulary | None:
+    """``vocab.txt`` (one word per line) of a saved folder, ``None`` when there is none. Raises ElmoError."""
+    file = folder / VOCAB
+    if not file.is_file():
+        return None
+    try:
+        return Vocabulary(file.read_text(encoding="utf-8").splitlines())
+    except (OSError, UnicodeDecodeError, ElmoError) as exc:
+        raise ElmoError(f"{file}: {exc}") from None
+
+
+def load_pretrained(path: str | os.PathLike, **download: Any) -> HubMixin:
+    """Whichever module a ``save_pretrained`` folder (or Hub model id) holds, in eval mode on the CPU, with its
+    :attr:`~HubMixin.vocab` and :attr:`~HubMixin.card`.
+
+    Raises:
+        ElmoError: see :meth:`HubMixin.from_pretrained`.
+    """
+    folder = hub_folder(path, **download)
+    config = _read_config(folder)
+    model = build(config, read_vocab(folder), folder / CONFIG)
+    load_weights(model, folder / WEIGHTS, folder / CONFIG)
+    model.vocab, model.card = read_vocab(folder), config.get("card") or {}
+    for module in model.modules():
+        if isinstance(module, HubMixin):
+            module.loaded(folder)
+    return model.eval()

@@ -1,0 +1,100 @@
+"""A training command refuses a ``--models-dir`` that holds a different model (another kind, or for ``pretrain
+--architecture`` and ``finetune`` another architecture) with one line naming the file, before it writes anything;
+its own earlier output, ``--resume`` and ``--overwrite`` (which deletes the other model's files) are allowed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from elmo.artifacts import Outputs
+from elmo.cli import run
+from elmo.data.vocab import SPECIALS, Vocabulary
+from elmo.errors import ElmoError
+from elmo.model.published import PublishedBiLM, PublishedBiLMConfig
+from elmo.model.published_io import options_of, save_published_bilm
+from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
+from elmo.model.serialization import find_bilm, save_published_lm
+from elmo.pipelines.pretraining import PretrainArgs, check_files, refuse_different_models, replace_different_models
+
+TINY = PublishedBiLMConfig(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
+WIDER = replace(TINY, hidden_size=32)
+
+
+def published_lm(folder, config: PublishedBiLMConfig = TINY):
+    """A ``published_lm.pt`` of ``config`` (random weights), as ``pretrain --architecture`` writes it."""
+    vocab = Vocabulary(list(SPECIALS) + ["The", "market"])
+    save_published_lm(PublishedBiLMWithSoftmax(config, PublishedSoftmaxConfig(len(vocab))), vocab,
+                      Outputs(models=folder).published_lm, {})
+
+
+def options_file(path, config: PublishedBiLMConfig = TINY) -> str:
+    path.write_text(json.dumps(options_of(config)))
+    return str(path)
+
+
+def flags(folder, data, *extra: str) -> list[str]:
+    return ["--data-dir", str(data), "--models-dir", str(folder), "--epochs", "1", "--threads", "1", "--quiet", *extra]
+
+
+@pytest.mark.parametrize("held, command, named", [
+    ("published_lm", "pretrain", "published_lm.pt (pretrain --architecture's or finetune's biLM, a different model)"),
+    ("bilstm", "pretrain --architecture", "bilstm.pt (ELMO.py's biLM, a different model)"),
+    ("pretrained", "pretrain", "config.json + {folder}/model.safetensors (a save_pretrained model"),
+    ("bilm_tf", "pretrain --architecture", "options.json + {folder}/weights.hdf5 (bilm-tf's files"),
+    ("wider published_lm", "pretrain --architecture", "published_lm.pt (a biLM of another architecture)"),
+    ("broken published_lm", "pretrain --architecture", "published_lm.pt (a file that does not load)"),
+    ("bilstm", "finetune", "bilstm.pt (ELMO.py's biLM, a different model)"),
+])
+def test_a_models_dir_holding_a_different_model_is_refused_naming_its_file(tmp_path, tiny_agnews, capsys, held,
+                                                                           command, named):
+    folder = tmp_path / "models"
+    folder.mkdir()
+    if held in ("published_lm", "wider published_lm"):
+        published_lm(folder, WIDER if held.startswith("wider") else TINY)
+    else:
+        files = {"bilstm": ["bilstm.pt"], "pretrained": ["config.json", "model.safetensors"],
+                 "bilm_tf": ["options.json", "weights.hdf5"], "broken published_lm": ["published_lm.pt"]}[held]
+        for name in files:
+            (folder / name).write_bytes(b"a model")
+    before = sorted(p.name for p in folder.iterdir())
+    extra = {"pretrain": [], "pretrain --architecture": ["--architecture", options_file(tmp_path / "arch.json")]}
+    if command == "finetune":
+        save_published_bilm(PublishedBiLM(TINY), tmp_path / "o.json", tmp_path / "w.hdf5")
+        argv = ["--options-file", str(tmp_path / "o.json"), "--weight-file", str(tmp_path / "w.hdf5")]
+    else:
+        argv = extra[command]
+    assert run(command.split()[0], flags(folder, tiny_agnews, *argv)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: --models-dir {folder} holds {folder}/"), err
+    assert named.format(folder=folder) in err and "--overwrite" in err, err
+    assert sorted(p.name for p in folder.iterdir()) == before  # nothing written, not even the results folder
+
+
+def test_its_own_earlier_output_resume_and_overwrite_are_allowed(tmp_path, tiny_agnews):
+    folder, arch = tmp_path / "models", options_file(tmp_path / "arch.json")
+    published_lm(folder)
+    assert run("pretrain", flags(folder, tiny_agnews, "--architecture", arch, "--max-docs", "60")) == 0  # same
+    (folder / "bilstm.pt").write_bytes(b"ELMO.py's biLM")
+    assert run("pretrain", flags(folder, tiny_agnews, "--architecture", arch, "--max-docs", "60")) == 2
+    refuse_different_models(PretrainArgs(models_dir=str(folder), architecture=arch, resume=True), lambda: {})
+    assert run("pretrain", flags(folder, tiny_agnews, "--architecture", arch, "--max-docs", "60", "--overwrite")) == 0
+    assert not (folder / "bilstm.pt").exists() and find_bilm(folder).kind == "published_lm"  # opens as the new model
+    ours = tmp_path / "ours"
+    ours.mkdir()
+    (ours / "bilstm.pt").write_bytes(b"an earlier ELMO.py run")
+    check_files(PretrainArgs(models_dir=str(ours), data_dir=str(tiny_agnews), hidden_size=8, embedding_dim=8))
+    with pytest.raises(ElmoError, match="bilstm.pt"):
+        check_files(PretrainArgs(models_dir=str(ours), data_dir=str(tiny_agnews), architecture=arch))
+
+
+def test_overwrite_never_deletes_an_input_file(tmp_path):
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for name in ("options.json", "weights.hdf5", "config.json", "model.safetensors"):
+        (folder / name).write_bytes(b"x")
+    config = PretrainArgs(models_dir=str(folder), overwrite=True)
+    replace_different_models(config, "published_lm", keep=[folder / "options.json", folder / "weights.hdf5"])
+    assert sorted(p.name for p in folder.iterdir()) == ["options.json", "weights.hdf5"]
