@@ -8,6 +8,7 @@ command            what it runs
 ``report``         :func:`lab.report.make_report`: ``report.pdf`` from ``results/`` and ``images/``
 ``bench``          :func:`lab.bench.speed.bench`: speed and memory (``results/bench.json``)
 ``bench-scale``    :func:`lab.bench.scale.bench_scale`: streaming and ``torchrun`` scaling
+``gpu``            :func:`lab.bench.gpu.measure_gpu`: one GPU in one call (``results/gpu/gpu.json``)
 ``elmo``           :func:`run_library`: ``python -m elmo``'s commands with the lab's flags too (the study's parts)
 =================  =========================================================================================
 """
@@ -26,6 +27,7 @@ from elmo.cli import Command, add_flags
 from elmo.training.state import Interrupted
 
 from . import learning_curve, study
+from .bench.gpu import GpuArgs, measure_gpu
 from .bench.scale import ScaleArgs, bench_scale
 from .bench.speed import BenchArgs, bench
 from .readme import ReadmeArgs, write_readme
@@ -92,6 +94,8 @@ COMMANDS: dict[str, Command] = {
     "report": Command(ReportArgs, make_report, "write report.pdf from results/ and images/"),
     "bench": Command(BenchArgs, bench, "speed and memory benchmark (results/bench.json)"),
     "bench-scale": Command(ScaleArgs, bench_scale, "streaming and torchrun scaling benchmark"),
+    "gpu": Command(GpuArgs, measure_gpu, "one GPU in one call, within 9 minutes: published-architecture training and "
+                                         "embedding speed, the default run (results/gpu/gpu.json)"),
     "readme": Command(ReadmeArgs, write_readme, "fill README.md's generated blocks and write lab/results.md from results/"),
 }
 

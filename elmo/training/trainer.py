@@ -47,6 +47,7 @@ class TrainConfig:
         lr_gamma: the learning rate is multiplied by this after every epoch (epoch e trains at
             ``lr · lr_gamma^e``; 1 = constant).
         warmup_steps: the first epoch's first N steps raise the learning rate linearly from ``lr / N``.
+        compile: train through ``torch.compile`` of the model (its training forward; validation runs uncompiled).
 
     Raises:
         ElmoError: a value out of range, naming the field (``TrainConfig.lr must be positive, got 0.0``).
@@ -59,6 +60,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     lr_gamma: float = 1.0
     warmup_steps: int = 0
+    compile: bool = False
 
     def __post_init__(self):
         checks = (("epochs", self.epochs >= 1, ">= 1"), ("lr", self.lr > 0, "positive"),
@@ -74,6 +76,11 @@ class TrainConfig:
         position only, so a resumed run follows the same schedule)."""
         warm = min(1.0, (step + 1) / self.warmup_steps) if self.warmup_steps and epoch == 0 else 1.0
         return self.lr_gamma ** epoch * warm
+
+
+#: on CUDA, the steps between two reads of the running loss (its NaN/inf check and the progress bar's figures): a read
+#: waits for the device, so the steps in between are queued without waiting for the host; on other devices every step
+CUDA_READ_EVERY = 50
 
 
 @dataclass
@@ -157,6 +164,7 @@ class _Run:
     stopping: EarlyStopping
     history: list[dict[str, Any]]
     checkpoint: Checkpointing | None
+    read_every: int = 1
 
     def save(self, position: Position, done: bool = False) -> None:
         """Save the training state at ``position`` when checkpointing is on (every rank calls it)."""
@@ -198,9 +206,13 @@ def fit(model: nn.Module, objective: Objective, config: TrainConfig, device: tor
     Returns:
         :class:`FitResult`.
 
+    The running loss stays on the device between reads: every step on a CPU, every :data:`CUDA_READ_EVERY` steps,
+    before each checkpoint and at the end of each epoch on CUDA, so no step waits for the host to read it.
+
     Raises:
         ElmoError: the loss becomes NaN or infinite (the last checkpoint on disk is the last good
-            state), ``monitor`` is missing from ``validate()``, or a checkpoint from another run.
+            state; on CUDA found at the next read), ``monitor`` is missing from ``validate()``, or a checkpoint
+            from another run.
         Interrupted: Ctrl-C during training with ``checkpoint`` set.
     """
     progress = progress or Progress()
@@ -238,7 +250,7 @@ def _start(model: nn.Module, objective: Objective, config: TrainConfig, device: 
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     return _Run(model, objective, config, device, amp_dtype, progress, optimizer, scaler,
                 [p for group in groups for p in group["params"]], EarlyStopping(config.patience, objective.maximize),
-                [], checkpoint)
+                [], checkpoint, CUDA_READ_EVERY if device.type == "cuda" else 1)
 
 
 def _resume(run: _Run) -> Position:
@@ -278,7 +290,9 @@ def _train_epoch(run: _Run, start: Position, ctrl_c: dict[str, Any]) -> tuple[fl
     """
     run.model.train()
     trained = distributed.wrap(run.model, run.device)  # after on_epoch_start: DDP covers what is trainable now
+    trained = torch.compile(trained) if run.config.compile else trained
     total_loss, total_units, before = start.totals if start.step else (0.0, 0, 0.0)
+    loss_sum = torch.tensor(total_loss, dtype=torch.float64, device=run.device)  # Σ loss × units, read now and then
     clock, step = time.perf_counter() - before, start.step
     epochs, desc, unit = run.config.epochs, run.progress.desc, run.progress.unit
     batches = run.objective.batches(start.epoch)
@@ -286,39 +300,62 @@ def _train_epoch(run: _Run, start: Position, ctrl_c: dict[str, Any]) -> tuple[fl
                desc=f"{desc} epoch {start.epoch + 1}/{epochs}", disable=run.progress.quiet or not run.progress.bar, leave=False,
                dynamic_ncols=True, initial=step)
     for batch in bar:
-        loss_sum, units = _step(run, trained, batch, ctrl_c, start.epoch, step)
-        total_loss, total_units, step = total_loss + loss_sum, total_units + units, step + 1
-        elapsed = time.perf_counter() - clock
-        bar.set_postfix(loss=f"{total_loss / total_units:.3f}", **{f"{unit}/s": f"{total_units / elapsed:,.0f}"})
-        if run.checkpoint is not None and (ctrl_c["stop"] or step % run.checkpoint.every == 0):
-            run.save(Position(start.epoch, step, (total_loss, total_units, elapsed)))
+        saving = run.checkpoint is not None and (step + 1) % run.checkpoint.every == 0
+        read = saving or (step + 1) % run.read_every == 0
+        loss_sum, total_units, read_loss = _step(run, trained, batch, ctrl_c, start.epoch, step, (loss_sum, total_units), read)
+        step += 1
+        if read or ctrl_c["stop"]:
+            total_loss = read_loss if read else _read(run, loss_sum, total_units, start.epoch, step)
+            elapsed = time.perf_counter() - clock
+            bar.set_postfix(loss=f"{total_loss / int(total_units):.3f}", **{f"{unit}/s": f"{int(total_units) / elapsed:,.0f}"})
+            if run.checkpoint is not None and (ctrl_c["stop"] or saving):
+                run.save(Position(start.epoch, step, (total_loss, int(total_units), elapsed)))
         if ctrl_c["stop"]:
             raise run.interrupted(Position(start.epoch, step))
-    return time.perf_counter() - clock, (total_loss, total_units)
+    total_loss = _read(run, loss_sum, total_units, start.epoch, step)
+    return time.perf_counter() - clock, (total_loss, int(total_units))
 
 
-def _step(run: _Run, trained: nn.Module, batch: Batch, ctrl_c: dict[str, Any], epoch: int, step: int) -> tuple[float, int]:
-    """One optimiser step on ``batch``; returns the global ``(loss × units, units)`` and sets
-    ``ctrl_c["stop"]`` when Ctrl-C reached any rank (read after the forward pass, where a signal lands).
+def _read(run: _Run, loss_sum: torch.Tensor, units: int | torch.Tensor, epoch: int, step: int) -> float:
+    """The running ``Σ loss × units`` as a float (on CUDA this waits for the device).
+
+    Raises:
+        ElmoError: it is NaN or infinite (a step's loss was, at ``step`` or, on CUDA, since the last read).
+    """
+    total = float(loss_sum)
+    if not math.isfinite(total):
+        kept = f"; the last good training state is {run.checkpoint.path}" if run.checkpoint is not None else ""
+        when = "at" if run.read_every == 1 else "by"
+        raise ElmoError(f"{run.progress.desc}: loss became {total / max(int(units), 1)} in epoch {epoch + 1} {when} "
+                        f"step {step}; lower TrainConfig.lr or check the data{kept}", field="TrainConfig.lr")
+    return total
+
+
+def _step(run: _Run, trained: nn.Module, batch: Batch, ctrl_c: dict[str, Any], epoch: int, step: int,
+          totals: tuple[torch.Tensor, int], read: bool) -> tuple[torch.Tensor, int, float | None]:
+    """One optimiser step on ``batch``; returns the running global totals (``Σ loss × units`` on the device, units)
+    with this step's added, and the sum read as a float (:func:`_read`, checked before the backward pass) when ``read``,
+    else ``None``. Sets ``ctrl_c["stop"]`` when Ctrl-C reached any rank (read after the forward pass, where a signal
+    lands).
 
     Under ``torchrun`` each rank's loss is weighted by ``world_size × units / global units`` so DDP's
     averaged gradient is the global batch's.
 
     Raises:
-        ElmoError: the global loss is NaN or infinite.
+        ElmoError: with ``read``, the running loss is NaN or infinite.
     """
     ghost = batch.pop("ghost", None) is not None
     batch = to_device(batch, run.device)
     with autocast(run.device, run.amp_dtype):
         loss, units = run.objective.loss_fn(trained, batch)
     units = 0 if ghost else units
-    loss_sum, global_units, stop = distributed.step_totals(loss, units, ctrl_c["stop"])
-    if not math.isfinite(loss_sum):
-        kept = f"; the last good training state is {run.checkpoint.path}" if run.checkpoint is not None else ""
-        raise ElmoError(f"{run.progress.desc}: loss became {loss_sum / max(global_units, 1)} in epoch {epoch + 1} at "
-                        f"step {step + 1}; lower TrainConfig.lr or check the data{kept}", field="TrainConfig.lr")
-    ctrl_c["stop"] = stop
     ctx = distributed.context()
+    if ctx.enabled:  # one all-reduce of the loss sum, the units and the Ctrl-C flag
+        loss_sum, global_units, ctrl_c["stop"] = distributed.step_totals(loss, units, ctrl_c["stop"])
+    else:  # stays on the device: float64, as Python's float of loss.item() * units was
+        loss_sum, global_units = loss.detach().double() * units, units
+    totals = (totals[0] + loss_sum, totals[1] + global_units)
+    read_loss = _read(run, *totals, epoch, step + 1) if read else None
     if ctx.enabled:  # DDP averages over ranks: weight each by its share of the global batch
         loss = loss * (ctx.world_size * units / global_units)
     run.optimizer.zero_grad(set_to_none=True)
@@ -330,7 +367,7 @@ def _step(run: _Run, trained: nn.Module, batch: Batch, ctrl_c: dict[str, Any], e
     nn.utils.clip_grad_norm_(run.params, run.config.clip_norm)
     run.scaler.step(run.optimizer)
     run.scaler.update()
-    return loss_sum, global_units
+    return *totals, read_loss
 
 
 def _end_epoch(run: _Run, epoch: int, seconds: float, totals: tuple[float, int]) -> bool:

@@ -108,7 +108,18 @@ def synchronize(device: torch.device) -> None:
 
 
 def _fastest(run: Callable[[], Any], device: torch.device, repeats: int, warmup: int) -> float:
-    """Seconds of the fastest of ``repeats`` calls of ``run`` after ``warmup`` untimed ones."""
+    """Seconds of the fastest of ``repeats`` calls of ``run`` after ``warmup`` untimed ones (on CUDA timed with CUDA
+    events, queued back to back, so no launch or host wait is counted)."""
+    if device.type == "cuda":
+        for _ in range(warmup):
+            run()
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(repeats)]
+        for start, end in events:
+            start.record()
+            run()
+            end.record()
+        synchronize(device)
+        return min(start.elapsed_time(end) for start, end in events) / 1e3
     times = []
     for i in range(warmup + repeats):
         synchronize(device)
@@ -151,9 +162,16 @@ def cpu_matmul_peaks(threads: int | None, n: int = 2048) -> dict[str, float]:
     return out
 
 
+#: the matrix size of a GPU's peak: large enough that one product takes milliseconds (a 2048 × 2048 bf16 product is
+#: over in microseconds on an H100, where its launch would count)
+GPU_PEAK_SIZE = 8192
+
+
 def device_matmul_peaks(device: torch.device, threads: int | None) -> dict[str, float]:
     """Measured matrix-product GFLOP/s per precision on ``device``: a CPU's :func:`cpu_matmul_peaks`; on a GPU
-    ``fp32`` and ``bf16`` (:func:`matmul_gflops`)."""
+    ``fp32`` and ``bf16`` (:func:`matmul_gflops` of :data:`GPU_PEAK_SIZE` squared matrices; fp32 as PyTorch runs it
+    by default, without TF32)."""
     if device.type == "cpu":
         return cpu_matmul_peaks(threads)
-    return {"fp32": matmul_gflops(device, torch.float32), "bf16": matmul_gflops(device, torch.bfloat16)}
+    return {"fp32": matmul_gflops(device, torch.float32, GPU_PEAK_SIZE),
+            "bf16": matmul_gflops(device, torch.bfloat16, GPU_PEAK_SIZE)}

@@ -165,22 +165,31 @@ def profile_step(model: PublishedBiLMWithSoftmax, batch: dict, device: torch.dev
             "top_operators": dict(top)}
 
 
-def _fit(model: PublishedBiLMWithSoftmax, batches, device: torch.device, amp: torch.dtype | None) -> None:
-    """One epoch of :func:`elmo.training.trainer.fit` over ``batches(epoch)`` (the training step of ``pretrain``)."""
+def _fit(model: PublishedBiLMWithSoftmax, batches, device: torch.device, amp: torch.dtype | None,
+         compile: bool = False) -> None:
+    """One epoch of :func:`elmo.training.trainer.fit` over ``batches(epoch)`` (the training step of ``pretrain``;
+    ``compile``: through ``torch.compile``, :attr:`~elmo.training.trainer.TrainConfig.compile`)."""
     objective = Objective(batches=batches, loss_fn=lambda m, b: m(b["ids"], b["lengths"], b["chars"]),
                           validate=lambda: {"none": 0.0}, monitor="none", maximize=False)
-    fit(model, objective, TrainConfig(epochs=1), device, amp, progress=Progress(quiet=True))
+    fit(model, objective, TrainConfig(epochs=1, compile=compile), device, amp, progress=Progress(quiet=True))
 
 
-def measure(name: str, precision: str, text: dict[str, Any], cfg: Any, batch: int, start_peak: float) -> dict[str, Any]:
+def measure(name: str, precision: str, text: dict[str, Any], cfg: Any, batch: int, start_peak: float, *,
+            config: PublishedBiLMConfig | None = None, compile: bool = False, extras: bool = True) -> dict[str, Any]:
     """One architecture in one precision (its own process): ``--training-warmup`` then ``--training-steps`` steps of
     :func:`fit`, each on a new batch of ``batch`` windows; :func:`finish_row`'s figures against the larger of
-    ``start_peak`` and the peak measured right after; :func:`profile_step` when it is the Original in fp32 below the goal."""
+    ``start_peak`` and the peak measured right after; :func:`profile_step` when it is the Original in fp32 below the goal.
+
+    Args:
+        config: the architecture's sizes instead of ``name``'s in :data:`ARCHITECTURES` (e.g. without clipping:
+            ``pretrain --lstm fused``); compile: train through ``torch.compile``; extras: measure the peak again
+            after the row and profile it (``python -m lab bench --training``); without, ``start_peak`` is the peak.
+    """
     threads = configure_threads(cfg.threads)
     set_seed(cfg.seed)
     device = resolve_device(cfg.device)
     amp = {"fp32": None, "bf16": torch.bfloat16}[precision]
-    label, config = ARCHITECTURES[name]
+    label, config = ARCHITECTURES[name][0] if name in ARCHITECTURES else name, config or ARCHITECTURES[name][1]
     head = PublishedSoftmaxConfig(vocab_size=text["softmax_classes"])
     model = PublishedBiLMWithSoftmax(config, head, seed=cfg.seed).to(device)
     vocab = Vocabulary(text["itos"])
@@ -198,7 +207,7 @@ def measure(name: str, precision: str, text: dict[str, Any], cfg: Any, batch: in
         synchronize(device)
         stamps.append(time.perf_counter())
 
-    _fit(model, timed, device, amp)
+    _fit(model, timed, device, amp, compile)
     seconds = np.diff(stamps)[cfg.training_warmup:].tolist()
     flops = [training_flops(config, head, part, [vocab.encode(w) for w in part])
              for part in (windows[i * batch:(i + 1) * batch] for i in range(cfg.training_warmup, steps))]
@@ -208,9 +217,10 @@ def measure(name: str, precision: str, text: dict[str, Any], cfg: Any, batch: in
            "tokens_per_step": int((ids["lengths"] + 1).sum()),
            "flops_per_step": statistics.mean(f["training"] for f in flops),
            "flops_per_step_parts": {k: statistics.mean(f[k] for f in flops) for k in flops[0] if k != "training"}}
-    peak = max(start_peak, device_matmul_peaks(device, threads)[precision])  # measured now, under the same load as the row
-    row = finish_row(row, peak)
-    if name == GOAL_ARCHITECTURE and precision == "fp32" and row["peak_fraction"] < GOALS["cpu_fp32_peak_fraction"]:
+    if extras:  # measured now, under the same load as the row
+        start_peak = max(start_peak, device_matmul_peaks(device, threads)[precision])
+    row = finish_row(row, start_peak)
+    if extras and name == GOAL_ARCHITECTURE and precision == "fp32" and row["peak_fraction"] < GOALS["cpu_fp32_peak_fraction"]:
         row["time_shares"] = profile_step(model, corpus.collate(np.arange(batch)), device, amp, batch)
     row["peak_rss_mb"] = peak_rss_mb()
     if device.type == "cuda":

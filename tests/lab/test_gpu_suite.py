@@ -1,0 +1,106 @@
+"""``python -m lab gpu`` (lab.bench.gpu) at ``--tiny`` sizes on the CPU: every part's record in gpu.json, the default
+run kept out of the working folder, the budget's skips listed, a CPU refused without --tiny. No timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from elmo.errors import ElmoError
+from elmo.model.mix import LAYER_MIXES
+from lab import cli
+from lab.bench import gpu
+from lab.bench.children import run_script
+
+ARCHITECTURES = list(gpu.TINY_ARCHITECTURES)
+
+
+def positive(value) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+@pytest.mark.slow
+def test_tiny_run_records_every_part(tmp_path, monkeypatch, tiny_agnews):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    out = tmp_path / "gpu"
+    assert cli.main(["gpu", "--tiny", "--data-dir", str(tiny_agnews), "--out", str(out), "--threads", "1"]) == 0
+    assert list(work.iterdir()) == []  # the default run wrote in a scratch folder of its own
+    r = json.loads((out / "gpu.json").read_text())
+    assert r["finished"] and r["tiny"] and r["command"].startswith("python -m lab gpu --out")
+    assert {"name", "torch", "cuda", "cudnn", "tf32"} <= set(r["device"]) and r["device"]["type"] == "cpu"
+    assert positive(r["matmul_peak_gflops"]["fp32"]) and positive(r["matmul_peak_gflops"]["bf16"])
+    assert r["skipped"] == [s for s in r["skipped"] if s.startswith("compile: not under --tiny")] and len(r["skipped"]) == 1
+    assert "compile" not in r["parts"] and "error" not in json.dumps(r)
+
+    rows = r["parts"]["training"]["rows"]
+    assert list(rows) == ARCHITECTURES
+    for name in ARCHITECTURES:
+        assert list(rows[name]) == ["fused", "clipped"]
+        for lstm in ("fused", "clipped"):
+            assert list(rows[name][lstm]) == ["bf16", "fp32"]
+            for row in rows[name][lstm].values():
+                rate = row["tokens_per_second"]["per_direction"]
+                assert positive(rate) and positive(row["peak_fraction"]) and positive(row["flops_per_step"])
+                assert math.isclose(rate, row["tokens_per_step"] / row["seconds_per_step"])
+                assert len(row["seconds_runs"]) == gpu.TINY_SIZES["steps"] and row["batch_windows"] == gpu.TINY_SIZES["batch"]
+    assert rows["tiny-original"]["fused"]["fp32"]["parameters"] > rows["tiny-small"]["fused"]["fp32"]["parameters"]
+
+    inference = r["parts"]["inference"]
+    assert inference["model"] == "tiny-original" and inference["sentences"] == gpu.TINY_SIZES["sentences"]
+    for row in inference["rows"].values():
+        assert positive(row["sentences_per_second"]) and positive(row["peak_fraction"])
+        assert math.isclose(row["tokens_per_second"] / row["sentences_per_second"],
+                            inference["tokens"] / inference["sentences"])
+    assert list(inference["rows"]) == ["bf16", "fp32"]
+
+    scripts = r["parts"]["default_run"]["scripts"]
+    lm, cls = scripts["ELMO.py"], scripts["classification.py"]
+    assert positive(lm["seconds"]) and positive(cls["seconds"]) and positive(lm["peak_rss_mb"])
+    assert all(p > 1 for split in lm["perplexity"].values() for p in split.values())
+    assert set(cls["mixes"]) == set(LAYER_MIXES) and cls["best_mix"] in LAYER_MIXES
+    assert all(0 <= m["test_accuracy"] <= 1 and m["epochs"] == 1 for m in cls["mixes"].values())
+    written = json.loads((out / "default_run" / "lm.json").read_text())
+    assert written["test"]["forward_perplexity"] == lm["perplexity"]["test"]["forward"]
+    assert (out / "default_run" / "classification.json").is_file()
+
+
+def test_what_the_budget_leaves_out_is_listed(tmp_path, tiny_agnews):
+    out = tmp_path / "gpu"
+    r = gpu.measure_gpu(gpu.GpuArgs(tiny=True, data_dir=str(tiny_agnews), out=str(out), budget=1, threads=1))
+    assert r == json.loads((out / "gpu.json").read_text())
+    rows = r["parts"]["training"]["rows"]
+    assert r["finished"] and not any(row for lstms in rows.values() for row in lstms.values())
+    assert r["parts"]["inference"]["rows"] == {}
+    assert r["parts"]["default_run"]["scripts"] == {}
+    expected = ([f"training {n} {lstm} {p}" for n in ARCHITECTURES for lstm in ("fused", "clipped") for p in ("bf16", "fp32")]
+                + [f"inference tiny-original {p}" for p in ("bf16", "fp32")] + ["default run ELMO.py", "default run classification.py"])
+    assert [s.split(":")[0] for s in r["skipped"]] == [*expected, "compile"]
+
+
+def test_parts_runs_only_those_named(tmp_path, tiny_agnews):
+    r = gpu.measure_gpu(gpu.GpuArgs(tiny=True, data_dir=str(tiny_agnews), out=str(tmp_path), threads=1,
+                                    parts=("inference",)))
+    assert r["order"] == ["inference"] and list(r["parts"]) == ["inference"] and r["skipped"] == []
+    assert list(r["parts"]["inference"]["rows"]) == ["bf16", "fp32"]
+    with pytest.raises(ElmoError, match="--parts takes training, inference, default_run, compile, got speed"):
+        gpu.GpuArgs(parts=("training", "speed")).check()
+
+
+def test_a_cpu_is_refused_without_tiny(tmp_path, tiny_agnews, capsys):
+    out = tmp_path / "gpu"
+    assert cli.main(["gpu", "--device", "cpu", "--data-dir", str(tiny_agnews), "--out", str(out)]) == 2
+    assert "--tiny" in capsys.readouterr().err and not out.exists()
+
+
+def test_a_missing_data_folder_is_named(tmp_path, capsys):
+    assert cli.main(["gpu", "--tiny", "--data-dir", str(tmp_path / "none"), "--out", str(tmp_path / "gpu")]) == 2
+    assert f"--data-dir {tmp_path / 'none'} has no train.csv" in capsys.readouterr().err
+
+
+def test_a_script_past_its_time_is_ended(tmp_path):
+    with pytest.raises(ElmoError, match="ran out of its 1 s"):
+        run_script(["-c", "import time; time.sleep(60)"], timeout=1)
