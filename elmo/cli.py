@@ -66,8 +66,8 @@ COMMANDS: dict[str, Command] = {
     "predict": Command(PredictArgs, predict, "classify texts with classifier.pt"),
     "embed": Command(EmbedArgs, embed, "ELMo vectors of every line of a text file into an hdf5 file (AllenNLP's "
                                        "`elmo` command; the published ELMo or our biLM)"),
-    "export": Command(ExportArgs, export, "write a bilm-tf biLM as bilm-tf's options.json, weights.hdf5 and vocab.txt "
-                                          "(for AllenNLP, bilm-tf and ElmoEmbedder)"),
+    "export": Command(ExportArgs, export, "write a biLM as bilm-tf's options.json, weights.hdf5 and vocab.txt (for "
+                                          "AllenNLP, bilm-tf and ElmoEmbedder), or a model as a save_pretrained folder"),
     "fetch": Command(FetchArgs, lambda c: fetch(c.data_dir, c.url, c.force), "download AG News (md5-verified)"),
 }
 
