@@ -428,12 +428,7 @@ class BiLM(nn.Module, HubMixin):
         return (f"A biLM (ELMo, Peters et al. 2018) trained with the elmo toolkit: two {c.num_layers}-layer LSTM language "
                 f"models, forward and backward, {c.hidden_size} cells per direction, {c.token_encoder} input, a vocabulary of "
                 f"{c.vocab_size:,} words. Each token gets {self.num_layers} layers of {self.output_dim} numbers; "
-                f"{sum(p.numel() for p in self.parameters()):,} parameters.")
-
-    def usage(self, repo_id: str) -> str:
-        """The model card's code."""
-        return (f"from elmo import ElmoEmbedder\nembedder = ElmoEmbedder.from_pretrained({repo_id!r})\n"
-                "layers = embedder.embed_sentence([\"Stocks\", \"rallied\", \"on\", \"Friday\", \".\"])  # (3, 5, D)")
+                f"{self.parameter_count():,} parameters.")
 
     @property
     def num_layers(self) -> int:

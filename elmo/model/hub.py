@@ -166,8 +166,13 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
         return type(self).__name__
 
     def usage(self, repo_id: str) -> str:
-        """The code that loads it, for the model card."""
-        return f"from elmo.model.hub import load_pretrained\nmodel = load_pretrained({repo_id!r})"
+        """The code that loads it, for the model card: a biLM's, through ``ElmoEmbedder`` (others override it)."""
+        return (f"from elmo import ElmoEmbedder\nembedder = ElmoEmbedder.from_pretrained({repo_id!r})\n"
+                "layers = embedder.embed_sentence([\"Stocks\", \"rallied\", \"on\", \"Friday\", \".\"])  # (3, 5, D)")
+
+    def parameter_count(self) -> int:
+        """Number of weights, for the model card."""
+        return sum(p.numel() for p in self.parameters())
 
     def generate_model_card(self, *args: Any, repo_id: str = "path/to/folder", **kwargs: Any) -> ModelCard:
         """``README.md``: what the model is, its training text and tokens, held-out perplexities (test accuracy for a
@@ -296,9 +301,10 @@ def load_pretrained(path: str | os.PathLike, **download: Any) -> HubMixin:
     """
     folder = hub_folder(path, **download)
     config = _read_config(folder)
-    model = build(config, read_vocab(folder), folder / CONFIG)
+    vocab = read_vocab(folder)
+    model = build(config, vocab, folder / CONFIG)
     load_weights(model, folder / WEIGHTS, folder / CONFIG)
-    model.vocab, model.card = read_vocab(folder), config.get("card") or {}
+    model.vocab, model.card = vocab, config.get("card") or {}
     for module in model.modules():
         if isinstance(module, HubMixin):
             module.loaded(folder)

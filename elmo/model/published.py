@@ -640,12 +640,7 @@ class PublishedBiLM(nn.Module, HubMixin):
                 f"{c.num_highway} highway layers), {c.num_layers} LSTM layers per direction of {c.hidden_size} cells "
                 f"projected to {c.projection_dim} ({clip}), residual connections {'on' if c.use_skip_connections else 'off'}. "
                 f"Each token gets {self.num_layers} layers of {self.output_dim} numbers; "
-                f"{sum(p.numel() for p in self.parameters()):,} parameters.")
-
-    def usage(self, repo_id: str) -> str:
-        """The model card's code."""
-        return (f"from elmo import ElmoEmbedder\nembedder = ElmoEmbedder.from_pretrained({repo_id!r})\n"
-                "layers = embedder.embed_sentence([\"Stocks\", \"rallied\", \"on\", \"Friday\", \".\"])  # (3, 5, D)")
+                f"{self.parameter_count():,} parameters.")
 
     def token_vectors(self, chars: torch.Tensor) -> torch.Tensor:
         """Context-free token vectors ``(..., projection_dim)`` float32 of ``chars (..., C)`` (the token layer x),

@@ -28,7 +28,7 @@ from ..model import hub
 from ..model.bilm import BiLM
 from ..model.published import PublishedBiLM, PublishedBiLMConfig
 from ..model.published_io import load_published_bilm, read_vocabulary, save_published_bilm
-from ..model.serialization import load_bilm, load_classifier_bilm, load_published_lm, open_bilm
+from ..model.serialization import load_bilm, load_published_lm, open_bilm
 from .common import option
 
 #: what ``export`` writes into its folder, bilm-tf's names: options, weights, vocabulary
@@ -226,9 +226,9 @@ def export_pretrained(config: ExportArgs) -> dict[str, Any]:
         model = load_published_bilm(config.options_file, config.weight_file)
     elif classifier is not None:
         model = TextClassifier.from_pretrained(config.models_dir, config.classifier, device="cpu", precision="fp32").model
-        recorded = load_classifier_bilm(classifier)
-        bilm_card = open_bilm(config.models_dir).meta.get("card") if recorded is None else None
-        model.card = {**(bilm_card or {}), **(load_checkpoint(classifier, "elmo.classifier").get("card") or {})}
+        saved = load_checkpoint(classifier, "elmo.classifier")
+        bilm_card = None if "bilm_tf" in saved or "bilm_source" in saved else model.bilm.card  # the folder's own biLM
+        model.card = {**(bilm_card or {}), **(saved.get("card") or {})}
     else:
         model = open_bilm(config.models_dir).bilm
     pushed = model.save_pretrained(config.out, push_to_hub=config.push_to_hub is not None, repo_id=config.push_to_hub)
