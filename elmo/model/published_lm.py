@@ -4,7 +4,7 @@ over the training vocabulary (``python -m elmo pretrain --architecture``).
 Source: Peters et al. (2018) §3.1 and bilm-tf's ``bilm/training.py``: the forward LM reads ``<S> t_1 .. t_n`` and
 predicts ``t_1 .. t_n </S>``, the backward LM the reverse; both read the one token layer and share **one softmax**
 (``sampled``, :class:`~elmo.model.sampled_softmax.SampledSoftmax`, or ``adaptive``,
-:func:`elmo.model.bilm.adaptive_softmax`: :data:`SOFTMAXES`); the loss is the mean of the two directions' (bilm-tf's
+:class:`elmo.model.adaptive_softmax.AdaptiveSoftmax`: :data:`SOFTMAXES`); the loss is the mean of the two directions' (bilm-tf's
 ``0.5 * (loss_fwd + loss_bwd)``), and held-out perplexities are exact. Unlike bilm-tf, sentences are read one at a
 time from zero LSTM states, as :meth:`~elmo.model.published.PublishedBiLM.forward` reads them. Word ids are
 :class:`~elmo.data.vocab.Vocabulary` ids (``<bos>`` ↔ ``<S>``, ``<eos>`` ↔ ``</S>``, ``<unk>`` ↔ ``<UNK>``); the
@@ -22,7 +22,8 @@ from torch import nn
 
 from ..data.vocab import BOS_ID, EOS_ID, PAD_ID
 from ..errors import ElmoError
-from .bilm import IGNORE_INDEX, adaptive_softmax, length_mask, reverse_padded
+from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax
+from .bilm import length_mask, reverse_padded
 from .dropout import FastDropout
 from .published import PublishedBiLM, PublishedBiLMConfig
 from .sampled_softmax import BILM_TF_SAMPLES, SampledSoftmax
@@ -135,7 +136,7 @@ class PublishedBiLMWithSoftmax(nn.Module):
         with torch.random.fork_rng(devices=[]):  # the initial weights are a function of ``seed`` alone
             torch.manual_seed(seed)
             self.softmax = SampledSoftmax(width, config.vocab_size, config.samples) if config.softmax == "sampled" \
-                else adaptive_softmax(width, config.vocab_size, config.cutoffs, config.div_value)
+                else AdaptiveSoftmax(width, config.vocab_size, config.cutoffs, config.div_value)
 
     def targets(self, ids: torch.Tensor, lengths: torch.Tensor, direction: int) -> torch.Tensor:
         """The words one direction predicts, ``(B, T + 1)`` int64 in its reading order (module docstring),
@@ -175,7 +176,7 @@ class PublishedBiLMWithSoftmax(nn.Module):
             if isinstance(self.softmax, SampledSoftmax):
                 losses.append(self.softmax(top, targets))
             else:
-                losses.append(self.softmax(top.float(), targets).loss)
+                losses.append(self.softmax.loss(top, targets)[0])
         return torch.stack(losses).mean(), int((lengths + 1).sum())
 
     @torch.no_grad()

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from elmo.model.bilm import BiLMConfig, adaptive_cutoffs
+from elmo.model.adaptive_softmax import adaptive_cutoffs
+from elmo.model.bilm import BiLMConfig
 from elmo.model.classifier import SequenceClassifier
 from elmo.model.published import PublishedBiLMConfig
 from elmo.runtime.device import configure_threads, cpu_has_bf16
@@ -45,9 +46,9 @@ def bilm_lstm_flops(config: BiLMConfig, positions: int) -> float:
 
 
 def adaptive_flops(width: int, vocab_size: int, cutoffs: Sequence[int], div_value: float, targets: np.ndarray) -> float:
-    """Forward FLOPs of an adaptive softmax (:func:`elmo.model.bilm.adaptive_softmax`) over ``width``-wide inputs for
+    """Forward FLOPs of an adaptive softmax (:class:`elmo.model.adaptive_softmax.AdaptiveSoftmax`) over ``width``-wide inputs for
     these target ids: the head (shortlist + one logit per cluster) for every target, a cluster's two projections only
-    for the targets in it. ``cutoffs`` as the softmax uses them (:func:`elmo.model.bilm.adaptive_cutoffs`)."""
+    for the targets in it. ``cutoffs`` as the softmax uses them (:func:`elmo.model.adaptive_softmax.adaptive_cutoffs`)."""
     bounds = list(cutoffs) + [vocab_size]
     flops = 2.0 * width * (bounds[0] + len(bounds) - 1) * len(targets)
     for i in range(1, len(bounds)):

@@ -47,7 +47,7 @@ from elmo.data.agnews import read_agnews
 from elmo.data.corpus import encode_corpus
 from elmo.data.text import tokenize
 from elmo.data.vocab import BOS_ID, EOS_ID, Vocabulary
-from elmo.model.bilm import adaptive_cutoffs
+from elmo.model.adaptive_softmax import adaptive_cutoffs
 from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLMConfig
 from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 from elmo.runtime.device import configure_threads, cpu_has_bf16, resolve_device, set_seed
