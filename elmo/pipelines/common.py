@@ -55,11 +55,13 @@ def auto_batch_size(batch_size: int | None, train_documents: int | None) -> int:
 def resolve_batch_size(config: CommonArgs, train_documents: int | None, say: Callable[[str], None]) -> int:
     """Fix ``config.batch_size`` to :func:`auto_batch_size`'s choice before training starts, so that the
     training checkpoints and the results JSON record the size that ran (and ``--resume`` compares it), and
-    say so when the default was lowered for a small training split."""
+    say the batches' size (with why, when the default was lowered for a small training split)."""
     chosen = auto_batch_size(config.batch_size, train_documents)
+    why = ""
     if config.batch_size is None and chosen < DEFAULT_BATCH_SIZE:
-        say(f"batch size {chosen} documents: {train_documents:,} training documents give at least "
-            f"{MIN_STEPS_PER_EPOCH} steps per epoch (--batch-size sets it)")
+        why = f" ({train_documents:,} training documents give at least {MIN_STEPS_PER_EPOCH} steps per epoch)"
+    say(f"batches: up to {chosen} documents{why} and {config.max_tokens:,} tokens, padding included "
+        "(--batch-size, --max-tokens)")
     config.batch_size = chosen
     return chosen
 

@@ -44,15 +44,16 @@ def test_an_explicit_batch_size_or_an_unknown_corpus_size_is_not_adapted():
     assert auto_batch_size(None, None) == DEFAULT_BATCH_SIZE  # a streamed --train-file
 
 
-def test_resolving_fixes_the_size_in_the_flags_and_says_why_only_when_lowered():
+def test_resolving_fixes_the_size_in_the_flags_and_says_it_with_why_when_lowered():
     said: list[str] = []
     small, full, given = ClassifyArgs(), PretrainArgs(), ClassifyArgs(batch_size=16)
     assert small.batch_size is None and full.batch_size is None
     assert resolve_batch_size(small, 1_900, said.append) == 8 and small.batch_size == 8
-    assert len(said) == 1 and "1,900 training documents" in said[0] and "--batch-size" in said[0]
     assert resolve_batch_size(full, SAMPLE_TRAIN, said.append) == 64 and full.batch_size == 64
     assert resolve_batch_size(given, 1_900, said.append) == 16
-    assert len(said) == 1
+    assert said[0].startswith("batches: up to 8 documents (1,900 training documents give at least 250 steps")
+    assert said[1] == "batches: up to 64 documents and 4,096 tokens, padding included (--batch-size, --max-tokens)"
+    assert said[2] == "batches: up to 16 documents and 8,192 tokens, padding included (--batch-size, --max-tokens)"
 
 
 @pytest.fixture(scope="module")
