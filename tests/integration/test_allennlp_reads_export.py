@@ -135,26 +135,27 @@ def trained_and_exported(command: str, root: Path, data: Path, *flags: str) -> E
     return Export(root / "models", root / "export")
 
 
-@pytest.fixture(scope="module")
-def pretrained(tmp_path_factory) -> Export:
-    """A few seconds of ``pretrain --architecture`` (the tiny options of the in-process tests) on the tiny corpus."""
-    root = tmp_path_factory.mktemp("pretrained")
+def pretrain_tiny(tmp_path_factory, name: str, *flags: str) -> Export:
+    """A few seconds of ``pretrain --architecture`` (the tiny options of the in-process tests) on the tiny corpus,
+    with ``flags`` added, then ``export``."""
+    root = tmp_path_factory.mktemp(name)
     options = root / "options.json"
     options.write_text(json.dumps(TINY_OPTIONS))
-    return trained_and_exported("pretrain", root, write_tiny_agnews(root / "data"), "--architecture", str(options),
+    return trained_and_exported("pretrain", root, write_tiny_agnews(root / "data"), "--architecture", str(options), *flags,
                                 "--epochs", "1", "--batch-size", "32", "--softmax", "sampled", "--softmax-samples", "20",
                                 "--threads", "1", "--precision", "fp32", "--quiet")
 
 
 @pytest.fixture(scope="module")
+def pretrained(tmp_path_factory) -> Export:
+    """``pretrain --architecture`` with the published clipped cell."""
+    return pretrain_tiny(tmp_path_factory, "pretrained")
+
+
+@pytest.fixture(scope="module")
 def pretrained_fused(tmp_path_factory) -> Export:
     """The same run with ``--lstm fused`` (no clipping, PyTorch's fused LSTM kernel; exported with null clips)."""
-    root = tmp_path_factory.mktemp("pretrained_fused")
-    options = root / "options.json"
-    options.write_text(json.dumps(TINY_OPTIONS))
-    return trained_and_exported("pretrain", root, write_tiny_agnews(root / "data"), "--architecture", str(options),
-                                "--lstm", "fused", "--epochs", "1", "--batch-size", "32", "--softmax", "sampled",
-                                "--softmax-samples", "20", "--threads", "1", "--precision", "fp32", "--quiet")
+    return pretrain_tiny(tmp_path_factory, "pretrained_fused", "--lstm", "fused")
 
 
 @pytest.fixture(scope="module")
