@@ -123,10 +123,52 @@ class HelpFormatter(argparse.HelpFormatter):
         return super()._expand_help(action)
 
 
+class _PerParse:
+    """What an action remembers of the parse it is in: whether its flag was given already (argparse starts every
+    parse with a new namespace; the last one is held so that its ``id`` is never another's)."""
+
+    def given_before(self, namespace: argparse.Namespace) -> bool:
+        seen = getattr(self, "_namespace", None) is namespace
+        self._namespace = namespace
+        return seen
+
+
+class StoreOnce(_PerParse, argparse.Action):
+    """A flag with one value, refused when given twice (argparse's own keeps the last one without a word)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if self.given_before(namespace):
+            parser.error(f"{self.option_strings[0]} was given twice: give it once")
+        setattr(namespace, self.dest, values)
+
+
+class BooleanOnce(_PerParse, argparse.BooleanOptionalAction):
+    """``--flag`` / ``--no-flag``, refused when either is given twice."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if self.given_before(namespace):
+            parser.error(f"{self.option_strings[0]} / {self.option_strings[1]} was given twice: give it once")
+        super().__call__(parser, namespace, values, option_string)
+
+
+class ExtendList(_PerParse, argparse.Action):
+    """A list flag: its values replace the default, and a repeated flag adds its values after the earlier ones
+    (``--text A --text B`` is ``--text A B``)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        earlier = list(getattr(namespace, self.dest) or ()) if self.given_before(namespace) else []
+        setattr(namespace, self.dest, [*earlier, *values])
+
+
 def add_flags(parser: argparse.ArgumentParser, args_cls: type, lab: bool = False) -> argparse.ArgumentParser:
     """Add one ``--flag`` per field of the arguments dataclass ``args_cls`` (booleans get ``--no-flag`` too; a field
     whose metadata says ``positional=True`` becomes a positional argument). A field marked ``lab=True`` gets its flag
-    only with ``lab`` (the lab's variants of the commands); without it, the field keeps its default."""
+    only with ``lab`` (the lab's variants of the commands); without it, the field keeps its default. A flag given
+    twice is refused (:class:`StoreOnce`, :class:`BooleanOnce`), except a list flag, which adds the values of each
+    (:class:`ExtendList`)."""
     hints = typing.get_type_hints(args_cls)
     for f in dataclasses.fields(args_cls):
         if f.metadata.get("lab") and not lab:
@@ -142,11 +184,36 @@ def add_flags(parser: argparse.ArgumentParser, args_cls: type, lab: bool = False
             parser.add_argument(f.name, type=kind, help=f.metadata.get("help"),
                                 **{k: v for k, v in extra.items() if k != "metavar"})
         elif kind is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=f.default, help=f.metadata.get("help"))
+            parser.add_argument(flag, action=BooleanOnce, default=f.default, help=f.metadata.get("help"))
         else:
             parser.add_argument(flag, type=typing.get_args(kind)[0] if listed else kind, default=f.default,
-                                help=f.metadata.get("help"), **extra)
+                                help=f.metadata.get("help"), action=ExtendList if listed else StoreOnce, **extra)
     return parser
+
+
+def merge_flags(*sources: Sequence[str]) -> list[str]:
+    """The flags of several sources as one list, where a flag of a later source replaces the same flag of an earlier
+    one (``--no-x`` and ``--x`` are one flag; a flag's values are the words after it up to the next ``--``): the
+    library refuses a flag given twice, and ``--extra-flags`` / ``--head-extra-flags`` are meant to override the
+    study's own.
+
+    Raises:
+        ElmoError: a source starting with a word that is not a ``--flag``.
+    """
+    merged: dict[str, list[str]] = {}
+    for source in sources:
+        key = None
+        for word in source:
+            if word.startswith("--"):
+                name = word.split("=", 1)[0]
+                key = "--" + name[len("--no-"):] if name.startswith("--no-") else name
+                merged.pop(key, None)  # the later one, in the later place
+                merged[key] = [word]
+            elif key is None:
+                raise ElmoError(f"{' '.join(source)!r}: flags must start with --, got {word!r} first")
+            else:
+                merged[key].append(word)
+    return [word for words in merged.values() for word in words]
 
 
 def command_parser(spec: Command, prog: str, lab: bool = False) -> argparse.ArgumentParser:

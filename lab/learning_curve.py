@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from elmo.artifacts import environment_info, write_json
+from elmo.cli import merge_flags
 from elmo.errors import ElmoError
 from lab.significance import MCNEMAR, PAIRED_T, mcnemar, paired_over_seeds, summarize
 
@@ -60,13 +61,13 @@ def plan_curve(config: StudyArgs, classify_mixes: tuple[str, ...] | None = None)
     for seed in config.seeds:
         for fraction in sorted((f for f in config.labelled_fractions if f < 1.0), reverse=True):
             d = config.share_dir(seed, fraction)
-            flags = ["--seed", str(seed), "--data-dir", config.data_dir, "--models-dir", str(d / "models"),
-                     "--results-dir", str(d / "results"), "--images-dir", str(d / "images"), "--threads",
-                     str(config.threads), "--precision", config.precision, "--quiet",
-                     "--labelled-fraction", repr(fraction), *config.part_flags(), *config.head_part_flags()]
+            flags = merge_flags(["--seed", str(seed), "--data-dir", config.data_dir, "--models-dir", str(d / "models"),
+                                 "--results-dir", str(d / "results"), "--images-dir", str(d / "images"), "--threads",
+                                 str(config.threads), "--precision", config.precision, "--quiet",
+                                 "--labelled-fraction", repr(fraction)], config.part_flags(), config.head_part_flags())
             logs = config.seed_dir(seed) / "logs"
             name = share_name(fraction)
-            runs = {"classify": python + ["classify", "--mixes", *CURVE_MIXES, *flags],
+            runs = {"classify": python + ["classify", *merge_flags(["--mixes", *CURVE_MIXES], flags)],
                     "baselines": python + ["baselines", *flags]}
             done = {"classify": d / "results" / "classification.json", "baselines": d / "results" / "baselines.json"}
             for part in ("classify", "baselines"):

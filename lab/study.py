@@ -36,9 +36,10 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from elmo.artifacts import environment_info, refuse_overwriting_inputs, write_json
+from elmo.cli import merge_flags
 from elmo.data.agnews import read_agnews
 from elmo.errors import ElmoError
 from elmo.model.mix import LAYER_MIXES
@@ -187,18 +188,19 @@ def plan(config: StudyArgs, classify_mixes: tuple[str, ...] | None = None) -> li
         d = config.seed_dir(seed)
 
         def flags(results: str = "results", models: str = "models", images: str = "images",
-                  seed: int = seed, d: Path = d, head: bool = True) -> list[str]:
-            return ["--seed", str(seed), "--data-dir", config.data_dir, "--models-dir", str(d / models),
-                    "--results-dir", str(d / results), "--images-dir", str(d / images), "--threads",
-                    str(config.threads), "--precision", config.precision, "--quiet", *config.part_flags(),
-                    *(config.head_part_flags() if head else [])]
+                  seed: int = seed, d: Path = d, head: bool = True, first: Sequence[str] = ()) -> list[str]:
+            return merge_flags(first, ["--seed", str(seed), "--data-dir", config.data_dir, "--models-dir",
+                                       str(d / models), "--results-dir", str(d / results), "--images-dir",
+                                       str(d / images), "--threads", str(config.threads), "--precision",
+                                       config.precision, "--quiet"],
+                               config.part_flags(), config.head_part_flags() if head else [])
 
         runs = {
             "pretrain": (python + ["pretrain", *flags(head=False)], d / "results" / "lm.json", []),
-            "classify": (python + ["classify", *(["--mixes", *classify_mixes] if classify_mixes else []), *flags()],
+            "classify": (python + ["classify", *flags(first=["--mixes", *classify_mixes] if classify_mixes else [])],
                          d / "results" / "classification.json", ["pretrain"]),
-            "mlp": (python + ["classify", "--mixes", "learned_function", "--learned-function", "mlp",
-                              *flags("results_mlp", "models_mlp", "images_mlp")],
+            "mlp": (python + ["classify", *flags("results_mlp", "models_mlp", "images_mlp", first=[
+                                  "--mixes", "learned_function", "--learned-function", "mlp"])],
                     d / "results_mlp" / "classification.json", ["pretrain"]),
             "baselines": (python + ["baselines", *flags()], d / "results" / "baselines.json", ["pretrain"]),
         }

@@ -57,11 +57,14 @@ def write_tiny_agnews(folder: Path) -> Path:
 
 def run_script(script: str | Path, out: Path, data: Path, *extra: str, timeout: float = 900) -> subprocess.CompletedProcess:
     """``python script --data-dir data`` with its models/, results/ and images/ under ``out`` (also its working
-    folder), ``PYTHONHASHSEED=0``. ``script`` is a file (relative to the repository root) or ``-m elmo <command>``."""
+    folder), ``PYTHONHASHSEED=0``; a flag of ``extra`` replaces the same flag before it (``elmo.cli.merge_flags``). ``script`` is a file (relative to the repository root) or ``-m elmo <command>``."""
     out.mkdir(parents=True, exist_ok=True)
     target = script.split() if isinstance(script, str) and script.startswith("-m ") else [str(ROOT / script)]
-    args = [sys.executable, *target, "--data-dir", str(data), "--models-dir", str(out / "models"),
-            "--results-dir", str(out / "results"), "--images-dir", str(out / "images"), *extra]
+    from elmo.cli import merge_flags
+
+    args = [sys.executable, *target, *merge_flags(["--data-dir", str(data), "--models-dir", str(out / "models"),
+                                                   "--results-dir", str(out / "results"), "--images-dir",
+                                                   str(out / "images")], extra)]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     return subprocess.run(args, capture_output=True, text=True, cwd=out, env=env, timeout=timeout)
 
@@ -75,12 +78,12 @@ def run_in_process(command: str, out: Path, data: Path, *extra: str, lab: bool =
     import numpy as np
     import torch
 
-    from elmo.cli import run
+    from elmo.cli import merge_flags, run
 
     saved = (torch.get_num_threads(), torch.get_rng_state(), np.random.get_state(), random.getstate(), dict(os.environ))
     try:
-        return run(command, ["--data-dir", str(data), "--models-dir", str(out / "models"), "--results-dir",
-                             str(out / "results"), "--images-dir", str(out / "images"), *extra], lab=lab)
+        return run(command, merge_flags(["--data-dir", str(data), "--models-dir", str(out / "models"), "--results-dir",
+                                         str(out / "results"), "--images-dir", str(out / "images")], extra), lab=lab)
     finally:
         threads, torch_rng, numpy_rng, python_rng, environ = saved
         torch.set_num_threads(threads)

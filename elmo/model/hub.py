@@ -120,7 +120,9 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
                         **kwargs: Any) -> str | None:
         """Write ``model.safetensors``, ``vocab.txt`` (when :attr:`vocab` is set), ``README.md`` and, last,
         ``config.json`` into ``save_directory`` (created if missing), each atomically with the umask's permissions;
-        files of these names there are replaced. ``push_to_hub=True`` then uploads the folder to ``repo_id``
+        files of these names there are replaced, whichever model wrote them: Hugging Face's convention, which
+        ``python -m elmo export --format hub`` does not follow (it refuses another model's folder without
+        ``--overwrite``); :meth:`saved_difference` tells first. ``push_to_hub=True`` then uploads the folder to ``repo_id``
         (default: the folder's name; needs ``hf auth login``), with the other ``kwargs`` of ``push_to_hub``.
 
         Returns:
@@ -143,18 +145,69 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
         """The four files (``PyTorchModelHubMixin``'s hook; :meth:`save_pretrained`)."""
         from safetensors.torch import save
 
-        state = {k: (v.detach().float() if v.is_floating_point() else v.detach()).contiguous().cpu()
-                 for k, v in self.state_dict().items()}
-        atomic_write_bytes(save_directory / WEIGHTS, save(state, metadata={"format": "pt", "elmo_kind": self.hub_kind}))
+        atomic_write_bytes(save_directory / WEIGHTS, save(self.saved_state(), metadata={"format": "pt",
+                                                                                         "elmo_kind": self.hub_kind}))
         vocab = self.saved_vocab()
         if vocab is not None:
             atomic_write_bytes(save_directory / VOCAB, ("\n".join(vocab.itos) + "\n").encode("utf-8"))
         else:
             (save_directory / VOCAB).unlink(missing_ok=True)  # one left by another model would not be this one's
         atomic_write_bytes(save_directory / CARD, str(self.generate_model_card(repo_id=repo_id)).encode("utf-8"))
-        config = {"elmo_kind": self.hub_kind, "format_version": FORMAT_VERSION, **self.hub_config(),
-                  "card": self.card or {}}
+        config = {**self.saved_config(), "card": self.card or {}}
         atomic_write_bytes(save_directory / CONFIG, (json.dumps(config, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+
+    def saved_state(self) -> dict[str, torch.Tensor]:
+        """The tensors ``model.safetensors`` holds: the state dict on the CPU, floating point ones as float32."""
+        return {k: (v.detach().float() if v.is_floating_point() else v.detach()).contiguous().cpu()
+                for k, v in self.state_dict().items()}
+
+    def saved_config(self) -> dict[str, Any]:
+        """What ``config.json`` holds besides ``card``, as JSON reads it back (tuples as lists)."""
+        return json.loads(json.dumps({"elmo_kind": self.hub_kind, "format_version": FORMAT_VERSION,
+                                      **self.hub_config()}))
+
+    def saved_difference(self, save_directory: str | os.PathLike) -> tuple[Path, str] | None:
+        """What :meth:`save_pretrained` would replace in ``save_directory`` that is not this model: ``None`` when the
+        folder holds none of ``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``, or holds this
+        model's own earlier save (the same kind, configuration, weights bit for bit and vocabulary; the model card
+        may differ); else ``(file, what it is)``, the first such file. ``save_pretrained`` itself writes into the
+        folder it is given, as Hugging Face's does: call this first to keep another model's folder.
+
+        Raises:
+            nothing: a file that does not read is a difference (``"a file that does not load"``).
+        """
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        folder = Path(save_directory)
+        present = [folder / name for name in (CONFIG, WEIGHTS, VOCAB, CARD) if (folder / name).exists()]
+        if not present:
+            return None
+        if not (folder / CONFIG).is_file() or not (folder / WEIGHTS).is_file():
+            return present[0], "not a folder save_pretrained wrote (config.json or model.safetensors missing)"
+        try:
+            config = json.loads((folder / CONFIG).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            return folder / CONFIG, "a file that does not load"
+        if not isinstance(config, dict) or {k: v for k, v in config.items() if k != "card"} != self.saved_config():
+            kind = config.get("elmo_kind") if isinstance(config, dict) else None
+            return folder / CONFIG, (f"a model of another kind ({kind})" if kind != self.hub_kind else
+                                     f"another {kind} (another configuration)")
+        try:
+            saved = load_file(str(folder / WEIGHTS))
+        except (SafetensorError, OSError, ValueError):
+            return folder / WEIGHTS, "a file that does not load"
+        ours = self.saved_state()
+        if saved.keys() != ours.keys() or not all(torch.equal(saved[k], v) for k, v in ours.items()):
+            return folder / WEIGHTS, f"another {self.hub_kind} (other weights)"
+        vocab = self.saved_vocab()
+        try:
+            lines = (folder / VOCAB).read_text(encoding="utf-8").splitlines() if (folder / VOCAB).is_file() else None
+        except (OSError, UnicodeDecodeError):
+            return folder / VOCAB, "a file that does not load"
+        if lines != (None if vocab is None else list(vocab.itos)):
+            return folder / VOCAB, "another vocabulary"
+        return None
 
     def saved_vocab(self) -> Vocabulary | None:
         """The vocabulary ``vocab.txt`` holds: :attr:`vocab`, else that of the biLM inside (an Elmo layer's)."""

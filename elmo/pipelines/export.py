@@ -12,11 +12,13 @@ is not written. Details: ``docs/published_elmo.md`` ("Exporting").
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
 import torch
 
 from ..artifacts import Outputs, check_writable, load_checkpoint, refuse_overwriting_inputs
@@ -27,7 +29,13 @@ from ..inference.text_classifier import TextClassifier
 from ..model import hub
 from ..model.bilm import BiLM
 from ..model.published import PublishedBiLM, PublishedBiLMConfig
-from ..model.published_io import load_published_bilm, read_vocabulary, save_published_bilm
+from ..model.published_io import (
+    load_published_bilm,
+    options_of,
+    read_vocabulary,
+    save_published_bilm,
+    tf_datasets,
+)
 from ..model.serialization import load_bilm, load_published_lm, open_bilm
 from .common import option
 
@@ -41,8 +49,9 @@ EXPORT_FORMATS = ("bilm-tf", "hub")
 class ExportArgs:
     """Flags of ``python -m elmo export`` (bilm-tf's files from a biLM; the module docstring says which biLMs).
 
-    ``--out`` is created if missing; files named ``options.json``, ``weights.hdf5`` and ``vocab.txt`` in it are
-    replaced. ``--vocab-file``: a UTF-8 file, one token per line, listed in ``vocab.txt`` after ``<S>``, ``</S>`` and
+    ``--out`` is created if missing. Files of the names written there (``options.json``, ``weights.hdf5``,
+    ``vocab.txt``; ``--format hub``: ``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``) are
+    replaced only when they are this model's own earlier export, or with ``--overwrite``. ``--vocab-file``: a UTF-8 file, one token per line, listed in ``vocab.txt`` after ``<S>``, ``</S>`` and
     ``<UNK>``.
     """
 
@@ -57,6 +66,7 @@ class ExportArgs:
                                     metavar="FILE")
     push_to_hub: str | None = option(None, "--format hub: also upload --out to this Hub model id (hf auth login)",
                                      metavar="REPO_ID")
+    overwrite: bool = option(False, "replace another model's files in --out (else refused)")
     quiet: bool = option(False, "print nothing but errors")
 
     def check(self) -> None:
@@ -130,6 +140,50 @@ def allennlp_limits(config: PublishedBiLMConfig) -> list[str]:
     return limits
 
 
+def bilm_tf_difference(bilm: PublishedBiLM, out_dir: str | Path) -> tuple[Path, str] | None:
+    """What :func:`export_bilm` would replace in ``out_dir`` that is not ``bilm``'s own earlier export: ``None`` when
+    the folder holds none of :data:`EXPORT_FILES`, or holds ``bilm`` (the same ``options.json``, every dataset of
+    ``weights.hdf5`` bit for bit; its ``vocab.txt``, which a character biLM does not read, may differ); else
+    ``(file, what it is)``, the first file that is not ``bilm``'s."""
+    import h5py
+
+    files = output_files(out_dir)
+    present = [path for path in files.values() if path.exists()]
+    if not present:
+        return None
+    if not files["options.json"].is_file() or not files["weights.hdf5"].is_file():
+        return present[0], "not a bilm-tf export (options.json or weights.hdf5 missing)"
+    try:
+        options = json.loads(files["options.json"].read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return files["options.json"], "a file that does not load"
+    if options != json.loads(json.dumps(options_of(bilm.config))):
+        return files["options.json"], "a biLM of another architecture"
+    ours, saved = tf_datasets(bilm), {}
+    try:
+        with h5py.File(files["weights.hdf5"], "r") as weights:
+            weights.visititems(lambda name, item: saved.__setitem__(name, item[()])
+                               if isinstance(item, h5py.Dataset) else None)
+    except (OSError, ValueError):
+        return files["weights.hdf5"], "a file that does not load"
+    if saved.keys() != ours.keys() or not all(np.array_equal(saved[k], v) for k, v in ours.items()):
+        return files["weights.hdf5"], "another biLM (other weights)"
+    return None
+
+
+def refuse_another_model(difference: tuple[Path, str] | None, overwrite: bool) -> None:
+    """Stop before anything is written when ``--out`` holds another model's file (a :func:`bilm_tf_difference` or
+    :meth:`~elmo.model.hub.HubMixin.saved_difference`), unless ``--overwrite``.
+
+    Raises:
+        ElmoError: one line naming the file, what it is and the two ways on.
+    """
+    if difference is not None and not overwrite:
+        file, what = difference
+        raise ElmoError(f"--out {file.parent} holds {file} ({what}): choose another --out, or give --overwrite to "
+                        "replace it")
+
+
 def export_bilm(bilm: PublishedBiLM | BiLM, out_dir: str | Path, words: Iterable[str] = ()) -> dict[str, Any]:
     """Write ``bilm`` into ``out_dir`` as bilm-tf's ``options.json``, ``weights.hdf5`` and ``vocab.txt`` (module
     docstring; source: bilm-tf's layout, :mod:`elmo.model.published_io`).
@@ -181,7 +235,8 @@ def export(config: ExportArgs) -> dict[str, Any]:
     Raises:
         ElmoError: an output is one of the inputs (both named, before anything is read); a missing or invalid
             options, weight, model or vocabulary file (named); our own biLM (:func:`bilm_tf_refusal`); ``--out``
-            cannot be written.
+            holds another model's file (:func:`bilm_tf_difference`) and no ``--overwrite``; ``--out`` cannot be
+            written.
     """
     if config.format == "hub":
         return export_pretrained(config)
@@ -195,6 +250,8 @@ def export(config: ExportArgs) -> dict[str, Any]:
     else:
         bilm = load_published_bilm(config.options_file, config.weight_file)
         words = read_vocabulary(config.vocab_file) if config.vocab_file is not None else []
+    if not isinstance(bilm, BiLM):
+        refuse_another_model(bilm_tf_difference(bilm, config.out), config.overwrite)
     summary = export_bilm(bilm, config.out, words)
     if not config.quiet:
         print(f"wrote {summary['weight_file']} ({summary['datasets']} datasets, {summary['parameters']:,} numbers), "
@@ -214,7 +271,8 @@ def export_pretrained(config: ExportArgs) -> dict[str, Any]:
         ``{"out", "kind", "files", "pushed"}``.
 
     Raises:
-        ElmoError: an output is one of the inputs; a missing or invalid model; ``--out`` cannot be written.
+        ElmoError: an output is one of the inputs; a missing or invalid model; ``--out`` holds another model's file
+            (:meth:`~elmo.model.hub.HubMixin.saved_difference`) and no ``--overwrite``; ``--out`` cannot be written.
     """
     outputs = {f"--out ({name})": Path(config.out) / name for name in (hub.CONFIG, hub.WEIGHTS, hub.VOCAB, hub.CARD)}
     classifier = None if config.classifier is None else Path(config.models_dir) / config.classifier
@@ -231,6 +289,7 @@ def export_pretrained(config: ExportArgs) -> dict[str, Any]:
         model.card = {**(bilm_card or {}), **(saved.get("card") or {})}
     else:
         model = open_bilm(config.models_dir).bilm
+    refuse_another_model(model.saved_difference(config.out), config.overwrite)
     pushed = model.save_pretrained(config.out, push_to_hub=config.push_to_hub is not None, repo_id=config.push_to_hub)
     files = sorted(f.name for f in outputs.values() if f.is_file())
     if not config.quiet:

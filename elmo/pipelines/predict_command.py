@@ -1,5 +1,6 @@
-"""The prediction command, ``python -m elmo predict --text TEXT | --input-file FILE``: texts classified with a
-trained ``classifier.pt`` (``classification.py`` writes it), one ``label<TAB>probability<TAB>text`` line each.
+"""The prediction command, ``python -m elmo predict --text TEXT [--text TEXT ...] | --input-file FILE``: texts
+classified with a trained ``classifier.pt`` (``classification.py`` writes it), one ``label<TAB>probability<TAB>text``
+line each, in the order given.
 """
 
 from __future__ import annotations
@@ -17,24 +18,29 @@ from .common import option
 
 @dataclass
 class PredictArgs:
-    """Flags of ``python -m elmo predict``: one text (``--text``) or every non-blank line of a UTF-8 file
-    (``--input-file``), classified with ``<models-dir>/classifier.pt`` (and the biLM it was trained on)."""
+    """Flags of ``python -m elmo predict``: texts (``--text``, once per text or several after one) or every
+    non-blank line of a UTF-8 file (``--input-file``), classified with ``<models-dir>/classifier.pt`` (and the biLM
+    it was trained on). A single string given as ``text`` is one text."""
 
-    text: str | None = option(None, "classify this text")
+    text: tuple[str, ...] = option((), "classify this text; give --text once per text (or several texts after "
+                                   "one), each classified in order", metavar="TEXT")
     input_file: str | None = option(None, "classify every non-blank line of this file")
     models_dir: str = option("models", "folder holding bilstm.pt and classifier.pt")
     device: str = option("auto", "auto (CUDA when present), cpu or cuda")
     precision: str = option("auto", "auto, fp32, bf16 or fp16", choices=PRECISIONS)
     threads: int | None = option(None, "CPU threads (default: all cores)")
 
+    def __post_init__(self) -> None:
+        self.text = (self.text,) if isinstance(self.text, str) else tuple(self.text or ())
+
     def check(self) -> None:
-        """Exactly one of ``text`` and ``input_file``. Raises :class:`ElmoError` naming the two flags."""
-        if (self.text is None) == (self.input_file is None):
+        """Texts or ``input_file``, not both. Raises :class:`ElmoError` naming the two flags."""
+        if bool(self.text) == (self.input_file is not None):
             raise ElmoError("give either --text TEXT or --input-file FILE")
 
 
 def predict(args: PredictArgs) -> list[dict[str, Any]]:
-    """Classify ``args.text`` or every non-blank line of the file ``args.input_file`` with
+    """Classify each of ``args.text`` or every non-blank line of the file ``args.input_file`` with
     ``<models_dir>/classifier.pt`` and print ``label<TAB>probability<TAB>text`` per text (in input order).
 
     Returns:
@@ -46,8 +52,9 @@ def predict(args: PredictArgs) -> list[dict[str, Any]]:
     """
     args.check()
     configure_threads(args.threads)
-    if args.text is not None:
-        texts, where = [args.text], ["--text"]
+    if args.text:
+        texts = list(args.text)
+        where = ["--text"] if len(texts) == 1 else [f"--text {n} (of {len(texts)})" for n in range(1, len(texts) + 1)]
     else:
         texts, numbers, blank = read_lines(args.input_file, "--input-file")
         if blank:

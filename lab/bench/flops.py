@@ -23,11 +23,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from elmo.errors import ElmoError
 from elmo.model.adaptive_softmax import adaptive_cutoffs
 from elmo.model.bilm import BiLMConfig
 from elmo.model.classifier import SequenceClassifier
 from elmo.model.published import PublishedBiLMConfig
-from elmo.runtime.device import configure_threads, cpu_has_bf16
+from elmo.runtime.device import configure_threads, cpu_has_bf16, resolve_precision
 
 from .children import peak_rss_mb
 
@@ -100,6 +101,18 @@ def published_word_flops(config: PublishedBiLMConfig, word: str) -> float:
 # ------------------------------------------------------------------------------------------
 # Measured matrix-product peaks
 # ------------------------------------------------------------------------------------------
+
+
+def precision_refusal(precision: str, device: torch.device) -> str | None:
+    """Why the library does not run ``--precision precision`` on ``device`` (the message of
+    :func:`~elmo.runtime.device.resolve_precision`'s error: bf16 on a CPU without native bf16, fp16 on a CPU), or
+    ``None`` where it does. The benchmarks' one rule, training and inference alike: a row the library would refuse is
+    left out with this reason, not run in an emulation no user gets."""
+    try:
+        resolve_precision(precision, device)
+    except ElmoError as exc:
+        return str(exc)
+    return None
 
 
 def synchronize(device: torch.device) -> None:

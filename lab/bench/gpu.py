@@ -4,6 +4,10 @@ The record starts with the device (its name, memory, the torch, CUDA and cuDNN v
 command line and the measured matrix-product peaks (an :data:`~lab.bench.flops.GPU_PEAK_SIZE`-squared ``torch.mm`` in
 fp32 and in bf16, timed with CUDA events: :func:`~lab.bench.flops.matmul_gflops`). Then, in this order:
 
+A row in a precision the library refuses on the device (bf16 on a CPU without native bf16, under ``--tiny``:
+:func:`~lab.bench.flops.precision_refusal`) is left out and listed in ``skipped`` with the reason, in training and
+inference alike. Then the parts:
+
 * ``training`` (:func:`lab.bench.published_training.measure`, in this process): tokens/s per direction of
   elmo-original, elmo-medium and elmo-small trained as ``pretrain --architecture`` trains them (both directions, one
   adaptive softmax over 100,000 classes, :func:`~elmo.training.trainer.fit`), with ``--lstm fused`` (no clipping,
@@ -56,7 +60,7 @@ from elmo.pipelines.common import command_line, option
 from elmo.runtime.device import configure_threads, resolve_device
 
 from .children import in_child, run_script
-from .flops import GPU_PEAK_SIZE, matmul_gflops, synchronize
+from .flops import GPU_PEAK_SIZE, matmul_gflops, precision_refusal, synchronize
 from .published import BATCH, embedding_flops, random_weights, sentences_of
 from .published_training import WINDOW, device_name, measure, training_text
 from .speed import BenchArgs
@@ -169,7 +173,7 @@ def training_part(cfg: GpuArgs, run: Run) -> None:
                     out.pop("peak_rss_mb")  # this process's, all rows so far
                     return out
                 run.row(part["rows"].setdefault(name, {}).setdefault(lstm, {}), precision,
-                        f"training {name} {lstm} {precision}", row)
+                        f"training {name} {lstm} {precision}", row, precision_refusal(precision, run.device))
 
 
 def training_setup(cfg: GpuArgs, run: Run) -> None:
@@ -209,7 +213,7 @@ def inference_part(cfg: GpuArgs, run: Run) -> None:
                 return {"seconds": seconds, "sentences_per_second": len(timed) / seconds,
                         "tokens_per_second": tokens / seconds, "gflops": gflops,
                         "peak_fraction": gflops / run.peaks[precision]} | run.cuda_memory()
-            run.row(part["rows"], precision, f"inference {name} {precision}", row)
+            run.row(part["rows"], precision, f"inference {name} {precision}", row, precision_refusal(precision, run.device))
 
 
 def default_run_part(cfg: GpuArgs, run: Run) -> None:
@@ -330,9 +334,15 @@ class Run:
         self.save()
         return record
 
-    def row(self, into: dict[str, Any], key: str, label: str, measure_row: Callable[[], dict[str, Any]]) -> bool:
+    def row(self, into: dict[str, Any], key: str, label: str, measure_row: Callable[[], dict[str, Any]],
+            refusal: str | None = None) -> bool:
         """``into[key] = measure_row()`` when the part still has time (else listed as skipped), its failure recorded
-        as ``{"error": ...}`` and listed; saves the record. Returns whether the row was measured."""
+        as ``{"error": ...}`` and listed; saves the record. A row the library would refuse on this device
+        (``refusal``: :func:`~lab.bench.flops.precision_refusal`) is left out: listed as ``LABEL: left out
+        (REASON)``, nothing recorded under ``key``. Returns whether the row was measured."""
+        if refusal is not None:
+            self.skipped.append(f"{label}: left out ({refusal})")
+            return False
         if time.perf_counter() >= self.until:
             self.skipped.append(f"{label}: the part's time was up")
             return False

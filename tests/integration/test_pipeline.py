@@ -133,6 +133,12 @@ def test_predict_cli_prints_label_and_probability_per_line(small_pipeline, tmp_p
     assert [line.split("\t")[0] for line in lines] == [CLASS_NAMES[i] for i in expected.argmax(1)]
     assert [float(line.split("\t")[1]) for line in lines] == pytest.approx(expected.max(1), abs=1e-4)
     assert "skipped 1 blank line" in many.err
+    assert cli_run("predict", [*models, "--text", texts[1], "--text", texts[0]]) == 0  # each --text, in order
+    repeated = capsys.readouterr().out.strip().splitlines()
+    assert [line.split("\t")[2] for line in repeated] == [texts[1], texts[0]]
+    assert [line.split("\t")[0] for line in repeated] == [CLASS_NAMES[i] for i in expected.argmax(1)[::-1]]
+    assert cli_run("predict", [*models, "--text", texts[0], "--text", "  "]) == 2
+    assert "--text 2 (of 2): the text holds no word" in capsys.readouterr().err
     (tmp_path / "bad.txt").write_text("the match\n<br>\n", encoding="utf-8")  # markup only: no word
     assert cli_run("predict", [*models, "--input-file", str(tmp_path / "bad.txt")]) == 2
     err = capsys.readouterr().err

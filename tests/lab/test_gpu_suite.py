@@ -7,9 +7,12 @@ import json
 import math
 
 import pytest
+from support import needs_native_bf16
 
 from elmo.errors import ElmoError
 from elmo.model.mix import LAYER_MIXES
+from elmo.runtime import device as device_module
+from elmo.runtime.device import cpu_has_bf16
 from lab import cli
 from lab.bench import gpu
 from lab.bench.children import run_script
@@ -17,12 +20,25 @@ from lab.bench.children import run_script
 ARCHITECTURES = list(gpu.TINY_ARCHITECTURES)
 
 
+def precisions_here() -> list[str]:
+    """The precisions the library runs on this CPU: bf16 only with native bf16 (a CPU feature, read by lscpu)."""
+    return ["bf16", "fp32"] if cpu_has_bf16() else ["fp32"]
+
+
+def left_out_here() -> list[str]:
+    """The rows ``--tiny`` leaves out on this CPU, as ``skipped`` lists them: the bf16 ones without native bf16."""
+    if cpu_has_bf16():
+        return []
+    return ([f"training {n} {lstm} bf16" for n in ARCHITECTURES for lstm in ("fused", "clipped")]
+            + ["inference tiny-original bf16"])
+
+
 def positive(value) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
 
 
 @pytest.mark.slow
-def test_tiny_run_records_every_part(tmp_path, monkeypatch, tiny_agnews):
+def test_tiny_run_records_every_part_and_bf16_rows_only_with_native_bf16(tmp_path, monkeypatch, tiny_agnews):
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)
@@ -33,7 +49,9 @@ def test_tiny_run_records_every_part(tmp_path, monkeypatch, tiny_agnews):
     assert r["finished"] and r["tiny"] and r["command"].startswith("python -m lab gpu --out")
     assert {"name", "torch", "cuda", "cudnn", "tf32"} <= set(r["device"]) and r["device"]["type"] == "cpu"
     assert positive(r["matmul_peak_gflops"]["fp32"]) and positive(r["matmul_peak_gflops"]["bf16"])
-    assert r["skipped"] == [s for s in r["skipped"] if s.startswith("compile: not under --tiny")] and len(r["skipped"]) == 1
+    assert [s.split(":")[0] for s in r["skipped"]] == [*left_out_here(), "compile"]
+    assert all("needs a CPU with native bf16" in s for s in r["skipped"][:-1])
+    assert r["skipped"][-1].startswith("compile: not under --tiny")
     assert "compile" not in r["parts"] and "error" not in json.dumps(r)
 
     rows = r["parts"]["training"]["rows"]
@@ -41,7 +59,7 @@ def test_tiny_run_records_every_part(tmp_path, monkeypatch, tiny_agnews):
     for name in ARCHITECTURES:
         assert list(rows[name]) == ["fused", "clipped"]
         for lstm in ("fused", "clipped"):
-            assert list(rows[name][lstm]) == ["bf16", "fp32"]
+            assert list(rows[name][lstm]) == precisions_here()
             for row in rows[name][lstm].values():
                 rate = row["tokens_per_second"]["per_direction"]
                 assert positive(rate) and positive(row["peak_fraction"]) and positive(row["flops_per_step"])
@@ -55,7 +73,7 @@ def test_tiny_run_records_every_part(tmp_path, monkeypatch, tiny_agnews):
         assert positive(row["sentences_per_second"]) and positive(row["peak_fraction"])
         assert math.isclose(row["tokens_per_second"] / row["sentences_per_second"],
                             inference["tokens"] / inference["sentences"])
-    assert list(inference["rows"]) == ["bf16", "fp32"]
+    assert list(inference["rows"]) == precisions_here()
 
     scripts = r["parts"]["default_run"]["scripts"]
     lm, cls = scripts["ELMO.py"], scripts["classification.py"]
@@ -84,8 +102,9 @@ def test_what_the_budget_leaves_out_is_listed(tmp_path, tiny_agnews):
 def test_parts_runs_only_those_named(tmp_path, tiny_agnews):
     r = gpu.measure_gpu(gpu.GpuArgs(tiny=True, data_dir=str(tiny_agnews), out=str(tmp_path), threads=1,
                                     parts=("inference",)))
-    assert r["order"] == ["inference"] and list(r["parts"]) == ["inference"] and r["skipped"] == []
-    assert list(r["parts"]["inference"]["rows"]) == ["bf16", "fp32"]
+    assert r["order"] == ["inference"] and list(r["parts"]) == ["inference"]
+    assert [s.split(":")[0] for s in r["skipped"]] == [s for s in left_out_here() if s.startswith("inference")]
+    assert list(r["parts"]["inference"]["rows"]) == precisions_here()
     with pytest.raises(ElmoError, match="--parts takes training, inference, default_run, compile, got speed"):
         gpu.GpuArgs(parts=("training", "speed")).check()
 
@@ -104,3 +123,27 @@ def test_a_missing_data_folder_is_named(tmp_path, capsys):
 def test_a_script_past_its_time_is_ended(tmp_path):
     with pytest.raises(ElmoError, match="ran out of its 1 s"):
         run_script(["-c", "import time; time.sleep(60)"], timeout=1)
+
+
+def test_without_native_bf16_the_bf16_rows_are_left_out_with_the_librarys_reason(tmp_path, tiny_agnews, monkeypatch):
+    """Any CPU: native bf16 hidden from the library; training and inference follow the same rule."""
+    monkeypatch.setattr(device_module, "cpu_has_bf16", lambda: False)
+    r = gpu.measure_gpu(gpu.GpuArgs(tiny=True, data_dir=str(tiny_agnews), out=str(tmp_path), threads=1,
+                                    parts=("training", "inference")))
+    rows = r["parts"]["training"]["rows"]
+    assert all(list(rows[name][lstm]) == ["fp32"] for name in ARCHITECTURES for lstm in ("fused", "clipped"))
+    assert list(r["parts"]["inference"]["rows"]) == ["fp32"]
+    left_out = [f"training {n} {lstm} bf16" for n in ARCHITECTURES for lstm in ("fused", "clipped")]
+    assert [s.split(":")[0] for s in r["skipped"]] == [*left_out, "inference tiny-original bf16"]
+    assert all(s.endswith("(auto picks fp32 here))") and ": left out (--precision bf16 needs a CPU with native bf16" in s
+               for s in r["skipped"])
+    assert "error" not in json.dumps(r)
+
+
+@needs_native_bf16()
+def test_with_native_bf16_every_row_runs_in_both_precisions(tmp_path, tiny_agnews):
+    r = gpu.measure_gpu(gpu.GpuArgs(tiny=True, data_dir=str(tiny_agnews), out=str(tmp_path), threads=1,
+                                    parts=("training", "inference")))
+    rows = r["parts"]["training"]["rows"]
+    assert all(list(rows[name][lstm]) == ["bf16", "fp32"] for name in ARCHITECTURES for lstm in ("fused", "clipped"))
+    assert list(r["parts"]["inference"]["rows"]) == ["bf16", "fp32"] and r["skipped"] == []

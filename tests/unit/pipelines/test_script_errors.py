@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from support import make_rows
 
-from elmo.cli import run
+from elmo.cli import merge_flags, run
 
 
 def flags(out: Path, data: Path, *extra: str) -> list[str]:
-    return ["--data-dir", str(data), "--models-dir", str(out / "models"), "--results-dir", str(out / "results"),
-            "--images-dir", str(out / "images"), "--quiet", *extra]
+    return merge_flags(["--data-dir", str(data), "--models-dir", str(out / "models"), "--results-dir",
+                        str(out / "results"), "--images-dir", str(out / "images"), "--quiet"], extra)
 
 
 def error_of(capsys) -> str:
