@@ -31,6 +31,7 @@ from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax
 from .char_cnn import DEFAULT_FILTERS, CharCNN
 from .dropout import FastDropout
 from .hub import HubMixin
+from .lstm import AutocastLSTM
 
 #: the default ``chunk_size`` of both biLMs (:class:`BiLM`, :class:`elmo.model.published.PublishedBiLM`): a sentence
 #: longer than this many tokens is computed in chunks of at most this many positions (:func:`step_chunks`)
@@ -215,7 +216,7 @@ class LanguageModel(nn.Module):
             self.embedding = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=PAD_ID)
         sizes = [config.embedding_dim] + [config.output_size] * config.num_layers
         # One nn.LSTM per layer (each a fused kernel) so every layer's states are exposed.
-        self.layers = nn.ModuleList(nn.LSTM(i, config.hidden_size, batch_first=True, proj_size=config.proj_size)
+        self.layers = nn.ModuleList(AutocastLSTM(i, config.hidden_size, batch_first=True, proj_size=config.proj_size)
                                     for i in sizes[:-1])
         self.dropout = FastDropout(config.dropout)
         self.softmax = AdaptiveSoftmax(config.output_size, config.vocab_size, config.cutoffs, config.div_value)

@@ -16,6 +16,7 @@ from .bilm import BiLM, length_mask, reverse_padded
 from .dropout import FastDropout
 from .elmo import Elmo
 from .hub import HubMixin, from_nested_config, nested_config
+from .lstm import AutocastLSTM
 from .mix import LAYER_MIXES, LEARNED_FUNCTIONS
 from .published import PublishedBiLM
 from .static import STATIC_METHODS
@@ -187,8 +188,8 @@ class MaskedBiLSTM(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()
-        self.forward_rnn = nn.LSTM(input_size, hidden_size, batch_first=True)
-        self.backward_rnn = nn.LSTM(input_size, hidden_size, batch_first=True)
+        self.forward_rnn = AutocastLSTM(input_size, hidden_size, batch_first=True)
+        self.backward_rnn = AutocastLSTM(input_size, hidden_size, batch_first=True)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Args: x ``(B, T, D)``, lengths ``(B,)``. Returns ``(B, T, 2E)``; padded rows are meaningless."""

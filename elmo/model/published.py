@@ -23,6 +23,7 @@ clipping (``pretrain --lstm fused``) it runs on PyTorch's fused LSTM kernel inst
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import warnings
 from dataclasses import asdict, dataclass, field, replace
@@ -38,6 +39,7 @@ from ..data.chars import TF_BOS, TF_EOS, TF_MAX_CHARS, TF_NUM_CHARS, TF_PAD_CHAR
 from ..errors import ElmoError
 from .bilm import CHUNK_SIZE, length_mask, reverse_padded, step_chunks
 from .hub import HubMixin
+from .lstm import autocast_dtype
 
 #: the character CNN of every published model (widths 1-7, 2048 filters)
 PUBLISHED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
@@ -141,14 +143,9 @@ PUBLISHED_ARCHITECTURES = {
 
 
 def compute_dtype(device_type: str) -> torch.dtype:
-    """The autocast dtype on ``device_type`` when autocast is on there, else float32."""
-    try:
-        enabled, dtype = torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type)
-    except TypeError:  # torch < 2.4
-        cpu = device_type == "cpu"
-        enabled = torch.is_autocast_cpu_enabled() if cpu else torch.is_autocast_enabled()
-        dtype = torch.get_autocast_cpu_dtype() if cpu else torch.get_autocast_gpu_dtype()
-    return dtype if enabled else torch.float32
+    """The autocast dtype on ``device_type`` when autocast is on there (:func:`~elmo.model.lstm.autocast_dtype`),
+    else float32."""
+    return autocast_dtype(device_type) or torch.float32
 
 
 def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
@@ -319,8 +316,12 @@ class ProjectedLSTM(CachedWeights):
     Without clipping (both bounds ``None``) the layer runs on PyTorch's fused LSTM kernel (:meth:`fused_forward`,
     ``torch.lstm`` with ``proj_size``: cuDNN on CUDA, ATen's C++ recurrence on the CPU), the same parameters mapped
     onto its weights (:meth:`fused_weights`); with clipping, which that kernel cannot do, on the per-step loop.
-    ``fused = False`` runs the loop without clipping too (the two agree to float rounding).
+    ``fused = False`` runs the loop without clipping too (the two agree to float rounding). :attr:`compute_dtype`:
+    the dtype the last call's recurrence computed in (the loop's products, the fused kernel's output), ``None``
+    before the first call (:func:`elmo.model.lstm.lstm_compute_dtypes`).
     """
+
+    compute_dtype: torch.dtype | None = None
 
     def __init__(self, input_size: int, hidden_size: int, projection_dim: int, cell_clip: float | None,
                  proj_clip: float | None):
@@ -374,6 +375,7 @@ class ProjectedLSTM(CachedWeights):
         dtype = compute_dtype(x.device.type)
         with torch.autocast(x.device.type, enabled=False):
             w_in, w_rec, w_proj = self.weights(dtype, batch)
+            self.compute_dtype = w_rec.dtype  # the recurrence's products: its kernels' dtype
             h, c = state if state is not None else (x.new_zeros(batch, self.output_size, dtype=torch.float32),
                                                     x.new_zeros(batch, hidden, dtype=torch.float32))
             out = x.new_zeros(steps, batch, self.output_size, dtype=torch.float32)
@@ -453,12 +455,15 @@ class ProjectedLSTM(CachedWeights):
         the one after its last step). Same arguments, returns and errors as :meth:`forward`; chunks of at most
         ``chunk_size`` positions run one after the other, the states carried between them. Under autocast the
         products run in its dtype (the weights mapped and cast once a call), the cell state in float32 on the CPU as
-        in the loop (cuDNN keeps it in the autocast dtype); states and outputs are returned in float32."""
+        in the loop (cuDNN keeps it in the autocast dtype, and is called with autocast off, every tensor cast to that
+        dtype: autocast's own rule for cuDNN's RNNs would run them in float16); states and outputs are returned in
+        float32. :attr:`compute_dtype` records the kernel's output dtype."""
         steps, batch, _ = x.shape
         dtype = compute_dtype(x.device.type)
         h, c = state if state is not None else (x.new_zeros(batch, self.output_size, dtype=torch.float32),
                                                 x.new_zeros(batch, self.hidden_size, dtype=torch.float32))
         flat = self.fused_weights(dtype)
+        cuda = x.device.type == "cuda"
         train = torch.is_grad_enabled() and (x.requires_grad or self.input_weight.requires_grad)
         x_steps, outputs = x.unbind(0), []
         for first, last in step_chunks(active, chunk_size):
@@ -470,8 +475,12 @@ class ProjectedLSTM(CachedWeights):
             with warnings.catch_warnings():  # the weights are mapped at every call by design; oneDNN has no projection
                 warnings.filterwarnings("ignore", "RNN module weights are not part of single contiguous chunk")
                 warnings.filterwarnings("ignore", "LSTM with projections is not supported with oneDNN")
-                y, h_n, c_n = torch.lstm(packed, sizes, (h[None, :rows].to(dtype), c[None, :rows]), flat, True, 1,
-                                         0.0, train, False)
+                # on CUDA with autocast off and every tensor in the dtype (autocast's cuDNN rule would use float16)
+                with torch.autocast("cuda", enabled=False) if cuda else contextlib.nullcontext():
+                    y, h_n, c_n = torch.lstm(packed, sizes, (h[None, :rows].to(dtype),
+                                                             c[None, :rows].to(dtype) if cuda else c[None, :rows]),
+                                             flat, True, 1, 0.0, train, False)
+            self.compute_dtype = y.dtype
             y = nn.utils.rnn.pad_packed_sequence(nn.utils.rnn.PackedSequence(y.float(), sizes))[0]
             outputs.append(F.pad(y, (0, 0, 0, batch - rows)))
             h, c = torch.cat([h_n[0].float(), h[rows:]]), torch.cat([c_n[0].float(), c[rows:]])

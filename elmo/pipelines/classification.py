@@ -22,6 +22,7 @@ from ..data.agnews import CLASS_NAMES
 from ..errors import ElmoError
 from ..inference.layer_cache import CACHE_MODES, cache_dtype, compute_layers, should_cache
 from ..model.classifier import ClassifierConfig, ElmoClassifier
+from ..model.lstm import lstm_compute_dtypes, summary_dtype
 from ..model.mix import LAYER_MIXES, LEARNED_FUNCTIONS, mix_summary
 from ..model.serialization import classifier_checkpoint, published_record
 from ..runtime import distributed
@@ -190,6 +191,9 @@ def classify(config: ClassifyArgs) -> dict:
     out["best_mix"] = best
     table = format_results_table(out, config.mixes) + f"\nbest on validation: {best}"
     out["precision"], out["layer_cache_seconds"] = run.precision, cache_seconds
+    out["lstm_dtype"] = {"bilm": summary_dtype(lstm_compute_dtypes(task.bilm)),  # the layer cache's (or training's)
+                         **{mix: out[mix]["history"][-1].get("lstm_dtype") if out[mix]["history"] else None
+                            for mix in config.mixes}}
     out["labelled_documents"] = len(task.corpora["train"])
     save_checkpoint(payloads[best], outputs.classifier())
     out["config"], out["meta"] = asdict(config), {**environment_info(config.seed), "bilm_fingerprint": task.fingerprint}

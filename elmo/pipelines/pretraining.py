@@ -714,10 +714,12 @@ def lm_card(out: dict, config: PretrainArgs, command: str = "pretrain") -> dict:
 
 def finish_lm_results(out: dict, config: PretrainArgs, run: StartedRun, started: float,
                       histories: dict[str, list[dict]], checkpoints: list[str]) -> None:
-    """Rank 0, after the model files: complete and write ``lm.json`` (throughput, seconds, flags, environment),
+    """Rank 0, after the model files: complete and write ``lm.json`` (throughput, ``lstm_dtype``: per history the
+    dtype its LSTMs computed in at the last epoch's last step, read from their tensors; seconds, flags, environment),
     plot the loss curves of ``histories`` (training loss and validation log-perplexity per epoch), delete the
     training ``checkpoints`` and print the table."""
     out["tokens_per_second"] = {d: out["directions"][d]["tokens_per_second"] for d in out["directions"]}
+    out["lstm_dtype"] = {d: rows[-1].get("lstm_dtype") if rows else None for d, rows in histories.items()}
     out["seconds"] = time.perf_counter() - started
     out["config"], out["meta"] = asdict(config), environment_info(config.seed)
     write_json(run.outputs.result("lm"), out)

@@ -21,6 +21,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..errors import ElmoError
+from ..model.lstm import lstm_compute_dtypes, summary_dtype
 from ..runtime import distributed
 from ..runtime.device import Batch, autocast, to_device
 from .early_stopping import EarlyStopping
@@ -137,8 +138,10 @@ class FitResult:
     """What :func:`fit` returns.
 
     Attributes:
-        history: one dict per epoch: ``epoch``, ``train_loss``, ``seconds``, ``units_per_second``
-            and the validation metrics prefixed ``val_``.
+        history: one dict per epoch: ``epoch``, ``train_loss``, ``seconds``, ``units_per_second``,
+            the validation metrics prefixed ``val_`` and ``lstm_dtype``, the dtype the model's LSTMs computed in at
+            the epoch's last training step (:func:`~elmo.model.lstm.summary_dtype`, read from their tensors;
+            ``None`` for a model without one, or an epoch without a step).
         best_epoch: 1-based epoch whose weights were restored into the model.
         best_value: the monitored validation metric at that epoch.
     """
@@ -376,6 +379,7 @@ def _end_epoch(run: _Run, epoch: int, seconds: float, totals: tuple[float, int])
     Raises:
         ElmoError: ``validate()`` has no ``monitor`` key.
     """
+    lstm_dtype = summary_dtype(lstm_compute_dtypes(run.model))  # the last training step's, before validation runs
     run.model.eval()
     with torch.no_grad():
         metrics = {k: float(v) for k, v in run.objective.validate().items()}  # plain floats: weights_only loads
@@ -384,7 +388,8 @@ def _end_epoch(run: _Run, epoch: int, seconds: float, totals: tuple[float, int])
         raise ElmoError(f"validation returned no {monitor!r}")
     total_loss, total_units = totals
     row = {"epoch": epoch + 1, "train_loss": total_loss / max(total_units, 1), "seconds": seconds,
-           "units_per_second": total_units / max(seconds, 1e-9), **{f"val_{k}": v for k, v in metrics.items()}}
+           "units_per_second": total_units / max(seconds, 1e-9), **{f"val_{k}": v for k, v in metrics.items()},
+           "lstm_dtype": lstm_dtype}
     run.history.append(row)
     improved = run.stopping.update(epoch + 1, metrics[monitor], run.model)
     if not run.progress.quiet:

@@ -14,6 +14,9 @@ inference alike. Then the parts:
   PyTorch's fused LSTM kernel: cuDNN) and ``--lstm clipped`` (the published cell's per-step loop), in bf16 and fp32:
   ``--warmup`` steps, then ``--steps`` timed steps (median) of ``--batch`` 20-token windows of AG News text; the
   training FLOPs' share of the peak, and the peak CUDA memory (``torch.cuda.max_memory_allocated``, reset per row);
+Every training and inference row records ``lstm_dtype``, the dtype the LSTM kernels computed in (read from their
+tensors: :func:`~elmo.model.lstm.lstm_compute_dtypes`), beside the precision asked for.
+
 * ``inference``: sentences/s and tokens/s of :class:`~elmo.inference.embedder.ElmoEmbedder` on random weights of the
   published Original written in the published layout (:func:`lab.bench.published.random_weights`), over
   ``--sentences`` AG News Descriptions (case kept) in batches of 64 after a warm-up batch, bf16 and fp32;
@@ -54,6 +57,7 @@ import torch
 from elmo.artifacts import atomic_write_bytes, environment_info, write_json
 from elmo.errors import ElmoError
 from elmo.inference.embedder import ElmoEmbedder
+from elmo.model.lstm import lstm_compute_dtypes, summary_dtype
 from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM, PublishedBiLMConfig
 from elmo.model.published_io import save_published_bilm
 from elmo.pipelines.common import command_line, option
@@ -212,6 +216,7 @@ def inference_part(cfg: GpuArgs, run: Run) -> None:
                 gflops = part["flops"] / seconds / 1e9
                 return {"seconds": seconds, "sentences_per_second": len(timed) / seconds,
                         "tokens_per_second": tokens / seconds, "gflops": gflops,
+                        "lstm_dtype": summary_dtype(lstm_compute_dtypes(embedder.bilm)),
                         "peak_fraction": gflops / run.peaks[precision]} | run.cuda_memory()
             run.row(part["rows"], precision, f"inference {name} {precision}", row, precision_refusal(precision, run.device))
 
@@ -254,7 +259,7 @@ def lm_summary(lm: dict[str, Any]) -> dict[str, Any]:
     """What ``lm.json`` says of the run: the perplexities per split and direction, precision, training time."""
     return {"perplexity": {split: {d: lm[split][f"{d}_perplexity"] for d in ("forward", "backward")}
                            for split in ("val", "test")},
-            "precision": lm.get("precision"), "train_seconds": lm.get("train_seconds"),
+            "precision": lm.get("precision"), "lstm_dtype": lm.get("lstm_dtype"), "train_seconds": lm.get("train_seconds"),
             "tokens_per_second": lm.get("tokens_per_second")}
 
 
@@ -265,6 +270,7 @@ def classification_summary(result: dict[str, Any]) -> dict[str, Any]:
                    "best_epoch": r["best_epoch"], "epochs": len(r["history"]), "train_seconds": r.get("train_seconds")}
              for mix, r in result.items() if isinstance(r, dict) and "test" in r}
     return {"mixes": mixes, "best_mix": result.get("best_mix"), "precision": result.get("precision"),
+            "lstm_dtype": result.get("lstm_dtype"),
             "layer_cache_seconds": result.get("layer_cache_seconds")}
 
 

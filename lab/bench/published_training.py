@@ -48,6 +48,7 @@ from elmo.data.corpus import encode_corpus
 from elmo.data.text import tokenize
 from elmo.data.vocab import BOS_ID, EOS_ID, Vocabulary
 from elmo.model.adaptive_softmax import adaptive_cutoffs
+from elmo.model.lstm import lstm_compute_dtypes, summary_dtype
 from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLMConfig
 from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 from elmo.runtime.device import configure_threads, cpu_has_bf16, resolve_device, set_seed
@@ -177,7 +178,8 @@ def _fit(model: PublishedBiLMWithSoftmax, batches, device: torch.device, amp: to
 def measure(name: str, precision: str, text: dict[str, Any], cfg: Any, batch: int, start_peak: float, *,
             config: PublishedBiLMConfig | None = None, compile: bool = False, extras: bool = True) -> dict[str, Any]:
     """One architecture in one precision (its own process): ``--training-warmup`` then ``--training-steps`` steps of
-    :func:`fit`, each on a new batch of ``batch`` windows; :func:`finish_row`'s figures against the larger of
+    :func:`fit`, each on a new batch of ``batch`` windows (``lstm_dtype``: the dtype the LSTMs computed in at the
+    last step, :func:`~elmo.model.lstm.summary_dtype`); :func:`finish_row`'s figures against the larger of
     ``start_peak`` and the peak measured right after; :func:`profile_step` when it is the Original in fp32 below the goal.
 
     Args:
@@ -197,6 +199,7 @@ def measure(name: str, precision: str, text: dict[str, Any], cfg: Any, batch: in
     windows = text["windows"][:steps * batch]
     corpus = encode_corpus(windows, vocab, max_chars=config.max_chars, char_scheme=config.char_scheme)
     stamps: list[float] = []
+    lstm_dtypes: dict[str, str] = {}
 
     def timed(epoch: int):
         for i in range(steps):
@@ -206,6 +209,7 @@ def measure(name: str, precision: str, text: dict[str, Any], cfg: Any, batch: in
             yield collated
         synchronize(device)
         stamps.append(time.perf_counter())
+        lstm_dtypes.update(lstm_compute_dtypes(model))  # the last training step's, before any validation
 
     _fit(model, timed, device, amp, compile)
     seconds = np.diff(stamps)[cfg.training_warmup:].tolist()
@@ -214,6 +218,7 @@ def measure(name: str, precision: str, text: dict[str, Any], cfg: Any, batch: in
     ids = corpus.collate(np.arange(batch))
     row = {"model": label, "precision": precision, "device": str(device), "threads": threads, "batch_windows": batch,
            "parameters": sum(p.numel() for p in model.parameters()), "seconds_runs": seconds,
+           "lstm_dtype": summary_dtype(lstm_compute_dtypes(model) | lstm_dtypes),
            "tokens_per_step": int((ids["lengths"] + 1).sum()),
            "flops_per_step": statistics.mean(f["training"] for f in flops),
            "flops_per_step_parts": {k: statistics.mean(f[k] for f in flops) for k in flops[0] if k != "training"}}

@@ -60,6 +60,9 @@ def test_lm_json_layout_and_both_directions_beat_the_unigram_model(small_pipelin
     assert 0 <= words["top1_accuracy"] <= words["top5_accuracy"] <= 1
     assert {"micro_f1", "macro_f1", "macro_precision", "macro_recall"} <= words.keys()
     assert lm["train_tokens"] > 0 and set(lm["tokens_per_second"]) == {"forward", "backward"} and lm["config"]["seed"] == 0
+    computed = {"bf16": "bfloat16", "fp32": "float32"}[lm["precision"]]  # the LSTM kernels' dtype, read from them
+    assert lm["lstm_dtype"] == {"forward": computed, "backward": computed}
+    assert all(row["lstm_dtype"] == computed for d in ("forward", "backward") for row in lm["directions"][d]["history"])
 
 
 def test_classification_json_layout_and_learning(small_pipeline):
@@ -75,6 +78,8 @@ def test_classification_json_layout_and_learning(small_pipeline):
     assert cls["trainable_lambda"]["lambdas"] is not None and len(cls["learned_function"]["lambdas"]) == 3
     assert sum(cls["trainable_lambda"]["lambdas"]) == pytest.approx(1.0)
     assert cls["frozen_lambda"]["gamma"] == 1.0
+    computed = {"bf16": "bfloat16", "fp32": "float32"}[cls["precision"]]
+    assert cls["lstm_dtype"] == {"bilm": computed, **{s: computed for s in LAYER_MIXES}}
     best = torch.load(out / "models" / "classifier.pt", weights_only=True)
     assert best["config"]["mix"] == cls["best_mix"]
     best_val = max(cls[s]["val"]["f1"] for s in LAYER_MIXES)

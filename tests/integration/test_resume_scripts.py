@@ -15,6 +15,7 @@ import pytest
 from support import CLASSIFY, ROOT, SMALL, run_script, without_timings
 
 from elmo.artifacts import load_checkpoint
+from elmo.cli import merge_flags
 from elmo.model.mix import LAYER_MIXES
 
 pytestmark = pytest.mark.slow
@@ -141,7 +142,7 @@ def test_a_killed_side_by_side_run_resumes_each_direction_from_its_own_checkpoin
     code = LAUNCH_SIDE_BY_SIDE.format(root=str(ROOT), hook=str(hook))
     killed = subprocess.run([sys.executable, "-c", code, "--data-dir", str(data), "--models-dir", str(tmp_path / "models"),
                              "--results-dir", str(tmp_path / "results"), "--images-dir", str(tmp_path / "images"),
-                             *SMALL, *SIDE_BY_SIDE], capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                             *merge_flags(SMALL, SIDE_BY_SIDE)], capture_output=True, text=True, cwd=tmp_path, timeout=600,
                             env={**os.environ, "PYTHONHASHSEED": "0"}, start_new_session=True)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     checkpoints = tmp_path / "models" / "checkpoints"

@@ -65,6 +65,8 @@ def test_tiny_run_records_every_part_and_bf16_rows_only_with_native_bf16(tmp_pat
                 assert positive(rate) and positive(row["peak_fraction"]) and positive(row["flops_per_step"])
                 assert math.isclose(rate, row["tokens_per_step"] / row["seconds_per_step"])
                 assert len(row["seconds_runs"]) == gpu.TINY_SIZES["steps"] and row["batch_windows"] == gpu.TINY_SIZES["batch"]
+            for precision, row in rows[name][lstm].items():
+                assert row["lstm_dtype"] == {"bf16": "bfloat16", "fp32": "float32"}[precision]
     assert rows["tiny-original"]["fused"]["fp32"]["parameters"] > rows["tiny-small"]["fused"]["fp32"]["parameters"]
 
     inference = r["parts"]["inference"]
@@ -74,6 +76,7 @@ def test_tiny_run_records_every_part_and_bf16_rows_only_with_native_bf16(tmp_pat
         assert math.isclose(row["tokens_per_second"] / row["sentences_per_second"],
                             inference["tokens"] / inference["sentences"])
     assert list(inference["rows"]) == precisions_here()
+    assert all(row["lstm_dtype"] == {"bf16": "bfloat16", "fp32": "float32"}[p] for p, row in inference["rows"].items())
 
     scripts = r["parts"]["default_run"]["scripts"]
     lm, cls = scripts["ELMO.py"], scripts["classification.py"]
