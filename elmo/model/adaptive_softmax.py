@@ -58,24 +58,28 @@ class AdaptiveSoftmax(nn.AdaptiveLogSoftmaxWithLoss):
         # bucketize boundaries: cluster 0 = the head's words, i = tail i - 1, len(cutoffs) = ids >= vocab_size
         self.register_buffer("bounds", torch.tensor(self.cutoffs), persistent=False)
 
-    def loss(self, states: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, int]:
+    def loss(self, states: torch.Tensor, targets: torch.Tensor,
+             cluster_counts: list[int] | None = None) -> tuple[torch.Tensor, int]:
         """Mean negative log-likelihood of the targets, skipping the positions whose target is :data:`IGNORE_INDEX`.
 
         Args:
             states: ``(N, D)`` in any float dtype (bf16 under autocast is scored without a copy to fp32).
             targets: ``(N,)`` int64 word ids in ``[0, V)``, or :data:`IGNORE_INDEX`.
+            cluster_counts: the targets per cluster (head first), when the caller knows them from the host (no
+                :data:`IGNORE_INDEX` among the targets then): nothing is read back from the device.
 
         Returns:
             ``(loss, n)``: the mean over the ``n`` scored positions, nats per word (a 0-d fp32 tensor; 0 when
-            ``n == 0``), and ``n`` as an int: the only value read back from the device.
+            ``n == 0``), and ``n`` as an int: without ``cluster_counts``, the only value read back from the device.
 
         Raises:
-            ElmoError: a target outside ``[0, V)`` other than :data:`IGNORE_INDEX`.
+            ElmoError: a target outside ``[0, V)`` other than :data:`IGNORE_INDEX` (without ``cluster_counts``).
         """
         clusters = len(self.cutoffs)  # head + tails
         cluster = torch.bucketize(targets, self.bounds, right=True)
         cluster = torch.where(targets == IGNORE_INDEX, clusters + 1, torch.where(targets < 0, clusters, cluster))
-        counts = torch.bincount(cluster, minlength=clusters + 2).tolist()  # the one host read
+        counts = [*cluster_counts, 0, 0] if cluster_counts is not None else \
+            torch.bincount(cluster, minlength=clusters + 2).tolist()  # the one host read
         if counts[clusters]:
             raise ElmoError(f"AdaptiveSoftmax.loss: {counts[clusters]} target(s) outside [0, {self.n_classes}) "
                             f"(the vocabulary size), other than IGNORE_INDEX ({IGNORE_INDEX})")

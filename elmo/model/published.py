@@ -40,6 +40,7 @@ from ..errors import ElmoError
 from .bilm import CHUNK_SIZE, length_mask, reverse_padded, step_chunks
 from .hub import HubMixin
 from .lstm import autocast_dtype
+from .published_plan import HostPlan, WordPlan
 
 #: the character CNN of every published model (widths 1-7, 2048 filters)
 PUBLISHED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
@@ -259,16 +260,24 @@ class CharTokenEncoder(CachedWeights):
                    None if self.projection is None else self.projection.weight]
         return cached(self._cache, "weights", sources, dtype, make)
 
-    def forward(self, chars: torch.Tensor, words_per_pass: int = WORDS_PER_PASS) -> torch.Tensor:
+    def forward(self, chars: torch.Tensor, words_per_pass: int = WORDS_PER_PASS, plan: WordPlan | None = None) -> torch.Tensor:
         """Token vectors of ``chars``.
 
         Args:
             chars: ``(N, C)`` int64 (bilm-tf ids); words_per_pass: the most distinct spellings encoded at a time
-                (:meth:`encode_distinct`), which bounds the convolutions' ``(words · C, filters)`` activations.
+                (:meth:`encode_distinct`), which bounds the convolutions' ``(words · C, filters)`` activations;
+            plan: the distinct spellings and passes worked out on the host
+                (:func:`~elmo.model.published_plan.word_plan`): the same vectors, nothing read from the device.
 
         Returns:
             ``(N, projection_dim)`` float32 token vectors.
         """
+        if plan is not None:
+            dtype = compute_dtype(chars.device.type)
+            with torch.autocast(chars.device.type, enabled=False), record_function("elmo.token_layer"):
+                weights = self.weights(dtype)
+                parts = [self.encode_distinct(plan.distinct[rows], weights, width) for rows, width in plan.passes]
+            return torch.cat(parts).index_select(0, plan.gather)
         unique, inverse = torch.unique(chars, dim=0, return_inverse=True)
         order = torch.argsort(((unique != TF_PAD_CHAR) & (unique != 0)).sum(dim=1), stable=True)
         dtype = compute_dtype(chars.device.type)
@@ -279,12 +288,15 @@ class CharTokenEncoder(CachedWeights):
         # repeats exactly (an index's backward adds them with atomics, in whatever order the threads reach them)
         return torch.cat(parts).index_select(0, torch.argsort(order)[inverse])
 
-    def encode_distinct(self, chars: torch.Tensor, weights: list[torch.Tensor | None]) -> torch.Tensor:
-        """Token vectors ``(N, projection_dim)`` float32 of ``chars (N, C)`` with :meth:`weights`."""
+    def encode_distinct(self, chars: torch.Tensor, weights: list[torch.Tensor | None],
+                        keep: int | None = None) -> torch.Tensor:
+        """Token vectors ``(N, projection_dim)`` float32 of ``chars (N, C)`` with :meth:`weights`, reading the first
+        ``keep`` columns (default: found on the device, the last real character's + 1 + the widest filter)."""
         embedding, conv, *mats = weights
         full = chars.shape[1]
-        real = ((chars != TF_PAD_CHAR) & (chars != 0)).any(dim=0).nonzero()
-        keep = min(full, (int(real.max()) + 1 if len(real) else 0) + self.max_width)
+        if keep is None:
+            real = ((chars != TF_PAD_CHAR) & (chars != 0)).any(dim=0).nonzero()
+            keep = min(full, (int(real.max()) + 1 if len(real) else 0) + self.max_width)
         tail = chars.new_full((len(chars), self.max_width - 1), TF_PAD_CHAR)
         x = F.embedding(torch.cat([chars[:, :keep], tail], dim=1), embedding)  # (N, C' + w - 1, char_dim)
         windows = x.unfold(1, self.max_width, 1).flatten(2)  # (N, C', char_dim * w), channel-major as conv's weight
@@ -616,6 +628,7 @@ class PublishedBiLM(nn.Module, HubMixin):
         self.backward_layers = nn.ModuleList(ProjectedLSTM(*sizes) for _ in range(config.num_layers))
         boundaries = torch.from_numpy(bilm_tf_char_table([TF_BOS, TF_EOS], config.max_chars)).long()
         self.register_buffer("boundary_chars", boundaries, persistent=False)
+        self.host_boundary_chars = boundaries  # stays on the host (a training step's plan: published_plan.host_plan)
 
     @property
     def num_layers(self) -> int:
@@ -651,12 +664,17 @@ class PublishedBiLM(nn.Module, HubMixin):
                 f"Each token gets {self.num_layers} layers of {self.output_dim} numbers; "
                 f"{self.parameter_count():,} parameters.")
 
-    def token_vectors(self, chars: torch.Tensor) -> torch.Tensor:
+    @property
+    def words_per_pass(self) -> int:
+        """The most distinct words through the character CNN at a time: ``min(chunk_size, WORDS_PER_PASS)``."""
+        return WORDS_PER_PASS if self.chunk_size is None else min(WORDS_PER_PASS, self.chunk_size)
+
+    def token_vectors(self, chars: torch.Tensor, plan: WordPlan | None = None) -> torch.Tensor:
         """Context-free token vectors ``(..., projection_dim)`` float32 of ``chars (..., C)`` (the token layer x),
-        at most ``min(chunk_size, WORDS_PER_PASS)`` distinct words through the character CNN at a time."""
+        at most :attr:`words_per_pass` distinct words through the character CNN at a time (``plan``: as
+        :meth:`CharTokenEncoder.forward`)."""
         flat = chars.reshape(-1, chars.shape[-1])
-        per_pass = WORDS_PER_PASS if self.chunk_size is None else min(WORDS_PER_PASS, self.chunk_size)
-        return self.token_encoder(flat, per_pass).reshape(*chars.shape[:-1], -1)
+        return self.token_encoder(flat, self.words_per_pass, plan).reshape(*chars.shape[:-1], -1)
 
     def forward(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
         """ELMo layers of every token, stateless (zero initial states for every sentence).
@@ -731,7 +749,8 @@ class PublishedBiLM(nn.Module, HubMixin):
         return layers.mul_(length_mask(lengths, longest).unsqueeze(-1).float()), finals if carry else None
 
     def reading_states(self, chars: torch.Tensor, lengths: torch.Tensor, directions: Sequence[int] = (0, 1),
-                       dropout: Callable[[torch.Tensor], torch.Tensor] | None = None) -> list[torch.Tensor]:
+                       dropout: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                       plan: HostPlan | None = None) -> list[torch.Tensor]:
         """The top LSTM layer of each direction in its own reading order: what the language-model softmax reads
         (training and held-out perplexity, :class:`elmo.model.published_lm.PublishedBiLMWithSoftmax`). Differentiable
         through the LSTMs, the highway layers, the projection and the character CNN.
@@ -740,7 +759,8 @@ class PublishedBiLM(nn.Module, HubMixin):
             chars: ``(B, T, C)`` bilm-tf character ids without the sentence boundaries; lengths: ``(B,)`` int64;
             directions: which stacks run, 0 = forward, 1 = backward; dropout: applied to every LSTM layer's input
                 (bilm-tf's ``DropoutWrapper(input_keep_prob)`` in training; the residual connection adds the
-                dropped input, as TF's wrapper order does), ``None`` = none.
+                dropped input, as TF's wrapper order does), ``None`` = none; plan: the batch's
+                :class:`~elmo.model.published_plan.HostPlan` on the device: the same states, nothing read back.
 
         Returns:
             One ``(B, T + 1, P)`` float32 tensor per entry of ``directions``: forward position k is the state after
@@ -750,10 +770,10 @@ class PublishedBiLM(nn.Module, HubMixin):
         Raises:
             ElmoError: ``chars`` missing.
         """
-        x = self.token_vectors(self._chars(chars))
+        x = self.token_vectors(self._chars(chars), None if plan is None else plan.words)
         lengths = lengths.to(x.device)
-        full, sentence = self._with_boundaries(x, lengths)
-        order, restore, active = _reading_plan(sentence - 1)
+        full, sentence = self._with_boundaries(x, lengths, None if plan is None else plan.boundaries)
+        order, restore, active = _reading_plan(sentence - 1) if plan is None else (plan.order, plan.restore, plan.active)
         states = []
         for d in directions:
             inputs = full if d == 0 else reverse_padded(full, sentence)
@@ -762,10 +782,11 @@ class PublishedBiLM(nn.Module, HubMixin):
             states.append(top.transpose(0, 1)[restore][:, :x.shape[1] + 1])
         return states
 
-    def _with_boundaries(self, x: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _with_boundaries(self, x: torch.Tensor, lengths: torch.Tensor,
+                         plan: WordPlan | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """``<S> x_1 .. x_n </S>``, right-padded ``(B, T + 2, P)`` float32, and the lengths ``n + 2``."""
         batch, longest, width = x.shape
-        bounds = self.token_vectors(self.boundary_chars.to(x.device))
+        bounds = self.token_vectors(self.boundary_chars.to(x.device), plan)
         mask = length_mask(lengths, longest).unsqueeze(-1)
         end = torch.zeros(batch, 1, width, device=x.device)
         full = torch.cat([bounds[0].expand(batch, 1, -1), x.float() * mask, end], dim=1)

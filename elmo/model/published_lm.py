@@ -26,6 +26,7 @@ from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax
 from .bilm import length_mask, reverse_padded
 from .dropout import FastDropout
 from .published import PublishedBiLM, PublishedBiLMConfig
+from .published_plan import HostPlan, host_plan
 from .sampled_softmax import BILM_TF_SAMPLES, SampledSoftmax
 
 #: the training softmaxes ``--softmax`` chooses from
@@ -148,20 +149,44 @@ class PublishedBiLMWithSoftmax(nn.Module):
         return full[:, 1:].masked_fill(~length_mask(lengths + 1, ids.shape[1] + 1), IGNORE_INDEX)
 
     def _tops(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None,
-              directions: Sequence[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """``(top (n, P), targets (n,))`` of each direction's predicted positions, dropout applied in training."""
+              directions: Sequence[int], plan: HostPlan | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """``(top (n, P), targets (n,))`` of each direction's predicted positions, dropout applied in training
+        (``plan``: the positions from the host, :func:`~elmo.model.published_plan.host_plan`, not a boolean mask)."""
         lengths = lengths.to(ids.device)
-        states = self.bilm.reading_states(chars, lengths, directions, self.dropout if self.training else None)
+        states = self.bilm.reading_states(chars, lengths, directions, self.dropout if self.training else None, plan)
         out = []
         for d, top in zip(directions, states):
             targets = self.targets(ids, lengths, d)
-            keep = targets != IGNORE_INDEX
-            out.append((self.dropout(top[keep]), targets[keep]))
+            if plan is None:
+                keep = targets != IGNORE_INDEX
+                out.append((self.dropout(top[keep]), targets[keep]))
+            else:
+                out.append((self.dropout(top.reshape(-1, top.shape[-1]).index_select(0, plan.kept)),
+                            targets.reshape(-1).index_select(0, plan.kept)))
         return out
 
+    def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan:
+        """The :class:`~elmo.model.published_plan.HostPlan` of a batch from its host copies ``{"ids", "lengths",
+        "chars"}`` (CPU tensors), on this model's device.
+
+        Raises:
+            ElmoError: a copy missing or not on the CPU; a target outside the vocabulary.
+        """
+        missing = [k for k in ("ids", "lengths", "chars") if k not in host]
+        if missing:
+            raise ElmoError(f"PublishedBiLMWithSoftmax.host_plan: the batch's host copy has no {', '.join(missing)}")
+        adaptive = isinstance(self.softmax, AdaptiveSoftmax)
+        plan = host_plan(host["ids"], host["lengths"], host["chars"], self.bilm.host_boundary_chars,
+                         self.bilm.words_per_pass, self.bilm.token_encoder.max_width,
+                         tuple(self.softmax.cutoffs) if adaptive else None, self.config.vocab_size)
+        return plan.to(self.bilm.boundary_chars.device)
+
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
-                directions: Sequence[int] = (0, 1)) -> tuple[torch.Tensor, int]:
-        """Training loss (and, in eval mode, the exact held-out one).
+                directions: Sequence[int] = (0, 1), plan: HostPlan | None = None) -> tuple[torch.Tensor, int]:
+        """Training loss (and, in eval mode, the exact held-out one). ``plan``: the batch's :meth:`host_plan` (from
+        its CPU copies, the trainer's ``Objective.host_keys``): everything that depends on the batch's shape is then
+        known without reading the device, and nothing is read back (with the adaptive softmax; the sampled one draws
+        its candidates on the device); the same loss and gradients bit for bit.
 
         Returns:
             ``(loss, n)``: the mean over ``directions`` of each direction's mean negative log-likelihood, nats per
@@ -172,12 +197,13 @@ class PublishedBiLMWithSoftmax(nn.Module):
             ElmoError: ``chars`` missing.
         """
         losses = []
-        for top, targets in self._tops(ids, lengths, chars, directions):
+        for d, (top, targets) in zip(directions, self._tops(ids, lengths, chars, directions, plan)):
             if isinstance(self.softmax, SampledSoftmax):
                 losses.append(self.softmax(top, targets))
             else:
-                losses.append(self.softmax.loss(top, targets)[0])
-        return torch.stack(losses).mean(), int((lengths + 1).sum())
+                counts = None if plan is None else plan.cluster_counts[d]
+                losses.append(self.softmax.loss(top, targets, counts)[0])
+        return torch.stack(losses).mean(), int((lengths + 1).sum()) if plan is None else plan.units
 
     @torch.no_grad()
     def predicted_states(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
@@ -232,3 +258,21 @@ class PublishedDirection(nn.Module):
     def vocabulary_log_probs(self, states: torch.Tensor) -> torch.Tensor:
         """:meth:`PublishedBiLMWithSoftmax.vocabulary_log_probs` (the directions share the softmax)."""
         return self.model.vocabulary_log_probs(states)
+
+
+#: the batch entries a training step also needs as they were on the host (``Objective.host_keys``): its plan's input
+HOST_KEYS = ("ids", "lengths", "chars")
+
+
+def step_loss(lm: PublishedBiLMWithSoftmax, trained: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
+    """The training loss of a batch the trainer moved to the device with its host copies (``host_ids``,
+    ``host_lengths``, ``host_chars``: :data:`HOST_KEYS`): ``lm``'s :meth:`~PublishedBiLMWithSoftmax.host_plan` of
+    them, then ``trained`` (``lm`` or its DDP / compiled wrapper) on the device tensors with that plan. Returns
+    ``(loss, n)`` as :meth:`PublishedBiLMWithSoftmax.forward`; nothing is read back from the device (adaptive
+    softmax).
+
+    Raises:
+        ElmoError: a host copy missing (an ``Objective`` without :data:`HOST_KEYS`).
+    """
+    plan = lm.host_plan({k: batch[f"host_{k}"] for k in HOST_KEYS if f"host_{k}" in batch})
+    return trained(batch["ids"], batch["lengths"], batch["chars"], plan=plan)

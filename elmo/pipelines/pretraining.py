@@ -35,10 +35,12 @@ from ..model.published_io import options_of, read_options
 from ..model.published_lm import (
     DEFAULT_SOFTMAX,
     DIRECTION_NAMES,
+    HOST_KEYS,
     SOFTMAXES,
     PublishedBiLMWithSoftmax,
     PublishedDirection,
     PublishedSoftmaxConfig,
+    step_loss,
 )
 from ..model.sampled_softmax import BILM_TF_SAMPLES
 from ..model.serialization import BiLMFiles, lm_checkpoint, models_in, save_bilm, save_published_lm
@@ -406,12 +408,14 @@ def lm_objective(lm: torch.nn.Module, loaded: PretrainData, config: PretrainArgs
     """A language model's :class:`~elmo.training.trainer.Objective`: the training text's shuffled batches (this
     rank's share), its ``(loss, predicted words)``, early stopping on the validation perplexity."""
     data = loaded.data
+    published = isinstance(lm, PublishedBiLMWithSoftmax)  # its step plans the batch on the host: no device reads
     return Objective(
         batches=lambda epoch: data["train"].epoch_batches(config.batch_size, config.max_tokens, config.seed + epoch,
                                                           run.ctx.shard),
-        loss_fn=lambda model, batch: model(batch["ids"], batch["lengths"], batch.get("chars")),
+        loss_fn=(lambda model, batch: step_loss(lm, model, batch)) if published else
+        (lambda model, batch: model(batch["ids"], batch["lengths"], batch.get("chars"))),
         validate=lambda: {"perplexity": perplexity(lm, data["val"], run.device)},
-        monitor="perplexity", maximize=False)
+        monitor="perplexity", maximize=False, host_keys=HOST_KEYS if published else ())
 
 
 def fit_direction(lm: LanguageModel, loaded: PretrainData, config: PretrainArgs, run: StartedRun,

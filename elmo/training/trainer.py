@@ -98,6 +98,9 @@ class Objective:
         validate: returns validation metrics (the model is put in eval mode around the call).
         monitor: key of ``validate()``'s result used for model selection and early stopping.
         maximize: whether a larger monitored value is better.
+        host_keys: entries of the batch that ``loss_fn`` also gets as they were on the host, as ``host_<key>``
+            (the same CPU tensors, no copy), so that it can work out what depends on the batch's shape without
+            reading the device (:mod:`elmo.model.published_plan`).
     """
 
     batches: Callable[[int], Iterable[Batch]]
@@ -105,6 +108,7 @@ class Objective:
     validate: Callable[[], dict[str, float]]
     monitor: str
     maximize: bool
+    host_keys: tuple[str, ...] = ()
 
 
 @dataclass
@@ -348,7 +352,8 @@ def _step(run: _Run, trained: nn.Module, batch: Batch, ctrl_c: dict[str, Any], e
         ElmoError: with ``read``, the running loss is NaN or infinite.
     """
     ghost = batch.pop("ghost", None) is not None
-    batch = to_device(batch, run.device)
+    host = {f"host_{k}": batch[k] for k in run.objective.host_keys if k in batch}
+    batch = to_device(batch, run.device) | host
     with autocast(run.device, run.amp_dtype):
         loss, units = run.objective.loss_fn(trained, batch)
     units = 0 if ghost else units

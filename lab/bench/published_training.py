@@ -50,7 +50,7 @@ from elmo.data.vocab import BOS_ID, EOS_ID, Vocabulary
 from elmo.model.adaptive_softmax import adaptive_cutoffs
 from elmo.model.lstm import lstm_compute_dtypes, summary_dtype
 from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLMConfig
-from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
+from elmo.model.published_lm import HOST_KEYS, PublishedBiLMWithSoftmax, PublishedSoftmaxConfig, step_loss
 from elmo.runtime.device import configure_threads, cpu_has_bf16, resolve_device, set_seed
 from elmo.training.trainer import Objective, Progress, TrainConfig, fit
 
@@ -170,8 +170,8 @@ def _fit(model: PublishedBiLMWithSoftmax, batches, device: torch.device, amp: to
          compile: bool = False) -> None:
     """One epoch of :func:`elmo.training.trainer.fit` over ``batches(epoch)`` (the training step of ``pretrain``;
     ``compile``: through ``torch.compile``, :attr:`~elmo.training.trainer.TrainConfig.compile`)."""
-    objective = Objective(batches=batches, loss_fn=lambda m, b: m(b["ids"], b["lengths"], b["chars"]),
-                          validate=lambda: {"none": 0.0}, monitor="none", maximize=False)
+    objective = Objective(batches=batches, loss_fn=lambda m, b: step_loss(model, m, b), validate=lambda: {"none": 0.0},
+                          monitor="none", maximize=False, host_keys=HOST_KEYS)
     fit(model, objective, TrainConfig(epochs=1, compile=compile), device, amp, progress=Progress(quiet=True))
 
 

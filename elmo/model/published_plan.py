@@ -1,0 +1,140 @@
+"""What a training step of the published architecture must know of its batch, worked out on the host (numpy) from
+the batch's CPU tensors before the step runs, so that the step reads nothing back from the device.
+
+Without it, the step asks the device for its batch's shape several times: the rows running at each step of the
+recurrence (``_reading_plan``: the lengths, ``.tolist()``), the distinct spellings the character CNN encodes
+(``torch.unique``) and the columns they use (``nonzero``, ``int(max)``), the predicted positions (boolean-mask
+indexing: ``nonzero``), the adaptive softmax's cluster sizes (``bincount().tolist()``) and the number of predicted
+words (``int(sum)``). Each read waits for every kernel queued before it: on a GPU the host then idles while the
+device drains, and the device while the host catches up. :func:`host_plan` computes all of them from the host copy
+of ``ids``, ``lengths`` and ``chars`` (:meth:`~elmo.model.published_lm.PublishedBiLMWithSoftmax.host_plan`; the
+trainer keeps those copies: ``Objective.host_keys``), and the model's forward takes the plan, with the same results
+bit for bit as without.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..data.chars import TF_PAD_CHAR
+from ..errors import ElmoError
+
+
+@dataclass
+class WordPlan:
+    """The distinct spellings of a batch and how its tokens map onto them (the character CNN's input, as
+    :meth:`~elmo.model.published.CharTokenEncoder.forward` computes it with ``torch.unique``).
+
+    Attributes:
+        distinct: ``(U, C)`` int64, the distinct rows of the flattened ``chars``, in ``torch.unique``'s sorted order,
+            then reordered by their count of real characters (stable): the order they are encoded in.
+        passes: ``(rows, width)`` per pass of the CNN: the slice of ``distinct`` it encodes and the columns it keeps
+            (the last real character's column + 1 + the widest filter, at most ``C``).
+        gather: ``(N,)`` int64: token ``i``'s row in the encoded ``distinct``.
+    """
+
+    distinct: torch.Tensor
+    passes: list[tuple[slice, int]]
+    gather: torch.Tensor
+
+
+@dataclass
+class HostPlan:
+    """One batch's plan (:func:`host_plan`); tensors on the host until :meth:`to` moves them.
+
+    Attributes:
+        units: ``sum(lengths + 1)``, the words each direction predicts.
+        order, restore: ``(B,)`` int64, the rows longest first and back (``_reading_plan`` of ``lengths + 1``).
+        active: rows still running at each of the ``max(lengths) + 1`` steps.
+        kept: ``(units,)`` int64, the predicted positions as flat indices into ``(B, T + 1)``, row-major.
+        words: :class:`WordPlan` of the tokens; boundaries: that of the ``<S>``, ``</S>`` spellings.
+        cluster_counts: per direction (0 forward, 1 backward), the predicted words per adaptive-softmax cluster
+            (head first); ``None`` without cutoffs.
+    """
+
+    units: int
+    order: torch.Tensor
+    restore: torch.Tensor
+    active: list[int]
+    kept: torch.Tensor
+    words: WordPlan
+    boundaries: WordPlan
+    cluster_counts: dict[int, list[int]] | None
+
+    def to(self, device: torch.device) -> "HostPlan":
+        """The plan with its index tensors on ``device`` (copied without waiting, from pinned memory on CUDA)."""
+        def move(t: torch.Tensor) -> torch.Tensor:
+            return t.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else t.to(device)
+
+        def words(w: WordPlan) -> WordPlan:
+            return WordPlan(move(w.distinct), w.passes, move(w.gather))
+        return HostPlan(self.units, move(self.order), move(self.restore), self.active, move(self.kept),
+                        words(self.words), words(self.boundaries), self.cluster_counts)
+
+
+def reading_plan(read: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """``(order, restore, active)`` of rows reading ``read[b]`` steps: the rows sorted longest first (stable), the
+    inverse permutation, and the rows running at each step (what
+    :func:`elmo.model.published._reading_plan` computes from a device tensor)."""
+    order = np.argsort(-read, kind="stable")
+    restore = np.argsort(order, kind="stable")
+    longest = int(read.max()) if len(read) else 0
+    active = (read[:, None] > np.arange(longest)[None, :]).sum(0).tolist()
+    return order, restore, active
+
+
+def word_plan(chars: np.ndarray, per_pass: int, max_width: int) -> WordPlan:
+    """:class:`WordPlan` of ``chars (N, C)`` (bilm-tf ids) in passes of at most ``per_pass`` spellings, for a CNN
+    whose widest filter is ``max_width``."""
+    distinct, inverse = np.unique(chars, axis=0, return_inverse=True)
+    real = (distinct != TF_PAD_CHAR) & (distinct != 0)
+    order = np.argsort(real.sum(1), kind="stable")
+    full, passes = chars.shape[1], []
+    for start in range(0, len(order), max(1, per_pass)):
+        rows = slice(start, min(start + max(1, per_pass), len(order)))
+        used = np.flatnonzero(real[order[rows]].any(0))
+        passes.append((rows, min(full, (int(used.max()) + 1 if len(used) else 0) + max_width)))
+    gather = np.argsort(order, kind="stable")[inverse.reshape(-1)]
+    return WordPlan(torch.from_numpy(distinct[order]), passes, torch.from_numpy(gather))
+
+
+def host_plan(ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor, boundary_chars: torch.Tensor,
+              per_pass: int, max_width: int, cutoffs: tuple[int, ...] | None, vocab_size: int) -> HostPlan:
+    """The :class:`HostPlan` of a batch from its host tensors.
+
+    Args:
+        ids: ``(B, T)`` int64 word ids (the targets); lengths: ``(B,)`` int64; chars: ``(B, T, C)`` bilm-tf ids, all
+            on the CPU; boundary_chars: ``(2, C)`` the ``<S>`` and ``</S>`` spellings; per_pass, max_width: the
+            character CNN's pass size and widest filter; cutoffs, vocab_size: the adaptive softmax's (``None``:
+            a sampled softmax, no cluster counts).
+
+    Raises:
+        ElmoError: a tensor not on the CPU; a target word outside ``[0, vocab_size)`` (as the softmax says it).
+    """
+    if any(t.device.type != "cpu" for t in (ids, lengths, chars, boundary_chars)):
+        raise ElmoError("host_plan takes the batch's CPU tensors (the trainer's host copies)")
+    n = lengths.numpy().astype(np.int64)
+    batch, longest = ids.shape
+    order, restore, active = reading_plan(n + 1)
+    kept = (np.arange(batch)[:, None] * (longest + 1) + np.arange(longest + 1)[None, :])[
+        np.arange(longest + 1)[None, :] < (n + 1)[:, None]]
+    counts = None
+    if cutoffs is not None:
+        words = ids.numpy()[np.arange(longest)[None, :] < n[:, None]]
+        from ..data.vocab import BOS_ID, EOS_ID  # the last word each direction predicts
+
+        bounds = np.asarray(cutoffs)
+        counts = {}
+        for direction, last in ((0, EOS_ID), (1, BOS_ID)):
+            targets = np.concatenate([words, np.full(batch, last)])
+            if ((targets < 0) | (targets >= vocab_size)).any():
+                bad = int(((targets < 0) | (targets >= vocab_size)).sum())
+                raise ElmoError(f"AdaptiveSoftmax.loss: {bad} target(s) outside [0, {vocab_size}) (the vocabulary size)")
+            counts[direction] = np.bincount(np.searchsorted(bounds, targets, side="right"),
+                                            minlength=len(cutoffs)).tolist()[:len(cutoffs)]
+    return HostPlan(int((n + 1).sum()), torch.from_numpy(order), torch.from_numpy(restore), active,
+                    torch.from_numpy(kept), word_plan(chars.reshape(-1, chars.shape[-1]).numpy(), per_pass, max_width),
+                    word_plan(boundary_chars.numpy(), per_pass, max_width), counts)
