@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -65,8 +66,8 @@ class AdaptiveSoftmax(nn.AdaptiveLogSoftmaxWithLoss):
         Args:
             states: ``(N, D)`` in any float dtype (bf16 under autocast is scored without a copy to fp32).
             targets: ``(N,)`` int64 word ids in ``[0, V)``, or :data:`IGNORE_INDEX`.
-            cluster_counts: the targets per cluster (head first), when the caller knows them from the host (no
-                :data:`IGNORE_INDEX` among the targets then): nothing is read back from the device.
+            cluster_counts: the scored targets per cluster (head first), when the caller knows them from the host
+                (:func:`cluster_counts`): nothing is read back from the device.
 
         Returns:
             ``(loss, n)``: the mean over the ``n`` scored positions, nats per word (a 0-d fp32 tensor; 0 when
@@ -99,3 +100,25 @@ class AdaptiveSoftmax(nn.AdaptiveLogSoftmaxWithLoss):
                 nll = nll + F.cross_entropy(tail(x[part]), words[part] - self.cutoffs[i], reduction="sum")
                 first += size
         return nll / max(n, 1), n
+
+
+def cluster_counts(ids: torch.Tensor, lengths: torch.Tensor, last: int, cutoffs: Sequence[int]) -> list[int]:
+    """The words per cluster (head first) that one direction predicts in a right-padded batch, worked out on the host
+    (numpy) from its CPU tensors: each row's first ``n`` ids and its boundary word ``last`` (``</S>`` forward,
+    ``<S>`` backward), the order of the reading not mattering. What :meth:`AdaptiveSoftmax.loss` takes as
+    ``cluster_counts`` so that a training step reads nothing back from the device.
+
+    Args:
+        ids: ``(B, T)`` int64; lengths: ``(B,)`` int64, both on the CPU; last: the boundary word's id; cutoffs: the
+            softmax's (:attr:`AdaptiveSoftmax.cutoffs`, the vocabulary size last).
+
+    Raises:
+        ElmoError: a word outside ``[0, V)`` (named as :meth:`AdaptiveSoftmax.loss` names it).
+    """
+    n = lengths.numpy()
+    words = np.concatenate([ids.numpy()[np.arange(ids.shape[1])[None, :] < n[:, None]], np.full(len(n), last)])
+    outside = int(((words < 0) | (words >= cutoffs[-1])).sum())
+    if outside:
+        raise ElmoError(f"AdaptiveSoftmax.loss: {outside} target(s) outside [0, {cutoffs[-1]}) (the vocabulary size), "
+                        f"other than IGNORE_INDEX ({IGNORE_INDEX})")
+    return np.bincount(np.searchsorted(np.asarray(cutoffs), words, side="right"), minlength=len(cutoffs)).tolist()

@@ -27,7 +27,7 @@ from torch import nn
 from ..data.chars import word_char_ids
 from ..data.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD_ID, Vocabulary
 from ..errors import ElmoError
-from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax
+from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax, cluster_counts
 from .char_cnn import DEFAULT_FILTERS, CharCNN
 from .dropout import FastDropout
 from .hub import HubMixin
@@ -291,23 +291,35 @@ class LanguageModel(nn.Module):
                 out[:, first:last] = piece
         return outputs
 
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor,
-                chars: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
+                cluster_counts: list[int] | None = None) -> tuple[torch.Tensor, int]:
         """Training loss.
 
         Args:
             ids: ``(B, T)`` int64 right-padded token ids; lengths: ``(B,)`` int64;
-            chars: ``(B, T, C)`` (character encoder only).
+            chars: ``(B, T, C)`` (character encoder only); cluster_counts: the predicted words per softmax cluster
+                from the batch's host copy (:meth:`host_cluster_counts`): then nothing is read from the device.
 
         Returns:
             ``(loss, n)``: mean negative log-likelihood in nats per predicted word (the adaptive
             softmax is a normalised distribution, so ``exp(loss)`` is this batch's perplexity) and
-            the number ``n`` of predicted words (``sum(lengths + 1)``, the boundary word included), as an int: the
-            step's one read from the device (:meth:`~elmo.model.adaptive_softmax.AdaptiveSoftmax.loss`).
+            the number ``n`` of predicted words (``sum(lengths + 1)``, the boundary word included), as an int: without
+            ``cluster_counts``, the step's one read from the device
+            (:meth:`~elmo.model.adaptive_softmax.AdaptiveSoftmax.loss`).
         """
         inputs, targets, input_chars = self.reading_order(ids, lengths, chars)
         top = self.dropout(self.states(inputs, input_chars)[-1])
-        return self.softmax.loss(top.flatten(0, 1), targets.flatten())
+        return self.softmax.loss(top.flatten(0, 1), targets.flatten(), cluster_counts)
+
+    def host_cluster_counts(self, ids: torch.Tensor, lengths: torch.Tensor) -> list[int]:
+        """The words per softmax cluster this direction predicts in a batch, from its CPU ``ids (B, T)`` and
+        ``lengths (B,)`` (:func:`~elmo.model.adaptive_softmax.cluster_counts`; the boundary word is ``</S>``
+        forward, ``<S>`` backward).
+
+        Raises:
+            ElmoError: a word id outside the vocabulary.
+        """
+        return cluster_counts(ids, lengths, EOS_ID if self.direction == "forward" else BOS_ID, self.softmax.cutoffs)
 
     @torch.no_grad()
     def predicted_states(self, ids: torch.Tensor, lengths: torch.Tensor,

@@ -178,7 +178,7 @@ class PublishedBiLMWithSoftmax(nn.Module):
         adaptive = isinstance(self.softmax, AdaptiveSoftmax)
         plan = host_plan(host["ids"], host["lengths"], host["chars"], self.bilm.host_boundary_chars,
                          self.bilm.words_per_pass, self.bilm.token_encoder.max_width,
-                         tuple(self.softmax.cutoffs) if adaptive else None, self.config.vocab_size)
+                         tuple(self.softmax.cutoffs) if adaptive else None)
         return plan.to(self.bilm.boundary_chars.device)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,

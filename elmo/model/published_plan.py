@@ -20,7 +20,9 @@ import numpy as np
 import torch
 
 from ..data.chars import TF_PAD_CHAR
+from ..data.vocab import BOS_ID, EOS_ID
 from ..errors import ElmoError
+from .adaptive_softmax import cluster_counts
 
 
 @dataclass
@@ -102,17 +104,17 @@ def word_plan(chars: np.ndarray, per_pass: int, max_width: int) -> WordPlan:
 
 
 def host_plan(ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor, boundary_chars: torch.Tensor,
-              per_pass: int, max_width: int, cutoffs: tuple[int, ...] | None, vocab_size: int) -> HostPlan:
+              per_pass: int, max_width: int, cutoffs: tuple[int, ...] | None) -> HostPlan:
     """The :class:`HostPlan` of a batch from its host tensors.
 
     Args:
         ids: ``(B, T)`` int64 word ids (the targets); lengths: ``(B,)`` int64; chars: ``(B, T, C)`` bilm-tf ids, all
             on the CPU; boundary_chars: ``(2, C)`` the ``<S>`` and ``</S>`` spellings; per_pass, max_width: the
-            character CNN's pass size and widest filter; cutoffs, vocab_size: the adaptive softmax's (``None``:
-            a sampled softmax, no cluster counts).
+            character CNN's pass size and widest filter; cutoffs: the adaptive softmax's, the vocabulary size last
+            (``None``: a sampled softmax, no cluster counts).
 
     Raises:
-        ElmoError: a tensor not on the CPU; a target word outside ``[0, vocab_size)`` (as the softmax says it).
+        ElmoError: a tensor not on the CPU; a target word outside ``[0, V)`` (as the softmax says it).
     """
     if any(t.device.type != "cpu" for t in (ids, lengths, chars, boundary_chars)):
         raise ElmoError("host_plan takes the batch's CPU tensors (the trainer's host copies)")
@@ -121,20 +123,8 @@ def host_plan(ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor, bou
     order, restore, active = reading_plan(n + 1)
     kept = (np.arange(batch)[:, None] * (longest + 1) + np.arange(longest + 1)[None, :])[
         np.arange(longest + 1)[None, :] < (n + 1)[:, None]]
-    counts = None
-    if cutoffs is not None:
-        words = ids.numpy()[np.arange(longest)[None, :] < n[:, None]]
-        from ..data.vocab import BOS_ID, EOS_ID  # the last word each direction predicts
-
-        bounds = np.asarray(cutoffs)
-        counts = {}
-        for direction, last in ((0, EOS_ID), (1, BOS_ID)):
-            targets = np.concatenate([words, np.full(batch, last)])
-            if ((targets < 0) | (targets >= vocab_size)).any():
-                bad = int(((targets < 0) | (targets >= vocab_size)).sum())
-                raise ElmoError(f"AdaptiveSoftmax.loss: {bad} target(s) outside [0, {vocab_size}) (the vocabulary size)")
-            counts[direction] = np.bincount(np.searchsorted(bounds, targets, side="right"),
-                                            minlength=len(cutoffs)).tolist()[:len(cutoffs)]
+    counts = None if cutoffs is None else {d: cluster_counts(ids, lengths, last, cutoffs)
+                                           for d, last in ((0, EOS_ID), (1, BOS_ID))}
     return HostPlan(int((n + 1).sum()), torch.from_numpy(order), torch.from_numpy(restore), active,
                     torch.from_numpy(kept), word_plan(chars.reshape(-1, chars.shape[-1]).numpy(), per_pass, max_width),
                     word_plan(boundary_chars.numpy(), per_pass, max_width), counts)

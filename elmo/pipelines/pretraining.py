@@ -409,13 +409,16 @@ def lm_objective(lm: torch.nn.Module, loaded: PretrainData, config: PretrainArgs
     rank's share), its ``(loss, predicted words)``, early stopping on the validation perplexity."""
     data = loaded.data
     published = isinstance(lm, PublishedBiLMWithSoftmax)  # its step plans the batch on the host: no device reads
+
+    def our_loss(model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, int]:  # the same for our LanguageModel
+        counts = lm.host_cluster_counts(batch["host_ids"], batch["host_lengths"])
+        return model(batch["ids"], batch["lengths"], batch.get("chars"), cluster_counts=counts)
     return Objective(
         batches=lambda epoch: data["train"].epoch_batches(config.batch_size, config.max_tokens, config.seed + epoch,
                                                           run.ctx.shard),
-        loss_fn=(lambda model, batch: step_loss(lm, model, batch)) if published else
-        (lambda model, batch: model(batch["ids"], batch["lengths"], batch.get("chars"))),
+        loss_fn=(lambda model, batch: step_loss(lm, model, batch)) if published else our_loss,
         validate=lambda: {"perplexity": perplexity(lm, data["val"], run.device)},
-        monitor="perplexity", maximize=False, host_keys=HOST_KEYS if published else ())
+        monitor="perplexity", maximize=False, host_keys=HOST_KEYS if published else ("ids", "lengths"))
 
 
 def fit_direction(lm: LanguageModel, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
