@@ -75,7 +75,7 @@ def copy_vectors(embedding, vectors: np.ndarray) -> int:
 
 def word2vec_vectors(sentences: Iterable[Sequence[str]], vocab: Vocabulary, dim: int = 300, window: int = 5,
                      epochs: int = 10, negative: int = 5, subsample: float = 1e-4,
-                     seed: int = 0) -> tuple[np.ndarray, dict]:
+                     seed: int = 0, workers: int = 1) -> tuple[np.ndarray, dict]:
     """Train skip-gram Word2Vec (gensim) and return one vector per vocabulary word.
 
     Args:
@@ -83,8 +83,8 @@ def word2vec_vectors(sentences: Iterable[Sequence[str]], vocab: Vocabulary, dim:
         vocab: the biLM vocabulary; tokens outside it are replaced by ``<unk>`` before training.
         dim: vector width D; window: context words on each side; epochs: passes over the corpus;
         negative: negative samples per positive pair; subsample: gensim's ``sample``, the frequency
-            above which words are randomly down-sampled (0 = off); seed: gensim's seed (one worker thread, so
-            a seed repeats the vectors exactly).
+            above which words are randomly down-sampled (0 = off); seed: gensim's seed; workers: gensim's
+            worker threads (with one, a seed repeats the vectors exactly; with more, it does not).
 
     Returns:
         ``(vectors (V, D) float32, info)``. Specials that never occur in the corpus (``<pad>``,
@@ -106,11 +106,11 @@ def word2vec_vectors(sentences: Iterable[Sequence[str]], vocab: Vocabulary, dim:
         raise ElmoError("Word2Vec needs at least one non-empty training sentence")
     started = time.perf_counter()
     model = Word2Vec(sentences=mapped, vector_size=dim, window=window, min_count=1, sg=1, negative=negative,
-                     epochs=epochs, workers=1, seed=seed, sample=subsample)
+                     epochs=epochs, workers=workers, seed=seed, sample=subsample)
     vectors = np.zeros((len(vocab), dim), dtype=np.float32)
     for word, row in model.wv.key_to_index.items():
         vectors[vocab.stoi[word]] = model.wv.vectors[row]
-    info = {"method": "word2vec", "algorithm": "skip-gram, negative sampling (gensim)", "dim": dim,
+    info = {"method": "word2vec", "algorithm": "skip-gram, negative sampling (gensim)", "dim": dim, "workers": workers,
             "window": window, "epochs": epochs, "negative": negative, "subsample": subsample,
             "words_trained": len(model.wv.key_to_index), "seconds": time.perf_counter() - started}
     return standardize(vectors), info

@@ -100,7 +100,10 @@ class CommonArgs:
       share of the training descriptions instead, a draw that is part of ``--seed``; the labelled documents stay.
     * ``--batch-size``: :func:`auto_batch_size` by default. ``--seed``: a CPU run with the same flags and
       ``--threads`` repeats its metrics exactly, on one thread or several (every command, ``pretrain --architecture``
-      and ``finetune`` included); not across ``--threads`` values, nor on a GPU.
+      and ``finetune`` included); not across ``--threads`` values, nor on a GPU, where cuDNN's kernels are not
+      bit-exact and the Word2Vec vectors that start the token embeddings train on all cores
+      (:attr:`StartedRun.word2vec_workers`): a GPU run repeats its data split, vocabulary and batches, not its
+      numbers.
     * ``--precision``: ``auto`` is bf16 on CPUs and GPUs with native bf16, fp16 on older GPUs, else fp32; weights,
       losses and evaluation perplexities stay fp32. ``--threads``: all cores (under ``torchrun``, shared out).
     * ``--models-dir``, ``--results-dir``, ``--images-dir`` (``None``: not given): none given, ``models``,
@@ -129,7 +132,8 @@ class CommonArgs:
     lr: float = option(1e-3, "Adam learning rate")
     clip_norm: float = option(1.0, "gradient-norm clipping")
     patience: int = option(2, "early-stopping patience in epochs")
-    seed: int = option(0, "random seed; same flags and --threads on a CPU: the same metrics")
+    seed: int = option(0, "random seed; same flags and --threads on a CPU: the same metrics (on a GPU: the same "
+                       "split and batches, not the same numbers)")
     device: str = option("auto", "auto (CUDA when present), cpu or cuda")
     precision: str = option("auto", "mixed precision (weights stay fp32)", choices=PRECISIONS)
     threads: int | None = option(None, "CPU threads per process (default: all cores)")
@@ -183,6 +187,13 @@ class StartedRun:
     def precision(self) -> str:
         """``fp32``, ``bf16`` or ``fp16``."""
         return precision_name(self.amp_dtype)
+
+    @property
+    def word2vec_workers(self) -> int:
+        """gensim's worker threads for the Word2Vec vectors that initialise token embeddings: one on a CPU (the
+        vectors then repeat exactly with ``--seed``), all :attr:`threads` when the models train on a GPU and the
+        cores would idle (gensim's threads do not repeat their vectors, and cuDNN does not repeat either)."""
+        return self.threads if self.device.type == "cuda" else 1
 
 
 def start(config: CommonArgs, kernel_cache_entries: int) -> StartedRun:

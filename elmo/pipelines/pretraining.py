@@ -228,8 +228,9 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainArgs, say=print) -> dict:
-    """Apply ``--init-embeddings``: copy Word2Vec vectors into both LMs' input embeddings.
+def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainArgs, say=print, workers: int = 1) -> dict:
+    """Apply ``--init-embeddings``: copy Word2Vec vectors into both LMs' input embeddings (trained with ``workers``
+    threads: :attr:`~elmo.pipelines.common.StartedRun.word2vec_workers`).
 
     The vectors (:func:`elmo.model.static.word2vec_vectors`, width ``embedding_dim``, trained on ``sentences``)
     replace the random rows of every word Word2Vec saw (``<pad>`` stays zero, ``<bos>``/``<eos>`` keep their random
@@ -247,7 +248,7 @@ def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainAr
     if bilm.config.token_encoder == "char":
         say("--init-embeddings word2vec does not apply to the character encoder: it starts random")
         return {"method": "none", "reason": "character token encoder"}
-    vectors, info = word2vec_vectors(sentences, vocab, dim=config.embedding_dim, seed=config.seed)
+    vectors, info = word2vec_vectors(sentences, vocab, dim=config.embedding_dim, seed=config.seed, workers=workers)
     centered = config.init_embeddings == "word2vec-centered"
     info.update(common_direction_cosine=common_direction_cosine(vectors), centered=centered, copied=True)
     if config.init_embeddings == "auto" and info["common_direction_cosine"] > AUTO_INIT_MAX_COSINE:
@@ -641,7 +642,7 @@ def pretrain(config: PretrainArgs) -> dict:
     bilm = BiLM(bilm_config)
     # Rank 0's weights reach every rank when fit() wraps the model (DDP broadcasts them), so only it
     # needs the Word2Vec vectors.
-    out_init = init_embeddings(bilm, vocab, loaded.sentences(), config, say) if ctx.is_main else {}
+    out_init = init_embeddings(bilm, vocab, loaded.sentences(), config, say, run.word2vec_workers) if ctx.is_main else {}
     bilm.to(run.device)
     out = lm_summary(loaded, run, {"init_embeddings": out_init, "concurrent_directions": threads_each is not None,
                                    "threads_per_direction": threads_each or run.threads})

@@ -199,8 +199,8 @@ def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskD
     resolve_batch_size(config, len(corpora["train"]), run.say)
     token_vectors = None
     if config.token_embedding_init == "word2vec" and config.token_embedding_dim and run.ctx.is_main:
-        token_vectors, info = word2vec_vectors(text.tokens, vocab, config.token_embedding_dim,
-                                               seed=config.seed)  # DDP copies rank 0's weights
+        token_vectors, info = word2vec_vectors(text.tokens, vocab, config.token_embedding_dim, seed=config.seed,
+                                               workers=run.word2vec_workers)  # DDP copies rank 0's weights
         run.say(f"x_k initialised from Word2Vec ({config.token_embedding_dim}-d, {info['seconds']:.0f} s)")
     return TaskData(run, bilm, vocab, corpora, data, token_vectors, text, text_data, fingerprint)
 

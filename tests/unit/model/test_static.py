@@ -113,3 +113,19 @@ def test_static_classifier_trains_its_head_but_never_its_embedding():
     assert model.embedding.weight.grad is None and not model.embedding.weight.requires_grad
     assert model.token_embedding.weight.grad is not None and model.head.weight.grad is not None
     torch.testing.assert_close(model.embedding.weight, vectors)
+
+
+def test_word2vec_on_several_workers_still_separates_the_topics(toy):
+    """What a GPU run trains its initial vectors with (StartedRun.word2vec_workers): all cores, same quality."""
+    tokens, vocab = toy
+    vectors, info = word2vec_vectors(tokens, vocab, dim=16, window=5, epochs=10, subsample=0, seed=0, workers=2)
+    same, cross = topic_cosines(vectors, vocab)
+    assert same > cross + 0.1 and info["workers"] == 2
+
+
+def test_word2vec_trains_on_one_worker_on_a_cpu_and_on_every_thread_on_a_gpu():
+    from elmo.pipelines.common import StartedRun
+
+    def run(device: str) -> StartedRun:
+        return StartedRun(ctx=None, device=torch.device(device), amp_dtype=None, threads=6, outputs=None, say=print)
+    assert run("cpu").word2vec_workers == 1 and run("cuda").word2vec_workers == 6
