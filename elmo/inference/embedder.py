@@ -35,6 +35,7 @@ from ..errors import ElmoError
 from ..model.bilm import CHUNK_SIZE, BiLM
 from ..model.published import PublishedBiLM, States
 from ..model.published_io import load_published_bilm
+from ..model.published_plan import word_plan
 from ..model.serialization import open_bilm
 from ..runtime.device import autocast, resolve_device, resolve_precision
 
@@ -267,9 +268,11 @@ class ElmoEmbedder:
     @torch.no_grad()
     def _compute_token_vectors(self, words: list[str]) -> torch.Tensor:
         """``(len(words), P)`` float32 token vectors (the char CNN, once per word) on the device."""
-        chars = torch.from_numpy(bilm_tf_char_table(words, self.bilm.config.max_chars)).long().to(self.device)
-        with autocast(self.device, self.amp_dtype):
-            return self.bilm.token_vectors(chars).float()
+        table = bilm_tf_char_table(words, self.bilm.config.max_chars).astype(np.int64)
+        plan = word_plan(table, self.bilm.words_per_pass, self.bilm.token_encoder.max_width).to(self.device)
+        chars = torch.from_numpy(table).to(self.device)
+        with autocast(self.device, self.amp_dtype):  # the distinct spellings planned on the host: no device read
+            return self.bilm.token_vectors(chars, plan).float()
 
     def _token_table(self, words: list[str]) -> torch.Tensor:
         """Token vectors of distinct ``words``, ``(len(words), P)``: from ``vocab_to_cache`` where cached."""

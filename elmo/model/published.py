@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -40,7 +41,7 @@ from ..errors import ElmoError
 from .bilm import CHUNK_SIZE, length_mask, reverse_padded, step_chunks
 from .hub import HubMixin
 from .lstm import autocast_dtype
-from .published_plan import HostPlan, WordPlan
+from .published_plan import HostPlan, WordPlan, device_reading_plan, word_plan
 
 #: the character CNN of every published model (widths 1-7, 2048 filters)
 PUBLISHED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
@@ -716,7 +717,9 @@ class PublishedBiLM(nn.Module, HubMixin):
 
         Args:
             x: ``(B, T, P)`` token vectors (:meth:`token_vectors`), right-padded; lengths: ``(B,)`` int64
-                (0 allowed: the row reads ``<S> </S>`` only).
+                (0 allowed: the row reads ``<S> </S>`` only); on the host (a CPU tensor, whatever the device) the
+                reading plan is made there and nothing is read back from the device
+                (:func:`~elmo.model.published_plan.device_reading_plan`).
             states: initial :data:`States` (rows = batch rows); ``None`` = zeros.
             carry: read every sentence to its end (``</S>`` forward, ``<S>`` backward) and return the final
                 states (stateful use); otherwise those last steps are skipped (their outputs are dropped).
@@ -728,9 +731,12 @@ class PublishedBiLM(nn.Module, HubMixin):
             ElmoError: :attr:`chunk_size` < 1.
         """
         batch, longest = x.shape[:2]
+        host = lengths.device.type == "cpu"  # then the plan is made on the host: nothing read from the device
+        read = (lengths.numpy().astype(np.int64) + (2 if carry else 1)) if host else None
         lengths = lengths.to(x.device)
-        full, sentence = self._with_boundaries(x, lengths)
-        order, restore, active = _reading_plan(sentence if carry else sentence - 1)
+        full, sentence = self._with_boundaries(x, lengths, self.boundary_plan(x.device) if host else None)
+        order, restore, active = device_reading_plan(read, x.device) if host else \
+            _reading_plan(sentence if carry else sentence - 1)
         depth, width = self.config.num_layers, x.shape[-1]
         layers = x.new_empty(depth + 1, batch, longest, 2 * width, dtype=torch.float32)  # filled as computed
         layers[0, ..., :width] = x
@@ -781,6 +787,15 @@ class PublishedBiLM(nn.Module, HubMixin):
                               None, dropout)[0][-1]
             states.append(top.transpose(0, 1)[restore][:, :x.shape[1] + 1])
         return states
+
+    def boundary_plan(self, device: torch.device) -> WordPlan:
+        """The :class:`~elmo.model.published_plan.WordPlan` of the ``<S>``, ``</S>`` spellings on ``device`` (made on
+        the host once per device)."""
+        plans, key = self.__dict__.setdefault("_boundary_plans", {}), (device, self.words_per_pass)
+        if key not in plans:
+            plans[key] = word_plan(self.host_boundary_chars.numpy(), self.words_per_pass,
+                                   self.token_encoder.max_width).to(device)
+        return plans[key]
 
     def _with_boundaries(self, x: torch.Tensor, lengths: torch.Tensor,
                          plan: WordPlan | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -42,6 +42,10 @@ class WordPlan:
     passes: list[tuple[slice, int]]
     gather: torch.Tensor
 
+    def to(self, device: torch.device) -> "WordPlan":
+        """The plan with its tensors on ``device`` (copied without waiting, from pinned memory on CUDA)."""
+        return WordPlan(to_device(self.distinct, device), self.passes, to_device(self.gather, device))
+
 
 @dataclass
 class HostPlan:
@@ -68,13 +72,20 @@ class HostPlan:
 
     def to(self, device: torch.device) -> "HostPlan":
         """The plan with its index tensors on ``device`` (copied without waiting, from pinned memory on CUDA)."""
-        def move(t: torch.Tensor) -> torch.Tensor:
-            return t.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else t.to(device)
+        return HostPlan(self.units, to_device(self.order, device), to_device(self.restore, device), self.active,
+                        to_device(self.kept, device), self.words.to(device), self.boundaries.to(device),
+                        self.cluster_counts)
 
-        def words(w: WordPlan) -> WordPlan:
-            return WordPlan(move(w.distinct), w.passes, move(w.gather))
-        return HostPlan(self.units, move(self.order), move(self.restore), self.active, move(self.kept),
-                        words(self.words), words(self.boundaries), self.cluster_counts)
+
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on ``device``: on CUDA from pinned memory without waiting for the copy, else ``.to``."""
+    return tensor.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else tensor.to(device)
+
+
+def device_reading_plan(read: np.ndarray, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """:func:`reading_plan` with ``order`` and ``restore`` as int64 tensors on ``device``."""
+    order, restore, active = reading_plan(read)
+    return to_device(torch.from_numpy(order), device), to_device(torch.from_numpy(restore), device), active
 
 
 def reading_plan(read: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
