@@ -118,14 +118,16 @@ class Elmo(nn.Module, HubMixin):
             where mask is True at real tokens and the vectors are zero elsewhere.
 
         Raises:
-            ElmoError: a row with no token, ``ids`` not 2-d, ``chars`` missing for a character biLM,
-                or ``layers`` given to a biLM being fine-tuned.
+            ElmoError: a row with no token (checked where ``lengths`` is on the host; on a GPU that check would wait
+                for the device at every step, so the library's callers make it on the host: the corpora, the
+                embedder and ``TextClassifier`` refuse empty texts before batching), ``ids`` not 2-d, ``chars``
+                missing for a character biLM, or ``layers`` given to a biLM being fine-tuned.
         """
         if ids.dim() != 2:
             raise ElmoError(f"Elmo expects ids of shape (B, T), got {tuple(ids.shape)}")
         if lengths is None:
             lengths = (ids != PAD_ID).sum(dim=1)
-        if bool((lengths < 1).any()):
+        if lengths.device.type == "cpu" and bool((lengths < 1).any()):  # on a GPU a read: the callers check on the host
             raise ElmoError("Elmo got an empty sequence (a row with no token)")
         mask = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0) < lengths.unsqueeze(1)
         if layers is not None:
