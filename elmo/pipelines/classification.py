@@ -33,6 +33,7 @@ from .common import (
     format_confusion,
     format_results_table,
     option,
+    phase,
     refuse_overwriting,
     remove_checkpoints,
 )
@@ -171,19 +172,25 @@ def classify(config: ClassifyArgs) -> dict:
             one of the inputs (:func:`check_files`).
     """
     check_files(config)
-    task = prepare(config, config.published)
+    phases: dict[str, Any] = {}
+    with phase(phases, "data"):  # the biLM and the splits, read and encoded (Word2Vec's x_k included)
+        task = prepare(config, config.published)
     run, outputs = task.run, task.run.outputs
-    cache_seconds = None if config.unfreeze_bilm else attach_layer_cache(task, config.cache_layers)
+    with phase(phases, "layer_cache"):
+        cache_seconds = None if config.unfreeze_bilm else attach_layer_cache(task, config.cache_layers)
     out: dict[str, Any] = {}
     payloads: dict[str, dict[str, Any]] = {}  # checkpoint contents per mix; the best is also classifier.pt
     for mix in config.mixes:
-        out[mix], model = train_mix(task, config, mix)
+        with phase(phases, "training"):  # and each split's metrics after it
+            out[mix], model = train_mix(task, config, mix)
         if run.ctx.is_main:
-            payloads[mix] = classifier_checkpoint(model, task.fingerprint, CLASS_NAMES, {
-                "mix_results": {k: out[mix][k]["f1"] for k in ("val", "test")},
-                "card": classifier_card(task, config, out[mix]), **published_record(task.bilm, task.vocab)})
-            save_checkpoint(payloads[mix], outputs.classifier(mix))
-            report_mix(task, mix, out[mix])
+            with phase(phases, "saving"):
+                payloads[mix] = classifier_checkpoint(model, task.fingerprint, CLASS_NAMES, {
+                    "mix_results": {k: out[mix][k]["f1"] for k in ("val", "test")},
+                    "card": classifier_card(task, config, out[mix]), **published_record(task.bilm, task.vocab)})
+                save_checkpoint(payloads[mix], outputs.classifier(mix))
+            with phase(phases, "plots"):
+                report_mix(task, mix, out[mix])
     if not run.ctx.is_main:
         distributed.barrier()  # wait for rank 0's files, so the job ends as one
         return out
@@ -195,11 +202,14 @@ def classify(config: ClassifyArgs) -> dict:
                          **{mix: out[mix]["history"][-1].get("lstm_dtype") if out[mix]["history"] else None
                             for mix in config.mixes}}
     out["labelled_documents"] = len(task.corpora["train"])
-    save_checkpoint(payloads[best], outputs.classifier())
+    with phase(phases, "saving"):
+        save_checkpoint(payloads[best], outputs.classifier())
+    with phase(phases, "plots"):
+        plot_curves({m: [row["val_f1"] for row in out[m]["history"]] for m in config.mixes},
+                    outputs.image("classifier_val_f1"), "Classifier validation macro-F1", "macro-F1")
+    out["phase_seconds"] = phases["phase_seconds"]
     out["config"], out["meta"] = asdict(config), {**environment_info(config.seed), "bilm_fingerprint": task.fingerprint}
     write_json(outputs.result("classification"), out)
-    plot_curves({m: [row["val_f1"] for row in out[m]["history"]] for m in config.mixes},
-                outputs.image("classifier_val_f1"), "Classifier validation macro-F1", "macro-F1")
     remove_checkpoints(config, [f"classifier_{m}" for m in config.mixes])
     run.say("\n" + table)
     distributed.barrier()

@@ -5,11 +5,13 @@ checkpoints named per run, and the text tables printed at the end.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shlex
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
@@ -70,6 +72,19 @@ def option(default: Any, help: str, **kwargs) -> Any:
     """A dataclass field carrying its ``--flag`` help text (and argparse extras such as ``choices``). ``lab=True``
     marks a field that only experiments set: the user commands take no flag for it (:func:`elmo.cli.add_flags`)."""
     return field(default=default, metadata={"help": help, **kwargs})
+
+
+@contextlib.contextmanager
+def phase(out: dict[str, Any], name: str) -> Iterator[None]:
+    """Add the seconds the block takes to ``out["phase_seconds"][name]``: where a command's time goes (reading and
+    encoding the data, Word2Vec, training, the layer cache, evaluation, plots, saving), written with its results;
+    the interpreter's start and imports are the command's wall time less their sum."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds = out.setdefault("phase_seconds", {})
+        seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - started
 
 
 def command_line(command: str, config: Any) -> str:

@@ -57,6 +57,7 @@ from .common import (
     checkpointing,
     command_line,
     option,
+    phase,
     refuse_overwriting,
     remove_checkpoints,
     resolve_batch_size,
@@ -625,7 +626,9 @@ def pretrain(config: PretrainArgs) -> dict:
     run = start(config, kernel_cache_entries=32)
     ctx, outputs, say = run.ctx, run.outputs, run.say
     threads_each = direction_threads(config, run)
-    loaded = load_data(config, run)
+    phases: dict = {}
+    with phase(phases, "data"):  # read, split, vocabulary, encoded
+        loaded = load_data(config, run)
     resolve_batch_size(config, len(loaded.data["train"]) if isinstance(loaded.data["train"], EncodedCorpus) else None,
                        say)
     vocab = loaded.vocab
@@ -635,17 +638,19 @@ def pretrain(config: PretrainArgs) -> dict:
         + (f"{ctx.world_size} processes × " if ctx.enabled else "") + f"{run.threads} threads, "
         f"{run.precision} training")
     if config.architecture is not None:
-        return pretrain_published(config, run, loaded)
+        return pretrain_published(config, run, loaded, phases)
     if ctx.is_main:
         vocab.save_pickle(outputs.word2idx)
     bilm_config = config.bilm_config(len(vocab))
     bilm = BiLM(bilm_config)
     # Rank 0's weights reach every rank when fit() wraps the model (DDP broadcasts them), so only it
     # needs the Word2Vec vectors.
-    out_init = init_embeddings(bilm, vocab, loaded.sentences(), config, say, run.word2vec_workers) if ctx.is_main else {}
+    with phase(phases, "word2vec"):
+        out_init = init_embeddings(bilm, vocab, loaded.sentences(), config, say, run.word2vec_workers) \
+            if ctx.is_main else {}
     bilm.to(run.device)
     out = lm_summary(loaded, run, {"init_embeddings": out_init, "concurrent_directions": threads_each is not None,
-                                   "threads_per_direction": threads_each or run.threads})
+                                   "threads_per_direction": threads_each or run.threads}) | phases
     started = time.perf_counter()
     if threads_each is None:
         fitted, measured = train_directions(bilm, loaded, config, run), None
@@ -656,6 +661,7 @@ def pretrain(config: PretrainArgs) -> dict:
         out["startup_seconds"] = {d: m["startup_seconds"] for d, m in measured.items()}
         out["peak_rss_mb"] = {**{d: m["peak_rss_mb"] for d, m in measured.items()}, "main": peak_rss_mb()}
     out["train_seconds"] = time.perf_counter() - started
+    out["phase_seconds"]["training"] = out["train_seconds"]  # side by side: each direction's evaluation included
     if ctx.is_main:
         write_outputs(bilm, loaded, fitted, config, run, out, started, measured)
     distributed.barrier()  # the other ranks wait for rank 0's files, so the job ends as one
@@ -675,7 +681,7 @@ def lm_summary(loaded: PretrainData, run: StartedRun, extra: dict) -> dict:
     return out
 
 
-def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainData) -> dict:
+def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainData, phases: dict | None = None) -> dict:
     """``--architecture``: train the published architecture (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`:
     both directions at once, one token layer and one softmax shared by them) with :func:`~elmo.training.trainer.fit`
     (early stopping on the validation perplexity of both directions, checkpoints, ``--resume``), then rank 0
@@ -686,19 +692,21 @@ def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainDa
     """
     model = PublishedBiLMWithSoftmax(config.published_config(), config.published_lm_config(len(loaded.vocab)),
                                    seed=config.seed).to(run.device)
-    out = lm_summary(loaded, run, {"architecture": config.architecture, "softmax": config.softmax})
+    out = lm_summary(loaded, run, {"architecture": config.architecture, "softmax": config.softmax}) | (phases or {})
     started = time.perf_counter()
     torch.manual_seed(config.seed + run.ctx.rank)  # one dropout and candidate stream per rank
     fitted = fit(model, lm_objective(model, loaded, config, run), lm_train_config(config, loaded.data["train"]),
                  run.device, run.amp_dtype, checkpointing(config, "published_lm", vocab=loaded.vocab.fingerprint()),
                  Progress("biLM", "tok", config.quiet))
     out["train_seconds"] = time.perf_counter() - started
+    out.setdefault("phase_seconds", {})["training"] = out["train_seconds"]
     if run.ctx.is_main:
         for name in DIRECTION_NAMES:
             evaluate_direction(model.direction(name), fitted, loaded.data, run, loaded.vocab, out)
         meta = {**environment_info(config.seed), "config": asdict(config), "card": lm_card(out, config)}
         replace_different_models(config, "published_lm", keep=[config.architecture])
-        save_published_lm(model, loaded.vocab, run.outputs.published_lm, meta)
+        with phase(out, "saving"):
+            save_published_lm(model, loaded.vocab, run.outputs.published_lm, meta)
         out["bilm_config"], out["options"] = asdict(model.bilm.config), options_of(model.bilm.config)
         out["lm_config"] = asdict(model.config)
         finish_lm_results(out, config, run, started, {"biLM": fitted.history}, ["published_lm"])
@@ -729,11 +737,12 @@ def finish_lm_results(out: dict, config: PretrainArgs, run: StartedRun, started:
     out["tokens_per_second"] = {d: out["directions"][d]["tokens_per_second"] for d in out["directions"]}
     out["lstm_dtype"] = {d: rows[-1].get("lstm_dtype") if rows else None for d, rows in histories.items()}
     out["seconds"] = time.perf_counter() - started
+    with phase(out, "plots"):
+        plot_curves({f"{d} train": [row["train_loss"] for row in rows] for d, rows in histories.items()}
+                    | {f"{d} val": [math.log(row["val_perplexity"]) for row in rows] for d, rows in histories.items()},
+                    run.outputs.image("lm_loss"), "biLM loss per epoch", "NLL (nats per word)")
     out["config"], out["meta"] = asdict(config), environment_info(config.seed)
     write_json(run.outputs.result("lm"), out)
-    plot_curves({f"{d} train": [row["train_loss"] for row in rows] for d, rows in histories.items()}
-                | {f"{d} val": [math.log(row["val_perplexity"]) for row in rows] for d, rows in histories.items()},
-                run.outputs.image("lm_loss"), "biLM loss per epoch", "NLL (nats per word)")
     remove_checkpoints(config, checkpoints)
     run.say("\n" + format_lm_table(out))
 
@@ -748,10 +757,12 @@ def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult]
     meta = {**environment_info(config.seed), "config": asdict(config)}
     replace_different_models(config, "bilstm")
     for lm in (bilm.forward_lm, bilm.backward_lm):
-        save_checkpoint(lm_checkpoint(lm, vocab, meta), outputs.lm(lm.direction))
+        with phase(out, "saving"):
+            save_checkpoint(lm_checkpoint(lm, vocab, meta), outputs.lm(lm.direction))
         evaluate_direction(lm, fitted[lm.direction], loaded.data, run, vocab, out, (measured or {}).get(lm.direction))
     out["bilm_config"] = asdict(bilm.config)
-    save_bilm(bilm, vocab, outputs.bilm, {**meta, "card": lm_card(out, config)})
+    with phase(out, "saving"):
+        save_bilm(bilm, vocab, outputs.bilm, {**meta, "card": lm_card(out, config)})
     finish_lm_results(out, config, run, started, {d: out["directions"][d]["history"] for d in out["directions"]},
                       ["forward_lm", "backward_lm"])
 
@@ -778,7 +789,8 @@ def evaluate_direction(lm: LanguageModel | PublishedDirection, fitted: FitResult
     confusion of the 20 most frequent words. ``measured``: that evaluation made already (:func:`measure_direction`,
     in the direction's own process: :func:`train_side_by_side`)."""
     key = f"{lm.direction}_perplexity"
-    measured = measured or measure_direction(lm, data, run.device)
+    with phase(out, "evaluation"):
+        measured = measured or measure_direction(lm, data, run.device)
     val_metrics, targets, top5 = measured["val"], np.asarray(measured["targets"]), np.asarray(measured["top5"])
     out["val"][key] = val_metrics["perplexity"]
     out["val"][f"{lm.direction}_words"] = val_metrics
@@ -790,9 +802,10 @@ def evaluate_direction(lm: LanguageModel | PublishedDirection, fitted: FitResult
     out["directions"][lm.direction] = {"best_epoch": fitted.best_epoch, "history": fitted.history,
                                        "tokens_per_second": float(np.median(speeds))}
     top = list(range(4, min(24, len(vocab))))
-    plot_confusion(top_words_confusion(targets, top5[:, 0], top), vocab.decode(top), vocab.decode(top) + ["other"],
-                   run.outputs.image(f"lm_confusion_{lm.direction}"),
-                   f"{lm.direction} LM on {split}: 20 most frequent words")
+    with phase(out, "plots"):
+        plot_confusion(top_words_confusion(targets, top5[:, 0], top), vocab.decode(top), vocab.decode(top) + ["other"],
+                       run.outputs.image(f"lm_confusion_{lm.direction}"),
+                       f"{lm.direction} LM on {split}: 20 most frequent words")
     run.say(f"{lm.direction} LM: val perplexity {val_metrics['perplexity']:.2f}, {split} perplexity "
         f"{shown['perplexity']:.2f}, {split} top-1 {shown['top1_accuracy']:.3f}, top-5 {shown['top5_accuracy']:.3f}")
 

@@ -21,7 +21,9 @@ tensors: :func:`~elmo.model.lstm.lstm_compute_dtypes`), beside the precision ask
   published Original written in the published layout (:func:`lab.bench.published.random_weights`), over
   ``--sentences`` AG News Descriptions (case kept) in batches of 64 after a warm-up batch, bf16 and fp32;
 * ``default_run``: ``python ELMO.py`` then ``python classification.py`` with their default flags in a scratch folder
-  whose ``data/ag_news`` links to ``--data-dir`` (nothing of the checkout is written): the wall time of each, the
+  whose ``data/ag_news`` links to ``--data-dir`` (nothing of the checkout is written; a ``--data-dir`` holding the
+  official 120,000-row ``train.csv`` times the full data): the wall time of each and its phases
+  (:func:`phase_summary`), the
   perplexities and accuracies of the JSON they write (copied with their stdout to ``--out``/default_run/), each
   process's peak CUDA memory (read at its exit, :func:`run_with_peak`) and peak resident memory;
 * ``compile``: training's first row again through ``torch.compile`` (``TrainConfig.compile``), in a process of its
@@ -249,10 +251,19 @@ def default_run_part(cfg: GpuArgs, run: Run) -> None:
                     atomic_write_bytes(keep / log.name, log.read_bytes() if log.is_file() else b"")
                 atomic_write_bytes(keep / results, (Path(scratch) / "results" / results).read_bytes())
                 written = json.loads((keep / results).read_text())
-                return ({"command": " ".join(["python", script, *flags]), "seconds": seconds, "peak_rss_mb": rss}
+                return ({"command": " ".join(["python", script, *flags]), "seconds": seconds, "peak_rss_mb": rss,
+                         "phase_seconds": phase_summary(written, seconds)}
                         | (json.loads(peak.read_text()) if peak.is_file() else {})
                         | (lm_summary(written) if results == "lm.json" else classification_summary(written)))
             run.row(part["scripts"], script, f"default run {script}", row)
+
+
+def phase_summary(result: dict[str, Any], seconds: float) -> dict[str, float]:
+    """Where a script's wall time went: the ``phase_seconds`` its JSON records (data, Word2Vec, training, the layer
+    cache, evaluation, plots, saving) and ``start_and_exit``, the rest (the interpreter, imports, the start-up, the
+    exit)."""
+    phases = dict(result.get("phase_seconds") or {})
+    return phases | {"start_and_exit": seconds - sum(phases.values())}
 
 
 def lm_summary(lm: dict[str, Any]) -> dict[str, Any]:
