@@ -4,7 +4,8 @@ A frozen biLM's LSTM layers are computed once per token (:mod:`elmo.inference.la
 per batch by :meth:`elmo.data.corpus.EncodedCorpus.collate`. Both stores hold ``(num_tokens, L, D)`` rows
 of one 16-bit dtype and answer the same two calls, :meth:`write` and :meth:`gather`:
 
-* :class:`MemoryLayerStore`: one tensor in the process's memory; the process grows with the corpus.
+* :class:`MemoryLayerStore`: one tensor in the process's memory (the process grows with the corpus), or in a GPU's
+  memory (``device``: the batches are then gathered there, without a trip through the host).
 * :class:`DiskLayerStore`: an anonymous temporary file (unlinked at once, so the OS frees it when the process ends),
   read with one ``preadv`` per document, so the process's resident memory does not grow with the corpus.
 """
@@ -23,24 +24,28 @@ STORE_DTYPES = (torch.float16, torch.bfloat16)
 
 
 class MemoryLayerStore:
-    """Per-token layers in one in-memory tensor.
+    """Per-token layers in one tensor, in the process's memory or on a device.
 
     Args:
         num_tokens: rows; row_shape: ``(L, D)``; dtype: ``torch.float16`` or ``torch.bfloat16``.
         rows: an existing ``(num_tokens, L, D)`` tensor to hold instead of allocating one.
+        device: where a new tensor is allocated (default: the CPU); :meth:`gather` returns batches there.
 
     Raises:
         ElmoError: a dtype other than the two 16-bit ones (when allocating).
     """
 
-    kind = "memory"
-
     def __init__(self, num_tokens: int, row_shape: tuple[int, int], dtype: torch.dtype,
-                 rows: torch.Tensor | None = None):
+                 rows: torch.Tensor | None = None, device: torch.device | str | None = None):
         if rows is None and dtype not in STORE_DTYPES:
             raise ElmoError(f"layer store: dtype must be float16 or bfloat16, got {dtype}")
-        self.rows = rows if rows is not None else torch.empty((num_tokens, *row_shape), dtype=dtype)
+        self.rows = rows if rows is not None else torch.empty((num_tokens, *row_shape), dtype=dtype, device=device)
         self.num_tokens, self.row_shape, self.dtype = self.rows.shape[0], tuple(self.rows.shape[1:]), self.rows.dtype
+
+    @property
+    def kind(self) -> str:
+        """``"memory"`` (the host's) or ``"device"`` (a GPU's)."""
+        return "memory" if self.rows.device.type == "cpu" else "device"
 
     @classmethod
     def of(cls, rows: torch.Tensor) -> "MemoryLayerStore":
@@ -57,13 +62,18 @@ class MemoryLayerStore:
 
     def gather(self, starts: np.ndarray, lengths: np.ndarray, width: int) -> torch.Tensor:
         """Rows ``starts[b] .. starts[b] + lengths[b] - 1`` of every document ``b``, right-padded with zeros:
-        ``(B, width, L, D)`` in the store's dtype."""
+        ``(B, width, L, D)`` in the store's dtype, on the store's device (the positions are worked out on the host and
+        copied there: nothing is read back from a GPU)."""
         positions = np.arange(width)
         valid = positions[None, :] < lengths[:, None]
         index = np.where(valid, starts[:, None] + positions[None, :], 0)
-        out = self.rows[torch.from_numpy(index)]
-        out[torch.from_numpy(~valid)] = 0
-        return out
+        device = self.rows.device
+        to = {"device": device, "non_blocking": device.type == "cuda"}
+        index_t, padding = torch.from_numpy(index.reshape(-1)), torch.from_numpy(~valid)
+        if device.type == "cuda":
+            index_t, padding = index_t.pin_memory(), padding.pin_memory()
+        out = self.rows.index_select(0, index_t.to(**to)).view(len(starts), width, *self.row_shape)
+        return out.masked_fill_(padding.to(**to)[:, :, None, None], 0)
 
     def close(self) -> None:
         """Nothing to release (the tensor goes with the last reference)."""

@@ -20,10 +20,10 @@ from ..data.layer_store import DiskLayerStore, MemoryLayerStore, disk_free
 from ..errors import ElmoError
 from ..model.bilm import BiLM
 from ..runtime import distributed
-from ..runtime.device import autocast, available_memory, to_device
+from ..runtime.device import autocast, available_memory, device_memory_free, to_device
 from .class_probabilities import PREDICT_BATCH, PREDICT_MAX_TOKENS
 
-CACHE_MODES = ("auto", "disk", "memory", "on", "off")  # "on": memory (the mode's meaning before disk stores)
+CACHE_MODES = ("auto", "device", "disk", "memory", "on", "off")  # "on": memory (its meaning before disk stores)
 
 
 def cache_dtype(amp_dtype: torch.dtype | None) -> torch.dtype:
@@ -38,23 +38,30 @@ def cache_bytes(bilm: BiLM, num_tokens: int, dtype: torch.dtype) -> int:
 
 
 def should_cache(mode: str, bilm: BiLM, num_tokens: int, dtype: torch.dtype,
-                 directory: str | None = None) -> tuple[str | None, str]:
+                 directory: str | None = None, device: torch.device | None = None) -> tuple[str | None, str]:
     """Where ``--cache-layers mode`` keeps the layers of ``num_tokens`` tokens, and why (a line for the log).
 
-    ``auto`` picks ``"disk"`` (in ``directory`` or the system's temporary folder) when the file fits in half its free
-    space, else ``"memory"`` when it fits in half the available memory, else no cache; ``disk``, ``memory`` (``on``)
-    and ``off`` force a choice.
+    ``auto`` picks ``"device"`` when the models run on a GPU and the layers fit in half its free memory (written once
+    and gathered there, never through the host), else ``"disk"`` (in ``directory`` or the system's temporary folder)
+    when the file fits in half its free space, else ``"memory"`` when it fits in half the available memory, else no
+    cache; ``device``, ``disk``, ``memory`` (``on``) and ``off`` force a choice.
 
     Returns:
-        ``("disk" | "memory" | None, why)``; ``None``: no cache, the biLM runs in every step.
+        ``("device" | "disk" | "memory" | None, why)``; ``None``: no cache, the biLM runs in every step.
 
     Raises:
-        ElmoError: an unknown ``mode``.
+        ElmoError: an unknown ``mode``; ``device`` without a GPU.
     """
     if mode not in CACHE_MODES:
         raise ElmoError(f"--cache-layers: unknown mode {mode!r} (use {', '.join(CACHE_MODES)})")
     size = cache_bytes(bilm, num_tokens, dtype)
     gib = f"{size / 2**30:.2f} GiB for {num_tokens:,} tokens"
+    free_gpu = None if device is None else device_memory_free(device)
+    if mode == "device" and free_gpu is None:
+        raise ElmoError("--cache-layers device keeps the layers in a GPU's memory and the models run on the CPU: use "
+                        "auto, disk or memory")
+    if mode == "auto" and free_gpu is not None and size <= free_gpu / 2:
+        return "device", f"caching the biLM layers in the GPU's memory ({gib}; {free_gpu / 2**30:.1f} GiB free)"
     if mode != "auto":
         kind = {"on": "memory", "off": None}.get(mode, mode)
         return kind, f"--cache-layers {mode}" + (f": caching the biLM layers in {kind} ({gib})" if kind else "")
@@ -82,7 +89,8 @@ def compute_layers(bilm: BiLM, corpus: EncodedCorpus, device: torch.device, amp_
         corpus: the documents; chars must be attached for a character biLM.
         amp_dtype: autocast dtype (:func:`elmo.runtime.device.resolve_precision`); the layers are stored in
             :func:`cache_dtype` of it (bf16 under bf16 autocast, else fp16).
-        kind: ``"memory"`` or ``"disk"`` (:mod:`elmo.data.layer_store`); directory: the disk store's folder.
+        kind: ``"memory"``, ``"device"`` (on ``device``) or ``"disk"`` (:mod:`elmo.data.layer_store`); directory: the
+            disk store's folder.
 
     Returns:
         A store of ``(num_tokens, L, D)`` rows: row ``corpus.offsets[i] + k`` holds h_1..h_L of token k of
@@ -91,17 +99,18 @@ def compute_layers(bilm: BiLM, corpus: EncodedCorpus, device: torch.device, amp_
     Raises:
         ElmoError: an unknown ``kind``; the disk store's errors (no space, no folder).
     """
-    if kind not in ("memory", "disk"):
-        raise ElmoError(f"compute_layers: kind must be 'memory' or 'disk', got {kind!r}")
+    if kind not in ("memory", "device", "disk"):
+        raise ElmoError(f"compute_layers: kind must be 'memory', 'device' or 'disk', got {kind!r}")
     bilm.eval()
     shape, dtype = (bilm.config.num_layers, bilm.output_dim), cache_dtype(amp_dtype)
     store = (DiskLayerStore(corpus.num_tokens, shape, dtype, directory) if kind == "disk"
-             else MemoryLayerStore(corpus.num_tokens, shape, dtype))
+             else MemoryLayerStore(corpus.num_tokens, shape, dtype, device=device if kind == "device" else None))
+    kept = device if kind == "device" else torch.device("cpu")
     for index in corpus.batches(PREDICT_BATCH, PREDICT_MAX_TOKENS):
         batch = to_device(corpus.collate(index), device)
         with autocast(device, amp_dtype):
             layers = bilm.lstm_layers(batch["ids"], batch["lengths"], batch.get("chars"))  # (L, B, T, D)
-        layers = layers.permute(1, 2, 0, 3).to("cpu", dtype)  # (B, T, L, D)
+        layers = layers.permute(1, 2, 0, 3).to(kept, dtype)  # (B, T, L, D)
         for row, i in enumerate(index):
             store.write(int(corpus.offsets[i]), layers[row, :corpus.lengths[i]])
     return store

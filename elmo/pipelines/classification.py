@@ -102,7 +102,7 @@ def attach_layer_cache(task: TaskData, mode: str) -> float | None:
     """
     run = task.run
     num_tokens = sum(d.num_tokens for d in task.data.values())
-    kind, why = should_cache(mode, task.bilm, num_tokens, cache_dtype(run.amp_dtype))
+    kind, why = should_cache(mode, task.bilm, num_tokens, cache_dtype(run.amp_dtype), device=run.device)
     run.say(why)
     if kind is None:
         return None

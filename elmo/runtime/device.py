@@ -188,9 +188,10 @@ def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.Abst
 
 
 def to_device(batch: Batch, device: torch.device) -> Batch:
-    """Move every tensor of a batch (pinned first on CUDA, for asynchronous copies)."""
+    """Move every tensor of a batch (pinned first on CUDA, for asynchronous copies); one already on ``device``
+    (layers gathered from a GPU-resident cache) stays as it is."""
     if device.type == "cuda":
-        return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
+        return {k: v if v.device == device else v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
     return {k: v.to(device) for k, v in batch.items()}
 
 
@@ -206,6 +207,11 @@ def available_memory() -> int | None:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def device_memory_free(device: torch.device) -> int | None:
+    """Bytes free on a CUDA ``device`` (``torch.cuda.mem_get_info``); ``None`` for a CPU."""
+    return torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else None
 
 
 def maxrss_mb(ru_maxrss: int) -> float:

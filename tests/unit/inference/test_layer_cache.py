@@ -97,3 +97,31 @@ def test_cache_policy_follows_available_memory(monkeypatch):
     assert decided is None and "available" in why
     assert [should_cache(m, bilm, 1000, torch.bfloat16)[0] for m in ("on", "memory", "disk", "off")] == \
         ["memory", "memory", "disk", None]
+
+
+def test_on_a_gpu_the_cache_stays_in_its_memory_when_it_fits(monkeypatch):
+    import elmo.inference.layer_cache as cache
+
+    bilm, gpu = make_bilm(), torch.device("cuda", 0)  # a device named, nothing run on it
+    size = cache_bytes(bilm, 1000, torch.bfloat16)
+    monkeypatch.setattr(cache, "disk_free", lambda where: 4 * size)
+    monkeypatch.setattr(cache, "device_memory_free", lambda device: 2 * size if device.type == "cuda" else None)
+    decided, why = should_cache("auto", bilm, 1000, torch.bfloat16, device=gpu)
+    assert decided == "device" and "GPU's memory" in why
+    monkeypatch.setattr(cache, "device_memory_free", lambda device: 2 * size - 1 if device.type == "cuda" else None)
+    assert should_cache("auto", bilm, 1000, torch.bfloat16, device=gpu)[0] == "disk"  # more than half: the disk
+    assert should_cache("auto", bilm, 1000, torch.bfloat16, device=torch.device("cpu"))[0] == "disk"
+    assert should_cache("device", bilm, 1000, torch.bfloat16, device=gpu)[0] == "device"
+    with pytest.raises(ElmoError, match="--cache-layers device keeps the layers in a GPU's memory"):
+        should_cache("device", bilm, 1000, torch.bfloat16, device=torch.device("cpu"))
+
+
+def test_a_store_on_the_models_device_gathers_the_same_batches():
+    """The device store's gather (positions from the host, index_select and masked_fill there) gives what the
+    host store gives; on a CPU the device is the host."""
+    bilm, corpus = make_bilm(), make_corpus()
+    host = compute_layers(bilm, corpus, torch.device("cpu"), kind="memory")
+    on_device = compute_layers(bilm, corpus, torch.device("cpu"), kind="device")
+    for index in (np.array([0, 3, 5]), np.arange(9)):
+        a, b = make_corpus().attach_layers(host).collate(index), make_corpus().attach_layers(on_device).collate(index)
+        assert torch.equal(a["layers"], b["layers"])
