@@ -15,7 +15,9 @@ inference alike. Then the parts:
   ``--warmup`` steps, then ``--steps`` timed steps (median) of ``--batch`` 20-token windows of AG News text; the
   training FLOPs' share of the peak, and the peak CUDA memory (``torch.cuda.max_memory_allocated``, reset per row);
 Every training and inference row records ``lstm_dtype``, the dtype the LSTM kernels computed in (read from their
-tensors: :func:`~elmo.model.lstm.lstm_compute_dtypes`), beside the precision asked for.
+tensors: :func:`~elmo.model.lstm.lstm_compute_dtypes`), beside the precision asked for; every training row also
+``step_operators`` (:func:`~lab.bench.published_training.step_operators`): the operators one step dispatches, those
+among them that read the device back, and on CUDA the synchronisations ``torch.cuda.set_sync_debug_mode`` counts.
 
 * ``inference``: sentences/s and tokens/s of :class:`~elmo.inference.embedder.ElmoEmbedder` on random weights of the
   published Original written in the published layout (:func:`lab.bench.published.random_weights`), over

@@ -30,11 +30,13 @@ goal, one step is profiled (:func:`profile_step`) to say where the time goes.
 
 from __future__ import annotations
 
+import collections
 import os
 import platform
 import statistics
 import sys
 import time
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
@@ -166,6 +168,42 @@ def profile_step(model: PublishedBiLMWithSoftmax, batch: dict, device: torch.dev
             "top_operators": dict(top)}
 
 
+#: operators whose result the host must read back from the device (a synchronisation on CUDA)
+READING_OPERATORS = ("aten::nonzero", "aten::_local_scalar_dense", "aten::item", "aten::_unique2", "aten::unique_dim",
+                     "aten::unique_consecutive", "aten::masked_select", "aten::repeat_interleave", "aten::bincount")
+
+
+def step_operators(model: PublishedBiLMWithSoftmax, batch: dict[str, torch.Tensor], device: torch.device,
+                   amp: torch.dtype | None) -> dict[str, Any]:
+    """What one training step's forward and backward pass dispatch, the way :func:`fit` runs them
+    (:func:`~elmo.model.published_lm.step_loss` with the batch's host copies): ``operators``, the ATen operators
+    (views included: a device-independent count of the work the host does per step), ``reading_operators``, those
+    of :data:`READING_OPERATORS` among them, and on CUDA ``synchronizations``, the waits for the device that
+    ``torch.cuda.set_sync_debug_mode`` reports over a second step. The gradients are cleared afterwards."""
+    moved = {k: v.to(device) for k, v in batch.items()} | {f"host_{k}": batch[k] for k in HOST_KEYS}
+
+    def step() -> None:
+        with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
+            loss, _ = step_loss(model, model, moved)
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        step()
+    counts = collections.Counter(e.name for e in prof.events() if e.name.startswith("aten::"))
+    out: dict[str, Any] = {"operators": sum(counts.values()),
+                           "reading_operators": {k: counts[k] for k in READING_OPERATORS if counts[k]}}
+    if device.type == "cuda":
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                step()
+            finally:
+                torch.cuda.set_sync_debug_mode(0)
+        out["synchronizations"] = sum("synchroniz" in str(w.message).lower() for w in caught)
+    return out
+
+
 def _fit(model: PublishedBiLMWithSoftmax, batches, device: torch.device, amp: torch.dtype | None,
          compile: bool = False) -> None:
     """One epoch of :func:`elmo.training.trainer.fit` over ``batches(epoch)`` (the training step of ``pretrain``;
@@ -213,12 +251,13 @@ def measure(name: str, precision: str, text: dict[str, Any], cfg: Any, batch: in
 
     _fit(model, timed, device, amp, compile)
     seconds = np.diff(stamps)[cfg.training_warmup:].tolist()
+    operators = None if compile else step_operators(model.train(), corpus.collate(np.arange(batch)), device, amp)
     flops = [training_flops(config, head, part, [vocab.encode(w) for w in part])
              for part in (windows[i * batch:(i + 1) * batch] for i in range(cfg.training_warmup, steps))]
     ids = corpus.collate(np.arange(batch))
     row = {"model": label, "precision": precision, "device": str(device), "threads": threads, "batch_windows": batch,
            "parameters": sum(p.numel() for p in model.parameters()), "seconds_runs": seconds,
-           "lstm_dtype": summary_dtype(lstm_compute_dtypes(model) | lstm_dtypes),
+           "lstm_dtype": summary_dtype(lstm_compute_dtypes(model) | lstm_dtypes), "step_operators": operators,
            "tokens_per_step": int((ids["lengths"] + 1).sum()),
            "flops_per_step": statistics.mean(f["training"] for f in flops),
            "flops_per_step_parts": {k: statistics.mean(f[k] for f in flops) for k in flops[0] if k != "training"}}

@@ -67,6 +67,8 @@ def test_tiny_run_records_every_part_and_bf16_rows_only_with_native_bf16(tmp_pat
                 assert len(row["seconds_runs"]) == gpu.TINY_SIZES["steps"] and row["batch_windows"] == gpu.TINY_SIZES["batch"]
             for precision, row in rows[name][lstm].items():
                 assert row["lstm_dtype"] == {"bf16": "bfloat16", "fp32": "float32"}[precision]
+                assert row["step_operators"]["reading_operators"] == {}  # the step the library trains with
+                assert row["step_operators"]["operators"] > 0 and "synchronizations" not in row["step_operators"]
     assert rows["tiny-original"]["fused"]["fp32"]["parameters"] > rows["tiny-small"]["fused"]["fp32"]["parameters"]
 
     inference = r["parts"]["inference"]
