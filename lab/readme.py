@@ -17,6 +17,7 @@ no generated line is longer than :data:`WIDTH` characters (table rows excepted).
 
 from __future__ import annotations
 
+import json
 import re
 import textwrap
 from dataclasses import dataclass
@@ -179,12 +180,33 @@ def headline(study: dict) -> str:
                 "same classifier.")
 
 
+def gpu_lines(results_dir: Path) -> list[str]:
+    """One Markdown bullet per GPU run of ``results/gpu/`` (``gpu.json`` of ``python -m lab gpu``): the default run's
+    two scripts, their held-out perplexities and accuracies, and the device's peak memory."""
+    file = results_dir / "gpu" / "gpu.json"
+    if not file.is_file():
+        return []
+    run = json.loads(file.read_text())
+    scripts, device = run["parts"].get("default_run", {}).get("scripts", {}), run["device"]
+    lm, cls = scripts.get("ELMO.py", {}), scripts.get("classification.py", {})
+    if "seconds" not in lm or "seconds" not in cls:
+        return []
+    test = lm["perplexity"]["test"]
+    accuracy = " / ".join(f"{cls['mixes'][m]['test_accuracy']:.4f}" for m in cls["mixes"])
+    peak = max(r.get("cuda_max_reserved_mb", 0.0) for r in (lm, cls)) / 1024
+    return [f"* one {device['name']} ({device['cpu_count']} CPU cores, torch {device['torch']}, `python -m lab gpu`, "
+            f"`results/gpu/gpu.json`): {lm['precision']} {(lm['seconds'] + cls['seconds']) / 60:.1f} min "
+            f"({_clock(lm['seconds'])} + {_clock(cls['seconds'])}, GPU memory at most {peak:.1f} GiB reserved); test "
+            f"perplexity {test['forward']:.2f} / {test['backward']:.2f}, test accuracy {accuracy} ({', '.join(cls['mixes'])})."]
+
+
 def timing_block(results_dir: Path) -> str:
-    """README's timing block: :func:`timing_lines` under the sentence that names the commands."""
-    intro = wrap("`python ELMO.py` then `python classification.py` with their defaults (2 threads, nothing else running; "
-                 "`/usr/bin/time -v`, `results/timing/`), on the 39,122-row sample unless stated: wall time of both, "
-                 "peak memory of each. `--precision auto` is bf16 where the CPU has native bf16, else fp32.")
-    return intro + "\n\n" + "\n".join(timing_lines(results_dir))
+    """README's timing block: :func:`timing_lines` and :func:`gpu_lines` under the sentence that names the commands."""
+    intro = wrap("`python ELMO.py` then `python classification.py` with their defaults (2 threads on a CPU, nothing else "
+                 "running; `/usr/bin/time -v`, `results/timing/`), on the 39,122-row sample unless stated: wall time "
+                 "of both, peak memory of each. `--precision auto` is bf16 where the CPU has native bf16 and on a GPU, "
+                 "else fp32.")
+    return intro + "\n\n" + "\n".join(timing_lines(results_dir) + gpu_lines(results_dir))
 
 
 def results_block(res: dict, text: dict) -> str:

@@ -7,7 +7,7 @@ from support import ROOT
 
 from elmo.errors import ElmoError
 from lab.cli import COMMANDS, main
-from lab.readme import BLOCKS, WIDTH, ReadmeArgs, cpu_label, fill, timing_lines, write_readme
+from lab.readme import BLOCKS, WIDTH, ReadmeArgs, cpu_label, fill, gpu_lines, timing_lines, write_readme
 
 
 def test_fill_replaces_only_what_lies_between_the_markers():
@@ -24,6 +24,18 @@ def test_the_committed_timing_gives_one_line_per_cpu():
     assert cpu_label(ROOT / "results" / "timing" / "lscpu.txt").endswith("AVX512-BF16)")
 
 
+def test_the_committed_gpu_run_gives_its_line_and_a_folder_without_one_none(tmp_path):
+    import json
+
+    [line] = gpu_lines(ROOT / "results")
+    run = json.loads((ROOT / "results" / "gpu" / "gpu.json").read_text())
+    scripts = run["parts"]["default_run"]["scripts"]
+    minutes = (scripts["ELMO.py"]["seconds"] + scripts["classification.py"]["seconds"]) / 60
+    assert line.startswith(f"* one {run['device']['name']} (") and f"{minutes:.1f} min" in line
+    assert f"{scripts['ELMO.py']['perplexity']['test']['forward']:.2f}" in line
+    assert gpu_lines(tmp_path) == []
+
+
 def test_readme_command_fills_the_blocks_and_writes_the_results_page(tmp_path):
     assert COMMANDS["readme"].args is ReadmeArgs
     readme = tmp_path / "README.md"
@@ -34,7 +46,7 @@ def test_readme_command_fills_the_blocks_and_writes_the_results_page(tmp_path):
     text, page = readme.read_text(), (tmp_path / "lab" / "results.md").read_text()
     assert "\nx\n" not in text and "test accuracy over" in text and "| ELMo, trainable λ |" in text
     assert "## When ELMo pays: the learning curve over labelled data" in page
-    prose = [line for line in (text + page).splitlines() if not line.startswith(("|", "* 2-core"))]
+    prose = [line for line in (text + page).splitlines() if not line.startswith(("|", "* 2-core", "* one "))]
     assert max(map(len, prose)) <= WIDTH
 
 
