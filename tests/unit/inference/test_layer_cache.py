@@ -52,7 +52,7 @@ def test_cached_layers_give_the_same_elmo_vectors_as_running_the_bilm(options, k
 
 @needs_native_bf16()
 @pytest.mark.parametrize("kind", ["memory", "disk"])
-def test_cache_keeps_the_lstm_precision_under_bf16_autocast(kind):
+def test_cache_keeps_the_lstm_precision_under_bf16_autocast_on_a_cpu_with_native_bf16(kind):
     bilm = make_bilm()
     corpus = make_corpus()
     store = compute_layers(bilm, corpus, torch.device("cpu"), torch.bfloat16, kind=kind)

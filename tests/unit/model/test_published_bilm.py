@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from published_reference import FIXTURES, OPTIONS, TOLERANCE, WEIGHTS, reference_batches, reference_top
+from support import needs_native_bf16
 
 from elmo import ElmoError
 from elmo.data.chars import TF_BOS, TF_EOS, batch_char_ids, bilm_tf_char_ids, bilm_tf_char_table
@@ -140,11 +141,8 @@ def test_fine_tuning_sends_gradients_into_every_lstm_layer():
 
 
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="bf16 autocast needs oneDNN")
-def test_bf16_autocast_stays_close_to_fp32(bilm):
-    from elmo.runtime.device import cpu_has_bf16
-
-    if not cpu_has_bf16():
-        pytest.skip("no native bf16 on this CPU")
+@needs_native_bf16()
+def test_bf16_autocast_stays_close_to_fp32_on_a_cpu_with_native_bf16(bilm):
     chars, lengths = char_batch(reference_batches()[0])
     with torch.no_grad():
         exact = bilm(None, lengths, chars)

@@ -130,7 +130,7 @@ def test_default_threads_divide_the_cores_among_the_local_torchrun_processes(mon
 
 
 @needs_native_bf16()
-def test_lm_loss_under_bf16_autocast_is_fp32_and_close_to_the_fp32_loss():
+def test_lm_loss_under_bf16_autocast_is_fp32_and_close_to_the_fp32_loss_on_a_cpu_with_native_bf16():
     torch.manual_seed(0)
     bilm = BiLM(BiLMConfig(vocab_size=30, embedding_dim=16, hidden_size=16, dropout=0.0, cutoffs=(10, 20))).eval()
     rng = np.random.default_rng(0)
