@@ -86,6 +86,7 @@ def test_summary_dtype_is_one_name_or_the_whole_mapping():
     assert summary_dtype({"a": "bfloat16", "b": "float16"}) == {"a": "bfloat16", "b": "float16"}
 
 
+@pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")
 @pytest.mark.parametrize("proj_size", [0, 4])
 def test_forward_in_calls_the_kernel_in_the_dtype_with_autocast_off(monkeypatch, proj_size):
     """What CUDA runs, checked on the CPU: the kernel gets every tensor in the asked dtype, autocast off, so
