@@ -82,8 +82,7 @@ class AdaptiveSoftmax(nn.AdaptiveLogSoftmaxWithLoss):
         counts = [*cluster_counts, 0, 0] if cluster_counts is not None else \
             torch.bincount(cluster, minlength=clusters + 2).tolist()  # the one host read
         if counts[clusters]:
-            raise ElmoError(f"AdaptiveSoftmax.loss: {counts[clusters]} target(s) outside [0, {self.n_classes}) "
-                            f"(the vocabulary size), other than IGNORE_INDEX ({IGNORE_INDEX})")
+            raise ElmoError(outside_message(counts[clusters], self.n_classes))
         n = sum(counts[:clusters])
         rows = torch.argsort(cluster, stable=True)[:n]  # scored rows grouped by cluster, head's first
         x = states.index_select(0, rows)
@@ -100,6 +99,12 @@ class AdaptiveSoftmax(nn.AdaptiveLogSoftmaxWithLoss):
                 nll = nll + F.cross_entropy(tail(x[part]), words[part] - self.cutoffs[i], reduction="sum")
                 first += size
         return nll / max(n, 1), n
+
+
+def outside_message(count: int, size: int) -> str:
+    """The error of :meth:`AdaptiveSoftmax.loss` for ``count`` targets outside ``[0, size)``."""
+    return (f"AdaptiveSoftmax.loss: {count} target(s) outside [0, {size}) (the vocabulary size), other than "
+            f"IGNORE_INDEX ({IGNORE_INDEX})")
 
 
 def cluster_counts(ids: torch.Tensor, lengths: torch.Tensor, last: int, cutoffs: Sequence[int]) -> list[int]:
@@ -119,6 +124,5 @@ def cluster_counts(ids: torch.Tensor, lengths: torch.Tensor, last: int, cutoffs:
     words = np.concatenate([ids.numpy()[np.arange(ids.shape[1])[None, :] < n[:, None]], np.full(len(n), last)])
     outside = int(((words < 0) | (words >= cutoffs[-1])).sum())
     if outside:
-        raise ElmoError(f"AdaptiveSoftmax.loss: {outside} target(s) outside [0, {cutoffs[-1]}) (the vocabulary size), "
-                        f"other than IGNORE_INDEX ({IGNORE_INDEX})")
+        raise ElmoError(outside_message(outside, cutoffs[-1]))
     return np.bincount(np.searchsorted(np.asarray(cutoffs), words, side="right"), minlength=len(cutoffs)).tolist()

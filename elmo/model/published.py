@@ -825,8 +825,4 @@ class PublishedBiLM(nn.Module, HubMixin):
 def _reading_plan(read: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """How a batch whose row b reads ``read[b]`` steps runs: ``(order, restore, active)``: the rows sorted longest
     first (each step then runs a prefix of them), the inverse permutation, and the rows running at each step."""
-    order = torch.argsort(read, descending=True, stable=True)
-    restore = torch.argsort(order)
-    counts = read[order].tolist()
-    active = [sum(1 for r in counts if r > t) for t in range(counts[0])] if len(counts) else []
-    return order, restore, active
+    return device_reading_plan(read.cpu().numpy(), read.device)  # the one read: the lengths

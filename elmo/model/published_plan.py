@@ -22,6 +22,7 @@ import torch
 from ..data.chars import TF_PAD_CHAR
 from ..data.vocab import BOS_ID, EOS_ID
 from ..errors import ElmoError
+from ..runtime.device import move
 from .adaptive_softmax import cluster_counts
 
 
@@ -44,7 +45,7 @@ class WordPlan:
 
     def to(self, device: torch.device) -> "WordPlan":
         """The plan with its tensors on ``device`` (copied without waiting, from pinned memory on CUDA)."""
-        return WordPlan(to_device(self.distinct, device), self.passes, to_device(self.gather, device))
+        return WordPlan(move(self.distinct, device), self.passes, move(self.gather, device))
 
 
 @dataclass
@@ -72,26 +73,20 @@ class HostPlan:
 
     def to(self, device: torch.device) -> "HostPlan":
         """The plan with its index tensors on ``device`` (copied without waiting, from pinned memory on CUDA)."""
-        return HostPlan(self.units, to_device(self.order, device), to_device(self.restore, device), self.active,
-                        to_device(self.kept, device), self.words.to(device), self.boundaries.to(device),
+        return HostPlan(self.units, move(self.order, device), move(self.restore, device), self.active,
+                        move(self.kept, device), self.words.to(device), self.boundaries.to(device),
                         self.cluster_counts)
-
-
-def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A host tensor on ``device``: on CUDA from pinned memory without waiting for the copy, else ``.to``."""
-    return tensor.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else tensor.to(device)
 
 
 def device_reading_plan(read: np.ndarray, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
     """:func:`reading_plan` with ``order`` and ``restore`` as int64 tensors on ``device``."""
     order, restore, active = reading_plan(read)
-    return to_device(torch.from_numpy(order), device), to_device(torch.from_numpy(restore), device), active
+    return move(torch.from_numpy(order), device), move(torch.from_numpy(restore), device), active
 
 
 def reading_plan(read: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """``(order, restore, active)`` of rows reading ``read[b]`` steps: the rows sorted longest first (stable), the
-    inverse permutation, and the rows running at each step (what
-    :func:`elmo.model.published._reading_plan` computes from a device tensor)."""
+    inverse permutation, and the rows running at each step."""
     order = np.argsort(-read, kind="stable")
     restore = np.argsort(order, kind="stable")
     longest = int(read.max()) if len(read) else 0

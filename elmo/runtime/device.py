@@ -187,12 +187,17 @@ def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.Abst
     return torch.autocast(device.type, dtype=dtype)
 
 
+def move(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A tensor on ``device``: from the host to CUDA pinned first and copied without waiting; one already there (layers
+    gathered from a GPU-resident cache) as it is; otherwise ``.to``."""
+    if device.type == "cuda" and tensor.device != device:
+        return tensor.pin_memory().to(device, non_blocking=True)
+    return tensor.to(device)
+
+
 def to_device(batch: Batch, device: torch.device) -> Batch:
-    """Move every tensor of a batch (pinned first on CUDA, for asynchronous copies); one already on ``device``
-    (layers gathered from a GPU-resident cache) stays as it is."""
-    if device.type == "cuda":
-        return {k: v if v.device == device else v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
-    return {k: v.to(device) for k, v in batch.items()}
+    """Move every tensor of a batch (:func:`move`)."""
+    return {k: move(v, device) for k, v in batch.items()}
 
 
 def available_memory() -> int | None:
