@@ -26,6 +26,12 @@ def autocast_dtype(device_type: str) -> torch.dtype | None:
     return dtype if enabled else None
 
 
+def casts_for_kernel(device_type: str) -> bool:
+    """Whether an LSTM on ``device_type`` casts its input, states and weights to the autocast dtype itself and calls
+    the kernel with autocast off (every device but the CPU, where autocast's own choice is already that dtype)."""
+    return device_type != "cpu"
+
+
 class AutocastLSTM(nn.LSTM):
     """``nn.LSTM`` (same arguments, parameters and state-dict keys) whose kernel computes in the autocast dtype it is
     called under, on every device. On a CPU that is what autocast already does (oneDNN's bf16 kernels; ATen's
@@ -45,7 +51,7 @@ class AutocastLSTM(nn.LSTM):
 
     def forward(self, input: torch.Tensor, hx: tuple[torch.Tensor, torch.Tensor] | None = None):  # noqa: A002
         dtype = autocast_dtype(input.device.type) if isinstance(input, torch.Tensor) else None
-        if dtype is None or input.device.type == "cpu":
+        if dtype is None or not casts_for_kernel(input.device.type):
             output, state = super().forward(input, hx)
         else:
             output, state = self.forward_in(dtype, input, hx)

@@ -40,7 +40,7 @@ from ..data.chars import TF_BOS, TF_EOS, TF_MAX_CHARS, TF_NUM_CHARS, TF_PAD_CHAR
 from ..errors import ElmoError
 from .bilm import CHUNK_SIZE, length_mask, reverse_padded, step_chunks
 from .hub import HubMixin
-from .lstm import autocast_dtype
+from .lstm import autocast_dtype, casts_for_kernel
 from .published_plan import HostPlan, WordPlan, device_reading_plan, word_plan
 
 #: the character CNN of every published model (widths 1-7, 2048 filters)
@@ -476,7 +476,7 @@ class ProjectedLSTM(CachedWeights):
         h, c = state if state is not None else (x.new_zeros(batch, self.output_size, dtype=torch.float32),
                                                 x.new_zeros(batch, self.hidden_size, dtype=torch.float32))
         flat = self.fused_weights(dtype)
-        cuda = x.device.type == "cuda"
+        cast = casts_for_kernel(x.device.type)
         train = torch.is_grad_enabled() and (x.requires_grad or self.input_weight.requires_grad)
         x_steps, outputs = x.unbind(0), []
         for first, last in step_chunks(active, chunk_size):
@@ -485,13 +485,14 @@ class ProjectedLSTM(CachedWeights):
             rows = active[first]
             sizes = torch.tensor(active[first:last])
             packed = torch.cat([x_steps[t][:active[t]] for t in range(first, last)])
+            packed = packed.to(dtype) if cast else packed
             with warnings.catch_warnings():  # the weights are mapped at every call by design; oneDNN has no projection
                 warnings.filterwarnings("ignore", "RNN module weights are not part of single contiguous chunk")
                 warnings.filterwarnings("ignore", "LSTM with projections is not supported with oneDNN")
                 # on CUDA with autocast off and every tensor in the dtype (autocast's cuDNN rule would use float16)
-                with torch.autocast("cuda", enabled=False) if cuda else contextlib.nullcontext():
+                with torch.autocast(x.device.type, enabled=False) if cast else contextlib.nullcontext():
                     y, h_n, c_n = torch.lstm(packed, sizes, (h[None, :rows].to(dtype),
-                                                             c[None, :rows].to(dtype) if cuda else c[None, :rows]),
+                                                             c[None, :rows].to(dtype) if cast else c[None, :rows]),
                                              flat, True, 1, 0.0, train, False)
             self.compute_dtype = y.dtype
             y = nn.utils.rnn.pad_packed_sequence(nn.utils.rnn.PackedSequence(y.float(), sizes))[0]

@@ -135,6 +135,34 @@ def test_bf16_autocast_runs_the_products_in_bf16_and_stays_close_to_the_loop():
     assert (layers - results[False][0]).abs().max() < 0.05
 
 
+@pytest.mark.parametrize("grad", [False, True])
+def test_where_it_casts_for_the_kernel_every_tensor_reaches_it_in_bf16_with_autocast_off(monkeypatch, grad):
+    """CUDA's branch, driven on the CPU: the packed input, both states and the weights reach ``torch.lstm`` in the
+    autocast dtype with autocast off (an fp32 input beside bf16 states is refused by the kernel), in training too."""
+    import elmo.model.published as published
+    monkeypatch.setattr(published, "casts_for_kernel", lambda device_type: True)
+    kernel, seen = torch.lstm, []
+
+    def spy(packed, sizes, states, weights, *rest):
+        seen.append((torch.is_autocast_enabled("cpu"), {t.dtype for t in (packed, *states, *weights)}))
+        return kernel(packed, sizes, states, weights, *rest)
+    monkeypatch.setattr(torch, "lstm", spy)
+    bilm = tiny_bilm(8)
+    x = torch.randn(3, 9, TINY.projection_dim, generator=torch.Generator().manual_seed(9), requires_grad=grad)
+    lengths = torch.tensor([9, 4, 6])
+    with torch.set_grad_enabled(grad), torch.autocast("cpu", dtype=torch.bfloat16):
+        layers, _ = bilm.contextual(x, lengths)
+    assert len(seen) == 2 * TINY.num_layers, seen
+    assert all(not enabled and dtypes == {torch.bfloat16} for enabled, dtypes in seen), seen
+    assert {layer.compute_dtype for layer in (*bilm.forward_layers, *bilm.backward_layers)} == {torch.bfloat16}
+    with torch.no_grad():
+        exact = bilm.contextual(x.detach(), lengths)[0]
+    assert layers.dtype == torch.float32 and 0 < (layers.detach() - exact).abs().max() < 0.05
+    if grad:
+        layers.sum().backward()
+        assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
 def test_which_layers_run_fused():
     assert not any(layer.fused for layer in PublishedBiLM(PUBLISHED_ARCHITECTURES["elmo-small"][1]).forward_layers)
     assert all(layer.fused for layer in PublishedBiLM(TINY).backward_layers)
