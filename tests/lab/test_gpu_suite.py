@@ -38,6 +38,7 @@ def positive(value) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.cpu_features
 def test_tiny_run_records_every_part_and_bf16_rows_only_with_native_bf16(tmp_path, monkeypatch, tiny_agnews):
     work = tmp_path / "work"
     work.mkdir()
@@ -134,6 +135,7 @@ def test_a_script_past_its_time_is_ended(tmp_path):
         run_script(["-c", "import time; time.sleep(60)"], timeout=1)
 
 
+@pytest.mark.cpu_features
 def test_without_native_bf16_the_bf16_rows_are_left_out_with_the_librarys_reason(tmp_path, tiny_agnews, monkeypatch):
     """Any CPU: native bf16 hidden from the library; training and inference follow the same rule."""
     monkeypatch.setattr(device_module, "cpu_has_bf16", lambda: False)
@@ -149,6 +151,7 @@ def test_without_native_bf16_the_bf16_rows_are_left_out_with_the_librarys_reason
     assert "error" not in json.dumps(r)
 
 
+@pytest.mark.cpu_features
 @needs_native_bf16()
 def test_with_native_bf16_every_row_runs_in_both_precisions(tmp_path, tiny_agnews):
     r = gpu.measure_gpu(gpu.GpuArgs(tiny=True, data_dir=str(tiny_agnews), out=str(tmp_path), threads=1,

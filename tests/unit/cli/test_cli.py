@@ -206,6 +206,7 @@ def test_an_error_naming_a_config_field_reads_as_the_flag_on_the_command_line(ca
 
 
 @pytest.mark.parametrize("script, command", [("ELMO.py", "pretrain"), ("classification.py", "classify")])
+@pytest.mark.cpu_features
 def test_bf16_on_a_cpu_without_native_bf16_exits_2_before_writing_anything(monkeypatch, capsys, tiny_agnews, tmp_path,
                                                                            script, command):
     """``python ELMO.py --precision bf16`` on an AVX2-only CPU: run in this process with the CPU check answering no."""

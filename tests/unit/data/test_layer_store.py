@@ -13,6 +13,7 @@ from elmo.data.layer_store import DiskLayerStore, MemoryLayerStore
 from elmo.errors import ElmoError
 
 
+@pytest.mark.cpu_features
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_disk_and_memory_stores_gather_the_same_padded_rows(dtype, tmp_path):
     rng = np.random.default_rng(0)

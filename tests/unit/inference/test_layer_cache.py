@@ -28,6 +28,7 @@ def make_corpus(n: int = 9, seed: int = 0) -> EncodedCorpus:
     return EncodedCorpus([rng.integers(4, V, size=rng.integers(1, 12)).tolist() for _ in range(n)])
 
 
+@pytest.mark.cpu_features
 @pytest.mark.parametrize("kind", ["memory", "disk"])
 @pytest.mark.parametrize("options", [{}, {"residual": True}])
 def test_cached_layers_give_the_same_elmo_vectors_as_running_the_bilm(options, kind, tmp_path):
@@ -50,6 +51,7 @@ def test_cached_layers_give_the_same_elmo_vectors_as_running_the_bilm(options, k
         assert not batch["layers"][:, pad].any()  # padding is zero
 
 
+@pytest.mark.cpu_features
 @needs_native_bf16()
 @pytest.mark.parametrize("kind", ["memory", "disk"])
 def test_cache_keeps_the_lstm_precision_under_bf16_autocast_on_a_cpu_with_native_bf16(kind):

@@ -42,6 +42,7 @@ def test_a_batch_without_tail_words_or_without_any_word():
     assert n == 0 and loss.item() == 0.0
 
 
+@pytest.mark.cpu_features
 def test_bf16_states_under_autocast_score_like_their_fp32_copy():
     softmax, states, targets = softmax_and_batch()
     low = states.detach().bfloat16()

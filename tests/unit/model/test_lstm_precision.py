@@ -17,6 +17,8 @@ from elmo.model.lstm import AutocastLSTM, lstm_compute_dtypes, summary_dtype
 from elmo.model.published import PublishedBiLM, PublishedBiLMConfig
 from elmo.runtime.device import autocast
 
+pytestmark = pytest.mark.cpu_features
+
 TINY = PublishedBiLMConfig(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
 WORDS = [*SPECIALS, "the", "market", "rallied"]
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
@@ -89,12 +91,10 @@ def test_summary_dtype_is_one_name_or_the_whole_mapping():
 @pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")
 @pytest.mark.parametrize("proj_size", [0, 4])
 def test_forward_in_calls_the_kernel_in_the_dtype_with_autocast_off(monkeypatch, proj_size):
-    """What CUDA runs, checked on the CPU: the kernel gets every tensor in the asked dtype, autocast off, so
-    autocast's float16 rule for cuDNN cannot apply; without a projection it is autocast's CPU result bit for bit."""
+    """What CUDA runs, checked on the CPU (any CPU: with autocast off, ATen's own bf16 LSTM runs, not oneDNN's): the
+    kernel gets every tensor in the asked dtype, autocast off, so autocast's float16 rule for cuDNN cannot apply."""
     torch.manual_seed(0)
     lstm = AutocastLSTM(6, 8, batch_first=True, proj_size=proj_size)
-    reference = torch.nn.LSTM(6, 8, batch_first=True, proj_size=proj_size)
-    reference.load_state_dict(lstm.state_dict())
     x = torch.randn(3, 5, 6)
     seen = []
     kernel = torch._VF.lstm
@@ -107,13 +107,23 @@ def test_forward_in_calls_the_kernel_in_the_dtype_with_autocast_off(monkeypatch,
         out, (h, c) = lstm.forward_in(torch.bfloat16, x)
     assert seen == [(False, {torch.bfloat16})]
     assert out.dtype == h.dtype == c.dtype == torch.bfloat16
-    if proj_size == 0:
-        monkeypatch.setattr(torch._VF, "lstm", kernel)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            expected, _ = reference(x)
-        assert torch.equal(out, expected)
     with pytest.raises(ValueError, match="batched input"):
         lstm.forward_in(torch.bfloat16, x[0])
+
+
+@needs_native_bf16()
+def test_forward_in_is_autocasts_cpu_result_bit_for_bit_on_a_cpu_with_native_bf16():
+    """Without a projection, autocast runs oneDNN's bf16 LSTM on the CPU (a primitive that exists only with native
+    bf16): :meth:`AutocastLSTM.forward_in` gives its output bit for bit."""
+    torch.manual_seed(0)
+    lstm = AutocastLSTM(6, 8, batch_first=True)
+    reference = torch.nn.LSTM(6, 8, batch_first=True)
+    reference.load_state_dict(lstm.state_dict())
+    x = torch.randn(3, 5, 6)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = lstm.forward_in(torch.bfloat16, x)
+        expected, _ = reference(x)
+    assert torch.equal(out, expected)
 
 
 def test_the_cpu_path_is_nn_lstm_unchanged_bit_for_bit():

@@ -140,6 +140,7 @@ def test_fine_tuning_sends_gradients_into_every_lstm_layer():
     assert len(groups) == 3 and all(any(p.grad is not None and p.grad.abs().sum() > 0 for p in g) for g in groups)
 
 
+@pytest.mark.cpu_features
 @pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="bf16 autocast needs oneDNN")
 @needs_native_bf16()
 def test_bf16_autocast_stays_close_to_fp32_on_a_cpu_with_native_bf16(bilm):

@@ -118,6 +118,7 @@ def test_rows_that_run_no_step_keep_their_initial_state():
         assert (a - b).abs().max() <= 1e-5
 
 
+@pytest.mark.cpu_features
 def test_bf16_autocast_runs_the_products_in_bf16_and_stays_close_to_the_loop():
     bilm = tiny_bilm(8)
     x = torch.randn(3, 9, TINY.projection_dim, generator=torch.Generator().manual_seed(9))
@@ -135,6 +136,7 @@ def test_bf16_autocast_runs_the_products_in_bf16_and_stays_close_to_the_loop():
     assert (layers - results[False][0]).abs().max() < 0.05
 
 
+@pytest.mark.cpu_features
 @pytest.mark.parametrize("grad", [False, True])
 def test_where_it_casts_for_the_kernel_every_tensor_reaches_it_in_bf16_with_autocast_off(monkeypatch, grad):
     """CUDA's branch, driven on the CPU: the packed input, both states and the weights reach ``torch.lstm`` in the

@@ -71,6 +71,7 @@ def test_the_planned_step_is_the_same_step_bit_for_bit(config):
     assert_same_step(config, None)
 
 
+@pytest.mark.cpu_features
 @needs_native_bf16()
 @pytest.mark.parametrize("config", [CONFIG, FUSED], ids=["clipped", "fused"])
 def test_the_planned_step_is_the_same_step_in_bf16_on_a_cpu_with_native_bf16(config):

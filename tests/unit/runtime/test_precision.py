@@ -20,6 +20,8 @@ from elmo.runtime.device import (
     resolve_precision,
 )
 
+pytestmark = pytest.mark.cpu_features
+
 CPU = torch.device("cpu")
 CUDA = torch.device("cuda", 0)  # only a name here: nothing runs on it
 
