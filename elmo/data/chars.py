@@ -9,7 +9,8 @@ works), framed by begin/end-of-word marks and padded to ``max_chars``. Two numbe
 * ``"bilm_tf"`` — the published ELMo models' (bilm-tf; AllenNLP's ``ELMoCharacterMapper``,
   :func:`bilm_tf_char_ids`): the marks ``<S>`` 256, ``</S>`` 257, begin-of-word 258, end-of-word 259
   and the in-word padding character 260, each + 1 (:data:`TF_BOS_CHAR` .. :data:`TF_PAD_CHAR`), at
-  most 50 characters per token (48 bytes); the tokens ``<S>`` / ``</S>`` get the boundary marks.
+  most 50 characters per token (48 bytes); the tokens ``<S>`` / ``</S>`` get the boundary marks. A batch of
+  sentences in this numbering: :func:`batch_to_ids` (AllenNLP's).
 """
 
 from __future__ import annotations
@@ -81,6 +82,31 @@ def batch_char_ids(sentences: Sequence[Sequence[str]], max_chars: int, scheme: s
         if sentence:
             out[b, : len(sentence)] = table(sentence, max_chars)
     return torch.from_numpy(out)
+
+
+def batch_to_ids(batch: Sequence[Sequence[str]]) -> torch.Tensor:
+    """AllenNLP's ``allennlp.modules.elmo.batch_to_ids``: the input of :class:`elmo.model.elmo.Elmo` (and of any
+    published, bilm-tf, biLM) for tokenised sentences.
+
+    Args:
+        batch: B sentences, each a list of str tokens, case kept (the published models are cased); no ``<S>`` /
+            ``</S>``: the biLM adds the sentence boundaries itself.
+
+    Returns:
+        ``(B, T, 50)`` int64 character ids, T the longest sentence: each token as
+        :func:`bilm_tf_char_ids` spells it (bilm-tf's numbering + 1, AllenNLP's ``ELMoCharacterMapper``: its UTF-8
+        bytes, at most 48, between the begin- and end-of-word marks, then the padding character), padded tokens all
+        zeros (0 = padding, as AllenNLP's mask reads it).
+
+    Raises:
+        ElmoError: a sentence that is a str (tokenise it first) or holds something other than str tokens.
+    """
+    if isinstance(batch, str):
+        raise ElmoError("batch_to_ids expects a list of token lists, got a str (tokenise it first)")
+    for i, sentence in enumerate(batch):
+        if isinstance(sentence, str) or not all(isinstance(token, str) for token in sentence):
+            raise ElmoError(f"batch_to_ids: sentence {i} must be a list of str tokens, got {str(sentence)[:60]!r}")
+    return batch_char_ids(batch, TF_MAX_CHARS, "bilm_tf")
 
 
 def bilm_tf_char_ids(word: str, max_chars: int = TF_MAX_CHARS) -> list[int]:

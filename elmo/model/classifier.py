@@ -283,8 +283,9 @@ class ElmoClassifier(SequenceClassifier, HubMixin):
     def __init__(self, bilm: BiLM | PublishedBiLM, config: ClassifierConfig, vocab_size: int | None = None):
         super().__init__(config)
         self.vocab_size = vocab_size or getattr(bilm.config, "vocab_size", None)
-        self.elmo = Elmo(bilm, 1, config.mix, dropout=config.elmo_dropout, do_layer_norm=config.layer_norm,
-                         requires_grad=config.unfreeze_bilm, seed=config.seed, learned_function=config.learned_function)
+        self.elmo = Elmo(bilm, num_output_representations=1, mix=config.mix, dropout=config.elmo_dropout,
+                         do_layer_norm=config.layer_norm, requires_grad=config.unfreeze_bilm, seed=config.seed,
+                         learned_function=config.learned_function)
         if vocab_size is None and not hasattr(bilm.config, "vocab_size"):
             raise ElmoError("a published biLM has no vocabulary: pass vocab_size (the task vocabulary's size)")
         self.build_head(bilm.output_dim, vocab_size or bilm.config.vocab_size)

@@ -1,72 +1,197 @@
 """The ELMo layer for downstream models: a pre-trained biLM + one or more layer mixes (paper §3.2-3.3).
 
-:class:`Elmo` is the piece a task model embeds, as AllenNLP's ``Elmo`` module: token ids (and, for a character
-biLM, character ids) in; ``num_output_representations`` ELMo vectors per token out, each with its own layer mix
-(:mod:`elmo.model.mix`), with optional per-token layer normalisation (§3.2), dropout, an L2 penalty on the mix
-weights (§3.3, :meth:`Elmo.penalty`) and fine-tuning of the biLM (``requires_grad=True``).
+:class:`Elmo` is the piece a task model embeds, and a drop-in for AllenNLP 2.10.1's ``allennlp.modules.elmo.Elmo``:
+the same constructor and call, the same vectors on the same weights (to 1e-5; tests/unit/model/test_elmo_allennlp.py)::
+
+    from elmo import Elmo, batch_to_ids          # was: from allennlp.modules.elmo import Elmo, batch_to_ids
+    elmo = Elmo(options_file, weight_file, 2, dropout=0)
+    embeddings = elmo(batch_to_ids([["First", "sentence", "."], ["Another", "."]]))
+    # {"elmo_representations": [2 × (2, 3, 1024)], "mask": (2, 3) bool}
+
+It also takes the project's biLMs (an object, a models folder, a ``save_pretrained`` folder) and the project's call
+``elmo(ids, lengths, chars)``: ``num_output_representations`` ELMo vectors per token, each with its own layer mix
+(:mod:`elmo.model.mix`), with optional layer normalisation (§3.2), dropout, an L2 penalty on the mix weights (§3.3,
+:meth:`Elmo.penalty`) and fine-tuning of the biLM (``requires_grad=True``).
 """
 
 from __future__ import annotations
 
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
 import torch
 from torch import nn
 
+from ..data.chars import bilm_tf_char_table
 from ..data.vocab import PAD_ID, Vocabulary
 from ..errors import ElmoError
-from .bilm import BiLM
+from .bilm import BiLM, length_mask
 from .dropout import FastDropout
 from .hub import HubMixin, from_nested_config, nested_config
-from .mix import LAYER_MIXES, ScalarMix, build_mix
-from .published import PublishedBiLM
+from .mix import LAYER_MIXES, LEARNED_FUNCTIONS, ScalarMix, build_mix, normalize_layers, normalize_layers_over_batch
+from .published import PublishedBiLM, cached, compute_dtype
+from .published_io import load_published_bilm
+from .published_plan import word_plan
 
-#: the constructor's arguments that ``config.json`` holds (all but ``bilm``)
-ELMO_ARGS = ("num_output_representations", "mix", "dropout", "do_layer_norm", "requires_grad", "seed", "learned_function")
+#: the constructor's arguments that ``config.json`` holds (all but ``options_file`` / ``weight_file``, the biLM: it is
+#: saved with its own config); the last three only when not at their defaults (:meth:`Elmo.hub_config`)
+ELMO_ARGS = ("num_output_representations", "mix", "dropout", "do_layer_norm", "requires_grad", "seed", "learned_function",
+             "keep_sentence_boundaries", "scalar_mix_parameters", "vocab_to_cache")
+
+
+#: how :func:`open_elmo_bilm` opens a folder or file the project writes: :func:`elmo.model.serialization.open_bilm`,
+#: set by :func:`open_folders_with` when that module is imported (it imports this one through the classifier, so this
+#: one cannot import it: no import circles, tests/unit/test_architecture.py)
+_open_folder: Callable[[Path], Any] | None = None
+
+
+def open_folders_with(opener: Callable[[Path], Any]) -> None:
+    """Make ``opener`` (``path`` → an object with ``bilm`` and ``vocab``, as
+    :func:`elmo.model.serialization.open_bilm` returns) what ``Elmo(folder)`` opens folders and files with."""
+    global _open_folder
+    _open_folder = opener
+
+
+def open_elmo_bilm(source: str | os.PathLike | BiLM | PublishedBiLM,
+                   weight_file: str | os.PathLike | None) -> BiLM | PublishedBiLM:
+    """The biLM of :class:`Elmo`'s first two arguments.
+
+    Args:
+        source: a biLM object (:class:`~elmo.model.bilm.BiLM`, :class:`~elmo.model.published.PublishedBiLM`); bilm-tf's
+            ``options.json`` (with ``weight_file``: :func:`~elmo.model.published_io.load_published_bilm`); or, alone,
+            a folder or file the project writes (a models folder, ``bilstm.pt``, ``published_lm.pt``, a
+            ``save_pretrained`` folder or Hub id: :func:`~elmo.model.serialization.open_bilm`).
+        weight_file: bilm-tf's ``weights.hdf5`` with an options file; ``None`` otherwise.
+
+    Raises:
+        ElmoError: one line: ``weight_file`` given with a biLM object or a folder, missing with an options file
+            (``*.json``); ``source`` of another type; a path that holds no biLM or does not read (naming the path).
+    """
+    if isinstance(source, (BiLM, PublishedBiLM)):
+        if weight_file is not None:
+            raise ElmoError(f"Elmo got a biLM object and weight_file={weight_file!r}: the weights are the biLM's, leave "
+                            "weight_file out (AllenNLP's order: options_file, weight_file, num_output_representations; "
+                            "pass num_output_representations=... by name)")
+        return source
+    if not isinstance(source, (str, os.PathLike)):
+        raise ElmoError(f"Elmo's first argument must be bilm-tf's options file, a models folder or a biLM (BiLM, "
+                        f"PublishedBiLM), got {type(source).__name__}")
+    path = Path(source)
+    if weight_file is None:
+        if path.suffix == ".json" and not path.is_dir():
+            raise ElmoError(f"{path}: bilm-tf's options file needs its weight_file (the weights.hdf5) too")
+        if _open_folder is None:  # set when elmo.model.serialization is imported, as `import elmo` does
+            raise ElmoError(f"{path}: import elmo.model.serialization to open a folder")
+        opened = _open_folder(path)
+        if opened.bilm.vocab is None:
+            opened.bilm.vocab = opened.vocab  # save_pretrained then writes it (vocab.txt)
+        return opened.bilm
+    if not isinstance(weight_file, (str, os.PathLike)):
+        raise ElmoError(f"weight_file must be the path of bilm-tf's weights.hdf5, got {type(weight_file).__name__} "
+                        f"{weight_file!r}")
+    if path.is_dir():
+        raise ElmoError(f"{path} is a folder: give it alone (weight_file=None), or bilm-tf's options file with "
+                        f"weight_file {weight_file}")
+    return load_published_bilm(path, weight_file)
 
 
 class Elmo(nn.Module, HubMixin):
-    """ELMo_k = mix(h_{k,0}, .., h_{k,L}) for every token k, with dropout (paper eq. 1). ``save_pretrained`` /
+    """ELMo_k = mix(h_{k,0}, .., h_{k,L}) for every token k, with dropout (paper eq. 1); AllenNLP's ``Elmo``
+    (allennlp/modules/elmo.py, 2.10.1) with the project's biLMs and layer mixes besides. ``save_pretrained`` /
     ``from_pretrained`` (:class:`~elmo.model.hub.HubMixin`) write and read it, its biLM included, as a folder.
 
     Args:
-        bilm: a trained :class:`~elmo.model.bilm.BiLM` (e.g. ``load_bilm("models/bilstm.pt")[0]``) or the
-            published one, :class:`~elmo.model.published.PublishedBiLM` (``load_published_bilm(options, weights)``;
-            stateless: every sentence starts from zero LSTM states).
+        options_file: bilm-tf's ``options.json`` (the published ELMo files, or ``python -m elmo export``'s), with
+            ``weight_file``; or a biLM object: a trained :class:`~elmo.model.bilm.BiLM` (``load_bilm(...)[0]``) or a
+            :class:`~elmo.model.published.PublishedBiLM` (``load_published_bilm(options, weights)``); or, alone, a
+            folder or file the project writes (a models folder, ``bilstm.pt``, ``published_lm.pt``, a
+            ``save_pretrained`` folder: :func:`~elmo.model.serialization.open_bilm`; its biLM alone: a saved ``Elmo``
+            layer, mixes included, loads with :meth:`from_pretrained`). See :func:`open_elmo_bilm`.
+        weight_file: bilm-tf's ``weights.hdf5`` with an options file; ``None`` with anything else.
         num_output_representations: how many ELMo vectors per token, each with its own mix (>= 1).
-        mix: the layer mix, one of :data:`~elmo.model.mix.LAYER_MIXES`.
-        dropout: dropout on each ELMo vector (training only).
-        do_layer_norm: normalise each biLM layer per token before mixing (§3.2).
-        requires_grad: fine-tune the biLM (its weights get gradients); ``False`` freezes it and runs
-            it without autograd. The biLM always runs in eval mode (no LM dropout) either way.
-        seed: draws the fixed weights of ``frozen_lambda`` (output i uses ``seed + i``).
-        learned_function: the network of ``mix="learned_function"``: ``"gate"`` (token-wise scalar mix,
+        requires_grad: fine-tune the biLM (its weights get gradients); ``False`` freezes it and runs it without
+            autograd. The biLM always runs in eval mode (no LM dropout) either way.
+        do_layer_norm: normalise each biLM layer before mixing (§3.2). With AllenNLP's call (character ids, see
+            :meth:`forward`) as AllenNLP's ``ScalarMix``: one mean and variance per layer over all of the batch's
+            positions, ``<S>`` / ``</S>`` included (:func:`~elmo.model.mix.normalize_layers_over_batch`); with the
+            project's call (word ids) per token (:func:`~elmo.model.mix.normalize_layers`: a sentence's vectors
+            independent of its batch).
+        dropout: dropout probability on each ELMo vector, in [0, 1) (training mode only).
+        vocab_to_cache: a published biLM only: words whose token vectors (the character CNN's) are computed once and
+            looked up by AllenNLP's ``word_inputs`` (indices into this list; index 0 is padding, as AllenNLP's
+            vocabulary's ``@@PADDING@@``); computed on first use and again whenever the CNN's weights or device
+            change; not used while fine-tuning (``requires_grad=True``: the CNN then runs, so its vectors are current).
+        keep_sentence_boundaries: AllenNLP's call with a published biLM only: keep the vectors of ``<S>`` and
+            ``</S>``: ``(B, T + 2, D)`` vectors and mask (AllenNLP's ``keep_sentence_boundaries``).
+        scalar_mix_parameters: fixed un-normalised layer weights w (L + 1 floats, e.g. ``[-9e10, 1, -9e10]`` for
+            layer 1 alone): every output is γ · Σ softmax(w)_j h_j with w and γ = 1 never trained (AllenNLP's
+            ``scalar_mix_parameters``); replaces ``mix``'s weights (a scalar mix only).
+        mix: (keyword) the layer mix, one of :data:`~elmo.model.mix.LAYER_MIXES`; ``trainable_lambda`` is AllenNLP's.
+        seed: (keyword) draws the fixed weights of ``frozen_lambda`` (output i uses ``seed + i``).
+        learned_function: (keyword) the network of ``mix="learned_function"``: ``"gate"`` (token-wise scalar mix,
             :class:`~elmo.model.mix.GatedLayerMix`) or ``"mlp"`` (:class:`~elmo.model.mix.LearnedLayerFunction`).
 
     Raises:
-        ElmoError: unknown ``mix`` or ``learned_function``, ``num_output_representations < 1`` or ``dropout`` outside [0, 1).
+        ElmoError: one line: unknown ``mix`` or ``learned_function``; ``num_output_representations < 1``;
+            ``dropout`` outside [0, 1); ``scalar_mix_parameters`` not one number per layer (both counts named) or
+            with ``mix="learned_function"``; ``keep_sentence_boundaries`` or ``vocab_to_cache`` with our own biLM; and
+            :func:`open_elmo_bilm`'s (``weight_file`` missing or misplaced, a file that does not read, named).
 
-    Shapes: ``ids (B, T)``, ``lengths (B,)``, ``chars (B, T, C)``; every ELMo vector ``(B, T, D)`` with
-    ``D = bilm.output_dim`` (2 × the LSTM output width), zero at padded positions.
+    Shapes: every ELMo vector is ``(B, T, D)`` float with ``D = bilm.output_dim`` (2 × the LSTM output width: 1024 for
+    the Original published model), zero at padded positions; see :meth:`forward` for the inputs.
+
+    Not AllenNLP's: the biLM is stateless (every batch starts from zero LSTM states: AllenNLP's ``Elmo`` carries
+    them from batch to batch, so only its first batch after construction or ``reset_states()`` agrees); no
+    ``module`` argument (pass the biLM object as ``options_file`` instead).
     """
 
     hub_kind = "elmo"
 
-    def __init__(self, bilm: BiLM | PublishedBiLM, num_output_representations: int = 1, mix: str = "trainable_lambda",
-                 dropout: float = 0.5, do_layer_norm: bool = False, requires_grad: bool = False, seed: int = 0,
+    def __init__(self, options_file: str | os.PathLike | BiLM | PublishedBiLM, weight_file: str | os.PathLike | None = None,
+                 num_output_representations: int = 1, requires_grad: bool = False, do_layer_norm: bool = False,
+                 dropout: float = 0.5, vocab_to_cache: Sequence[str] | None = None, keep_sentence_boundaries: bool = False,
+                 scalar_mix_parameters: Sequence[float] | None = None, *, mix: str = "trainable_lambda", seed: int = 0,
                  learned_function: str = "gate"):
         super().__init__()
         if mix not in LAYER_MIXES:
             raise ElmoError(f"unknown layer mix {mix!r}; choose from {', '.join(LAYER_MIXES)}")
+        if learned_function not in LEARNED_FUNCTIONS:
+            raise ElmoError(f"unknown learned function {learned_function!r}; choose from {', '.join(LEARNED_FUNCTIONS)}")
         if num_output_representations < 1:
             raise ElmoError(f"num_output_representations must be >= 1, got {num_output_representations}")
         if not 0.0 <= dropout < 1.0:
             raise ElmoError(f"ELMo dropout must be in [0, 1), got {dropout}")
+        if isinstance(vocab_to_cache, str) or not all(isinstance(w, str) for w in vocab_to_cache or ()):
+            raise ElmoError(f"vocab_to_cache must be a list of str words, got {str(vocab_to_cache)[:60]!r}")
+        if scalar_mix_parameters is not None and mix == "learned_function":
+            raise ElmoError("scalar_mix_parameters fix a scalar mix's weights: use them with mix='trainable_lambda' or "
+                            "'frozen_lambda', not 'learned_function'")
+        bilm = open_elmo_bilm(options_file, weight_file)
+        published = isinstance(bilm, PublishedBiLM)
+        fixed = None if scalar_mix_parameters is None else _mix_parameters(scalar_mix_parameters, bilm.num_layers)
+        if not published and (keep_sentence_boundaries or vocab_to_cache):
+            raise ElmoError("keep_sentence_boundaries and vocab_to_cache need a published (bilm-tf) biLM; our biLM "
+                            "does not compute <S> / </S> vectors nor caches token vectors")
         self.bilm = bilm
         self.requires_grad = requires_grad
+        self.do_layer_norm = do_layer_norm
+        self.keep_sentence_boundaries = keep_sentence_boundaries
+        self.scalar_mix_parameters = fixed
+        self.vocab_to_cache = list(vocab_to_cache) if vocab_to_cache else None
+        self._word_cache: dict = {}  # vocab_to_cache's token vectors (elmo.model.published.cached)
         for p in self.bilm.parameters():
             p.requires_grad_(requires_grad)
-        self.mixes = nn.ModuleList(build_mix(mix, bilm.num_layers, bilm.output_dim, seed=seed + i,
-                                             layer_norm=do_layer_norm, learned_function=learned_function)
-                                   for i in range(num_output_representations))
+        # layer_norm=False: the layers are normalised once in forward (per token or over the batch), then mixed
+        if fixed is None:
+            self.mixes = nn.ModuleList(build_mix(mix, bilm.num_layers, bilm.output_dim, seed=seed + i, layer_norm=False,
+                                                 learned_function=learned_function)
+                                       for i in range(num_output_representations))
+        else:
+            self.mixes = nn.ModuleList(ScalarMix(bilm.num_layers, trainable=False, weights=torch.tensor(fixed))
+                                       for _ in range(num_output_representations))
         self.dropout = FastDropout(dropout) if dropout else nn.Identity()  # p = 0 draws no random numbers
 
     @property
@@ -74,9 +199,17 @@ class Elmo(nn.Module, HubMixin):
         """Width D of each ELMo vector."""
         return self.bilm.output_dim
 
+    def get_output_dim(self) -> int:
+        """Width D of each ELMo vector (AllenNLP's name for :attr:`output_dim`)."""
+        return self.output_dim
+
     def hub_config(self) -> dict:
-        """The constructor's arguments (``bilm``: its own config, :func:`~elmo.model.hub.nested_config`)."""
-        return {**self._hub_mixin_config, "bilm": nested_config(self.bilm)}
+        """The constructor's arguments (``bilm``: its own config, :func:`~elmo.model.hub.nested_config`; the
+        AllenNLP options ``keep_sentence_boundaries``, ``scalar_mix_parameters``, ``vocab_to_cache`` only when set)."""
+        optional = {"keep_sentence_boundaries": self.keep_sentence_boundaries,
+                    "scalar_mix_parameters": self.scalar_mix_parameters, "vocab_to_cache": self.vocab_to_cache}
+        return {**{k: v for k, v in self._hub_mixin_config.items() if k in ELMO_ARGS and k not in optional},
+                **{k: v for k, v in optional.items() if v}, "bilm": nested_config(self.bilm)}
 
     @classmethod
     def from_hub_config(cls, config: dict, vocab: Vocabulary | None) -> "Elmo":
@@ -99,32 +232,72 @@ class Elmo(nn.Module, HubMixin):
         self.bilm.eval()
         return self
 
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor | None = None, chars: torch.Tensor | None = None,
-                layers: torch.Tensor | None = None) -> dict[str, list[torch.Tensor] | torch.Tensor]:
-        """ELMo vectors of a right-padded batch.
+    def forward(self, inputs: torch.Tensor, word_inputs: torch.Tensor | None = None, chars: torch.Tensor | None = None,
+                layers: torch.Tensor | None = None, *,
+                lengths: torch.Tensor | None = None) -> dict[str, list[torch.Tensor] | torch.Tensor]:
+        """ELMo vectors of a right-padded batch, in one of two calls told apart by ``inputs``' shape.
 
-        Args:
-            ids: ``(B, T)`` int64 word ids of the biLM's vocabulary, right-padded with 0 (``<pad>``).
-            lengths: ``(B,)`` int64 true lengths; default: the count of non-padding ids per row.
-            chars: ``(B, T, C)`` int64 character ids (:func:`elmo.data.chars.batch_char_ids`; bilm-tf's
-                numbering for a published biLM, :func:`elmo.data.chars.bilm_tf_char_table`); required for a
-                character biLM, ignored otherwise.
-            layers: ``(L, B, T, D)`` precomputed LSTM layers h_1..h_L of this batch
-                (:mod:`elmo.inference.layer_cache`, ``batch["layers"]``); the biLM's LSTMs are then not run, only its
-                token layer h_0. Frozen biLM only.
+        **AllenNLP's call**, ``elmo(character_ids)`` or ``elmo(character_ids, word_inputs)`` (a character biLM):
+
+        * ``inputs``: ``(B, T, C)`` int64 character ids (or ``(..., T, C)``, flattened and restored as AllenNLP does),
+          0 = padding: :func:`elmo.data.chars.batch_to_ids` (bilm-tf's numbering + 1, ``C = 50``) for a published
+          biLM, :func:`elmo.data.chars.batch_char_ids` in its own numbering for our character biLM. A row's length is
+          its count of tokens with a non-zero id (AllenNLP's mask); a row may be empty (a published biLM reads
+          ``<S> </S>``; its vectors are zero). The published biLM adds ``<S>`` / ``</S>`` itself (the ids hold none).
+        * ``word_inputs``: ``(B, T)`` int64 indices into ``vocab_to_cache`` (0 = padding): the cached token vectors
+          replace the character CNN (AllenNLP's; the characters are read instead when an index is outside the list,
+          while fine-tuning, or, with a warning, without ``vocab_to_cache``).
+        * ``do_layer_norm`` over the batch and ``keep_sentence_boundaries`` as AllenNLP (see the class).
+
+        **The project's call**, ``elmo(ids, lengths, chars, layers)``:
+
+        * ``inputs``: ``(B, T)`` int64 word ids of the biLM's vocabulary, right-padded with 0 (``<pad>``).
+        * second argument (or ``lengths=``): ``(B,)`` int64 true lengths; default: the count of non-padding ids.
+        * ``chars``: ``(B, T, C)`` int64 character ids (:func:`elmo.data.chars.batch_char_ids`; bilm-tf's numbering
+          for a published biLM); required for a character biLM, ignored otherwise.
+        * ``layers``: ``(L, B, T, D)`` precomputed LSTM layers h_1..h_L of this batch (:mod:`elmo.inference.layer_cache`,
+          ``batch["layers"]``); the biLM's LSTMs are then not run, only its token layer h_0. Frozen biLM only.
+        * ``do_layer_norm`` per token.
 
         Returns:
-            ``{"elmo_representations": [num_output_representations × (B, T, D)], "mask": (B, T) bool}``
-            where mask is True at real tokens and the vectors are zero elsewhere.
+            ``{"elmo_representations": [num_output_representations × (B, T, D)], "mask": (B, T) bool}``, mask True at
+            real tokens, the vectors zero elsewhere (AllenNLP's padding, except that with ``keep_sentence_boundaries``
+            and ``do_layer_norm`` AllenNLP leaves ``-mean / sd`` there); ``T + 2`` positions, ``<S>`` and ``</S>``
+            included, with ``keep_sentence_boundaries``.
 
         Raises:
-            ElmoError: a row with no token (checked where ``lengths`` is on the host; on a GPU that check would wait
-                for the device at every step, so the library's callers make it on the host: the corpora, the
-                embedder and ``TextClassifier`` refuse empty texts before batching), ``ids`` not 2-d, ``chars``
-                missing for a character biLM, or ``layers`` given to a biLM being fine-tuned.
+            ElmoError: ``inputs`` neither 2-d nor 3-d or more; AllenNLP's call with a word biLM, another number of
+                characters per token than the biLM reads (both named), ``word_inputs`` of another shape than the
+                ids' ``(B, T)`` (both named), ids not right-padded (checked for CPU tensors), or ``lengths``, ``chars``
+                or ``layers`` given; the project's call with ``keep_sentence_boundaries``, lengths not ``(B,)``, a
+                row with no token (checked where the lengths are on the host; on a GPU that check would wait for the
+                device at every step, so the library's callers make it on the host: the corpora, the embedder and
+                ``TextClassifier`` refuse empty texts before batching), ``chars`` missing for a character biLM, or
+                ``layers`` given to a biLM being fine-tuned.
         """
-        if ids.dim() != 2:
-            raise ElmoError(f"Elmo expects ids of shape (B, T), got {tuple(ids.shape)}")
+        if inputs.dim() >= 3:
+            if lengths is not None or chars is not None or layers is not None:
+                raise ElmoError("elmo(character_ids (B, T, C)) is AllenNLP's call: it takes word_inputs, not lengths, "
+                                "chars or layers (those go with word ids (B, T): elmo(ids, lengths, chars))")
+            return self._forward_characters(inputs, word_inputs)
+        if inputs.dim() != 2:
+            raise ElmoError(f"Elmo expects character ids (B, T, C) or word ids (B, T), got shape {tuple(inputs.shape)}")
+        if word_inputs is not None:
+            if lengths is not None:
+                raise ElmoError("with word ids (B, T) the second argument is their lengths: give it once, not also "
+                                "as lengths=")
+            lengths = word_inputs
+        if lengths is not None and tuple(lengths.shape) != tuple(inputs.shape[:1]):
+            raise ElmoError(f"with word ids of shape {tuple(inputs.shape)} the lengths must have shape "
+                            f"{tuple(inputs.shape[:1])}, got {tuple(lengths.shape)}")
+        if self.keep_sentence_boundaries:
+            raise ElmoError("keep_sentence_boundaries applies to AllenNLP's call elmo(character_ids); "
+                            "elmo(ids, lengths, chars) returns the tokens alone")
+        return self._forward_ids(inputs, lengths, chars, layers)
+
+    def _forward_ids(self, ids: torch.Tensor, lengths: torch.Tensor | None, chars: torch.Tensor | None,
+                     layers: torch.Tensor | None) -> dict[str, list[torch.Tensor] | torch.Tensor]:
+        """:meth:`forward`'s project call (its arguments checked)."""
         if lengths is None:
             lengths = (ids != PAD_ID).sum(dim=1)
         if lengths.device.type == "cpu" and bool((lengths < 1).any()):  # on a GPU a read: the callers check on the host
@@ -139,9 +312,80 @@ class Elmo(nn.Module, HubMixin):
         else:
             with torch.set_grad_enabled(torch.is_grad_enabled() and self.requires_grad):
                 layers = self.bilm(ids, lengths, chars)  # (L+1, B, T, D)
+        if self.do_layer_norm:
+            layers = normalize_layers(layers)
         keep = mask.unsqueeze(-1)
         reps = [self.dropout(mix(layers)).masked_fill(~keep, 0.0) for mix in self.mixes]
         return {"elmo_representations": reps, "mask": mask}
+
+    def _forward_characters(self, inputs: torch.Tensor,
+                            word_inputs: torch.Tensor | None) -> dict[str, list[torch.Tensor] | torch.Tensor]:
+        """:meth:`forward`'s AllenNLP call (AllenNLP's ``Elmo.forward`` and ``_ElmoBiLm.forward``)."""
+        per_token = self.bilm.config.chars_per_token
+        if per_token is None:
+            raise ElmoError("this biLM reads word ids (BiLMConfig.token_encoder is 'word'), not characters: call "
+                            "elmo(ids, lengths)")
+        if inputs.shape[-1] != per_token:
+            raise ElmoError(f"character ids have {inputs.shape[-1]} characters per token, but the biLM reads "
+                            f"{per_token} (batch_to_ids gives 50, a published biLM's)")
+        chars = inputs.reshape(-1, *inputs.shape[-2:])
+        words = self._cached_words(word_inputs, tuple(inputs.shape[:-1]))
+        mask = words > 0 if words is not None else (chars > 0).any(dim=-1)  # (B, T), AllenNLP's
+        lengths, steps = mask.sum(dim=1), mask.shape[1]
+        if mask.device.type == "cpu" and not torch.equal(mask, length_mask(lengths, steps)):
+            raise ElmoError("character ids must be right-padded: a row has a padding (all-zero) token before a real one")
+        published = isinstance(self.bilm, PublishedBiLM)
+        boundaries = published and (self.keep_sentence_boundaries or self.do_layer_norm)  # AllenNLP mixes <S>, </S> too
+        with torch.set_grad_enabled(torch.is_grad_enabled() and self.requires_grad):
+            if published:
+                x = self._word_vectors()[words] if words is not None else self.bilm.token_vectors(chars)
+                layers = self.bilm.contextual(x, lengths, boundaries=boundaries)[0]  # (L+1, B, T or T + 2, D)
+            else:
+                if lengths.device.type == "cpu" and bool((lengths < 1).any()):
+                    raise ElmoError("Elmo got an empty sequence (a row with no token)")
+                layers = self.bilm(mask.long(), lengths, chars)  # the ids only give the shape to a character biLM
+        mixed_mask = length_mask(lengths + 2, steps + 2) if boundaries else mask
+        if self.do_layer_norm:
+            layers = normalize_layers_over_batch(layers, mixed_mask)
+        reps = [mix(layers) for mix in self.mixes]
+        if boundaries and not self.keep_sentence_boundaries:
+            reps = [r[:, 1:steps + 1] for r in reps]  # token t at t + 1; a row's </S> is masked below
+        out_mask = mixed_mask if self.keep_sentence_boundaries else mask
+        keep = out_mask.unsqueeze(-1)
+        reps = [self.dropout(r).masked_fill(~keep, 0.0) for r in reps]
+        lead = inputs.shape[:-2]
+        return {"elmo_representations": [r.reshape(*lead, *r.shape[1:]) for r in reps],
+                "mask": out_mask.reshape(*lead, out_mask.shape[-1])}
+
+    def _cached_words(self, word_inputs: torch.Tensor | None, shape: tuple[int, ...]) -> torch.Tensor | None:
+        """``word_inputs`` as ``(B, T)`` int64 when the cached token vectors serve them, else ``None`` (the characters
+        are read: AllenNLP's fallback). Raises ElmoError for a shape other than ``shape``, the ids' ``(..., T)``."""
+        if word_inputs is None:
+            return None
+        if self.vocab_to_cache is None:
+            warnings.warn("Elmo got word_inputs but no vocab_to_cache: they are ignored, the character ids are read "
+                          "(as AllenNLP does)", stacklevel=3)
+            return None
+        if tuple(word_inputs.shape) != shape:
+            raise ElmoError(f"word_inputs have shape {tuple(word_inputs.shape)}, but the character ids' tokens have "
+                            f"shape {shape}")
+        words = word_inputs.reshape(-1, shape[-1]).long()
+        if self.requires_grad or words.numel() and not 0 <= int(words.min()) <= int(words.max()) < len(self.vocab_to_cache):
+            return None
+        return words
+
+    def _word_vectors(self) -> torch.Tensor:
+        """``(len(vocab_to_cache), P)`` float32 token vectors of :attr:`vocab_to_cache` on the biLM's device, computed
+        once and again when the character CNN's weights, dtype or device change (:func:`~elmo.model.published.cached`)."""
+        bilm = self.bilm
+        params = list(bilm.token_encoder.parameters())
+        device = params[0].device
+
+        def make() -> list[torch.Tensor]:
+            table = bilm_tf_char_table(self.vocab_to_cache, bilm.config.max_chars).astype(np.int64)
+            plan = word_plan(table, bilm.words_per_pass, bilm.token_encoder.max_width).to(device)
+            return [bilm.token_vectors(torch.from_numpy(table).to(device), plan).float()]
+        return cached(self._word_cache, "vectors", params, compute_dtype(device.type), make)[0]
 
     def penalty(self) -> torch.Tensor:
         """Σ over trainable scalar mixes of ‖w‖² (the un-normalised weights; softmax(0) is the plain
@@ -163,3 +407,16 @@ class Elmo(nn.Module, HubMixin):
         groups = [[p for lm in lms for p in lm.layers[j].parameters()] for j in reversed(range(len(lms[0].layers)))]
         groups.append([p for lm in lms for p in lm.embedding.parameters()])
         return groups
+
+
+def _mix_parameters(values: Sequence[float], num_layers: int) -> list[float]:
+    """``scalar_mix_parameters`` as floats, one per layer. Raises ElmoError naming both counts (as AllenNLP's
+    ``ScalarMix``) or the bad value."""
+    try:
+        weights = [float(w) for w in values]
+    except (TypeError, ValueError):
+        raise ElmoError(f"scalar_mix_parameters must be {num_layers} numbers, got {str(values)[:60]!r}") from None
+    if len(weights) != num_layers:
+        raise ElmoError(f"scalar_mix_parameters has {len(weights)} values, but the biLM has {num_layers} layers to mix "
+                        f"(token layer + LSTM layers): give {num_layers}")
+    return weights

@@ -43,6 +43,27 @@ def normalize_layers(layers: torch.Tensor) -> torch.Tensor:
     return F.layer_norm(layers, layers.shape[-1:])
 
 
+def normalize_layers_over_batch(layers: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """AllenNLP's layer normalisation (``ScalarMix(do_layer_norm=True)``, allennlp/modules/scalar_mix.py): each layer
+    shifted and scaled by one mean and one variance over all of the batch's unmasked positions and features, so a
+    sentence's vectors depend on the rest of its batch (what :class:`~elmo.model.elmo.Elmo` computes for AllenNLP's
+    call; :func:`normalize_layers` is the per-token form).
+
+    Args:
+        layers: ``(L+1, B, T, D)``; mask: ``(B, T)`` bool, True at the positions counted (at least one).
+
+    Returns:
+        The same shape: ``(h - mean) / sqrt(variance + tiny)`` per layer, ``tiny`` AllenNLP's (1e-13; 1e-4 in
+        float16). Masked positions are transformed too (``-mean / sd`` where h is zero), as in AllenNLP.
+    """
+    keep = mask.unsqueeze(-1).to(layers.dtype)  # (B, T, 1)
+    count = mask.sum() * layers.shape[-1]
+    masked = layers * keep
+    mean = masked.sum(dim=(1, 2, 3), keepdim=True) / count
+    variance = (((masked - mean) * keep) ** 2).sum(dim=(1, 2, 3), keepdim=True) / count
+    return (layers - mean) / torch.sqrt(variance + (1e-4 if layers.dtype == torch.float16 else 1e-13))
+
+
 class ScalarMix(nn.Module):
     """γ · Σ_j softmax(w)_j · h_j (Peters et al. 2018, eq. 1).
 

@@ -713,8 +713,9 @@ class PublishedBiLM(nn.Module, HubMixin):
         return [*reversed(groups), list(self.token_encoder.parameters())]
 
     def contextual(self, x: torch.Tensor, lengths: torch.Tensor, states: States | None = None,
-                   carry: bool = False) -> tuple[torch.Tensor, States | None]:
-        """ELMo layers from token vectors: adds ``<S>`` / ``</S>``, runs both LSTM stacks, removes the boundaries.
+                   carry: bool = False, boundaries: bool = False) -> tuple[torch.Tensor, States | None]:
+        """ELMo layers from token vectors: adds ``<S>`` / ``</S>``, runs both LSTM stacks, removes the boundaries
+        (unless ``boundaries``).
 
         Args:
             x: ``(B, T, P)`` token vectors (:meth:`token_vectors`), right-padded; lengths: ``(B,)`` int64
@@ -724,24 +725,30 @@ class PublishedBiLM(nn.Module, HubMixin):
             states: initial :data:`States` (rows = batch rows); ``None`` = zeros.
             carry: read every sentence to its end (``</S>`` forward, ``<S>`` backward) and return the final
                 states (stateful use); otherwise those last steps are skipped (their outputs are dropped).
+            boundaries: keep ``<S>`` and ``</S>`` in the layers, as AllenNLP's ``_ElmoBiLm`` returns them (every
+                sentence read to its end, as with ``carry``): ``(L + 1, B, T + 2, D)``, row b's ``<S>`` at 0, its
+                tokens at ``1..n``, its ``</S>`` at ``n + 1``.
 
         Returns:
-            ``(layers (L + 1, B, T, D), final states or None)``; layers zero at padded positions.
+            ``(layers (L + 1, B, T, D), final states or None)`` (``T + 2`` positions with ``boundaries``); layers zero
+            at padded positions.
 
         Raises:
             ElmoError: :attr:`chunk_size` < 1.
         """
         batch, longest = x.shape[:2]
+        to_end = carry or boundaries  # every step read, the last ones (</S> forward, <S> backward) included
         host = lengths.device.type == "cpu"  # then the plan is made on the host: nothing read from the device
-        read = (lengths.numpy().astype(np.int64) + (2 if carry else 1)) if host else None
+        read = (lengths.numpy().astype(np.int64) + (2 if to_end else 1)) if host else None
         lengths = lengths.to(x.device)
         full, sentence = self._with_boundaries(x, lengths, self.boundary_plan(x.device) if host else None)
         order, restore, active = device_reading_plan(read, x.device) if host else \
-            _reading_plan(sentence if carry else sentence - 1)
+            _reading_plan(sentence if to_end else sentence - 1)
         depth, width = self.config.num_layers, x.shape[-1]
-        layers = x.new_empty(depth + 1, batch, longest, 2 * width, dtype=torch.float32)  # filled as computed
-        layers[0, ..., :width] = x
-        layers[0, ..., width:] = x
+        first, span = (0, longest + 2) if boundaries else (1, longest)  # the positions of full kept
+        layers = x.new_empty(depth + 1, batch, span, 2 * width, dtype=torch.float32)  # filled as computed
+        layers[0, ..., :width] = full if boundaries else x
+        layers[0, ..., width:] = full if boundaries else x
         finals: States = []
         for d, stack in enumerate((self.forward_layers, self.backward_layers)):
             inputs = full if d == 0 else reverse_padded(full, sentence)
@@ -751,9 +758,10 @@ class PublishedBiLM(nn.Module, HubMixin):
             for j in range(1, depth + 1):  # each layer written into its half and dropped: no second copy of them all
                 h = hs.pop(0).transpose(0, 1)[restore]
                 h = h if d == 0 else reverse_padded(h, sentence)
-                layers[j, ..., d * width:(d + 1) * width] = h[:, 1:longest + 1]
+                layers[j, ..., d * width:(d + 1) * width] = h[:, first:first + span]
             finals += [(h[restore], c[restore]) for h, c in ends]
-        return layers.mul_(length_mask(lengths, longest).unsqueeze(-1).float()), finals if carry else None
+        kept = length_mask(sentence, span) if boundaries else length_mask(lengths, longest)
+        return layers.mul_(kept.unsqueeze(-1).float()), finals if carry else None
 
     def reading_states(self, chars: torch.Tensor, lengths: torch.Tensor, directions: Sequence[int] = (0, 1),
                        dropout: Callable[[torch.Tensor], torch.Tensor] | None = None,

@@ -23,6 +23,7 @@ from ..errors import ElmoError
 from . import hub
 from .bilm import BiLM, BiLMConfig, LanguageModel
 from .classifier import ClassifierConfig, ElmoClassifier
+from .elmo import open_folders_with
 from .published import PublishedBiLM, weights_digest
 from .published_io import config_from_options, load_published_bilm, options_of
 from .published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
@@ -226,6 +227,9 @@ def open_bilm(path: str | os.PathLike) -> OpenedBiLM:
         bilm = model if isinstance(model, (BiLM, PublishedBiLM)) else model.bilm  # an Elmo layer's or a classifier's
         return OpenedBiLM(bilm, model.vocab, source, {"card": model.card})
     return OpenedBiLM(load_published_bilm(*source.files), None, source)
+
+
+open_folders_with(open_bilm)  # Elmo(folder) opens folders with it (elmo.model.elmo cannot import this module)
 
 
 #: BiLMConfig fields added after the first release (the paper's options); at their defaults they are

@@ -3,27 +3,22 @@ exported ``options.json`` + ``weights.hdf5`` gives the layers our trained :class
 (its ``published_lm.pt``) computes, for a tiny ``pretrain --architecture`` run and for a ``finetune`` of its export.
 
 Needs AllenNLP 2.10.1 without its dependencies, plus the few small packages that its package ``__init__`` files import
-(:data:`INSTALL`; ``.ci/run`` installs them, docs/testing.md). The heavy ones it imports for other models (spaCy,
-transformers, torchvision, fairscale, the Hugging Face hub, ``cached_path``'s cloud back ends) are stood in for while
-it is imported (:func:`import_allennlp_elmo`); AllenNLP's own files run unchanged. Skipped when AllenNLP is not
-installed; under CI (``CI=true``) that is a failure, not a skip.
+(``allennlp_reference.INSTALL``; ``.ci/run`` installs them, docs/testing.md). The heavy ones it imports for other
+models (spaCy, transformers, torchvision, fairscale, the Hugging Face hub, ``cached_path``'s cloud back ends) are stood
+in for while it is imported (``allennlp_reference.import_allennlp_elmo``, shared with
+tests/unit/model/test_elmo_allennlp.py); AllenNLP's own files run unchanged. Skipped when AllenNLP is not installed;
+under CI (``CI=true``) that is a failure, not a skip.
 """
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import json
-import logging
-import os
-import sys
-import types
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import torch
+from allennlp_reference import allennlp_marks, import_allennlp_elmo
 from published_reference import TOLERANCE
 from support import run_script, write_tiny_agnews
 from unit.pipelines.test_finetuning import FLAGS as FINETUNE_FLAGS
@@ -34,83 +29,12 @@ from elmo.cli import run
 from elmo.data.chars import TF_MAX_CHARS, batch_char_ids
 from elmo.model.serialization import open_bilm
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, *allennlp_marks()]
 
-INSTALL = "pip install --no-deps allennlp==2.10.1 base58==2.1.1 dill==0.4.1 lmdb==3.0.0 more-itertools==11.2.1"
-if importlib.util.find_spec("allennlp") is None:
-    if os.environ.get("CI"):
-        pytest.fail(f"CI run without AllenNLP: .ci/run must `{INSTALL}`", pytrace=False)
-    pytestmark = [pytestmark, pytest.mark.skip(reason=f"AllenNLP not installed ({INSTALL})")]
-
-#: what AllenNLP's package ``__init__`` files import for models other than ELMo, stood in for while it is imported
-STAND_INS = ("transformers", "spacy", "torchvision", "fairscale", "huggingface_hub", "cached_path")
 #: different lengths (1 to 12 tokens), non-ASCII bytes and a word past the 48 bytes a token keeps
 SENTENCES = [["The", "minister", "said", "the", "quarterly", "profit", "fell", "after", "the", "talks", "ended", "."],
              ["Zyxquv", "naïve", "École", "antidisestablishmentarianism-and-more-than-fifty-characters-long", "!"],
              ["Goal", "!"], ["a"]]
-
-
-class _StandIn(types.ModuleType):
-    """A package whose every attribute is a new empty class (enough for ``from x import Y`` and ``class Z(Y)``)."""
-
-    __path__: list[str] = []
-
-    def __getattr__(self, name: str) -> type:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        value = type(name, (), {"__init__": lambda self, *args, **kwargs: None})
-        setattr(self, name, value)
-        return value
-
-
-class _StandIns(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Imports of :data:`STAND_INS` (and their submodules) → :class:`_StandIn`; ``cached_path.cached_path`` is the
-    local path itself (what the real one returns for a local file: the exported files are local)."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname.split(".")[0] in STAND_INS:
-            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        module = _StandIn(spec.name)
-        if spec.name == "cached_path":
-            module.cached_path = lambda path, **_: Path(path)
-        return module
-
-    def exec_module(self, module):
-        pass
-
-
-def import_allennlp_elmo() -> types.SimpleNamespace:
-    """AllenNLP's ``_ElmoBiLm``, ``batch_to_ids`` and ``remove_sentence_boundaries``, imported with :data:`STAND_INS`
-    stood in for; afterwards ``sys.modules`` holds those names as before (AllenNLP keeps its references), and
-    ``logging``'s logger class, which AllenNLP replaces, is put back."""
-    def standing_in(name):
-        return name.split(".")[0] in STAND_INS
-
-    saved = {name: module for name, module in sys.modules.items() if standing_in(name)}
-    logger_class = logging.getLoggerClass()
-    finder = _StandIns()
-    sys.meta_path.insert(0, finder)
-    for name in saved:
-        del sys.modules[name]
-    try:
-        from allennlp.modules.elmo import _ElmoBiLm, batch_to_ids
-        from allennlp.nn.util import remove_sentence_boundaries
-    except ModuleNotFoundError as error:
-        message = f"AllenNLP's ELMo needs {error.name}: {INSTALL}"
-        if os.environ.get("CI"):
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    finally:
-        sys.meta_path.remove(finder)
-        for name in [name for name in sys.modules if standing_in(name)]:
-            del sys.modules[name]
-        sys.modules.update(saved)
-        logging.setLoggerClass(logger_class)
-    return types.SimpleNamespace(ElmoBiLm=_ElmoBiLm, batch_to_ids=batch_to_ids,
-                                 remove_sentence_boundaries=remove_sentence_boundaries)
 
 
 @pytest.fixture(scope="module")
