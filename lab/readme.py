@@ -17,7 +17,6 @@ no generated line is longer than :data:`WIDTH` characters (table rows excepted).
 
 from __future__ import annotations
 
-import json
 import re
 import textwrap
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from elmo.errors import ElmoError
 from elmo.pipelines.common import option
 
 from .report.analysis import analysis
-from .report.results import load_results, load_timings
+from .report.results import load_results, load_timings, read_json
 from .report.tables import (
     comparisons_table,
     curve_comparisons_table,
@@ -186,7 +185,7 @@ def gpu_lines(results_dir: Path) -> list[str]:
     file = results_dir / "gpu" / "gpu.json"
     if not file.is_file():
         return []
-    run = json.loads(file.read_text())
+    run = read_json(file)
     scripts, device = run["parts"].get("default_run", {}).get("scripts", {}), run["device"]
     lm, cls = scripts.get("ELMO.py", {}), scripts.get("classification.py", {})
     if "seconds" not in lm or "seconds" not in cls:
@@ -387,7 +386,9 @@ def write_readme(config: ReadmeArgs) -> str:
         The README as written.
 
     Raises:
-        ElmoError: a missing or invalid results file, or README markers that are missing.
+        ElmoError: a missing or invalid results file, a results file without a key the text needs (naming the file
+            and the key: :class:`~lab.report.results.Recorded`), or README markers that are missing. Nothing is
+            written then: both texts are made before either file is written.
     """
     results = Path(config.results_dir)
     res = load_results(results, results / "experiments")
@@ -398,11 +399,12 @@ def write_readme(config: ReadmeArgs) -> str:
     readme = readme_path.read_text(encoding="utf-8")
     for name, block in zip(BLOCKS, (headline(res["seeds"]), timing_block(results), results_block(res, text))):
         readme = fill(readme, name, block)
+    lscpu = results / "timing" / "lscpu.txt"
+    cpu = cpu_label(lscpu) if lscpu.is_file() else "not recorded"
+    page_text = results_page(res, text, cpu)
     readme_path.write_text(readme, encoding="utf-8")
     page = Path(config.results_page)
     page.parent.mkdir(parents=True, exist_ok=True)
-    lscpu = results / "timing" / "lscpu.txt"
-    cpu = cpu_label(lscpu) if lscpu.is_file() else "not recorded"
-    page.write_text(results_page(res, text, cpu), encoding="utf-8")
+    page.write_text(page_text, encoding="utf-8")
     print(f"wrote {readme_path} ({len(readme.splitlines())} lines) and {page}", flush=True)
     return readme

@@ -5,6 +5,7 @@ model must beat."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import csv
 import math
 import os
@@ -75,15 +76,23 @@ def run_in_process(command: str, out: Path, data: Path, *extra: str, lab: bool =
     What a run changes process-wide (torch threads, the random generators, oneDNN's cache variables) is put back
     afterwards. For runs whose numbers are compared across processes, or that must be killed, use
     :func:`run_script`."""
+    from elmo.cli import merge_flags, run
+
+    with process_state_kept():
+        return run(command, merge_flags(["--data-dir", str(data), "--models-dir", str(out / "models"), "--results-dir",
+                                         str(out / "results"), "--images-dir", str(out / "images")], extra), lab=lab)
+
+
+@contextlib.contextmanager
+def process_state_kept():
+    """Put back what a command run in this process changes process-wide: torch's thread count, the random
+    generators (torch, numpy, Python's) and the environment (oneDNN's cache variables)."""
     import numpy as np
     import torch
 
-    from elmo.cli import merge_flags, run
-
     saved = (torch.get_num_threads(), torch.get_rng_state(), np.random.get_state(), random.getstate(), dict(os.environ))
     try:
-        return run(command, merge_flags(["--data-dir", str(data), "--models-dir", str(out / "models"), "--results-dir",
-                                         str(out / "results"), "--images-dir", str(out / "images")], extra), lab=lab)
+        yield
     finally:
         threads, torch_rng, numpy_rng, python_rng, environ = saved
         torch.set_num_threads(threads)

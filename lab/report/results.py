@@ -71,10 +71,35 @@ def current_keys(classification: dict) -> dict:
     return classification
 
 
-def _read_json(path: Path) -> dict:
-    """The JSON object in ``path``; :class:`ElmoError` (naming the file) when missing or invalid."""
+class Recorded(dict):
+    """A JSON object read from a results file (:func:`read_json`) that knows where it came from: reading a key it
+    lacks (``obj[key]``) raises :class:`ElmoError` naming the file and the key's path (``test.forward_perplexity``),
+    so a file written by another kind of run (a biLM without a test split, say) stops the command with one line
+    instead of a ``KeyError`` deep in the report. ``get`` and ``in`` behave as a dict's."""
+
+    def __init__(self, items: dict, file: Path, where: tuple[str, ...] = ()):
+        super().__init__(items)
+        self.file, self.where = file, where
+
+    def __missing__(self, key: Any) -> Any:
+        raise ElmoError(f"{self.file}: no key {'.'.join([*self.where, str(key)])!r}: it was written by a run that does "
+                        "not record it, so it cannot be read here")
+
+
+def _recorded(value: Any, file: Path, where: tuple[str, ...] = ()) -> Any:
+    """``value`` with every JSON object in it a :class:`Recorded` of ``file`` at its key path."""
+    if isinstance(value, dict):
+        return Recorded({k: _recorded(v, file, (*where, str(k))) for k, v in value.items()}, file, where)
+    if isinstance(value, list):
+        return [_recorded(v, file, (*where, str(i))) for i, v in enumerate(value)]
+    return value
+
+
+def read_json(path: Path) -> dict:
+    """The JSON object in ``path`` as a :class:`Recorded` (a missing key read from it names the file and the key);
+    :class:`ElmoError` (naming the file) when the file is missing or invalid."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return _recorded(json.loads(path.read_text(encoding="utf-8")), path)
     except FileNotFoundError:
         raise ElmoError(f"{path} not found") from None
     except json.JSONDecodeError as exc:
@@ -98,8 +123,8 @@ def _load_experiments(experiments_dir: str | os.PathLike | None, runs: Sequence[
             raise ElmoError(f"{folder / 'classification.json'} not found: the diagnostic run {name!r} has not been run "
                             "there; name the runs to list with --experiments (none: --experiments with no value)")
         lm = folder / "lm.json"
-        out[name] = {"lm": _read_json(lm) if lm.is_file() else None,
-                     "classification": current_keys(_read_json(folder / "classification.json"))}
+        out[name] = {"lm": read_json(lm) if lm.is_file() else None,
+                     "classification": current_keys(read_json(folder / "classification.json"))}
     return out
 
 
@@ -144,13 +169,13 @@ def load_results(results_dir: str | os.PathLike, experiments_dir: str | os.PathL
         ElmoError: a file that is missing or not valid JSON (naming it), a diagnostic run of ``runs`` missing.
     """
     results = Path(results_dir)
-    out = {name: _read_json(results / f"{name}.json") for name in ("lm", "classification", "baselines")}
+    out = {name: read_json(results / f"{name}.json") for name in ("lm", "classification", "baselines")}
     current_keys(out["classification"])  # the current key names, whichever version wrote it
-    out["seeds"] = _read_json(results / "seeds.json") if (results / "seeds.json").is_file() else None
+    out["seeds"] = read_json(results / "seeds.json") if (results / "seeds.json").is_file() else None
     curve = results / "learning_curve.json"
-    out["learning_curve"] = _read_json(curve) if curve.is_file() else None
+    out["learning_curve"] = read_json(curve) if curve.is_file() else None
     text_curve = results / "pretraining_text_curve.json"
-    out["pretraining_text_curve"] = _read_json(text_curve) if text_curve.is_file() else None
+    out["pretraining_text_curve"] = read_json(text_curve) if text_curve.is_file() else None
     out["timing"] = load_timings(results / "timing")
     out["experiments"] = _load_experiments(experiments_dir, runs)
     out["init"] = _init_pair(out)
@@ -176,7 +201,7 @@ def load_timings(folder: str | os.PathLike) -> dict[str, dict[str, dict[str, flo
         run = read_time_v(path)
         lm = Path(folder) / f"{precision}_lm.json"
         if script == "ELMO.py" and lm.is_file():  # directions side by side: the sum of the processes' own peaks
-            per_process = _read_json(lm).get("peak_rss_mb")
+            per_process = read_json(lm).get("peak_rss_mb")
             run["peak_gb"] = sum(per_process.values()) * 2**20 / 1e9 if per_process else run["peak_gb"]
         out.setdefault(precision, {})[script] = run
     return out
