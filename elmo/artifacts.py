@@ -80,6 +80,23 @@ class Outputs:
         """``classifier.pt`` (the layer mix best on validation) or ``classifier_<mix>.pt``."""
         return self.models / ("classifier.pt" if mix is None else f"classifier_{mix}.pt")
 
+    def classifiers(self) -> list[Path]:
+        """The classifier files ``--models-dir`` holds now (``classifier.pt``, ``classifier_<mix>.pt``), sorted."""
+        if not self.models.is_dir():
+            return []
+        return sorted(p for p in self.models.glob("classifier*.pt") if re.fullmatch(r"classifier(_\w+)?\.pt", p.name))
+
+    @staticmethod
+    def stale(path: Path) -> Path:
+        """Where a classifier file goes when a new biLM replaces the one it was trained on: ``<name>.stale`` beside
+        it (``classifier.pt.stale``), or ``<name>.stale.2``, ``.stale.3`` ... when that name is taken, so that no
+        earlier file is written over; no command reads these names."""
+        target, number = path.with_name(path.name + ".stale"), 1
+        while target.exists() or target.is_symlink():
+            number += 1
+            target = path.with_name(f"{path.name}.stale.{number}")
+        return target
+
     def static(self, method: str) -> Path:
         """``<method>.pt``: the vectors of a static baseline (``word2vec``, ``svd``)."""
         return self.models / f"{method}.pt"
@@ -291,8 +308,11 @@ def load_checkpoint(path: str | os.PathLike, expected_format: str | tuple[str, .
 
 
 def check_writable(*folders: str | os.PathLike, flags: tuple[str | None, ...] = ()) -> None:
-    """Create each output folder and prove it can be written, before any training starts (so a run
-    never trains for minutes and then fails to save).
+    """Prove each output folder can be written, before any training starts (so a run never trains for minutes
+    and then fails to save), without creating it: a folder is made when the first file is written into it
+    (:func:`atomic_write`), so a run that fails or is interrupted first leaves no empty folder behind. A test file
+    is written and removed in the folder, or, when it does not exist yet, in the nearest folder above it that
+    does (where it will be created).
 
     Args:
         folders: the output folders; flags: the flag naming each (``--models-dir`` ...), for the messages.
@@ -303,13 +323,17 @@ def check_writable(*folders: str | os.PathLike, flags: tuple[str | None, ...] = 
     """
     for i, folder in enumerate(map(Path, folders)):
         flag = flags[i] if i < len(flags) else None
-        _make_folder(folder, flag)
+        where = f" ({flag})" if flag else ""
+        existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
+        if not existing.is_dir():
+            raise ElmoError(f"{existing} is a file, not a folder{f' (in {flag} {folder})' if flag else ''}: choose "
+                            "another path or move the file")
         try:
-            with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test."):
+            with tempfile.NamedTemporaryFile(dir=existing, prefix=".write-test."):
                 pass
         except OSError as exc:
-            raise ElmoError(f"cannot write to output folder {folder}{f' ({flag})' if flag else ''}: "
-                            f"{exc.strerror or exc}") from None
+            what = f"write to output folder {folder}" if existing == folder else f"create the folder {folder}"
+            raise ElmoError(f"cannot {what}{where}: {exc.strerror or exc}") from None
 
 
 PathArg = str | os.PathLike | None

@@ -153,6 +153,21 @@ class BooleanOnce(_PerParse, argparse.BooleanOptionalAction):
         super().__call__(parser, namespace, values, option_string)
 
 
+class OneOfOnce(_PerParse, argparse.Action):
+    """One flag of a choice the command requires (``embed``'s ``--all`` / ``--top`` / ``--average``): the flag alone
+    sets its field to ``True`` (no ``--no-flag``), refused when given twice. Left out, the field keeps its default
+    (the command's ``check`` names the choice when none or several are given)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if self.given_before(namespace):
+            parser.error(f"{self.option_strings[0]} was given twice: give it once")
+        setattr(namespace, self.dest, True)
+
+
 class ExtendList(_PerParse, argparse.Action):
     """A list flag: its values replace the default, and a repeated flag adds its values after the earlier ones
     (``--text A --text B`` is ``--text A B``)."""
@@ -168,21 +183,28 @@ def add_flags(parser: argparse.ArgumentParser, args_cls: type, lab: bool = False
     whose metadata says ``positional=True`` becomes a positional argument). A field marked ``lab=True`` gets its flag
     only with ``lab`` (the lab's variants of the commands); without it, the field keeps its default. A flag given
     twice is refused (:class:`StoreOnce`, :class:`BooleanOnce`), except a list flag, which adds the values of each
-    (:class:`ExtendList`)."""
+    (:class:`ExtendList`). Boolean fields whose metadata says ``one_of=TITLE`` are the flags of a choice the command
+    requires: listed together under ``TITLE (one is required)`` in ``--help``, without ``--no-flag``
+    (:class:`OneOfOnce`)."""
     hints = typing.get_type_hints(args_cls)
+    groups: dict[str, Any] = {}
     for f in dataclasses.fields(args_cls):
         if f.metadata.get("lab") and not lab:
             continue
         flag = flag_of(f)
         kind = _flag_type(hints[f.name])
         extra = {"metavar": _metavar(f, kind),
-                 **{k: v for k, v in f.metadata.items() if k not in ("help", "positional", "lab")}}
+                 **{k: v for k, v in f.metadata.items() if k not in ("help", "positional", "lab", "one_of")}}
         listed = typing.get_origin(kind) in (list, tuple)
         if listed:  # a list flag takes one or more values, or any number where its field says nargs="*"
             extra.setdefault("nargs", "+")
         if f.metadata.get("positional"):
             parser.add_argument(f.name, type=kind, help=f.metadata.get("help"),
                                 **{k: v for k, v in extra.items() if k != "metavar"})
+        elif kind is bool and f.metadata.get("one_of"):
+            title = f.metadata["one_of"]
+            group = groups.get(title) or groups.setdefault(title, parser.add_argument_group(f"{title} (one is required)"))
+            group.add_argument(flag, action=OneOfOnce, help=f.metadata.get("help"))
         elif kind is bool:
             parser.add_argument(flag, action=BooleanOnce, default=f.default, help=f.metadata.get("help"))
         else:
@@ -217,10 +239,17 @@ def merge_flags(*sources: Sequence[str]) -> list[str]:
 
 
 def command_parser(spec: Command, prog: str, lab: bool = False) -> argparse.ArgumentParser:
-    """The parser of one command: its flags (:func:`add_flags`; ``lab``: with the lab's), one-line usage."""
+    """The parser of one command: its flags (:func:`add_flags`; ``lab``: with the lab's), one-line usage naming the
+    positional arguments and each required choice (``(--all | --top | --average)``)."""
     positional = [f.name for f in dataclasses.fields(spec.args) if f.metadata.get("positional")]
+    choices: dict[str, list[str]] = {}
+    for f in dataclasses.fields(spec.args):
+        if f.metadata.get("one_of"):
+            choices.setdefault(f.metadata["one_of"], []).append(flag_of(f))
     parser = argparse.ArgumentParser(prog=prog, description=spec.help, formatter_class=HelpFormatter,
-                                     usage=" ".join(["%(prog)s [-h] [options]", *positional]))
+                                     usage=" ".join(["%(prog)s [-h] [options]",
+                                                     *(f"({' | '.join(flags)})" for flags in choices.values()),
+                                                     *positional]))
     return add_flags(parser, spec.args, lab)
 
 

@@ -79,7 +79,13 @@ def hub_folder(model_id: str | os.PathLike, **download: Any) -> Path:
         return Path(snapshot_download(str(model_id), allow_patterns=[CONFIG, WEIGHTS, VOCAB, CARD], **download))
     except Exception as exc:  # network, authentication, missing repository: one line, whatever the cause
         raise ElmoError(f"{model_id}: no such folder, and the Hub model could not be downloaded: "
-                        f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+                        f"{hub_failure(exc)}") from None
+
+
+def hub_failure(exc: BaseException) -> str:
+    """Why a Hub call failed, in one line (offline, authentication, a missing repository; whichever HTTP client
+    ``huggingface_hub`` uses): the first line of ``exc``'s message, else its type's name."""
+    return str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPER, model_card_template=CARD_TEMPLATE,
@@ -129,7 +135,8 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
             the commit URL when pushed, else ``None``.
 
         Raises:
-            ElmoError: the folder (or a part of its path) is a file or cannot be written.
+            ElmoError: the folder (or a part of its path) is a file or cannot be written; the push failed (offline,
+                not logged in: the folder is written, the message says so and why the push failed).
         """
         target = Path(save_directory)
         check_writable(target, flags=("save_directory",))
@@ -137,8 +144,12 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
         kwargs.pop("config", None)  # push_to_hub passes it; config.json is ours
         self._save_pretrained(target, card_repo)
         if push_to_hub:
-            return self.push_to_hub(repo_id or target.name, model_card_kwargs={"repo_id": repo_id or target.name},
-                                    **kwargs)
+            try:
+                return self.push_to_hub(repo_id or target.name, model_card_kwargs={"repo_id": repo_id or target.name},
+                                        **kwargs)
+            except Exception as exc:  # network, authentication, permissions: one line, as hub_folder says it
+                raise ElmoError(f"wrote {target}, but could not push it to the Hub model {repo_id or target.name}: "
+                                f"{hub_failure(exc)}") from None
         return None
 
     def _save_pretrained(self, save_directory: Path, repo_id: str = "path/to/folder") -> None:

@@ -28,11 +28,11 @@ from ..runtime.device import (
     resolve_precision,
     set_seed,
 )
-from ..training.state import Checkpointing
+from ..training.state import Checkpointing, flags_meta
 
 #: ``--batch-size``'s default (:func:`auto_batch_size`): this many documents per batch, or fewer on a small
 #: training split so that an epoch has at least ``MIN_STEPS_PER_EPOCH`` optimiser steps, but never fewer than
-#: ``MIN_AUTO_BATCH`` documents.
+#: ``MIN_AUTO_BATCH`` documents (so below ``MIN_AUTO_BATCH * MIN_STEPS_PER_EPOCH`` documents an epoch has fewer).
 DEFAULT_BATCH_SIZE, MIN_AUTO_BATCH, MIN_STEPS_PER_EPOCH = 64, 8, 250
 
 
@@ -42,7 +42,8 @@ def auto_batch_size(batch_size: int | None, train_documents: int | None) -> int:
 
     Args:
         batch_size: ``--batch-size`` (``None``: choose).
-        train_documents: documents in the training split (``None``: unknown, e.g. a streamed ``--train-file``).
+        train_documents: documents in the training split (AG News's, or the lines of a ``--train-file`` counted
+            in its vocabulary pass); ``None``: unknown.
 
     Returns:
         Documents per batch.
@@ -54,14 +55,36 @@ def auto_batch_size(batch_size: int | None, train_documents: int | None) -> int:
     return max(MIN_AUTO_BATCH, min(DEFAULT_BATCH_SIZE, train_documents // MIN_STEPS_PER_EPOCH))
 
 
+def auto_batch_reason(train_documents: int) -> str:
+    """Why :func:`auto_batch_size` chose a batch below :data:`DEFAULT_BATCH_SIZE` for ``train_documents`` (what
+    :func:`resolve_batch_size` prints), true in every case: batches of at most B documents (fewer when
+    ``--max-tokens`` or the length buckets cut one short) make at least ceil(N / B) steps an epoch, at least
+    :data:`MIN_STEPS_PER_EPOCH` unless the floor :data:`MIN_AUTO_BATCH` binds (below 2,000 documents).
+
+    Returns:
+        e.g. ``"3,800 training documents: at least 254 steps per epoch"`` or, the floor binding, ``"1,900
+        training documents: at least 238 steps per epoch; the smallest automatic batch, 8, cannot promise 250"``;
+        ``""`` when the default batch is kept.
+    """
+    chosen = auto_batch_size(None, train_documents)
+    if chosen >= DEFAULT_BATCH_SIZE:
+        return ""
+    steps = -(-train_documents // chosen)
+    reason = f"{train_documents:,} training documents: at least {steps:,} steps per epoch"
+    if steps < MIN_STEPS_PER_EPOCH:
+        reason += f"; the smallest automatic batch, {MIN_AUTO_BATCH}, cannot promise {MIN_STEPS_PER_EPOCH}"
+    return reason
+
+
 def resolve_batch_size(config: CommonArgs, train_documents: int | None, say: Callable[[str], None]) -> int:
     """Fix ``config.batch_size`` to :func:`auto_batch_size`'s choice before training starts, so that the
     training checkpoints and the results JSON record the size that ran (and ``--resume`` compares it), and
-    say the batches' size (with why, when the default was lowered for a small training split)."""
+    say the batches' size (with why, :func:`auto_batch_reason`, when the default was lowered for a small training
+    split)."""
     chosen = auto_batch_size(config.batch_size, train_documents)
     why = ""
-    if config.batch_size is None and chosen < DEFAULT_BATCH_SIZE:
-        why = f" ({train_documents:,} training documents give at least {MIN_STEPS_PER_EPOCH} steps per epoch)"
+    if config.batch_size is None and train_documents is not None and chosen < DEFAULT_BATCH_SIZE:
+        why = f" ({auto_batch_reason(train_documents)})"
     say(f"batches: up to {chosen} documents{why} and {config.max_tokens:,} tokens, padding included "
         "(--batch-size, --max-tokens)")
     config.batch_size = chosen
@@ -70,7 +93,9 @@ def resolve_batch_size(config: CommonArgs, train_documents: int | None, say: Cal
 
 def option(default: Any, help: str, **kwargs) -> Any:
     """A dataclass field carrying its ``--flag`` help text (and argparse extras such as ``choices``). ``lab=True``
-    marks a field that only experiments set: the user commands take no flag for it (:func:`elmo.cli.add_flags`)."""
+    marks a field that only experiments set: the user commands take no flag for it (:func:`elmo.cli.add_flags`);
+    ``one_of=TITLE`` marks a boolean flag of a choice the command requires (``embed``'s ``--all`` / ``--top`` /
+    ``--average``)."""
     return field(default=default, metadata={"help": help, **kwargs})
 
 
@@ -152,7 +177,7 @@ class CommonArgs:
     device: str = option("auto", "auto (CUDA when present), cpu or cuda")
     precision: str = option("auto", "mixed precision (weights stay fp32)", choices=PRECISIONS)
     threads: int | None = option(None, "CPU threads per process (default: all cores)")
-    quiet: bool = option(False, "no progress bars or per-epoch lines")
+    quiet: bool = option(False, "no progress bars or per-epoch lines (the other lines and the final table still print)")
     resume: bool = option(False, "continue an interrupted run (same flags)")
     checkpoint_every: int = option(500, "save the training state every N steps")
 
@@ -188,7 +213,8 @@ class StartedRun:
     Attributes:
         ctx: this process's place in a ``torchrun`` job (single process otherwise).
         device: where models run; amp_dtype: the autocast dtype (``None`` = fp32); threads: CPU threads.
-        outputs: the output files; say: prints a line on rank 0 unless ``--quiet``.
+        outputs: the output files; say: prints a line on rank 0 (``--quiet`` too: it drops only the progress bars
+            and the per-epoch lines, which :class:`~elmo.training.trainer.Progress` prints).
     """
 
     ctx: distributed.Context
@@ -226,7 +252,7 @@ def start(config: CommonArgs, kernel_cache_entries: int) -> StartedRun:
     threads = configure_threads(config.threads)
     device = resolve_device(config.device)
     amp_dtype = resolve_precision(config.precision, device)
-    say = (lambda *a: None) if config.quiet or not ctx.is_main else (lambda *a: print(*a, flush=True))
+    say = (lambda *a: print(*a, flush=True)) if ctx.is_main else (lambda *a: None)
     outputs = config.outputs
     say(f"output folders: models {outputs.models}, results {outputs.results}, plots {outputs.images}")
     if ctx.is_main:
@@ -241,7 +267,7 @@ def checkpointing(config: CommonArgs, name: str, **meta: Any) -> Checkpointing:
     ``--resume``; its meta holds the script's flags (those that change results) and ``meta``."""
     flags = {k: v for k, v in dataclasses.asdict(config).items() if k not in RESUMABLE_FLAGS}
     return Checkpointing(config.outputs.checkpoint(name), config.checkpoint_every, config.resume,
-                         {"flags": repr(sorted(flags.items())), **meta})
+                         {"flags": flags_meta(flags), **meta})
 
 
 def remove_checkpoints(config: CommonArgs, names: Sequence[str]) -> None:

@@ -2,7 +2,8 @@
 
 ``python -m elmo embed sentences.txt out.hdf5 --all --options-file OPTIONS.json --weight-file WEIGHTS.hdf5``
 (the published ELMo) or ``--models-dir models/`` (whichever biLM the folder holds: our ``bilstm.pt``, the
-``published_lm.pt`` of ``pretrain --architecture`` / ``finetune``, or ``export``'s ``options.json`` + ``weights.hdf5``;
+``published_lm.pt`` of ``pretrain --architecture`` / ``finetune``, the ``config.json`` + ``model.safetensors`` of
+``export --format hub`` / ``save_pretrained``, or ``export``'s ``options.json`` + ``weights.hdf5``; or a Hub model id;
 :func:`~elmo.model.serialization.open_bilm`). The output has AllenNLP's layout: one dataset per
 input line, named by its 0-based line index, holding ``(L + 1, n, D)`` with ``--all``, the top layer ``(n, D)`` with
 ``--top`` or the layers' average ``(n, D)`` with ``--average`` (float32); plus a dataset ``sentence_to_index`` of
@@ -53,13 +54,14 @@ class EmbedArgs:
 
     input_file: str = option(None, "UTF-8 text file, one whitespace-tokenised sentence per line", positional=True)
     out: str = option(None, "the hdf5 file to write", positional=True)
-    all: bool = option(False, "write every layer of each sentence, (L + 1, n, D)")
-    top: bool = option(False, "write the top layer, (n, D)")
-    average: bool = option(False, "write the average of the layers, (n, D)")
+    all: bool = option(False, "write every layer of each sentence, (L + 1, n, D)", one_of="what to write")
+    top: bool = option(False, "write the top layer, (n, D)", one_of="what to write")
+    average: bool = option(False, "write the average of the layers, (n, D)", one_of="what to write")
     options_file: str | None = option(None, "the published ELMo's options.json (bilm-tf; with --weight-file)")
     weight_file: str | None = option(None, "the published ELMo's weights.hdf5 (with --options-file)")
-    models_dir: str | None = option(None, "a models folder instead: bilstm.pt, published_lm.pt or options.json + "
-                                          "weights.hdf5")
+    models_dir: str | None = option(None, "a models folder instead, holding (looked for in this order) bilstm.pt, "
+                                          "published_lm.pt, config.json + model.safetensors (export --format hub) or "
+                                          "options.json + weights.hdf5; or a Hub model id")
     batch_size: int = option(64, "sentences per batch")
     device: str = option("auto", "auto (CUDA when present), cpu or cuda")
     precision: str = option("fp32", "fp32 (exact), or bf16 / auto for speed", choices=PRECISIONS)
@@ -67,12 +69,17 @@ class EmbedArgs:
     chunk_size: int = option(CHUNK_SIZE, "compute longer lines N positions at a time")
     forget_sentences: bool = option(False, "do not write the sentence_to_index dataset")
     threads: int | None = option(None, "CPU threads (default: all cores)")
-    quiet: bool = option(False, "no progress bar")
+    quiet: bool = option(False, "no progress bar (the line saying what was written still prints)")
 
     def check(self) -> None:
-        """Exactly one output format and one biLM. Raises :class:`ElmoError`."""
-        if sum((self.all, self.top, self.average)) != 1:
-            raise ElmoError("give exactly one of --all, --top and --average")
+        """Exactly one output format (required, as in AllenNLP's ``elmo`` command) and one biLM. Raises
+        :class:`ElmoError`."""
+        chosen = [f"--{name}" for name in OUTPUT_FORMATS if getattr(self, name)]
+        if not chosen:
+            raise ElmoError("one of --all, --top and --average is required: what to write (every layer, the top "
+                            "layer or their average)")
+        if len(chosen) > 1:
+            raise ElmoError(f"give only one of --all, --top and --average, not {' and '.join(chosen)}")
         if (self.models_dir is None) == (self.options_file is None and self.weight_file is None):
             raise ElmoError("give the published ELMo (--options-file and --weight-file) or our own biLM "
                             "(--models-dir), not both and not neither")
@@ -215,7 +222,6 @@ def embed(config: EmbedArgs) -> dict[str, Any]:
         kept = "left as it was" if existed else "not written"
         raise Interrupted(f"embedding {config.input_file} was interrupted by Ctrl-C; {target} was {kept}") from None
     summary |= {"seconds": time.perf_counter() - started, "out": str(target), "format": config.output_format}
-    if not config.quiet:
-        print(f"wrote {summary['sentences']:,} sentences ({summary['tokens']:,} tokens) to {target} in "
-              f"{summary['seconds']:.1f} s", file=sys.stderr)
+    print(f"wrote {summary['sentences']:,} sentences ({summary['tokens']:,} tokens) to {target} in "
+          f"{summary['seconds']:.1f} s", file=sys.stderr)  # --quiet drops only the progress bar
     return summary

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from ..artifacts import environment_info
-from ..data.corpus import EncodedCorpus, encode_corpus
+from ..data.corpus import encode_corpus
 from ..errors import ElmoError
 from ..model.published import PublishedBiLM
 from ..model.published_finetune import (
@@ -47,6 +47,9 @@ from .pretraining import (
     load_data,
     refuse_different_models,
     replace_different_models,
+    say_stale,
+    set_aside_stale,
+    stale_classifiers,
 )
 
 _PRETRAIN_FIELDS = {f.name: f for f in dataclasses.fields(PretrainArgs)}
@@ -210,10 +213,13 @@ def finetune(config: FinetuneArgs) -> dict:
     check_files(config)
     text = config.pretrain_args()
     run = start(config, kernel_cache_entries=32)
+    stale = stale_classifiers(config, "published_lm", keep=[config.options_file, config.weight_file]) \
+        if run.ctx.is_main else []
+    say_stale(stale, run)
     bilm = bilm_to_finetune(config)
     loaded = load_data(text, run)
     train = loaded.data["train"]
-    resolve_batch_size(config, len(train) if isinstance(train, EncodedCorpus) else None, run.say)
+    resolve_batch_size(config, loaded.train_documents, run.say)
     vocab = loaded.vocab
     run.say(f"fine-tuning {config.weight_file} on {loaded.source}: {loaded.train_tokens:,} training tokens, vocabulary "
             f"{len(vocab):,} (" + ", ".join(f"OOV {k} {v:.2%}" for k, v in loaded.oov.items()) + f"), device "
@@ -241,6 +247,7 @@ def finetune(config: FinetuneArgs) -> dict:
         meta = {**environment_info(config.seed), "config": asdict(config), "card": lm_card(out, config, "finetune")}
         replace_different_models(config, "published_lm", keep=[config.options_file, config.weight_file])
         save_published_lm(model, vocab, run.outputs.published_lm, meta)
+        set_aside_stale(stale, run)
         out["bilm_config"], out["options"] = asdict(model.bilm.config), options_of(model.bilm.config)
         out["lm_config"] = asdict(model.config)
         finish_lm_results(out, config, run, started, {"biLM": fitted.history}, ["published_lm"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -21,13 +22,14 @@ from typing import Callable, Iterable
 import numpy as np
 import torch
 
-from ..artifacts import environment_info, load_checkpoint, remove_file, save_checkpoint, write_json
+from ..artifacts import Outputs, environment_info, load_checkpoint, remove_file, save_checkpoint, write_json
 from ..data.agnews import load_agnews
 from ..data.corpus import Corpus, EncodedCorpus, encode_corpus
 from ..data.pretraining_text import pretraining_text
 from ..data.stream import StreamedCorpus, TextSource
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
+from ..model import hub
 from ..model.bilm import TOKEN_ENCODERS, BiLM, BiLMConfig, LanguageModel
 from ..model.char_cnn import DEFAULT_FILTERS
 from ..model.published import PUBLISHED_ARCHITECTURES, PublishedBiLMConfig
@@ -356,6 +358,8 @@ def prepare_stream(config: PretrainArgs) -> tuple[Vocabulary, dict[str, Streamed
     vocab = shared_vocabulary(lambda: Vocabulary.build(counted(), config.min_freq, config.max_vocab))
     if distributed.context().is_main and stats["train_documents"] == 0:
         raise ElmoError(f"{config.train_file}: no training text (every line is blank or held out)")
+    # rank 0 counted them; every rank needs the count, which sets the batch size (auto_batch_size)
+    stats["train_documents"] = int(distributed.broadcast_words([str(stats["train_documents"])])[0])
     stats["skipped_lines"] = source.skipped
     model = config.model_config(len(vocab))
     common = {"vocab": vocab, "max_length": config.max_length, "buffer_tokens": config.stream_buffer,
@@ -381,6 +385,14 @@ class PretrainData:
     sentences: Callable[[], Iterable]
     skipped_lines: int | None = None
     text_stats: dict | None = None  # AG News: what the pre-training text holds (--text-fraction, --extra-text)
+
+    @property
+    def train_documents(self) -> int:
+        """The training documents ``--batch-size``'s default adapts to (:func:`~elmo.pipelines.common.auto_batch_size`):
+        the encoded split's, or the non-blank lines of ``--train-file`` outside the held-out share, counted in its
+        vocabulary pass."""
+        train = self.data["train"]
+        return len(train) if isinstance(train, EncodedCorpus) else self.counts["train"]
 
 
 def load_data(config: PretrainArgs, run: StartedRun) -> PretrainData:
@@ -582,13 +594,80 @@ def replace_different_models(config: CommonArgs, kind: str, keep: Iterable = ())
     own replaces) is saved: delete the files of the models of other kinds in ``--models-dir``
     (:func:`~elmo.model.serialization.models_in`), never one of the command's input files ``keep``, so that the folder
     opens as the new model (:func:`~elmo.model.serialization.open_bilm`)."""
+    for path in overwritten_models(config, kind, keep):
+        remove_file(path)
+
+
+def overwritten_models(config: CommonArgs, kind: str, keep: Iterable = ()) -> list[Path]:
+    """The files :func:`replace_different_models` deletes: with ``--overwrite``, those of the models of other kinds
+    than ``kind`` in ``--models-dir``, less the command's input files ``keep``; without it none."""
     if not config.overwrite:
-        return
+        return []
     kept = {os.path.realpath(path) for path in keep if path is not None}
-    for model in models_in(config.outputs.models):
-        for path in model.files if model.kind != kind else ():
-            if os.path.realpath(path) not in kept:
-                remove_file(path)
+    return [Path(path) for model in models_in(config.outputs.models) if model.kind != kind for path in model.files
+            if os.path.realpath(path) not in kept]
+
+
+def stale_classifiers(config: CommonArgs, kind: str, keep: Iterable = ()) -> list[Path]:
+    """The classifier files of ``--models-dir`` (:meth:`~elmo.artifacts.Outputs.classifiers`) that the biLM a command
+    writes there (``kind``: ``bilstm`` for ``bilstm.pt``, ``published_lm`` for ``published_lm.pt``) leaves without the
+    biLM they were trained on: a file trained on that biLM file or on one ``--overwrite`` deletes
+    (:func:`overwritten_models`; ``keep``: the command's inputs), or trained on a ``bilstm.pt`` the folder no longer
+    holds (it would load onto the new biLM). Classifiers that record a biLM of their own elsewhere (``classify
+    --options-file``), and files that do not load as classifiers, are not counted.
+    """
+    out = config.outputs
+    new = out.bilm if kind == "bilstm" else out.published_lm
+    replaced = {os.path.realpath(path) for path in [new, *overwritten_models(config, kind, keep)]}
+    stale = []
+    for path in out.classifiers():
+        try:
+            saved = load_checkpoint(path, "elmo.classifier")
+        except ElmoError:
+            continue
+        recorded = saved.get("bilm_tf") if isinstance(saved.get("bilm_tf"), dict) else {}
+        sources = [Path(f) for f in (saved.get("bilm_source"), recorded.get("options_file"),
+                                     recorded.get("weight_file")) if isinstance(f, str)]
+        files = [f for source in sources for f in ((source / hub.CONFIG, source / hub.WEIGHTS) if source.is_dir()
+                                                    else (source,))]
+        if any(os.path.realpath(f) in replaced for f in files) or (not sources and (
+                os.path.realpath(out.bilm) in replaced or not out.bilm.is_file())):
+            stale.append(path)
+    return stale
+
+
+def say_stale(stale: list[Path], run: StartedRun) -> None:
+    """At the start of a run that writes a new biLM: one line (stderr, rank 0, ``--quiet`` too) naming the
+    classifier files it will leave without their biLM (:func:`stale_classifiers`) and where they will go."""
+    if stale and run.ctx.is_main:
+        folder = stale[0].parent
+        print(f"note: {folder} holds classifier files trained on the biLM this run replaces "
+              f"({', '.join(p.name for p in stale)}); once the new biLM is saved they are renamed to <name>.stale (a "
+              "run that stops before leaves them as they are); then train new ones with `python classification.py "
+              f"--models-dir {folder}`", file=sys.stderr, flush=True)
+
+
+def set_aside_stale(stale: list[Path], run: StartedRun) -> None:
+    """Once the new biLM is saved: rename each of ``stale`` (:func:`stale_classifiers`) to its
+    :meth:`~elmo.artifacts.Outputs.stale` name beside it, so that ``predict`` and ``TextClassifier`` find no classifier
+    of the previous biLM, and nothing is deleted; says so in one line on stderr.
+
+    Raises:
+        ElmoError: a file that cannot be renamed (named).
+    """
+    moved = []
+    for path in stale:
+        if not path.is_file():
+            continue
+        target = Outputs.stale(path)
+        try:
+            os.replace(path, target)
+        except OSError as exc:
+            raise ElmoError(f"cannot move {path} aside to {target}: {exc.strerror or exc}") from None
+        moved.append(f"{path.name} -> {target.name}")
+    if moved and run.ctx.is_main:
+        print(f"note: renamed the classifier files of the previous biLM in {stale[0].parent}: {', '.join(moved)}",
+              file=sys.stderr, flush=True)
 
 
 def check_files(config: PretrainArgs) -> None:
@@ -625,12 +704,14 @@ def pretrain(config: PretrainArgs) -> dict:
     steady_heap()
     run = start(config, kernel_cache_entries=32)
     ctx, outputs, say = run.ctx, run.outputs, run.say
+    stale = stale_classifiers(config, "bilstm" if config.architecture is None else "published_lm",
+                              keep=[config.architecture]) if ctx.is_main else []
+    say_stale(stale, run)
     threads_each = direction_threads(config, run)
     phases: dict = {}
     with phase(phases, "data"):  # read, split, vocabulary, encoded
         loaded = load_data(config, run)
-    resolve_batch_size(config, len(loaded.data["train"]) if isinstance(loaded.data["train"], EncodedCorpus) else None,
-                       say)
+    resolve_batch_size(config, loaded.train_documents, say)
     vocab = loaded.vocab
     say(f"data: {loaded.source}: " + " / ".join(f"{n} {k}" for k, n in loaded.counts.items()) + " documents, "
         f"{loaded.train_tokens:,} training tokens, vocabulary {len(vocab):,} ("
@@ -638,7 +719,7 @@ def pretrain(config: PretrainArgs) -> dict:
         + (f"{ctx.world_size} processes × " if ctx.enabled else "") + f"{run.threads} threads, "
         f"{run.precision} training")
     if config.architecture is not None:
-        return pretrain_published(config, run, loaded, phases)
+        return pretrain_published(config, run, loaded, phases, stale)
     if ctx.is_main:
         vocab.save_pickle(outputs.word2idx)
     bilm_config = config.bilm_config(len(vocab))
@@ -663,7 +744,7 @@ def pretrain(config: PretrainArgs) -> dict:
     out["train_seconds"] = time.perf_counter() - started
     out["phase_seconds"]["training"] = out["train_seconds"]  # side by side: each direction's evaluation included
     if ctx.is_main:
-        write_outputs(bilm, loaded, fitted, config, run, out, started, measured)
+        write_outputs(bilm, loaded, fitted, config, run, out, started, measured, stale)
     distributed.barrier()  # the other ranks wait for rank 0's files, so the job ends as one
     return out
 
@@ -681,11 +762,13 @@ def lm_summary(loaded: PretrainData, run: StartedRun, extra: dict) -> dict:
     return out
 
 
-def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainData, phases: dict | None = None) -> dict:
+def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainData, phases: dict | None = None,
+                       stale: list[Path] | None = None) -> dict:
     """``--architecture``: train the published architecture (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`:
     both directions at once, one token layer and one softmax shared by them) with :func:`~elmo.training.trainer.fit`
     (early stopping on the validation perplexity of both directions, checkpoints, ``--resume``), then rank 0
-    evaluates each direction exactly and writes ``published_lm.pt``, ``lm.json`` and the plots.
+    evaluates each direction exactly and writes ``published_lm.pt`` (then sets the ``stale`` classifier files aside:
+    :func:`set_aside_stale`), ``lm.json`` and the plots.
 
     Returns:
         the ``lm.json`` content (on every rank).
@@ -707,6 +790,7 @@ def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainDa
         replace_different_models(config, "published_lm", keep=[config.architecture])
         with phase(out, "saving"):
             save_published_lm(model, loaded.vocab, run.outputs.published_lm, meta)
+        set_aside_stale(stale or [], run)
         out["bilm_config"], out["options"] = asdict(model.bilm.config), options_of(model.bilm.config)
         out["lm_config"] = asdict(model.config)
         finish_lm_results(out, config, run, started, {"biLM": fitted.history}, ["published_lm"])
@@ -748,11 +832,12 @@ def finish_lm_results(out: dict, config: PretrainArgs, run: StartedRun, started:
 
 
 def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult], config: PretrainArgs,
-                  run: StartedRun, out: dict, started: float, measured: dict[str, dict] | None = None) -> None:
+                  run: StartedRun, out: dict, started: float, measured: dict[str, dict] | None = None,
+                  stale: list[Path] | None = None) -> None:
     """Rank 0: evaluate both directions exactly (unless ``measured`` holds their evaluations already:
-    :func:`train_side_by_side`), then write ``forward.pt``, ``backward.pt``, ``bilstm.pt``,
-    ``lm.json`` and the plots (a different model in ``--models-dir`` deleted first with ``--overwrite``), delete the
-    training checkpoints and print the table."""
+    :func:`train_side_by_side`), then write ``forward.pt``, ``backward.pt``, ``bilstm.pt`` (then set the ``stale``
+    classifier files aside: :func:`set_aside_stale`), ``lm.json`` and the plots (a different model in ``--models-dir``
+    deleted first with ``--overwrite``), delete the training checkpoints and print the table."""
     outputs, vocab = run.outputs, loaded.vocab
     meta = {**environment_info(config.seed), "config": asdict(config)}
     replace_different_models(config, "bilstm")
@@ -763,6 +848,7 @@ def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult]
     out["bilm_config"] = asdict(bilm.config)
     with phase(out, "saving"):
         save_bilm(bilm, vocab, outputs.bilm, {**meta, "card": lm_card(out, config)})
+    set_aside_stale(stale or [], run)
     finish_lm_results(out, config, run, started, {d: out["directions"][d]["history"] for d in out["directions"]},
                       ["forward_lm", "backward_lm"])
 

@@ -156,19 +156,26 @@ def resolve_precision(name: str, device: torch.device, native_bf16: bool | None 
         native_bf16: whether the CPU has native bf16 (default: :func:`cpu_has_bf16`; tests pass it).
 
     Raises:
-        ElmoError: an unknown name; fp16 asked for on a CPU (no fast fp16 kernels there); bf16 asked
-            for on a CPU without native bf16 (oneDNN cannot run the LSTMs in bf16 there).
+        ElmoError: an unknown name; fp16 asked for on a CPU (no fast fp16 kernels there; the message advises
+            bf16 only where the CPU has native bf16); bf16 asked for on a CPU without native bf16 (oneDNN cannot
+            run the LSTMs in bf16 there).
     """
     if name not in PRECISIONS:
         raise ElmoError(f"--precision: unknown precision {name!r} (use {', '.join(PRECISIONS)})")
-    if device.type == "cpu" and native_bf16 is None and name in ("auto", "bf16"):
+    if device.type == "cpu" and native_bf16 is None and name in ("auto", "bf16", "fp16"):
         native_bf16 = cpu_has_bf16()
     if name == "auto":
         if device.type == "cuda":
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.bfloat16 if device.type == "cpu" and native_bf16 else None
     if name == "fp16" and device.type != "cuda":
-        raise ElmoError("--precision fp16 needs a CUDA device; use bf16 or fp32 on a CPU")
+        if device.type != "cpu":
+            advice = f"use fp32 on {device.type}"
+        elif native_bf16:
+            advice = "on this CPU use bf16 or fp32 (auto picks bf16 here)"
+        else:
+            advice = "on this CPU use fp32 or auto (auto picks fp32 here: this CPU has no native bf16)"
+        raise ElmoError(f"--precision fp16 needs a CUDA device; {advice}")
     if name == "bf16" and device.type == "cpu" and not native_bf16:
         raise ElmoError("--precision bf16 needs a CPU with native bf16 (AVX512-BF16 or AMX-BF16) and this one has "
                         "neither (see lscpu): use --precision fp32 or auto (auto picks fp32 here)")

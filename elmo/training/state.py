@@ -8,6 +8,7 @@ and the run's settings (:attr:`Checkpointing.meta`, compared on resume). Ctrl-C 
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import random
 import signal
@@ -15,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -99,6 +100,52 @@ def save_training_state(checkpoint: Checkpointing, desc: str, position: Position
                         checkpoint.path)
 
 
+def flags_meta(flags: Mapping[str, Any]) -> str:
+    """A run's flags (field name → value) as :attr:`Checkpointing.meta` stores them: the sorted ``(name, value)``
+    pairs as text, which :func:`setting_differences` compares flag by flag on resume."""
+    return repr(sorted(flags.items()))
+
+
+#: a setting one side of a comparison does not have (a flag added or removed since the checkpoint was written)
+_ABSENT = object()
+
+
+def _flag_values(value: Any) -> dict[str, Any] | None:
+    """The flags of a :func:`flags_meta` text, or ``None`` when ``value`` is not one."""
+    try:
+        pairs = ast.literal_eval(value) if isinstance(value, str) else None
+        return {k: v for k, v in pairs} if isinstance(pairs, list) and all(isinstance(k, str) for k, _ in pairs) else None
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
+def setting_differences(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """What differs between a checkpoint's :attr:`Checkpointing.meta` (``saved``) and this run's (``now``), as
+    ``(name, checkpoint's value, this run's value)``: the flags of a :func:`flags_meta` entry one by one, named as on
+    the command line (``--batch-size``), then the other entries (a vocabulary's hash) whole."""
+    flags: list[tuple[str, Any, Any]] = []
+    others: list[tuple[str, Any, Any]] = []
+    for key in sorted(set(saved) | set(now)):
+        then, current = saved.get(key, _ABSENT), now.get(key, _ABSENT)
+        if then == current:
+            continue
+        old, new = _flag_values(then), _flag_values(current)
+        by_flag = [] if old is None or new is None else [
+            ("--" + name.replace("_", "-"), old.get(name, _ABSENT), new.get(name, _ABSENT))
+            for name in sorted(set(old) | set(new)) if old.get(name, _ABSENT) != new.get(name, _ABSENT)]
+        if by_flag:
+            flags += by_flag
+        else:
+            others.append((key, then, current))
+    return flags + others
+
+
+def _shown(value: Any, width: int = 40) -> str:
+    """A setting's value in an error message: its ``repr``, shortened to ``width`` characters."""
+    text = "absent" if value is _ABSENT else repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
 def load_training_state(checkpoint: Checkpointing, desc: str) -> dict[str, Any]:
     """The saved state at ``checkpoint.path``, with this process's random generators restored.
 
@@ -109,12 +156,13 @@ def load_training_state(checkpoint: Checkpointing, desc: str) -> dict[str, Any]:
         ElmoError: the checkpoint belongs to a run with other settings (naming up to three), or is unreadable.
     """
     state = load_checkpoint(checkpoint.path, "elmo.training")
-    saved, now = state.get("meta", {}), checkpoint.meta
-    differ = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
+    differ = setting_differences(state.get("meta", {}), checkpoint.meta)
     if differ or state.get("desc") != desc:
-        detail = "; ".join(f"{k}: {saved.get(k)!r} then, {now.get(k)!r} now" for k in differ[:3]) or f"it trained {state.get('desc')!r}"
-        raise ElmoError(f"{checkpoint.path} belongs to a run with other settings ({detail}): run without "
-                        "--resume to start over, or with the original flags")
+        detail = "; ".join(f"{name} {_shown(then)} in the checkpoint, {_shown(now)} now" for name, then, now in differ[:3])
+        detail += f"; {len(differ) - 3} more differ" if len(differ) > 3 else ""
+        raise ElmoError(f"{checkpoint.path} belongs to a run with other settings "
+                        f"({detail or 'it trained ' + repr(state.get('desc'))}): run without --resume to start over, "
+                        "or with the original flags")
     ctx = distributed.context()
     ranks = state.get("rng_ranks", [state["rng"]])
     set_rng_state(ranks[ctx.rank] if len(ranks) == ctx.world_size else state["rng"])

@@ -114,7 +114,8 @@ class Objective:
 @dataclass
 class Progress:
     """How training reports itself: ``desc`` labels the bar and lines (``forward LM``), ``unit`` its
-    throughput (``tok``, ``doc``); ``quiet`` shows nothing (always so on ranks other than 0); ``bar=False``
+    throughput (``tok``, ``doc``); ``quiet`` shows no progress bar and no per-epoch line (always so on ranks other
+    than 0; where a run resumed from is said on rank 0 either way); ``bar=False``
     keeps the per-epoch lines but no progress bar (runs side by side, whose bars would overwrite each other)."""
 
     desc: str = "train"
@@ -270,7 +271,7 @@ def _resume(run: _Run) -> Position:
     run.stopping.load(state)
     position = Position(state["epoch"], state["step"], tuple(state["epoch_totals"]))
     desc = run.progress.desc
-    if not run.progress.quiet:
+    if distributed.context().is_main:  # not a progress line: printed under --quiet too
         if not state["same_processes"]:
             print(f"{desc}: the checkpoint was written by {state['written_by']} process(es), this run has "
                   f"{distributed.context().world_size}: batches continue exactly, dropout masks do not", flush=True)

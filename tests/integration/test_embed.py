@@ -94,7 +94,7 @@ def test_embed_on_our_own_biLM(text_file, tmp_path):
 
 @pytest.mark.parametrize("content, flags, message", [
     ("a b\n\nc d\n", PUBLISHED + ["--all"], "line 2 is blank (sentence index 1)"),
-    ("a b\n", PUBLISHED, "give exactly one of --all, --top and --average"),
+    ("a b\n", PUBLISHED, "one of --all, --top and --average is required"),
     ("a b\n", ["--all", "--options-file", str(OPTIONS), "--weight-file", "missing.hdf5"], "weight file not found"),
     ("a b\n", ["--all"], "give the published ELMo"),
     (b"a \xff b\n", PUBLISHED + ["--all"], "not UTF-8"),

@@ -64,3 +64,17 @@ def test_elmo_py_trains_on_a_text_file_and_on_the_same_text_as_a_csv_column(corp
         assert (tmp_path / "text" / "models" / name).is_file()
     vocab = Vocabulary.load_pickle(tmp_path / "text" / "models" / "word2idx.pkl")
     assert "striker" in vocab.stoi  # built from the file, not from AG News
+
+
+def test_the_default_batch_adapts_to_the_lines_of_a_train_file_as_to_ag_news(tmp_path, capsys):
+    """280 lines (about 5 % held out): without ``--batch-size`` the batch follows the rule AG News follows
+    (``auto_batch_size``: batches of 8, at least N / 8 steps an epoch), not a fixed 64 (5 steps an epoch)."""
+    corpus = write_text(tmp_path / "corpus.txt", corpus_lines(280, seed=4))
+    at = OWN.index("--batch-size")
+    flags = OWN[:at] + OWN[at + 2:]
+    assert run_in_process("pretrain", tmp_path, tmp_path / "absent", "--train-file", str(corpus), *flags) == 0
+    lm = json.loads((tmp_path / "results" / "lm.json").read_text())
+    documents = lm["documents"]["train"]
+    assert 250 < documents < 280 and lm["config"]["batch_size"] == 8
+    assert (f"batches: up to 8 documents ({documents} training documents: at least {-(-documents // 8)} steps per "
+            "epoch; the smallest automatic batch, 8, cannot promise 250)") in capsys.readouterr().out

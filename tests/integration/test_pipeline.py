@@ -91,8 +91,9 @@ def test_classification_json_layout_and_learning(small_pipeline):
 def test_a_script_stopped_by_bad_input_exits_2_with_one_line_and_no_traceback(tmp_path, tiny_agnews):
     """The real process (the in-process variants of every message are in tests/unit/pipelines/test_script_errors.py)."""
     result = run_script("classification.py", tmp_path, tiny_agnews)
-    assert result.returncode == 2 and "holds no biLM: looked for bilstm.pt" in result.stderr
+    assert result.returncode == 2 and "holds no biLM (no such file or folder): looked for bilstm.pt" in result.stderr
     assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+    assert not any((tmp_path / name).exists() for name in ("models", "results", "images"))  # no empty folder left
 
 
 def test_text_classifier_reproduces_the_test_accuracy_of_classifier_pt(small_pipeline):

@@ -80,7 +80,9 @@ def test_unwritable_places_raise_the_project_error(tmp_path):
     with pytest.raises(ElmoError, match=f"{blocker} is a file, not a folder"):
         check_writable(blocker / "deeper" / "out")
     assert blocker.read_text() == "not a folder"
-    assert (tmp_path / "fine").is_dir() and not list((tmp_path / "fine").iterdir())  # the probe file is gone
+    assert not (tmp_path / "fine").exists()  # proven writable, not created: made when a file is written into it
+    check_writable(tmp_path / "fine" / "deeper", tmp_path)
+    assert sorted(tmp_path.iterdir()) == [blocker]  # the probe files are gone
 
 
 def mode(path: Path) -> int:

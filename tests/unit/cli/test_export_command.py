@@ -4,9 +4,11 @@ line on stderr, the inputs left byte-identical."""
 
 from __future__ import annotations
 
+import importlib
 import shutil
 from pathlib import Path
 
+import huggingface_hub
 import torch
 from published_reference import FIXTURES, OPTIONS, WEIGHTS
 
@@ -91,3 +93,26 @@ def test_export_refuses_our_own_bilm_saying_why(capsys, tmp_path):
                           "bilm-tf's format has one token layer that both directions read")
     assert "is read by bilm-tf alone" in err and not (tmp_path / "out").exists()
 
+
+def connection_error() -> Exception:
+    """The error huggingface_hub's HTTP client raises where the Hub cannot be reached (httpx2, httpx or requests,
+    whichever its version uses)."""
+    http = importlib.import_module("huggingface_hub.utils._http")
+    client = next((getattr(http, name) for name in ("httpx2", "httpx") if hasattr(http, name)), None)
+    error = client.ConnectError if client is not None else importlib.import_module("requests").ConnectionError
+    return error("[Errno -2] Name or service not known")
+
+
+def test_a_push_to_hub_that_cannot_reach_the_hub_is_one_line_saying_the_folder_was_written(capsys, tmp_path,
+                                                                                          monkeypatch):
+    def offline(*args, **kwargs):
+        raise connection_error()
+
+    monkeypatch.setattr(huggingface_hub.HfApi, "create_repo", offline)
+    monkeypatch.setattr(huggingface_hub.HfApi, "upload_folder", offline)
+    out = tmp_path / "elmo-hub"
+    err = refused(capsys, ["--format", "hub", *PUBLISHED, "--out", str(out), "--push-to-hub", "someone/tiny-elmo"],
+                  OPTIONS, WEIGHTS)
+    assert err == (f"error: wrote {out}, but could not push it to the Hub model someone/tiny-elmo: "
+                   "[Errno -2] Name or service not known\n")
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.safetensors"]

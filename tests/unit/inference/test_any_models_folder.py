@@ -11,6 +11,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from support import ROOT
 
 from elmo import ElmoEmbedder, ElmoError, TextClassifier
 from elmo.artifacts import Outputs, save_checkpoint
@@ -22,6 +23,7 @@ from elmo.model.published import PublishedBiLM, PublishedBiLMConfig
 from elmo.model.published_io import save_published_bilm
 from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 from elmo.model.serialization import (
+    BILM_FILES,
     bilm_fingerprint,
     classifier_checkpoint,
     load_bilm,
@@ -141,3 +143,28 @@ def test_classify_opens_a_published_lm_folder_and_its_classifier_finds_that_biLM
     assert bilm_fingerprint(again, again_vocab) == bilm_fingerprint(bilm, task_vocab)
     classifier = TextClassifier.from_pretrained(folder, device="cpu", precision="fp32")  # `python -m elmo predict`
     assert isinstance(classifier.model.bilm, PublishedBiLM) and classifier.predict(["Stocks rallied"])[0] in "abcd"
+
+
+def test_embed_models_dir_takes_a_save_pretrained_folder_and_help_and_docs_list_every_kind(tmp_path, capsys, monkeypatch):
+    """``config.json`` + ``model.safetensors`` (``export --format hub``, ``save_pretrained``) is one of the folders
+    ``embed --models-dir`` opens; its ``--help`` and docs/commands.md name every kind find_bilm looks for."""
+    torch.manual_seed(0)
+    bilm = BiLM(BiLMConfig(vocab_size=len(WORDS), embedding_dim=8, hidden_size=8, cutoffs=(5,), dropout=0.0)).eval()
+    bilm.vocab = Vocabulary(WORDS)
+    bilm.save_pretrained(tmp_path / "saved")
+    (tmp_path / "in.txt").write_text("\n".join(" ".join(s) for s in SENTENCES) + "\n")
+    assert run("embed", [str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--all", "--models-dir",
+                         str(tmp_path / "saved"), "--device", "cpu", "--quiet"]) == 0
+    expected = vectors(ElmoEmbedder(bilm=bilm, vocab=Vocabulary(WORDS), device="cpu"))
+    with h5py.File(tmp_path / "out.hdf5", "r") as out:
+        for i, b in enumerate(expected):
+            np.testing.assert_allclose(out[str(i)][...], b, atol=1e-6)
+    monkeypatch.setenv("COLUMNS", "1000")
+    with pytest.raises(SystemExit):
+        run("embed", ["--help"])
+    models_dir = next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("--models-dir"))
+    rows = [line.replace("`", "") for line in (ROOT / "docs" / "commands.md").read_text(encoding="utf-8").splitlines()
+            if line.startswith("| `embed` |")]
+    assert len(rows) == 2
+    for kind in BILM_FILES:
+        assert kind in models_dir and all(kind in row for row in rows), kind

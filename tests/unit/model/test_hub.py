@@ -182,5 +182,6 @@ def test_ELMO_py_then_export_hub_then_from_pretrained_then_classify_on_the_folde
     texts = ["stocks rallied on friday", "the team won the cup"]
     np.testing.assert_allclose(again.predict_proba(texts), classifier.predict_proba(texts), atol=1e-6)
     assert "test accuracy" in (out / "README.md").read_text()
+    capsys.readouterr()  # what the training runs printed (--quiet keeps their summaries and tables)
     assert run("predict", ["--models-dir", str(out), "--text", texts[0], "--device", "cpu"]) == 0
     assert capsys.readouterr().out.split("\t")[0] == again.predict(texts[:1])[0]

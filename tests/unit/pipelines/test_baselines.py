@@ -19,6 +19,7 @@ def test_tfidf_logreg_learns_the_toy_topics(tiny_agnews):
 def test_cli_needs_the_trained_bilm_and_valid_flags(tiny_agnews, tmp_path, capsys):
     args = ["--data-dir", str(tiny_agnews), "--results-dir", str(tmp_path), "--models-dir", str(tmp_path / "m")]
     assert run("baselines", args) == 2
-    assert "holds no biLM: looked for bilstm.pt" in capsys.readouterr().err
+    assert "holds no biLM (no such file or folder): looked for bilstm.pt" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()  # the failed run made no folder
     assert run("baselines", [*args, "--static-dim", "0"]) == 2
     assert "--static-dim must be >= 1" in capsys.readouterr().err

@@ -46,3 +46,25 @@ def test_a_chunk_size_below_1_is_refused(tmp_path, capsys):
     assert main(["embed", str(text), str(tmp_path / "out.hdf5"), "--top", *PUBLISHED, "--chunk-size", "0"]) == 2
     assert "--chunk-size must be >= 1, got 0" in capsys.readouterr().err
     assert not (tmp_path / "out.hdf5").exists()
+
+
+def test_one_of_all_top_and_average_is_required_and_help_and_the_errors_say_so(tmp_path, capsys, monkeypatch):
+    """As in AllenNLP's ``elmo`` command, one of --all / --top / --average is required: --help shows them as a
+    required choice (no default, no --no- form), and none or two of them is one line, exit 2, nothing written."""
+    monkeypatch.setenv("COLUMNS", "200")
+    with pytest.raises(SystemExit) as done:
+        main(["embed", "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: python -m elmo embed [-h] [options] (--all | --top | --average) input_file out" in out
+    chosen = out.split("what to write (one is required):\n", 1)[1].splitlines()[:3]
+    assert [line.split()[0] for line in chosen] == ["--all", "--top", "--average"], out
+    assert not any("default" in line for line in chosen) and "--[no-]all" not in out and "--[no-]top" not in out
+    text = tmp_path / "doc.txt"
+    text.write_text("the cat sat\n", encoding="utf-8")
+    assert main(["embed", str(text), str(tmp_path / "out.hdf5"), *PUBLISHED]) == 2
+    assert capsys.readouterr().err == ("error: one of --all, --top and --average is required: what to write (every "
+                                       "layer, the top layer or their average)\n")
+    assert main(["embed", str(text), str(tmp_path / "out.hdf5"), "--all", "--top", *PUBLISHED]) == 2
+    assert capsys.readouterr().err == "error: give only one of --all, --top and --average, not --all and --top\n"
+    assert not (tmp_path / "out.hdf5").exists()

@@ -25,7 +25,7 @@ def error_of(capsys) -> str:
 
 def test_missing_inputs_exit_2_with_a_clear_message(tmp_path, tiny_agnews, capsys):
     assert run("classify", flags(tmp_path, tiny_agnews)) == 2
-    assert "holds no biLM: looked for bilstm.pt" in error_of(capsys)
+    assert "holds no biLM (no such file or folder): looked for bilstm.pt" in error_of(capsys)  # models/ not made
     assert run("pretrain", flags(tmp_path, tmp_path / "nowhere", "--no-download")) == 2
     err = error_of(capsys)
     assert "--no-download" in err and "python -m elmo fetch" in err

@@ -17,6 +17,7 @@ from elmo.pipelines.common import (
     DEFAULT_BATCH_SIZE,
     MIN_AUTO_BATCH,
     MIN_STEPS_PER_EPOCH,
+    auto_batch_reason,
     auto_batch_size,
     resolve_batch_size,
 )
@@ -51,9 +52,29 @@ def test_resolving_fixes_the_size_in_the_flags_and_says_it_with_why_when_lowered
     assert resolve_batch_size(small, 1_900, said.append) == 8 and small.batch_size == 8
     assert resolve_batch_size(full, SAMPLE_TRAIN, said.append) == 64 and full.batch_size == 64
     assert resolve_batch_size(given, 1_900, said.append) == 16
-    assert said[0].startswith("batches: up to 8 documents (1,900 training documents give at least 250 steps")
+    assert said[0] == ("batches: up to 8 documents (1,900 training documents: at least 238 steps per epoch; the "
+                       "smallest automatic batch, 8, cannot promise 250) and 8,192 tokens, padding included "
+                       "(--batch-size, --max-tokens)")
     assert said[1] == "batches: up to 64 documents and 4,096 tokens, padding included (--batch-size, --max-tokens)"
     assert said[2] == "batches: up to 16 documents and 8,192 tokens, padding included (--batch-size, --max-tokens)"
+
+
+def test_the_reason_printed_for_a_lowered_batch_is_true_where_the_floor_binds_and_where_it_does_not():
+    # the normal case: N // 250 documents a batch promise at least 250 steps
+    assert auto_batch_size(None, 3_800) == 15
+    assert auto_batch_reason(3_800) == "3,800 training documents: at least 254 steps per epoch"
+    assert auto_batch_reason(2_000) == "2,000 training documents: at least 250 steps per epoch"
+    # the floor: batches of 8 cannot promise 250 steps below 2,000 documents (the smoke run's 1,900: 238)
+    assert auto_batch_size(None, 1_900) == MIN_AUTO_BATCH
+    assert auto_batch_reason(1_900) == ("1,900 training documents: at least 238 steps per epoch; the smallest "
+                                        "automatic batch, 8, cannot promise 250")
+    assert auto_batch_reason(1_999) == "1,999 training documents: at least 250 steps per epoch"  # ceil(1999 / 8)
+    assert auto_batch_reason(SAMPLE_TRAIN) == auto_batch_reason(16_000) == ""  # the default batch: nothing to explain
+    for documents in range(1, 16_000, 7):  # every claim holds: ceil(N / B) steps, and 250 only when promised
+        chosen, reason = auto_batch_size(None, documents), auto_batch_reason(documents)
+        steps = -(-documents // chosen)
+        assert f"at least {steps:,} steps per epoch" in reason
+        assert ("cannot promise 250" in reason) == (steps < MIN_STEPS_PER_EPOCH)
 
 
 @pytest.fixture(scope="module")

@@ -51,6 +51,19 @@ def test_fp16_needs_cuda_and_unknown_names_are_refused(native):
 
 
 @pytest.mark.parametrize("native", [True, False])
+def test_the_fp16_refusal_on_a_cpu_advises_bf16_only_where_the_cpu_has_native_bf16(monkeypatch, native):
+    for given in (native, None):  # passed, or read from the CPU (cpu_has_bf16)
+        monkeypatch.setattr(device_module, "cpu_has_bf16", lambda: native)
+        with pytest.raises(ElmoError) as refused:
+            resolve_precision("fp16", CPU, native_bf16=given)
+        message = str(refused.value)
+        assert message.startswith("--precision fp16 needs a CUDA device; on this CPU use ") and "fp32" in message
+        assert ("bf16" in message.split("CUDA device")[1].replace("native bf16", "")) is native, message
+        assert resolve_precision("bf16" if native else "fp32", CPU, native_bf16=given) is \
+            (torch.bfloat16 if native else None)  # what it advises is accepted
+
+
+@pytest.mark.parametrize("native", [True, False])
 def test_without_the_argument_the_decision_follows_cpu_has_bf16(monkeypatch, native):
     monkeypatch.setattr(device_module, "cpu_has_bf16", lambda: native)
     assert resolve_precision("auto", CPU) is (torch.bfloat16 if native else None)

@@ -3,6 +3,8 @@ checkpoints. The scripts killed for real are in tests/integration/test_resume_sc
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -11,6 +13,8 @@ from elmo.artifacts import load_checkpoint
 from elmo.data.corpus import EncodedCorpus
 from elmo.errors import ElmoError
 from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.pipelines.common import checkpointing
+from elmo.pipelines.pretraining import PretrainArgs
 from elmo.training.state import Checkpointing
 from elmo.training.trainer import Objective, Progress, TrainConfig, fit
 
@@ -102,3 +106,24 @@ def test_a_checkpoint_of_another_run_is_refused(tmp_path):
     (tmp_path / "bad.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(ElmoError, match="bad.pt: not a loadable"):
         train(lm, corpus, Checkpointing(tmp_path / "bad.pt", resume=True))
+
+
+def test_a_refused_resume_names_three_of_the_flags_that_differ_with_both_values_in_one_short_line(tmp_path):
+    """The checkpoint of a command (its flags: elmo.pipelines.common.checkpointing) resumed with five flags changed:
+    the message names the first three as on the command line, the checkpoint's value and this run's, and counts
+    the rest; one flag changed: that flag alone."""
+    lm, corpus = lm_and_data()
+    first = PretrainArgs(models_dir=str(tmp_path), checkpoint_every=1, lr=0.001, epochs=5, batch_size=16)
+    with pytest.raises(Crash):
+        train(lm, corpus, checkpointing(first, "lm"), crash_at=3)
+    changed = dataclasses.replace(first, resume=True, lr=0.01, batch_size=8, seed=3, epochs=9, max_length=100)
+    with pytest.raises(ElmoError) as refused:
+        train(lm, corpus, checkpointing(changed, "lm"))
+    message = str(refused.value)
+    assert "\n" not in message and len(message) < 300 + len(str(tmp_path)), message
+    assert "(--batch-size 16 in the checkpoint, 8 now; --epochs 5 in the checkpoint, 9 now; --lr 0.001 in the " \
+           "checkpoint, 0.01 now; 2 more differ): run without --resume" in message, message
+    assert "--max-length" not in message and "--seed" not in message
+    with pytest.raises(ElmoError) as refused:
+        train(lm, corpus, checkpointing(dataclasses.replace(first, resume=True, lr=0.01), "lm"))
+    assert "(--lr 0.001 in the checkpoint, 0.01 now): run without --resume" in str(refused.value)
