@@ -32,7 +32,7 @@ from ..data.corpus import EncodedCorpus, encode_corpus
 from ..data.text import tokenize
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from ..model.bilm import CHUNK_SIZE, BiLM
+from ..model.bilm import CHUNK_SIZE, AnyBiLM
 from ..model.published import PublishedBiLM, States
 from ..model.published_io import load_published_bilm
 from ..model.published_plan import word_plan
@@ -67,7 +67,7 @@ def is_published(options_file: str | os.PathLike | None, weight_file: str | os.P
 
 
 def load_any_bilm(options_file: str | os.PathLike | None,
-                  weight_file: str | os.PathLike | None) -> tuple[BiLM | PublishedBiLM, Vocabulary | None]:
+                  weight_file: str | os.PathLike | None) -> tuple[AnyBiLM, Vocabulary | None]:
     """``(bilm, vocab)``: the published biLM of bilm-tf's two files (vocab ``None``), or the biLM a models folder or
     ``.pt`` file holds, with its vocabulary (:func:`~elmo.model.serialization.open_bilm`: ``bilstm.pt``,
     ``published_lm.pt`` or ``options.json`` + ``weights.hdf5``; :func:`is_published` tells which).
@@ -159,7 +159,7 @@ class ElmoEmbedder:
     """
 
     def __init__(self, options_file: str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
-                 cuda_device: int | None = None, *, bilm: BiLM | PublishedBiLM | None = None,
+                 cuda_device: int | None = None, *, bilm: AnyBiLM | None = None,
                  vocab: Vocabulary | None = None, device: str | torch.device | None = None, stateful: bool = False,
                  precision: str = "fp32", vocab_to_cache: Sequence[str] | None = None, max_tokens: int = 16384,
                  chunk_size: int | None = CHUNK_SIZE):

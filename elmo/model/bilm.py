@@ -19,12 +19,12 @@ width ``2 * output_size`` (``output_size`` = ``proj_size`` or else ``hidden_size
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
+from typing import Any, Protocol, Sequence
 
 import torch
 from torch import nn
 
-from ..data.chars import word_char_ids
+from ..data.chars import TF_MAX_CHARS, word_char_ids
 from ..data.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD_ID, Vocabulary
 from ..errors import ElmoError
 from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax, cluster_counts
@@ -374,6 +374,38 @@ class LanguageModel(nn.Module):
         return outputs
 
 
+class AnyBiLM(Protocol):
+    """What every biLM of the project offers, whatever its architecture: :class:`BiLM` (ours) and
+    :class:`~elmo.model.published.PublishedBiLM` (bilm-tf's). Code that takes either is typed with this and asks
+    these members, never the class. Shapes: ``ids (B, T)``, ``lengths (B,)``, ``chars (B, T, C)``; layers
+    ``(L+1, B, T, D)`` with ``D = output_dim``."""
+
+    config: Any
+    vocab: Vocabulary | None
+    #: where the biLM was read from, as a classifier file records it (``None``: found through its models folder)
+    source: tuple[str, ...] | None
+    #: whether it reads text as written (else lower-cased, and its vocabulary is the task's)
+    cased: bool
+
+    @property
+    def num_layers(self) -> int: ...
+
+    @property
+    def output_dim(self) -> int: ...
+
+    def __call__(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor: ...
+
+    def token_layer(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor: ...
+
+    def lstm_layers(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor: ...
+
+    def layer_groups(self) -> list[list[nn.Parameter]]: ...
+
+    def bilm_tf_blockers(self) -> list[str]: ...
+
+    def parameters(self, recurse: bool = True) -> Any: ...
+
+
 class BiLM(nn.Module, HubMixin):
     """A forward and a backward :class:`LanguageModel` whose states form the ELMo layers. ``save_pretrained`` /
     ``from_pretrained`` (:class:`~elmo.model.hub.HubMixin`) write and read it as a folder with its vocabulary.
@@ -422,6 +454,44 @@ class BiLM(nn.Module, HubMixin):
     def num_layers(self) -> int:
         """Number of ELMo layers, L + 1 (token layer included)."""
         return self.config.num_layers + 1
+
+    #: where a published biLM was read from, as a classifier file records it; ours is found through its models folder
+    source: tuple[str, ...] | None = None
+    #: our biLM reads lower-cased text, and its vocabulary is the task's (a published biLM reads text as written)
+    cased = False
+
+    def layer_groups(self) -> list[list[nn.Parameter]]:
+        """The parameters from the top down, for discriminative learning rates and gradual unfreezing: ``[LSTM layer
+        L of both directions, .., LSTM layer 1, both token encoders]`` (the LM softmaxes are not part of ELMo)."""
+        lms = (self.forward_lm, self.backward_lm)
+        groups = [[p for lm in lms for p in lm.layers[j].parameters()] for j in reversed(range(len(lms[0].layers)))]
+        groups.append([p for lm in lms for p in lm.embedding.parameters()])
+        return groups
+
+    def bilm_tf_blockers(self) -> list[str]:
+        """Why bilm-tf's files (``options.json`` + ``weights.hdf5``) cannot hold this biLM; empty when they can.
+
+        bilm-tf's format has one token layer that both directions read (layer 0 = ``[x; x]``); ours has one per
+        direction, trained separately. The LSTMs would map exactly, but the token layer does not: a word biLM would
+        need bilm-tf's word-input variant, which AllenNLP and our loader do not read, and a character biLM's CNN is
+        not bilm-tf's (docs/published_elmo.md, "Exporting")."""
+        pairs = zip(self.forward_lm.embedding.parameters(), self.backward_lm.embedding.parameters())
+        apart = max((float((a.detach() - b.detach()).abs().max()) for a, b in pairs if a.numel()), default=0.0)
+        kind = "word embedding" if self.config.token_encoder == "word" else "character CNN"
+        reasons = []
+        if apart > 0:
+            reasons.append(f"bilm-tf's format has one token layer that both directions read (layer 0 is [x; x]), but "
+                           f"our forward and backward LMs each trained their own {kind} (they differ by up to {apart:.3g})")
+        if self.config.token_encoder == "word":
+            reasons.append("bilm-tf's word-input variant (options without char_cnn, the token embeddings in a second hdf5 "
+                           "file) is read by bilm-tf alone: AllenNLP's _ElmoBiLm (and this toolkit's loader) always "
+                           "builds the character CNN from char_cnn")
+        else:
+            width = "" if self.config.max_chars == TF_MAX_CHARS else \
+                f", {self.config.max_chars} characters per token instead of {TF_MAX_CHARS}"
+            reasons.append(f"our character CNN is not bilm-tf's (our character numbering{width}, a layer normalisation "
+                           "after the projection)")
+        return reasons
 
     @property
     def output_dim(self) -> int:

@@ -12,13 +12,12 @@ from torch import nn
 from ..data.agnews import CLASS_NAMES
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from .bilm import BiLM, length_mask, reverse_padded
+from .bilm import AnyBiLM, length_mask, reverse_padded
 from .dropout import FastDropout
 from .elmo import Elmo
 from .hub import HubMixin, from_nested_config, nested_config
 from .lstm import AutocastLSTM
 from .mix import LAYER_MIXES, LEARNED_FUNCTIONS
-from .published import PublishedBiLM
 from .static import STATIC_METHODS
 
 
@@ -280,7 +279,7 @@ class ElmoClassifier(SequenceClassifier, HubMixin):
     #: names of the classes in output order (``config.json``'s ``class_names``; AG News's by default)
     class_names: list[str] = list(CLASS_NAMES)
 
-    def __init__(self, bilm: BiLM | PublishedBiLM, config: ClassifierConfig, vocab_size: int | None = None):
+    def __init__(self, bilm: AnyBiLM, config: ClassifierConfig, vocab_size: int | None = None):
         super().__init__(config)
         self.vocab_size = vocab_size or getattr(bilm.config, "vocab_size", None)
         self.elmo = Elmo(bilm, num_output_representations=1, mix=config.mix, dropout=config.elmo_dropout,
@@ -291,7 +290,7 @@ class ElmoClassifier(SequenceClassifier, HubMixin):
         self.build_head(bilm.output_dim, vocab_size or bilm.config.vocab_size)
 
     @property
-    def bilm(self) -> BiLM | PublishedBiLM:
+    def bilm(self) -> AnyBiLM:
         """The biLM inside :attr:`elmo`."""
         return self.elmo.bilm
 

@@ -28,7 +28,7 @@ from torch import nn
 from ..data.chars import bilm_tf_char_table
 from ..data.vocab import PAD_ID, Vocabulary
 from ..errors import ElmoError
-from .bilm import BiLM, length_mask
+from .bilm import AnyBiLM, length_mask
 from .dropout import FastDropout
 from .hub import HubMixin, from_nested_config, nested_config
 from .mix import LAYER_MIXES, LEARNED_FUNCTIONS, ScalarMix, build_mix, normalize_layers, normalize_layers_over_batch
@@ -55,8 +55,8 @@ def open_folders_with(opener: Callable[[Path], Any]) -> None:
     _open_folder = opener
 
 
-def open_elmo_bilm(source: str | os.PathLike | BiLM | PublishedBiLM,
-                   weight_file: str | os.PathLike | None) -> BiLM | PublishedBiLM:
+def open_elmo_bilm(source: str | os.PathLike | AnyBiLM,
+                   weight_file: str | os.PathLike | None) -> AnyBiLM:
     """The biLM of :class:`Elmo`'s first two arguments.
 
     Args:
@@ -70,7 +70,7 @@ def open_elmo_bilm(source: str | os.PathLike | BiLM | PublishedBiLM,
         ElmoError: one line: ``weight_file`` given with a biLM object or a folder, missing with an options file
             (``*.json``); ``source`` of another type; a path that holds no biLM or does not read (naming the path).
     """
-    if isinstance(source, (BiLM, PublishedBiLM)):
+    if isinstance(source, nn.Module):  # a biLM object
         if weight_file is not None:
             raise ElmoError(f"Elmo got a biLM object and weight_file={weight_file!r}: the weights are the biLM's, leave "
                             "weight_file out (AllenNLP's order: options_file, weight_file, num_output_representations; "
@@ -150,7 +150,7 @@ class Elmo(nn.Module, HubMixin):
 
     hub_kind = "elmo"
 
-    def __init__(self, options_file: str | os.PathLike | BiLM | PublishedBiLM, weight_file: str | os.PathLike | None = None,
+    def __init__(self, options_file: str | os.PathLike | AnyBiLM, weight_file: str | os.PathLike | None = None,
                  num_output_representations: int = 1, requires_grad: bool = False, do_layer_norm: bool = False,
                  dropout: float = 0.5, vocab_to_cache: Sequence[str] | None = None, keep_sentence_boundaries: bool = False,
                  scalar_mix_parameters: Sequence[float] | None = None, *, mix: str = "trainable_lambda", seed: int = 0,
@@ -398,15 +398,9 @@ class Elmo(nn.Module, HubMixin):
         return torch.stack(terms).sum() if terms else torch.zeros(())
 
     def layer_groups(self) -> list[list[nn.Parameter]]:
-        """The biLM's parameters from the top down, for discriminative learning rates and gradual
-        unfreezing: ``[LSTM layer L of both directions, .., LSTM layer 1, both token encoders]``
-        (the LM softmaxes are not part of ELMo and never get gradients)."""
-        if isinstance(self.bilm, PublishedBiLM):
-            return self.bilm.layer_groups()
-        lms = (self.bilm.forward_lm, self.bilm.backward_lm)
-        groups = [[p for lm in lms for p in lm.layers[j].parameters()] for j in reversed(range(len(lms[0].layers)))]
-        groups.append([p for lm in lms for p in lm.embedding.parameters()])
-        return groups
+        """The biLM's parameters from the top down, for discriminative learning rates and gradual unfreezing
+        (:meth:`elmo.model.bilm.BiLM.layer_groups`)."""
+        return self.bilm.layer_groups()
 
 
 def _mix_parameters(values: Sequence[float], num_layers: int) -> list[float]:

@@ -618,12 +618,19 @@ class PublishedBiLM(nn.Module, HubMixin):
 
     hub_kind = "published_bilm"
 
+    #: reads text as written (the published models are case-sensitive); the task's vocabulary is built from it
+    cased = True
+
+    def bilm_tf_blockers(self) -> list[str]:
+        """Why bilm-tf's files cannot hold this biLM: never (:meth:`elmo.model.bilm.BiLM.bilm_tf_blockers`)."""
+        return []
+
     def __init__(self, config: PublishedBiLMConfig):
         super().__init__()
         self.config = config
         self.chunk_size: int | None = CHUNK_SIZE
         # the files it was loaded from: bilm-tf's options and weight files, or a published_lm.pt (one path)
-        self.source: tuple[str, ...] | None = None
+        self.source: tuple[str, ...] | None = None  # as BiLM.source
         self.token_encoder = CharTokenEncoder(config)
         sizes = (config.projection_dim, config.hidden_size, config.projection_dim, config.cell_clip, config.proj_clip)
         self.forward_layers = nn.ModuleList(ProjectedLSTM(*sizes) for _ in range(config.num_layers))

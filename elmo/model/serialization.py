@@ -21,7 +21,7 @@ from ..data.agnews import CLASS_NAMES
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from . import hub
-from .bilm import BiLM, BiLMConfig, LanguageModel
+from .bilm import AnyBiLM, BiLM, BiLMConfig, LanguageModel
 from .classifier import ClassifierConfig, ElmoClassifier
 from .elmo import open_folders_with
 from .published import PublishedBiLM, weights_digest
@@ -193,7 +193,7 @@ class OpenedBiLM:
     files, which are character-only and have none), where it came from (:class:`BiLMFiles`) and the file's ``meta``
     (``{}`` for bilm-tf's files)."""
 
-    bilm: BiLM | PublishedBiLM
+    bilm: AnyBiLM
     vocab: Vocabulary | None
     source: BiLMFiles
     meta: dict[str, Any] = field(default_factory=dict)
@@ -224,7 +224,7 @@ def open_bilm(path: str | os.PathLike) -> OpenedBiLM:
         return OpenedBiLM(published, vocab, source, meta)
     if source.kind == "pretrained":
         model = hub.load_pretrained(source.files[0])
-        bilm = model if isinstance(model, (BiLM, PublishedBiLM)) else model.bilm  # an Elmo layer's or a classifier's
+        bilm = getattr(model, "bilm", model)  # a biLM, or an Elmo layer's or a classifier's biLM
         return OpenedBiLM(bilm, model.vocab, source, {"card": model.card})
     return OpenedBiLM(load_published_bilm(*source.files), None, source)
 
@@ -237,7 +237,7 @@ open_folders_with(open_bilm)  # Elmo(folder) opens folders with it (elmo.model.e
 LATER_BILM_FIELDS = ("token_encoder", "char_dim", "char_filters", "num_highway", "max_chars", "residual", "proj_size")
 
 
-def bilm_fingerprint(bilm: BiLM | PublishedBiLM, vocab: Vocabulary) -> str:
+def bilm_fingerprint(bilm: AnyBiLM, vocab: Vocabulary) -> str:
     """A short hash of the biLM's config and vocabulary (for a published biLM: its config, which includes a
     digest of its weights, and the task vocabulary); a classifier only loads onto the same."""
     config, default = asdict(bilm.config), asdict(BiLMConfig(vocab_size=1))
@@ -255,7 +255,7 @@ def classifier_checkpoint(model: ElmoClassifier, fingerprint: str, class_names: 
                    state_dict=model.task_state_dict(), **extra)
 
 
-def load_classifier(path: str | os.PathLike, bilm: BiLM | PublishedBiLM, vocab: Vocabulary) -> tuple[ElmoClassifier, list[str]]:
+def load_classifier(path: str | os.PathLike, bilm: AnyBiLM, vocab: Vocabulary) -> tuple[ElmoClassifier, list[str]]:
     """Rebuild an :class:`~elmo.model.classifier.ElmoClassifier` from a ``classifier*.pt`` on top of its biLM.
 
     Args:
@@ -287,11 +287,11 @@ def load_classifier(path: str | os.PathLike, bilm: BiLM | PublishedBiLM, vocab: 
     return model.to(device).eval(), model.class_names
 
 
-def published_record(bilm: BiLM | PublishedBiLM, vocab: Vocabulary) -> dict[str, Any]:
+def published_record(bilm: AnyBiLM, vocab: Vocabulary) -> dict[str, Any]:
     """What a classifier file records to find a published biLM again: ``{"bilm_tf": {"options_file",
     "weight_file"}, "vocab": the task vocabulary}`` for bilm-tf's files, ``{"bilm_source": the file, "vocab": ...}``
     for a ``published_lm.pt`` or a ``save_pretrained`` folder (:func:`open_bilm`), ``{}`` for our biLM (``bilstm.pt`` holds its vocabulary)."""
-    if not isinstance(bilm, PublishedBiLM) or bilm.source is None:
+    if bilm.source is None:
         return {}
     if len(bilm.source) == 1:
         return {"bilm_source": str(bilm.source[0]), "vocab": list(vocab.itos)}

@@ -19,15 +19,13 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
-import torch
 
 from ..artifacts import Outputs, check_writable, load_checkpoint, refuse_overwriting_inputs
-from ..data.chars import TF_MAX_CHARS
 from ..data.vocab import SPECIALS
 from ..errors import ElmoError
 from ..inference.text_classifier import TextClassifier
 from ..model import hub
-from ..model.bilm import BiLM
+from ..model.bilm import AnyBiLM, BiLM
 from ..model.published import PublishedBiLM, PublishedBiLMConfig
 from ..model.published_io import (
     load_published_bilm,
@@ -94,38 +92,11 @@ def output_files(out_dir: str | Path) -> dict[str, Path]:
     return {name: Path(out_dir) / name for name in EXPORT_FILES}
 
 
-def _difference(a: Iterable[torch.Tensor], b: Iterable[torch.Tensor]) -> float:
-    """Largest absolute difference between two lists of same-shaped tensors."""
-    return max((float((x.detach() - y.detach()).abs().max()) for x, y in zip(a, b) if x.numel()), default=0.0)
-
-
 def bilm_tf_refusal(bilm: BiLM) -> str:
     """Why our :class:`~elmo.model.bilm.BiLM` cannot be written as bilm-tf's files (the message of the
-    :class:`ElmoError` that :func:`export_bilm` raises).
-
-    bilm-tf's format has one token layer that both directions read (layer 0 = ``[x; x]``); ours has one per
-    direction, trained separately. The LSTMs would map exactly, but the token layer does not: a word biLM would
-    need bilm-tf's word-input variant, which AllenNLP and our loader do not read, and a character biLM's CNN is not
-    bilm-tf's (docs/published_elmo.md, "Exporting").
-    """
-    fwd, bwd = bilm.forward_lm.embedding, bilm.backward_lm.embedding
-    apart = _difference(list(fwd.parameters()), list(bwd.parameters()))
-    kind = "word embedding" if bilm.config.token_encoder == "word" else "character CNN"
-    reasons = []
-    if apart > 0:
-        reasons.append(f"bilm-tf's format has one token layer that both directions read (layer 0 is [x; x]), but our "
-                       f"forward and backward LMs each trained their own {kind} (they differ by up to {apart:.3g})")
-    if bilm.config.token_encoder == "word":
-        reasons.append("bilm-tf's word-input variant (options without char_cnn, the token embeddings in a second hdf5 file) "
-                       "is read by bilm-tf alone: AllenNLP's _ElmoBiLm (and this toolkit's loader) always builds the "
-                       "character CNN from char_cnn")
-    else:
-        width = "" if bilm.config.max_chars == TF_MAX_CHARS else \
-            f", {bilm.config.max_chars} characters per token instead of {TF_MAX_CHARS}"
-        reasons.append(f"our character CNN is not bilm-tf's (our character numbering{width}, a layer normalisation "
-                       "after the projection)")
-    return ("our biLM cannot be written as bilm-tf's files: " + "; and ".join(reasons) + ". Use it as it is: "
-            "ElmoEmbedder.from_pretrained(models) or embed --models-dir models/ (docs/published_elmo.md, Exporting)")
+    :class:`ElmoError` that :func:`export_bilm` raises; the reasons are :meth:`~elmo.model.bilm.BiLM.bilm_tf_blockers`)."""
+    return ("our biLM cannot be written as bilm-tf's files: " + "; and ".join(bilm.bilm_tf_blockers()) + ". Use it as "
+            "it is: ElmoEmbedder.from_pretrained(models) or embed --models-dir models/ (docs/published_elmo.md, Exporting)")
 
 
 def allennlp_limits(config: PublishedBiLMConfig) -> list[str]:
@@ -184,7 +155,7 @@ def refuse_another_model(difference: tuple[Path, str] | None, overwrite: bool) -
                         "replace it")
 
 
-def export_bilm(bilm: PublishedBiLM | BiLM, out_dir: str | Path, words: Iterable[str] = ()) -> dict[str, Any]:
+def export_bilm(bilm: AnyBiLM, out_dir: str | Path, words: Iterable[str] = ()) -> dict[str, Any]:
     """Write ``bilm`` into ``out_dir`` as bilm-tf's ``options.json``, ``weights.hdf5`` and ``vocab.txt`` (module
     docstring; source: bilm-tf's layout, :mod:`elmo.model.published_io`).
 
@@ -200,7 +171,7 @@ def export_bilm(bilm: PublishedBiLM | BiLM, out_dir: str | Path, words: Iterable
         ElmoError: ``bilm`` is our :class:`~elmo.model.bilm.BiLM` (:func:`bilm_tf_refusal`); a vocabulary word that
             is empty or holds whitespace; ``out_dir`` or a part of its path is a file, or it cannot be written.
     """
-    if isinstance(bilm, BiLM):
+    if bilm.bilm_tf_blockers():
         raise ElmoError(bilm_tf_refusal(bilm))
     files = output_files(out_dir)
     check_writable(out_dir, flags=("--out",))
@@ -250,7 +221,7 @@ def export(config: ExportArgs) -> dict[str, Any]:
     else:
         bilm = load_published_bilm(config.options_file, config.weight_file)
         words = read_vocabulary(config.vocab_file) if config.vocab_file is not None else []
-    if not isinstance(bilm, BiLM):
+    if not bilm.bilm_tf_blockers():
         refuse_another_model(bilm_tf_difference(bilm, config.out), config.overwrite)
     summary = export_bilm(bilm, config.out, words)
     if not config.quiet:

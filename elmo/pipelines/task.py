@@ -23,9 +23,8 @@ from ..data.pretraining_text import pretraining_text
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..inference.class_probabilities import class_probabilities
-from ..model.bilm import BiLM
+from ..model.bilm import AnyBiLM
 from ..model.classifier import ClassifierConfig, SequenceClassifier, StaticClassifierConfig
-from ..model.published import PublishedBiLM
 from ..model.published_io import load_published_bilm
 from ..model.serialization import bilm_fingerprint, open_bilm
 from ..model.static import copy_vectors, word2vec_vectors
@@ -112,7 +111,7 @@ class TaskData:
     :func:`~elmo.model.serialization.bilm_fingerprint`."""
 
     run: StartedRun
-    bilm: BiLM | PublishedBiLM
+    bilm: AnyBiLM
     vocab: Vocabulary
     corpora: dict[str, Corpus]
     data: dict[str, EncodedCorpus]
@@ -132,7 +131,7 @@ class TaskData:
         return model.to(self.run.device)
 
 
-def _load_bilm(run: StartedRun, published: tuple[str, str] | None) -> tuple[BiLM | PublishedBiLM, Vocabulary | None, str]:
+def _load_bilm(run: StartedRun, published: tuple[str, str] | None) -> tuple[AnyBiLM, Vocabulary | None, str]:
     """``(bilm, vocabulary or None, where from)``: the published biLM of bilm-tf's two files (no vocabulary), or the
     biLM ``--models-dir`` holds (:func:`~elmo.model.serialization.open_bilm`: ``bilstm.pt`` with its vocabulary, else
     the ``published_lm.pt`` of ``pretrain --architecture`` / ``finetune`` or ``options.json`` + ``weights.hdf5``, both
@@ -141,7 +140,7 @@ def _load_bilm(run: StartedRun, published: tuple[str, str] | None) -> tuple[BiLM
     if published is not None:
         return load_published_bilm(*published), None, str(published[1])
     opened = open_bilm(run.outputs.models)
-    return opened.bilm, None if isinstance(opened.bilm, PublishedBiLM) else opened.vocab, opened.where
+    return opened.bilm, None if opened.bilm.cased else opened.vocab, opened.where
 
 
 def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskData:
