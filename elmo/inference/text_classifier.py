@@ -18,8 +18,8 @@ from ..artifacts import Outputs
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..model import hub
-from ..model.classifier import ElmoClassifier
-from ..model.serialization import load_classifier, load_classifier_bilm, open_bilm
+from ..model.classifier import ElmoClassifier, load_classifier, load_classifier_bilm
+from ..model.serialization import open_bilm
 from ..runtime.device import resolve_device
 from .class_probabilities import class_probabilities
 from .embedder import ElmoEmbedder

@@ -4,20 +4,28 @@ representation ``(B, T, D)`` → the shared task head (:class:`SequenceClassifie
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import os
 from dataclasses import asdict, dataclass
+from typing import Any, Sequence
 
 import torch
 from torch import nn
 
+from ..artifacts import environment_info, load_checkpoint, payload
 from ..data.agnews import CLASS_NAMES
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from .bilm import AnyBiLM, length_mask, reverse_padded
+from .bilm import AnyBiLM, BiLMConfig, length_mask, reverse_padded
 from .dropout import FastDropout
 from .elmo import Elmo
 from .hub import HubMixin, from_nested_config, nested_config
 from .lstm import AutocastLSTM
 from .mix import LAYER_MIXES, LEARNED_FUNCTIONS
+from .published import PublishedBiLM
+from .published_io import load_published_bilm
+from .serialization import open_bilm
 from .static import STATIC_METHODS
 
 
@@ -367,3 +375,91 @@ class StaticEmbeddingClassifier(SequenceClassifier):
                  layers: torch.Tensor | None = None) -> torch.Tensor:
         """Static vectors ``(B, T, D)``: the same vector for a word wherever it occurs."""
         return self.embedding(ids)
+
+
+# ---------------------------------------------------------------- classifier files (classifier*.pt)
+
+#: BiLMConfig fields added after the first release (the paper's options); at their defaults they are
+#: left out of :func:`bilm_fingerprint`, so classifiers saved before they existed still load.
+LATER_BILM_FIELDS = ("token_encoder", "char_dim", "char_filters", "num_highway", "max_chars", "residual", "proj_size")
+
+
+def bilm_fingerprint(bilm: AnyBiLM, vocab: Vocabulary) -> str:
+    """A short hash of the biLM's config and vocabulary (for a published biLM: its config, which includes a
+    digest of its weights, and the task vocabulary); a classifier only loads onto the same."""
+    config, default = asdict(bilm.config), asdict(BiLMConfig(vocab_size=1))
+    kept = {k: v for k, v in config.items() if k not in LATER_BILM_FIELDS or v != default[k]}
+    text = repr(sorted(kept.items())) + "\n" + "\n".join(vocab.itos)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def classifier_checkpoint(model: ElmoClassifier, fingerprint: str, class_names: Sequence[str],
+                          extra: dict[str, Any]) -> dict[str, Any]:
+    """The ``classifier*.pt`` payload: task weights, config, class names, the biLM fingerprint and the
+    library versions and seed (``meta``), then ``extra``."""
+    return payload("classifier", config=asdict(model.config), class_names=list(class_names),
+                   bilm_fingerprint=fingerprint, meta=environment_info(model.config.seed),
+                   state_dict=model.task_state_dict(), **extra)
+
+
+def load_classifier(path: str | os.PathLike, bilm: AnyBiLM, vocab: Vocabulary) -> tuple[ElmoClassifier, list[str]]:
+    """Rebuild an :class:`~elmo.model.classifier.ElmoClassifier` from a ``classifier*.pt`` on top of its biLM.
+
+    Args:
+        path: the classifier file (``weights_only=True`` load).
+        bilm, vocab: the biLM and vocabulary it was trained on (:func:`~elmo.model.serialization.load_bilm`); a fine-tuned
+            classifier's file carries its own biLM weights, which replace ``bilm``'s.
+
+    Returns:
+        ``(model, class_names)``, the model in eval mode on the biLM's device (a file recording its layer mix as
+        ``setting`` loads too: :meth:`~elmo.model.classifier.ClassifierConfig.from_saved`).
+
+    Raises:
+        ElmoError: missing/corrupt file, not a classifier, trained on a different biLM (fingerprint of
+            config + vocabulary), or weights that do not fit the stored config.
+    """
+    ckpt = load_checkpoint(path, "elmo.classifier")
+    fingerprint = bilm_fingerprint(bilm, vocab)
+    if ckpt.get("bilm_fingerprint") != fingerprint:
+        raise ElmoError(f"{path} was trained on a different biLM (fingerprint {ckpt.get('bilm_fingerprint')}, "
+                        f"this biLM {fingerprint}): use the bilstm.pt it was trained with")
+    try:
+        config = ClassifierConfig.from_saved(ckpt["config"])  # ``setting`` read as ``mix``
+        model = ElmoClassifier(copy.deepcopy(bilm) if config.unfreeze_bilm else bilm, config, vocab_size=len(vocab))
+        model.load_task_state_dict(ckpt["state_dict"])
+    except (KeyError, TypeError, RuntimeError, ElmoError) as exc:
+        raise ElmoError(f"{path}: inconsistent classifier checkpoint: {str(exc).splitlines()[0]}") from None
+    device = next(bilm.parameters()).device
+    model.class_names, model.vocab = list(ckpt.get("class_names", CLASS_NAMES)), vocab
+    return model.to(device).eval(), model.class_names
+
+
+def published_record(bilm: AnyBiLM, vocab: Vocabulary) -> dict[str, Any]:
+    """What a classifier file records to find a published biLM again: ``{"bilm_tf": {"options_file",
+    "weight_file"}, "vocab": the task vocabulary}`` for bilm-tf's files, ``{"bilm_source": the file, "vocab": ...}``
+    for a ``published_lm.pt`` or a ``save_pretrained`` folder (:func:`~elmo.model.serialization.open_bilm`), ``{}`` for our biLM (``bilstm.pt`` holds its vocabulary)."""
+    if bilm.source is None:
+        return {}
+    if len(bilm.source) == 1:
+        return {"bilm_source": str(bilm.source[0]), "vocab": list(vocab.itos)}
+    options, weights = bilm.source
+    return {"bilm_tf": {"options_file": str(options), "weight_file": str(weights)}, "vocab": list(vocab.itos)}
+
+
+def load_classifier_bilm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabulary] | None:
+    """The published biLM and task vocabulary a ``classifier*.pt`` was trained on (:func:`published_record`: bilm-tf's
+    files or a ``published_lm.pt``), or ``None`` when it was trained on our ``bilstm.pt``.
+
+    Raises:
+        ElmoError: the classifier file is missing or corrupt; the recorded biLM files are missing or invalid.
+    """
+    ckpt = load_checkpoint(path, "elmo.classifier")
+    source = ckpt.get("bilm_tf")
+    try:
+        if isinstance(ckpt.get("bilm_source"), str):
+            return open_bilm(ckpt["bilm_source"]).bilm, Vocabulary(ckpt["vocab"])
+        if not isinstance(source, dict):
+            return None
+        return load_published_bilm(source["options_file"], source["weight_file"]), Vocabulary(ckpt["vocab"])
+    except KeyError as exc:
+        raise ElmoError(f"{path}: inconsistent classifier checkpoint: no {exc}") from None

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -35,24 +35,12 @@ from .mix import LAYER_MIXES, LEARNED_FUNCTIONS, ScalarMix, build_mix, normalize
 from .published import PublishedBiLM, cached, compute_dtype
 from .published_io import load_published_bilm
 from .published_plan import word_plan
+from .serialization import open_bilm
 
 #: the constructor's arguments that ``config.json`` holds (all but ``options_file`` / ``weight_file``, the biLM: it is
 #: saved with its own config); the last three only when not at their defaults (:meth:`Elmo.hub_config`)
 ELMO_ARGS = ("num_output_representations", "mix", "dropout", "do_layer_norm", "requires_grad", "seed", "learned_function",
              "keep_sentence_boundaries", "scalar_mix_parameters", "vocab_to_cache")
-
-
-#: how :func:`open_elmo_bilm` opens a folder or file the project writes: :func:`elmo.model.serialization.open_bilm`,
-#: set by :func:`open_folders_with` when that module is imported (it imports this one through the classifier, so this
-#: one cannot import it: no import circles, tests/unit/test_architecture.py)
-_open_folder: Callable[[Path], Any] | None = None
-
-
-def open_folders_with(opener: Callable[[Path], Any]) -> None:
-    """Make ``opener`` (``path`` → an object with ``bilm`` and ``vocab``, as
-    :func:`elmo.model.serialization.open_bilm` returns) what ``Elmo(folder)`` opens folders and files with."""
-    global _open_folder
-    _open_folder = opener
 
 
 def open_elmo_bilm(source: str | os.PathLike | AnyBiLM,
@@ -83,9 +71,7 @@ def open_elmo_bilm(source: str | os.PathLike | AnyBiLM,
     if weight_file is None:
         if path.suffix == ".json" and not path.is_dir():
             raise ElmoError(f"{path}: bilm-tf's options file needs its weight_file (the weights.hdf5) too")
-        if _open_folder is None:  # set when elmo.model.serialization is imported, as `import elmo` does
-            raise ElmoError(f"{path}: import elmo.model.serialization to open a folder")
-        opened = _open_folder(path)
+        opened = open_bilm(path)
         if opened.bilm.vocab is None:
             opened.bilm.vocab = opened.vocab  # save_pretrained then writes it (vocab.txt)
         return opened.bilm

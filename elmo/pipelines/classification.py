@@ -21,10 +21,9 @@ from ..artifacts import environment_info, save_checkpoint, write_json
 from ..data.agnews import CLASS_NAMES
 from ..errors import ElmoError
 from ..inference.layer_cache import CACHE_MODES, cache_dtype, compute_layers, should_cache
-from ..model.classifier import ClassifierConfig, ElmoClassifier
+from ..model.classifier import ClassifierConfig, ElmoClassifier, classifier_checkpoint, published_record
 from ..model.lstm import lstm_compute_dtypes, summary_dtype
 from ..model.mix import LAYER_MIXES, LEARNED_FUNCTIONS, mix_summary
-from ..model.serialization import classifier_checkpoint, published_record
 from ..runtime import distributed
 from ..runtime.device import set_seed
 from .common import (

@@ -24,9 +24,9 @@ from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..inference.class_probabilities import class_probabilities
 from ..model.bilm import AnyBiLM
-from ..model.classifier import ClassifierConfig, SequenceClassifier, StaticClassifierConfig
+from ..model.classifier import ClassifierConfig, SequenceClassifier, StaticClassifierConfig, bilm_fingerprint
 from ..model.published_io import load_published_bilm
-from ..model.serialization import bilm_fingerprint, open_bilm
+from ..model.serialization import open_bilm
 from ..model.static import copy_vectors, word2vec_vectors
 from ..runtime import distributed
 from ..training.metrics import classification_metrics
@@ -108,7 +108,7 @@ class TaskData:
     classifier trains on, ``--labelled-fraction`` of the training split), the whole training split's text
     (``text``, ``text_data``: what representations learnt from text alone are trained on; ``None`` means
     ``corpora["train"]`` / ``data["train"]``), optional Word2Vec rows for x_k, and the biLM's
-    :func:`~elmo.model.serialization.bilm_fingerprint`."""
+    :func:`~elmo.model.classifier.bilm_fingerprint`."""
 
     run: StartedRun
     bilm: AnyBiLM

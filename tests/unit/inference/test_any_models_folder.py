@@ -18,19 +18,22 @@ from elmo.artifacts import Outputs, save_checkpoint
 from elmo.cli import run
 from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.model.bilm import BiLM, BiLMConfig
-from elmo.model.classifier import ClassifierConfig, ElmoClassifier
+from elmo.model.classifier import (
+    ClassifierConfig,
+    ElmoClassifier,
+    bilm_fingerprint,
+    classifier_checkpoint,
+    load_classifier_bilm,
+    published_record,
+)
 from elmo.model.published import PublishedBiLM, PublishedBiLMConfig
 from elmo.model.published_io import save_published_bilm
 from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 from elmo.model.serialization import (
     BILM_FILES,
-    bilm_fingerprint,
-    classifier_checkpoint,
     load_bilm,
-    load_classifier_bilm,
     load_published_lm,
     open_bilm,
-    published_record,
     save_bilm,
     save_published_lm,
 )

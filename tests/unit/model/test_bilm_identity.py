@@ -20,9 +20,10 @@ import torch
 from elmo.data.chars import TF_MAX_CHARS, batch_char_ids
 from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.classifier import bilm_fingerprint
 from elmo.model.published import weights_digest
 from elmo.model.published_io import load_published_bilm
-from elmo.model.serialization import bilm_fingerprint, load_bilm, save_bilm
+from elmo.model.serialization import load_bilm, save_bilm
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 PINNED = FIXTURES / "bilm_identity.json"

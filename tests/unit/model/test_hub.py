@@ -17,10 +17,10 @@ from elmo import Elmo, ElmoEmbedder, ElmoError, TextClassifier
 from elmo.cli import run
 from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.model.bilm import BiLM, BiLMConfig
-from elmo.model.classifier import ClassifierConfig, ElmoClassifier
+from elmo.model.classifier import ClassifierConfig, ElmoClassifier, bilm_fingerprint
 from elmo.model.hub import load_pretrained
 from elmo.model.published import PublishedBiLM, PublishedBiLMConfig
-from elmo.model.serialization import bilm_fingerprint, load_bilm, open_bilm
+from elmo.model.serialization import load_bilm, open_bilm
 
 TINY = PublishedBiLMConfig(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
 WORDS = list(SPECIALS) + ["the", "market", "rallied", "."]

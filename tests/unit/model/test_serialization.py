@@ -81,7 +81,7 @@ def test_bilm_fingerprint_is_unchanged_for_files_written_before_the_paper_option
     from dataclasses import asdict
 
     from elmo.data.vocab import SPECIALS, Vocabulary
-    from elmo.model.serialization import bilm_fingerprint
+    from elmo.model.classifier import bilm_fingerprint
 
     vocab = Vocabulary(list(SPECIALS) + [f"w{i}" for i in range(26)])
     config = BiLMConfig(vocab_size=30, embedding_dim=8, hidden_size=8, cutoffs=(10,))
@@ -93,8 +93,13 @@ def test_bilm_fingerprint_is_unchanged_for_files_written_before_the_paper_option
 
 
 def test_a_classifier_file_recording_its_layer_mix_as_setting_still_loads(tmp_path):
-    from elmo.model.classifier import ClassifierConfig, ElmoClassifier
-    from elmo.model.serialization import bilm_fingerprint, classifier_checkpoint, load_classifier
+    from elmo.model.classifier import (
+        ClassifierConfig,
+        ElmoClassifier,
+        bilm_fingerprint,
+        classifier_checkpoint,
+        load_classifier,
+    )
 
     bilm, vocab = make_bilm(), Vocabulary(WORDS)
     model = ElmoClassifier(bilm, ClassifierConfig(mix="frozen_lambda", encoder_hidden=4, learned_function="gate"))
@@ -113,8 +118,13 @@ def test_a_classifier_file_recording_its_layer_mix_as_setting_still_loads(tmp_pa
 
 
 def test_a_classifier_with_an_encoder_projection_loads_to_the_same_logits(tmp_path):
-    from elmo.model.classifier import ClassifierConfig, ElmoClassifier
-    from elmo.model.serialization import bilm_fingerprint, classifier_checkpoint, load_classifier
+    from elmo.model.classifier import (
+        ClassifierConfig,
+        ElmoClassifier,
+        bilm_fingerprint,
+        classifier_checkpoint,
+        load_classifier,
+    )
 
     bilm, vocab = make_bilm(), Vocabulary(WORDS)
     model = ElmoClassifier(bilm, ClassifierConfig(mix="trainable_lambda", encoder_hidden=4, encoder_projection=3))
