@@ -34,7 +34,6 @@ from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..model.bilm import CHUNK_SIZE, AnyBiLM
 from ..model.published import PublishedBiLM, States
-from ..model.published_io import load_published_bilm
 from ..model.published_plan import word_plan
 from ..model.serialization import open_bilm
 from ..runtime.device import autocast, resolve_device, resolve_precision
@@ -64,22 +63,6 @@ def is_published(options_file: str | os.PathLike | None, weight_file: str | os.P
     if len(given) == 1:
         raise ElmoError(f"a published (bilm-tf) biLM needs both files: options_file and weight_file (got only {given[0]})")
     return True
-
-
-def load_any_bilm(options_file: str | os.PathLike | None,
-                  weight_file: str | os.PathLike | None) -> tuple[AnyBiLM, Vocabulary | None]:
-    """``(bilm, vocab)``: the published biLM of bilm-tf's two files (vocab ``None``), or the biLM a models folder or
-    ``.pt`` file holds, with its vocabulary (:func:`~elmo.model.serialization.open_bilm`: ``bilstm.pt``,
-    ``published_lm.pt`` or ``options.json`` + ``weights.hdf5``; :func:`is_published` tells which).
-
-    Raises:
-        ElmoError: see :func:`is_published`, :func:`~elmo.model.published_io.load_published_bilm` and
-            :func:`~elmo.model.serialization.open_bilm`.
-    """
-    if is_published(options_file, weight_file):
-        return load_published_bilm(options_file, weight_file), None
-    opened = open_bilm(options_file if options_file is not None else weight_file)
-    return opened.bilm, opened.vocab
 
 
 def _check_sentences(sentences: Sequence[Sequence[str]], lowercase: bool = True) -> list[list[str]]:
@@ -153,7 +136,7 @@ class ElmoEmbedder:
     for a word biLM; a character biLM (ours with ``--token-encoder char``, or a published one) spells them out.
 
     Raises:
-        ElmoError: missing, unreadable or inconsistent files (see :func:`load_any_bilm`); both files and a
+        ElmoError: missing, unreadable or inconsistent files (see :func:`is_published` and :func:`~elmo.model.serialization.open_bilm`); both files and a
             ``bilm``; our biLM without its ``vocab``; ``stateful`` or ``vocab_to_cache`` with our biLM; a bad
             device or precision; ``chunk_size`` not ``None`` or a positive int.
     """
@@ -168,7 +151,10 @@ class ElmoEmbedder:
             raise ElmoError(f"chunk_size must be a positive number of tokens or None, got {chunk_size!r}",
                             field="chunk_size")
         if bilm is None:
-            bilm, vocab = load_any_bilm(options_file, weight_file)
+            pair = is_published(options_file, weight_file)
+            opened = open_bilm(options_file, weight_file) if pair else \
+                open_bilm(options_file if options_file is not None else weight_file)
+            bilm, vocab = opened.bilm, opened.vocab
         elif options_file is not None or weight_file is not None:
             raise ElmoError("give either a biLM object (bilm=...) or its files (options_file, weight_file), not both")
         self.published = isinstance(bilm, PublishedBiLM)

@@ -24,7 +24,6 @@ from .hub import HubMixin, from_nested_config, nested_config
 from .lstm import AutocastLSTM
 from .mix import LAYER_MIXES, LEARNED_FUNCTIONS
 from .published import PublishedBiLM
-from .published_io import load_published_bilm
 from .serialization import open_bilm
 from .static import STATIC_METHODS
 
@@ -460,6 +459,6 @@ def load_classifier_bilm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabu
             return open_bilm(ckpt["bilm_source"]).bilm, Vocabulary(ckpt["vocab"])
         if not isinstance(source, dict):
             return None
-        return load_published_bilm(source["options_file"], source["weight_file"]), Vocabulary(ckpt["vocab"])
+        return open_bilm(source["options_file"], source["weight_file"]).bilm, Vocabulary(ckpt["vocab"])
     except KeyError as exc:
         raise ElmoError(f"{path}: inconsistent classifier checkpoint: no {exc}") from None

@@ -33,7 +33,6 @@ from .dropout import FastDropout
 from .hub import HubMixin, from_nested_config, nested_config
 from .mix import LAYER_MIXES, LEARNED_FUNCTIONS, ScalarMix, build_mix, normalize_layers, normalize_layers_over_batch
 from .published import PublishedBiLM, cached, compute_dtype
-from .published_io import load_published_bilm
 from .published_plan import word_plan
 from .serialization import open_bilm
 
@@ -81,7 +80,7 @@ def open_elmo_bilm(source: str | os.PathLike | AnyBiLM,
     if path.is_dir():
         raise ElmoError(f"{path} is a folder: give it alone (weight_file=None), or bilm-tf's options file with "
                         f"weight_file {weight_file}")
-    return load_published_bilm(path, weight_file)
+    return open_bilm(path, weight_file).bilm
 
 
 class Elmo(nn.Module, HubMixin):

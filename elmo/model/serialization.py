@@ -199,18 +199,23 @@ class OpenedBiLM:
         return str(self.source)
 
 
-def open_bilm(path: str | os.PathLike) -> OpenedBiLM:
-    """Open whichever biLM ``path`` holds (:func:`find_bilm`: a folder or one of its files): our ``bilstm.pt``
-    (:func:`load_bilm`, with its vocabulary), the ``published_lm.pt`` of ``pretrain --architecture`` or ``finetune``
-    (:func:`published_lm_bilm`: its :class:`~elmo.model.published.PublishedBiLM`, the softmax left out, with the
-    softmax's vocabulary), or bilm-tf's ``options.json`` + ``weights.hdf5`` (:func:`load_published_bilm`, no
-    vocabulary).
+def open_bilm(path: str | os.PathLike, weight_file: str | os.PathLike | None = None) -> OpenedBiLM:
+    """Open a biLM, whichever the project reads: the one way every command and class of the library opens one.
+
+    Args:
+        path: a folder or one of its files (:func:`find_bilm`): our ``bilstm.pt`` (:func:`load_bilm`, with its
+            vocabulary), the ``published_lm.pt`` of ``pretrain --architecture`` or ``finetune``
+            (:func:`published_lm_bilm`: its :class:`~elmo.model.published.PublishedBiLM`, the softmax left out, with
+            the softmax's vocabulary), a ``save_pretrained`` folder or Hub model id (the biLM of a saved biLM, ``Elmo``
+            layer or classifier, with its vocabulary), or bilm-tf's ``options.json`` + ``weights.hdf5``
+            (:func:`load_published_bilm`, no vocabulary); or, with ``weight_file``, bilm-tf's options file.
+        weight_file: bilm-tf's weight file (any name) beside the options file ``path`` (any name).
 
     Raises:
         ElmoError: ``path`` holds no biLM (one line naming it and what was looked for), or the files are corrupt
             or inconsistent (see the loaders).
     """
-    source = find_bilm(path)
+    source = find_bilm(path) if weight_file is None else BiLMFiles("bilm_tf", (Path(path), Path(weight_file)))
     if source.kind == "bilstm":
         bilm, vocab, meta = load_bilm(source.files[0])
         return OpenedBiLM(bilm, vocab, source, meta)

@@ -28,13 +28,12 @@ from ..model import hub
 from ..model.bilm import AnyBiLM, BiLM
 from ..model.published import PublishedBiLM, PublishedBiLMConfig
 from ..model.published_io import (
-    load_published_bilm,
     options_of,
     read_vocabulary,
     save_published_bilm,
     tf_datasets,
 )
-from ..model.serialization import load_bilm, load_published_lm, open_bilm
+from ..model.serialization import open_bilm
 from .common import option
 
 #: what ``export`` writes into its folder, bilm-tf's names: options, weights, vocabulary
@@ -192,7 +191,7 @@ def trained_model_file(models_dir: str | Path) -> Path:
     if outputs.published_lm.is_file():
         return outputs.published_lm
     if outputs.bilm.is_file():
-        raise ElmoError(f"--models-dir {models_dir}: {bilm_tf_refusal(load_bilm(outputs.bilm)[0])}")
+        raise ElmoError(f"--models-dir {models_dir}: {bilm_tf_refusal(open_bilm(outputs.bilm).bilm)}")
     raise ElmoError(f"--models-dir {models_dir}: {outputs.published_lm} not found: train the published architecture "
                     f"with `python -m elmo pretrain --architecture elmo-small --models-dir {models_dir}` first")
 
@@ -216,10 +215,10 @@ def export(config: ExportArgs) -> dict[str, Any]:
                                "--vocab-file": config.vocab_file, "--models-dir (published_lm.pt)": trained},
                               {f"--out ({name})": path for name, path in output_files(config.out).items()})
     if trained is not None:
-        model, vocab, _ = load_published_lm(trained)
-        bilm, words = model.bilm, vocab.itos[len(SPECIALS):]
+        opened = open_bilm(trained)
+        bilm, words = opened.bilm, opened.vocab.itos[len(SPECIALS):]
     else:
-        bilm = load_published_bilm(config.options_file, config.weight_file)
+        bilm = open_bilm(config.options_file, config.weight_file).bilm
         words = read_vocabulary(config.vocab_file) if config.vocab_file is not None else []
     if not bilm.bilm_tf_blockers():
         refuse_another_model(bilm_tf_difference(bilm, config.out), config.overwrite)
@@ -252,7 +251,7 @@ def export_pretrained(config: ExportArgs) -> dict[str, Any]:
                                    f"--models-dir ({name})": Path(config.models_dir) / name
                                    for name in (hub.CONFIG, hub.WEIGHTS, hub.VOCAB)})}, outputs)
     if config.models_dir is None:
-        model = load_published_bilm(config.options_file, config.weight_file)
+        model = open_bilm(config.options_file, config.weight_file).bilm
     elif classifier is not None:
         model = TextClassifier.from_pretrained(config.models_dir, config.classifier, device="cpu", precision="fp32").model
         saved = load_checkpoint(classifier, "elmo.classifier")

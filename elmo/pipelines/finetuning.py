@@ -28,9 +28,9 @@ from ..model.published_finetune import (
     language_model_of,
     target_counts,
 )
-from ..model.published_io import load_published_bilm, options_of, read_options
+from ..model.published_io import options_of, read_options
 from ..model.published_lm import DIRECTION_NAMES, SOFTMAXES, PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
-from ..model.serialization import save_published_lm
+from ..model.serialization import open_bilm, save_published_lm
 from ..runtime import distributed
 from ..training.evaluation import perplexity
 from ..training.trainer import Progress, Unfreezing, fit
@@ -165,7 +165,7 @@ def check_files(config: FinetuneArgs) -> None:
 def bilm_to_finetune(config: FinetuneArgs) -> PublishedBiLM:
     """The biLM of ``--options-file`` and ``--weight-file``. Raises :class:`ElmoError` naming the flag and file."""
     try:
-        return load_published_bilm(config.options_file, config.weight_file)
+        return open_bilm(config.options_file, config.weight_file).bilm
     except ElmoError as exc:
         message = str(exc)
         flags = [f for f, path in (("--options-file", config.options_file), ("--weight-file", config.weight_file))

@@ -25,7 +25,6 @@ from ..errors import ElmoError
 from ..inference.class_probabilities import class_probabilities
 from ..model.bilm import AnyBiLM
 from ..model.classifier import ClassifierConfig, SequenceClassifier, StaticClassifierConfig, bilm_fingerprint
-from ..model.published_io import load_published_bilm
 from ..model.serialization import open_bilm
 from ..model.static import copy_vectors, word2vec_vectors
 from ..runtime import distributed
@@ -137,10 +136,9 @@ def _load_bilm(run: StartedRun, published: tuple[str, str] | None) -> tuple[AnyB
     the ``published_lm.pt`` of ``pretrain --architecture`` / ``finetune`` or ``options.json`` + ``weights.hdf5``, both
     published biLMs given no vocabulary: the task's is built from the cased training split, as for bilm-tf's files).
     Raises :class:`ElmoError` for missing or invalid files."""
-    if published is not None:
-        return load_published_bilm(*published), None, str(published[1])
-    opened = open_bilm(run.outputs.models)
-    return opened.bilm, None if opened.bilm.cased else opened.vocab, opened.where
+    opened = open_bilm(*published) if published is not None else open_bilm(run.outputs.models)
+    return opened.bilm, None if opened.bilm.cased else opened.vocab, \
+        str(published[1]) if published is not None else opened.where
 
 
 def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskData:
