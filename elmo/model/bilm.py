@@ -19,7 +19,7 @@ width ``2 * output_size`` (``output_size`` = ``proj_size`` or else ``hidden_size
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -31,7 +31,7 @@ from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax, cluster_counts
 from .char_cnn import DEFAULT_FILTERS, CharCNN
 from .dropout import FastDropout
 from .hub import HubMixin
-from .lstm import AutocastLSTM
+from .lstm import AutocastLSTM, step_chunks
 
 #: the default ``chunk_size`` of both biLMs (:class:`BiLM`, :class:`elmo.model.published.PublishedBiLM`): a sentence
 #: longer than this many tokens is computed in chunks of at most this many positions (:func:`step_chunks`)
@@ -150,36 +150,7 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return x.flatten(0, 1).index_select(0, rows.flatten()).view_as(x)
 
 
-def step_chunks(rows_per_step: Sequence[int], chunk_size: int | None) -> list[tuple[int, int]]:
-    """How a sequence of time steps is cut into chunks for the long-sentence path.
 
-    Args:
-        rows_per_step: ``rows_per_step[t]`` = batch rows computed at step t (positions of that step); its
-            length S is the number of steps.
-        chunk_size: the most positions (rows × steps) per chunk; ``None`` = never chunk.
-
-    Returns:
-        Consecutive ``(first, last)`` step ranges covering ``range(S)`` in order: ``[(0, S)]`` (one pass, also
-        for ``S == 0``) unless ``S > chunk_size``; then ranges whose positions ``sum(rows_per_step[first:last])``
-        are at most ``chunk_size`` each (a single step may exceed it when it alone has more rows).
-
-    Raises:
-        ElmoError: ``chunk_size`` < 1.
-    """
-    if chunk_size is not None and chunk_size < 1:
-        raise ElmoError(f"chunk_size must be a positive number of positions (or None), got {chunk_size}",
-                        field="chunk_size")
-    steps = len(rows_per_step)
-    if chunk_size is None or steps <= chunk_size:
-        return [(0, steps)]
-    spans, first, used = [], 0, 0
-    for t, rows in enumerate(rows_per_step):
-        if t > first and used + rows > chunk_size:
-            spans.append((first, t))
-            first, used = t, 0
-        used += rows
-    spans.append((first, steps))
-    return spans
 
 
 def length_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:

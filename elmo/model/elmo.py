@@ -31,8 +31,9 @@ from ..errors import ElmoError
 from .bilm import AnyBiLM, length_mask
 from .dropout import FastDropout
 from .hub import HubMixin, from_nested_config, nested_config
+from .lstm import cached, compute_dtype
 from .mix import LAYER_MIXES, LEARNED_FUNCTIONS, ScalarMix, build_mix, normalize_layers, normalize_layers_over_batch
-from .published import PublishedBiLM, cached, compute_dtype
+from .published import PublishedBiLM
 from .published_plan import word_plan
 from .serialization import open_bilm
 
@@ -166,7 +167,7 @@ class Elmo(nn.Module, HubMixin):
         self.keep_sentence_boundaries = keep_sentence_boundaries
         self.scalar_mix_parameters = fixed
         self.vocab_to_cache = list(vocab_to_cache) if vocab_to_cache else None
-        self._word_cache: dict = {}  # vocab_to_cache's token vectors (elmo.model.published.cached)
+        self._word_cache: dict = {}  # vocab_to_cache's token vectors (elmo.model.lstm.cached)
         for p in self.bilm.parameters():
             p.requires_grad_(requires_grad)
         # layer_norm=False: the layers are normalised once in forward (per token or over the batch), then mixed
@@ -361,7 +362,7 @@ class Elmo(nn.Module, HubMixin):
 
     def _word_vectors(self) -> torch.Tensor:
         """``(len(vocab_to_cache), P)`` float32 token vectors of :attr:`vocab_to_cache` on the biLM's device, computed
-        once and again when the character CNN's weights, dtype or device change (:func:`~elmo.model.published.cached`)."""
+        once and again when the character CNN's weights, dtype or device change (:func:`~elmo.model.lstm.cached`)."""
         bilm = self.bilm
         params = list(bilm.token_encoder.parameters())
         device = params[0].device

@@ -1,4 +1,9 @@
-"""LSTMs that compute in the precision asked for, and a record of the dtype they computed in.
+"""The project's two LSTM cells, the precision they compute in, and how long sequences are cut into chunks.
+
+Two cells share one call shape, not code (their parameter layouts and kernels differ): :class:`AutocastLSTM`, the
+fused ``nn.LSTM`` of our biLM and classifiers, and :class:`ProjectedLSTM`, bilm-tf's clipped cell with projection
+(a per-step loop, as no fused kernel clips both the cell and the projection; without clipping it runs on the fused
+kernel too). :func:`step_chunks` cuts a long sequence into chunks for both.
 
 ``torch.autocast`` does not decide an LSTM's dtype the same way on every device: on a CPU, ``nn.LSTM`` under bf16
 autocast runs oneDNN's bf16 kernels, but on CUDA, autocast sends every cuDNN RNN through a cast to float16
@@ -11,8 +16,17 @@ read from the tensors, not from a flag); :func:`lstm_compute_dtypes` collects th
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
 import torch
+import torch.nn.functional as F
 from torch import nn
+from torch.profiler import record_function
+
+from ..errors import ElmoError
 
 
 def autocast_dtype(device_type: str) -> torch.dtype | None:
@@ -84,7 +98,7 @@ class AutocastLSTM(nn.LSTM):
 
 def lstm_compute_dtypes(model: nn.Module) -> dict[str, str]:
     """``{module name: dtype}`` of every LSTM in ``model`` that has run (an :class:`AutocastLSTM`, or a layer of the
-    published architecture, :class:`~elmo.model.published.ProjectedLSTM`): the dtype its last call computed in,
+    published architecture, :class:`ProjectedLSTM`): the dtype its last call computed in,
     e.g. ``{"forward_lm.layers.0": "bfloat16"}``. Empty when none has run."""
     return {name: str(module.compute_dtype).removeprefix("torch.") for name, module in model.named_modules()
             if getattr(module, "compute_dtype", None) is not None and isinstance(module.compute_dtype, torch.dtype)}
@@ -95,3 +109,390 @@ def summary_dtype(dtypes: dict[str, str]) -> str | dict[str, str] | None:
     (``None`` when it is empty)."""
     values = set(dtypes.values())
     return None if not values else values.pop() if len(values) == 1 else dict(dtypes)
+
+
+#: the multiply-adds from which an fp32 product on the CPU goes through oneDNN (:func:`matmul`)
+ONEDNN_MIN_WORK = 1 << 20
+_ONEDNN = hasattr(torch.ops, "mkldnn") and hasattr(torch.ops.mkldnn, "_linear_pointwise") \
+    and torch.backends.mkldnn.is_available()
+_PACK = _ONEDNN and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+
+
+def step_chunks(rows_per_step: Sequence[int], chunk_size: int | None) -> list[tuple[int, int]]:
+    """How a sequence of time steps is cut into chunks for the long-sentence path.
+
+    Args:
+        rows_per_step: ``rows_per_step[t]`` = batch rows computed at step t (positions of that step); its
+            length S is the number of steps.
+        chunk_size: the most positions (rows × steps) per chunk; ``None`` = never chunk.
+
+    Returns:
+        Consecutive ``(first, last)`` step ranges covering ``range(S)`` in order: ``[(0, S)]`` (one pass, also
+        for ``S == 0``) unless ``S > chunk_size``; then ranges whose positions ``sum(rows_per_step[first:last])``
+        are at most ``chunk_size`` each (a single step may exceed it when it alone has more rows).
+
+    Raises:
+        ElmoError: ``chunk_size`` < 1.
+    """
+    if chunk_size is not None and chunk_size < 1:
+        raise ElmoError(f"chunk_size must be a positive number of positions (or None), got {chunk_size}",
+                        field="chunk_size")
+    steps = len(rows_per_step)
+    if chunk_size is None or steps <= chunk_size:
+        return [(0, steps)]
+    spans, first, used = [], 0, 0
+    for t, rows in enumerate(rows_per_step):
+        if t > first and used + rows > chunk_size:
+            spans.append((first, t))
+            first, used = t, 0
+        used += rows
+    spans.append((first, steps))
+    return spans
+
+
+def compute_dtype(device_type: str) -> torch.dtype:
+    """The autocast dtype on ``device_type`` when autocast is on there (:func:`~elmo.model.lstm.autocast_dtype`),
+    else float32."""
+    return autocast_dtype(device_type) or torch.float32
+
+
+def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
+           add: torch.Tensor | None = None) -> torch.Tensor:
+    """``x @ weight.T + bias + add`` in ``weight``'s dtype, returned in float32.
+
+    Args:
+        x: ``(..., K)`` float; weight: ``(N, K)``; bias: ``(N,)`` float32; add: ``(..., N)`` float32.
+
+    fp32 on the CPU without autograd runs through oneDNN (``mkldnn._linear_pointwise``, with ``add`` as a
+    fused post-op) when the product has at least :data:`ONEDNN_MIN_WORK` multiply-adds, or always when the
+    weight is packed (:func:`pack_weight`); everything else goes through ``F.linear``
+    (measurements: lab/performance.md).
+    """
+    if weight.is_mkldnn or weight.dtype == torch.float32 and x.is_cpu and _ONEDNN \
+            and x.numel() * weight.shape[0] >= ONEDNN_MIN_WORK \
+            and not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (weight, x, bias, add))):
+        x = x.float().contiguous()
+        if add is not None:
+            return torch.ops.mkldnn._linear_pointwise.binary(x, add.contiguous(), weight, bias, "add")
+        return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+    y = F.linear(x.to(weight.dtype), weight)
+    if bias is not None:
+        y = torch.add(bias, y)  # fp32 + bf16/fp16: the cast happens inside the addition, in one pass
+    if add is not None:
+        y = torch.add(add, y)
+    return y.float()
+
+
+def pack_weight(weight: torch.Tensor, rows: int) -> torch.Tensor:
+    """``weight (N, K)`` float32 reordered once into oneDNN's blocked layout for products with about ``rows``
+    rows (an opaque ``torch._mkldnn`` tensor that only :func:`matmul` reads), so that oneDNN does not reorder it
+    at every call. Returns ``weight`` unchanged where oneDNN's reorder is unavailable."""
+    if not _PACK:
+        return weight
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), max(1, rows))
+
+
+def _clip(x: torch.Tensor, value: float | None) -> torch.Tensor:
+    """``x`` clamped to ``±value`` (in place when autograd does not need ``x``); ``None``: unchanged."""
+    if value is None:
+        return x
+    return x.clamp(-value, value) if x.requires_grad else x.clamp_(-value, value)
+
+
+def cached(cache: dict, name: str, sources: list[torch.Tensor | None], dtype: torch.dtype,
+           make: Callable[[], list[torch.Tensor | None]]) -> list[torch.Tensor | None]:
+    """``make()`` — tensors derived from the parameters ``sources`` in ``dtype`` (cast, merged) — kept in
+    ``cache[name]`` until ``dtype`` or one of ``sources`` changes (replaced, or in place through an operation that
+    bumps its version counter; a :class:`CachedWeights` module also empties it on every ``train()`` / ``eval()``);
+    rebuilt every call while autograd needs the gradient through them (training, fine-tuning)."""
+    live = [t for t in sources if t is not None]
+    if torch.is_grad_enabled() and any(t.requires_grad for t in live):
+        return make()
+    key = (dtype, tuple((t.data_ptr(), t._version) for t in live))
+    if cache.get(name, (None,))[0] != key:
+        with torch.no_grad():
+            cache[name] = (key, make())
+    return cache[name][1]
+
+
+class CachedWeights(nn.Module):
+    """A module keeping weights derived from its parameters in ``self._cache`` (:func:`cached`), emptied whenever
+    the module (or a parent) is put in training or eval mode: fused optimisers (``torch.optim.Adam(fused=True)``,
+    what :func:`elmo.training.trainer.fit` uses) update parameters in place without bumping their version counter,
+    so the cache key alone would not see an optimiser step; training loops switch modes around every validation."""
+
+    def __init__(self):
+        super().__init__()
+        self._cache: dict = {}
+
+    def train(self, mode: bool = True) -> "CachedWeights":
+        self._cache.clear()
+        return super().train(mode)
+
+
+class ProjectedLSTM(CachedWeights):
+    """One direction of one layer: TensorFlow's ``LSTMCell(num_proj, cell_clip, proj_clip)`` (step 2 of the
+    module docstring), over a whole time-major batch.
+
+    Args:
+        input_size: I; hidden_size: H cells; projection_dim: P outputs (``P == H``: no projection);
+        cell_clip, proj_clip: clipping bounds or ``None``.
+
+    Parameters (our layout; :mod:`elmo.model.published_io` converts TF's): ``input_weight (4H, I)``,
+    ``recurrent_weight (4H, P)``, ``bias (4H,)`` (forget bias + 1 included), gate blocks in the order
+    (i, f, o, j) so the three sigmoid gates are contiguous; ``projection (P, H)``. ``tf_bias`` (a buffer outside
+    the state dict, ``None`` unless loaded from a file) keeps TF's ``B`` as read, so that writing the layer back
+    (:func:`elmo.model.published_io.tf_bias`) gives the file's values bit for bit.
+
+    Without clipping (both bounds ``None``) the layer runs on PyTorch's fused LSTM kernel (:meth:`fused_forward`,
+    ``torch.lstm`` with ``proj_size``: cuDNN on CUDA, ATen's C++ recurrence on the CPU), the same parameters mapped
+    onto its weights (:meth:`fused_weights`); with clipping, which that kernel cannot do, on the per-step loop.
+    ``fused = False`` runs the loop without clipping too (the two agree to float rounding). :attr:`compute_dtype`:
+    the dtype the last call's recurrence computed in (the loop's products, the fused kernel's output), ``None``
+    before the first call (:func:`elmo.model.lstm.lstm_compute_dtypes`).
+    """
+
+    compute_dtype: torch.dtype | None = None
+
+    def __init__(self, input_size: int, hidden_size: int, projection_dim: int, cell_clip: float | None,
+                 proj_clip: float | None):
+        super().__init__()
+        self.hidden_size, self.output_size = hidden_size, projection_dim
+        self.cell_clip, self.proj_clip = cell_clip, proj_clip
+        self.fused = cell_clip is None and proj_clip is None
+        self.input_weight = nn.Parameter(torch.empty(4 * hidden_size, input_size))
+        self.recurrent_weight = nn.Parameter(torch.empty(4 * hidden_size, projection_dim))
+        self.bias = nn.Parameter(torch.empty(4 * hidden_size))
+        self.projection = nn.Parameter(torch.empty(projection_dim, hidden_size)) if projection_dim < hidden_size else None
+        self.register_buffer("tf_bias", None, persistent=False)  # TF's B as loaded (see the class docstring)
+
+    def weights(self, dtype: torch.dtype, rows: int = 64) -> list[torch.Tensor | None]:
+        """``[input_weight, recurrent_weight, projection]`` in ``dtype``: cast once and cached while the
+        parameters are unchanged (autocast would cast them again at every step). In float32 on a CPU without
+        autograd, they are packed for oneDNN (:func:`pack_weight`; ``rows`` = the batch size, the rows of
+        the per-step products)."""
+        params = [self.input_weight, self.recurrent_weight, self.projection]
+        if dtype == self.input_weight.dtype:
+            if not (_PACK and dtype == torch.float32 and self.input_weight.is_cpu) \
+                    or torch.is_grad_enabled() and self.input_weight.requires_grad:
+                return params
+            return cached(self._cache, "packed", params, dtype, lambda: [
+                pack_weight(params[0], 32 * rows), pack_weight(params[1], rows),
+                None if params[2] is None else pack_weight(params[2], rows)])
+        return cached(self._cache, "weights", params, dtype, lambda: [p if p is None else p.to(dtype) for p in params])
+
+    def forward(self, x: torch.Tensor, active: list[int], state: tuple[torch.Tensor, torch.Tensor] | None = None,
+                chunk_size: int | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """Run the layer over a time-major batch whose rows are sorted by length, longest first.
+
+        Args:
+            x: ``(S, B, I)`` inputs; active: ``active[t]`` = rows still running at step t (non-increasing,
+                ``len(active) <= S``); state: initial ``(h (B, P), c (B, H))`` float32, zeros when ``None``;
+                chunk_size: ``None`` (the input products of all steps at once) or the most positions whose input
+                products are computed at a time (:func:`step_chunks`), the recurrence going on from
+                chunk to chunk: the same outputs (to float rounding).
+
+        Returns:
+            ``(outputs (S, B, P), (h, c))`` float32: outputs are zero where a row has ended; ``(h, c)`` is each
+            row's state after its last step (or its initial state if it ran no step). Differentiable (training).
+
+        Raises:
+            ElmoError: ``chunk_size`` < 1.
+        """
+        if self.fused and self.cell_clip is None and self.proj_clip is None:
+            return self.fused_forward(x, active, state, chunk_size)
+        steps, batch, _ = x.shape
+        hidden = self.hidden_size
+        dtype = compute_dtype(x.device.type)
+        with torch.autocast(x.device.type, enabled=False):
+            w_in, w_rec, w_proj = self.weights(dtype, batch)
+            self.compute_dtype = w_rec.dtype  # the recurrence's products: its kernels' dtype
+            h, c = state if state is not None else (x.new_zeros(batch, self.output_size, dtype=torch.float32),
+                                                    x.new_zeros(batch, hidden, dtype=torch.float32))
+            out = x.new_zeros(steps, batch, self.output_size, dtype=torch.float32)
+            grad = torch.is_grad_enabled() and (x.requires_grad or self.input_weight.requires_grad)
+            steps_out: list[torch.Tensor] = []  # training: each step's output, padded and stacked at the end
+            # Per-step pieces come from unbind and split, not from indexing the whole tensor at every step: the
+            # backward of an index allocates and zero-fills a gradient of the whole tensor once per step (quadratic
+            # in the steps), that of unbind and split assembles one gradient once.
+            x_steps = x.unbind(0)
+            # Training: the recurrent weight's gradient in one product over all the steps of a chunk
+            # (RecurrentWeightGradient) instead of a (4H, B) x (B, P) product and an addition per step.
+            deferred = grad and w_rec.requires_grad
+            w_step = w_rec.detach() if deferred else w_rec
+            # fp32 training on the CPU: each step's products (recurrent and projection) and their backward through
+            # oneDNN with packed weights, and the projection's gradient, like the recurrent one, once per chunk
+            fast = deferred and _PACK and w_step.dtype == torch.float32 and x.is_cpu
+            step_weights = (pack_weight(w_step, batch), pack_weight(w_step.t(), batch)) if fast else None
+            proj_weights = (pack_weight(w_proj.detach(), batch), pack_weight(w_proj.detach().t(), batch)) \
+                if fast and w_proj is not None and w_proj.requires_grad else None
+            for first, last in step_chunks(active, chunk_size):
+                with record_function("elmo.lstm_input_products"):  # only the positions that run (no padding)
+                    packed = torch.cat([x_steps[t][:active[t]] for t in range(first, last)]) if last > first else x[:0, 0]
+                    gates_all = self._input_gates(packed, w_in)
+                    tape = StepTape([], [], [])  # filled below, read by the backward pass
+                    if deferred:
+                        gates_all = RecurrentWeightGradient.apply(gates_all, w_rec, w_proj if proj_weights else None,
+                                                                  tape)
+                    gates_step = gates_all.split(active[first:last])
+                for t, gates_x in zip(range(first, last), gates_step):
+                    n = active[t]
+                    g = DeferredProduct.apply(h[:n], gates_x, *step_weights, None) if step_weights \
+                        else self._step_gates(h[:n], w_step, gates_x)
+                    if deferred:
+                        tape.states.append(h[:n].detach())
+                    i, f, o = torch.sigmoid(g[:, : 3 * hidden]).chunk(3, dim=1)
+                    cell = _clip(torch.addcmul(f * c[:n], i, torch.tanh(g[:, 3 * hidden:])), self.cell_clip)
+                    h_new = o * torch.tanh(cell)
+                    if proj_weights:
+                        tape.cells.append(h_new.detach())
+                        h_new = _clip(DeferredProduct.apply(h_new, None, *proj_weights, tape.projection_grads),
+                                      self.proj_clip)
+                    elif w_proj is not None:
+                        h_new = _clip(matmul(h_new, w_proj), self.proj_clip)
+                    if grad:  # no in-place writes into one tensor, whose backward would copy it at every step
+                        steps_out.append(F.pad(h_new, (0, 0, 0, batch - n)))
+                    else:
+                        out[t, :n] = h_new
+                    h = h_new if n == batch else torch.cat([h_new, h[n:]])
+                    c = cell if n == batch else torch.cat([cell, c[n:]])
+                del packed, gates_all, gates_step  # before the next chunk's products: one chunk's alive at a time
+                gates_x = None  # noqa: F841 (the last step's piece is a view of the whole chunk's products)
+            if steps_out:
+                out = torch.cat([torch.stack(steps_out), out[len(steps_out):]])
+        return out, (h, c)
+
+    def fused_weights(self, dtype: torch.dtype) -> list[torch.Tensor]:
+        """``nn.LSTM(proj_size=P)``'s weights of this layer in ``dtype``: ``[weight_ih (4H, I), weight_hh (4H, P),
+        bias_ih (4H,), bias_hh (4H,), weight_hr (P, H)]`` (no ``weight_hr`` when ``P == H``), gate blocks reordered
+        from ours (i, f, o, j) to PyTorch's (i, f, g, o), ``bias`` (forget bias + 1 included) as ``bias_ih`` and
+        ``bias_hh`` zero. Differentiable: the gradients reach :attr:`input_weight`, :attr:`recurrent_weight`,
+        :attr:`bias` and :attr:`projection`; cached (:func:`cached`) while autograd does not need them."""
+        cells = self.hidden_size
+
+        def make() -> list[torch.Tensor]:
+            def gates(w: torch.Tensor) -> torch.Tensor:
+                return torch.cat([w[:2 * cells], w[3 * cells:], w[2 * cells:3 * cells]]).to(dtype)
+            flat = [gates(self.input_weight), gates(self.recurrent_weight), gates(self.bias),
+                    self.bias.new_zeros(4 * cells, dtype=dtype)]
+            return flat if self.projection is None else [*flat, self.projection.to(dtype)]
+        sources = [self.input_weight, self.recurrent_weight, self.bias, self.projection]
+        return cached(self._cache, "fused", sources, dtype, make)
+
+    def fused_forward(self, x: torch.Tensor, active: list[int], state: tuple[torch.Tensor, torch.Tensor] | None = None,
+                      chunk_size: int | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """:meth:`forward` without clipping on PyTorch's fused LSTM kernel (``torch.lstm`` over a packed sequence:
+        step t holds the ``active[t]`` rows still running, so padding is never read and each row's final state is
+        the one after its last step). Same arguments, returns and errors as :meth:`forward`; chunks of at most
+        ``chunk_size`` positions run one after the other, the states carried between them. Under autocast the
+        products run in its dtype (the weights mapped and cast once a call), the cell state in float32 on the CPU as
+        in the loop (cuDNN keeps it in the autocast dtype, and is called with autocast off, every tensor cast to that
+        dtype: autocast's own rule for cuDNN's RNNs would run them in float16); states and outputs are returned in
+        float32. :attr:`compute_dtype` records the kernel's output dtype."""
+        steps, batch, _ = x.shape
+        dtype = compute_dtype(x.device.type)
+        h, c = state if state is not None else (x.new_zeros(batch, self.output_size, dtype=torch.float32),
+                                                x.new_zeros(batch, self.hidden_size, dtype=torch.float32))
+        flat = self.fused_weights(dtype)
+        cast = casts_for_kernel(x.device.type)
+        train = torch.is_grad_enabled() and (x.requires_grad or self.input_weight.requires_grad)
+        x_steps, outputs = x.unbind(0), []
+        for first, last in step_chunks(active, chunk_size):
+            if last == first:
+                continue
+            rows = active[first]
+            sizes = torch.tensor(active[first:last])
+            packed = torch.cat([x_steps[t][:active[t]] for t in range(first, last)])
+            packed = packed.to(dtype) if cast else packed
+            with warnings.catch_warnings():  # the weights are mapped at every call by design; oneDNN has no projection
+                warnings.filterwarnings("ignore", "RNN module weights are not part of single contiguous chunk")
+                warnings.filterwarnings("ignore", "LSTM with projections is not supported with oneDNN")
+                # on CUDA with autocast off and every tensor in the dtype (autocast's cuDNN rule would use float16)
+                with torch.autocast(x.device.type, enabled=False) if cast else contextlib.nullcontext():
+                    y, h_n, c_n = torch.lstm(packed, sizes, (h[None, :rows].to(dtype),
+                                                             c[None, :rows].to(dtype) if cast else c[None, :rows]),
+                                             flat, True, 1, 0.0, train, False)
+            self.compute_dtype = y.dtype
+            y = nn.utils.rnn.pad_packed_sequence(nn.utils.rnn.PackedSequence(y.float(), sizes))[0]
+            outputs.append(F.pad(y, (0, 0, 0, batch - rows)))
+            h, c = torch.cat([h_n[0].float(), h[rows:]]), torch.cat([c_n[0].float(), c[rows:]])
+        out = torch.cat(outputs) if outputs else x.new_zeros(0, batch, self.output_size, dtype=torch.float32)
+        return F.pad(out, (0, 0, 0, 0, 0, steps - len(out))), (h, c)
+
+    def _input_gates(self, x: torch.Tensor, w_in: torch.Tensor) -> torch.Tensor:
+        """``x @ W_x + b`` of all time steps in one product: ``(S·B, 4H)``, float32 (bias included) or, in a
+        lower precision, that precision without the bias (added per step, saving a pass over the whole)."""
+        if w_in.dtype == torch.float32:
+            return matmul(x, w_in, self.bias)
+        return F.linear(x.to(w_in.dtype), w_in)
+
+    def _step_gates(self, h: torch.Tensor, w_rec: torch.Tensor, gates_x: torch.Tensor) -> torch.Tensor:
+        """Gate pre-activations ``(n, 4H)`` float32 of one step: ``gates_x + h @ W_h`` (+ the bias in a lower
+        precision, where the product and the addition are one ``addmm`` and the bias add casts to float32)."""
+        if w_rec.dtype == torch.float32:
+            return matmul(h, w_rec, add=gates_x)
+        return torch.add(self.bias, torch.addmm(gates_x, h.to(w_rec.dtype), w_rec.t()))
+
+
+@dataclass
+class StepTape:
+    """What the steps of a chunk leave for :class:`RecurrentWeightGradient`'s backward: ``states``, the ``h (n, P)``
+    each step multiplied the recurrent weight with; ``cells``, the ``o * tanh(c) (n, H)`` it projected (only when the
+    projection goes through :class:`DeferredProduct`); ``projection_grads``, the gradients of those projections
+    ``(n, P)``, appended by the backward pass, last step first."""
+
+    states: list[torch.Tensor]
+    cells: list[torch.Tensor]
+    projection_grads: list[torch.Tensor]
+
+
+class RecurrentWeightGradient(torch.autograd.Function):
+    """Identity on the gate pre-activations ``G`` of a chunk's steps, ``(positions, 4H)`` in step order, whose backward
+    also gives the recurrent weight's gradient ``dG^T @ Hs`` in one product, ``Hs`` being the states the steps
+    multiplied the weight with (``tape.states``, ``(positions, P)``, appended during the recurrence, which uses the
+    weight detached); likewise the projection's, ``dP^T @ Ms`` from ``tape``, when ``projection`` is given. A step's
+    gates are ``G_t + h_t W^T``, so the gradient of ``G_t`` is that of the step's product and ``dW = Σ_t dG_t^T h_t``:
+    one ``(4H, positions) x (positions, P)`` product instead of one with an inner dimension of the batch, and an
+    accumulation, per step. This backward runs after every step's (each step reads ``G``), so the tape is complete.
+    The same sums in another order: equal to float rounding.
+    """
+
+    @staticmethod
+    def forward(ctx, gates: torch.Tensor, weight: torch.Tensor, projection: torch.Tensor | None,
+                tape: StepTape) -> torch.Tensor:
+        ctx.tape, ctx.dtypes = tape, (weight.dtype, None if projection is None else projection.dtype)
+        return gates.view_as(gates)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, None]:
+        tape = ctx.tape
+        d_weight = grad.t().mm(torch.cat(tape.states).to(grad.dtype)).to(ctx.dtypes[0])
+        d_projection = None
+        if ctx.dtypes[1] is not None:
+            d_out = torch.cat(tape.projection_grads[::-1])
+            d_projection = d_out.t().mm(torch.cat(tape.cells).to(d_out.dtype)).to(ctx.dtypes[1])
+        return grad, d_weight, d_projection, None
+
+
+class DeferredProduct(torch.autograd.Function):
+    """``x @ W^T (+ add)`` of one fp32 training step through oneDNN with ``W`` packed (:func:`pack_weight`), forward
+    and backward (``dx = dy @ W`` with ``W^T`` packed); no gradient for ``W``, which :class:`RecurrentWeightGradient`
+    gives for all the steps at once: ``dy`` is appended to ``sink`` when one is given (the projection), and is the
+    gradient of ``add`` otherwise (the recurrent product, whose ``add`` is the step's input gates). Shapes:
+    ``x (n, K)``, ``add (n, N)`` or ``None``; ``weight`` the packed ``(N, K)``, ``weight_t`` the packed ``(K, N)``."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, add: torch.Tensor | None, weight: torch.Tensor, weight_t: torch.Tensor,
+                sink: list[torch.Tensor] | None) -> torch.Tensor:
+        ctx.weight_t, ctx.sink = weight_t, sink
+        if add is None:
+            return torch.ops.mkldnn._linear_pointwise(x.contiguous(), weight, None, "none", [], "")
+        return torch.ops.mkldnn._linear_pointwise.binary(x.contiguous(), add.contiguous(), weight, None, "add")
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, None, None, None]:
+        grad = grad.contiguous()
+        if ctx.sink is not None:
+            ctx.sink.append(grad)
+        dx = torch.ops.mkldnn._linear_pointwise(grad, ctx.weight_t, None, "none", [], "")
+        return dx, (grad if ctx.needs_input_grad[1] else None), None, None, None

@@ -37,7 +37,8 @@ from elmo.artifacts import environment_info, write_json
 from elmo.data.agnews import read_agnews
 from elmo.data.text import tokenize
 from elmo.inference.embedder import CHUNK_BATCHES, ElmoEmbedder
-from elmo.model.published import PUBLISHED_ARCHITECTURES, ProjectedLSTM, PublishedBiLM, PublishedBiLMConfig
+from elmo.model.lstm import ProjectedLSTM
+from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM, PublishedBiLMConfig
 from elmo.model.published_io import save_published_bilm
 from elmo.runtime.device import configure_threads, cpu_has_bf16
 

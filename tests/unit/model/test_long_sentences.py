@@ -11,9 +11,10 @@ import torch
 
 from elmo import ElmoError
 from elmo.data.chars import batch_char_ids
-from elmo.model.bilm import CHUNK_SIZE, BiLM, BiLMConfig, step_chunks
+from elmo.model.bilm import CHUNK_SIZE, BiLM, BiLMConfig
 from elmo.model.char_cnn import CharCNN
-from elmo.model.published import CharTokenEncoder, ProjectedLSTM, PublishedBiLM, PublishedBiLMConfig
+from elmo.model.lstm import ProjectedLSTM, step_chunks
+from elmo.model.published import CharTokenEncoder, PublishedBiLM, PublishedBiLMConfig
 from lab.bench.published import random_weights
 
 #: chunked and one-pass vectors agree to float rounding: the same arithmetic, but the matrix products of a chunk have

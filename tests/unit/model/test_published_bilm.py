@@ -303,10 +303,10 @@ def test_lstm_gradients_equal_those_of_the_plain_step_by_step_recurrence(chunk_s
     gives the gradients of the plain recurrence, for rows of different lengths and with chunking; every product
     large enough for oneDNN's path, which has no backward and must be skipped whenever one of its inputs needs a
     gradient (at the first step only the input products do)."""
-    from elmo.model import published
-    from elmo.model.published import ProjectedLSTM
+    from elmo.model import lstm
+    from elmo.model.lstm import ProjectedLSTM
 
-    monkeypatch.setattr(published, "ONEDNN_MIN_WORK", 0)
+    monkeypatch.setattr(lstm, "ONEDNN_MIN_WORK", 0)
 
     torch.manual_seed(0)
     layer = ProjectedLSTM(6, 16, 5, cell_clip=0.8, proj_clip=0.7)

@@ -9,7 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from elmo.model.published import PUBLISHED_ARCHITECTURES, ProjectedLSTM, PublishedBiLM, PublishedBiLMConfig
+from elmo.model.lstm import ProjectedLSTM
+from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM, PublishedBiLMConfig
 from elmo.model.published_io import config_from_options, options_of
 from lab.bench.published import random_weights
 
@@ -141,8 +142,8 @@ def test_bf16_autocast_runs_the_products_in_bf16_and_stays_close_to_the_loop():
 def test_where_it_casts_for_the_kernel_every_tensor_reaches_it_in_bf16_with_autocast_off(monkeypatch, grad):
     """CUDA's branch, driven on the CPU: the packed input, both states and the weights reach ``torch.lstm`` in the
     autocast dtype with autocast off (an fp32 input beside bf16 states is refused by the kernel), in training too."""
-    import elmo.model.published as published
-    monkeypatch.setattr(published, "casts_for_kernel", lambda device_type: True)
+    import elmo.model.lstm as lstm
+    monkeypatch.setattr(lstm, "casts_for_kernel", lambda device_type: True)
     kernel, seen = torch.lstm, []
 
     def spy(packed, sizes, states, weights, *rest):
