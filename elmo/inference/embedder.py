@@ -27,14 +27,12 @@ import numpy as np
 import torch
 
 from ..data.batching import bucket_batches
-from ..data.chars import bilm_tf_char_table
 from ..data.corpus import EncodedCorpus, encode_corpus
 from ..data.text import tokenize
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..model.bilm import CHUNK_SIZE, AnyBiLM
 from ..model.published import PublishedBiLM, States
-from ..model.published_plan import word_plan
 from ..model.serialization import open_bilm
 from ..runtime.device import autocast, resolve_device, resolve_precision
 
@@ -254,11 +252,8 @@ class ElmoEmbedder:
     @torch.no_grad()
     def _compute_token_vectors(self, words: list[str]) -> torch.Tensor:
         """``(len(words), P)`` float32 token vectors (the char CNN, once per word) on the device."""
-        table = bilm_tf_char_table(words, self.bilm.config.max_chars).astype(np.int64)
-        plan = word_plan(table, self.bilm.words_per_pass, self.bilm.token_encoder.max_width).to(self.device)
-        chars = torch.from_numpy(table).to(self.device)
-        with autocast(self.device, self.amp_dtype):  # the distinct spellings planned on the host: no device read
-            return self.bilm.token_vectors(chars, plan).float()
+        with autocast(self.device, self.amp_dtype):
+            return self.bilm.word_vectors(words).float()
 
     def _token_table(self, words: list[str]) -> torch.Tensor:
         """Token vectors of distinct ``words``, ``(len(words), P)``: from ``vocab_to_cache`` where cached."""

@@ -453,12 +453,18 @@ def load_classifier_bilm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabu
         ElmoError: the classifier file is missing or corrupt; the recorded biLM files are missing or invalid.
     """
     ckpt = load_checkpoint(path, "elmo.classifier")
-    source = ckpt.get("bilm_tf")
     try:
-        if isinstance(ckpt.get("bilm_source"), str):
-            return open_bilm(ckpt["bilm_source"]).bilm, Vocabulary(ckpt["vocab"])
-        if not isinstance(source, dict):
-            return None
-        return open_bilm(source["options_file"], source["weight_file"]).bilm, Vocabulary(ckpt["vocab"])
+        source = recorded_source(ckpt)
+        return None if source is None else (open_bilm(*source).bilm, Vocabulary(ckpt["vocab"]))
     except KeyError as exc:
         raise ElmoError(f"{path}: inconsistent classifier checkpoint: no {exc}") from None
+
+
+def recorded_source(ckpt: dict[str, Any]) -> tuple[str, ...] | None:
+    """The biLM a classifier file's payload ``ckpt`` records (:func:`published_record`, read back): ``(file or
+    folder,)`` for a ``published_lm.pt`` or a ``save_pretrained`` folder, ``(options file, weight file)`` for bilm-tf's
+    files, ``None`` for our biLM (found through its models folder). Raises KeyError for a bilm-tf record missing a file."""
+    if isinstance(ckpt.get("bilm_source"), str):
+        return (ckpt["bilm_source"],)
+    source = ckpt.get("bilm_tf")
+    return (source["options_file"], source["weight_file"]) if isinstance(source, dict) else None

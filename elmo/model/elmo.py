@@ -21,11 +21,9 @@ import warnings
 from pathlib import Path
 from typing import Sequence
 
-import numpy as np
 import torch
 from torch import nn
 
-from ..data.chars import bilm_tf_char_table
 from ..data.vocab import PAD_ID, Vocabulary
 from ..errors import ElmoError
 from .bilm import AnyBiLM, length_mask
@@ -34,7 +32,6 @@ from .hub import HubMixin, from_nested_config, nested_config
 from .lstm import cached, compute_dtype
 from .mix import LAYER_MIXES, LEARNED_FUNCTIONS, ScalarMix, build_mix, normalize_layers, normalize_layers_over_batch
 from .published import PublishedBiLM
-from .published_plan import word_plan
 from .serialization import open_bilm
 
 #: the constructor's arguments that ``config.json`` holds (all but ``options_file`` / ``weight_file``, the biLM: it is
@@ -363,15 +360,9 @@ class Elmo(nn.Module, HubMixin):
     def _word_vectors(self) -> torch.Tensor:
         """``(len(vocab_to_cache), P)`` float32 token vectors of :attr:`vocab_to_cache` on the biLM's device, computed
         once and again when the character CNN's weights, dtype or device change (:func:`~elmo.model.lstm.cached`)."""
-        bilm = self.bilm
-        params = list(bilm.token_encoder.parameters())
-        device = params[0].device
-
-        def make() -> list[torch.Tensor]:
-            table = bilm_tf_char_table(self.vocab_to_cache, bilm.config.max_chars).astype(np.int64)
-            plan = word_plan(table, bilm.words_per_pass, bilm.token_encoder.max_width).to(device)
-            return [bilm.token_vectors(torch.from_numpy(table).to(device), plan).float()]
-        return cached(self._word_cache, "vectors", params, compute_dtype(device.type), make)[0]
+        params = list(self.bilm.token_encoder.parameters())
+        make = lambda: [self.bilm.word_vectors(self.vocab_to_cache).float()]  # noqa: E731
+        return cached(self._word_cache, "vectors", params, compute_dtype(params[0].device.type), make)[0]
 
     def penalty(self) -> torch.Tensor:
         """Σ over trainable scalar mixes of ‖w‖² (the un-normalised weights; softmax(0) is the plain

@@ -331,6 +331,16 @@ class PublishedBiLM(nn.Module, HubMixin):
         flat = chars.reshape(-1, chars.shape[-1])
         return self.token_encoder(flat, self.words_per_pass, plan).reshape(*chars.shape[:-1], -1)
 
+    def word_vectors(self, words: Sequence[str]) -> torch.Tensor:
+        """Token vectors ``(len(words), projection_dim)`` of distinct ``words`` spelt out (the character CNN once per
+        word), on the biLM's device, in the dtype the token layer computes in; the spellings are planned on the host,
+        so nothing is read back from the device (``vocab_to_cache`` of :class:`~elmo.model.elmo.Elmo` and of the
+        embedder)."""
+        device = next(self.token_encoder.parameters()).device
+        table = bilm_tf_char_table(words, self.config.max_chars).astype(np.int64)
+        plan = word_plan(table, self.words_per_pass, self.token_encoder.max_width).to(device)
+        return self.token_vectors(torch.from_numpy(table).to(device), plan)
+
     def forward(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
         """ELMo layers of every token, stateless (zero initial states for every sentence).
 

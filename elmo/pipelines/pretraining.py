@@ -32,6 +32,7 @@ from ..errors import ElmoError
 from ..model import hub
 from ..model.bilm import TOKEN_ENCODERS, BiLM, BiLMConfig, LanguageModel
 from ..model.char_cnn import DEFAULT_FILTERS
+from ..model.classifier import recorded_source
 from ..model.published import PUBLISHED_ARCHITECTURES, PublishedBiLMConfig
 from ..model.published_io import options_of, read_options
 from ..model.published_lm import (
@@ -625,9 +626,10 @@ def stale_classifiers(config: CommonArgs, kind: str, keep: Iterable = ()) -> lis
             saved = load_checkpoint(path, "elmo.classifier")
         except ElmoError:
             continue
-        recorded = saved.get("bilm_tf") if isinstance(saved.get("bilm_tf"), dict) else {}
-        sources = [Path(f) for f in (saved.get("bilm_source"), recorded.get("options_file"),
-                                     recorded.get("weight_file")) if isinstance(f, str)]
+        try:
+            sources = [Path(f) for f in recorded_source(saved) or ()]
+        except KeyError:
+            continue
         files = [f for source in sources for f in ((source / hub.CONFIG, source / hub.WEIGHTS) if source.is_dir()
                                                     else (source,))]
         if any(os.path.realpath(f) in replaced for f in files) or (not sources and (
