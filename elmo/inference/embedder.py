@@ -31,8 +31,7 @@ from ..data.corpus import EncodedCorpus, encode_corpus
 from ..data.text import tokenize
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from ..model.bilm import CHUNK_SIZE, AnyBiLM
-from ..model.published import PublishedBiLM, States
+from ..model.bilm import CHUNK_SIZE, AnyBiLM, States
 from ..model.serialization import open_bilm
 from ..runtime.device import autocast, resolve_device, resolve_precision
 
@@ -111,7 +110,7 @@ class ElmoEmbedder:
         bilm: our trained :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.published.PublishedBiLM`
             (moved to the device, put in eval mode); vocab: our biLM's :class:`~elmo.data.vocab.Vocabulary`
             (``None`` for a published biLM, which has none).
-        stateful: published biLM only. ``False``: every sentence starts from zero LSTM states (deterministic;
+        stateful: ``False``: every sentence starts from zero LSTM states (deterministic;
             a sentence's vectors depend on it alone). ``True``: bilm-tf / AllenNLP's behaviour — row r of each
             call starts from the states row r of the previous call ended with (``<S> .. </S>`` read whole), a
             smaller call uses and updates only its first rows and keeps the others, a larger one starts its new
@@ -120,7 +119,7 @@ class ElmoEmbedder:
         precision: ``"fp32"`` (the default, AllenNLP's precision), ``"auto"`` (bf16 autocast on CPUs with native
             bf16 and on GPUs, :func:`elmo.runtime.device.resolve_precision`), ``"bf16"`` or ``"fp16"`` (CUDA).
             The vectors returned are float32 either way.
-        vocab_to_cache: published biLM only: words whose token vectors are computed once here (as AllenNLP's
+        vocab_to_cache: words whose token vectors are computed once here (as AllenNLP's
             ``vocab_to_cache``); others are computed once per distinct word per pass of up to
             :data:`CHUNK_BATCHES` batches.
         max_tokens: padded-token budget per internal batch (stateless mode).
@@ -135,8 +134,7 @@ class ElmoEmbedder:
 
     Raises:
         ElmoError: missing, unreadable or inconsistent files (see :func:`is_published` and :func:`~elmo.model.serialization.open_bilm`); both files and a
-            ``bilm``; our biLM without its ``vocab``; ``stateful`` or ``vocab_to_cache`` with our biLM; a bad
-            device or precision; ``chunk_size`` not ``None`` or a positive int.
+            ``bilm``; our biLM without its ``vocab``; a bad device or precision; ``chunk_size`` not ``None`` or a positive int.
     """
 
     def __init__(self, options_file: str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
@@ -155,11 +153,11 @@ class ElmoEmbedder:
             bilm, vocab = opened.bilm, opened.vocab
         elif options_file is not None or weight_file is not None:
             raise ElmoError("give either a biLM object (bilm=...) or its files (options_file, weight_file), not both")
-        self.published = isinstance(bilm, PublishedBiLM)
-        if not self.published and vocab is None:
+        vocab = vocab if vocab is not None else bilm.vocab
+        if not bilm.cased and vocab is None:
             raise ElmoError("our biLM needs its vocabulary (load_bilm returns it)")
-        if not self.published and (stateful or vocab_to_cache):
-            raise ElmoError("stateful=True and vocab_to_cache are options of a published (bilm-tf) biLM only")
+        if vocab is not None:
+            bilm.vocab = vocab
         self.device = resolve_device(target)
         self.amp_dtype = resolve_precision(precision, self.device)
         self.bilm = bilm.to(self.device).eval()
@@ -171,7 +169,7 @@ class ElmoEmbedder:
         self._cache_index: dict[str, int] = {}
         self._cache_vectors: torch.Tensor | None = None
         if vocab_to_cache:
-            words = list(dict.fromkeys(vocab_to_cache))
+            words = list(dict.fromkeys(w if bilm.cased else w.lower() for w in vocab_to_cache))
             self._cache_vectors = self._compute_token_vectors(words)
             self._cache_index = {w: i for i, w in enumerate(words)}
 
@@ -203,7 +201,7 @@ class ElmoEmbedder:
     def tokenize(self, text: str) -> list[str]:
         """The project's tokeniser (:func:`elmo.data.text.tokenize`): lower-cased for our biLM (as in training),
         case kept for a published one."""
-        return tokenize(text, lowercase=not self.published)
+        return tokenize(text, lowercase=not self.bilm.cased)
 
     def reset_states(self) -> None:
         """Forget the LSTM states carried between calls (stateful mode); the next call starts from zeros."""
@@ -223,40 +221,16 @@ class ElmoEmbedder:
         """
         return self.encode(sentences).collate(np.arange(len(sentences)))
 
-    @torch.no_grad()
-    def _layers(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
-        """``(L + 1, B, T, D)`` float32 biLM layers of one collated batch (our biLM)."""
-        batch = {k: v.to(self.device) for k, v in batch.items()}
-        with autocast(self.device, self.amp_dtype):
-            layers = self.bilm(batch["ids"], batch["lengths"], batch.get("chars"))
-        return layers.float().cpu().numpy()
-
-    def _embed(self, sentences: list[list[str]], batch_size: int | None) -> list[np.ndarray]:
-        """Vectors of checked token lists, ``batch_size`` sentences per pass (all in one when ``None``)."""
-        if self.published:
-            return self._embed_published(sentences, batch_size)
-        out = [np.zeros((self.num_layers, 0, self.dim), dtype=np.float32) for _ in sentences]
-        real = [i for i, s in enumerate(sentences) if s]
-        if not real:
-            return out
-        corpus = self.encode([sentences[i] for i in real])
-        batches = corpus.batches(batch_size, self.max_tokens) if batch_size else [np.arange(len(real))]
-        for index in batches:
-            layers = self._layers(corpus.collate(index))
-            for row, j in enumerate(index):
-                out[real[j]] = _row(layers, row, corpus.lengths[j])
-        return out
-
-    # --- the published biLM ------------------------------------------------------------------------
-
+    # --- one path for every biLM: each distinct word's token vector once, then the LSTMs ----------
     @torch.no_grad()
     def _compute_token_vectors(self, words: list[str]) -> torch.Tensor:
-        """``(len(words), P)`` float32 token vectors (the char CNN, once per word) on the device."""
+        """``(len(words), W)`` float32 token vectors (``bilm.word_vectors``: the character CNN or the word embeddings,
+        once per word) on the device."""
         with autocast(self.device, self.amp_dtype):
             return self.bilm.word_vectors(words).float()
 
     def _token_table(self, words: list[str]) -> torch.Tensor:
-        """Token vectors of distinct ``words``, ``(len(words), P)``: from ``vocab_to_cache`` where cached."""
+        """Token vectors of distinct ``words``, ``(len(words), W)``: from ``vocab_to_cache`` where cached."""
         if self._cache_vectors is None:
             return self._compute_token_vectors(words)
         cached = torch.tensor([self._cache_index.get(w, -1) for w in words], dtype=torch.long)
@@ -266,9 +240,10 @@ class ElmoEmbedder:
             table[missing.to(self.device)] = self._compute_token_vectors([words[i] for i in missing.tolist()])
         return table
 
-    def _embed_published(self, sentences: list[list[str]], batch_size: int | None) -> list[np.ndarray]:
-        """:meth:`_embed` for a published biLM: each distinct word's token vector computed once, then
-        length-bucketed batches (stateless) or the rows in the order given (stateful)."""
+    def _embed(self, sentences: list[list[str]], batch_size: int | None) -> list[np.ndarray]:
+        """Vectors of checked token lists, ``batch_size`` sentences per pass (all in one when ``None``): each distinct
+        word's token vector computed once (:meth:`_token_table`), then length-bucketed batches (stateless) or the rows
+        in the order given (stateful)."""
         out = [np.zeros((self.num_layers, 0, self.dim), dtype=np.float32) for _ in sentences]
         rows = [i for i, s in enumerate(sentences) if s or self.stateful]  # stateful: an empty row still reads <S> </S>
         if not any(sentences):
@@ -283,13 +258,13 @@ class ElmoEmbedder:
         else:
             batches = bucket_batches(lengths, size, self.max_tokens if batch_size else None)
         for index in batches:
-            layers = self._run_published(vectors, [ids[j] for j in index], lengths[index])
+            layers = self._run(vectors, [ids[j] for j in index], lengths[index])
             for row, j in enumerate(index):
                 out[rows[j]] = _row(layers, row, lengths[j])
         return out
 
     @torch.no_grad()
-    def _run_published(self, vectors: torch.Tensor, ids: list[list[int]], lengths: np.ndarray) -> np.ndarray:
+    def _run(self, vectors: torch.Tensor, ids: list[list[int]], lengths: np.ndarray) -> np.ndarray:
         """``(L + 1, B, T, D)`` float32 layers of one batch of type-id rows (carrying states when stateful)."""
         index = np.zeros((len(ids), int(lengths.max())), dtype=np.int64)
         for row, x in enumerate(ids):
@@ -302,12 +277,10 @@ class ElmoEmbedder:
             self._keep_states(final)
         return layers.float().cpu().numpy()
 
-    def _initial_states(self, batch: int) -> States:
-        """Rows ``0..batch-1`` of the carried states; rows never used so far start from zeros."""
+    def _initial_states(self, batch: int) -> States | None:
+        """Rows ``0..batch-1`` of the carried states; rows never used so far start from zeros (``None``: all)."""
         if self._states is None:
-            config = self.bilm.config
-            zeros = [(torch.zeros(0, config.projection_dim), torch.zeros(0, config.hidden_size))]
-            self._states = [tuple(t.to(self.device) for t in z) for z in zeros * (2 * config.num_layers)]
+            return None
         have = self._states[0][0].shape[0]
         if have < batch:
             self._states = [tuple(torch.cat([t, t.new_zeros(batch - have, t.shape[1])]) for t in pair)
@@ -317,6 +290,9 @@ class ElmoEmbedder:
     def _keep_states(self, final: States) -> None:
         """Store a call's final states in its rows; rows beyond the call keep theirs (as bilm-tf)."""
         batch = final[0][0].shape[0]
+        if self._states is None:
+            self._states = [(h.float(), c.float()) for h, c in final]
+            return
         self._states = [tuple(torch.cat([new.float(), old[batch:]]) for new, old in zip(f, s))
                         for f, s in zip(final, self._states)]
 
@@ -334,7 +310,7 @@ class ElmoEmbedder:
         Raises:
             ElmoError: input that is not a list of lists of str.
         """
-        return self._embed(_check_sentences(sentences, not self.published), None)
+        return self._embed(_check_sentences(sentences, not self.bilm.cased), None)
 
     def embed_sentence(self, tokens: Sequence[str]) -> np.ndarray:
         """Vectors of one tokenised sentence: ``(L + 1, n_tokens, D)`` float32 (layer 0, 1, 2 for L = 2)."""
@@ -359,4 +335,4 @@ class ElmoEmbedder:
             raise ElmoError(f"batch_size must be >= 1, got {batch_size}")
         iterator = iter(sentences)
         while chunk := [s for _, s in zip(range(CHUNK_BATCHES * batch_size), iterator)]:
-            yield from self._embed(_check_sentences(chunk, not self.published), batch_size)
+            yield from self._embed(_check_sentences(chunk, not self.bilm.cased), batch_size)

@@ -19,24 +19,28 @@ width ``2 * output_size`` (``output_size`` = ``proj_size`` or else ``hidden_size
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol, Sequence
 
 import torch
 from torch import nn
 
-from ..data.chars import TF_MAX_CHARS, word_char_ids
+from ..data.chars import TF_MAX_CHARS, char_table, word_char_ids
 from ..data.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD_ID, Vocabulary
 from ..errors import ElmoError
 from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax, cluster_counts
 from .char_cnn import DEFAULT_FILTERS, CharCNN
 from .dropout import FastDropout
 from .hub import HubMixin
-from .lstm import AutocastLSTM, step_chunks
+from .lstm import AutocastLSTM, CachedWeights, autocast_dtype, cached, step_chunks
+from .plan import HostPlan
 
 #: the default ``chunk_size`` of both biLMs (:class:`BiLM`, :class:`elmo.model.published.PublishedBiLM`): a sentence
 #: longer than this many tokens is computed in chunks of at most this many positions (:func:`step_chunks`)
 CHUNK_SIZE = 256
 DIRECTIONS = ("forward", "backward")
+#: LSTM states of a biLM: ``[(h, c)]`` for the forward layers 1..L then the backward ones, ``h (B, output width)``,
+#: ``c (B, cells)`` float32, row b = batch row b (stateful use: :meth:`BiLM.contextual` with ``carry=True``)
+States = list[tuple[torch.Tensor, torch.Tensor]]
 TOKEN_ENCODERS = ("word", "char")
 
 
@@ -158,7 +162,7 @@ def length_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
     return torch.arange(max_len, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
 
 
-class LanguageModel(nn.Module):
+class LanguageModel(CachedWeights):
     """One direction of the biLM: token encoder → L unidirectional LSTM layers → adaptive softmax.
 
     Every method takes right-padded word ids ``ids (B, T)``, their ``lengths (B,)`` and, when the
@@ -243,54 +247,110 @@ class LanguageModel(nn.Module):
             ElmoError: ``chunk_size`` < 1.
         """
         tokens = input_chars if self.config.token_encoder == "char" else inputs
-        batch, steps = inputs.shape
+        return self.read(lambda a, b: self.embedding(tokens[:, a:b]), *inputs.shape, chunk_size)[0]
+
+    def read(self, vectors: Callable[[int, int], torch.Tensor], batch: int, steps: int, chunk_size: int | None = None,
+             initial: States | None = None) -> tuple[list[torch.Tensor], States]:
+        """The LSTM layers over token vectors in reading order, at most ``chunk_size`` positions at a time.
+
+        Args:
+            vectors: ``(first, last) -> (B, last - first, E)``, the token vectors of those positions; batch, steps:
+                ``B`` and ``S``; chunk_size: as :meth:`states`; initial: each layer's ``(h (B, output_size),
+                c (B, hidden_size))``, ``None`` = zeros.
+
+        Returns:
+            ``([x, h_1, .., h_L]`` as :meth:`states`, each layer's ``(h, c)`` after position ``S - 1``).
+        """
         spans = step_chunks([batch] * steps, chunk_size)
         outputs: list[torch.Tensor] = []
-        carried: list[tuple[torch.Tensor, torch.Tensor] | None] = [None] * len(self.layers)  # each layer's (h, c)
+        carried = [None] * len(self.layers) if initial is None else [(h.unsqueeze(0), c.unsqueeze(0)) for h, c in initial]
         for first, last in spans:
-            x = self.embedding(tokens[:, first:last])
+            x = vectors(first, last)
             pieces = [x]
             for j, lstm in enumerate(self.layers):
                 h, carried[j] = lstm(self.dropout(x), carried[j])
                 x = h + x if self.config.residual and j > 0 else h
                 pieces.append(x)
             if len(spans) == 1:
-                return pieces
+                outputs = pieces
+                break
             if not outputs:  # filled chunk by chunk: no list of pieces to concatenate at the end
                 outputs = [p.new_empty(batch, steps, p.shape[-1]) for p in pieces]
             for out, piece in zip(outputs, pieces):
                 out[:, first:last] = piece
-        return outputs
+        return outputs, [(h[0], c[0]) for h, c in carried]
+
+    def read_to_ends(self, x: torch.Tensor, lengths: torch.Tensor,
+                     initial: States | None = None) -> tuple[list[torch.Tensor], States]:
+        """:meth:`read` of ``x (B, S, E)`` whose row b reads its first ``lengths[b]`` positions (a CPU ``(B,)``
+        tensor), each row's final states taken after its own last position (stateful use): the packed sequence of
+        ``nn.LSTM``. Outputs zero past a row's end."""
+        steps = x.shape[1]
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        outputs, finals = [x], []
+        for j, lstm in enumerate(self.layers):
+            out, (h, c) = lstm(packed, None if initial is None else
+                               tuple(t.unsqueeze(0).to(packed.data.dtype) for t in initial[j]))
+            if self.config.residual and j > 0:
+                out = out._replace(data=out.data + packed.data)
+            packed = out
+            outputs.append(nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=steps)[0])
+            finals.append((h[0], c[0]))
+        return outputs, finals
+
+    def boundary_vectors(self) -> torch.Tensor:
+        """``(2, E)``: this direction's token vectors of ``<bos>`` and ``<eos>`` (the sentence boundaries that
+        :meth:`BiLM.contextual` adds), computed once while the token layer's weights stay as they are
+        (:func:`~elmo.model.lstm.cached`)."""
+        params = list(self.embedding.parameters())
+
+        def make() -> list[torch.Tensor]:
+            if self.config.token_encoder == "char":
+                chars = torch.tensor([word_char_ids(w, self.config.max_chars) for w in (BOS, EOS)])
+                return [self.embedding(chars.to(params[0].device).unsqueeze(0))[0]]
+            return [self.embedding(torch.tensor([BOS_ID, EOS_ID], device=params[0].device))]
+        return cached(self._cache, "boundaries", params, autocast_dtype(params[0].device.type) or torch.float32, make)[0]
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
-                cluster_counts: list[int] | None = None) -> tuple[torch.Tensor, int]:
+                plan: HostPlan | None = None) -> tuple[torch.Tensor, int]:
         """Training loss.
 
         Args:
             ids: ``(B, T)`` int64 right-padded token ids; lengths: ``(B,)`` int64;
-            chars: ``(B, T, C)`` (character encoder only); cluster_counts: the predicted words per softmax cluster
-                from the batch's host copy (:meth:`host_cluster_counts`): then nothing is read from the device.
+            chars: ``(B, T, C)`` (character encoder only); plan: the batch's :meth:`host_plan` (the predicted words
+                per softmax cluster, from the batch's host copy): then nothing is read from the device.
 
         Returns:
             ``(loss, n)``: mean negative log-likelihood in nats per predicted word (the adaptive
             softmax is a normalised distribution, so ``exp(loss)`` is this batch's perplexity) and
             the number ``n`` of predicted words (``sum(lengths + 1)``, the boundary word included), as an int: without
-            ``cluster_counts``, the step's one read from the device
-            (:meth:`~elmo.model.adaptive_softmax.AdaptiveSoftmax.loss`).
+            ``plan``, the step's one read from the device (:meth:`~elmo.model.adaptive_softmax.AdaptiveSoftmax.loss`).
         """
         inputs, targets, input_chars = self.reading_order(ids, lengths, chars)
         top = self.dropout(self.states(inputs, input_chars)[-1])
-        return self.softmax.loss(top.flatten(0, 1), targets.flatten(), cluster_counts)
+        counts = None if plan is None else plan.cluster_counts[DIRECTIONS.index(self.direction)]
+        loss, n = self.softmax.loss(top.flatten(0, 1), targets.flatten(), counts)
+        return loss, n if plan is None else plan.units
 
-    def host_cluster_counts(self, ids: torch.Tensor, lengths: torch.Tensor) -> list[int]:
-        """The words per softmax cluster this direction predicts in a batch, from its CPU ``ids (B, T)`` and
-        ``lengths (B,)`` (:func:`~elmo.model.adaptive_softmax.cluster_counts`; the boundary word is ``</S>``
-        forward, ``<S>`` backward).
+    #: the batch entries a training step's plan is made from, as they were on the host (``Objective.host_keys``)
+    host_keys = ("ids", "lengths")
+
+    def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan:
+        """The :class:`~elmo.model.plan.HostPlan` of a batch from its CPU ``ids (B, T)`` and ``lengths (B,)``: the
+        words predicted and, for this direction, the words per softmax cluster
+        (:func:`~elmo.model.adaptive_softmax.cluster_counts`; the boundary word is ``</S>`` forward, ``<S>``
+        backward). :func:`~elmo.model.plan.step_loss` calls it.
 
         Raises:
-            ElmoError: a word id outside the vocabulary.
+            ElmoError: a copy missing; a word id outside the vocabulary.
         """
-        return cluster_counts(ids, lengths, EOS_ID if self.direction == "forward" else BOS_ID, self.softmax.cutoffs)
+        missing = [k for k in self.host_keys if k not in host]
+        if missing:
+            raise ElmoError(f"LanguageModel.host_plan: the batch's host copy has no {', '.join(missing)}")
+        ids, lengths = host["ids"], host["lengths"]
+        last = EOS_ID if self.direction == "forward" else BOS_ID
+        return HostPlan(int((lengths.numpy() + 1).sum()),
+                        {DIRECTIONS.index(self.direction): cluster_counts(ids, lengths, last, self.softmax.cutoffs)})
 
     @torch.no_grad()
     def predicted_states(self, ids: torch.Tensor, lengths: torch.Tensor,
@@ -349,7 +409,9 @@ class AnyBiLM(Protocol):
     """What every biLM of the project offers, whatever its architecture: :class:`BiLM` (ours) and
     :class:`~elmo.model.published.PublishedBiLM` (bilm-tf's). Code that takes either is typed with this and asks
     these members, never the class. Shapes: ``ids (B, T)``, ``lengths (B,)``, ``chars (B, T, C)``; layers
-    ``(L+1, B, T, D)`` with ``D = output_dim``."""
+    ``(L+1, B, T, D)`` with ``D = output_dim``. Read from token vectors (``token_vectors`` of the batch's tokens, or
+    ``word_vectors`` of distinct words gathered), ``contextual`` gives the layers with optional carried states and
+    sentence boundaries: the embedder's and ``Elmo``'s one path."""
 
     config: Any
     vocab: Vocabulary | None
@@ -369,6 +431,13 @@ class AnyBiLM(Protocol):
     def token_layer(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor: ...
 
     def lstm_layers(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor: ...
+
+    def token_vectors(self, tokens: torch.Tensor) -> torch.Tensor: ...
+
+    def word_vectors(self, words: Sequence[str]) -> torch.Tensor: ...
+
+    def contextual(self, x: torch.Tensor, lengths: torch.Tensor, states: States | None = None, carry: bool = False,
+                   boundaries: bool = False) -> tuple[torch.Tensor, States | None]: ...
 
     def layer_groups(self) -> list[list[nn.Parameter]]: ...
 
@@ -503,6 +572,75 @@ class BiLM(nn.Module, HubMixin):
                 layers[j, ..., d * width:(d + 1) * width] = h
             del states, h
         return layers.mul_(length_mask(lengths, ids.shape[1]).unsqueeze(-1).to(layers.dtype))
+
+    def token_vectors(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Context-free token vectors ``(..., 2E)`` of ``tokens``, ``[x^fwd; x^bwd]`` (layer 0): word ids ``(...)``
+        for a word biLM, character ids ``(..., C)`` for a character one."""
+        return torch.cat([lm.embedding(tokens) for lm in (self.forward_lm, self.backward_lm)], dim=-1)
+
+    def word_vectors(self, words: Sequence[str]) -> torch.Tensor:
+        """Token vectors ``(len(words), 2E)`` of ``words`` (lower-cased, as the biLM was trained): their rows of the
+        word embeddings (``<unk>``'s for a word outside :attr:`vocab`) or their spellings through the character CNN,
+        on the biLM's device (:class:`~elmo.model.elmo.Elmo`'s ``vocab_to_cache`` and the embedder).
+
+        Raises:
+            ElmoError: a word biLM without its vocabulary.
+        """
+        device = next(self.parameters()).device
+        words = [w.lower() for w in words]
+        if self.config.token_encoder == "char":
+            tokens = torch.from_numpy(char_table(words, self.config.max_chars).astype("int64"))
+            return self.token_vectors(tokens.to(device).unsqueeze(0))[0]
+        if self.vocab is None:
+            raise ElmoError("this word biLM has no vocabulary: open it with open_bilm or load_bilm, which return it")
+        return self.token_vectors(torch.tensor(self.vocab.encode(words), dtype=torch.long, device=device))
+
+    def contextual(self, x: torch.Tensor, lengths: torch.Tensor, states: States | None = None,
+                   carry: bool = False, boundaries: bool = False) -> tuple[torch.Tensor, States | None]:
+        """ELMo layers from token vectors (:meth:`token_vectors`), as
+        :meth:`~elmo.model.published.PublishedBiLM.contextual`: each direction reads ``<bos> x_1 .. x_n <eos>`` (the
+        backward one reversed), its own boundary vectors (:meth:`LanguageModel.boundary_vectors`).
+
+        Args:
+            x: ``(B, T, 2E)`` right-padded; lengths: ``(B,)`` int64 (0 allowed: the row reads the boundaries only);
+            states: initial :data:`States`, ``None`` = zeros; carry: read every sentence to its end (``<eos>``
+                forward, ``<bos>`` backward) and return the final states (stateful use: ``lengths`` on the host);
+            boundaries: keep the ``<bos>`` and ``<eos>`` positions, ``(L + 1, B, T + 2, D)``, row b's ``<bos>`` at 0,
+                its ``<eos>`` at ``n + 1`` (every sentence read to its end).
+
+        Returns:
+            ``(layers (L + 1, B, T, D) float32, final states or None)``, zero at padded positions; the same vectors as
+            :meth:`forward` (without ``carry``, to float rounding).
+        """
+        batch, longest, width = x.shape[0], x.shape[1], self.config.output_size
+        lengths = lengths.to(x.device)
+        sentence, to_end = lengths + 2, carry or boundaries
+        first, span = (0, longest + 2) if boundaries else (1, longest)
+        layers = x.new_empty(self.num_layers, batch, span, 2 * width, dtype=torch.float32)
+        depth, finals = self.config.num_layers, []
+        for d, lm in enumerate((self.forward_lm, self.backward_lm)):
+            bounds = lm.boundary_vectors().to(x.dtype)
+            # <bos> x_1 .. x_n <eos>; padding past <eos> is never read before a real position, nor kept
+            full = torch.cat([bounds[0].expand(batch, 1, -1), x[..., d * width:(d + 1) * width],
+                              x.new_zeros(batch, 1, width)], 1)
+            full[torch.arange(batch, device=x.device), lengths + 1] = bounds[1]
+            inputs = full if d == 0 else reverse_padded(full, sentence)
+            initial = None if states is None else states[d * depth:(d + 1) * depth]
+            if carry:
+                outputs, ends = lm.read_to_ends(inputs, sentence.cpu(), initial)
+                finals += ends
+            else:  # without to_end the last step (</S> forward, <S> backward) is not read
+                outputs = lm.read(lambda a, b, inputs=inputs: inputs[:, a:b], batch, longest + 1 + to_end,
+                                  self.chunk_size, initial)[0]
+            for j, h in enumerate(outputs):
+                if to_end:
+                    h = (h if d == 0 else reverse_padded(h, sentence))[:, first:first + span]
+                else:  # reading position k of the backward stack is token n - k
+                    h = h[:, 1:] if d == 0 else reverse_padded(h[:, 1:], lengths)
+                layers[j, ..., d * width:(d + 1) * width] = h
+            del outputs, h
+        kept = length_mask(sentence, span) if boundaries else length_mask(lengths, longest)
+        return layers.mul_(kept.unsqueeze(-1).float()), finals if carry else None
 
     def lstm_layers(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
         """Layers 1..L of :meth:`forward` (the LSTM states, what :mod:`elmo.inference.layer_cache` stores): ``(L, B, T, D)``

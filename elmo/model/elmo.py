@@ -31,7 +31,6 @@ from .dropout import FastDropout
 from .hub import HubMixin, from_nested_config, nested_config
 from .lstm import cached, compute_dtype
 from .mix import LAYER_MIXES, LEARNED_FUNCTIONS, ScalarMix, build_mix, normalize_layers, normalize_layers_over_batch
-from .published import PublishedBiLM
 from .serialization import open_bilm
 
 #: the constructor's arguments that ``config.json`` holds (all but ``options_file`` / ``weight_file``, the biLM: it is
@@ -103,12 +102,12 @@ class Elmo(nn.Module, HubMixin):
             project's call (word ids) per token (:func:`~elmo.model.mix.normalize_layers`: a sentence's vectors
             independent of its batch).
         dropout: dropout probability on each ELMo vector, in [0, 1) (training mode only).
-        vocab_to_cache: a published biLM only: words whose token vectors (the character CNN's) are computed once and
+        vocab_to_cache: a character biLM only: words whose token vectors (the character CNN's) are computed once and
             looked up by AllenNLP's ``word_inputs`` (indices into this list; index 0 is padding, as AllenNLP's
             vocabulary's ``@@PADDING@@``); computed on first use and again whenever the CNN's weights or device
             change; not used while fine-tuning (``requires_grad=True``: the CNN then runs, so its vectors are current).
-        keep_sentence_boundaries: AllenNLP's call with a published biLM only: keep the vectors of ``<S>`` and
-            ``</S>``: ``(B, T + 2, D)`` vectors and mask (AllenNLP's ``keep_sentence_boundaries``).
+        keep_sentence_boundaries: AllenNLP's call (a character biLM) only: keep the vectors of ``<S>`` and
+            ``</S>`` (our biLM's ``<bos>`` and ``<eos>``): ``(B, T + 2, D)`` vectors and mask (AllenNLP's ``keep_sentence_boundaries``).
         scalar_mix_parameters: fixed un-normalised layer weights w (L + 1 floats, e.g. ``[-9e10, 1, -9e10]`` for
             layer 1 alone): every output is γ · Σ softmax(w)_j h_j with w and γ = 1 never trained (AllenNLP's
             ``scalar_mix_parameters``); replaces ``mix``'s weights (a scalar mix only).
@@ -153,11 +152,10 @@ class Elmo(nn.Module, HubMixin):
             raise ElmoError("scalar_mix_parameters fix a scalar mix's weights: use them with mix='trainable_lambda' or "
                             "'frozen_lambda', not 'learned_function'")
         bilm = open_elmo_bilm(options_file, weight_file)
-        published = isinstance(bilm, PublishedBiLM)
         fixed = None if scalar_mix_parameters is None else _mix_parameters(scalar_mix_parameters, bilm.num_layers)
-        if not published and (keep_sentence_boundaries or vocab_to_cache):
-            raise ElmoError("keep_sentence_boundaries and vocab_to_cache need a published (bilm-tf) biLM; our biLM "
-                            "does not compute <S> / </S> vectors nor caches token vectors")
+        if bilm.config.chars_per_token is None and (keep_sentence_boundaries or vocab_to_cache):
+            raise ElmoError("keep_sentence_boundaries and vocab_to_cache go with AllenNLP's call elmo(character_ids), "
+                            "which needs a character biLM: this one reads word ids")
         self.bilm = bilm
         self.requires_grad = requires_grad
         self.do_layer_norm = do_layer_norm
@@ -225,8 +223,8 @@ class Elmo(nn.Module, HubMixin):
         * ``inputs``: ``(B, T, C)`` int64 character ids (or ``(..., T, C)``, flattened and restored as AllenNLP does),
           0 = padding: :func:`elmo.data.chars.batch_to_ids` (bilm-tf's numbering + 1, ``C = 50``) for a published
           biLM, :func:`elmo.data.chars.batch_char_ids` in its own numbering for our character biLM. A row's length is
-          its count of tokens with a non-zero id (AllenNLP's mask); a row may be empty (a published biLM reads
-          ``<S> </S>``; its vectors are zero). The published biLM adds ``<S>`` / ``</S>`` itself (the ids hold none).
+          its count of tokens with a non-zero id (AllenNLP's mask); a row may be empty (the biLM reads ``<S> </S>``;
+          its vectors are zero). The biLM adds ``<S>`` / ``</S>`` itself (the ids hold none).
         * ``word_inputs``: ``(B, T)`` int64 indices into ``vocab_to_cache`` (0 = padding): the cached token vectors
           replace the character CNN (AllenNLP's; the characters are read instead when an index is outside the list,
           while fine-tuning, or, with a warning, without ``vocab_to_cache``).
@@ -317,16 +315,10 @@ class Elmo(nn.Module, HubMixin):
         lengths, steps = mask.sum(dim=1), mask.shape[1]
         if mask.device.type == "cpu" and not torch.equal(mask, length_mask(lengths, steps)):
             raise ElmoError("character ids must be right-padded: a row has a padding (all-zero) token before a real one")
-        published = isinstance(self.bilm, PublishedBiLM)
-        boundaries = published and (self.keep_sentence_boundaries or self.do_layer_norm)  # AllenNLP mixes <S>, </S> too
+        boundaries = self.keep_sentence_boundaries or self.do_layer_norm  # AllenNLP mixes <S>, </S> too
         with torch.set_grad_enabled(torch.is_grad_enabled() and self.requires_grad):
-            if published:
-                x = self._word_vectors()[words] if words is not None else self.bilm.token_vectors(chars)
-                layers = self.bilm.contextual(x, lengths, boundaries=boundaries)[0]  # (L+1, B, T or T + 2, D)
-            else:
-                if lengths.device.type == "cpu" and bool((lengths < 1).any()):
-                    raise ElmoError("Elmo got an empty sequence (a row with no token)")
-                layers = self.bilm(mask.long(), lengths, chars)  # the ids only give the shape to a character biLM
+            x = self._word_vectors()[words] if words is not None else self.bilm.token_vectors(chars)
+            layers = self.bilm.contextual(x, lengths, boundaries=boundaries)[0]  # (L+1, B, T or T + 2, D)
         mixed_mask = length_mask(lengths + 2, steps + 2) if boundaries else mask
         if self.do_layer_norm:
             layers = normalize_layers_over_batch(layers, mixed_mask)
@@ -360,7 +352,7 @@ class Elmo(nn.Module, HubMixin):
     def _word_vectors(self) -> torch.Tensor:
         """``(len(vocab_to_cache), P)`` float32 token vectors of :attr:`vocab_to_cache` on the biLM's device, computed
         once and again when the character CNN's weights, dtype or device change (:func:`~elmo.model.lstm.cached`)."""
-        params = list(self.bilm.token_encoder.parameters())
+        params = self.bilm.layer_groups()[-1]  # the token layer's
         make = lambda: [self.bilm.word_vectors(self.vocab_to_cache).float()]  # noqa: E731
         return cached(self._word_cache, "vectors", params, compute_dtype(params[0].device.type), make)[0]
 

@@ -36,10 +36,10 @@ from torch.profiler import record_function
 
 from ..data.chars import TF_BOS, TF_EOS, TF_MAX_CHARS, TF_NUM_CHARS, TF_PAD_CHAR, bilm_tf_char_table
 from ..errors import ElmoError
-from .bilm import CHUNK_SIZE, length_mask, reverse_padded
+from .bilm import CHUNK_SIZE, States, length_mask, reverse_padded
 from .hub import HubMixin
 from .lstm import CachedWeights, ProjectedLSTM, cached, compute_dtype, matmul
-from .published_plan import HostPlan, WordPlan, device_reading_plan, word_plan
+from .plan import HostPlan, WordPlan, device_reading_plan, word_plan
 
 #: the character CNN of every published model (widths 1-7, 2048 filters)
 PUBLISHED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
@@ -182,7 +182,7 @@ class CharTokenEncoder(CachedWeights):
             chars: ``(N, C)`` int64 (bilm-tf ids); words_per_pass: the most distinct spellings encoded at a time
                 (:meth:`encode_distinct`), which bounds the convolutions' ``(words · C, filters)`` activations;
             plan: the distinct spellings and passes worked out on the host
-                (:func:`~elmo.model.published_plan.word_plan`): the same vectors, nothing read from the device.
+                (:func:`~elmo.model.plan.word_plan`): the same vectors, nothing read from the device.
 
         Returns:
             ``(N, projection_dim)`` float32 token vectors.
@@ -226,9 +226,6 @@ class CharTokenEncoder(CachedWeights):
         return x if self.projection is None else matmul(x, mats[-1], self.projection.bias.float())
 
 
-#: LSTM states of a published biLM: ``[(h, c)]`` for the forward layers 1..L then the backward ones,
-#: ``h (B, projection_dim)``, ``c (B, hidden_size)`` float32, row b = batch row b.
-States = list[tuple[torch.Tensor, torch.Tensor]]
 
 
 def weights_digest(module: nn.Module) -> str:
@@ -283,7 +280,7 @@ class PublishedBiLM(nn.Module, HubMixin):
         self.backward_layers = nn.ModuleList(ProjectedLSTM(*sizes) for _ in range(config.num_layers))
         boundaries = torch.from_numpy(bilm_tf_char_table([TF_BOS, TF_EOS], config.max_chars)).long()
         self.register_buffer("boundary_chars", boundaries, persistent=False)
-        self.host_boundary_chars = boundaries  # stays on the host (a training step's plan: published_plan.host_plan)
+        self.host_boundary_chars = boundaries  # stays on the host (a training step's plan: plan.host_plan)
 
     @property
     def num_layers(self) -> int:
@@ -384,7 +381,7 @@ class PublishedBiLM(nn.Module, HubMixin):
             x: ``(B, T, P)`` token vectors (:meth:`token_vectors`), right-padded; lengths: ``(B,)`` int64
                 (0 allowed: the row reads ``<S> </S>`` only); on the host (a CPU tensor, whatever the device) the
                 reading plan is made there and nothing is read back from the device
-                (:func:`~elmo.model.published_plan.device_reading_plan`).
+                (:func:`~elmo.model.plan.device_reading_plan`).
             states: initial :data:`States` (rows = batch rows); ``None`` = zeros.
             carry: read every sentence to its end (``</S>`` forward, ``<S>`` backward) and return the final
                 states (stateful use); otherwise those last steps are skipped (their outputs are dropped).
@@ -438,7 +435,7 @@ class PublishedBiLM(nn.Module, HubMixin):
             directions: which stacks run, 0 = forward, 1 = backward; dropout: applied to every LSTM layer's input
                 (bilm-tf's ``DropoutWrapper(input_keep_prob)`` in training; the residual connection adds the
                 dropped input, as TF's wrapper order does), ``None`` = none; plan: the batch's
-                :class:`~elmo.model.published_plan.HostPlan` on the device: the same states, nothing read back.
+                :class:`~elmo.model.plan.HostPlan` on the device: the same states, nothing read back.
 
         Returns:
             One ``(B, T + 1, P)`` float32 tensor per entry of ``directions``: forward position k is the state after
@@ -461,7 +458,7 @@ class PublishedBiLM(nn.Module, HubMixin):
         return states
 
     def boundary_plan(self, device: torch.device) -> WordPlan:
-        """The :class:`~elmo.model.published_plan.WordPlan` of the ``<S>``, ``</S>`` spellings on ``device`` (made on
+        """The :class:`~elmo.model.plan.WordPlan` of the ``<S>``, ``</S>`` spellings on ``device`` (made on
         the host once per device)."""
         plans, key = self.__dict__.setdefault("_boundary_plans", {}), (device, self.words_per_pass)
         if key not in plans:

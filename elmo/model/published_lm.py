@@ -25,8 +25,8 @@ from ..errors import ElmoError
 from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax
 from .bilm import length_mask, reverse_padded
 from .dropout import FastDropout
+from .plan import HostPlan, host_plan
 from .published import PublishedBiLM, PublishedBiLMConfig
-from .published_plan import HostPlan, host_plan
 from .sampled_softmax import BILM_TF_SAMPLES, SampledSoftmax
 
 #: the training softmaxes ``--softmax`` chooses from
@@ -151,7 +151,7 @@ class PublishedBiLMWithSoftmax(nn.Module):
     def _tops(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None,
               directions: Sequence[int], plan: HostPlan | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """``(top (n, P), targets (n,))`` of each direction's predicted positions, dropout applied in training
-        (``plan``: the positions from the host, :func:`~elmo.model.published_plan.host_plan`, not a boolean mask)."""
+        (``plan``: the positions from the host, :func:`~elmo.model.plan.host_plan`, not a boolean mask)."""
         lengths = lengths.to(ids.device)
         states = self.bilm.reading_states(chars, lengths, directions, self.dropout if self.training else None, plan)
         out = []
@@ -165,9 +165,12 @@ class PublishedBiLMWithSoftmax(nn.Module):
                             targets.reshape(-1).index_select(0, plan.kept)))
         return out
 
+    #: the batch entries a training step's plan is made from, as they were on the host (``Objective.host_keys``)
+    host_keys = ("ids", "lengths", "chars")
+
     def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan:
-        """The :class:`~elmo.model.published_plan.HostPlan` of a batch from its host copies ``{"ids", "lengths",
-        "chars"}`` (CPU tensors), on this model's device.
+        """The :class:`~elmo.model.plan.HostPlan` of a batch from its host copies ``{"ids", "lengths",
+        "chars"}`` (CPU tensors), on this model's device (:func:`~elmo.model.plan.step_loss` calls it).
 
         Raises:
             ElmoError: a copy missing or not on the CPU; a target outside the vocabulary.
@@ -258,21 +261,3 @@ class PublishedDirection(nn.Module):
     def vocabulary_log_probs(self, states: torch.Tensor) -> torch.Tensor:
         """:meth:`PublishedBiLMWithSoftmax.vocabulary_log_probs` (the directions share the softmax)."""
         return self.model.vocabulary_log_probs(states)
-
-
-#: the batch entries a training step also needs as they were on the host (``Objective.host_keys``): its plan's input
-HOST_KEYS = ("ids", "lengths", "chars")
-
-
-def step_loss(lm: PublishedBiLMWithSoftmax, trained: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
-    """The training loss of a batch the trainer moved to the device with its host copies (``host_ids``,
-    ``host_lengths``, ``host_chars``: :data:`HOST_KEYS`): ``lm``'s :meth:`~PublishedBiLMWithSoftmax.host_plan` of
-    them, then ``trained`` (``lm`` or its DDP / compiled wrapper) on the device tensors with that plan. Returns
-    ``(loss, n)`` as :meth:`PublishedBiLMWithSoftmax.forward`; nothing is read back from the device (adaptive
-    softmax).
-
-    Raises:
-        ElmoError: a host copy missing (an ``Objective`` without :data:`HOST_KEYS`).
-    """
-    plan = lm.host_plan({k: batch[f"host_{k}"] for k in HOST_KEYS if f"host_{k}" in batch})
-    return trained(batch["ids"], batch["lengths"], batch["chars"], plan=plan)

@@ -33,17 +33,16 @@ from ..model import hub
 from ..model.bilm import TOKEN_ENCODERS, BiLM, BiLMConfig, LanguageModel
 from ..model.char_cnn import DEFAULT_FILTERS
 from ..model.classifier import recorded_source
+from ..model.plan import step_loss
 from ..model.published import PUBLISHED_ARCHITECTURES, PublishedBiLMConfig
 from ..model.published_io import options_of, read_options
 from ..model.published_lm import (
     DEFAULT_SOFTMAX,
     DIRECTION_NAMES,
-    HOST_KEYS,
     SOFTMAXES,
     PublishedBiLMWithSoftmax,
     PublishedDirection,
     PublishedSoftmaxConfig,
-    step_loss,
 )
 from ..model.sampled_softmax import BILM_TF_SAMPLES
 from ..model.serialization import BiLMFiles, lm_checkpoint, models_in, save_bilm, save_published_lm
@@ -423,17 +422,12 @@ def lm_objective(lm: torch.nn.Module, loaded: PretrainData, config: PretrainArgs
     """A language model's :class:`~elmo.training.trainer.Objective`: the training text's shuffled batches (this
     rank's share), its ``(loss, predicted words)``, early stopping on the validation perplexity."""
     data = loaded.data
-    published = isinstance(lm, PublishedBiLMWithSoftmax)  # its step plans the batch on the host: no device reads
-
-    def our_loss(model: torch.nn.Module, batch: dict) -> tuple[torch.Tensor, int]:  # the same for our LanguageModel
-        counts = lm.host_cluster_counts(batch["host_ids"], batch["host_lengths"])
-        return model(batch["ids"], batch["lengths"], batch.get("chars"), cluster_counts=counts)
     return Objective(
         batches=lambda epoch: data["train"].epoch_batches(config.batch_size, config.max_tokens, config.seed + epoch,
                                                           run.ctx.shard),
-        loss_fn=(lambda model, batch: step_loss(lm, model, batch)) if published else our_loss,
+        loss_fn=lambda model, batch: step_loss(lm, model, batch),  # planned on the host: no device reads
         validate=lambda: {"perplexity": perplexity(lm, data["val"], run.device)},
-        monitor="perplexity", maximize=False, host_keys=HOST_KEYS if published else ("ids", "lengths"))
+        monitor="perplexity", maximize=False, host_keys=lm.host_keys)
 
 
 def fit_direction(lm: LanguageModel, loaded: PretrainData, config: PretrainArgs, run: StartedRun,

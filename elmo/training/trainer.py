@@ -100,7 +100,7 @@ class Objective:
         maximize: whether a larger monitored value is better.
         host_keys: entries of the batch that ``loss_fn`` also gets as they were on the host, as ``host_<key>``
             (the same CPU tensors, no copy), so that it can work out what depends on the batch's shape without
-            reading the device (:mod:`elmo.model.published_plan`).
+            reading the device (:mod:`elmo.model.plan`).
     """
 
     batches: Callable[[int], Iterable[Batch]]

@@ -51,8 +51,9 @@ from elmo.data.text import tokenize
 from elmo.data.vocab import BOS_ID, EOS_ID, Vocabulary
 from elmo.model.adaptive_softmax import adaptive_cutoffs
 from elmo.model.lstm import lstm_compute_dtypes, summary_dtype
+from elmo.model.plan import step_loss
 from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLMConfig
-from elmo.model.published_lm import HOST_KEYS, PublishedBiLMWithSoftmax, PublishedSoftmaxConfig, step_loss
+from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 from elmo.runtime.device import configure_threads, cpu_has_bf16, resolve_device, set_seed
 from elmo.training.trainer import Objective, Progress, TrainConfig, fit
 
@@ -176,11 +177,11 @@ READING_OPERATORS = ("aten::nonzero", "aten::_local_scalar_dense", "aten::item",
 def step_operators(model: PublishedBiLMWithSoftmax, batch: dict[str, torch.Tensor], device: torch.device,
                    amp: torch.dtype | None) -> dict[str, Any]:
     """What one training step's forward and backward pass dispatch, the way :func:`fit` runs them
-    (:func:`~elmo.model.published_lm.step_loss` with the batch's host copies): ``operators``, the ATen operators
+    (:func:`~elmo.model.plan.step_loss` with the batch's host copies): ``operators``, the ATen operators
     (views included: a device-independent count of the work the host does per step), ``reading_operators``, those
     of :data:`READING_OPERATORS` among them, and on CUDA ``synchronizations``, the waits for the device that
     ``torch.cuda.set_sync_debug_mode`` reports over a second step. The gradients are cleared afterwards."""
-    moved = {k: v.to(device) for k, v in batch.items()} | {f"host_{k}": batch[k] for k in HOST_KEYS}
+    moved = {k: v.to(device) for k, v in batch.items()} | {f"host_{k}": batch[k] for k in model.host_keys}
 
     def step() -> None:
         with torch.autocast(device.type, dtype=amp, enabled=amp is not None):
@@ -209,7 +210,7 @@ def _fit(model: PublishedBiLMWithSoftmax, batches, device: torch.device, amp: to
     """One epoch of :func:`elmo.training.trainer.fit` over ``batches(epoch)`` (the training step of ``pretrain``;
     ``compile``: through ``torch.compile``, :attr:`~elmo.training.trainer.TrainConfig.compile`)."""
     objective = Objective(batches=batches, loss_fn=lambda m, b: step_loss(model, m, b), validate=lambda: {"none": 0.0},
-                          monitor="none", maximize=False, host_keys=HOST_KEYS)
+                          monitor="none", maximize=False, host_keys=model.host_keys)
     fit(model, objective, TrainConfig(epochs=1, compile=compile), device, amp, progress=Progress(quiet=True))
 
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from elmo.inference.embedder import ElmoEmbedder
+from elmo.model.plan import reading_plan
 from elmo.model.published import PublishedBiLM, PublishedBiLMConfig, _reading_plan
-from elmo.model.published_plan import reading_plan
 
 READING_OPERATORS = {"aten::nonzero", "aten::_local_scalar_dense", "aten::item", "aten::_unique2", "aten::unique_dim",
                      "aten::masked_select", "aten::bincount"}

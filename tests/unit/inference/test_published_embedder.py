@@ -1,5 +1,5 @@
-"""ElmoEmbedder (AllenNLP's interface) on the published biLM (tests/fixtures/bilm_tf) and on our own:
-exact vectors, stateless vs stateful, AllenNLP's per-row state rule, the two weight sources, errors."""
+"""ElmoEmbedder (AllenNLP's interface) on the published biLM (tests/fixtures/bilm_tf) and on our own, through one
+path: exact vectors, stateless vs stateful (ours too), AllenNLP's per-row state rule, the weight sources, errors."""
 
 from __future__ import annotations
 
@@ -111,10 +111,15 @@ def test_our_own_biLM_through_the_same_class(tmp_path):
     assert from_object.amp_dtype is None  # fp32 by default, whatever the weight source
     assert np.allclose(vectors, from_object.embed_sentence(["the", "market", "rallied"]), atol=1e-6)
     assert ElmoEmbedder.from_pretrained(tmp_path, device="cpu").dim == 16
-    with pytest.raises(ElmoError, match="published"):
-        ElmoEmbedder(str(tmp_path), device="cpu", stateful=True)
+    stateful = ElmoEmbedder(str(tmp_path), device="cpu", stateful=True, vocab_to_cache=["The", "market"])
+    first = stateful.embed_batch([["the", "market"], ["rallied"]])
+    assert np.allclose(first[0], from_object.embed_sentence(["the", "market"]), atol=1e-6)  # from zero states
+    second = stateful.embed_sentence(["the", "market"])  # row 0 starts where row 0 of the last call ended
+    assert np.abs(second[1:] - first[0][1:]).max() > 1e-4 and np.allclose(second[0], first[0][0])
     with pytest.raises(ElmoError, match="not both"):
         ElmoEmbedder(str(tmp_path), bilm=loaded, vocab=vocab)
+    assert ElmoEmbedder(bilm=loaded).vocab == vocab  # the vocabulary open_bilm / load_bilm gave the biLM
+    loaded.vocab = None
     with pytest.raises(ElmoError, match="needs its vocabulary"):
         ElmoEmbedder(bilm=loaded)
 

@@ -142,8 +142,8 @@ def test_elmo_errors_are_one_line_and_name_both_values(tmp_path):
         (lambda: Elmo(tmp_path / "nowhere"), "nowhere holds no biLM"),
         (lambda: Elmo(OPTIONS, WEIGHTS, scalar_mix_parameters=[1.0, 2.0]), "has 2 values, but the biLM has 3 layers"),
         (lambda: Elmo(OPTIONS, WEIGHTS, scalar_mix_parameters=[1, 2, 3], mix="learned_function"), "learned_function"),
-        (lambda: Elmo(bilm, keep_sentence_boundaries=True), "need a published"),
-        (lambda: Elmo(bilm, vocab_to_cache=["the"]), "need a published"),
+        (lambda: Elmo(bilm, keep_sentence_boundaries=True), "needs a character biLM: this one reads word ids"),
+        (lambda: Elmo(bilm, vocab_to_cache=["the"]), "needs a character biLM: this one reads word ids"),
         (lambda: Elmo(bilm)(torch.zeros(3, dtype=torch.long)), r"character ids \(B, T, C\) or word ids \(B, T\), got"),
         (lambda: Elmo(bilm)(batch_to_ids(SENTENCES)), "reads word ids"),
         (lambda: Elmo(bilm)(torch.tensor([[4, 5]]), torch.tensor([[2]])), r"lengths must have shape \(1,\), got \(1, 1\)"),
@@ -182,3 +182,21 @@ def test_allennlps_call_on_our_character_bilm_reads_its_own_numbering():
         allennlps, ours = elmo(chars), elmo(ids, chars=chars)
     assert torch.equal(allennlps["mask"], ours["mask"])
     assert torch.equal(allennlps["elmo_representations"][0], ours["elmo_representations"][0])
+
+
+def test_our_character_bilm_takes_allennlps_boundaries_and_cached_words():
+    from elmo.data.chars import batch_char_ids
+
+    bilm = tiny_bilm(token_encoder="char", max_chars=12)
+    sentences = [["the", "market", "rallied"], ["team", "won"]]
+    chars = batch_char_ids(sentences, 12, "elmo")
+    cache = ["@@PADDING@@", "the", "market", "rallied", "team", "won"]
+    words = torch.tensor([[1, 2, 3], [4, 5, 0]])
+    with torch.no_grad():
+        plain = Elmo(bilm, dropout=0.0).eval()(chars)
+        cached = Elmo(bilm, dropout=0.0, vocab_to_cache=cache).eval()(chars, words)
+        kept = Elmo(bilm, dropout=0.0, keep_sentence_boundaries=True, scalar_mix_parameters=[1.0, 1.0, 1.0]).eval()(chars)
+        layers = bilm.contextual(bilm.token_vectors(chars), torch.tensor([3, 2]), boundaries=True)[0]
+    torch.testing.assert_close(cached["elmo_representations"][0], plain["elmo_representations"][0], atol=1e-6, rtol=0)
+    assert kept["mask"].tolist() == [[True] * 5, [True] * 4 + [False]]
+    torch.testing.assert_close(kept["elmo_representations"][0], layers.mean(0), atol=1e-6, rtol=0)  # <bos> .. <eos>

@@ -1,4 +1,4 @@
-"""Our biLM's training step with the softmax's cluster sizes from the host (``LanguageModel.host_cluster_counts``):
+"""Our biLM's training step with the softmax's cluster sizes from the host (``LanguageModel.host_plan``):
 the same loss and gradients bit for bit as the step that counts them on the device, and, for the word-level biLM
 (``ELMO.py``'s), no operator that reads the device back in its forward and backward pass."""
 
@@ -29,7 +29,8 @@ def run(direction: str, counts: bool):
     lm = LanguageModel(BiLMConfig(vocab_size=50, embedding_dim=8, hidden_size=8, cutoffs=(10, 30)), direction)
     ids, lengths = batch()
     with torch.profiler.profile() as prof:
-        loss, n = lm(ids, lengths, cluster_counts=lm.host_cluster_counts(ids, lengths) if counts else None)
+        plan = lm.host_plan({"ids": ids, "lengths": lengths}) if counts else None
+        loss, n = lm(ids, lengths, plan=plan)
         loss.backward()
     return loss.detach(), n, [p.grad for p in lm.parameters() if p.grad is not None], \
         collections.Counter(e.name for e in prof.events())

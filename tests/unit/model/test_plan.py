@@ -1,4 +1,4 @@
-"""A training step of the published architecture planned on the host (elmo.model.published_plan): the same loss
+"""A training step of the published architecture planned on the host (elmo.model.plan): the same loss
 and gradients bit for bit as the step that asks the device, and none of the operators that read the device back
 (``nonzero``, ``item``, ``unique``, ``bincount`` ...) in its forward and backward pass. On the CPU they would cost
 nothing; on a GPU each one waits for every queued kernel, which is why the step must not contain them."""
@@ -15,9 +15,9 @@ from support import needs_native_bf16
 from elmo.data.corpus import encode_corpus
 from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.errors import ElmoError
+from elmo.model.plan import step_loss, word_plan
 from elmo.model.published import PublishedBiLMConfig
-from elmo.model.published_lm import HOST_KEYS, PublishedBiLMWithSoftmax, PublishedSoftmaxConfig, step_loss
-from elmo.model.published_plan import word_plan
+from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 from elmo.runtime.device import autocast
 
 #: operators whose result's size or value the host must read from the device (a synchronisation on CUDA)
@@ -46,7 +46,7 @@ def model_of(config: PublishedBiLMConfig, vocab: Vocabulary) -> PublishedBiLMWit
 
 def with_host(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The batch as the trainer hands it to the loss with ``Objective.host_keys``."""
-    return {**batch, **{f"host_{k}": batch[k] for k in HOST_KEYS}}
+    return {**batch, **{f"host_{k}": batch[k] for k in PublishedBiLMWithSoftmax.host_keys}}
 
 
 def step(config: PublishedBiLMConfig, precision: torch.dtype | None, planned: bool):
@@ -116,6 +116,6 @@ def test_a_target_outside_the_vocabulary_is_named():
     small = Vocabulary([*SPECIALS, "a"])  # the batch's ids run past its size
     model = model_of(CONFIG, small)
     with pytest.raises(ElmoError, match=rf"target\(s\) outside \[0, {len(small)}\)"):
-        model.host_plan({k: batch[k] for k in HOST_KEYS})
+        model.host_plan({k: batch[k] for k in PublishedBiLMWithSoftmax.host_keys})
     with pytest.raises(ElmoError, match="host copy has no chars"):
         model.host_plan({k: batch[k] for k in ("ids", "lengths")})

@@ -1,23 +1,28 @@
-"""What a training step of the published architecture must know of its batch, worked out on the host (numpy) from
-the batch's CPU tensors before the step runs, so that the step reads nothing back from the device.
+"""What a biLM's training step must know of its batch, worked out on the host (numpy) from the batch's CPU tensors
+before the step runs, so that the step reads nothing back from the device: one :class:`HostPlan` and one
+:func:`step_loss` for every language model the project trains. Each model names the batch entries its plan reads
+(``host_keys``) and makes the plan (``host_plan``): our :class:`~elmo.model.bilm.LanguageModel` needs the words per
+adaptive-softmax cluster and the number of predicted words; the published architecture
+(:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`) needs the rest of this plan too.
 
-Without it, the step asks the device for its batch's shape several times: the rows running at each step of the
+Without it, the published step asks the device for its batch's shape several times: the rows running at each step of the
 recurrence (``_reading_plan``: the lengths, ``.tolist()``), the distinct spellings the character CNN encodes
 (``torch.unique``) and the columns they use (``nonzero``, ``int(max)``), the predicted positions (boolean-mask
 indexing: ``nonzero``), the adaptive softmax's cluster sizes (``bincount().tolist()``) and the number of predicted
 words (``int(sum)``). Each read waits for every kernel queued before it: on a GPU the host then idles while the
 device drains, and the device while the host catches up. :func:`host_plan` computes all of them from the host copy
-of ``ids``, ``lengths`` and ``chars`` (:meth:`~elmo.model.published_lm.PublishedBiLMWithSoftmax.host_plan`; the
-trainer keeps those copies: ``Objective.host_keys``), and the model's forward takes the plan, with the same results
-bit for bit as without.
+of ``ids``, ``lengths`` and ``chars`` (the trainer keeps those copies: ``Objective.host_keys``), and the model's
+forward takes the plan, with the same results bit for bit as without.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
+from torch import nn
 
 from ..data.chars import TF_PAD_CHAR
 from ..data.vocab import BOS_ID, EOS_ID
@@ -50,32 +55,58 @@ class WordPlan:
 
 @dataclass
 class HostPlan:
-    """One batch's plan (:func:`host_plan`); tensors on the host until :meth:`to` moves them.
+    """One batch's plan; tensors on the host until :meth:`to` moves them. Our biLM's plan
+    (:meth:`~elmo.model.bilm.LanguageModel.host_plan`) has ``units`` and ``cluster_counts`` only; the published
+    architecture's (:func:`host_plan`) has every field.
 
     Attributes:
         units: ``sum(lengths + 1)``, the words each direction predicts.
-        order, restore: ``(B,)`` int64, the rows longest first and back (``_reading_plan`` of ``lengths + 1``).
+        cluster_counts: per direction (0 forward, 1 backward), the predicted words per adaptive-softmax cluster
+            (head first); ``None`` without cutoffs.
+        order, restore: ``(B,)`` int64, the rows longest first and back (:func:`reading_plan` of ``lengths + 1``).
         active: rows still running at each of the ``max(lengths) + 1`` steps.
         kept: ``(units,)`` int64, the predicted positions as flat indices into ``(B, T + 1)``, row-major.
         words: :class:`WordPlan` of the tokens; boundaries: that of the ``<S>``, ``</S>`` spellings.
-        cluster_counts: per direction (0 forward, 1 backward), the predicted words per adaptive-softmax cluster
-            (head first); ``None`` without cutoffs.
     """
 
     units: int
-    order: torch.Tensor
-    restore: torch.Tensor
-    active: list[int]
-    kept: torch.Tensor
-    words: WordPlan
-    boundaries: WordPlan
     cluster_counts: dict[int, list[int]] | None
+    order: torch.Tensor | None = None
+    restore: torch.Tensor | None = None
+    active: list[int] | None = None
+    kept: torch.Tensor | None = None
+    words: WordPlan | None = None
+    boundaries: WordPlan | None = None
 
     def to(self, device: torch.device) -> "HostPlan":
         """The plan with its index tensors on ``device`` (copied without waiting, from pinned memory on CUDA)."""
-        return HostPlan(self.units, move(self.order, device), move(self.restore, device), self.active,
-                        move(self.kept, device), self.words.to(device), self.boundaries.to(device),
-                        self.cluster_counts)
+        def moved(x):
+            return None if x is None else x.to(device) if isinstance(x, WordPlan) else move(x, device)
+        return HostPlan(self.units, self.cluster_counts, moved(self.order), moved(self.restore), self.active,
+                        moved(self.kept), moved(self.words), moved(self.boundaries))
+
+
+class PlannedLM(Protocol):
+    """A language model whose training step takes a :class:`HostPlan`: ``host_keys``, the batch entries the plan is
+    made from, and ``host_plan`` (our :class:`~elmo.model.bilm.LanguageModel`, the published
+    :class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`)."""
+
+    host_keys: tuple[str, ...]
+
+    def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan: ...
+
+
+def step_loss(lm: PlannedLM, trained: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
+    """The training loss of a batch the trainer moved to the device with its host copies (``host_<key>`` for each of
+    ``lm.host_keys``, the trainer's ``Objective.host_keys``): ``lm.host_plan`` of them, then ``trained`` (``lm`` or
+    its DDP / compiled wrapper) on the device tensors with that plan. Returns ``(loss, n)`` as the model's forward;
+    nothing is read back from the device (adaptive softmax; the sampled one draws its candidates on the device).
+
+    Raises:
+        ElmoError: a host copy missing (an ``Objective`` without ``lm.host_keys``).
+    """
+    plan = lm.host_plan({k: batch[f"host_{k}"] for k in lm.host_keys if f"host_{k}" in batch})
+    return trained(batch["ids"], batch["lengths"], batch.get("chars"), plan=plan)
 
 
 def device_reading_plan(read: np.ndarray, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
@@ -131,6 +162,6 @@ def host_plan(ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor, bou
         np.arange(longest + 1)[None, :] < (n + 1)[:, None]]
     counts = None if cutoffs is None else {d: cluster_counts(ids, lengths, last, cutoffs)
                                            for d, last in ((0, EOS_ID), (1, BOS_ID))}
-    return HostPlan(int((n + 1).sum()), torch.from_numpy(order), torch.from_numpy(restore), active,
+    return HostPlan(int((n + 1).sum()), counts, torch.from_numpy(order), torch.from_numpy(restore), active,
                     torch.from_numpy(kept), word_plan(chars.reshape(-1, chars.shape[-1]).numpy(), per_pass, max_width),
-                    word_plan(boundary_chars.numpy(), per_pass, max_width), counts)
+                    word_plan(boundary_chars.numpy(), per_pass, max_width))

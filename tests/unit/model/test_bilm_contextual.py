@@ -1,0 +1,99 @@
+"""Our biLM read from token vectors (``BiLM.token_vectors`` / ``word_vectors`` → ``BiLM.contextual``), the call shape
+the published biLM has, so that the embedder and ``Elmo`` have one path: the same layers as ``BiLM.forward``, the
+sentence boundaries kept on request, and stateful reading whose final states are each row's own."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from elmo.data.chars import batch_char_ids
+from elmo.data.vocab import SPECIALS, UNK_ID, Vocabulary
+from elmo.errors import ElmoError
+from elmo.model.bilm import BiLM, BiLMConfig
+
+WORDS = [*SPECIALS, "the", "market", "rallied", "stocks", "fell", "on", "news"]
+
+
+def tiny(token_encoder: str = "word", **sizes) -> BiLM:
+    torch.manual_seed(0)
+    config = {"vocab_size": len(WORDS), "embedding_dim": 8, "hidden_size": 8, "cutoffs": (6,), "dropout": 0.0,
+              "token_encoder": token_encoder, "char_filters": ((1, 4), (2, 4)), "max_chars": 10} | sizes
+    bilm = BiLM(BiLMConfig(**config)).eval()
+    bilm.vocab = Vocabulary(WORDS)
+    return bilm
+
+
+SENTENCES = [["the", "market", "rallied", "on", "news"], ["stocks", "fell"], ["news"]]
+
+
+def inputs(bilm: BiLM, sentences=SENTENCES) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    lengths = torch.tensor([len(s) for s in sentences])
+    ids = torch.zeros(len(sentences), int(lengths.max()), dtype=torch.long)
+    for row, s in enumerate(sentences):
+        ids[row, :len(s)] = torch.tensor(bilm.vocab.encode(s))
+    chars = batch_char_ids(sentences, bilm.config.max_chars) if bilm.config.token_encoder == "char" else None
+    return ids, lengths, chars
+
+
+@pytest.mark.parametrize("token_encoder", ["word", "char"])
+@pytest.mark.parametrize("chunk_size", [None, 2])
+def test_contextual_gives_the_layers_of_forward(token_encoder, chunk_size):
+    bilm = tiny(token_encoder, residual=True, num_layers=3)
+    bilm.chunk_size = chunk_size
+    ids, lengths, chars = inputs(bilm)
+    with torch.no_grad():
+        expected = bilm(ids, lengths, chars)
+        x = bilm.token_vectors(chars if chars is not None else ids)
+        layers, final = bilm.contextual(x, lengths)
+    assert final is None and layers.shape == expected.shape == (4, 3, 5, 16)
+    torch.testing.assert_close(layers, expected, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("token_encoder", ["word", "char"])
+def test_word_vectors_are_the_token_layer_rows_lower_cased_unknown_as_unk(token_encoder):
+    bilm = tiny(token_encoder)
+    with torch.no_grad():
+        vectors = bilm.word_vectors(["Market", "zebra"])
+        ids, _, chars = inputs(bilm, [["market", "zebra"]])
+        expected = bilm.token_vectors(chars if chars is not None else ids)[0]
+    torch.testing.assert_close(vectors, expected, atol=1e-6, rtol=0)
+    if token_encoder == "word":
+        assert int(ids[0, 1]) == UNK_ID
+        bilm.vocab = None
+        with pytest.raises(ElmoError, match="no vocabulary"):
+            bilm.word_vectors(["market"])
+
+
+def test_boundaries_add_the_bos_and_eos_positions_around_the_same_tokens():
+    bilm = tiny(residual=True)
+    ids, lengths, _ = inputs(bilm)
+    with torch.no_grad():
+        x = bilm.token_vectors(ids)
+        plain = bilm.contextual(x, lengths)[0]
+        kept = bilm.contextual(x, lengths, boundaries=True)[0]
+    assert kept.shape == (3, 3, 7, 16)
+    for row, n in enumerate(lengths.tolist()):
+        torch.testing.assert_close(kept[:, row, 1:n + 1], plain[:, row, :n], atol=1e-6, rtol=0)
+        assert kept[:, row, n + 2:].abs().sum() == 0 and kept[:, row, [0, n + 1]].abs().sum() > 0
+    bos, eos = bilm.forward_lm.boundary_vectors()
+    torch.testing.assert_close(kept[0, 0, 0, :8], bos)  # layer 0 at <bos> is each direction's <bos> vector
+    torch.testing.assert_close(kept[0, 2, 2, :8], eos)
+
+
+def test_carried_states_are_each_rows_own_and_start_the_next_call():
+    bilm = tiny("char", num_layers=2, residual=True)
+    ids, lengths, chars = inputs(bilm)
+    with torch.no_grad():
+        x = bilm.token_vectors(chars)
+        layers, final = bilm.contextual(x, lengths, carry=True)
+        torch.testing.assert_close(layers, bilm.contextual(x, lengths)[0], atol=1e-6, rtol=0)
+        assert len(final) == 4 and all(h.shape == (3, 8) and c.shape == (3, 8) for h, c in final)
+        for row, n in enumerate(lengths.tolist()):  # each row alone, without padding, ends in the same states
+            _, alone = bilm.contextual(x[row:row + 1, :n], lengths[row:row + 1], carry=True)
+            for (h, c), (h1, c1) in zip(final, alone):
+                torch.testing.assert_close(h[row:row + 1], h1, atol=1e-6, rtol=0)
+                torch.testing.assert_close(c[row:row + 1], c1, atol=1e-6, rtol=0)
+        again, _ = bilm.contextual(x, lengths, final, carry=True)
+    assert (again - layers)[1:].abs().max() > 1e-4  # the states reach the LSTM layers
+    torch.testing.assert_close(again[0], layers[0])  # and not the token layer
