@@ -1,8 +1,9 @@
 """Writing a biLM as bilm-tf's files (``python -m elmo export``), for AllenNLP, bilm-tf and our ``ElmoEmbedder``.
 
-The biLM is the published architecture trained by ``python -m elmo pretrain --architecture`` (``--models-dir``, its
-``published_lm.pt``; its training vocabulary becomes ``vocab.txt``) or a published (or exported) bilm-tf biLM
-(``--options-file``, ``--weight-file``, optional ``--vocab-file``). Into ``--out`` go ``options.json``
+The biLM is the one ``--models-dir`` holds (:func:`~elmo.model.serialization.open_bilm`: the ``published_lm.pt`` of
+``pretrain --architecture`` or ``finetune``, a ``save_pretrained`` folder, bilm-tf's files; its vocabulary, if any,
+becomes ``vocab.txt``) or a published (or exported) bilm-tf biLM (``--options-file``, ``--weight-file``, optional
+``--vocab-file``). Into ``--out`` go ``options.json``
 (:func:`~elmo.model.published_io.options_of`), ``weights.hdf5`` (:func:`~elmo.model.published_io.tf_datasets`,
 float32; bit for bit for a biLM loaded from files and unchanged) and ``vocab.txt``
 (:func:`~elmo.model.published_io.write_vocabulary`), each written atomically, weights first and options last; none
@@ -20,7 +21,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..artifacts import Outputs, check_writable, load_checkpoint, refuse_overwriting_inputs
+from ..artifacts import check_writable, load_checkpoint, refuse_overwriting_inputs
 from ..data.vocab import SPECIALS
 from ..errors import ElmoError
 from ..inference.text_classifier import TextClassifier
@@ -33,7 +34,7 @@ from ..model.published_io import (
     save_published_bilm,
     tf_datasets,
 )
-from ..model.serialization import open_bilm
+from ..model.serialization import BILM_FILES, BiLMFiles, find_bilm, open_bilm
 from .common import option
 
 #: what ``export`` writes into its folder, bilm-tf's names: options, weights, vocabulary
@@ -53,7 +54,7 @@ class ExportArgs:
     """
 
     out: str = option(None, "the folder to write the files into", required=True, metavar="DIR")
-    models_dir: str | None = option(None, "the folder holding the model (bilm-tf: pretrain --architecture's)")
+    models_dir: str | None = option(None, "the folder holding the model (bilm-tf: any biLM of the published architecture)")
     options_file: str | None = option(None, "a bilm-tf biLM's options.json instead")
     weight_file: str | None = option(None, "its weights.hdf5 (with --options-file)")
     vocab_file: str | None = option(None, "tokens for vocab.txt (with --options-file)")
@@ -179,21 +180,18 @@ def export_bilm(bilm: AnyBiLM, out_dir: str | Path, words: Iterable[str] = ()) -
             "vocab_file": str(files["vocab.txt"]), **written, "allennlp_limits": allennlp_limits(bilm.config)}
 
 
-def trained_model_file(models_dir: str | Path) -> Path:
-    """The ``published_lm.pt`` that ``pretrain --architecture`` wrote into ``models_dir``.
+def models_dir_bilm(models_dir: str | Path) -> BiLMFiles:
+    """Which biLM ``--models-dir`` holds (:func:`~elmo.model.serialization.find_bilm`, nothing read yet).
 
     Raises:
-        ElmoError: naming ``--models-dir``: the file is missing; for a folder holding our word-level ``bilstm.pt``
-            instead, the reason that biLM cannot be exported (:func:`bilm_tf_refusal`; loaded first, so that a missing
-            or corrupt file is named as such).
+        ElmoError: naming ``--models-dir``, when it holds none (with the command that trains one that exports).
     """
-    outputs = Outputs(models=Path(models_dir))
-    if outputs.published_lm.is_file():
-        return outputs.published_lm
-    if outputs.bilm.is_file():
-        raise ElmoError(f"--models-dir {models_dir}: {bilm_tf_refusal(open_bilm(outputs.bilm).bilm)}")
-    raise ElmoError(f"--models-dir {models_dir}: {outputs.published_lm} not found: train the published architecture "
-                    f"with `python -m elmo pretrain --architecture elmo-small --models-dir {models_dir}` first")
+    try:
+        return find_bilm(models_dir)
+    except ElmoError:
+        raise ElmoError(f"--models-dir {models_dir} holds no biLM: looked for {', '.join(BILM_FILES)}; train the "
+                        f"published architecture with `python -m elmo pretrain --architecture elmo-small --models-dir "
+                        f"{models_dir}` first") from None
 
 
 def export(config: ExportArgs) -> dict[str, Any]:
@@ -210,13 +208,16 @@ def export(config: ExportArgs) -> dict[str, Any]:
     """
     if config.format == "hub":
         return export_pretrained(config)
-    trained = None if config.models_dir is None else trained_model_file(config.models_dir)
+    trained = None if config.models_dir is None else models_dir_bilm(config.models_dir)
     refuse_overwriting_inputs({"--options-file": config.options_file, "--weight-file": config.weight_file,
-                               "--vocab-file": config.vocab_file, "--models-dir (published_lm.pt)": trained},
+                               "--vocab-file": config.vocab_file,
+                               **{f"--models-dir ({f.name})": f for f in (trained.files if trained else ()) if f.is_file()}},
                               {f"--out ({name})": path for name, path in output_files(config.out).items()})
     if trained is not None:
-        opened = open_bilm(trained)
-        bilm, words = opened.bilm, opened.vocab.itos[len(SPECIALS):]
+        opened = open_bilm(*trained.files)
+        if opened.bilm.bilm_tf_blockers():
+            raise ElmoError(f"--models-dir {config.models_dir}: {bilm_tf_refusal(opened.bilm)}")
+        bilm, words = opened.bilm, [] if opened.vocab is None else opened.vocab.itos[len(SPECIALS):]
     else:
         bilm = open_bilm(config.options_file, config.weight_file).bilm
         words = read_vocabulary(config.vocab_file) if config.vocab_file is not None else []

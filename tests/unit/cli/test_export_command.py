@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import huggingface_hub
@@ -69,8 +70,9 @@ def test_export_names_a_missing_file(capsys, tmp_path):
     assert err == "error: --options-file needs --weight-file too: a bilm-tf biLM is the pair of files\n"
     assert "give one biLM" in refused(capsys, out)
     err = refused(capsys, [*out, "--models-dir", str(tmp_path / "models")])
-    assert err.startswith(f"error: --models-dir {tmp_path / 'models'}: {tmp_path / 'models' / 'published_lm.pt'} not "
-                          "found: train the published architecture with `python -m elmo pretrain --architecture")
+    assert err.startswith(f"error: --models-dir {tmp_path / 'models'} holds no biLM: looked for bilstm.pt, "
+                          "published_lm.pt, config.json + model.safetensors, options.json + weights.hdf5; train the "
+                          "published architecture with `python -m elmo pretrain --architecture")
     assert not (tmp_path / "out").exists()
 
 
@@ -116,3 +118,18 @@ def test_a_push_to_hub_that_cannot_reach_the_hub_is_one_line_saying_the_folder_w
     assert err == (f"error: wrote {out}, but could not push it to the Hub model someone/tiny-elmo: "
                    "[Errno -2] Name or service not known\n")
     assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.safetensors"]
+
+
+def test_export_takes_any_published_bilm_a_models_dir_holds(capsys, tmp_path):
+    published = load_published_bilm(OPTIONS, WEIGHTS)
+    published.save_pretrained(tmp_path / "saved")  # a save_pretrained folder: open_bilm opens it as any other
+    shutil.copy(OPTIONS, tmp_path / "options.json")
+    shutil.copy(WEIGHTS, tmp_path / "weights.hdf5")
+    for models in (tmp_path / "saved", tmp_path):
+        out = tmp_path / f"out_{models.name}"
+        assert main(["export", "--out", str(out), "--models-dir", str(models), "--quiet"]) == 0
+        again = load_published_bilm(out / "options.json", out / "weights.hdf5")
+        assert replace(again.config, weights_digest="") == replace(published.config, weights_digest="")
+        assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), published.state_dict().values()))
+    err = refused(capsys, ["--out", str(tmp_path), "--models-dir", str(tmp_path)], tmp_path / "weights.hdf5")
+    assert f"--out (options.json) {tmp_path / 'options.json'} is the same file as --models-dir (options.json)" in err
