@@ -30,15 +30,12 @@ FORMAT_VERSION = 1
 
 @dataclass(frozen=True)
 class Outputs:
-    """The one place that names every output file, under the three output folders.
+    """The one place that names every output file (one property or method each; see ``docs/artifacts.md``), under
+    the three output folders.
 
     Args:
         models: ``--models-dir`` (model files and training checkpoints).
         results: ``--results-dir`` (JSON results); images: ``--images-dir`` (plots).
-
-    The model files (see ``docs/artifacts.md``): ``word2idx.pkl``, ``forward.pt``, ``backward.pt``,
-    ``bilstm.pt`` (the biLM), ``classifier.pt`` (the layer mix best on validation) and
-    ``classifier_<mix>.pt``, ``<method>.pt`` for the static baselines' vectors.
     """
 
     models: Path = Path("models")
@@ -144,17 +141,9 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 
 def _make_folder(folder: Path, flag: str | None = None, named: Path | None = None) -> None:
-    """``folder.mkdir(parents=True, exist_ok=True)``, failing with a message that says which part of the
-    path is in the way.
-
-    Args:
-        folder: the folder to create; flag: the flag or argument naming it (or naming ``named``, the file to
-            be written in it), for the message.
-
-    Raises:
-        ElmoError: a part of ``folder`` is a file (``"<part> is a file, not a folder"``, naming ``flag``
-            when given), or the folder cannot be created.
-    """
+    """``folder.mkdir(parents=True, exist_ok=True)``; raises :class:`ElmoError` when a part of ``folder`` is a file
+    (``"<part> is a file, not a folder"``, naming ``flag`` when given: the flag or argument naming ``folder``, or
+    ``named``, the file to be written in it) or the folder cannot be created."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
@@ -167,13 +156,9 @@ def _make_folder(folder: Path, flag: str | None = None, named: Path | None = Non
 
 
 def _new_file(path: Path) -> tuple[int, str]:
-    """``(fd, name)`` of a new empty file beside ``path`` (``.<name>.<random>.tmp``) with the permissions
-    ``path`` will have: those of the file it replaces, else ``0o666`` less the umask (what ``open()`` gives;
-    ``tempfile.mkstemp`` would give ``0o600``).
-
-    Raises:
-        OSError: the folder cannot be written.
-    """
+    """``(fd, name)`` of a new empty file beside ``path`` (``.<name>.<random>.tmp``) with the permissions ``path`` will
+    have: those of the file it replaces, else ``0o666`` less the umask (what ``open()`` gives; ``tempfile.mkstemp``
+    would give ``0o600``). Raises ``OSError`` when the folder cannot be written."""
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode) & 0o777  # the file written over keeps its permissions
     except OSError:
@@ -208,9 +193,8 @@ def remove_file(path: str | os.PathLike) -> None:
 
 @contextlib.contextmanager
 def _replacing(path: Path, flag: str | None = None) -> Iterator[tuple[int, str]]:
-    """``(fd, name)`` of a new temporary file beside ``path`` that replaces ``path`` (``os.replace``) when the
-    block ends without an error and is removed otherwise, leaving ``path`` as it was. The new file has the
-    permissions of the file it replaces, or ``0o666`` less the umask (:func:`_new_file`).
+    """``(fd, name)`` of a new temporary file beside ``path`` (:func:`_new_file`), moved onto ``path`` (``os.replace``)
+    when the block ends without an error and removed otherwise, leaving ``path`` as it was.
 
     Raises:
         ElmoError: the folder cannot be created (a part of it is a file: named, with ``flag``) or written,
@@ -233,9 +217,7 @@ def _replacing(path: Path, flag: str | None = None) -> Iterator[tuple[int, str]]
 
 @contextlib.contextmanager
 def atomic_hdf5(path: str | os.PathLike, flag: str | None = None) -> Iterator[Any]:
-    """An ``h5py.File`` open for writing on a temporary file beside ``path``, moved into place with
-    ``os.replace`` when the block ends without an error (removed otherwise, leaving ``path`` as it was).
-    Permissions as :func:`atomic_write`'s.
+    """An ``h5py.File`` open for writing on a temporary file that replaces ``path`` as :func:`_replacing` says.
 
     Args:
         path: the hdf5 file; flag: the flag or argument that named it, for the error messages.
@@ -261,10 +243,8 @@ def save_checkpoint(obj: dict[str, Any], path: str | os.PathLike) -> None:
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> None:
-    """Call ``write(handle)`` on a temporary file beside ``path``, then move it into place with ``os.replace``.
-
-    If ``write`` raises, the temporary file is removed and ``path`` is left as it was. A new file gets
-    ``0o666`` less the umask (as ``open()`` gives); a file written over keeps its permissions.
+    """Call ``write(handle)`` on a temporary file beside ``path``, then move it into place with ``os.replace``; if
+    ``write`` raises, the temporary file is removed and ``path`` is left as it was (permissions: :func:`_new_file`).
 
     Raises:
         ElmoError: the directory cannot be created or written (or whatever ``write`` raises).
@@ -276,18 +256,12 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> N
 
 
 def load_checkpoint(path: str | os.PathLike, expected_format: str | tuple[str, ...]) -> dict[str, Any]:
-    """Load a checkpoint with ``weights_only=True`` and check its ``format`` tag.
-
-    Args:
-        path: the ``.pt`` file.
-        expected_format: accepted value(s) of the ``format`` key, e.g. ``"elmo.bilm"``.
-
-    Returns:
-        The checkpoint dict (tensors on CPU).
+    """The checkpoint dict of the ``.pt`` file ``path`` (tensors on CPU), loaded with ``weights_only=True``, its
+    ``format`` tag checked against ``expected_format``: the accepted value(s), e.g. ``"elmo.bilm"``.
 
     Raises:
-        ElmoError: the file is missing, truncated/corrupt, not loadable without executing code,
-            or not a checkpoint of the expected kind.
+        ElmoError: the file is missing, truncated/corrupt, not loadable without executing code, or not a checkpoint of
+            the expected kind.
     """
     path = Path(path)
     expected = (expected_format,) if isinstance(expected_format, str) else tuple(expected_format)
@@ -308,11 +282,10 @@ def load_checkpoint(path: str | os.PathLike, expected_format: str | tuple[str, .
 
 
 def check_writable(*folders: str | os.PathLike, flags: tuple[str | None, ...] = ()) -> None:
-    """Prove each output folder can be written, before any training starts (so a run never trains for minutes
-    and then fails to save), without creating it: a folder is made when the first file is written into it
-    (:func:`atomic_write`), so a run that fails or is interrupted first leaves no empty folder behind. A test file
-    is written and removed in the folder, or, when it does not exist yet, in the nearest folder above it that
-    does (where it will be created).
+    """Prove each output folder can be written, before any training starts (so a run never trains for minutes and then
+    fails to save), without creating it: a folder is made when the first file is written into it (:func:`atomic_write`),
+    so a run that fails or is interrupted first leaves no empty folder behind. A test file is written and removed in the
+    folder, or, when it does not exist yet, in the nearest folder above it that does (where it will be created).
 
     Args:
         folders: the output folders; flags: the flag naming each (``--models-dir`` ...), for the messages.

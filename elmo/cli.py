@@ -180,12 +180,10 @@ class ExtendList(_PerParse, argparse.Action):
 
 def add_flags(parser: argparse.ArgumentParser, args_cls: type, lab: bool = False) -> argparse.ArgumentParser:
     """Add one ``--flag`` per field of the arguments dataclass ``args_cls`` (booleans get ``--no-flag`` too; a field
-    whose metadata says ``positional=True`` becomes a positional argument). A field marked ``lab=True`` gets its flag
-    only with ``lab`` (the lab's variants of the commands); without it, the field keeps its default. A flag given
-    twice is refused (:class:`StoreOnce`, :class:`BooleanOnce`), except a list flag, which adds the values of each
-    (:class:`ExtendList`). Boolean fields whose metadata says ``one_of=TITLE`` are the flags of a choice the command
-    requires: listed together under ``TITLE (one is required)`` in ``--help``, without ``--no-flag``
-    (:class:`OneOfOnce`)."""
+    whose metadata says ``positional=True`` becomes a positional argument; one marked ``lab=True`` gets its flag only
+    with ``lab``, as the module docstring says). A flag given twice is refused (:class:`StoreOnce`,
+    :class:`BooleanOnce`), except a list flag, which adds the values of each (:class:`ExtendList`). Boolean fields
+    marked ``one_of=TITLE`` (:class:`OneOfOnce`) are listed together under ``TITLE (one is required)`` in ``--help``."""
     hints = typing.get_type_hints(args_cls)
     groups: dict[str, Any] = {}
     for f in dataclasses.fields(args_cls):
@@ -214,10 +212,9 @@ def add_flags(parser: argparse.ArgumentParser, args_cls: type, lab: bool = False
 
 
 def merge_flags(*sources: Sequence[str]) -> list[str]:
-    """The flags of several sources as one list, where a flag of a later source replaces the same flag of an earlier
-    one (``--no-x`` and ``--x`` are one flag; a flag's values are the words after it up to the next ``--``): the
-    library refuses a flag given twice, and ``--extra-flags`` / ``--head-extra-flags`` are meant to override the
-    study's own.
+    """The flags of several sources as one list, where a flag of a later source replaces the same flag of an earlier one
+    (``--no-x`` and ``--x`` are one flag; a flag's values are the words after it up to the next ``--``): the library
+    refuses a flag given twice, and ``--extra-flags`` / ``--head-extra-flags`` are meant to override the study's own.
 
     Raises:
         ElmoError: a source starting with a word that is not a ``--flag``.
@@ -278,16 +275,14 @@ def ctrl_c_message(command: str) -> str:
 
 def run(command: str, argv: Sequence[str] | None = None, prog: str | None = None,
         commands: dict[str, Command] | None = None, lab: bool = False) -> int:
-    """Parse ``argv`` as the flags of ``command`` and run it; returns the exit status.
+    """Parse ``argv`` as the flags of ``command`` and run it; returns the exit status (module docstring: 0, 2, 130).
+    Under ``torchrun`` the command joins the process group, which is left here whatever happens.
 
     Args:
         command: a key of :data:`COMMANDS`; argv: its flags (default ``sys.argv[1:]``); prog: the
             program name in ``--help`` (the shims pass their file name); commands: the table ``command`` is
             looked up in (default :data:`COMMANDS`; ``lab`` passes its own); lab: also take the flags of the
             fields marked ``lab=True`` (:func:`add_flags`).
-
-    An :class:`~elmo.errors.ElmoError` → one line on stderr, 2; Ctrl-C → 130. Under ``torchrun`` the
-    command joins the process group, which is left here whatever happens.
     """
     spec = (COMMANDS if commands is None else commands)[command]
     parser = command_parser(spec, prog or f"python -m elmo {command}", lab)

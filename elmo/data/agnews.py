@@ -37,7 +37,6 @@ OFFICIAL_MD5 = {
 }
 
 
-
 def _is_header(row: Sequence[str]) -> bool:
     return any(cell.strip().lower() == "class index" for cell in row)
 
@@ -47,17 +46,17 @@ def read_agnews(path: str | os.PathLike, skip_bad_rows: bool = False, max_rows: 
 
     Args:
         path: the CSV file. UTF-8, with or without a BOM; LF or CRLF line endings.
-        skip_bad_rows: skip rows with a bad label or an empty description (and say how many on
-            stderr) instead of raising.
+        skip_bad_rows: skip rows with a bad label or an empty description (and say how many on stderr) instead of
+            raising.
         max_rows: read only the first ``max_rows`` data rows (``None`` = all).
 
     Returns:
         A :class:`Corpus` with the raw Description texts and 0-based labels.
 
     Raises:
-        ElmoError: the file is missing, empty, not UTF-8 or not CSV; the columns fit neither layout;
-            or (unless ``skip_bad_rows``) a row has a label outside 1-4 or an empty description.
-            The message names the file and the line numbers.
+        ElmoError: the file is missing, empty, not UTF-8 or not CSV; the columns fit neither layout; or (unless
+            ``skip_bad_rows``) a row has a label outside 1-4 or an empty description. The message names the file and
+            the line numbers.
     """
     path = Path(path)
     if not path.is_file():
@@ -123,12 +122,11 @@ def read_agnews(path: str | os.PathLike, skip_bad_rows: bool = False, max_rows: 
 
 
 def find_split(data_dir: str | os.PathLike, split: str, download: bool = True) -> Path:
-    """Path of ``<data_dir>/<split>.csv``; when it is missing and ``download`` is true, first fetch the
-    official AG News files into ``data_dir`` (:func:`fetch`, saying so on stderr).
+    """Path of ``<data_dir>/<split>.csv``; when it is missing and ``download`` is true, first fetch the official AG
+    News files into ``data_dir`` (:func:`fetch`, saying so on stderr).
 
     Raises:
-        ElmoError: the file is missing and downloading is off or fails; the message says where to put
-            the files by hand.
+        ElmoError: the file is missing and downloading is off or fails; the message says where to put the files by hand.
     """
     path = Path(data_dir) / f"{split}.csv"
     if path.is_file():
@@ -150,8 +148,8 @@ def train_val_split(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray,
     """Shuffle ``range(n)`` with ``seed`` and cut off a validation part.
 
     Returns:
-        ``(train_index, val_index)``, int64 arrays; ``val_index`` has ``max(1, round(n*val_fraction))``
-        rows when ``0 < val_fraction < 1``.
+        ``(train_index, val_index)``, int64 arrays; ``val_index`` has ``max(1, round(n*val_fraction))`` rows when
+        ``0 < val_fraction < 1``.
 
     Raises:
         ElmoError: ``val_fraction`` outside ``(0, 1)`` or too few rows to split.
@@ -173,8 +171,7 @@ def labelled_draw(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
 
     Args:
         labels: int array of shape ``(N,)``, the classes of the training documents.
-        fraction: share to keep, in ``(0, 1]``; 1 returns every index.
-        seed: seeds the draw.
+        fraction: share to keep, in ``(0, 1]``; 1 returns every index; seed: seeds the draw.
 
     Returns:
         The sorted int64 indices of the kept documents, shape ``(about fraction * N,)``.
@@ -202,10 +199,9 @@ def load_agnews(data_dir: str | os.PathLike, val_fraction: float = 0.05, seed: i
 
     Args:
         data_dir: folder holding ``train.csv`` and ``test.csv``.
-        val_fraction: share of the (first ``max_docs``) training rows held out for validation and
-            model selection; the test rows are only ever used for the final report.
-        seed: seeds the split.
-        max_docs: use only the first ``max_docs`` training rows (``None`` = all).
+        val_fraction: share of the (first ``max_docs``) training rows held out for validation and model selection;
+            the test rows are only ever used for the final report.
+        seed: seeds the split; max_docs: use only the first ``max_docs`` training rows (``None`` = all).
         skip_bad_rows: see :func:`read_agnews`.
         download: fetch the official files when they are missing (:func:`find_split`).
 
@@ -233,11 +229,8 @@ def md5sum(path: str | os.PathLike) -> str:
 
 
 def _download(url: str, handle, expected_md5: str, quiet: bool, timeout: float) -> None:
-    """Stream ``url`` into ``handle`` with a tqdm progress bar (bytes) and check its md5.
-
-    Raises:
-        ElmoError: the URL cannot be read (offline, HTTP error) or the md5 differs.
-    """
+    """Stream ``url`` into ``handle`` with a progress bar and check its md5. Raises ElmoError when the URL cannot be
+    read (offline, HTTP error) or the md5 differs."""
     digest = hashlib.md5()
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
@@ -258,14 +251,14 @@ def fetch(data_dir: str | os.PathLike, base_url: str = SOURCE_URL, force: bool =
           checksums: dict[str, str] | None = None, quiet: bool = False, timeout: float = 60.0) -> list[Path]:
     """Download the official AG News ``train.csv`` and ``test.csv`` and verify their md5s.
 
-    Each file is streamed (with a progress bar) into a temporary file in ``data_dir`` and moved into
-    place only when its md5 matches the published value (:func:`elmo.artifacts.atomic_write`), so a
-    failed or tampered download leaves nothing, not even the folders it created.
+    Each file is streamed (with a progress bar) into a temporary file in ``data_dir`` and moved into place only when
+    its md5 matches the published value (:func:`elmo.artifacts.atomic_write`), so a failed or tampered download leaves
+    nothing, not even the folders it created.
 
     Args:
-        data_dir: where the files go (created). base_url: the folder URL holding both files (``file://``
-            works too). force: replace present files whose md5 differs. checksums: ``{name: md5}``
-            (default :data:`OFFICIAL_MD5`). quiet: no progress bar. timeout: socket timeout in seconds.
+        data_dir: where the files go (created). base_url: the folder URL holding both files (``file://`` works
+            too). force: replace present files whose md5 differs. checksums: ``{name: md5}`` (default
+            :data:`OFFICIAL_MD5`). quiet: no progress bar. timeout: socket timeout in seconds.
 
     Returns:
         The paths of the verified files.

@@ -1,8 +1,8 @@
 """Which documents form a batch: length bucketing, shuffling and the share of each ``torchrun`` rank.
 
-Pure index arithmetic on document lengths (no tensors, no process group): the caller says which
-``(rank, world_size)`` it is (:attr:`elmo.runtime.distributed.Context.shard`), so the data layer
-never needs to know how processes are launched.
+Pure index arithmetic on document lengths (no tensors, no process group): the caller says which ``(rank, world_size)``
+it is (:attr:`elmo.runtime.distributed.Context.shard`), so the data layer never needs to know how processes are
+launched.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ def bucket_batches(lengths: np.ndarray, batch_size: int, max_tokens: int | None 
                    seed: int = 0) -> list[np.ndarray]:
     """Length-bucketed batches of document indices.
 
-    Documents are (optionally shuffled, then) grouped in pools of ``50 * batch_size``, sorted by
-    length inside each pool, and cut into batches of at most ``batch_size`` documents and at most
-    ``max_tokens`` padded tokens; with ``shuffle`` the batch order is shuffled too. Padding is
-    therefore small while the order stays random across epochs (pass ``seed + epoch``).
+    Documents are (optionally shuffled, then) grouped in pools of ``50 * batch_size``, sorted by length inside each
+    pool, and cut into batches of at most ``batch_size`` documents and at most ``max_tokens`` padded tokens; with
+    ``shuffle`` the batch order is shuffled too. Padding is therefore small while the order stays random across epochs
+    (pass ``seed + epoch``).
 
     Args:
         lengths: ``(N,)`` int document lengths in tokens.
@@ -71,13 +71,13 @@ def rank_share(index: np.ndarray, shard: Shard = SINGLE) -> tuple[np.ndarray, bo
     """This rank's documents of a global batch: every ``world_size``-th, starting at ``rank``.
 
     Args:
-        index: ``(B,)`` document indices of one global batch (sorted by length within the batch, so
-            each share gets similar lengths); shard: ``(rank, world_size)``.
+        index: ``(B,)`` document indices of one global batch (sorted by length within the batch, so each share gets
+            similar lengths); shard: ``(rank, world_size)``.
 
     Returns:
-        ``(part, ghost)``: ``part`` is never empty; when the batch has fewer documents than ranks, a
-        rank left without one gets the first document with ``ghost=True`` and must weight its loss by
-        zero (it still runs forward/backward, as every DDP rank must in every step).
+        ``(part, ghost)``: ``part`` is never empty; when the batch has fewer documents than ranks, a rank left without
+        one gets the first document with ``ghost=True`` and must weight its loss by zero (it still runs
+        forward/backward, as every DDP rank must in every step).
     """
     rank, world_size = shard
     part = index[rank::world_size]
@@ -85,16 +85,16 @@ def rank_share(index: np.ndarray, shard: Shard = SINGLE) -> tuple[np.ndarray, bo
 
 
 def eval_share(batches: Sequence[T], shard: Shard = SINGLE) -> Sequence[T]:
-    """The evaluation batches rank ``shard[0]`` of ``shard[1]`` computes (every ``world_size``-th);
-    the callers all-reduce their sums."""
+    """The evaluation batches rank ``shard[0]`` of ``shard[1]`` computes (every ``world_size``-th); the callers
+    all-reduce their sums."""
     rank, world_size = shard
     return batches[rank::world_size]
 
 
 class CountedBatches(Generic[T]):
-    """The batches of one epoch, made as they are iterated, whose number is known before: ``len()`` is
-    the number of steps (under ``torchrun`` each rank's, one share per global batch), which the training
-    progress bar shows as its total. A streamed corpus, whose count is unknown, gives a plain iterator.
+    """The batches of one epoch, made as they are iterated, whose number is known before: ``len()`` is the number of
+    steps (under ``torchrun`` each rank's, one share per global batch), the training progress bar's total
+    (:func:`elmo.training.trainer.batch_count`). A streamed corpus, whose count is unknown, gives a plain iterator.
 
     Args:
         count: the number of batches ``make()`` yields; make: a function returning a fresh iterator over them.

@@ -1,7 +1,6 @@
-"""Corpora: labelled documents as read (:class:`Corpus`), and encoded (the token ids of many documents in
-one flat array, :class:`EncodedCorpus`) with right-padded batches of them (:meth:`~EncodedCorpus.collate`).
-*Which* documents go together is :mod:`elmo.data.batching`'s job.
-"""
+"""Corpora: labelled documents as read (:class:`Corpus`), and encoded (the token ids of many documents in one flat
+array, :class:`EncodedCorpus`) with right-padded batches of them (:meth:`~EncodedCorpus.collate`). *Which* documents
+go together is :mod:`elmo.data.batching`'s job."""
 
 from __future__ import annotations
 
@@ -75,12 +74,12 @@ class EncodedCorpus:
         self.layers: LayerStore | None = None  # per token, cached biLM layers (elmo.inference.layer_cache)
 
     def attach_chars(self, documents: Iterable[Sequence[str]], max_chars: int, scheme: str = "elmo") -> "EncodedCorpus":
-        """Keep the spelling of every token so :meth:`collate` can return character ids (for a
-        character biLM, :mod:`elmo.data.chars`; OOV words keep their own spelling although their id is ``<unk>``).
+        """Keep the spelling of every token so :meth:`collate` can return character ids (for a character biLM,
+        :mod:`elmo.data.chars`; OOV words keep their own spelling although their id is ``<unk>``).
 
-        Each distinct token is stored once: ``char_table (n_types, max_chars)`` int16, row 0 = padding
-        (all zeros), and ``type_ids`` int32 aligned with :attr:`ids`; :attr:`types` lists the distinct
-        tokens (``types[k]`` is spelled by row ``k + 1``).
+        Each distinct token is stored once: ``char_table (n_types, max_chars)`` int16, row 0 = padding (all zeros),
+        and ``type_ids`` int32 aligned with :attr:`ids`; :attr:`types` lists the distinct tokens (``types[k]`` is
+        spelled by row ``k + 1``).
 
         Args:
             documents: the same token lists the ids were encoded from (truncated the same way here).
@@ -139,9 +138,9 @@ class EncodedCorpus:
 
         Returns:
             ``{"ids": (B, T) int64 with 0 = <pad>, "lengths": (B,) int64, "labels": (B,) int64,
-            "chars": (B, T, C) int64, "layers": (L, B, T, D)}`` where ``T`` is the longest of the ``B``
-            documents (``labels`` only when present, ``chars`` only after :meth:`attach_chars`,
-            ``layers`` only after :meth:`attach_layers`; padding is all zeros).
+            "chars": (B, T, C) int64, "layers": (L, B, T, D)}`` where ``T`` is the longest of the ``B`` documents
+            (``labels`` only when present, ``chars`` only after :meth:`attach_chars`, ``layers`` only after
+            :meth:`attach_layers`; padding is all zeros).
         """
         index = np.asarray(index, dtype=np.int64)
         lengths = self.lengths[index]
@@ -169,13 +168,13 @@ class EncodedCorpus:
     def epoch_batches(self, batch_size: int, max_tokens: int | None, seed: int,
                       shard: Shard = SINGLE) -> CountedBatches[dict[str, torch.Tensor]]:
         """One training epoch: the shuffled length-bucketed batches of :meth:`batches` (``seed``: pass
-        ``seed + epoch``), collated as they are iterated. With ``shard = (rank, world_size)`` each global
-        batch is dealt out over the ranks and this rank gets its share (:func:`~elmo.data.batching.rank_share`;
-        a zero-weight ``"ghost"`` key marks a share borrowed from a batch with fewer documents than ranks).
+        ``seed + epoch``), collated as they are iterated. With ``shard = (rank, world_size)`` each global batch is
+        dealt out over the ranks and this rank gets its share (:func:`~elmo.data.batching.rank_share`; a zero-weight
+        ``"ghost"`` key marks a share borrowed from a batch with fewer documents than ranks).
 
         Returns:
-            :class:`~elmo.data.batching.CountedBatches`: its ``len()`` is the number of batches (steps) of
-            the epoch, the same on every rank.
+            :class:`~elmo.data.batching.CountedBatches`: its ``len()`` is the number of batches (steps) of the
+            epoch, the same on every rank.
         """
         index_batches = self.batches(batch_size, max_tokens, shuffle=True, seed=seed)
 
@@ -191,8 +190,8 @@ class EncodedCorpus:
 
     def eval_batches(self, batch_size: int, max_tokens: int | None,
                      shard: Shard = SINGLE) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
-        """Evaluation batches in a fixed order as ``(document indices, collated batch)``; with ``shard``
-        only that rank's share (:func:`~elmo.data.batching.eval_share`; sum the results over ranks)."""
+        """Evaluation batches in a fixed order as ``(document indices, collated batch)``; with ``shard`` only that
+        rank's share (:func:`~elmo.data.batching.eval_share`; sum the results over ranks)."""
         for index in eval_share(self.batches(batch_size, max_tokens), shard):
             yield index, self.collate(index)
 
@@ -200,9 +199,9 @@ class EncodedCorpus:
 def encode_corpus(documents: Iterable[Sequence[str]], vocab: Vocabulary, labels: np.ndarray | None = None,
                   max_length: int | None = None, max_chars: int | None = None,
                   char_scheme: str = "elmo") -> EncodedCorpus:
-    """Token ids of tokenised documents (OOV → ``<unk>``), truncated to ``max_length``; with ``max_chars``
-    (a character biLM, :attr:`elmo.model.bilm.BiLMConfig.chars_per_token`) batches also carry ``chars``
-    in the numbering ``char_scheme`` (the biLM config's ``char_scheme``; see :meth:`EncodedCorpus.attach_chars`).
+    """Token ids of tokenised documents (OOV → ``<unk>``), truncated to ``max_length``; with ``max_chars`` (a
+    character biLM, :attr:`elmo.model.bilm.BiLMConfig.chars_per_token`) batches also carry ``chars`` in the numbering
+    ``char_scheme`` (the biLM config's ``char_scheme``; see :meth:`EncodedCorpus.attach_chars`).
 
     Raises:
         ElmoError: an empty document.

@@ -1,8 +1,8 @@
 """Where a corpus's per-token biLM layers live: in memory, or in a temporary file on disk.
 
-A frozen biLM's LSTM layers are computed once per token (:mod:`elmo.inference.layer_cache`) and read back
-per batch by :meth:`elmo.data.corpus.EncodedCorpus.collate`. Both stores hold ``(num_tokens, L, D)`` rows
-of one 16-bit dtype and answer the same two calls, :meth:`write` and :meth:`gather`:
+A frozen biLM's LSTM layers are computed once per token (:mod:`elmo.inference.layer_cache`) and read back per batch
+by :meth:`elmo.data.corpus.EncodedCorpus.collate`. Both stores hold ``(num_tokens, L, D)`` rows of one 16-bit dtype
+and answer the same two calls, :meth:`write` and :meth:`gather`:
 
 * :class:`MemoryLayerStore`: one tensor in the process's memory (the process grows with the corpus), or in a GPU's
   memory (``device``: the batches are then gathered there, without a trip through the host).
@@ -130,8 +130,7 @@ class DiskLayerStore:
             raise ElmoError(f"layer store: short write ({written} of {data.nbytes} bytes); is the disk full?")
 
     def gather(self, starts: np.ndarray, lengths: np.ndarray, width: int) -> torch.Tensor:
-        """Rows ``starts[b] .. starts[b] + lengths[b] - 1`` of every document ``b``, right-padded with zeros:
-        ``(B, width, L, D)`` in the store's dtype (a fresh buffer: nothing of the file stays mapped)."""
+        """As :meth:`MemoryLayerStore.gather`: ``(B, width, L, D)`` on the CPU, in a fresh buffer (no file mapping)."""
         out = np.zeros((len(starts), width, self.row_values), dtype=np.int16)
         for b, (start, n) in enumerate(zip(starts.tolist(), lengths.tolist())):
             got = os.preadv(self.fd, [out[b, :n]], start * self.row_bytes)

@@ -62,8 +62,7 @@ def read_extra_text(path: str | os.PathLike) -> list[str]:
 
 
 def _suffixes(corpora: Sequence[Corpus]) -> tuple[set[tuple[str, ...]], list[int]]:
-    """Every description's words without the first (those of at least :data:`MIN_MATCH_WORDS` words), and the
-    lengths that occur."""
+    """Every description's words but the first (those of >= :data:`MIN_MATCH_WORDS` words), and their lengths."""
     suffixes = {tuple(t[1:]) for c in corpora for t in c.tokens if len(t) > MIN_MATCH_WORDS}
     return suffixes, sorted({len(s) for s in suffixes})
 
@@ -80,8 +79,7 @@ def pretraining_text(train: Corpus, held_out: Sequence[Corpus], fraction: float 
     Args:
         train: the training split (its labels are kept for its rows; extra rows get label -1, "no label").
         held_out: the validation and test splits, whose descriptions must not leak in through extra text.
-        fraction: share of ``train``'s documents, in ``(0, 1]``.
-        seed: seeds the draw.
+        fraction: share of ``train``'s documents, in ``(0, 1]``; seed: seeds the draw.
         extra_files: CSV files of more text (:func:`read_extra_text`).
 
     Returns:

@@ -1,5 +1,5 @@
-"""Your own corpus, of any size: a plain-text file (one sentence or document per line) or one column of
-a CSV file, read as a stream (``python ELMO.py --train-file corpus.txt [--val-file val.txt]``).
+"""Your own corpus, of any size: a plain-text file (one sentence or document per line) or one column of a CSV file,
+read as a stream (``python ELMO.py --train-file corpus.txt [--val-file val.txt]``).
 
 Nothing here holds the corpus in memory: the vocabulary is counted as :meth:`TextSource.documents` tokenises the
 file line by line, and every epoch :class:`StreamedCorpus` reads the file again, shuffling and length-bucketing
@@ -40,8 +40,8 @@ class TextSource:
     """The documents of one file, read lazily in file order.
 
     Args:
-        path: a UTF-8 text file (one document per line; a BOM and CRLF line ends are accepted) or, with
-            ``text_column``, a CSV file with a header row.
+        path: a UTF-8 text file (one document per line; a BOM and CRLF line ends are accepted) or, with ``text_column``,
+            a CSV file with a header row.
         text_column: the CSV column holding the text (``--text-column``); ``None`` = plain text.
         max_docs: read only the first ``max_docs`` documents (``None`` = all).
         lowercase: tokenise lower-cased (:func:`elmo.data.text.tokenize`); ``False`` keeps the case (the published
@@ -113,9 +113,9 @@ class TextSource:
         """Token lists of the documents, in file order; sets :attr:`skipped` when the pass ends.
 
         Args:
-            part: ``None`` = every document; ``"train"`` / ``"val"``: the documents a hash of the
-                document number and ``seed`` puts below / not below ``val_fraction`` (the first
-                ``max_val_docs`` of them go to ``"val"``, later ones back to ``"train"``).
+            part: ``None`` = every document; ``"train"`` / ``"val"``: the documents a hash of the document number
+                and ``seed`` puts below / not below ``val_fraction`` (the first ``max_val_docs`` of them go to
+                ``"val"``, later ones back to ``"train"``).
         """
         skipped, held_out = 0, 0
         for k, (_, text) in enumerate(self.texts()):
@@ -137,8 +137,7 @@ class StreamedCorpus:
     :class:`elmo.data.corpus.EncodedCorpus`, with the same :meth:`epoch_batches` and :meth:`eval_batches`).
 
     Args:
-        source: the file; part, val_fraction, seed, max_val_docs: which documents (see
-            :meth:`TextSource.documents`).
+        source: the file; part, val_fraction, seed, max_val_docs: which documents (:meth:`TextSource.documents`).
         vocab: encodes tokens (OOV → ``<unk>``).
         max_length: documents longer than this are split into pieces of at most this many tokens.
         max_chars: characters per token for a character biLM (batches then carry ``chars``), else ``None``;
@@ -165,7 +164,8 @@ class StreamedCorpus:
                 yield doc[start:start + self.max_length]
 
     def buffers(self) -> Iterator[EncodedCorpus]:
-        """The stream cut into in-memory :class:`~elmo.data.corpus.EncodedCorpus` pieces of about ``buffer_tokens`` tokens."""
+        """The stream cut into in-memory :class:`~elmo.data.corpus.EncodedCorpus` pieces of about ``buffer_tokens``
+        tokens."""
         docs: list[list[str]] = []
         size = 0
         for doc in self.pieces():

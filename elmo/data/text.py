@@ -1,8 +1,8 @@
 """Text cleaning and the word tokeniser every part of the project shares (training, baselines, inference).
 
-AG News escapes and marks up its text (``#39;`` for an apostrophe, ``&lt;b&gt;``, ``\\$``);
-:func:`clean_text` undoes that and :func:`tokenize` lower-cases and splits the result with
-:data:`TOKEN_PATTERN`. Deterministic and offline (no downloaded tokeniser models).
+AG News escapes and marks up its text (``#39;`` for an apostrophe, ``&lt;b&gt;``, ``\\$``); :func:`clean_text` undoes
+that and :func:`tokenize` lower-cases and splits the result with :data:`TOKEN_PATTERN`. Deterministic and offline (no
+downloaded tokeniser models).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ TOKEN_PATTERN = re.compile(
 def clean_text(text: str) -> str:
     """Undo AG News' escapes and markup and collapse whitespace.
 
-    Handles: numeric entities written as `` #39;`` (the space is an artefact), HTML entities
-    (``&lt;b&gt;``, ``&amp;``, ``&quot;``) and the tags they encode, ``\\n``, ``\\\\`` and a lone
-    backslash before a letter (line breaks in the source), and backslash-escaped symbols (``\\$``).
+    Handles: numeric entities written as `` #39;`` (the space is an artefact), HTML entities (``&lt;b&gt;``,
+    ``&amp;``, ``&quot;``) and the tags they encode, ``\\n``, ``\\\\`` and a lone backslash before a letter (line
+    breaks in the source), and backslash-escaped symbols (``\\$``).
 
     Args:
         text: one raw Description field.
@@ -65,7 +65,7 @@ def tokenize(text: str, lowercase: bool = True) -> list[str]:
         lowercase: ``False`` keeps the case (for the published ELMo models, which read cased text).
 
     Returns:
-        A list of tokens; empty when the text holds no token. Deterministic, no downloads.
+        A list of tokens; empty when the text holds no token.
 
     Raises:
         ElmoError: if ``text`` is not a ``str``.

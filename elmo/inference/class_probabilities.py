@@ -1,5 +1,5 @@
-"""Batched class probabilities of a classifier over an encoded corpus (training-time evaluation, the
-layer cache and :class:`~elmo.inference.text_classifier.TextClassifier` all use the same batches).
+"""Batched class probabilities of a classifier over an encoded corpus (training-time evaluation, the layer cache and
+:class:`~elmo.inference.text_classifier.TextClassifier` all use the same batches).
 
 The command that classifies texts from the command line is :mod:`elmo.pipelines.predict_command`."""
 
@@ -22,10 +22,9 @@ def class_probabilities(model: SequenceClassifier, corpus: EncodedCorpus, device
                         amp_dtype: torch.dtype | None = None) -> np.ndarray:
     """Class probabilities ``(N, C)`` float32 for every document of ``corpus``, in corpus order.
 
-    Batches of :data:`PREDICT_BATCH` documents / :data:`PREDICT_MAX_TOKENS` padded tokens, under
-    ``amp_dtype`` autocast (:func:`elmo.runtime.device.resolve_precision`); cached biLM layers are used
-    when the corpus has them. Under ``torchrun`` each rank predicts its share of the batches and the
-    rows are all-reduced.
+    Batches of :data:`PREDICT_BATCH` documents / :data:`PREDICT_MAX_TOKENS` padded tokens, under ``amp_dtype``
+    autocast (:func:`elmo.runtime.device.resolve_precision`); cached biLM layers are used when the corpus has them.
+    Under ``torchrun`` each rank predicts its share of the batches and the rows are all-reduced.
     """
     probs = np.zeros((len(corpus), model.config.num_classes), dtype=np.float32)
     model.eval()

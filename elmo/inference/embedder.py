@@ -11,10 +11,9 @@ or a biLM object::
     v = e.embed_sentence(["The", "cat", "sat", "on", "the", "mat", "."])   # numpy (3, 7, 1024)
     ours = ElmoEmbedder.from_pretrained("models")                           # whatever models/ holds: (3, 7, D)
 
-Tokens are lower-cased for our biLM (trained lower-cased) and kept as given for the published models. Stateless
-by default (a sentence's vectors depend on it alone); ``stateful=True`` reproduces bilm-tf / AllenNLP's stateful
-``ElmoEmbedder``. There is no maximum length: a sentence longer than ``chunk_size`` tokens is computed in chunks
-with the LSTM states carried across, giving the same vectors as one pass.
+Tokens are lower-cased for our biLM (trained lower-cased) and kept as given for the published models. Stateless by
+default; ``stateful=True`` reproduces bilm-tf / AllenNLP's stateful ``ElmoEmbedder``. There is no maximum length
+(``chunk_size``). :class:`ElmoEmbedder` says more of both.
 """
 
 from __future__ import annotations
@@ -76,9 +75,8 @@ def _check_sentences(sentences: Sequence[Sequence[str]], lowercase: bool = True)
 
 
 def _row(layers: np.ndarray, row: int, length: int) -> np.ndarray:
-    """Sentence ``row`` of a batch's ``(L + 1, B, T, D)`` layers, ``(L + 1, length, D)``: the batch's own array when
-    it is its only row and fills it (no second copy of a long document's vectors), else a copy (so that the batch's
-    array is freed)."""
+    """Sentence ``row`` of a batch's ``(L + 1, B, T, D)`` layers: the batch's own array when it is its only row and
+    fills it (no second copy of a long document's vectors), else a copy (so that the batch's array is freed)."""
     if layers.shape[1] == 1 and length == layers.shape[2]:
         return layers[:, 0]
     return layers[:, row, :length].copy()
@@ -110,31 +108,31 @@ class ElmoEmbedder:
         bilm: our trained :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.published.PublishedBiLM`
             (moved to the device, put in eval mode); vocab: our biLM's :class:`~elmo.data.vocab.Vocabulary`
             (``None`` for a published biLM, which has none).
-        stateful: ``False``: every sentence starts from zero LSTM states (deterministic;
-            a sentence's vectors depend on it alone). ``True``: bilm-tf / AllenNLP's behaviour — row r of each
-            call starts from the states row r of the previous call ended with (``<S> .. </S>`` read whole), a
-            smaller call uses and updates only its first rows and keeps the others, a larger one starts its new
-            rows from zeros; batches are then the calls' sentences in the order given (``embed_sentences``:
-            consecutive groups of ``batch_size``), never re-ordered by length. :meth:`reset_states` forgets them.
+        stateful: ``False``: every sentence starts from zero LSTM states (deterministic; a sentence's vectors depend
+            on it alone). ``True``: bilm-tf / AllenNLP's behaviour — row r of each call starts from the states row r
+            of the previous call ended with (``<S> .. </S>`` read whole), a smaller call uses and updates only its
+            first rows and keeps the others, a larger one starts its new rows from zeros; batches are then the calls'
+            sentences in the order given (``embed_sentences``: consecutive groups of ``batch_size``), never
+            re-ordered by length. :meth:`reset_states` forgets them.
         precision: ``"fp32"`` (the default, AllenNLP's precision), ``"auto"`` (bf16 autocast on CPUs with native
-            bf16 and on GPUs, :func:`elmo.runtime.device.resolve_precision`), ``"bf16"`` or ``"fp16"`` (CUDA).
-            The vectors returned are float32 either way.
-        vocab_to_cache: words whose token vectors are computed once here (as AllenNLP's
-            ``vocab_to_cache``); others are computed once per distinct word per pass of up to
-            :data:`CHUNK_BATCHES` batches.
+            bf16 and on GPUs, :func:`elmo.runtime.device.resolve_precision`), ``"bf16"`` or ``"fp16"`` (CUDA). The
+            vectors returned are float32 either way.
+        vocab_to_cache: words whose token vectors are computed once here (as AllenNLP's ``vocab_to_cache``); others
+            are computed once per distinct word per pass of up to :data:`CHUNK_BATCHES` batches.
         max_tokens: padded-token budget per internal batch (stateless mode).
         chunk_size: a sentence longer than this many tokens is computed in chunks of at most this many positions
-            (rows × tokens), the LSTM states carried from chunk to chunk: the same vectors (to float rounding),
-            in memory bounded by the chunk rather than the sentence. Sets ``bilm.chunk_size``
+            (rows × tokens), the LSTM states carried from chunk to chunk: the same vectors (to float rounding), in
+            memory bounded by the chunk rather than the sentence. Sets ``bilm.chunk_size``
             (:data:`elmo.model.bilm.CHUNK_SIZE` by default; ``None`` = one pass whatever the length).
 
-    The layers are h_0 (token vectors), h_1 .. h_L (LSTM layers), each ``D = bilm.output_dim`` wide
-    (both directions concatenated; paper eq. 1). Words outside our biLM's vocabulary read as ``<unk>``
-    for a word biLM; a character biLM (ours with ``--token-encoder char``, or a published one) spells them out.
+    The layers are h_0 (token vectors), h_1 .. h_L (LSTM layers), each ``D = bilm.output_dim`` wide (both directions
+    concatenated; paper eq. 1). Words outside our biLM's vocabulary read as ``<unk>`` for a word biLM; a character
+    biLM (ours with ``--token-encoder char``, or a published one) spells them out.
 
     Raises:
-        ElmoError: missing, unreadable or inconsistent files (see :func:`is_published` and :func:`~elmo.model.serialization.open_bilm`); both files and a
-            ``bilm``; our biLM without its ``vocab``; a bad device or precision; ``chunk_size`` not ``None`` or a positive int.
+        ElmoError: missing, unreadable or inconsistent files (see :func:`is_published` and
+            :func:`~elmo.model.serialization.open_bilm`); both files and a ``bilm``; our biLM without its ``vocab``;
+            a bad device or precision; ``chunk_size`` not ``None`` or a positive int.
     """
 
     def __init__(self, options_file: str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
@@ -182,8 +180,8 @@ class ElmoEmbedder:
         softmax left out), bilm-tf's ``options.json`` + ``weights.hdf5`` (``export``).
 
         Raises:
-            ElmoError: the folder holds none of them (one line naming what was looked for), a file is corrupt or
-                not an ELMo biLM; an unknown precision.
+            ElmoError: the folder holds none of them (one line naming what was looked for), a file is corrupt or not
+                an ELMo biLM; an unknown precision.
         """
         opened = open_bilm(path)
         return cls(bilm=opened.bilm, vocab=opened.vocab, device=device, precision=precision)
@@ -214,18 +212,14 @@ class ElmoEmbedder:
         return encode_corpus(sentences, self.vocab, max_chars=config.chars_per_token, char_scheme=config.char_scheme)
 
     def batch_tensors(self, sentences: Sequence[Sequence[str]]) -> dict[str, torch.Tensor]:
-        """Right-padded model inputs for non-empty token lists (our biLM).
-
-        Returns:
-            ``{"ids": (B, T) int64, "lengths": (B,) int64}`` plus ``"chars": (B, T, C)`` for a character biLM.
-        """
+        """Right-padded model inputs for non-empty token lists (our biLM): ``{"ids": (B, T) int64,
+        "lengths": (B,) int64}`` plus ``"chars": (B, T, C)`` for a character biLM."""
         return self.encode(sentences).collate(np.arange(len(sentences)))
 
     # --- one path for every biLM: each distinct word's token vector once, then the LSTMs ----------
     @torch.no_grad()
     def _compute_token_vectors(self, words: list[str]) -> torch.Tensor:
-        """``(len(words), W)`` float32 token vectors (``bilm.word_vectors``: the character CNN or the word embeddings,
-        once per word) on the device."""
+        """``(len(words), W)`` float32 token vectors on the device (``bilm.word_vectors``, once per word)."""
         with autocast(self.device, self.amp_dtype):
             return self.bilm.word_vectors(words).float()
 
@@ -241,9 +235,7 @@ class ElmoEmbedder:
         return table
 
     def _embed(self, sentences: list[list[str]], batch_size: int | None) -> list[np.ndarray]:
-        """Vectors of checked token lists, ``batch_size`` sentences per pass (all in one when ``None``): each distinct
-        word's token vector computed once (:meth:`_token_table`), then length-bucketed batches (stateless) or the rows
-        in the order given (stateful)."""
+        """Vectors of checked token lists, ``batch_size`` sentences per pass (all in one when ``None``)."""
         out = [np.zeros((self.num_layers, 0, self.dim), dtype=np.float32) for _ in sentences]
         rows = [i for i, s in enumerate(sentences) if s or self.stateful]  # stateful: an empty row still reads <S> </S>
         if not any(sentences):
@@ -317,12 +309,12 @@ class ElmoEmbedder:
         return self.embed_batch([tokens])[0]
 
     def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int = 64) -> Iterator[np.ndarray]:
-        """Embed many sentences lazily, in input order, batching sentences of similar length together
-        (under a ``max_tokens`` padded-token budget; stateful mode: consecutive groups of ``batch_size``).
+        """Embed many sentences lazily, in input order, batching sentences of similar length together (under a
+        ``max_tokens`` padded-token budget; stateful mode: consecutive groups of ``batch_size``).
 
         Args:
-            sentences: any iterable of token lists (read ``CHUNK_BATCHES * batch_size`` at a time, so memory
-                does not grow with the number of sentences).
+            sentences: any iterable of token lists (read ``CHUNK_BATCHES * batch_size`` at a time, so memory does not
+                grow with the number of sentences).
             batch_size: sentences per forward pass (also capped by the token budget).
 
         Yields:

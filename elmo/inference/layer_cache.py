@@ -1,10 +1,10 @@
 """Computing a frozen biLM's LSTM layers once per document instead of once per batch and epoch.
 
-``classification.py`` trains several classifiers for several epochs on the same frozen biLM: the LSTM layers
-h_1..h_L of every token are computed once (in the batches of
-:func:`elmo.inference.class_probabilities.class_probabilities`) and shared by all layer mixes and epochs; the token
-layer h_0 is recomputed per batch (:meth:`elmo.model.bilm.BiLM.token_layer`). The cache holds ``L × D`` values per
-token at 16 bits (:func:`cache_dtype`), cast back to the compute precision when used.
+``classification.py`` trains several classifiers for several epochs on the same frozen biLM: the LSTM layers h_1..h_L
+of every token are computed once (in the batches of :func:`elmo.inference.class_probabilities.class_probabilities`)
+and shared by all layer mixes and epochs; the token layer h_0 is recomputed per batch
+(:meth:`elmo.model.bilm.BiLM.token_layer`). The cache holds ``L × D`` values per token at 16 bits
+(:func:`cache_dtype`), cast back to the compute precision when used.
 
 Where the cache lives is :mod:`elmo.data.layer_store`'s job; :func:`should_cache` picks it for ``--cache-layers``.
 """
@@ -87,8 +87,8 @@ def compute_layers(bilm: BiLM, corpus: EncodedCorpus, device: torch.device, amp_
     Args:
         bilm: the frozen biLM (eval mode, on ``device``).
         corpus: the documents; chars must be attached for a character biLM.
-        amp_dtype: autocast dtype (:func:`elmo.runtime.device.resolve_precision`); the layers are stored in
-            :func:`cache_dtype` of it (bf16 under bf16 autocast, else fp16).
+        amp_dtype: autocast dtype (:func:`elmo.runtime.device.resolve_precision`); the layers are stored in its
+            :func:`cache_dtype`.
         kind: ``"memory"``, ``"device"`` (on ``device``) or ``"disk"`` (:mod:`elmo.data.layer_store`); directory: the
             disk store's folder.
 

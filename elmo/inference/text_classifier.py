@@ -47,12 +47,13 @@ class TextClassifier:
     def from_pretrained(cls, path: str | os.PathLike = "models", classifier: str = "classifier.pt",
                         device: str | torch.device = "auto", precision: str = "auto") -> "TextClassifier":
         """Load ``classifier.pt`` (or another ``classifier_<mix>.pt``) from a models directory and the biLM it was
-        trained on, or a classifier's ``save_pretrained`` folder or Hub model id (:mod:`elmo.model.hub`): the published biLM it records (bilm-tf's files given by ``--options-file``, or a ``published_lm.pt``
-        it was trained on), else the biLM the directory holds (:func:`~elmo.model.serialization.open_bilm`: ``bilstm.pt``
+        trained on, or a classifier's ``save_pretrained`` folder or Hub model id (:mod:`elmo.model.hub`): the
+        published biLM it records (bilm-tf's files given by ``--options-file``, or a ``published_lm.pt`` it was
+        trained on), else the biLM the directory holds (:func:`~elmo.model.serialization.open_bilm`: ``bilstm.pt``
         first).
 
-        ``precision`` as in :class:`~elmo.inference.embedder.ElmoEmbedder`; the default matches ``classification.py``'s, so
-        the scores equal those the training run reported.
+        ``precision`` as in :class:`~elmo.inference.embedder.ElmoEmbedder`; the default matches
+        ``classification.py``'s, so the scores equal those the training run reported.
 
         Raises:
             ElmoError: a file is missing or corrupt, or the classifier was trained on another biLM.
@@ -77,8 +78,8 @@ class TextClassifier:
         return cls(model, vocab, names, precision=precision)
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
-        """Class probabilities ``(n, C)`` float32 (rows sum to 1) for raw texts; a text longer than
-        ``max_length`` tokens is truncated to its first ``max_length`` (as in training), with a warning.
+        """Class probabilities ``(n, C)`` float32 (rows sum to 1) for raw texts; a text longer than ``max_length``
+        tokens is truncated to its first ``max_length`` (as in training), with a warning.
 
         Raises:
             ElmoError: a text that is not a ``str`` or holds no token (named by its index).

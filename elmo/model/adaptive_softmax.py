@@ -43,8 +43,7 @@ class AdaptiveSoftmax(nn.AdaptiveLogSoftmaxWithLoss):
     the autocast dtype, their logits return in fp32 (forward hooks), so log-probabilities are fp32 exact.
 
     Args:
-        input_dim: width D of the states it scores.
-        vocab_size: the number of words V (output classes).
+        input_dim: width D of the states it scores; vocab_size: the number of words V (output classes).
         cutoffs: cluster boundaries, kept as :func:`adaptive_cutoffs` fits them to ``vocab_size`` and ``input_dim``.
         div_value: the factor by which each tail's projection narrows.
 
@@ -110,8 +109,7 @@ def outside_message(count: int, size: int) -> str:
 def cluster_counts(ids: torch.Tensor, lengths: torch.Tensor, last: int, cutoffs: Sequence[int]) -> list[int]:
     """The words per cluster (head first) that one direction predicts in a right-padded batch, worked out on the host
     (numpy) from its CPU tensors: each row's first ``n`` ids and its boundary word ``last`` (``</S>`` forward,
-    ``<S>`` backward), the order of the reading not mattering. What :meth:`AdaptiveSoftmax.loss` takes as
-    ``cluster_counts`` so that a training step reads nothing back from the device.
+    ``<S>`` backward), the order of the reading not mattering: :meth:`AdaptiveSoftmax.loss`'s ``cluster_counts``.
 
     Args:
         ids: ``(B, T)`` int64; lengths: ``(B,)`` int64, both on the CPU; last: the boundary word's id; cutoffs: the

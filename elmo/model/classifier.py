@@ -1,6 +1,5 @@
-"""The downstream AG News classifier on ELMo features (and on static embeddings, for comparison): the
-representation ``(B, T, D)`` → the shared task head (:class:`SequenceClassifier`) → logits ``(B, C)``.
-"""
+"""The downstream AG News classifier on ELMo features (and on static embeddings, for comparison): the representation
+``(B, T, D)`` → the shared task head (:class:`SequenceClassifier`) → logits ``(B, C)``."""
 
 from __future__ import annotations
 
@@ -35,10 +34,10 @@ class SequenceClassifierConfig:
     Attributes:
         num_classes: output classes C.
         encoder_hidden: BiLSTM state width E per direction.
-        encoder_projection: width P of a linear projection of the encoder's input (the dropped-out
-            ``[x_k; ELMo_k]``) before the BiLSTM, shared by its two directions; 0 feeds the input as it is.
-        token_embedding_dim: width of the task's own trainable token embedding x_k concatenated
-            with the representation (paper §3.3); 0 feeds the representation alone.
+        encoder_projection: width P of a linear projection of the encoder's input (the dropped-out ``[x_k; ELMo_k]``)
+            before the BiLSTM, shared by its two directions; 0 feeds the input as it is.
+        token_embedding_dim: width of the task's own trainable token embedding x_k concatenated with the
+            representation (paper §3.3); 0 feeds the representation alone.
         dropout: dropout on the representation and on the pooled vector.
         seed: seeds the representation's fixed random weights (the ``frozen_lambda`` mix).
 
@@ -117,9 +116,9 @@ class ClassifierConfig(SequenceClassifierConfig):
 
     @classmethod
     def from_saved(cls, saved: dict) -> "ClassifierConfig":
-        """The config a ``classifier*.pt`` recorded, whichever keys the file holds: ``setting`` is read as
-        :attr:`mix` (both name the layer mix), ``fine_tune`` (before 0.4.0) as :attr:`unfreeze_bilm`, and a file
-        without ``learned_function`` holds the MLP.
+        """The config a ``classifier*.pt`` recorded, whichever keys the file holds: ``setting`` is read as :attr:`mix`
+        (both name the layer mix), ``fine_tune`` (before 0.4.0) as :attr:`unfreeze_bilm`, and a file without
+        ``learned_function`` holds the MLP.
 
         Raises:
             ElmoError: a value out of range; TypeError: an unknown key.
@@ -140,8 +139,7 @@ class ClassifierConfig(SequenceClassifierConfig):
 
 @dataclass
 class StaticClassifierConfig(SequenceClassifierConfig):
-    """The static-embedding classifier (:class:`StaticEmbeddingClassifier`): the head's sizes plus which
-    static vectors it reads.
+    """The static-embedding classifier (:class:`StaticEmbeddingClassifier`): the head's sizes plus its static vectors.
 
     Attributes:
         vectors: the static vectors, one of :data:`~elmo.model.static.STATIC_METHODS` (``word2vec``, ``svd``).
@@ -166,14 +164,8 @@ class StaticClassifierConfig(SequenceClassifierConfig):
 
 
 def masked_mean_max(states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Concatenated mean and max over real positions.
-
-    Args:
-        states: ``(B, T, D)``; mask: ``(B, T)`` bool, True at real tokens (at least one per row).
-
-    Returns:
-        ``(B, 2D)``: ``[mean; max]``; padded positions affect neither.
-    """
+    """Concatenated mean and max over real positions: ``states (B, T, D)``, ``mask (B, T)`` bool, True at real tokens
+    (at least one per row) → ``(B, 2D)`` ``[mean; max]``; padded positions affect neither."""
     m = mask.unsqueeze(-1).to(states.dtype)
     mean = (states * m).sum(1) / m.sum(1).clamp_min(1.0)
     maxed = states.masked_fill(~mask.unsqueeze(-1), torch.finfo(states.dtype).min).amax(1)
@@ -183,10 +175,10 @@ def masked_mean_max(states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 class MaskedBiLSTM(nn.Module):
     """A one-layer bidirectional LSTM over right-padded batches, without packing.
 
-    The forward LSTM reads each row left to right (right padding comes after every real token, so
-    it cannot reach a real state); the backward LSTM reads each row reversed *within its own
-    length* and its outputs are un-reversed. This equals a packed ``nn.LSTM(bidirectional=True)``
-    at every real position while using the fused CPU kernel, which packed input cannot.
+    The forward LSTM reads each row left to right (right padding comes after every real token, so it cannot reach a
+    real state); the backward LSTM reads each row reversed *within its own length* and its outputs are un-reversed.
+    This equals a packed ``nn.LSTM(bidirectional=True)`` at every real position while using the fused CPU kernel,
+    which packed input cannot.
 
     Args:
         input_size: D; hidden_size: E per direction.
@@ -207,13 +199,11 @@ class MaskedBiLSTM(nn.Module):
 class SequenceClassifier(nn.Module):
     """The task head every representation shares: features → logits.
 
-    ``features (B, T, D)`` from :meth:`features` → concatenated with the task-trained token embedding
-    ``x_k`` when ``config.token_embedding_dim`` > 0 (paper §3.3, ``[x_k; ELMo_k]``) → dropout →
-    optionally a linear projection to ``config.encoder_projection`` units → :class:`MaskedBiLSTM` →
-    masked mean + max pooling → dropout → linear → logits ``(B, C)``.
-    Subclasses differ only in the representation: :class:`ElmoClassifier` (frozen biLM + layer mix)
-    and :class:`StaticEmbeddingClassifier` (a frozen Word2Vec / SVD matrix). They build their
-    representation first and then call :meth:`build_head`.
+    ``features (B, T, D)`` from :meth:`features` → concatenated with the task-trained token embedding ``x_k`` when
+    ``config.token_embedding_dim`` > 0 (paper §3.3, ``[x_k; ELMo_k]``) → dropout → optionally a linear projection to
+    ``config.encoder_projection`` units → :class:`MaskedBiLSTM` → masked mean + max pooling → dropout → linear →
+    logits ``(B, C)``. Subclasses (:class:`ElmoClassifier`, :class:`StaticEmbeddingClassifier`) differ only in the
+    representation, which they build before calling :meth:`build_head`.
 
     Args:
         config: the head's sizes (:class:`SequenceClassifierConfig`; a subclass adds the representation's options).
@@ -250,8 +240,8 @@ class SequenceClassifier(nn.Module):
 
         Args:
             ids: ``(B, T)`` int64 right-padded token ids; lengths: ``(B,)`` int64, each >= 1;
-            chars: ``(B, T, C)`` character ids (only read by a character biLM);
-            layers: ``(L, B, T, D)`` cached biLM LSTM layers (:mod:`elmo.inference.layer_cache`; ELMo only, else ignored).
+            chars: ``(B, T, C)`` character ids (only read by a character biLM); layers: ``(L, B, T, D)`` cached biLM
+            LSTM layers (:mod:`elmo.inference.layer_cache`; ELMo only, else ignored).
 
         Returns:
             ``(B, C)`` unnormalised logits.
@@ -402,16 +392,16 @@ def classifier_checkpoint(model: ElmoClassifier, fingerprint: str, class_names: 
 
 
 def load_classifier(path: str | os.PathLike, bilm: AnyBiLM, vocab: Vocabulary) -> tuple[ElmoClassifier, list[str]]:
-    """Rebuild an :class:`~elmo.model.classifier.ElmoClassifier` from a ``classifier*.pt`` on top of its biLM.
+    """Rebuild an :class:`ElmoClassifier` from a ``classifier*.pt`` on top of its biLM.
 
     Args:
         path: the classifier file (``weights_only=True`` load).
-        bilm, vocab: the biLM and vocabulary it was trained on (:func:`~elmo.model.serialization.load_bilm`); a fine-tuned
-            classifier's file carries its own biLM weights, which replace ``bilm``'s.
+        bilm, vocab: the biLM and vocabulary it was trained on (:func:`~elmo.model.serialization.load_bilm`); a
+            fine-tuned classifier's file carries its own biLM weights, which replace ``bilm``'s.
 
     Returns:
         ``(model, class_names)``, the model in eval mode on the biLM's device (a file recording its layer mix as
-        ``setting`` loads too: :meth:`~elmo.model.classifier.ClassifierConfig.from_saved`).
+        ``setting`` loads too: :meth:`ClassifierConfig.from_saved`).
 
     Raises:
         ElmoError: missing/corrupt file, not a classifier, trained on a different biLM (fingerprint of
@@ -423,7 +413,7 @@ def load_classifier(path: str | os.PathLike, bilm: AnyBiLM, vocab: Vocabulary) -
         raise ElmoError(f"{path} was trained on a different biLM (fingerprint {ckpt.get('bilm_fingerprint')}, "
                         f"this biLM {fingerprint}): use the bilstm.pt it was trained with")
     try:
-        config = ClassifierConfig.from_saved(ckpt["config"])  # ``setting`` read as ``mix``
+        config = ClassifierConfig.from_saved(ckpt["config"])
         model = ElmoClassifier(copy.deepcopy(bilm) if config.unfreeze_bilm else bilm, config, vocab_size=len(vocab))
         model.load_task_state_dict(ckpt["state_dict"])
     except (KeyError, TypeError, RuntimeError, ElmoError) as exc:
@@ -434,9 +424,10 @@ def load_classifier(path: str | os.PathLike, bilm: AnyBiLM, vocab: Vocabulary) -
 
 
 def published_record(bilm: AnyBiLM, vocab: Vocabulary) -> dict[str, Any]:
-    """What a classifier file records to find a published biLM again: ``{"bilm_tf": {"options_file",
-    "weight_file"}, "vocab": the task vocabulary}`` for bilm-tf's files, ``{"bilm_source": the file, "vocab": ...}``
-    for a ``published_lm.pt`` or a ``save_pretrained`` folder (:func:`~elmo.model.serialization.open_bilm`), ``{}`` for our biLM (``bilstm.pt`` holds its vocabulary)."""
+    """What a classifier file records to find a published biLM again: ``{"bilm_tf": {"options_file", "weight_file"},
+    "vocab": the task vocabulary}`` for bilm-tf's files, ``{"bilm_source": the file, "vocab": ...}`` for a
+    ``published_lm.pt`` or a ``save_pretrained`` folder (:func:`~elmo.model.serialization.open_bilm`), ``{}`` for our
+    biLM (``bilstm.pt`` holds its vocabulary)."""
     if bilm.source is None:
         return {}
     if len(bilm.source) == 1:
@@ -461,9 +452,9 @@ def load_classifier_bilm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabu
 
 
 def recorded_source(ckpt: dict[str, Any]) -> tuple[str, ...] | None:
-    """The biLM a classifier file's payload ``ckpt`` records (:func:`published_record`, read back): ``(file or
-    folder,)`` for a ``published_lm.pt`` or a ``save_pretrained`` folder, ``(options file, weight file)`` for bilm-tf's
-    files, ``None`` for our biLM (found through its models folder). Raises KeyError for a bilm-tf record missing a file."""
+    """The biLM a classifier file's payload ``ckpt`` records, :func:`published_record`'s read back: ``(file or
+    folder,)``, ``(options file, weight file)``, or ``None`` for our biLM (found through its models folder). Raises
+    KeyError for a bilm-tf record missing a file."""
     if isinstance(ckpt.get("bilm_source"), str):
         return (ckpt["bilm_source"],)
     source = ckpt.get("bilm_tf")

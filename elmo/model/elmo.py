@@ -54,7 +54,7 @@ def open_elmo_bilm(source: str | os.PathLike | AnyBiLM,
         ElmoError: one line: ``weight_file`` given with a biLM object or a folder, missing with an options file
             (``*.json``); ``source`` of another type; a path that holds no biLM or does not read (naming the path).
     """
-    if isinstance(source, nn.Module):  # a biLM object
+    if isinstance(source, nn.Module):
         if weight_file is not None:
             raise ElmoError(f"Elmo got a biLM object and weight_file={weight_file!r}: the weights are the biLM's, leave "
                             "weight_file out (AllenNLP's order: options_file, weight_file, num_output_representations; "
@@ -86,12 +86,10 @@ class Elmo(nn.Module, HubMixin):
     ``from_pretrained`` (:class:`~elmo.model.hub.HubMixin`) write and read it, its biLM included, as a folder.
 
     Args:
-        options_file: bilm-tf's ``options.json`` (the published ELMo files, or ``python -m elmo export``'s), with
-            ``weight_file``; or a biLM object: a trained :class:`~elmo.model.bilm.BiLM` (``load_bilm(...)[0]``) or a
-            :class:`~elmo.model.published.PublishedBiLM` (``load_published_bilm(options, weights)``); or, alone, a
-            folder or file the project writes (a models folder, ``bilstm.pt``, ``published_lm.pt``, a
-            ``save_pretrained`` folder: :func:`~elmo.model.serialization.open_bilm`; its biLM alone: a saved ``Elmo``
-            layer, mixes included, loads with :meth:`from_pretrained`). See :func:`open_elmo_bilm`.
+        options_file: the biLM, any ``source`` of :func:`open_elmo_bilm`: bilm-tf's ``options.json`` (the published
+            ELMo files, or ``python -m elmo export``'s) with ``weight_file``; a biLM object (``load_bilm(...)[0]``,
+            ``load_published_bilm(options, weights)``); or, alone, a folder or file the project writes (of a saved
+            ``Elmo`` layer its biLM alone: :meth:`from_pretrained` loads the layer, mixes included).
         weight_file: bilm-tf's ``weights.hdf5`` with an options file; ``None`` with anything else.
         num_output_representations: how many ELMo vectors per token, each with its own mix (>= 1).
         requires_grad: fine-tune the biLM (its weights get gradients); ``False`` freezes it and runs it without
@@ -106,8 +104,8 @@ class Elmo(nn.Module, HubMixin):
             looked up by AllenNLP's ``word_inputs`` (indices into this list; index 0 is padding, as AllenNLP's
             vocabulary's ``@@PADDING@@``); computed on first use and again whenever the CNN's weights or device
             change; not used while fine-tuning (``requires_grad=True``: the CNN then runs, so its vectors are current).
-        keep_sentence_boundaries: AllenNLP's call (a character biLM) only: keep the vectors of ``<S>`` and
-            ``</S>`` (our biLM's ``<bos>`` and ``<eos>``): ``(B, T + 2, D)`` vectors and mask (AllenNLP's ``keep_sentence_boundaries``).
+        keep_sentence_boundaries: AllenNLP's call (a character biLM) only: keep the vectors of ``<S>`` and ``</S>``
+            (our biLM's ``<bos>`` and ``<eos>``) in the vectors and mask (AllenNLP's; shapes: :meth:`forward`).
         scalar_mix_parameters: fixed un-normalised layer weights w (L + 1 floats, e.g. ``[-9e10, 1, -9e10]`` for
             layer 1 alone): every output is γ · Σ softmax(w)_j h_j with w and γ = 1 never trained (AllenNLP's
             ``scalar_mix_parameters``); replaces ``mix``'s weights (a scalar mix only).
@@ -185,8 +183,8 @@ class Elmo(nn.Module, HubMixin):
         return self.output_dim
 
     def hub_config(self) -> dict:
-        """The constructor's arguments (``bilm``: its own config, :func:`~elmo.model.hub.nested_config`; the
-        AllenNLP options ``keep_sentence_boundaries``, ``scalar_mix_parameters``, ``vocab_to_cache`` only when set)."""
+        """The constructor's arguments (:data:`ELMO_ARGS`; ``bilm``: its own config,
+        :func:`~elmo.model.hub.nested_config`)."""
         optional = {"keep_sentence_boundaries": self.keep_sentence_boundaries,
                     "scalar_mix_parameters": self.scalar_mix_parameters, "vocab_to_cache": self.vocab_to_cache}
         return {**{k: v for k, v in self._hub_mixin_config.items() if k in ELMO_ARGS and k not in optional},
@@ -236,8 +234,9 @@ class Elmo(nn.Module, HubMixin):
         * second argument (or ``lengths=``): ``(B,)`` int64 true lengths; default: the count of non-padding ids.
         * ``chars``: ``(B, T, C)`` int64 character ids (:func:`elmo.data.chars.batch_char_ids`; bilm-tf's numbering
           for a published biLM); required for a character biLM, ignored otherwise.
-        * ``layers``: ``(L, B, T, D)`` precomputed LSTM layers h_1..h_L of this batch (:mod:`elmo.inference.layer_cache`,
-          ``batch["layers"]``); the biLM's LSTMs are then not run, only its token layer h_0. Frozen biLM only.
+        * ``layers``: ``(L, B, T, D)`` precomputed LSTM layers h_1..h_L of this batch
+          (:mod:`elmo.inference.layer_cache`, ``batch["layers"]``); the biLM's LSTMs are then not run, only its token
+          layer h_0. Frozen biLM only.
         * ``do_layer_norm`` per token.
 
         Returns:
@@ -248,13 +247,12 @@ class Elmo(nn.Module, HubMixin):
 
         Raises:
             ElmoError: ``inputs`` neither 2-d nor 3-d or more; AllenNLP's call with a word biLM, another number of
-                characters per token than the biLM reads (both named), ``word_inputs`` of another shape than the
-                ids' ``(B, T)`` (both named), ids not right-padded (checked for CPU tensors), or ``lengths``, ``chars``
-                or ``layers`` given; the project's call with ``keep_sentence_boundaries``, lengths not ``(B,)``, a
-                row with no token (checked where the lengths are on the host; on a GPU that check would wait for the
-                device at every step, so the library's callers make it on the host: the corpora, the embedder and
-                ``TextClassifier`` refuse empty texts before batching), ``chars`` missing for a character biLM, or
-                ``layers`` given to a biLM being fine-tuned.
+                characters per token than the biLM reads or ``word_inputs`` of another shape than the ids' ``(B, T)``
+                (both named), ids not right-padded (checked for CPU tensors), or ``lengths``, ``chars`` or ``layers``
+                given; the project's call with ``keep_sentence_boundaries``, lengths not ``(B,)``, a row with no token
+                (checked for lengths on the host: on a GPU the check would wait for the device at every step, so the
+                corpora, the embedder and ``TextClassifier`` refuse empty texts before batching), ``chars`` missing
+                for a character biLM, or ``layers`` given to a biLM being fine-tuned.
         """
         if inputs.dim() >= 3:
             if lengths is not None or chars is not None or layers is not None:
@@ -281,7 +279,7 @@ class Elmo(nn.Module, HubMixin):
         """:meth:`forward`'s project call (its arguments checked)."""
         if lengths is None:
             lengths = (ids != PAD_ID).sum(dim=1)
-        if lengths.device.type == "cpu" and bool((lengths < 1).any()):  # on a GPU a read: the callers check on the host
+        if lengths.device.type == "cpu" and bool((lengths < 1).any()):
             raise ElmoError("Elmo got an empty sequence (a row with no token)")
         mask = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0) < lengths.unsqueeze(1)
         if layers is not None:
@@ -357,12 +355,9 @@ class Elmo(nn.Module, HubMixin):
         return cached(self._word_cache, "vectors", params, compute_dtype(params[0].device.type), make)[0]
 
     def penalty(self) -> torch.Tensor:
-        """Σ over trainable scalar mixes of ‖w‖² (the un-normalised weights; softmax(0) is the plain
-        average, so the penalty pulls λ toward 1/(L+1); paper §3.3, as bilm-tf). 0 for other mixes.
-
-        Returns:
-            A scalar tensor; multiply by the coefficient λ and add it to the task loss.
-        """
+        """Σ over trainable scalar mixes of ‖w‖² (the un-normalised weights; softmax(0) is the plain average, so the
+        penalty pulls λ toward 1/(L+1); paper §3.3, as bilm-tf). 0 for other mixes. A scalar tensor: multiply it by the
+        coefficient λ and add it to the task loss."""
         terms = [(m.weights ** 2).sum() for m in self.mixes if isinstance(m, ScalarMix) and m.weights.requires_grad]
         return torch.stack(terms).sum() if terms else torch.zeros(())
 

@@ -128,8 +128,8 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
         ``config.json`` into ``save_directory`` (created if missing), each atomically with the umask's permissions;
         files of these names there are replaced, whichever model wrote them: Hugging Face's convention, which
         ``python -m elmo export --format hub`` does not follow (it refuses another model's folder without
-        ``--overwrite``); :meth:`saved_difference` tells first. ``push_to_hub=True`` then uploads the folder to ``repo_id``
-        (default: the folder's name; needs ``hf auth login``), with the other ``kwargs`` of ``push_to_hub``.
+        ``--overwrite``); :meth:`saved_difference` tells first. ``push_to_hub=True`` then uploads the folder to
+        ``repo_id`` (default: the folder's name; needs ``hf auth login``), with the other ``kwargs`` of ``push_to_hub``.
 
         Returns:
             the commit URL when pushed, else ``None``.
@@ -181,8 +181,7 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
         """What :meth:`save_pretrained` would replace in ``save_directory`` that is not this model: ``None`` when the
         folder holds none of ``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``, or holds this
         model's own earlier save (the same kind, configuration, weights bit for bit and vocabulary; the model card
-        may differ); else ``(file, what it is)``, the first such file. ``save_pretrained`` itself writes into the
-        folder it is given, as Hugging Face's does: call this first to keep another model's folder.
+        may differ); else ``(file, what it is)``, the first such file.
 
         Raises:
             nothing: a file that does not read is a difference (``"a file that does not load"``).
@@ -321,8 +320,7 @@ def load_weights(model: torch.nn.Module, file: Path, config_file: Path) -> None:
     """Read ``model.safetensors`` into ``model``, every key and shape checked against it.
 
     Raises:
-        ElmoError: a truncated or unreadable file; a key missing, extra or of another shape (naming the key and both
-            files).
+        ElmoError: a truncated or unreadable file; a key missing, extra or of another shape (naming key and files).
     """
     from safetensors import SafetensorError
     from safetensors.torch import load_file
@@ -361,7 +359,7 @@ def load_pretrained(path: str | os.PathLike, **download: Any) -> HubMixin:
     :attr:`~HubMixin.vocab` and :attr:`~HubMixin.card`.
 
     Raises:
-        ElmoError: see :meth:`HubMixin.from_pretrained`.
+        ElmoError: as :meth:`HubMixin.from_pretrained`.
     """
     folder = hub_folder(path, **download)
     config = _read_config(folder)

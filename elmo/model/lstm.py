@@ -1,17 +1,17 @@
 """The project's two LSTM cells, the precision they compute in, and how long sequences are cut into chunks.
 
 Two cells share one call shape, not code (their parameter layouts and kernels differ): :class:`AutocastLSTM`, the
-fused ``nn.LSTM`` of our biLM and classifiers, and :class:`ProjectedLSTM`, bilm-tf's clipped cell with projection
-(a per-step loop, as no fused kernel clips both the cell and the projection; without clipping it runs on the fused
-kernel too). :func:`step_chunks` cuts a long sequence into chunks for both.
+fused ``nn.LSTM`` of our biLM and classifiers, and :class:`ProjectedLSTM`, bilm-tf's clipped cell with projection (a
+per-step loop; without clipping the fused kernel). :func:`step_chunks` cuts a long sequence into chunks for both.
 
 ``torch.autocast`` does not decide an LSTM's dtype the same way on every device: on a CPU, ``nn.LSTM`` under bf16
 autocast runs oneDNN's bf16 kernels, but on CUDA, autocast sends every cuDNN RNN through a cast to float16
 whatever the autocast dtype (PyTorch's ``_cudnn_rnn`` autocast rule), so ``--precision bf16`` would train the LSTMs
 in fp16 without a gradient scaler. :class:`AutocastLSTM` casts its input, states and weights to the autocast dtype
 itself on CUDA and calls cuDNN with autocast off, so bf16 is bf16 there; on a CPU it leaves autocast's choice,
-which is already bf16 (the CPU runs stay bit for bit what they were). Every LSTM of the project records the dtype its kernel computed in (:attr:`AutocastLSTM.compute_dtype`,
-read from the tensors, not from a flag); :func:`lstm_compute_dtypes` collects them for the runs' JSON.
+which is already bf16 (the CPU runs stay bit for bit what they were). Every LSTM of the project records the dtype
+its kernel computed in (:attr:`AutocastLSTM.compute_dtype`, read from the tensors, not from a flag);
+:func:`lstm_compute_dtypes` collects them for the runs' JSON.
 """
 
 from __future__ import annotations
@@ -48,11 +48,9 @@ def casts_for_kernel(device_type: str) -> bool:
 
 class AutocastLSTM(nn.LSTM):
     """``nn.LSTM`` (same arguments, parameters and state-dict keys) whose kernel computes in the autocast dtype it is
-    called under, on every device. On a CPU that is what autocast already does (oneDNN's bf16 kernels; ATen's
-    recurrence, its products in bf16, with a projection), and the call is ``nn.LSTM``'s, unchanged. On CUDA the
-    input, ``(h_0, c_0)`` and weights are cast to the autocast dtype and cuDNN is called with autocast off
-    (:meth:`forward_in`), so bf16 autocast runs cuDNN's bf16 kernels instead of autocast's float16 ones. Outside
-    autocast, and for packed input, it is ``nn.LSTM``.
+    called under, on every device (the module docstring says why). On a CPU, outside autocast and for packed input
+    the call is ``nn.LSTM``'s, unchanged (a CPU's autocast already runs oneDNN's bf16 kernels; ATen's recurrence,
+    its products in bf16, with a projection); on CUDA it is :meth:`forward_in`.
 
     Args: as ``nn.LSTM``. ``forward(input (B, T, I) when batch_first, hx=None)`` returns
     ``(output (B, T, D·P), (h_n, c_n))``, in the compute dtype under autocast.
@@ -98,15 +96,15 @@ class AutocastLSTM(nn.LSTM):
 
 def lstm_compute_dtypes(model: nn.Module) -> dict[str, str]:
     """``{module name: dtype}`` of every LSTM in ``model`` that has run (an :class:`AutocastLSTM`, or a layer of the
-    published architecture, :class:`ProjectedLSTM`): the dtype its last call computed in,
-    e.g. ``{"forward_lm.layers.0": "bfloat16"}``. Empty when none has run."""
+    published architecture, :class:`ProjectedLSTM`): the dtype its last call computed in, e.g.
+    ``{"forward_lm.layers.0": "bfloat16"}``. Empty when none has run."""
     return {name: str(module.compute_dtype).removeprefix("torch.") for name, module in model.named_modules()
             if getattr(module, "compute_dtype", None) is not None and isinstance(module.compute_dtype, torch.dtype)}
 
 
 def summary_dtype(dtypes: dict[str, str]) -> str | dict[str, str] | None:
-    """One dtype name when every LSTM of :func:`lstm_compute_dtypes` computed in it, else the whole mapping
-    (``None`` when it is empty)."""
+    """One dtype name when every LSTM of :func:`lstm_compute_dtypes` computed in it, else the whole mapping (``None``
+    when it is empty)."""
     values = set(dtypes.values())
     return None if not values else values.pop() if len(values) == 1 else dict(dtypes)
 
@@ -151,8 +149,7 @@ def step_chunks(rows_per_step: Sequence[int], chunk_size: int | None) -> list[tu
 
 
 def compute_dtype(device_type: str) -> torch.dtype:
-    """The autocast dtype on ``device_type`` when autocast is on there (:func:`~elmo.model.lstm.autocast_dtype`),
-    else float32."""
+    """The autocast dtype on ``device_type`` when autocast is on there (:func:`autocast_dtype`), else float32."""
     return autocast_dtype(device_type) or torch.float32
 
 
@@ -163,10 +160,9 @@ def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     Args:
         x: ``(..., K)`` float; weight: ``(N, K)``; bias: ``(N,)`` float32; add: ``(..., N)`` float32.
 
-    fp32 on the CPU without autograd runs through oneDNN (``mkldnn._linear_pointwise``, with ``add`` as a
-    fused post-op) when the product has at least :data:`ONEDNN_MIN_WORK` multiply-adds, or always when the
-    weight is packed (:func:`pack_weight`); everything else goes through ``F.linear``
-    (measurements: lab/performance.md).
+    fp32 on the CPU without autograd runs through oneDNN (``mkldnn._linear_pointwise``, with ``add`` as a fused
+    post-op) when the product has at least :data:`ONEDNN_MIN_WORK` multiply-adds, or always when the weight is packed
+    (:func:`pack_weight`); everything else goes through ``F.linear`` (measurements: lab/performance.md).
     """
     if weight.is_mkldnn or weight.dtype == torch.float32 and x.is_cpu and _ONEDNN \
             and x.numel() * weight.shape[0] >= ONEDNN_MIN_WORK \
@@ -231,8 +227,8 @@ class CachedWeights(nn.Module):
 
 
 class ProjectedLSTM(CachedWeights):
-    """One direction of one layer: TensorFlow's ``LSTMCell(num_proj, cell_clip, proj_clip)`` (step 2 of the
-    module docstring), over a whole time-major batch.
+    """One direction of one layer: TensorFlow's ``LSTMCell(num_proj, cell_clip, proj_clip)`` (step 2 of
+    :mod:`elmo.model.published`'s docstring), over a whole time-major batch.
 
     Args:
         input_size: I; hidden_size: H cells; projection_dim: P outputs (``P == H``: no projection);
@@ -249,7 +245,7 @@ class ProjectedLSTM(CachedWeights):
     onto its weights (:meth:`fused_weights`); with clipping, which that kernel cannot do, on the per-step loop.
     ``fused = False`` runs the loop without clipping too (the two agree to float rounding). :attr:`compute_dtype`:
     the dtype the last call's recurrence computed in (the loop's products, the fused kernel's output), ``None``
-    before the first call (:func:`elmo.model.lstm.lstm_compute_dtypes`).
+    before the first call (:func:`lstm_compute_dtypes`).
     """
 
     compute_dtype: torch.dtype | None = None
@@ -267,10 +263,9 @@ class ProjectedLSTM(CachedWeights):
         self.register_buffer("tf_bias", None, persistent=False)  # TF's B as loaded (see the class docstring)
 
     def weights(self, dtype: torch.dtype, rows: int = 64) -> list[torch.Tensor | None]:
-        """``[input_weight, recurrent_weight, projection]`` in ``dtype``: cast once and cached while the
-        parameters are unchanged (autocast would cast them again at every step). In float32 on a CPU without
-        autograd, they are packed for oneDNN (:func:`pack_weight`; ``rows`` = the batch size, the rows of
-        the per-step products)."""
+        """``[input_weight, recurrent_weight, projection]`` in ``dtype``: cast once and cached while the parameters
+        are unchanged (autocast would cast them again at every step). In float32 on a CPU without autograd, they are
+        packed for oneDNN (:func:`pack_weight`; ``rows`` = the batch size, the rows of the per-step products)."""
         params = [self.input_weight, self.recurrent_weight, self.projection]
         if dtype == self.input_weight.dtype:
             if not (_PACK and dtype == torch.float32 and self.input_weight.is_cpu) \
@@ -289,8 +284,8 @@ class ProjectedLSTM(CachedWeights):
             x: ``(S, B, I)`` inputs; active: ``active[t]`` = rows still running at step t (non-increasing,
                 ``len(active) <= S``); state: initial ``(h (B, P), c (B, H))`` float32, zeros when ``None``;
                 chunk_size: ``None`` (the input products of all steps at once) or the most positions whose input
-                products are computed at a time (:func:`step_chunks`), the recurrence going on from
-                chunk to chunk: the same outputs (to float rounding).
+                products are computed at a time (:func:`step_chunks`), the recurrence going on from chunk to chunk:
+                the same outputs (to float rounding).
 
         Returns:
             ``(outputs (S, B, P), (h, c))`` float32: outputs are zero where a row has ended; ``(h, c)`` is each
@@ -386,9 +381,8 @@ class ProjectedLSTM(CachedWeights):
         the one after its last step). Same arguments, returns and errors as :meth:`forward`; chunks of at most
         ``chunk_size`` positions run one after the other, the states carried between them. Under autocast the
         products run in its dtype (the weights mapped and cast once a call), the cell state in float32 on the CPU as
-        in the loop (cuDNN keeps it in the autocast dtype, and is called with autocast off, every tensor cast to that
-        dtype: autocast's own rule for cuDNN's RNNs would run them in float16); states and outputs are returned in
-        float32. :attr:`compute_dtype` records the kernel's output dtype."""
+        in the loop (on CUDA in the autocast dtype, cuDNN called as by :meth:`AutocastLSTM.forward_in`); states and
+        outputs are returned in float32. :attr:`compute_dtype` records the kernel's output dtype."""
         steps, batch, _ = x.shape
         dtype = compute_dtype(x.device.type)
         h, c = state if state is not None else (x.new_zeros(batch, self.output_size, dtype=torch.float32),
@@ -407,7 +401,6 @@ class ProjectedLSTM(CachedWeights):
             with warnings.catch_warnings():  # the weights are mapped at every call by design; oneDNN has no projection
                 warnings.filterwarnings("ignore", "RNN module weights are not part of single contiguous chunk")
                 warnings.filterwarnings("ignore", "LSTM with projections is not supported with oneDNN")
-                # on CUDA with autocast off and every tensor in the dtype (autocast's cuDNN rule would use float16)
                 with torch.autocast(x.device.type, enabled=False) if cast else contextlib.nullcontext():
                     y, h_n, c_n = torch.lstm(packed, sizes, (h[None, :rows].to(dtype),
                                                              c[None, :rows].to(dtype) if cast else c[None, :rows]),
@@ -420,8 +413,8 @@ class ProjectedLSTM(CachedWeights):
         return F.pad(out, (0, 0, 0, 0, 0, steps - len(out))), (h, c)
 
     def _input_gates(self, x: torch.Tensor, w_in: torch.Tensor) -> torch.Tensor:
-        """``x @ W_x + b`` of all time steps in one product: ``(S·B, 4H)``, float32 (bias included) or, in a
-        lower precision, that precision without the bias (added per step, saving a pass over the whole)."""
+        """``x @ W_x + b`` of all time steps in one product: ``(S·B, 4H)``, float32 (bias included) or, in a lower
+        precision, that precision without the bias (added per step, saving a pass over the whole)."""
         if w_in.dtype == torch.float32:
             return matmul(x, w_in, self.bias)
         return F.linear(x.to(w_in.dtype), w_in)
@@ -447,10 +440,9 @@ class StepTape:
 
 
 class RecurrentWeightGradient(torch.autograd.Function):
-    """Identity on the gate pre-activations ``G`` of a chunk's steps, ``(positions, 4H)`` in step order, whose backward
-    also gives the recurrent weight's gradient ``dG^T @ Hs`` in one product, ``Hs`` being the states the steps
-    multiplied the weight with (``tape.states``, ``(positions, P)``, appended during the recurrence, which uses the
-    weight detached); likewise the projection's, ``dP^T @ Ms`` from ``tape``, when ``projection`` is given. A step's
+    """Identity on the gate pre-activations ``G (positions, 4H)`` of a chunk's steps in step order, whose backward also
+    gives the recurrent weight's gradient ``dG^T @ Hs`` in one product (``Hs``: ``tape.states``, the recurrence using
+    the weight detached); likewise the projection's, ``dP^T @ Ms`` from ``tape``, when ``projection`` is given. A step's
     gates are ``G_t + h_t W^T``, so the gradient of ``G_t`` is that of the step's product and ``dW = Σ_t dG_t^T h_t``:
     one ``(4H, positions) x (positions, P)`` product instead of one with an inner dimension of the batch, and an
     accumulation, per step. This backward runs after every step's (each step reads ``G``), so the tape is complete.

@@ -31,15 +31,8 @@ GATE_HIDDEN = 64
 
 
 def normalize_layers(layers: torch.Tensor) -> torch.Tensor:
-    """Per-token layer normalisation without affine parameters.
-
-    Args:
-        layers: ``(L+1, B, T, D)``.
-
-    Returns:
-        The same shape, each ``(j, b, t)`` vector shifted and scaled to mean 0 and variance 1 over D
-        (an all-zero padded vector stays zero).
-    """
+    """Per-token layer normalisation without affine parameters: ``layers (L+1, B, T, D)`` → the same shape, each
+    ``(j, b, t)`` vector shifted and scaled to mean 0 and variance 1 over D (an all-zero padded vector stays zero)."""
     return F.layer_norm(layers, layers.shape[-1:])
 
 
@@ -70,8 +63,7 @@ class ScalarMix(nn.Module):
     Args:
         num_layers: number of layers mixed (L + 1).
         trainable: train w and γ (``trainable_lambda``) or keep them fixed (``frozen_lambda``).
-        weights: initial un-normalised weights w, shape ``(num_layers,)``; zeros (the average) when
-            ``None``.
+        weights: initial un-normalised weights w, shape ``(num_layers,)``; zeros (the average) when ``None``.
         gamma: initial γ.
         layer_norm: normalise each layer per token first (:func:`normalize_layers`).
 
@@ -170,8 +162,7 @@ def build_mix(mix: str, num_layers: int, dim: int, seed: int = 0, layer_norm: bo
     """The module of one layer mix (see the module docstring): ``(L+1, B, T, D)`` layers → ``(B, T, D)``.
 
     Args:
-        mix: the layer mix, one of :data:`LAYER_MIXES`.
-        num_layers: L + 1; dim: layer width D.
+        mix: the layer mix, one of :data:`LAYER_MIXES`; num_layers: L + 1; dim: layer width D.
         seed: draws the frozen weights of ``frozen_lambda`` (reproducible, logged in the results).
         layer_norm: normalise each layer per token before combining (:func:`normalize_layers`).
         learned_function: the kind of ``learned_function``, one of :data:`LEARNED_FUNCTIONS`.

@@ -40,12 +40,12 @@ def language_model_of(bilm: PublishedBiLM, config: PublishedSoftmaxConfig, seed:
     read from bilm-tf's file and the files it came from kept) and whose softmax is the ``random`` one of ``seed``.
 
     Args:
-        bilm: e.g. :func:`elmo.model.published_io.load_published_bilm`'s; config: the training head (its ``vocab_size``
-            the domain vocabulary's).
+        bilm: e.g. :func:`elmo.model.published_io.load_published_bilm`'s; config: the training head (its
+            ``vocab_size`` the domain vocabulary's).
     """
     model = PublishedBiLMWithSoftmax(bilm.config, config, seed=seed)
     with torch.no_grad():
-        for p in bilm.parameters():  # the loader's tensors may be views of transposed arrays: fused Adam wants them dense
+        for p in bilm.parameters():  # the loader's may be views of transposed arrays: fused Adam wants them dense
             p.data = p.data.contiguous()
     model.bilm = bilm
     return model

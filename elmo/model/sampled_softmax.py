@@ -125,12 +125,8 @@ class SampledSoftmax(nn.Module):
         return F.linear(hidden, self.weight[ids], self.bias[ids]).float()
 
     def forward(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """Mean loss over the ``n`` positions, nats: the sampled softmax's in training mode, the exact full-vocabulary
-        negative log-likelihood in eval mode.
-
-        Args:
-            hidden: ``(n, D)``; targets: ``(n,)`` int64 word ids in ``[0, V)``.
-        """
+        """Mean loss over the ``n`` positions of ``hidden (n, D)`` with ``targets (n,)`` int64 word ids in ``[0, V)``,
+        nats: the sampled softmax's in training mode, the exact full-vocabulary negative log-likelihood in eval mode."""
         if not self.training:
             return F.cross_entropy(self.logits(hidden), targets)
         logits = self.sampled_logits(hidden, targets)

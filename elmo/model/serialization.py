@@ -1,7 +1,7 @@
 """Model files: what ``forward.pt``, ``backward.pt``, ``bilstm.pt``, ``published_lm.pt``, ``classifier*.pt`` and the
 static baselines' ``<method>.pt`` hold, and how they are rebuilt (formats: :mod:`elmo.artifacts`, docs/artifacts.md).
 :func:`open_bilm` opens whichever biLM a folder holds. A classifier records the fingerprint of the biLM it was
-trained on (:func:`bilm_fingerprint`) and only loads onto that biLM.
+trained on (:func:`~elmo.model.classifier.bilm_fingerprint`) and only loads onto that biLM.
 """
 
 from __future__ import annotations
@@ -45,8 +45,7 @@ def load_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]
         set for ``save_pretrained``.
 
     Raises:
-        ElmoError: missing/corrupt file, not an ``elmo.bilm`` checkpoint, or weights that do not fit
-            the stored config.
+        ElmoError: missing/corrupt file, not an ``elmo.bilm`` checkpoint, or weights that do not fit the stored config.
     """
     ckpt = load_checkpoint(path, "elmo.bilm")
     try:
@@ -67,9 +66,9 @@ def load_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]
 def save_published_lm(model: PublishedBiLMWithSoftmax, vocab: Vocabulary, path: str | os.PathLike,
                       meta: dict[str, Any]) -> None:
     """Write ``published_lm.pt`` atomically: the architecture as bilm-tf's ``options.json`` content
-    (:func:`~elmo.model.published_io.options_of`), the training head (:class:`~elmo.model.published_lm.PublishedSoftmaxConfig`),
-    the weights of the biLM and the softmax (``state_dict``), the vocabulary and ``meta``: plain values and tensors,
-    read back with ``weights_only=True``."""
+    (:func:`~elmo.model.published_io.options_of`), the training head
+    (:class:`~elmo.model.published_lm.PublishedSoftmaxConfig`), the weights of the biLM and the softmax
+    (``state_dict``), the vocabulary and ``meta``: plain values and tensors, read back with ``weights_only=True``."""
     save_checkpoint(payload("published_lm", options=options_of(model.bilm.config), lm_config=asdict(model.config),
                             vocab=list(vocab.itos), state_dict=model.state_dict(), meta=meta), path)
 
@@ -118,10 +117,9 @@ BILM_FILES = ("bilstm.pt", "published_lm.pt", f"{hub.CONFIG} + {hub.WEIGHTS}", "
 
 @dataclass(frozen=True)
 class BiLMFiles:
-    """Where a biLM is: ``kind`` ``"bilstm"`` (our ``bilstm.pt``), ``"published_lm"`` (the ``published_lm.pt`` of
-    ``pretrain --architecture`` or ``finetune``), ``"pretrained"`` (a ``save_pretrained`` folder or Hub model id,
-    :mod:`elmo.model.hub`) or ``"bilm_tf"`` (bilm-tf's ``options.json`` + ``weights.hdf5``, e.g. written by
-    ``export``), and its ``files`` (one, or the options and weight files)."""
+    """Where a biLM is: ``kind`` ``"bilstm"``, ``"published_lm"``, ``"pretrained"`` (:mod:`elmo.model.hub`) or
+    ``"bilm_tf"`` (e.g. ``export``'s; what each is: :func:`open_bilm`), and its ``files`` (one, or the options and
+    weight files)."""
 
     kind: str
     files: tuple[Path, ...]
@@ -134,9 +132,9 @@ def find_bilm(path: str | os.PathLike) -> BiLMFiles:
     """Which biLM ``path`` holds, without reading it. A folder: its ``bilstm.pt``, else its ``published_lm.pt``, else
     the ``config.json`` + ``model.safetensors`` of ``save_pretrained``, else its ``options.json`` + ``weights.hdf5``
     (:data:`BILM_FILES`); a Hub model id (``owner/name``, not a path here). A file: ``published_lm.pt``; a saved
-    folder's ``config.json`` or ``model.safetensors`` (the folder); an ``options.json``
-    (``*.json``, with the ``weights.hdf5`` beside it) or a ``weights.hdf5`` (``*.hdf5``, with the ``options.json``
-    beside it); any other file is read as our ``bilstm.pt``.
+    folder's ``config.json`` or ``model.safetensors`` (the folder); an ``options.json`` (``*.json``, with the
+    ``weights.hdf5`` beside it) or a ``weights.hdf5`` (``*.hdf5``, with the ``options.json`` beside it); any other
+    file is read as our ``bilstm.pt``.
 
     Raises:
         ElmoError: one line naming ``path`` and what was looked for, when it is missing or a folder holding none.
@@ -171,10 +169,8 @@ def find_bilm(path: str | os.PathLike) -> BiLMFiles:
 
 
 def models_in(folder: str | os.PathLike) -> list[BiLMFiles]:
-    """Every biLM ``folder`` holds, in :data:`BILM_FILES`' order (:func:`find_bilm` opens only the first): our
-    ``bilstm.pt``, a ``published_lm.pt``, ``save_pretrained``'s ``config.json`` + ``model.safetensors`` (both files
-    named), bilm-tf's ``options.json`` + ``weights.hdf5``; ``[]`` for a folder holding none, or no folder. Reads
-    no file."""
+    """Every biLM ``folder`` holds, in :data:`BILM_FILES`' order (:func:`find_bilm` opens only the first), each with
+    all its files; ``[]`` for a folder holding none, or no folder. Reads no file."""
     folder, outputs = Path(folder), Outputs(models=Path(folder))
     kinds = (("bilstm", (outputs.bilm,)), ("published_lm", (outputs.published_lm,)),
              ("pretrained", (folder / hub.CONFIG, folder / hub.WEIGHTS)),
@@ -227,8 +223,6 @@ def open_bilm(path: str | os.PathLike, weight_file: str | os.PathLike | None = N
         bilm = getattr(model, "bilm", model)  # a biLM, or an Elmo layer's or a classifier's biLM
         return OpenedBiLM(bilm, model.vocab, source, {"card": model.card})
     return OpenedBiLM(load_published_bilm(*source.files), None, source)
-
-
 
 
 def save_static_vectors(vectors: np.ndarray, vocab: Vocabulary, info: dict[str, Any], seed: int,

@@ -62,8 +62,8 @@ def center_vectors(vectors: np.ndarray) -> np.ndarray:
 def copy_vectors(embedding, vectors: np.ndarray) -> int:
     """Overwrite the rows of ``embedding`` (an ``nn.Embedding``, V × D) whose vector in ``vectors`` (V, D) is non-zero.
 
-    Zero rows (``<pad>`` and words the embedding method never saw) keep their current values; the
-    embedding stays trainable. Returns the number of rows copied.
+    Zero rows (``<pad>`` and words the embedding method never saw) keep their current values; the embedding stays
+    trainable. Returns the number of rows copied.
     """
     import torch
 
@@ -82,13 +82,13 @@ def word2vec_vectors(sentences: Iterable[Sequence[str]], vocab: Vocabulary, dim:
         sentences: token lists (the training descriptions, tokenised by :func:`elmo.data.text.tokenize`).
         vocab: the biLM vocabulary; tokens outside it are replaced by ``<unk>`` before training.
         dim: vector width D; window: context words on each side; epochs: passes over the corpus;
-        negative: negative samples per positive pair; subsample: gensim's ``sample``, the frequency
-            above which words are randomly down-sampled (0 = off); seed: gensim's seed; workers: gensim's
-            worker threads (with one, a seed repeats the vectors exactly; with more, it does not).
+        negative: negative samples per positive pair; subsample: gensim's ``sample``, the frequency above which
+            words are randomly down-sampled (0 = off); seed: gensim's seed; workers: gensim's worker threads (with
+            one, a seed repeats the vectors exactly; with more, it does not).
 
     Returns:
-        ``(vectors (V, D) float32, info)``. Specials that never occur in the corpus (``<pad>``,
-        ``<bos>``, ``<eos>``) get a zero vector; ``info`` holds the training settings and seconds.
+        ``(vectors (V, D) float32, info)``. Specials that never occur in the corpus (``<pad>``, ``<bos>``, ``<eos>``)
+        get a zero vector; ``info`` holds the training settings and seconds.
 
     Raises:
         ElmoError: a non-positive size, or a corpus with no tokens.
@@ -119,12 +119,12 @@ def word2vec_vectors(sentences: Iterable[Sequence[str]], vocab: Vocabulary, dim:
 def cooccurrence_matrix(corpus: EncodedCorpus, vocab_size: int, window: int = 5) -> sp.csr_matrix:
     """Symmetric word–context co-occurrence counts, as a sparse matrix.
 
-    Token ``i`` and token ``j`` of the same document co-occur when ``0 < |i - j| <= window``; each such
-    pair adds 1 to ``C[w_i, w_j]`` and 1 to ``C[w_j, w_i]``. Documents never see each other.
+    Token ``i`` and token ``j`` of the same document co-occur when ``0 < |i - j| <= window``; each such pair adds 1
+    to ``C[w_i, w_j]`` and 1 to ``C[w_j, w_i]``. Documents never see each other.
 
     Args:
-        corpus: the encoded training documents (flat ids + offsets); vocab_size: V.
-        window: context size on each side, >= 1.
+        corpus: the encoded training documents (flat ids + offsets); vocab_size: V; window: context size on each
+            side, >= 1.
 
     Returns:
         ``(V, V)`` ``scipy.sparse.csr_matrix`` of float64 counts.
@@ -151,9 +151,8 @@ def cooccurrence_matrix(corpus: EncodedCorpus, vocab_size: int, window: int = 5)
 def ppmi(counts: sp.spmatrix, alpha: float = 0.75) -> sp.csr_matrix:
     """Positive pointwise mutual information with context-distribution smoothing (Levy et al. 2015).
 
-    ``PPMI(w, c) = max(0, log P(w, c) / (P(w) P_α(c)))`` with ``P(w, c) = n_wc / N``,
-    ``P(w) = n_w / N`` (row sums) and ``P_α(c) = n_c^α / Σ_c' n_c'^α`` (column sums). Computed on the
-    non-zero entries only; zero counts stay zero.
+    ``PPMI(w, c) = max(0, log P(w, c) / (P(w) P_α(c)))`` with ``P(w, c) = n_wc / N``, ``P(w) = n_w / N`` (row sums)
+    and ``P_α(c) = n_c^α / Σ_c' n_c'^α`` (column sums). Computed on the non-zero entries only; zero counts stay zero.
 
     Args:
         counts: ``(V, V)`` sparse co-occurrence counts; alpha: smoothing exponent in (0, 1].
@@ -186,13 +185,12 @@ def svd_vectors(corpus: EncodedCorpus, vocab_size: int, dim: int = 300, window: 
     """PPMI + truncated SVD word vectors ``U Σ^½``.
 
     Args:
-        corpus: the encoded training documents; vocab_size: V; dim: D (< V);
-        window: co-occurrence window on each side; alpha: PPMI context smoothing; seed: the
-            randomized SVD's seed.
+        corpus: the encoded training documents; vocab_size: V; dim: D (< V); window: co-occurrence window on each
+            side; alpha: PPMI context smoothing; seed: the randomized SVD's seed.
 
     Returns:
-        ``(vectors (V, D) float32, info)``; ``info`` records the settings, the share of non-zero
-        PPMI cells and the seconds taken.
+        ``(vectors (V, D) float32, info)``; ``info`` records the settings, the share of non-zero PPMI cells and the
+        seconds taken.
 
     Raises:
         ElmoError: ``dim`` not in [1, V), or the errors of :func:`cooccurrence_matrix` / :func:`ppmi`.

@@ -37,17 +37,10 @@ DEFAULT_BATCH_SIZE, MIN_AUTO_BATCH, MIN_STEPS_PER_EPOCH = 64, 8, 250
 
 
 def auto_batch_size(batch_size: int | None, train_documents: int | None) -> int:
-    """The batch size a run uses: ``batch_size`` when given, else :data:`DEFAULT_BATCH_SIZE` documents, or
+    """Documents per batch: ``batch_size`` (``--batch-size``) when given, else :data:`DEFAULT_BATCH_SIZE`, or
     ``train_documents // MIN_STEPS_PER_EPOCH`` when that is smaller (at least :data:`MIN_AUTO_BATCH`).
-
-    Args:
-        batch_size: ``--batch-size`` (``None``: choose).
-        train_documents: documents in the training split (AG News's, or the lines of a ``--train-file`` counted
-            in its vocabulary pass); ``None``: unknown.
-
-    Returns:
-        Documents per batch.
-    """
+    ``train_documents``: the training split's documents (AG News's, or the lines of a ``--train-file`` counted in its
+    vocabulary pass); ``None``: unknown."""
     if batch_size is not None:
         return batch_size
     if train_documents is None:
@@ -77,10 +70,9 @@ def auto_batch_reason(train_documents: int) -> str:
 
 
 def resolve_batch_size(config: CommonArgs, train_documents: int | None, say: Callable[[str], None]) -> int:
-    """Fix ``config.batch_size`` to :func:`auto_batch_size`'s choice before training starts, so that the
-    training checkpoints and the results JSON record the size that ran (and ``--resume`` compares it), and
-    say the batches' size (with why, :func:`auto_batch_reason`, when the default was lowered for a small training
-    split)."""
+    """Fix ``config.batch_size`` to :func:`auto_batch_size`'s choice before training starts, so that the training
+    checkpoints and the results JSON record the size that ran (and ``--resume`` compares it), and say the batches' size
+    (with why, :func:`auto_batch_reason`, when the default was lowered for a small training split)."""
     chosen = auto_batch_size(config.batch_size, train_documents)
     why = ""
     if config.batch_size is None and train_documents is not None and chosen < DEFAULT_BATCH_SIZE:
@@ -138,12 +130,11 @@ class CommonArgs:
       learn the representations from, never labelled data; rows that repeat or contain a validation or test
       description are dropped (:mod:`elmo.data.pretraining_text`). The lab's ``--text-fraction`` learns them from a
       share of the training descriptions instead, a draw that is part of ``--seed``; the labelled documents stay.
-    * ``--batch-size``: :func:`auto_batch_size` by default. ``--seed``: a CPU run with the same flags and
-      ``--threads`` repeats its metrics exactly, on one thread or several (every command, ``pretrain --architecture``
-      and ``finetune`` included); not across ``--threads`` values, nor on a GPU, where cuDNN's kernels are not
-      bit-exact and the Word2Vec vectors that start the token embeddings train on all cores
-      (:attr:`StartedRun.word2vec_workers`): a GPU run repeats its data split, vocabulary and batches, not its
-      numbers.
+    * ``--batch-size``: :func:`auto_batch_size` by default. ``--seed``: a CPU run with the same flags and ``--threads``
+      repeats its metrics exactly, on one thread or several (every command, ``pretrain --architecture`` and ``finetune``
+      included); not across ``--threads`` values, nor on a GPU, where cuDNN's kernels are not bit-exact and the Word2Vec
+      vectors that start the token embeddings train on all cores (:attr:`StartedRun.word2vec_workers`): a GPU run
+      repeats its data split, vocabulary and batches, not its numbers.
     * ``--precision``: ``auto`` is bf16 on CPUs and GPUs with native bf16, fp16 on older GPUs, else fp32; weights,
       losses and evaluation perplexities stay fp32. ``--threads``: all cores (under ``torchrun``, shared out).
     * ``--models-dir``, ``--results-dir``, ``--images-dir`` (``None``: not given): none given, ``models``,

@@ -3,12 +3,11 @@
 The biLM is the one ``--models-dir`` holds (:func:`~elmo.model.serialization.open_bilm`: the ``published_lm.pt`` of
 ``pretrain --architecture`` or ``finetune``, a ``save_pretrained`` folder, bilm-tf's files; its vocabulary, if any,
 becomes ``vocab.txt``) or a published (or exported) bilm-tf biLM (``--options-file``, ``--weight-file``, optional
-``--vocab-file``). Into ``--out`` go ``options.json``
-(:func:`~elmo.model.published_io.options_of`), ``weights.hdf5`` (:func:`~elmo.model.published_io.tf_datasets`,
-float32; bit for bit for a biLM loaded from files and unchanged) and ``vocab.txt``
-(:func:`~elmo.model.published_io.write_vocabulary`), each written atomically, weights first and options last; none
-may be one of the inputs. Our own biLM is refused with the reason (:func:`bilm_tf_refusal`). The training softmax
-is not written. Details: ``docs/published_elmo.md`` ("Exporting").
+``--vocab-file``). Into ``--out`` go ``options.json`` (:func:`~elmo.model.published_io.options_of`), ``weights.hdf5``
+(:func:`~elmo.model.published_io.tf_datasets`, float32; bit for bit for a biLM loaded from files and unchanged) and
+``vocab.txt`` (:func:`~elmo.model.published_io.write_vocabulary`), each written atomically, weights first and options
+last; none may be one of the inputs. Our own biLM is refused with the reason (:func:`bilm_tf_refusal`). The training
+softmax is not written. Details: ``docs/published_elmo.md`` ("Exporting").
 """
 
 from __future__ import annotations
@@ -48,9 +47,9 @@ class ExportArgs:
     """Flags of ``python -m elmo export`` (bilm-tf's files from a biLM; the module docstring says which biLMs).
 
     ``--out`` is created if missing. Files of the names written there (``options.json``, ``weights.hdf5``,
-    ``vocab.txt``; ``--format hub``: ``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``) are
-    replaced only when they are this model's own earlier export, or with ``--overwrite``. ``--vocab-file``: a UTF-8 file, one token per line, listed in ``vocab.txt`` after ``<S>``, ``</S>`` and
-    ``<UNK>``.
+    ``vocab.txt``; ``--format hub``: ``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``) are replaced
+    only when they are this model's own earlier export, or with ``--overwrite``. ``--vocab-file``: a UTF-8 file, one
+    token per line, listed in ``vocab.txt`` after ``<S>``, ``</S>`` and ``<UNK>``.
     """
 
     out: str = option(None, "the folder to write the files into", required=True, metavar="DIR")
@@ -201,10 +200,9 @@ def export(config: ExportArgs) -> dict[str, Any]:
         :func:`export_bilm`'s summary.
 
     Raises:
-        ElmoError: an output is one of the inputs (both named, before anything is read); a missing or invalid
-            options, weight, model or vocabulary file (named); our own biLM (:func:`bilm_tf_refusal`); ``--out``
-            holds another model's file (:func:`bilm_tf_difference`) and no ``--overwrite``; ``--out`` cannot be
-            written.
+        ElmoError: an output is one of the inputs (both named, before anything is read); a missing or invalid options,
+            weight, model or vocabulary file (named); our own biLM (:func:`bilm_tf_refusal`); ``--out`` holds another
+            model's file (:func:`bilm_tf_difference`) and no ``--overwrite``; ``--out`` cannot be written.
     """
     if config.format == "hub":
         return export_pretrained(config)

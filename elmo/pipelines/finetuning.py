@@ -139,8 +139,7 @@ class FinetuneText(PretrainArgs):
     ``--architecture`` is the options file being fine-tuned)."""
 
     def _check_architecture(self) -> None:
-        """Nothing: ``finetune`` reads the options file itself (:func:`bilm_to_finetune`, errors named
-        ``--options-file``)."""
+        """Nothing: ``finetune`` reads the options file (:func:`bilm_to_finetune`; errors name ``--options-file``)."""
 
 
 def check_files(config: FinetuneArgs) -> None:

@@ -1,11 +1,10 @@
 """Pre-training the biLM on AG News descriptions (what ``python ELMO.py`` runs).
 
 Read and split the data → build the vocabulary on the training split → initialise both LMs' token embeddings
-(``--init-embeddings``) → train the forward and the backward LM with :func:`elmo.training.trainer.fit` (early
-stopping on validation perplexity) → exact full-vocabulary evaluation → write ``word2idx.pkl``, ``forward.pt``,
-``backward.pt``, ``bilstm.pt``, ``results/lm.json`` and the plots. With ``--architecture``
-(:func:`pretrain_published`) the published ELMo architecture is trained instead and written as ``published_lm.pt``
-(docs/make_your_own_elmo.md).
+(``--init-embeddings``) → train the forward and the backward LM with :func:`elmo.training.trainer.fit` (early stopping
+on validation perplexity) → exact full-vocabulary evaluation → write ``word2idx.pkl``, ``forward.pt``, ``backward.pt``,
+``bilstm.pt``, ``results/lm.json`` and the plots. With ``--architecture`` (:func:`pretrain_published`) the published
+ELMo architecture is trained instead and written as ``published_lm.pt`` (docs/make_your_own_elmo.md).
 """
 
 from __future__ import annotations
@@ -201,7 +200,6 @@ class PretrainArgs(CommonArgs):
             raise ElmoError(f"--max-val-docs and --stream-buffer must be >= 1, got {self.max_val_docs}, "
                             f"{self.stream_buffer}")
 
-
     def _check_architecture(self) -> None:
         """``--architecture`` and the flags that go with it (or only without it). Raises :class:`ElmoError`."""
         defaults = PretrainArgs()
@@ -232,19 +230,15 @@ def _flag(name: str) -> str:
 
 
 def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainArgs, say=print, workers: int = 1) -> dict:
-    """Apply ``--init-embeddings``: copy Word2Vec vectors into both LMs' input embeddings (trained with ``workers``
-    threads: :attr:`~elmo.pipelines.common.StartedRun.word2vec_workers`).
-
-    The vectors (:func:`elmo.model.static.word2vec_vectors`, width ``embedding_dim``, trained on ``sentences``)
-    replace the random rows of every word Word2Vec saw (``<pad>`` stays zero, ``<bos>``/``<eos>`` keep their random
-    rows); the embeddings stay trainable. ``auto`` copies them only when their
-    :func:`~elmo.model.static.common_direction_cosine` is at most :data:`AUTO_INIT_MAX_COSINE`.
+    """Apply ``--init-embeddings`` (:class:`PretrainArgs`): the Word2Vec vectors of ``sentences``
+    (:func:`elmo.model.static.word2vec_vectors`, width ``embedding_dim``, trained with ``workers`` threads:
+    :attr:`~elmo.pipelines.common.StartedRun.word2vec_workers`) replace the random rows of every word Word2Vec saw in
+    both LMs' input embeddings (``<pad>`` stays zero, ``<bos>``/``<eos>`` keep their random rows; all stay trainable).
 
     Returns:
-        ``{"method": "none"}`` or Word2Vec's settings (see :func:`~elmo.model.static.word2vec_vectors`) plus
-        ``common_direction_cosine`` (:func:`~elmo.model.static.common_direction_cosine` before centring),
-        ``centered`` and ``copied`` (False when ``auto`` kept the random rows). ``word2vec-centered`` subtracts the
-        vectors' mean first (:func:`~elmo.model.static.center_vectors`).
+        ``{"method": "none"}`` or Word2Vec's settings plus ``common_direction_cosine``
+        (:func:`~elmo.model.static.common_direction_cosine`, before :func:`~elmo.model.static.center_vectors`),
+        ``centered`` and ``copied`` (False when ``auto`` kept the random rows).
     """
     if config.init_embeddings == "none":
         return {"method": "none"}
@@ -297,19 +291,14 @@ def pretraining_splits(config: PretrainArgs) -> tuple[tuple[Corpus, Corpus, Corp
 
 def prepare_data(config: PretrainArgs, splits: tuple[Corpus, Corpus, Corpus] | None = None
                  ) -> tuple[tuple[Corpus, Corpus, Corpus], Vocabulary, dict[str, EncodedCorpus]]:
-    """Read and split AG News, build the vocabulary on the pre-training text (the training split's descriptions,
-    or ``--text-fraction`` of them plus ``--extra-text``: :func:`elmo.data.pretraining_text.pretraining_text`) and
-    encode every split.
-
-    Args:
-        config: the flags.
-        splits: :func:`pretraining_splits` when already read.
+    """The splits of :func:`pretraining_splits` (``splits`` when already read), the vocabulary built on the
+    pre-training text and every split encoded.
 
     Returns:
         ``((text, val, test), vocab, {"train": the pre-training text, "val", "test": EncodedCorpus})``.
 
     Raises:
-        ElmoError: bad data or flags (see :func:`elmo.data.agnews.load_agnews`), an unreadable ``--extra-text`` file.
+        ElmoError: as :func:`pretraining_splits` (bad data or flags, an unreadable ``--extra-text`` file).
     """
     splits = pretraining_splits(config)[0] if splits is None else splits
     vocab = shared_vocabulary(lambda: Vocabulary.build(splits[0].tokens, config.min_freq, config.max_vocab))
@@ -551,10 +540,8 @@ MODEL_KINDS = {"bilstm": "ELMO.py's biLM", "published_lm": "pretrain --architect
 def different_models(config: CommonArgs, options: Callable[[], dict] | None) -> list[tuple[BiLMFiles, str]]:
     """The models in ``--models-dir`` (:func:`~elmo.model.serialization.models_in`) other than the one a command
     trains there, each with what it is: a model of another kind, or a ``published_lm.pt`` of another architecture.
-
-    Args:
-        config: the command's flags; options: ``None`` for our biLM (``bilstm.pt``), else a function giving the
-            ``options.json`` content of the published architecture it trains (``published_lm.pt``).
+    ``options``: ``None`` for our biLM (``bilstm.pt``), else a function giving the ``options.json`` content of the
+    published architecture the command trains (``published_lm.pt``).
     """
     kind, found = "bilstm" if options is None else "published_lm", []
     for model in models_in(config.outputs.models):
@@ -586,16 +573,16 @@ def refuse_different_models(config: CommonArgs, options: Callable[[], dict] | No
 
 def replace_different_models(config: CommonArgs, kind: str, keep: Iterable = ()) -> None:
     """``--overwrite``, just before the new model (``kind``: ``bilstm`` or ``published_lm``, which a new file of its
-    own replaces) is saved: delete the files of the models of other kinds in ``--models-dir``
-    (:func:`~elmo.model.serialization.models_in`), never one of the command's input files ``keep``, so that the folder
-    opens as the new model (:func:`~elmo.model.serialization.open_bilm`)."""
+    own replaces) is saved: delete :func:`overwritten_models`, so that the folder opens as the new model
+    (:func:`~elmo.model.serialization.open_bilm`)."""
     for path in overwritten_models(config, kind, keep):
         remove_file(path)
 
 
 def overwritten_models(config: CommonArgs, kind: str, keep: Iterable = ()) -> list[Path]:
     """The files :func:`replace_different_models` deletes: with ``--overwrite``, those of the models of other kinds
-    than ``kind`` in ``--models-dir``, less the command's input files ``keep``; without it none."""
+    than ``kind`` in ``--models-dir`` (:func:`~elmo.model.serialization.models_in`), never one of the command's input
+    files ``keep``; without it none."""
     if not config.overwrite:
         return []
     kept = {os.path.realpath(path) for path in keep if path is not None}
@@ -720,8 +707,7 @@ def pretrain(config: PretrainArgs) -> dict:
         vocab.save_pickle(outputs.word2idx)
     bilm_config = config.bilm_config(len(vocab))
     bilm = BiLM(bilm_config)
-    # Rank 0's weights reach every rank when fit() wraps the model (DDP broadcasts them), so only it
-    # needs the Word2Vec vectors.
+    # Rank 0's weights reach every rank when fit() wraps the model (DDP broadcasts them): only rank 0 runs Word2Vec.
     with phase(phases, "word2vec"):
         out_init = init_embeddings(bilm, vocab, loaded.sentences(), config, say, run.word2vec_workers) \
             if ctx.is_main else {}
@@ -866,10 +852,9 @@ def measure_direction(lm: LanguageModel | PublishedDirection, data: dict, device
 
 def evaluate_direction(lm: LanguageModel | PublishedDirection, fitted: FitResult, data: dict, run: StartedRun, vocab: Vocabulary,
                        out: dict, measured: dict | None = None) -> None:
-    """Exact full-vocabulary evaluation of one trained LM on val (and test, when there is one): adds its
-    perplexities, word metrics and training history to ``out`` and plots the test (else val)
-    confusion of the 20 most frequent words. ``measured``: that evaluation made already (:func:`measure_direction`,
-    in the direction's own process: :func:`train_side_by_side`)."""
+    """Evaluate one trained LM (:func:`measure_direction`, unless ``measured`` holds that evaluation, made in the
+    direction's own process by :func:`train_side_by_side`): add its perplexities, word metrics and training history
+    to ``out`` and plot the test (else val) confusion of the 20 most frequent words."""
     key = f"{lm.direction}_perplexity"
     with phase(out, "evaluation"):
         measured = measured or measure_direction(lm, data, run.device)

@@ -36,14 +36,12 @@ from .common import CommonArgs, StartedRun, option, resolve_batch_size, start
 #: the task vocabulary with a published biLM (which has none): training words seen this often, at most this many
 TASK_MIN_FREQ, TASK_MAX_VOCAB = 2, 50000
 
-
 SELECTION_METRICS = ("f1", "loss")  # --select-by: validation macro-F1 (maximised) or cross-entropy (minimised)
 
 
 @dataclass
 class HeadArgs(CommonArgs):
-    """Flags of the classifier head, shared by ``classification.py`` and ``baselines.py`` so that ELMo and
-    the static embeddings are compared with exactly the same head and training.
+    """Flags of the classifier head, shared by ``classification.py`` and ``baselines.py`` (module docstring).
 
     * The task BiLSTM reads [x_k; ELMo_k] (§3.3; ``--no-concat-token-embedding``: ELMo_k alone), x_k a task-trained
       token embedding (``--token-embedding-dim`` 0: none), random or from skip-gram vectors of the training text.
@@ -102,12 +100,11 @@ class HeadArgs(CommonArgs):
 
 @dataclass
 class TaskData:
-    """What every classifier run starts from (:func:`prepare`): the started run, the trained biLM (on the
-    device), its vocabulary, the AG News splits raw and encoded (``"train"``: the labelled documents the
-    classifier trains on, ``--labelled-fraction`` of the training split), the whole training split's text
-    (``text``, ``text_data``: what representations learnt from text alone are trained on; ``None`` means
-    ``corpora["train"]`` / ``data["train"]``), optional Word2Vec rows for x_k, and the biLM's
-    :func:`~elmo.model.classifier.bilm_fingerprint`."""
+    """What every classifier run starts from (:func:`prepare`): the started run, the trained biLM (on the device), its
+    vocabulary, the AG News splits raw and encoded (``"train"``: the labelled documents the classifier trains on,
+    ``--labelled-fraction`` of the training split), the whole training split's text (``text``, ``text_data``: what
+    representations learnt from text alone are trained on; ``None`` means ``corpora["train"]`` / ``data["train"]``),
+    optional Word2Vec rows for x_k, and the biLM's :func:`~elmo.model.classifier.bilm_fingerprint`."""
 
     run: StartedRun
     bilm: AnyBiLM
@@ -131,11 +128,8 @@ class TaskData:
 
 
 def _load_bilm(run: StartedRun, published: tuple[str, str] | None) -> tuple[AnyBiLM, Vocabulary | None, str]:
-    """``(bilm, vocabulary or None, where from)``: the published biLM of bilm-tf's two files (no vocabulary), or the
-    biLM ``--models-dir`` holds (:func:`~elmo.model.serialization.open_bilm`: ``bilstm.pt`` with its vocabulary, else
-    the ``published_lm.pt`` of ``pretrain --architecture`` / ``finetune`` or ``options.json`` + ``weights.hdf5``, both
-    published biLMs given no vocabulary: the task's is built from the cased training split, as for bilm-tf's files).
-    Raises :class:`ElmoError` for missing or invalid files."""
+    """``(bilm, its vocabulary or None for a published biLM, where from)`` of ``published`` or ``--models-dir`` (as
+    :func:`prepare` says). Raises :class:`ElmoError` for missing or invalid files."""
     opened = open_bilm(*published) if published is not None else open_bilm(run.outputs.models)
     return opened.bilm, None if opened.bilm.cased else opened.vocab, \
         str(published[1]) if published is not None else opened.where
@@ -206,14 +200,13 @@ def classifier_loss(model: SequenceClassifier, batch: dict[str, torch.Tensor]) -
     """Mean cross-entropy (fp32) of a labelled batch plus the model's penalty, and its document count
     (the ``loss_fn`` of every classifier; ``model`` may be wrapped in DDP)."""
     logits = model(batch["ids"], batch["lengths"], batch.get("chars"), batch.get("layers"))
-    penalty = getattr(model, "module", model).penalty()  # under torchrun ``model`` is the DDP wrapper
+    penalty = getattr(model, "module", model).penalty()
     return F.cross_entropy(logits.float(), batch["labels"]) + penalty, len(batch["labels"])
 
 
 def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus], config: HeadArgs,
                        run: StartedRun, checkpoint: Checkpointing | None = None) -> dict[str, Any]:
-    """Train ``model`` with :func:`elmo.training.trainer.fit` and evaluate it: the one recipe every
-    representation gets.
+    """Train ``model`` with :func:`elmo.training.trainer.fit` and evaluate it: the one recipe every representation gets.
 
     Adam on cross-entropy over length-bucketed batches of ``data["train"]`` (reshuffled each epoch
     from ``config.seed + epoch``), validation macro-F1, accuracy and cross-entropy after every epoch,
@@ -273,10 +266,9 @@ def fine_tuning(model: SequenceClassifier, config: HeadArgs) -> Unfreezing | Non
     """The :class:`~elmo.training.trainer.Unfreezing` schedule that fine-tunes an ELMo classifier's biLM
     (``--unfreeze-bilm``); ``None`` otherwise.
 
-    Discriminative learning rates: the task model (mix + head) trains at ``lr``, the biLM's top LSTM
-    layer at ``lr / lr_decay``, the next at ``lr / lr_decay²``, the token encoders lowest. Gradual
-    unfreezing: epoch 1 trains the task model only; each later epoch unfreezes the next group down
-    (Howard & Ruder 2018, ULMFiT §3.2-3.3).
+    Discriminative learning rates: the task model (mix + head) trains at ``lr``, the biLM's top LSTM layer at
+    ``lr / lr_decay``, the next at ``lr / lr_decay²``, the token encoders lowest. Gradual unfreezing: epoch 1 trains the
+    task model only; each later epoch unfreezes the next group down (Howard & Ruder 2018, ULMFiT §3.2-3.3).
     """
     if not getattr(model.config, "unfreeze_bilm", False):
         return None

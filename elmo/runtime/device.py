@@ -1,9 +1,5 @@
-"""Device, mixed precision, CPU threads and seeds: the run-time choices every layer above shares.
-
-``--precision auto`` picks bf16 autocast on CUDA GPUs that support it (fp16 on older ones) and on CPUs
-with native bf16 dot products (AVX512-BF16 or AMX-BF16), and plain fp32 everywhere else. On a CPU
-without native bf16 an explicit ``--precision bf16`` is an error (oneDNN has no bf16 LSTM kernel there).
-"""
+"""Device, mixed precision (``--precision``: :func:`resolve_precision`), CPU threads and seeds: the run-time choices
+every layer above shares."""
 
 from __future__ import annotations
 
@@ -58,18 +54,16 @@ def set_seed(seed: int) -> None:
 def cap_kernel_caches(entries: int) -> None:
     """Bound oneDNN's shape-keyed kernel caches (``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` and ideep's
     ``LRU_CACHE_CAPACITY``, 1024 entries each by default) unless the environment already sets them: with
-    length-bucketed batches nearly every batch has a new shape, and each cached kernel holds memory
-    (measurements: lab/performance.md). Takes effect only before the process creates its first oneDNN kernel,
-    so the scripts call it first.
-    """
+    length-bucketed batches nearly every batch has a new shape, and each cached kernel holds memory (measurements:
+    lab/performance.md). Takes effect only before the process creates its first oneDNN kernel, so the scripts call it
+    first."""
     for variable in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
         os.environ.setdefault(variable, str(entries))
 
 
 @functools.cache
 def _glibc(function: str) -> ctypes._CFuncPtr | None:
-    """A function of glibc's allocator (``mallopt``), or ``None`` where the C library has none
-    (macOS, musl)."""
+    """A function of glibc's allocator (``mallopt``), or ``None`` where the C library has none (macOS, musl)."""
     name = ctypes.util.find_library("c")
     try:
         return getattr(ctypes.CDLL(name), function, None) if name else None
@@ -84,16 +78,15 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
 
 def steady_heap() -> bool:
-    """Keep the C heap's freed blocks for the next step instead of handing them back: glibc's
-    ``M_MMAP_THRESHOLD`` fixed at :data:`STEADY_HEAP_MMAP_THRESHOLD` (64 MiB) and ``M_TRIM_THRESHOLD`` at twice
-    it, for the rest of the process; returns whether the C library has ``mallopt`` (elsewhere this does nothing).
+    """Keep the C heap's freed blocks for the next step instead of handing them back: glibc's ``M_MMAP_THRESHOLD``
+    fixed at :data:`STEADY_HEAP_MMAP_THRESHOLD` (64 MiB) and ``M_TRIM_THRESHOLD`` at twice it, for the rest of the
+    process; returns whether the C library has ``mallopt`` (elsewhere this does nothing).
 
     By default glibc maps each block above a moving threshold (128 KiB to 32 MiB) straight from the operating
     system and unmaps it when freed, so every step faults its large buffers in again; with the thresholds fixed
     the same blocks are reused from batch to batch (measurements: lab/experiments.md, ``lm_heap_trim``). The
     language models' processes call it; the heap then holds the largest step's blocks, so loops that keep small
-    pieces of every batch alive between large blocks must not (``training/evaluation.py``).
-    """
+    pieces of every batch alive between large blocks must not (``training/evaluation.py``)."""
     mallopt = _glibc("mallopt")
     if mallopt is None:
         return False
@@ -102,8 +95,8 @@ def steady_heap() -> bool:
 
 
 def default_threads() -> int:
-    """Intra-op threads per process: the cores this process may use divided by the processes ``torchrun``
-    started on this node (``LOCAL_WORLD_SIZE``; 1 without ``torchrun``)."""
+    """Intra-op threads per process: the cores this process may use divided by the processes ``torchrun`` started on
+    this node (``LOCAL_WORLD_SIZE``; 1 without ``torchrun``)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -129,9 +122,9 @@ ISAS_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512
 def cpu_has_bf16() -> bool:
     """Whether this CPU has native bfloat16 dot products (AVX512-BF16 or AMX-BF16), read from ``/proc/cpuinfo``.
 
-    Without them oneDNN emulates bf16 and has no bf16 LSTM kernel at all, so
-    ``--precision auto`` keeps fp32 there (and on any system without ``/proc/cpuinfo``). A oneDNN
-    ceiling set with ``ONEDNN_MAX_CPU_ISA`` (e.g. ``AVX2``, to reproduce an older CPU) counts too.
+    Without them oneDNN emulates bf16 and has no bf16 LSTM kernel at all, so ``--precision auto`` keeps fp32 there
+    (and on any system without ``/proc/cpuinfo``). A oneDNN ceiling set with ``ONEDNN_MAX_CPU_ISA`` (e.g. ``AVX2``,
+    to reproduce an older CPU) counts too.
     """
     if os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper() in ISAS_WITHOUT_BF16:
         return False
@@ -145,14 +138,13 @@ def cpu_has_bf16() -> bool:
 def resolve_precision(name: str, device: torch.device, native_bf16: bool | None = None) -> torch.dtype | None:
     """The autocast dtype for ``--precision`` on ``device``; ``None`` means plain fp32.
 
-    ``auto``: on CUDA bf16 where the GPU supports it, else fp16 (with a gradient scaler in training);
-    on a CPU bf16 when it has native bf16 (:func:`cpu_has_bf16`), else fp32. Weights, optimiser state,
-    the LM softmax's log-probabilities and every loss stay fp32 either way; only matrix products and
-    the LSTM kernels run in the lower precision.
+    ``auto``: on CUDA bf16 where the GPU supports it, else fp16 (with a gradient scaler in training); on a CPU bf16
+    when it has native bf16 (:func:`cpu_has_bf16`), else fp32. Weights, optimiser state, the LM softmax's
+    log-probabilities and every loss stay fp32 either way; only matrix products and the LSTM kernels run in the lower
+    precision.
 
     Args:
-        name: one of :data:`PRECISIONS`.
-        device: where the model runs.
+        name: one of :data:`PRECISIONS`; device: where the model runs.
         native_bf16: whether the CPU has native bf16 (default: :func:`cpu_has_bf16`; tests pass it).
 
     Raises:

@@ -119,10 +119,9 @@ def shutdown() -> None:
 def wrap(model: nn.Module, device: torch.device) -> nn.Module:
     """``model`` in :class:`~torch.nn.parallel.DistributedDataParallel` when several processes train, else itself.
 
-    Built over the parameters that require grad *now* (call again after unfreezing); the constructor
-    broadcasts rank 0's weights, so every rank starts identical. ``find_unused_parameters`` (an extra
-    graph traversal per step) only when a trainable adaptive softmax is inside: it skips the tail
-    clusters no target of a batch falls in.
+    Built over the parameters that require grad *now* (call again after unfreezing); the constructor broadcasts rank
+    0's weights, so every rank starts identical. ``find_unused_parameters`` (an extra graph traversal per step) only
+    when a trainable adaptive softmax is inside: it skips the tail clusters no target of a batch falls in.
     """
     if not _CONTEXT.enabled:
         return model
@@ -135,12 +134,8 @@ def wrap(model: nn.Module, device: torch.device) -> nn.Module:
 
 
 def all_reduce_sum(values: np.ndarray | Sequence[float]) -> np.ndarray:
-    """Element-wise sum over ranks of a NumPy array (returned as float64; a copy of it in a single process).
-
-    Args:
-        values: any shape; float64 on the wire, so counts up to 2**53 stay exact. The collective runs
-            on the current GPU under NCCL, on the CPU under gloo.
-    """
+    """Element-wise sum over ranks of a NumPy array of any shape (returned as float64; a copy of it in a single
+    process), on :func:`_collective_device`; float64 on the wire, so counts up to 2**53 stay exact."""
     array = np.asarray(values, dtype=np.float64)
     if not _CONTEXT.enabled:
         return array.copy()
@@ -155,11 +150,8 @@ def _collective_device() -> torch.device:
 
 
 def broadcast_words(words: list[str] | None) -> list[str]:
-    """Rank 0's word list on every rank (the vocabulary every rank must share), sent as UTF-8 bytes.
-
-    Args:
-        words: the list on rank 0; ignored (may be ``None``) elsewhere.
-    """
+    """Rank 0's ``words`` on every rank (the vocabulary every rank must share), sent as UTF-8 bytes; ``words`` is
+    ignored (may be ``None``) on the other ranks."""
     if not _CONTEXT.enabled:
         assert words is not None
         return words
@@ -190,15 +182,12 @@ def barrier() -> None:
 
 
 def step_totals(loss: torch.Tensor, units: int, stop: bool) -> tuple[float, int, bool]:
-    """``(loss × units, units, stop)`` of one training step summed over every rank: one all-reduce under
-    ``torchrun``, just this process's values otherwise.
-
-    The trainer weights each rank's loss by ``world_size × units / global units`` with these sums, so
-    DDP's gradient average equals the gradient of the global batch's mean loss.
+    """``(loss × units, units, stop)`` of one training step summed over every rank: one all-reduce under ``torchrun``,
+    just this process's values otherwise (how the trainer weights the losses with them: the module docstring).
 
     Args:
-        loss: this rank's mean loss (scalar tensor); units: the tokens or documents it covers (0 for a
-            ghost share); stop: this rank's Ctrl-C flag (any rank's stop stops every rank).
+        loss: this rank's mean loss (scalar tensor); units: the tokens or documents it covers (0 for a ghost share);
+            stop: this rank's Ctrl-C flag (any rank's stop stops every rank).
     """
     if not _CONTEXT.enabled:
         return loss.item() * units, units, stop

@@ -32,11 +32,8 @@ class EarlyStopping:
     best_state: dict[str, torch.Tensor] | None = None
 
     def update(self, epoch: int, value: float, model: nn.Module) -> bool:
-        """Record the validation ``value`` of 1-based ``epoch``; copies the weights when it improved.
-
-        Returns:
-            Whether ``value`` improved on the best so far (the first epoch always does).
-        """
+        """Record the validation ``value`` of 1-based ``epoch``, copying the weights when it improved; returns whether
+        it improved on the best so far (the first epoch always does)."""
         improved = math.isnan(self.best_value) or (value > self.best_value if self.maximize else value < self.best_value)
         if improved:
             self.best_epoch, self.best_value, self.stale = epoch, value, 0

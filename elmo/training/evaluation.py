@@ -17,10 +17,10 @@ from .metrics import word_prediction_metrics
 
 
 def perplexity(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device, max_tokens: int = 8192) -> float:
-    """Held-out perplexity exp(mean NLL per predicted word), boundary words included: exact, as the adaptive
-    softmax is a normalised distribution over the whole vocabulary. Works on an
-    :class:`~elmo.data.corpus.EncodedCorpus` or a :class:`~elmo.data.stream.StreamedCorpus`; under ``torchrun``
-    each rank evaluates its share of the batches and the sums are all-reduced.
+    """Held-out perplexity exp(mean NLL per predicted word), boundary words included: exact, as the adaptive softmax
+    is a normalised distribution over the whole vocabulary. Works on an :class:`~elmo.data.corpus.EncodedCorpus` or a
+    :class:`~elmo.data.stream.StreamedCorpus`; under ``torchrun`` each rank evaluates its share of the batches and the
+    sums are all-reduced.
 
     Raises:
         ElmoError: an empty corpus.

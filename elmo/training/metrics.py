@@ -52,9 +52,8 @@ def word_prediction_metrics(targets: np.ndarray, top5: np.ndarray) -> dict:
         targets: ``(n,)`` true word ids; top5: ``(n, 5)`` the five most probable ids, best first.
 
     Returns:
-        ``top1_accuracy``, ``top5_accuracy``, and ``micro_``/``macro_`` ``precision``, ``recall``,
-        ``f1`` of the top-1 prediction, macro-averaged over the words that occur as a target or a
-        prediction.
+        ``top1_accuracy``, ``top5_accuracy``, and ``micro_``/``macro_`` ``precision``, ``recall``, ``f1`` of the
+        top-1 prediction, macro-averaged over the words that occur as a target or a prediction.
     """
     pred = top5[:, 0]
     out = {"top1_accuracy": float((pred == targets).mean()),
@@ -67,11 +66,8 @@ def word_prediction_metrics(targets: np.ndarray, top5: np.ndarray) -> dict:
 
 
 def top_words_confusion(targets: np.ndarray, pred: np.ndarray, word_ids: Sequence[int]) -> np.ndarray:
-    """Confusion matrix restricted to positions whose true word is in ``word_ids``.
-
-    Returns:
-        ``(K, K + 1)`` counts; rows = true word, columns = predicted word, last column = any other.
-    """
+    """Confusion matrix restricted to positions whose true word is in ``word_ids``: ``(K, K + 1)`` counts; rows = true
+    word, columns = predicted word, last column = any other."""
     word_ids = list(word_ids)
     col = {w: i for i, w in enumerate(word_ids)}
     cm = np.zeros((len(word_ids), len(word_ids) + 1), dtype=np.int64)

@@ -188,8 +188,7 @@ def _passing_on_ctrl_c(processes: list) -> Iterator[dict[str, bool]]:
 
 
 def _stop_with_parent(parent: int) -> None:
-    """Ask the kernel for SIGINT when the parent dies (Linux ``prctl``; elsewhere nothing), and stop at once if it
-    already has."""
+    """Ask the kernel for SIGINT when the parent dies (Linux ``prctl``; elsewhere nothing); stop at once if it has."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGINT)
     except (OSError, AttributeError):

@@ -47,8 +47,8 @@ class Checkpointing:
 
 @dataclass
 class Position:
-    """Where training stands: ``epoch`` (0-based, the one running), ``step`` within it and the running
-    ``totals`` ``(loss × units, units, seconds)`` of the steps done in it."""
+    """Where training stands: ``epoch`` (0-based, the one running), ``step`` within it and the running ``totals``
+    ``(loss × units, units, seconds)`` of the steps done in it."""
 
     epoch: int = 0
     step: int = 0
@@ -149,8 +149,8 @@ def _shown(value: Any, width: int = 40) -> str:
 def load_training_state(checkpoint: Checkpointing, desc: str) -> dict[str, Any]:
     """The saved state at ``checkpoint.path``, with this process's random generators restored.
 
-    Under another number of processes than wrote it, batches continue exactly but dropout gets new
-    streams (and this is said on stdout by the caller).
+    Under another number of processes than wrote it, batches continue exactly but dropout gets new streams (the
+    caller says so on stdout).
 
     Raises:
         ElmoError: the checkpoint belongs to a run with other settings (naming up to three), or is unreadable.
@@ -167,7 +167,7 @@ def load_training_state(checkpoint: Checkpointing, desc: str) -> dict[str, Any]:
     ranks = state.get("rng_ranks", [state["rng"]])
     set_rng_state(ranks[ctx.rank] if len(ranks) == ctx.world_size else state["rng"])
     state["same_processes"] = len(ranks) == ctx.world_size
-    if not state["same_processes"]:  # another number of processes: same batches, new dropout streams
+    if not state["same_processes"]:
         torch.manual_seed(torch.initial_seed() + 7919 * (state["step"] + 1) + ctx.rank)
         state["written_by"] = len(ranks)
     return state

@@ -45,8 +45,8 @@ class TrainConfig:
         clip_norm: gradient-norm clipping threshold.
         patience: stop after this many epochs without improvement of the monitored metric.
         weight_decay: Adam (L2) weight decay.
-        lr_gamma: the learning rate is multiplied by this after every epoch (epoch e trains at
-            ``lr · lr_gamma^e``; 1 = constant).
+        lr_gamma: the learning rate is multiplied by this after every epoch (epoch e trains at ``lr · lr_gamma^e``;
+            1 = constant).
         warmup_steps: the first epoch's first N steps raise the learning rate linearly from ``lr / N``.
         compile: train through ``torch.compile`` of the model (its training forward; validation runs uncompiled).
 
@@ -113,10 +113,10 @@ class Objective:
 
 @dataclass
 class Progress:
-    """How training reports itself: ``desc`` labels the bar and lines (``forward LM``), ``unit`` its
-    throughput (``tok``, ``doc``); ``quiet`` shows no progress bar and no per-epoch line (always so on ranks other
-    than 0; where a run resumed from is said on rank 0 either way); ``bar=False``
-    keeps the per-epoch lines but no progress bar (runs side by side, whose bars would overwrite each other)."""
+    """How training reports itself: ``desc`` labels the bar and lines (``forward LM``), ``unit`` its throughput
+    (``tok``, ``doc``); ``quiet`` shows no progress bar and no per-epoch line (always so on ranks other than 0; where a
+    run resumed from is said on rank 0 either way); ``bar=False`` keeps the per-epoch lines but no progress bar (runs
+    side by side, whose bars would overwrite each other)."""
 
     desc: str = "train"
     unit: str = "tok"
@@ -192,7 +192,7 @@ class _Run:
 def fit(model: nn.Module, objective: Objective, config: TrainConfig, device: torch.device,
         amp_dtype: torch.dtype | None = None, checkpoint: Checkpointing | None = None,
         progress: Progress | None = None, unfreezing: Unfreezing | None = None) -> FitResult:
-    """Train ``model`` in place and restore the weights of its best validation epoch.
+    """Train ``model`` in place and restore the weights of its best validation epoch (returns a :class:`FitResult`).
 
     Args:
         model: the module; only parameters with ``requires_grad`` are optimised (or ``unfreezing``'s groups).
@@ -211,11 +211,8 @@ def fit(model: nn.Module, objective: Objective, config: TrainConfig, device: tor
     flag (:func:`~elmo.runtime.distributed.step_totals`). ``validate`` must return whole-split metrics
     on every rank. Rank 0 alone prints and writes the checkpoint, which holds every rank's RNG state.
 
-    Returns:
-        :class:`FitResult`.
-
-    The running loss stays on the device between reads: every step on a CPU, every :data:`CUDA_READ_EVERY` steps,
-    before each checkpoint and at the end of each epoch on CUDA, so no step waits for the host to read it.
+    The running loss stays on the device between reads (:data:`CUDA_READ_EVERY`; on CUDA also before each checkpoint
+    and at the end of each epoch).
 
     Raises:
         ElmoError: the loss becomes NaN or infinite (the last checkpoint on disk is the last good
@@ -247,11 +244,9 @@ def fit(model: nn.Module, objective: Objective, config: TrainConfig, device: tor
 def _start(model: nn.Module, objective: Objective, config: TrainConfig, device: torch.device,
            amp_dtype: torch.dtype | None, checkpoint: Checkpointing | None, progress: Progress,
            unfreezing: Unfreezing | None) -> _Run:
-    """The optimiser (fused Adam over the trainable parameters or ``unfreezing``'s groups), the gradient
-    scaler (fp16 only) and an empty early-stopping state."""
+    """Fused Adam (over the trainable parameters or ``unfreezing``'s groups), fp16's gradient scaler, early stopping."""
     groups = unfreezing.param_groups if unfreezing is not None else [{"params": [p for p in model.parameters()
                                                                                   if p.requires_grad]}]
-    # fused=True: one kernel updates every parameter (CPU and CUDA)
     optimizer = torch.optim.Adam(groups, lr=config.lr, weight_decay=config.weight_decay, fused=True)
     for group in optimizer.param_groups:  # the schedule (TrainConfig.lr_factor) scales each group's own rate
         group["base_lr"] = group["lr"]
@@ -282,20 +277,14 @@ def _resume(run: _Run) -> Position:
 
 def batch_count(batches: Iterable[Any]) -> int | None:
     """The number of batches of an epoch when it is known before they are made (``len()``: a list, or
-    :class:`~elmo.data.batching.CountedBatches` from a corpus held in memory), else ``None`` (a streamed
-    corpus). The progress bar shows it as its total, so a user sees how long an epoch takes."""
+    :class:`~elmo.data.batching.CountedBatches` from a corpus held in memory), else ``None`` (a streamed corpus): the
+    progress bar's total (:attr:`Objective.batches`)."""
     return len(batches) if isinstance(batches, Sized) else None
 
 
 def _train_epoch(run: _Run, start: Position, ctrl_c: dict[str, Any]) -> tuple[float, tuple[float, int]]:
-    """Train one epoch from ``start`` (a mid-epoch position when resuming).
-
-    Returns:
-        ``(seconds, (loss × units, units))`` of the whole epoch, resumed part included.
-
-    Raises:
-        ElmoError: a non-finite loss. Interrupted: Ctrl-C (after saving).
-    """
+    """Train one epoch from ``start`` (mid-epoch when resuming): ``(seconds, (loss × units, units))`` of the whole
+    epoch, resumed part included. Raises ElmoError (a non-finite loss) or Interrupted (Ctrl-C, after saving)."""
     run.model.train()
     trained = distributed.wrap(run.model, run.device)  # after on_epoch_start: DDP covers what is trainable now
     trained = torch.compile(trained) if run.config.compile else trained
@@ -325,11 +314,8 @@ def _train_epoch(run: _Run, start: Position, ctrl_c: dict[str, Any]) -> tuple[fl
 
 
 def _read(run: _Run, loss_sum: torch.Tensor, units: int | torch.Tensor, epoch: int, step: int) -> float:
-    """The running ``Σ loss × units`` as a float (on CUDA this waits for the device).
-
-    Raises:
-        ElmoError: it is NaN or infinite (a step's loss was, at ``step`` or, on CUDA, since the last read).
-    """
+    """The running ``Σ loss × units`` as a float (on CUDA this waits for the device). Raises ElmoError when it is NaN
+    or infinite (a step's loss was, at ``step`` or, on CUDA, since the last read)."""
     total = float(loss_sum)
     if not math.isfinite(total):
         kept = f"; the last good training state is {run.checkpoint.path}" if run.checkpoint is not None else ""
@@ -341,17 +327,10 @@ def _read(run: _Run, loss_sum: torch.Tensor, units: int | torch.Tensor, epoch: i
 
 def _step(run: _Run, trained: nn.Module, batch: Batch, ctrl_c: dict[str, Any], epoch: int, step: int,
           totals: tuple[torch.Tensor, int], read: bool) -> tuple[torch.Tensor, int, float | None]:
-    """One optimiser step on ``batch``; returns the running global totals (``Σ loss × units`` on the device, units)
-    with this step's added, and the sum read as a float (:func:`_read`, checked before the backward pass) when ``read``,
-    else ``None``. Sets ``ctrl_c["stop"]`` when Ctrl-C reached any rank (read after the forward pass, where a signal
-    lands).
-
-    Under ``torchrun`` each rank's loss is weighted by ``world_size × units / global units`` so DDP's
-    averaged gradient is the global batch's.
-
-    Raises:
-        ElmoError: with ``read``, the running loss is NaN or infinite.
-    """
+    """One optimiser step: the running global totals (``Σ loss × units`` on the device, units) with this step's added
+    and, when ``read``, their sum as :func:`_read` checks it (raising ElmoError if NaN or infinite; before the backward
+    pass), else ``None``. Sets ``ctrl_c["stop"]`` when Ctrl-C reached any rank (read after the forward pass, where a
+    signal lands)."""
     ghost = batch.pop("ghost", None) is not None
     host = {f"host_{k}": batch[k] for k in run.objective.host_keys if k in batch}
     batch = to_device(batch, run.device) | host
@@ -380,11 +359,8 @@ def _step(run: _Run, trained: nn.Module, batch: Batch, ctrl_c: dict[str, Any], e
 
 
 def _end_epoch(run: _Run, epoch: int, seconds: float, totals: tuple[float, int]) -> bool:
-    """Validate after 0-based ``epoch``, log it, update early stopping; returns whether training is over.
-
-    Raises:
-        ElmoError: ``validate()`` has no ``monitor`` key.
-    """
+    """Validate after 0-based ``epoch``, log it, update early stopping; returns whether training is over. Raises
+    ElmoError when ``validate()`` has no ``monitor`` key."""
     lstm_dtype = summary_dtype(lstm_compute_dtypes(run.model))  # the last training step's, before validation runs
     run.model.eval()
     with torch.no_grad():
