@@ -1,16 +1,16 @@
 """Character ids of tokens, for the character-level token encoders.
 
-Characters are the word's UTF-8 bytes (so no character vocabulary has to be stored and any string
-works), framed by begin/end-of-word marks and padded to ``max_chars``. Two numberings exist
-(:data:`CHAR_SCHEMES`), both with ``id = byte + 1`` (1..256) and an all-zero row for a padded token:
+Characters are the word's UTF-8 bytes (so no character vocabulary has to be stored and any string works), framed by
+begin/end-of-word marks and padded to ``max_chars``. Two numberings exist (:data:`CHAR_SCHEMES`), both with
+``id = byte + 1`` (1..256) and an all-zero row for a padded token:
 
-* ``"elmo"`` — ours (:class:`elmo.model.char_cnn.CharCNN`): :data:`BOW_CHAR`, :data:`EOW_CHAR`, two
-  marks that spell the sentence boundaries ``<bos>`` / ``<eos>``, and 0 after the end of the word.
+* ``"elmo"`` — ours (:class:`elmo.model.char_cnn.CharEncoder`): :data:`BOW_CHAR`, :data:`EOW_CHAR`, two marks that
+  spell the sentence boundaries ``<bos>`` / ``<eos>``, and 0 after the end of the word.
 * ``"bilm_tf"`` — the published ELMo models' (bilm-tf; AllenNLP's ``ELMoCharacterMapper``,
-  :func:`bilm_tf_char_ids`): the marks ``<S>`` 256, ``</S>`` 257, begin-of-word 258, end-of-word 259
-  and the in-word padding character 260, each + 1 (:data:`TF_BOS_CHAR` .. :data:`TF_PAD_CHAR`), at
-  most 50 characters per token (48 bytes); the tokens ``<S>`` / ``</S>`` get the boundary marks. A batch of
-  sentences in this numbering: :func:`batch_to_ids` (AllenNLP's).
+  :func:`bilm_tf_char_ids`): the marks ``<S>`` 256, ``</S>`` 257, begin-of-word 258, end-of-word 259 and the
+  in-word padding character 260, each + 1 (:data:`TF_BOS_CHAR` .. :data:`TF_PAD_CHAR`), at most 50 characters per
+  token (48 bytes); the tokens ``<S>`` / ``</S>`` get the boundary marks. A batch of sentences in this numbering:
+  :func:`batch_to_ids` (AllenNLP's).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def word_char_ids(word: str, max_chars: int) -> list[int]:
     """Character ids of one token, framed and padded.
 
     Args:
-        word: a token; ``<bos>``/``<eos>`` get their boundary marks, ``<pad>`` all zeros. Every other
-            string, ``<unk>`` included, is spelled out byte by byte.
+        word: a token; ``<bos>``/``<eos>`` get their boundary marks, ``<pad>`` all zeros. Every other string,
+            ``<unk>`` included, is spelled out byte by byte.
         max_chars: C, the padded width (>= 3); longer words keep their first ``C - 2`` bytes.
 
     Returns:
@@ -72,9 +72,9 @@ def _table(words: Sequence[str], max_chars: int, spell: Callable[[str, int], lis
 
 
 def batch_char_ids(sentences: Sequence[Sequence[str]], max_chars: int, scheme: str = "elmo") -> torch.Tensor:
-    """Right-padded character ids ``(B, T, max_chars)`` int64 for token lists (T = longest sentence; padded
-    tokens all zeros) in the numbering ``scheme`` (:data:`CHAR_SCHEMES`; ``"bilm_tf"`` with 50 characters is
-    AllenNLP's ``batch_to_ids``, the input of a published biLM)."""
+    """Right-padded character ids ``(B, T, max_chars)`` int64 for token lists (T = longest sentence; padded tokens
+    all zeros) in the numbering ``scheme`` (:data:`CHAR_SCHEMES`; ``"bilm_tf"`` with 50 characters is AllenNLP's
+    ``batch_to_ids``, the input of a published biLM)."""
     table = scheme_table(scheme)
     longest = max((len(s) for s in sentences), default=0)
     out = np.zeros((len(sentences), longest, max_chars), dtype=np.int64)
@@ -93,10 +93,8 @@ def batch_to_ids(batch: Sequence[Sequence[str]]) -> torch.Tensor:
             ``</S>``: the biLM adds the sentence boundaries itself.
 
     Returns:
-        ``(B, T, 50)`` int64 character ids, T the longest sentence: each token as
-        :func:`bilm_tf_char_ids` spells it (bilm-tf's numbering + 1, AllenNLP's ``ELMoCharacterMapper``: its UTF-8
-        bytes, at most 48, between the begin- and end-of-word marks, then the padding character), padded tokens all
-        zeros (0 = padding, as AllenNLP's mask reads it).
+        ``(B, T, 50)`` int64 character ids, T the longest sentence: each token as :func:`bilm_tf_char_ids` spells it
+        (the module docstring's ``"bilm_tf"``), padded tokens all zeros (0 = padding, as AllenNLP's mask reads it).
 
     Raises:
         ElmoError: a sentence that is a str (tokenise it first) or holds something other than str tokens.

@@ -28,7 +28,7 @@ from ..data.chars import TF_MAX_CHARS, char_table, word_char_ids
 from ..data.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD_ID, Vocabulary
 from ..errors import ElmoError
 from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax, cluster_counts
-from .char_cnn import DEFAULT_FILTERS, CharCNN
+from .char_cnn import DEFAULT_FILTERS, WORDS_PER_PASS, CharEncoder
 from .dropout import FastDropout
 from .hub import HubMixin
 from .lstm import AutocastLSTM, CachedWeights, autocast_dtype, cached, step_chunks
@@ -57,7 +57,7 @@ class BiLMConfig:
         dropout: dropout on embeddings, between layers and before the softmax (training only).
         cutoffs: adaptive-softmax cluster boundaries (word ids), clipped to the vocabulary.
         div_value: adaptive-softmax factor by which each tail cluster's projection shrinks.
-        token_encoder: ``"word"`` (embedding table) or ``"char"`` (:class:`~elmo.model.char_cnn.CharCNN`, §3.1).
+        token_encoder: ``"word"`` (embedding table) or ``"char"`` (:class:`~elmo.model.char_cnn.CharEncoder`, §3.1).
         char_dim, char_filters, num_highway, max_chars: the character CNN's sizes (char only).
         residual: add a residual connection around every LSTM layer but the first (§3.1).
         proj_size: when > 0, each LSTM has ``hidden_size`` cells projected to ``proj_size`` outputs
@@ -183,8 +183,8 @@ class LanguageModel(CachedWeights):
             raise ElmoError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
         self.config, self.direction = config, direction
         if config.token_encoder == "char":
-            self.embedding = CharCNN(config.embedding_dim, config.char_dim, config.char_filters, config.num_highway,
-                                     config.max_chars)
+            self.embedding = CharEncoder(config.embedding_dim, config.char_dim, config.char_filters, config.num_highway,
+                                         config.max_chars, layer_norm=True)
             start, _ = (BOS, EOS) if direction == "forward" else (EOS, BOS)
             self.register_buffer("start_chars", torch.tensor(word_char_ids(start, config.max_chars)), persistent=False)
         else:
@@ -385,25 +385,6 @@ class LanguageModel(CachedWeights):
         states, targets = self.predicted_states(ids, lengths, chars)
         return self.vocabulary_log_probs(states), targets
 
-    def token_states(self, ids: torch.Tensor, lengths: torch.Tensor,
-                     chars: torch.Tensor | None = None, chunk_size: int | None = None) -> list[torch.Tensor]:
-        """Per-token representations aligned with the input tokens.
-
-        Args:
-            ids: ``(B, T)`` right-padded ids; lengths: ``(B,)``; chars: ``(B, T, C)`` (character encoder only);
-            chunk_size: see :meth:`states` (``None``: one pass).
-
-        Returns:
-            ``[x, h_1, .., h_L]``, each ``(B, T, output_size)``: entry ``[b, k]`` is the state after
-            reading token k (forward: having read t_1..t_k; backward: having read t_N..t_k). Values
-            at padded positions are meaningless; mask them.
-        """
-        inputs, _, input_chars = self.reading_order(ids, lengths, chars)
-        outputs = [h[:, 1:] for h in self.states(inputs, input_chars, chunk_size)]
-        if self.direction == "backward":
-            outputs = [reverse_padded(h, lengths) for h in outputs]
-        return outputs
-
 
 class AnyBiLM(Protocol):
     """What every biLM of the project offers, whatever its architecture: :class:`BiLM` (ours) and
@@ -446,17 +427,66 @@ class AnyBiLM(Protocol):
     def parameters(self, recurse: bool = True) -> Any: ...
 
 
-class BiLM(nn.Module, HubMixin):
+class BiLMLayers(nn.Module):
+    """The ELMo layers (eq. 1) of a biLM from its token layer and its LSTMs, computed the same way by :class:`BiLM` and
+    :class:`~elmo.model.published.PublishedBiLM`: :meth:`forward` is ``contextual(token_vectors(tokens))``, each
+    biLM giving ``tokens`` (what its token layer reads), ``token_vectors``, ``layer_zero`` and ``contextual``.
+
+    Shapes: ``ids (B, T)`` int64 right-padded word ids (0 = ``<pad>``, no boundary tokens; a character biLM reads
+    only ``chars``), ``lengths (B,)`` int64 in ``[1, T]``, ``chars (B, T, C)`` int64 character ids in the biLM's
+    numbering; layers ``(L + 1, B, T, D)`` float32 with ``D = output_dim``, zero at padded positions.
+
+    Attributes:
+        chunk_size: a sentence longer than this many tokens is computed in chunks of at most this many positions, the
+            LSTM states carried across, and at most ``min(chunk_size, WORDS_PER_PASS)`` distinct words go through a
+            character CNN at a time (:data:`CHUNK_SIZE` by default, ``None`` = one pass): memory bounded by the chunk,
+            the same vectors to float rounding. Not part of the model file.
+    """
+
+    config: Any
+    chunk_size: int | None = CHUNK_SIZE
+
+    @property
+    def num_layers(self) -> int:
+        """Number of ELMo layers, L + 1 (token layer included)."""
+        return self.config.num_layers + 1
+
+    @property
+    def words_per_pass(self) -> int:
+        """The most distinct words through a character CNN at a time: ``min(chunk_size, WORDS_PER_PASS)``."""
+        return WORDS_PER_PASS if self.chunk_size is None else min(WORDS_PER_PASS, self.chunk_size)
+
+    def forward(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
+        """ELMo layers of every token, stateless (zero initial LSTM states): ``(L + 1, B, T, D)``, layer 0 =
+        :meth:`token_layer`, layer j = both directions' LSTM layer j.
+
+        Raises:
+            ElmoError: ``chars`` missing for a character biLM; ``chunk_size`` < 1.
+        """
+        return self.contextual(self.token_vectors(self.tokens(ids, chars)), lengths)[0]
+
+    def lstm_layers(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
+        """Layers 1..L of :meth:`forward`, ``(L, B, T, D)`` (what :mod:`elmo.inference.layer_cache` stores)."""
+        return self.forward(ids, lengths, chars)[1:]
+
+    def token_layer(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
+        """Layer 0 of :meth:`forward` without running the LSTMs: ``(B, T, D)``, zero at padding.
+
+        Raises:
+            ElmoError: ``chars`` missing for a character biLM.
+        """
+        x = self.layer_zero(self.token_vectors(self.tokens(ids, chars)))
+        return x * length_mask(lengths.to(x.device), x.shape[1]).unsqueeze(-1).to(x.dtype)
+
+
+class BiLM(BiLMLayers, HubMixin):
     """A forward and a backward :class:`LanguageModel` whose states form the ELMo layers. ``save_pretrained`` /
     ``from_pretrained`` (:class:`~elmo.model.hub.HubMixin`) write and read it as a folder with its vocabulary.
 
     Args:
         config: sizes shared by both directions.
 
-    Attributes:
-        chunk_size: a sentence longer than this many tokens is computed in chunks of at most this many
-            positions, the LSTM states carried across (module docstring; :data:`CHUNK_SIZE` by default,
-            ``None`` = always one pass). Not part of the model file: it changes memory, not the vectors.
+    Layers and ``chunk_size``: :class:`BiLMLayers`.
     """
 
     hub_kind = "bilm"
@@ -464,7 +494,6 @@ class BiLM(nn.Module, HubMixin):
     def __init__(self, config: BiLMConfig):
         super().__init__()
         self.config = config
-        self.chunk_size: int | None = CHUNK_SIZE
         self.forward_lm = LanguageModel(config, "forward")
         self.backward_lm = LanguageModel(config, "backward")
 
@@ -489,11 +518,6 @@ class BiLM(nn.Module, HubMixin):
                 f"models, forward and backward, {c.hidden_size} cells per direction, {c.token_encoder} input, a vocabulary of "
                 f"{c.vocab_size:,} words. Each token gets {self.num_layers} layers of {self.output_dim} numbers; "
                 f"{self.parameter_count():,} parameters.")
-
-    @property
-    def num_layers(self) -> int:
-        """Number of ELMo layers, L + 1 (token layer included)."""
-        return self.config.num_layers + 1
 
     #: where a published biLM was read from, as a classifier file records it; ours is found through its models folder
     source: tuple[str, ...] | None = None
@@ -538,45 +562,27 @@ class BiLM(nn.Module, HubMixin):
         """Width D of every ELMo layer: 2 × the LSTM output width."""
         return 2 * self.config.output_size
 
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
-        """ELMo layers (eq. 1) for every token.
-
-        Args:
-            ids: ``(B, T)`` int64 right-padded token ids (0 = ``<pad>``), no boundary tokens.
-            lengths: ``(B,)`` int64 true lengths, each in ``[1, T]``.
-            chars: ``(B, T, C)`` int64 character ids, required when ``config.token_encoder == "char"``.
-
-        Returns:
-            ``(L + 1, B, T, D)`` with D = :attr:`output_dim`: layer 0 = both directions' token vectors,
-            layer j = both directions' LSTM layer j. Padded positions are zeroed.
-
-        Raises:
-            ElmoError: ``chars`` missing for a character biLM; ``chunk_size`` < 1.
-        """
-        return self._stack(ids, lengths, chars, first=0)
-
-    def _stack(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None, first: int) -> torch.Tensor:
-        """Layers ``first..L`` of both directions, ``(L + 1 - first, B, T, D)``, zero at padding: each direction's
-        layers written into their half of one tensor as they are computed (dtype: the promotion of the layers', fp32
-        for the token layer and bf16 / fp16 for the LSTMs under autocast), masked in place."""
-        layers = None
-        for d, lm in enumerate((self.forward_lm, self.backward_lm)):
-            states = lm.token_states(ids, lengths, chars, self.chunk_size)[first:]
-            width = states[0].shape[-1]
-            if layers is None:
-                dtype = states[0].dtype
-                for h in states:
-                    dtype = torch.promote_types(dtype, h.dtype)
-                layers = states[0].new_empty(len(states), *states[0].shape[:2], 2 * width, dtype=dtype)
-            for j, h in enumerate(states):
-                layers[j, ..., d * width:(d + 1) * width] = h
-            del states, h
-        return layers.mul_(length_mask(lengths, ids.shape[1]).unsqueeze(-1).to(layers.dtype))
+    def tokens(self, ids: torch.Tensor, chars: torch.Tensor | None) -> torch.Tensor:
+        """What the token layers read: ``chars`` for a character biLM, else ``ids``. Raises ElmoError: ``chars``
+        missing for a character biLM."""
+        if self.config.token_encoder == "word":
+            return ids
+        if chars is None:
+            raise ElmoError("this biLM reads characters (BiLMConfig.token_encoder is 'char'): pass chars (B, T, C)")
+        return chars
 
     def token_vectors(self, tokens: torch.Tensor) -> torch.Tensor:
         """Context-free token vectors ``(..., 2E)`` of ``tokens``, ``[x^fwd; x^bwd]`` (layer 0): word ids ``(...)``
-        for a word biLM, character ids ``(..., C)`` for a character one."""
-        return torch.cat([lm.embedding(tokens) for lm in (self.forward_lm, self.backward_lm)], dim=-1)
+        for a word biLM, character ids ``(..., C)`` for a character one (:attr:`words_per_pass` at a time)."""
+        lms = (self.forward_lm, self.backward_lm)
+        if self.config.token_encoder == "char":
+            return torch.cat([lm.embedding(tokens, self.words_per_pass) for lm in lms], dim=-1)
+        return torch.cat([lm.embedding(tokens) for lm in lms], dim=-1)
+
+    @staticmethod
+    def layer_zero(x: torch.Tensor) -> torch.Tensor:
+        """Layer 0 from :meth:`token_vectors`: the vectors themselves (one token layer per direction)."""
+        return x
 
     def word_vectors(self, words: Sequence[str]) -> torch.Tensor:
         """Token vectors ``(len(words), 2E)`` of ``words`` (lower-cased, as the biLM was trained): their rows of the
@@ -641,27 +647,3 @@ class BiLM(nn.Module, HubMixin):
             del outputs, h
         kept = length_mask(sentence, span) if boundaries else length_mask(lengths, longest)
         return layers.mul_(kept.unsqueeze(-1).float()), finals if carry else None
-
-    def lstm_layers(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
-        """Layers 1..L of :meth:`forward` (the LSTM states, what :mod:`elmo.inference.layer_cache` stores): ``(L, B, T, D)``
-        in the dtype the LSTMs output (bf16 under bf16 autocast; :meth:`forward` promotes them to the
-        token layer's fp32, which is exact)."""
-        return self._stack(ids, lengths, chars, first=1)
-
-    def token_layer(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
-        """Layer 0 of :meth:`forward` alone, without running the LSTMs: ``(B, T, D)``, zero at padding (equal to
-        ``forward(...)[0]``, up to float rounding for a character biLM), at most :attr:`chunk_size` positions at a time.
-
-        Raises:
-            ElmoError: ``chars`` missing for a character biLM; ``chunk_size`` < 1.
-        """
-        if self.config.token_encoder == "char":
-            if chars is None:
-                raise ElmoError("this biLM reads characters (BiLMConfig.token_encoder is 'char'): pass chars (B, T, C)")
-            tokens = chars
-        else:
-            tokens = ids
-        parts = [torch.cat([lm.embedding(tokens[:, a:b]) for lm in (self.forward_lm, self.backward_lm)], dim=-1)
-                 for a, b in step_chunks([ids.shape[0]] * ids.shape[1], self.chunk_size)]  # long: a chunk at a time
-        x = parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
-        return x * length_mask(lengths, ids.shape[1]).unsqueeze(-1).to(x.dtype)

@@ -1,18 +1,16 @@
 """What a biLM's training step must know of its batch, worked out on the host (numpy) from the batch's CPU tensors
 before the step runs, so that the step reads nothing back from the device: one :class:`HostPlan` and one
-:func:`step_loss` for every language model the project trains. Each model names the batch entries its plan reads
-(``host_keys``) and makes the plan (``host_plan``): our :class:`~elmo.model.bilm.LanguageModel` needs the words per
-adaptive-softmax cluster and the number of predicted words; the published architecture
-(:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`) needs the rest of this plan too.
+:func:`step_loss` for every language model the project trains, each naming the batch entries its plan reads
+(``host_keys``) and making the plan (``host_plan``, :class:`PlannedLM`; :class:`HostPlan` says which fields each fills).
 
-Without it, the published step asks the device for its batch's shape several times: the rows running at each step of the
-recurrence (``_reading_plan``: the lengths, ``.tolist()``), the distinct spellings the character CNN encodes
+Without it, the published step asks the device for its batch's shape several times: the rows running at each step of
+the recurrence (``_reading_plan``: the lengths, ``.tolist()``), the distinct spellings the character CNN encodes
 (``torch.unique``) and the columns they use (``nonzero``, ``int(max)``), the predicted positions (boolean-mask
 indexing: ``nonzero``), the adaptive softmax's cluster sizes (``bincount().tolist()``) and the number of predicted
-words (``int(sum)``). Each read waits for every kernel queued before it: on a GPU the host then idles while the
-device drains, and the device while the host catches up. :func:`host_plan` computes all of them from the host copy
-of ``ids``, ``lengths`` and ``chars`` (the trainer keeps those copies: ``Objective.host_keys``), and the model's
-forward takes the plan, with the same results bit for bit as without.
+words (``int(sum)``). Each read waits for every kernel queued before it: on a GPU the host then idles while the device
+drains, and the device while the host catches up. :func:`host_plan` computes all of them from the host copy of
+``ids``, ``lengths`` and ``chars`` (the trainer keeps those copies: ``Objective.host_keys``), and the model's forward
+takes the plan, with the same results bit for bit as without.
 """
 
 from __future__ import annotations
@@ -34,7 +32,7 @@ from .adaptive_softmax import cluster_counts
 @dataclass
 class WordPlan:
     """The distinct spellings of a batch and how its tokens map onto them (the character CNN's input, as
-    :meth:`~elmo.model.published.CharTokenEncoder.forward` computes it with ``torch.unique``).
+    :meth:`~elmo.model.char_cnn.CharEncoder.forward` computes it with ``torch.unique``).
 
     Attributes:
         distinct: ``(U, C)`` int64, the distinct rows of the flattened ``chars``, in ``torch.unique``'s sorted order,
@@ -57,7 +55,7 @@ class WordPlan:
 class HostPlan:
     """One batch's plan; tensors on the host until :meth:`to` moves them. Our biLM's plan
     (:meth:`~elmo.model.bilm.LanguageModel.host_plan`) has ``units`` and ``cluster_counts`` only; the published
-    architecture's (:func:`host_plan`) has every field.
+    architecture's (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`, :func:`host_plan`) has every field.
 
     Attributes:
         units: ``sum(lengths + 1)``, the words each direction predicts.
@@ -88,8 +86,7 @@ class HostPlan:
 
 class PlannedLM(Protocol):
     """A language model whose training step takes a :class:`HostPlan`: ``host_keys``, the batch entries the plan is
-    made from, and ``host_plan`` (our :class:`~elmo.model.bilm.LanguageModel`, the published
-    :class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`)."""
+    made from, and ``host_plan`` (our biLM and the published architecture: :class:`HostPlan`)."""
 
     host_keys: tuple[str, ...]
 

@@ -4,7 +4,7 @@ The published models (AllenNLP's ``elmo_2x4096_512_2048cnn_2xhighway`` and its s
 character-input biLM; :mod:`elmo.model.published_io` reads their files into :class:`PublishedBiLM`, which computes
 the reference implementation's vectors (``docs/published_elmo.md``, "What exact means here"). Per token:
 
-1. **Token layer** (:class:`CharTokenEncoder`): bilm-tf character ids (:func:`elmo.data.chars.bilm_tf_char_ids`)
+1. **Token layer** (:class:`~elmo.model.char_cnn.CharEncoder`): bilm-tf character ids (:func:`elmo.data.chars.bilm_tf_char_ids`)
    → character embedding → convolutions, each max-pooled, then ``char_cnn.activation`` → highway layers in
    TensorFlow's form ``y = g ⊙ relu(W_t x + b_t) + (1 − g) ⊙ x``, ``g = σ(W_c x + b_c)`` → a linear projection
    to ``projection_dim``. One token layer serves both directions: ``h_0 = [x; x]``.
@@ -30,21 +30,18 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
-from torch.profiler import record_function
 
-from ..data.chars import TF_BOS, TF_EOS, TF_MAX_CHARS, TF_NUM_CHARS, TF_PAD_CHAR, bilm_tf_char_table
+from ..data.chars import TF_BOS, TF_EOS, TF_MAX_CHARS, TF_NUM_CHARS, bilm_tf_char_table
 from ..errors import ElmoError
-from .bilm import CHUNK_SIZE, States, length_mask, reverse_padded
+from .bilm import BiLMLayers, States, length_mask, reverse_padded
+from .char_cnn import ACTIVATIONS, CharEncoder
 from .hub import HubMixin
-from .lstm import CachedWeights, ProjectedLSTM, cached, compute_dtype, matmul
+from .lstm import ProjectedLSTM
 from .plan import HostPlan, WordPlan, device_reading_plan, word_plan
 
 #: the character CNN of every published model (widths 1-7, 2048 filters)
 PUBLISHED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
-ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}
-WORDS_PER_PASS = 256
 
 
 @dataclass(frozen=True)
@@ -138,96 +135,6 @@ PUBLISHED_ARCHITECTURES = {
 }
 
 
-class CharTokenEncoder(CachedWeights):
-    """bilm-tf's token layer: characters → embedding → convolutions + max-pool + activation → highway →
-    projection (step 1 of the module docstring).
-
-    Args:
-        config: :class:`PublishedBiLMConfig`.
-
-    Parameters keep the layout of ``nn.Conv1d`` / ``nn.Linear`` (``convs.i``, ``highways.k`` = [transform;
-    carry], ``projection``). Each distinct spelling is encoded once (``torch.unique``), words are sorted by length
-    and encoded :data:`WORDS_PER_PASS` at a time, each pass cut to its longest word plus the widest filter, and the
-    convolutions of all widths are one matrix product over character windows (kernels zero-padded to the widest,
-    windows past the input masked): the same result up to float rounding.
-    """
-
-    def __init__(self, config: PublishedBiLMConfig):
-        super().__init__()
-        self.activation = ACTIVATIONS[config.activation]
-        self.max_width = max(w for w, _ in config.filters)
-        self.char_embedding = nn.Embedding(TF_NUM_CHARS, config.char_dim, padding_idx=0)
-        self.convs = nn.ModuleList(nn.Conv1d(config.char_dim, n, w) for w, n in config.filters)
-        width = config.n_filters
-        self.highways = nn.ModuleList(nn.Linear(width, 2 * width) for _ in range(config.num_highway))  # [transform; carry]
-        self.projection = nn.Linear(width, config.projection_dim) if width != config.projection_dim else None
-        widths = torch.cat([torch.full((n,), w) for w, n in config.filters])
-        self.register_buffer("filter_widths", widths, persistent=False)
-
-    def weights(self, dtype: torch.dtype) -> list[torch.Tensor | None]:
-        """``[embedding, merged conv weight (F, max_width * char_dim), highway weights.., projection]`` in
-        ``dtype`` (biases stay float32), built once while the parameters are unchanged."""
-        def make() -> list[torch.Tensor | None]:
-            merged = torch.cat([F.pad(c.weight, (0, self.max_width - c.weight.shape[-1])).flatten(1) for c in self.convs])
-            mats = [merged, *(h.weight for h in self.highways), None if self.projection is None else self.projection.weight]
-            return [self.char_embedding.weight.to(dtype), *(m if m is None else m.to(dtype) for m in mats)]
-        sources = [self.char_embedding.weight, *(c.weight for c in self.convs), *(h.weight for h in self.highways),
-                   None if self.projection is None else self.projection.weight]
-        return cached(self._cache, "weights", sources, dtype, make)
-
-    def forward(self, chars: torch.Tensor, words_per_pass: int = WORDS_PER_PASS, plan: WordPlan | None = None) -> torch.Tensor:
-        """Token vectors of ``chars``.
-
-        Args:
-            chars: ``(N, C)`` int64 (bilm-tf ids); words_per_pass: the most distinct spellings encoded at a time
-                (:meth:`encode_distinct`), which bounds the convolutions' ``(words · C, filters)`` activations;
-            plan: the distinct spellings and passes worked out on the host
-                (:func:`~elmo.model.plan.word_plan`): the same vectors, nothing read from the device.
-
-        Returns:
-            ``(N, projection_dim)`` float32 token vectors.
-        """
-        if plan is not None:
-            dtype = compute_dtype(chars.device.type)
-            with torch.autocast(chars.device.type, enabled=False), record_function("elmo.token_layer"):
-                weights = self.weights(dtype)
-                parts = [self.encode_distinct(plan.distinct[rows], weights, width) for rows, width in plan.passes]
-            return torch.cat(parts).index_select(0, plan.gather)
-        unique, inverse = torch.unique(chars, dim=0, return_inverse=True)
-        order = torch.argsort(((unique != TF_PAD_CHAR) & (unique != 0)).sum(dim=1), stable=True)
-        dtype = compute_dtype(chars.device.type)
-        with torch.autocast(chars.device.type, enabled=False), record_function("elmo.token_layer"):
-            weights = self.weights(dtype)
-            parts = [self.encode_distinct(unique[rows], weights) for rows in order.split(max(1, words_per_pass))]
-        # index_select, not indexing: its backward adds the repeated rows in index order, so a multi-threaded CPU run
-        # repeats exactly (an index's backward adds them with atomics, in whatever order the threads reach them)
-        return torch.cat(parts).index_select(0, torch.argsort(order)[inverse])
-
-    def encode_distinct(self, chars: torch.Tensor, weights: list[torch.Tensor | None],
-                        keep: int | None = None) -> torch.Tensor:
-        """Token vectors ``(N, projection_dim)`` float32 of ``chars (N, C)`` with :meth:`weights`, reading the first
-        ``keep`` columns (default: found on the device, the last real character's + 1 + the widest filter)."""
-        embedding, conv, *mats = weights
-        full = chars.shape[1]
-        if keep is None:
-            real = ((chars != TF_PAD_CHAR) & (chars != 0)).any(dim=0).nonzero()
-            keep = min(full, (int(real.max()) + 1 if len(real) else 0) + self.max_width)
-        tail = chars.new_full((len(chars), self.max_width - 1), TF_PAD_CHAR)
-        x = F.embedding(torch.cat([chars[:, :keep], tail], dim=1), embedding)  # (N, C' + w - 1, char_dim)
-        windows = x.unfold(1, self.max_width, 1).flatten(2)  # (N, C', char_dim * w), channel-major as conv's weight
-        bias = torch.cat([c.bias for c in self.convs]).float()
-        y = matmul(windows.flatten(0, 1), conv, bias).view(len(chars), keep, -1)
-        beyond = torch.arange(keep, device=y.device).unsqueeze(1) > full - self.filter_widths  # windows past column C
-        x = self.activation(y.masked_fill(beyond, float("-inf")).amax(dim=1))
-        for layer, weight in zip(self.highways, mats):
-            transform, carry = matmul(x, weight, layer.bias.float()).chunk(2, dim=-1)
-            gate = torch.sigmoid(carry)
-            x = gate * torch.relu(transform) + (1 - gate) * x
-        return x if self.projection is None else matmul(x, mats[-1], self.projection.bias.float())
-
-
-
-
 def weights_digest(module: nn.Module) -> str:
     """A short hash of a module's weights (names, shapes and the first 4,096 values of each), which identifies a
     published biLM in :attr:`PublishedBiLMConfig.weights_digest` so that a classifier only loads onto it."""
@@ -238,10 +145,11 @@ def weights_digest(module: nn.Module) -> str:
     return digest.hexdigest()[:16]
 
 
-class PublishedBiLM(nn.Module, HubMixin):
-    """bilm-tf's biLM with the interface of :class:`elmo.model.bilm.BiLM` that :class:`~elmo.model.elmo.Elmo`,
-    the layer cache and the embedder use (``num_layers``, ``output_dim``, ``forward``, ``token_layer``,
-    ``lstm_layers``, ``layer_groups``, ``config``). Load the published weights with
+class PublishedBiLM(BiLMLayers, HubMixin):
+    """bilm-tf's biLM: its layers computed as our :class:`~elmo.model.bilm.BiLM`'s (:class:`~elmo.model.bilm.BiLMLayers`:
+    ``forward``, ``token_layer``, ``lstm_layers`` and ``chunk_size`` from :meth:`token_vectors` and
+    :meth:`contextual`), with the interface :class:`~elmo.model.elmo.Elmo`, the layer cache and the embedder use
+    (:class:`~elmo.model.bilm.AnyBiLM`). Load the published weights with
     :func:`elmo.model.published_io.load_published_bilm`; ``save_pretrained`` / ``from_pretrained``
     (:class:`~elmo.model.hub.HubMixin`) write and read it as a folder.
 
@@ -250,13 +158,8 @@ class PublishedBiLM(nn.Module, HubMixin):
 
     Shapes: ``ids (B, T)`` (ignored but for ``Elmo``'s default lengths: this biLM has no word vocabulary),
     ``lengths (B,)``, ``chars (B, T, C)`` in bilm-tf's numbering *without* the sentence boundaries;
-    layers ``(L + 1, B, T, D)`` with ``D = 2 × projection_dim`` (1024 for the Original model).
-
-    Attributes:
-        chunk_size: long sentences in bounded memory (:data:`elmo.model.bilm.CHUNK_SIZE` by default; ``None`` =
-            off): at most ``min(chunk_size, WORDS_PER_PASS)`` distinct words through the token layer at a time, and
-            the LSTMs' input products over at most ``chunk_size`` positions at a time (:meth:`ProjectedLSTM.forward`);
-            the same vectors (to float rounding). Not part of the weights file.
+    layers ``(L + 1, B, T, D)`` with ``D = 2 × projection_dim`` (1024 for the Original model); with ``chunk_size``
+    the LSTMs' input products run over at most ``chunk_size`` positions at a time (:meth:`ProjectedLSTM.forward`).
     """
 
     hub_kind = "published_bilm"
@@ -271,21 +174,16 @@ class PublishedBiLM(nn.Module, HubMixin):
     def __init__(self, config: PublishedBiLMConfig):
         super().__init__()
         self.config = config
-        self.chunk_size: int | None = CHUNK_SIZE
         # the files it was loaded from: bilm-tf's options and weight files, or a published_lm.pt (one path)
         self.source: tuple[str, ...] | None = None  # as BiLM.source
-        self.token_encoder = CharTokenEncoder(config)
+        self.token_encoder = CharEncoder(config.projection_dim, config.char_dim, config.filters, config.num_highway,
+                                         config.max_chars, numbering="bilm_tf", activation=config.activation)
         sizes = (config.projection_dim, config.hidden_size, config.projection_dim, config.cell_clip, config.proj_clip)
         self.forward_layers = nn.ModuleList(ProjectedLSTM(*sizes) for _ in range(config.num_layers))
         self.backward_layers = nn.ModuleList(ProjectedLSTM(*sizes) for _ in range(config.num_layers))
         boundaries = torch.from_numpy(bilm_tf_char_table([TF_BOS, TF_EOS], config.max_chars)).long()
         self.register_buffer("boundary_chars", boundaries, persistent=False)
         self.host_boundary_chars = boundaries  # stays on the host (a training step's plan: plan.host_plan)
-
-    @property
-    def num_layers(self) -> int:
-        """Number of ELMo layers, L + 1 (token layer included)."""
-        return self.config.num_layers + 1
 
     @property
     def output_dim(self) -> int:
@@ -316,15 +214,10 @@ class PublishedBiLM(nn.Module, HubMixin):
                 f"Each token gets {self.num_layers} layers of {self.output_dim} numbers; "
                 f"{self.parameter_count():,} parameters.")
 
-    @property
-    def words_per_pass(self) -> int:
-        """The most distinct words through the character CNN at a time: ``min(chunk_size, WORDS_PER_PASS)``."""
-        return WORDS_PER_PASS if self.chunk_size is None else min(WORDS_PER_PASS, self.chunk_size)
-
     def token_vectors(self, chars: torch.Tensor, plan: WordPlan | None = None) -> torch.Tensor:
         """Context-free token vectors ``(..., projection_dim)`` float32 of ``chars (..., C)`` (the token layer x),
         at most :attr:`words_per_pass` distinct words through the character CNN at a time (``plan``: as
-        :meth:`CharTokenEncoder.forward`)."""
+        :meth:`~elmo.model.char_cnn.CharEncoder.forward`)."""
         flat = chars.reshape(-1, chars.shape[-1])
         return self.token_encoder(flat, self.words_per_pass, plan).reshape(*chars.shape[:-1], -1)
 
@@ -338,33 +231,18 @@ class PublishedBiLM(nn.Module, HubMixin):
         plan = word_plan(table, self.words_per_pass, self.token_encoder.max_width).to(device)
         return self.token_vectors(torch.from_numpy(table).to(device), plan)
 
-    def forward(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
-        """ELMo layers of every token, stateless (zero initial states for every sentence).
-
-        Returns:
-            ``(L + 1, B, T, D)`` float32: layer 0 = ``[x; x]``, layer j = both directions' LSTM layer j;
-            zero at padded positions.
-
-        Raises:
-            ElmoError: ``chars`` missing.
-        """
-        return self.contextual(self.token_vectors(self._chars(chars)), lengths)[0]
-
-    def lstm_layers(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
-        """Layers 1..L of :meth:`forward`, ``(L, B, T, D)`` (what :mod:`elmo.inference.layer_cache` stores)."""
-        return self.forward(ids, lengths, chars)[1:]
-
-    def token_layer(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
-        """Layer 0 of :meth:`forward` without running the LSTMs: ``[x; x]`` ``(B, T, D)``, zero at padding."""
-        x = self.token_vectors(self._chars(chars))
-        return torch.cat([x, x], dim=-1) * length_mask(lengths, x.shape[1]).unsqueeze(-1).to(x.dtype)
-
     @staticmethod
-    def _chars(chars: torch.Tensor | None) -> torch.Tensor:
+    def tokens(ids: torch.Tensor | None, chars: torch.Tensor | None) -> torch.Tensor:
+        """What the token layer reads: ``chars`` (the ids are not read). Raises ElmoError: ``chars`` missing."""
         if chars is None:
             raise ElmoError("a published (bilm-tf) biLM reads characters: pass chars (B, T, C) in bilm-tf's numbering "
                             "(elmo.data.chars.bilm_tf_char_table)")
         return chars
+
+    @staticmethod
+    def layer_zero(x: torch.Tensor) -> torch.Tensor:
+        """Layer 0 from :meth:`token_vectors`: ``[x; x]`` (one token layer read by both directions)."""
+        return torch.cat([x, x], dim=-1)
 
     def layer_groups(self) -> list[list[nn.Parameter]]:
         """Parameters from the top down (fine-tuning): ``[LSTM layer L of both directions, .., layer 1,
@@ -445,7 +323,7 @@ class PublishedBiLM(nn.Module, HubMixin):
         Raises:
             ElmoError: ``chars`` missing.
         """
-        x = self.token_vectors(self._chars(chars), None if plan is None else plan.words)
+        x = self.token_vectors(self.tokens(None, chars), None if plan is None else plan.words)
         lengths = lengths.to(x.device)
         full, sentence = self._with_boundaries(x, lengths, None if plan is None else plan.boundaries)
         order, restore, active = _reading_plan(sentence - 1) if plan is None else (plan.order, plan.restore, plan.active)

@@ -1,6 +1,7 @@
 """Our biLM read from token vectors (``BiLM.token_vectors`` / ``word_vectors`` → ``BiLM.contextual``), the call shape
-the published biLM has, so that the embedder and ``Elmo`` have one path: the same layers as ``BiLM.forward``, the
-sentence boundaries kept on request, and stateful reading whose final states are each row's own."""
+the published biLM has and what ``forward`` runs, so that every caller has one path: the layers the language models
+read in training, the sentence boundaries kept on request, and stateful reading whose final states are each row's
+own."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 from elmo.data.chars import batch_char_ids
 from elmo.data.vocab import SPECIALS, UNK_ID, Vocabulary
 from elmo.errors import ElmoError
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM, BiLMConfig, reverse_padded
 
 WORDS = [*SPECIALS, "the", "market", "rallied", "stocks", "fell", "on", "news"]
 
@@ -36,18 +37,33 @@ def inputs(bilm: BiLM, sentences=SENTENCES) -> tuple[torch.Tensor, torch.Tensor,
     return ids, lengths, chars
 
 
+def reading_layers(bilm: BiLM, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None) -> torch.Tensor:
+    """The layers as each language model reads them in training (``reading_order`` → ``states``: ``<bos> t_1 .. t_n``
+    forward, ``<eos> t_n .. t_1`` backward), realigned with the tokens and masked: an independent reference."""
+    halves = []
+    for lm in (bilm.forward_lm, bilm.backward_lm):
+        inputs, _, input_chars = lm.reading_order(ids, lengths, chars)
+        states = [h[:, 1:] for h in lm.states(inputs, input_chars)]
+        halves.append(torch.stack(states if lm.direction == "forward" else [reverse_padded(h, lengths) for h in states]))
+    mask = torch.arange(ids.shape[1])[None] < lengths[:, None]
+    return torch.cat(halves, dim=-1) * mask[..., None]
+
+
 @pytest.mark.parametrize("token_encoder", ["word", "char"])
 @pytest.mark.parametrize("chunk_size", [None, 2])
-def test_contextual_gives_the_layers_of_forward(token_encoder, chunk_size):
+def test_the_layers_are_those_the_language_models_read_in_training(token_encoder, chunk_size):
     bilm = tiny(token_encoder, residual=True, num_layers=3)
     bilm.chunk_size = chunk_size
     ids, lengths, chars = inputs(bilm)
     with torch.no_grad():
-        expected = bilm(ids, lengths, chars)
-        x = bilm.token_vectors(chars if chars is not None else ids)
-        layers, final = bilm.contextual(x, lengths)
+        expected = reading_layers(bilm, ids, lengths, chars)
+        layers, final = bilm.contextual(bilm.token_vectors(chars if chars is not None else ids), lengths)
+        forward = bilm(ids, lengths, chars)
     assert final is None and layers.shape == expected.shape == (4, 3, 5, 16)
     torch.testing.assert_close(layers, expected, atol=1e-6, rtol=0)
+    torch.testing.assert_close(forward, expected, atol=1e-6, rtol=0)
+    if token_encoder == "word" and chunk_size is None:  # the same operations on the same numbers: bit for bit
+        assert torch.equal(layers, expected) and torch.equal(forward, expected)
 
 
 @pytest.mark.parametrize("token_encoder", ["word", "char"])

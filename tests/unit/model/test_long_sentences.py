@@ -12,9 +12,9 @@ import torch
 from elmo import ElmoError
 from elmo.data.chars import batch_char_ids
 from elmo.model.bilm import CHUNK_SIZE, BiLM, BiLMConfig
-from elmo.model.char_cnn import CharCNN
+from elmo.model.char_cnn import CharEncoder
 from elmo.model.lstm import ProjectedLSTM, step_chunks
-from elmo.model.published import CharTokenEncoder, PublishedBiLM, PublishedBiLMConfig
+from elmo.model.published import PublishedBiLM, PublishedBiLMConfig
 from lab.bench.published import random_weights
 
 #: chunked and one-pass vectors agree to float rounding: the same arithmetic, but the matrix products of a chunk have
@@ -160,7 +160,7 @@ def test_published_bilm_sees_at_most_chunk_size_positions_at_a_time(monkeypatch)
     bilm = published_bilm()
     chars, lengths = published_batch()
     words, products = [], []
-    spy(monkeypatch, CharTokenEncoder, "encode_distinct", len, words)  # the character CNN, highway, projection
+    spy(monkeypatch, CharEncoder, "encode_distinct", len, words)  # the character CNN, highway, projection
     spy(monkeypatch, ProjectedLSTM, "_input_gates", len, products)  # the input products of the steps of a chunk
     run(bilm, 7, None, lengths, chars)
     assert words and max(words) <= 7
@@ -177,7 +177,7 @@ def test_our_bilm_sees_at_most_chunk_size_positions_at_a_time(monkeypatch, varia
     batch = our_batch(bilm)
     tokens, lstm_inputs = [], []
     if variant == "char":
-        spy(monkeypatch, CharCNN, "forward", lambda chars: chars.shape[0] * chars.shape[1], tokens)
+        spy(monkeypatch, CharEncoder, "encode_distinct", len, tokens)  # distinct words through the CNN at a time
     hooks = [lstm.register_forward_pre_hook(lambda m, args: lstm_inputs.append(args[0].shape[0] * args[0].shape[1]))
              for lm in (bilm.forward_lm, bilm.backward_lm) for lstm in lm.layers]
     run(bilm, 7, *batch)  # 3 rows: chunks of 2 steps, 6 positions

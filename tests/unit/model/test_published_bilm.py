@@ -17,8 +17,9 @@ from support import needs_native_bf16
 
 from elmo import ElmoError
 from elmo.data.chars import TF_BOS, TF_EOS, batch_char_ids, bilm_tf_char_ids, bilm_tf_char_table
+from elmo.model.char_cnn import CharEncoder
 from elmo.model.elmo import Elmo
-from elmo.model.published import CharTokenEncoder, PublishedBiLM
+from elmo.model.published import PublishedBiLM
 from elmo.model.published_io import (
     expected_datasets,
     load_published_bilm,
@@ -95,7 +96,7 @@ def test_bilm_tf_character_ids_follow_allennlps_mapper():
     assert long[0] == 259 and long[1:49] == [ord("x") + 1] * 48 and long[49] == 260  # 48 bytes kept
 
 
-def naive_token_vectors(encoder: CharTokenEncoder, chars: torch.Tensor) -> torch.Tensor:
+def naive_token_vectors(encoder: CharEncoder, chars: torch.Tensor) -> torch.Tensor:
     """bilm-tf's char CNN written plainly: every filter over all 50 characters (the exactness check of the
     cut-off and the merged convolution)."""
     x = encoder.char_embedding(chars).transpose(1, 2)

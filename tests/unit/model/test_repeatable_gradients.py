@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from elmo.model.char_cnn import CharCNN
-from elmo.model.published import CharTokenEncoder, PublishedBiLMConfig
+from elmo.model.char_cnn import CharEncoder
 from elmo.model.sampled_softmax import SampledSoftmax
 
 WORDS, POSITIONS = 20, 4000  # 4000 x 64 gradient values (above ATen's grain size: two threads share the work), few rows
@@ -36,8 +35,7 @@ def ids() -> torch.Tensor:
 
 def test_the_published_token_layer_and_the_sampled_softmax_repeat_their_gradients(ids):
     torch.manual_seed(0)
-    encoder = CharTokenEncoder(PublishedBiLMConfig(char_dim=8, filters=((1, 32), (2, 32)), num_highway=1,
-                                                   hidden_size=64, projection_dim=64))
+    encoder = CharEncoder(64, char_dim=8, filters=((1, 32), (2, 32)), num_highway=1, max_chars=50, numbering="bilm_tf")
     spellings = torch.randint(1, 200, (WORDS, 50), generator=torch.Generator().manual_seed(1))
     weights = torch.randn(POSITIONS, 64, generator=torch.Generator().manual_seed(2))
     assert gradients_repeat(encoder, lambda m: (m(spellings[ids]) * weights).sum())
@@ -48,7 +46,7 @@ def test_the_published_token_layer_and_the_sampled_softmax_repeat_their_gradient
 
 def test_our_character_encoder_repeats_its_gradients(ids):
     torch.manual_seed(0)
-    encoder = CharCNN(64, char_dim=8, filters=((1, 32), (2, 32)), num_highway=1, max_chars=12)
+    encoder = CharEncoder(64, char_dim=8, filters=((1, 32), (2, 32)), num_highway=1, max_chars=12, layer_norm=True)
     spellings = torch.randint(1, 60, (WORDS, 12), generator=torch.Generator().manual_seed(1))
     weights = torch.randn(1, POSITIONS, 64, generator=torch.Generator().manual_seed(2))
     assert gradients_repeat(encoder, lambda m: (m(spellings[ids].unsqueeze(0)) * weights).sum())
