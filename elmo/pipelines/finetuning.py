@@ -1,8 +1,8 @@
 """Fine-tuning the published ELMo (or an exported one) on a domain's text: ``python -m elmo finetune``.
 
-Load bilm-tf's files (:func:`~elmo.model.published_io.load_published_bilm`) → read the domain text as
-``pretrain --architecture`` does and build its vocabulary → add a softmax over it, shared by both directions
-(:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`), initialised by ``--softmax-init``
+Open the biLM (:func:`bilm_to_finetune`: bilm-tf's files, or any biLM of the published architecture) → read the
+domain text as ``pretrain --architecture`` does and build its vocabulary → add a softmax over it, shared by both
+directions (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`), initialised by ``--softmax-init``
 (:mod:`elmo.model.published_finetune`) → the exact held-out perplexity of each direction *before* → continue the
 language-model training with :func:`~elmo.training.trainer.fit` (the biLM at ``--lr``, the softmax at
 ``--softmax-lr``) → the exact perplexity *after* → ``<models-dir>/published_lm.pt`` (for ``python -m elmo export``)
@@ -15,22 +15,23 @@ import dataclasses
 import itertools
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import torch
 
 from ..artifacts import environment_info
 from ..data.corpus import encode_corpus
 from ..errors import ElmoError
-from ..model.published import PublishedBiLM
+from ..model.published import PublishedBiLMConfig
 from ..model.published_finetune import (
     SOFTMAX_INITS,
     init_softmax_from_token_layer,
     language_model_of,
     target_counts,
 )
-from ..model.published_io import options_of, read_options
+from ..model.published_io import options_of
 from ..model.published_lm import DIRECTION_NAMES, SOFTMAXES, PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
-from ..model.serialization import open_bilm, save_published_lm
+from ..model.serialization import OpenedBiLM, open_bilm, save_published_lm
 from ..runtime import distributed
 from ..training.evaluation import perplexity
 from ..training.trainer import Progress, Unfreezing, fit
@@ -84,8 +85,10 @@ class FinetuneArgs(CommonArgs):
       two numbers fitted on a sample of the text; ``random``: bilm-tf's N(0, 1/dim) rows, zero biases.
     """
 
-    options_file: str | None = option(None, "the biLM to fine-tune: bilm-tf's options.json")
-    weight_file: str | None = option(None, "its weights.hdf5")
+    options_file: str | None = option(None, "the biLM to fine-tune: bilm-tf's options.json, or alone any biLM of the "
+                                            "published architecture (a models folder, published_lm.pt, a "
+                                            "save_pretrained folder or Hub model ID)")
+    weight_file: str | None = option(None, "its weights.hdf5 (with a bilm-tf options.json)")
     train_file: str | None = same_as_pretrain("train_file")
     val_file: str | None = same_as_pretrain("val_file")
     test_file: str | None = same_as_pretrain("test_file")
@@ -110,9 +113,10 @@ class FinetuneArgs(CommonArgs):
         """:meth:`CommonArgs.check` plus the biLM files, the learning rates and the text flags. Raises
         :class:`ElmoError` naming the flag."""
         super().check()
-        if self.options_file is None or self.weight_file is None:
+        if self.options_file is None:
             raise ElmoError("give the biLM to fine-tune: --options-file OPTIONS.json --weight-file WEIGHTS.hdf5 "
-                            "(published or exported bilm-tf files)")
+                            "(published or exported bilm-tf files), or --options-file MODELS_DIR (any biLM of the "
+                            "published architecture)")
         if self.softmax_lr <= 0:
             raise ElmoError(f"--softmax-lr must be positive, got {self.softmax_lr}")
         if self.softmax_init == "token-layer" and self.softmax != "sampled":
@@ -121,11 +125,12 @@ class FinetuneArgs(CommonArgs):
                             "per-word bias)")
         self.pretrain_args().check()  # the text flags' rules of pretrain (--val-file goes with --train-file, ...)
 
-    def pretrain_args(self) -> PretrainArgs:
-        """These flags as ``pretrain --architecture OPTIONS_FILE`` takes them: what reads the text, builds the
-        vocabulary and makes the batches is ``pretrain``'s (:func:`~elmo.pipelines.pretraining.load_data`)."""
+    def pretrain_args(self, architecture: PublishedBiLMConfig | None = None) -> PretrainArgs:
+        """These flags as ``pretrain --architecture`` takes them, the architecture that of the biLM being fine-tuned
+        (``architecture``): what reads the text, builds the vocabulary and makes the batches is ``pretrain``'s
+        (:func:`~elmo.pipelines.pretraining.load_data`)."""
         shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(PretrainArgs) if hasattr(self, f.name)}
-        return FinetuneText(**shared, architecture=self.options_file)
+        return FinetuneText(**shared, architecture=self.options_file, architecture_config=architecture)
 
     def lm_config(self, vocab_size: int) -> PublishedSoftmaxConfig:
         """The training head: ``--softmax``, ``--softmax-samples``, ``--dropout``."""
@@ -136,24 +141,31 @@ class FinetuneArgs(CommonArgs):
 @dataclass
 class FinetuneText(PretrainArgs):
     """:class:`~elmo.pipelines.pretraining.PretrainArgs` holding what ``finetune`` reads the text with (an adapter:
-    ``--architecture`` is the options file being fine-tuned)."""
+    ``--architecture`` is the biLM being fine-tuned, ``architecture_config`` its architecture)."""
+
+    architecture_config: PublishedBiLMConfig | None = None
+
+    def published_config(self) -> PublishedBiLMConfig | None:
+        """The architecture of the biLM being fine-tuned."""
+        return self.architecture_config
 
     def _check_architecture(self) -> None:
         """Nothing: ``finetune`` reads the options file (:func:`bilm_to_finetune`; errors name ``--options-file``)."""
 
 
-def check_files(config: FinetuneArgs) -> None:
+def check_files(config: FinetuneArgs, opened: OpenedBiLM) -> None:
     """Before anything is written: no output (``published_lm.pt``, its training checkpoint, ``lm.json``, the plots)
-    is one of the inputs (the biLM files, the text files, AG News in ``--data-dir``), and ``--models-dir`` holds no
-    model but a ``published_lm.pt`` of the architecture of ``--options-file``
+    is one of the inputs (the biLM's files, the text files, AG News in ``--data-dir``), and ``--models-dir`` holds no
+    model but a ``published_lm.pt`` of the architecture of the ``opened`` biLM
     (:func:`~elmo.pipelines.pretraining.refuse_different_models`).
 
     Raises:
         ElmoError: naming the output and the input it would write over, or the different model's file.
     """
-    refuse_different_models(config, lambda: options_of(read_options(config.options_file)))
+    refuse_different_models(config, lambda: options_of(opened.bilm.config))
     out = config.outputs
-    refuse_overwriting(config, {"--options-file": config.options_file, "--weight-file": config.weight_file,
+    refuse_overwriting(config, {**{f"--options-file ({f.name})": f for f in opened.source.files if Path(f).is_file()},
+                                "--options-file": config.options_file, "--weight-file": config.weight_file,
                                 "--train-file": config.train_file, "--val-file": config.val_file,
                                 "--test-file": config.test_file},
                        [out.published_lm, out.checkpoint("published_lm"), out.result("lm"), out.image("lm_loss"),
@@ -161,15 +173,26 @@ def check_files(config: FinetuneArgs) -> None:
                        agnews=config.train_file is None)
 
 
-def bilm_to_finetune(config: FinetuneArgs) -> PublishedBiLM:
-    """The biLM of ``--options-file`` and ``--weight-file``. Raises :class:`ElmoError` naming the flag and file."""
+def bilm_to_finetune(config: FinetuneArgs) -> OpenedBiLM:
+    """The biLM of ``--options-file`` (and ``--weight-file``), opened by
+    :func:`~elmo.model.serialization.open_bilm`: bilm-tf's pair, or any biLM of the published architecture.
+
+    Raises:
+        ElmoError: naming the flag and file: missing or invalid files; our biLM (``bilstm.pt``), which ``ELMO.py``
+            trains and this command does not.
+    """
     try:
-        return open_bilm(config.options_file, config.weight_file).bilm
+        opened = open_bilm(config.options_file, config.weight_file)
     except ElmoError as exc:
         message = str(exc)
         flags = [f for f, path in (("--options-file", config.options_file), ("--weight-file", config.weight_file))
                  if str(path) in message] or ["--options-file/--weight-file"]
         raise ElmoError(f"{flags[0]}: {message}") from None
+    if opened.bilm.bilm_tf_blockers():
+        raise ElmoError(f"--options-file {config.options_file}: {opened.where} is our biLM; finetune continues the "
+                        "training of the published architecture (bilm-tf's files, a published_lm.pt, a save_pretrained "
+                        "folder of it): train ours further with ELMO.py")
+    return opened
 
 
 def initial_softmax(model: PublishedBiLMWithSoftmax, loaded: PretrainData, config: FinetuneArgs) -> dict:
@@ -209,18 +232,19 @@ def finetune(config: FinetuneArgs) -> dict:
         ElmoError: a missing or invalid biLM file or text file (named with its flag), an output that is one of the
             inputs (:func:`check_files`), an output folder that cannot be written, bad flags.
     """
-    check_files(config)
-    text = config.pretrain_args()
+    opened = bilm_to_finetune(config)
+    check_files(config, opened)
+    text = config.pretrain_args(opened.bilm.config)
     run = start(config, kernel_cache_entries=32)
     stale = stale_classifiers(config, "published_lm", keep=[config.options_file, config.weight_file]) \
         if run.ctx.is_main else []
     say_stale(stale, run)
-    bilm = bilm_to_finetune(config)
+    bilm = opened.bilm
     loaded = load_data(text, run)
     train = loaded.data["train"]
     resolve_batch_size(config, loaded.train_documents, run.say)
     vocab = loaded.vocab
-    run.say(f"fine-tuning {config.weight_file} on {loaded.source}: {loaded.train_tokens:,} training tokens, vocabulary "
+    run.say(f"fine-tuning {opened.where} on {loaded.source}: {loaded.train_tokens:,} training tokens, vocabulary "
             f"{len(vocab):,} (" + ", ".join(f"OOV {k} {v:.2%}" for k, v in loaded.oov.items()) + f"), device "
             f"{run.device}, " + (f"{run.ctx.world_size} processes × " if run.ctx.enabled else "")
             + f"{run.threads} threads, {run.precision} training")

@@ -14,7 +14,9 @@ from support import make_rows, run_in_process, write_csv
 
 from elmo import ElmoEmbedder
 from elmo.cli import run
-from elmo.model.serialization import load_published_lm
+from elmo.data.vocab import SPECIALS, Vocabulary
+from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.serialization import load_published_lm, save_bilm
 
 #: a few steps: 380 training lines in batches of 32 (12 steps an epoch), 2 epochs, fp32 so the numbers are exact
 FLAGS = ["--threads", "1", "--precision", "fp32", "--quiet", "--epochs", "2", "--batch-size", "32",
@@ -65,10 +67,19 @@ def test_finetune_lowers_the_held_out_perplexity_and_exports_the_changed_bilm(tm
         assert np.abs(b - c).max() > 1e-3  # and fine-tuning changed every layer's vectors
         assert all(np.abs(b[k] - c[k]).max() > 1e-3 for k in range(3))
 
+    # any biLM of the published architecture, given alone: here the models folder the run above wrote
+    status = run_in_process("finetune", tmp_path / "again", tmp_path / "absent", "--options-file", str(tmp_path / "models"),
+                            "--train-file", str(train), "--text-column", "text", *FLAGS, "--epochs", "1")
+    assert status == 0
+    again = json.loads((tmp_path / "again" / "results" / "lm.json").read_text())
+    assert again["finetune"]["options_file"] == str(tmp_path / "models") and again["finetune"]["weight_file"] is None
+    assert again["val"]["forward_perplexity"] < again["before"]["val"]["forward_perplexity"]
+
 
 @pytest.mark.parametrize("argv, message", [
     ([], "--options-file OPTIONS.json --weight-file WEIGHTS.hdf5"),
-    (["--options-file", "OPTIONS"], "--options-file OPTIONS.json --weight-file WEIGHTS.hdf5"),
+    (["--options-file", "MISSING"], "--options-file: "),
+    (["--options-file", "OURS"], "is our biLM; finetune continues the training of the published architecture"),
     (["--options-file", "OPTIONS", "--weight-file", "MISSING"], "--weight-file: "),
     (["--options-file", "MISSING", "--weight-file", "WEIGHTS"], "--options-file: "),
     (["--options-file", "OPTIONS", "--weight-file", "WEIGHTS", "--train-file", "MISSING"], "missing.hdf5: file not found"),
@@ -84,7 +95,11 @@ def test_bad_flags_and_files_stop_with_status_2_and_a_message_naming_them(tmp_pa
     options, weights = biLM_files(tmp_path)
     train, _ = domain_text(tmp_path, rows=8)
     (tmp_path / "published" / "lm.json").write_text("{}")
-    paths = {"OPTIONS": str(options), "WEIGHTS": str(weights), "MISSING": str(tmp_path / "missing.hdf5"),
+    ours = tmp_path / "ours"
+    words = [*SPECIALS, "the"]
+    save_bilm(BiLM(BiLMConfig(vocab_size=len(words), embedding_dim=4, hidden_size=4, cutoffs=(2,))), Vocabulary(words),
+              ours / "bilstm.pt", {})
+    paths = {"OPTIONS": str(options), "WEIGHTS": str(weights), "MISSING": str(tmp_path / "missing.hdf5"), "OURS": str(ours),
              "TRAIN": str(train), "PUBLISHED": str(tmp_path / "published")}
     if "PUBLISHED" in argv:  # lm.json written over the training text
         paths["TRAIN"] = str(tmp_path / "published" / "lm.json")
