@@ -418,7 +418,7 @@ class AnyBiLM(Protocol):
     def word_vectors(self, words: Sequence[str]) -> torch.Tensor: ...
 
     def contextual(self, x: torch.Tensor, lengths: torch.Tensor, states: States | None = None, carry: bool = False,
-                   boundaries: bool = False) -> tuple[torch.Tensor, States | None]: ...
+                   boundaries: bool = False, token_layer: bool = True) -> tuple[torch.Tensor, States | None]: ...
 
     def layer_groups(self) -> list[list[nn.Parameter]]: ...
 
@@ -467,7 +467,7 @@ class BiLMLayers(nn.Module):
 
     def lstm_layers(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
         """Layers 1..L of :meth:`forward`, ``(L, B, T, D)`` (what :mod:`elmo.inference.layer_cache` stores)."""
-        return self.forward(ids, lengths, chars)[1:]
+        return self.contextual(self.token_vectors(self.tokens(ids, chars)), lengths, token_layer=False)[0]
 
     def token_layer(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
         """Layer 0 of :meth:`forward` without running the LSTMs: ``(B, T, D)``, zero at padding.
@@ -601,8 +601,8 @@ class BiLM(BiLMLayers, HubMixin):
             raise ElmoError("this word biLM has no vocabulary: open it with open_bilm or load_bilm, which return it")
         return self.token_vectors(torch.tensor(self.vocab.encode(words), dtype=torch.long, device=device))
 
-    def contextual(self, x: torch.Tensor, lengths: torch.Tensor, states: States | None = None,
-                   carry: bool = False, boundaries: bool = False) -> tuple[torch.Tensor, States | None]:
+    def contextual(self, x: torch.Tensor, lengths: torch.Tensor, states: States | None = None, carry: bool = False,
+                   boundaries: bool = False, token_layer: bool = True) -> tuple[torch.Tensor, States | None]:
         """ELMo layers from token vectors (:meth:`token_vectors`), as
         :meth:`~elmo.model.published.PublishedBiLM.contextual`: each direction reads ``<bos> x_1 .. x_n <eos>`` (the
         backward one reversed), its own boundary vectors (:meth:`LanguageModel.boundary_vectors`).
@@ -612,17 +612,18 @@ class BiLM(BiLMLayers, HubMixin):
             states: initial :data:`States`, ``None`` = zeros; carry: read every sentence to its end (``<eos>``
                 forward, ``<bos>`` backward) and return the final states (stateful use: ``lengths`` on the host);
             boundaries: keep the ``<bos>`` and ``<eos>`` positions, ``(L + 1, B, T + 2, D)``, row b's ``<bos>`` at 0,
-                its ``<eos>`` at ``n + 1`` (every sentence read to its end).
+                its ``<eos>`` at ``n + 1`` (every sentence read to its end); token_layer: ``False`` leaves layer 0 out.
 
         Returns:
-            ``(layers (L + 1, B, T, D) float32, final states or None)``, zero at padded positions; the same vectors as
-            :meth:`forward` (without ``carry``, to float rounding).
+            ``(layers (L + 1, B, T, D) float32, final states or None)``, zero at padded positions (``L`` layers without
+            ``token_layer``).
         """
         batch, longest, width = x.shape[0], x.shape[1], self.config.output_size
         lengths = lengths.to(x.device)
         sentence, to_end = lengths + 2, carry or boundaries
         first, span = (0, longest + 2) if boundaries else (1, longest)
-        layers = x.new_empty(self.num_layers, batch, span, 2 * width, dtype=torch.float32)
+        skip = 0 if token_layer else 1
+        layers = x.new_empty(self.num_layers - skip, batch, span, 2 * width, dtype=torch.float32)
         depth, finals = self.config.num_layers, []
         for d, lm in enumerate((self.forward_lm, self.backward_lm)):
             bounds = lm.boundary_vectors().to(x.dtype)
@@ -638,7 +639,7 @@ class BiLM(BiLMLayers, HubMixin):
             else:  # without to_end the last step (</S> forward, <S> backward) is not read
                 outputs = lm.read(lambda a, b, inputs=inputs: inputs[:, a:b], batch, longest + 1 + to_end,
                                   self.chunk_size, initial)[0]
-            for j, h in enumerate(outputs):
+            for j, h in enumerate(outputs[skip:]):
                 if to_end:
                     h = (h if d == 0 else reverse_padded(h, sentence))[:, first:first + span]
                 else:  # reading position k of the backward stack is token n - k

@@ -250,8 +250,8 @@ class PublishedBiLM(BiLMLayers, HubMixin):
         groups = [[*f.parameters(), *b.parameters()] for f, b in zip(self.forward_layers, self.backward_layers)]
         return [*reversed(groups), list(self.token_encoder.parameters())]
 
-    def contextual(self, x: torch.Tensor, lengths: torch.Tensor, states: States | None = None,
-                   carry: bool = False, boundaries: bool = False) -> tuple[torch.Tensor, States | None]:
+    def contextual(self, x: torch.Tensor, lengths: torch.Tensor, states: States | None = None, carry: bool = False,
+                   boundaries: bool = False, token_layer: bool = True) -> tuple[torch.Tensor, States | None]:
         """ELMo layers from token vectors: adds ``<S>`` / ``</S>``, runs both LSTM stacks, removes the boundaries
         (unless ``boundaries``).
 
@@ -266,10 +266,11 @@ class PublishedBiLM(BiLMLayers, HubMixin):
             boundaries: keep ``<S>`` and ``</S>`` in the layers, as AllenNLP's ``_ElmoBiLm`` returns them (every
                 sentence read to its end, as with ``carry``): ``(L + 1, B, T + 2, D)``, row b's ``<S>`` at 0, its
                 tokens at ``1..n``, its ``</S>`` at ``n + 1``.
+            token_layer: ``False`` leaves layer 0 out.
 
         Returns:
-            ``(layers (L + 1, B, T, D), final states or None)`` (``T + 2`` positions with ``boundaries``); layers zero
-            at padded positions.
+            ``(layers (L + 1, B, T, D), final states or None)`` (``T + 2`` positions with ``boundaries``, ``L`` layers
+            without ``token_layer``); layers zero at padded positions.
 
         Raises:
             ElmoError: :attr:`chunk_size` < 1.
@@ -284,9 +285,11 @@ class PublishedBiLM(BiLMLayers, HubMixin):
             _reading_plan(sentence if to_end else sentence - 1)
         depth, width = self.config.num_layers, x.shape[-1]
         first, span = (0, longest + 2) if boundaries else (1, longest)  # the positions of full kept
-        layers = x.new_empty(depth + 1, batch, span, 2 * width, dtype=torch.float32)  # filled as computed
-        layers[0, ..., :width] = full if boundaries else x
-        layers[0, ..., width:] = full if boundaries else x
+        skip = 0 if token_layer else 1
+        layers = x.new_empty(depth + 1 - skip, batch, span, 2 * width, dtype=torch.float32)  # filled as computed
+        if token_layer:
+            layers[0, ..., :width] = full if boundaries else x
+            layers[0, ..., width:] = full if boundaries else x
         finals: States = []
         for d, stack in enumerate((self.forward_layers, self.backward_layers)):
             inputs = full if d == 0 else reverse_padded(full, sentence)
@@ -296,7 +299,7 @@ class PublishedBiLM(BiLMLayers, HubMixin):
             for j in range(1, depth + 1):  # each layer written into its half and dropped: no second copy of them all
                 h = hs.pop(0).transpose(0, 1)[restore]
                 h = h if d == 0 else reverse_padded(h, sentence)
-                layers[j, ..., d * width:(d + 1) * width] = h[:, first:first + span]
+                layers[j - skip, ..., d * width:(d + 1) * width] = h[:, first:first + span]
             finals += [(h[restore], c[restore]) for h, c in ends]
         kept = length_mask(sentence, span) if boundaries else length_mask(lengths, longest)
         return layers.mul_(kept.unsqueeze(-1).float()), finals if carry else None
