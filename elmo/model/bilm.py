@@ -247,10 +247,10 @@ class LanguageModel(CachedWeights):
             ElmoError: ``chunk_size`` < 1.
         """
         tokens = input_chars if self.config.token_encoder == "char" else inputs
-        return self.read(lambda a, b: self.embedding(tokens[:, a:b]), *inputs.shape, chunk_size)[0]
+        return self.read(lambda a, b: self.embedding(tokens[:, a:b]), *inputs.shape, chunk_size)
 
     def read(self, vectors: Callable[[int, int], torch.Tensor], batch: int, steps: int, chunk_size: int | None = None,
-             initial: States | None = None) -> tuple[list[torch.Tensor], States]:
+             initial: States | None = None) -> list[torch.Tensor]:
         """The LSTM layers over token vectors in reading order, at most ``chunk_size`` positions at a time.
 
         Args:
@@ -259,7 +259,8 @@ class LanguageModel(CachedWeights):
                 c (B, hidden_size))``, ``None`` = zeros.
 
         Returns:
-            ``([x, h_1, .., h_L]`` as :meth:`states`, each layer's ``(h, c)`` after position ``S - 1``).
+            ``[x, h_1, .., h_L]`` as :meth:`states` (stateful reading, with each row's final states:
+            :meth:`read_to_ends`).
         """
         spans = step_chunks([batch] * steps, chunk_size)
         outputs: list[torch.Tensor] = []
@@ -278,10 +279,10 @@ class LanguageModel(CachedWeights):
                 outputs = [p.new_empty(batch, steps, p.shape[-1]) for p in pieces]
             for out, piece in zip(outputs, pieces):
                 out[:, first:last] = piece
-        return outputs, [(h[0], c[0]) for h, c in carried]
+        return outputs
 
     def read_to_ends(self, x: torch.Tensor, lengths: torch.Tensor,
-                     initial: States | None = None) -> tuple[list[torch.Tensor], States]:
+                     initial: States | None = None) -> list[torch.Tensor]:
         """:meth:`read` of ``x (B, S, E)`` whose row b reads its first ``lengths[b]`` positions (a CPU ``(B,)``
         tensor), each row's final states taken after its own last position (stateful use): the packed sequence of
         ``nn.LSTM``. Outputs zero past a row's end."""
@@ -638,7 +639,7 @@ class BiLM(BiLMLayers, HubMixin):
                 finals += ends
             else:  # without to_end the last step (</S> forward, <S> backward) is not read
                 outputs = lm.read(lambda a, b, inputs=inputs: inputs[:, a:b], batch, longest + 1 + to_end,
-                                  self.chunk_size, initial)[0]
+                                  self.chunk_size, initial)
             for j, h in enumerate(outputs[skip:]):
                 if to_end:
                     h = (h if d == 0 else reverse_padded(h, sentence))[:, first:first + span]
