@@ -162,6 +162,17 @@ def length_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
     return torch.arange(max_len, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
 
 
+def with_boundaries(x: torch.Tensor, lengths: torch.Tensor, bounds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``<bos> x_1 .. x_n <eos>`` of right-padded token vectors ``x (B, T, W)``, ``bounds (2, W)`` the boundaries'
+    vectors: ``(B, T + 2, W)`` float32, zero past ``<eos>``, and the lengths ``n + 2`` (both biLMs' ``contextual``)."""
+    batch, longest, width = x.shape
+    mask = length_mask(lengths, longest).unsqueeze(-1)
+    end = torch.zeros(batch, 1, width, device=x.device)
+    full = torch.cat([bounds[0].float().expand(batch, 1, -1), x.float() * mask, end], dim=1)
+    full[torch.arange(batch, device=x.device), lengths + 1] = bounds[1].float()
+    return full, lengths + 2
+
+
 class LanguageModel(CachedWeights):
     """One direction of the biLM: token encoder → L unidirectional LSTM layers → adaptive softmax.
 
@@ -627,11 +638,7 @@ class BiLM(BiLMLayers, HubMixin):
         layers = x.new_empty(self.num_layers - skip, batch, span, 2 * width, dtype=torch.float32)
         depth, finals = self.config.num_layers, []
         for d, lm in enumerate((self.forward_lm, self.backward_lm)):
-            bounds = lm.boundary_vectors().to(x.dtype)
-            # <bos> x_1 .. x_n <eos>; padding past <eos> is never read before a real position, nor kept
-            full = torch.cat([bounds[0].expand(batch, 1, -1), x[..., d * width:(d + 1) * width],
-                              x.new_zeros(batch, 1, width)], 1)
-            full[torch.arange(batch, device=x.device), lengths + 1] = bounds[1]
+            full = with_boundaries(x[..., d * width:(d + 1) * width], lengths, lm.boundary_vectors())[0]
             inputs = full if d == 0 else reverse_padded(full, sentence)
             initial = None if states is None else states[d * depth:(d + 1) * depth]
             if carry:

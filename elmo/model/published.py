@@ -34,7 +34,7 @@ from torch import nn
 
 from ..data.chars import TF_BOS, TF_EOS, TF_MAX_CHARS, TF_NUM_CHARS, bilm_tf_char_table
 from ..errors import ElmoError
-from .bilm import BiLMLayers, States, length_mask, reverse_padded
+from .bilm import BiLMLayers, States, length_mask, reverse_padded, with_boundaries
 from .char_cnn import ACTIVATIONS, CharEncoder
 from .hub import HubMixin
 from .lstm import ProjectedLSTM
@@ -349,14 +349,8 @@ class PublishedBiLM(BiLMLayers, HubMixin):
 
     def _with_boundaries(self, x: torch.Tensor, lengths: torch.Tensor,
                          plan: WordPlan | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """``<S> x_1 .. x_n </S>``, right-padded ``(B, T + 2, P)`` float32, and the lengths ``n + 2``."""
-        batch, longest, width = x.shape
-        bounds = self.token_vectors(self.boundary_chars.to(x.device), plan)
-        mask = length_mask(lengths, longest).unsqueeze(-1)
-        end = torch.zeros(batch, 1, width, device=x.device)
-        full = torch.cat([bounds[0].expand(batch, 1, -1), x.float() * mask, end], dim=1)
-        full[torch.arange(batch, device=x.device), lengths + 1] = bounds[1]
-        return full, lengths + 2
+        """:func:`~elmo.model.bilm.with_boundaries` with the ``<S>``, ``</S>`` spellings through the token layer."""
+        return with_boundaries(x, lengths, self.token_vectors(self.boundary_chars.to(x.device), plan))
 
     def _stack(self, layers: nn.ModuleList, x: torch.Tensor, active: list[int], states: States | None,
                dropout: Callable[[torch.Tensor], torch.Tensor] | None = None) -> tuple[list[torch.Tensor], States]:
