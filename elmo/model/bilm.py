@@ -31,8 +31,9 @@ from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax, cluster_counts
 from .char_cnn import DEFAULT_FILTERS, WORDS_PER_PASS, CharEncoder
 from .dropout import FastDropout
 from .hub import HubMixin
-from .lstm import AutocastLSTM, CachedWeights, autocast_dtype, cached, step_chunks
-from .plan import HostPlan
+from .lstm import AutocastLSTM, CachedWeights, ProjectedLSTM, autocast_dtype, cached, step_chunks
+from .plan import HostPlan, device_reading_plan, predicted_positions
+from .sampled_softmax import BILM_TF_SAMPLES, SampledSoftmax
 
 #: the default ``chunk_size`` of both biLMs (:class:`BiLM`, :class:`elmo.model.published.PublishedBiLM`): a sentence
 #: longer than this many tokens is computed in chunks of at most this many positions (:func:`step_chunks`)
@@ -42,6 +43,24 @@ DIRECTIONS = ("forward", "backward")
 #: ``c (B, cells)`` float32, row b = batch row b (stateful use: :meth:`BiLM.contextual` with ``carry=True``)
 States = list[tuple[torch.Tensor, torch.Tensor]]
 TOKEN_ENCODERS = ("word", "char")
+#: the training softmaxes (``pretrain --softmax``): adaptive (:class:`~elmo.model.adaptive_softmax.AdaptiveSoftmax`)
+#: or sampled (:class:`~elmo.model.sampled_softmax.SampledSoftmax`, bilm-tf's)
+SOFTMAXES = ("adaptive", "sampled")
+
+
+def check_head(owner: str, softmax: str, samples: int, dropout: float) -> None:
+    """A training head's values (``softmax``, ``samples``, ``dropout`` of ``owner``, a config class name). Raises
+    ElmoError naming ``owner.field`` (``samples`` as ``softmax_samples``, its flag's name)."""
+    if softmax not in SOFTMAXES:
+        raise ElmoError(f"{owner}.softmax must be one of {', '.join(SOFTMAXES)}, got {softmax!r}", field=f"{owner}.softmax")
+    if samples < 1:
+        raise ElmoError(f"{owner}.softmax_samples must be >= 1, got {samples}", field=f"{owner}.softmax_samples")
+    if not 0.0 <= dropout < 1.0:
+        raise ElmoError(f"{owner}.dropout must be in [0, 1), got {dropout}", field=f"{owner}.dropout")
+
+
+#: the :class:`BiLMConfig` fields added since its files were first written, with their defaults (:meth:`BiLMConfig.saved`)
+ADDED_FIELDS = {"softmax": "adaptive", "samples": BILM_TF_SAMPLES, "cell_clip": None, "proj_clip": None}
 
 
 @dataclass
@@ -55,8 +74,14 @@ class BiLMConfig:
         hidden_size: LSTM cell width per direction.
         num_layers: LSTM layers L per direction (the paper and the AG News task's setting use 2).
         dropout: dropout on embeddings, between layers and before the softmax (training only).
+        softmax: the training softmax, ``"adaptive"`` or ``"sampled"`` (:data:`SOFTMAXES`); both give exact held-out
+            perplexities.
         cutoffs: adaptive-softmax cluster boundaries (word ids), clipped to the vocabulary.
         div_value: adaptive-softmax factor by which each tail cluster's projection shrinks.
+        samples: sampled softmax: candidates per batch (clipped to the vocabulary).
+        cell_clip, proj_clip: ``None`` (both): the LSTMs are ``nn.LSTM`` (:class:`~elmo.model.lstm.AutocastLSTM`, the
+            fused kernel); otherwise bilm-tf's clipped cell (:class:`~elmo.model.lstm.ProjectedLSTM`, a per-step loop,
+            bilm-tf's initialisation), its cell and output clipped to these bounds.
         token_encoder: ``"word"`` (embedding table) or ``"char"`` (:class:`~elmo.model.char_cnn.CharEncoder`, §3.1).
         char_dim, char_filters, num_highway, max_chars: the character CNN's sizes (char only).
         residual: add a residual connection around every LSTM layer but the first (§3.1).
@@ -78,6 +103,10 @@ class BiLMConfig:
     max_chars: int = 20
     residual: bool = False
     proj_size: int = 0
+    softmax: str = "adaptive"
+    samples: int = BILM_TF_SAMPLES
+    cell_clip: float | None = None
+    proj_clip: float | None = None
 
     def __post_init__(self):
         self.cutoffs = tuple(int(c) for c in self.cutoffs)
@@ -89,6 +118,11 @@ class BiLMConfig:
         if self.token_encoder not in TOKEN_ENCODERS:
             raise ElmoError(f"BiLMConfig.token_encoder must be one of {TOKEN_ENCODERS}, got {self.token_encoder!r}",
                             field="BiLMConfig.token_encoder")
+        check_head("BiLMConfig", self.softmax, self.samples, self.dropout)
+        for name in ("cell_clip", "proj_clip"):
+            if getattr(self, name) is not None and not getattr(self, name) > 0:
+                raise ElmoError(f"BiLMConfig.{name} must be positive or None (no clipping), got {getattr(self, name)}",
+                                field=f"BiLMConfig.{name}")
         if not 0 <= self.proj_size < self.hidden_size:
             raise ElmoError(f"BiLMConfig.proj_size must be 0 (none) or smaller than BiLMConfig.hidden_size "
                             f"({self.hidden_size}), got {self.proj_size}", field="BiLMConfig.proj_size")
@@ -97,8 +131,6 @@ class BiLMConfig:
                 f"BiLMConfig.embedding_dim ({self.embedding_dim}) must equal the LSTM output width "
                 f"({self.output_size}: BiLMConfig.proj_size if set, else BiLMConfig.hidden_size) so that layer 0 "
                 "has the width of the LSTM layers", field="BiLMConfig.embedding_dim")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ElmoError(f"BiLMConfig.dropout must be in [0, 1), got {self.dropout}", field="BiLMConfig.dropout")
         if self.token_encoder == "char" and self.char_filters and max(w for w, _ in self.char_filters) > self.max_chars:
             raise ElmoError(f"BiLMConfig.char_filters: the widest filter ({max(w for w, _ in self.char_filters)}) "
                             f"exceeds BiLMConfig.max_chars ({self.max_chars})", field="BiLMConfig.max_chars")
@@ -107,6 +139,17 @@ class BiLMConfig:
     def output_size(self) -> int:
         """Width of each LSTM layer's output per direction: ``proj_size`` if set, else ``hidden_size``."""
         return self.proj_size or self.hidden_size
+
+    def saved(self) -> dict[str, Any]:
+        """The config as files record it (``bilstm.pt``, ``forward.pt``, ``config.json``) and as a classifier's
+        fingerprint hashes it: ``asdict`` without the fields of :data:`ADDED_FIELDS` at their defaults, so that the
+        files and fingerprints of the biLMs that could be made before those fields existed stay what they were."""
+        return {k: v for k, v in asdict(self).items() if k not in ADDED_FIELDS or v != ADDED_FIELDS[k]}
+
+    @property
+    def clipped(self) -> bool:
+        """Whether the LSTMs are bilm-tf's clipped cell (a clip set), else ``nn.LSTM``."""
+        return self.cell_clip is not None or self.proj_clip is not None
 
     @property
     def chars_per_token(self) -> int | None:
@@ -201,11 +244,15 @@ class LanguageModel(CachedWeights):
         else:
             self.embedding = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=PAD_ID)
         sizes = [config.embedding_dim] + [config.output_size] * config.num_layers
-        # One nn.LSTM per layer (each a fused kernel) so every layer's states are exposed.
-        self.layers = nn.ModuleList(AutocastLSTM(i, config.hidden_size, batch_first=True, proj_size=config.proj_size)
-                                    for i in sizes[:-1])
+        # One LSTM per layer (nn.LSTM: each a fused kernel) so every layer's states are exposed.
+        self.layers = nn.ModuleList(
+            ProjectedLSTM(i, config.hidden_size, config.output_size, config.cell_clip, config.proj_clip).initialize()
+            if config.clipped else AutocastLSTM(i, config.hidden_size, batch_first=True, proj_size=config.proj_size)
+            for i in sizes[:-1])
         self.dropout = FastDropout(config.dropout)
-        self.softmax = AdaptiveSoftmax(config.output_size, config.vocab_size, config.cutoffs, config.div_value)
+        self.softmax = SampledSoftmax(config.output_size, config.vocab_size, config.samples) \
+            if config.softmax == "sampled" else \
+            AdaptiveSoftmax(config.output_size, config.vocab_size, config.cutoffs, config.div_value)
 
     def reading_order(self, ids: torch.Tensor, lengths: torch.Tensor,
                       chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -280,7 +327,7 @@ class LanguageModel(CachedWeights):
             x = vectors(first, last)
             pieces = [x]
             for j, lstm in enumerate(self.layers):
-                h, carried[j] = lstm(self.dropout(x), carried[j])
+                h, carried[j] = (lstm.batch_first if self.config.clipped else lstm)(self.dropout(x), carried[j])
                 x = h + x if self.config.residual and j > 0 else h
                 pieces.append(x)
             if len(spans) == 1:
@@ -298,6 +345,16 @@ class LanguageModel(CachedWeights):
         tensor), each row's final states taken after its own last position (stateful use): the packed sequence of
         ``nn.LSTM``. Outputs zero past a row's end."""
         steps = x.shape[1]
+        if self.config.clipped:  # the rows sorted longest first, each step running the rows not yet ended
+            order, restore, active = device_reading_plan(lengths.numpy().astype("int64"), x.device)
+            outputs, finals, h = [x], [], x[order].transpose(0, 1)
+            for j, lstm in enumerate(self.layers):
+                state = None if initial is None else (initial[j][0][order].float(), initial[j][1][order].float())
+                out, (last, cell) = lstm(h, active, state)
+                h = out + h if self.config.residual and j > 0 else out
+                outputs.append(h.transpose(0, 1)[restore])
+                finals.append((last[restore], cell[restore]))
+            return outputs, finals
         packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
         outputs, finals = [x], []
         for j, lstm in enumerate(self.layers):
@@ -340,6 +397,11 @@ class LanguageModel(CachedWeights):
         """
         inputs, targets, input_chars = self.reading_order(ids, lengths, chars)
         top = self.dropout(self.states(inputs, input_chars)[-1])
+        if self.config.softmax == "sampled":
+            targets = targets.flatten()
+            kept = (targets != IGNORE_INDEX).nonzero()[:, 0] if plan is None else plan.kept
+            loss = self.softmax(top.flatten(0, 1).index_select(0, kept), targets.index_select(0, kept))
+            return loss, int((lengths + 1).sum()) if plan is None else plan.units
         counts = None if plan is None else plan.cluster_counts[DIRECTIONS.index(self.direction)]
         loss, n = self.softmax.loss(top.flatten(0, 1), targets.flatten(), counts)
         return loss, n if plan is None else plan.units
@@ -360,6 +422,9 @@ class LanguageModel(CachedWeights):
         if missing:
             raise ElmoError(f"LanguageModel.host_plan: the batch's host copy has no {', '.join(missing)}")
         ids, lengths = host["ids"], host["lengths"]
+        if self.config.softmax == "sampled":
+            return HostPlan(int((lengths.numpy() + 1).sum()), None,
+                            kept=predicted_positions(lengths, ids.shape[1]).to(self.softmax.weight.device))
         last = EOS_ID if self.direction == "forward" else BOS_ID
         return HostPlan(int((lengths.numpy() + 1).sum()),
                         {DIRECTIONS.index(self.direction): cluster_counts(ids, lengths, last, self.softmax.cutoffs)})
@@ -511,7 +576,7 @@ class BiLM(BiLMLayers, HubMixin):
 
     def hub_config(self) -> dict:
         """``{"config": BiLMConfig as a dict}`` (:class:`~elmo.model.hub.HubMixin`)."""
-        return {"config": asdict(self.config)}
+        return {"config": self.config.saved()}
 
     @classmethod
     def from_hub_config(cls, config: dict, vocab: Vocabulary | None) -> "BiLM":

@@ -376,7 +376,7 @@ LATER_BILM_FIELDS = ("token_encoder", "char_dim", "char_filters", "num_highway",
 def bilm_fingerprint(bilm: AnyBiLM, vocab: Vocabulary) -> str:
     """A short hash of the biLM's config and vocabulary (for a published biLM: its config, which includes a
     digest of its weights, and the task vocabulary); a classifier only loads onto the same."""
-    config, default = asdict(bilm.config), asdict(BiLMConfig(vocab_size=1))
+    config, default = bilm.config.saved(), asdict(BiLMConfig(vocab_size=1))
     kept = {k: v for k, v in config.items() if k not in LATER_BILM_FIELDS or v != default[k]}
     text = repr(sorted(kept.items())) + "\n" + "\n".join(vocab.itos)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

@@ -17,6 +17,7 @@ its kernel computed in (:attr:`AutocastLSTM.compute_dtype`, read from the tensor
 from __future__ import annotations
 
 import contextlib
+import math
 import warnings
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -261,6 +262,31 @@ class ProjectedLSTM(CachedWeights):
         self.bias = nn.Parameter(torch.empty(4 * hidden_size))
         self.projection = nn.Parameter(torch.empty(projection_dim, hidden_size)) if projection_dim < hidden_size else None
         self.register_buffer("tf_bias", None, persistent=False)  # TF's B as loaded (see the class docstring)
+
+    def initialize(self, generator: torch.Generator | None = None) -> "ProjectedLSTM":
+        """bilm-tf's initial weights (TF's default initialiser), drawn from ``generator`` (``None``: the global one):
+        Glorot-uniform over TF's ``W_0 (I + P, 4H)`` and ``W_P_0 (H, P)``, the bias 0 plus TF's forget-gate bias 1.0.
+        Returns the layer."""
+        def uniform(p: torch.Tensor, bound: float) -> None:
+            p.copy_(torch.rand(p.shape, generator=generator) * 2 * bound - bound)
+
+        cells, inputs = self.hidden_size, self.input_weight.shape[1] + self.recurrent_weight.shape[1]
+        with torch.no_grad():
+            for p in (self.input_weight, self.recurrent_weight):
+                uniform(p, math.sqrt(6.0 / (inputs + 4 * cells)))
+            if self.projection is not None:
+                uniform(self.projection, math.sqrt(6.0 / (cells + self.output_size)))
+            self.bias.zero_()
+            self.bias[cells:2 * cells].fill_(1.0)  # our gate order (i, f, o, j): TF's forget bias
+        return self
+
+    def batch_first(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None = None
+                    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """:meth:`forward` in :class:`AutocastLSTM`'s call shape, every row running every step: ``x (B, S, I)``,
+        ``state`` ``(h (1, B, P), c (1, B, H))`` or ``None`` → ``(output (B, S, P), (h (1, B, P), c (1, B, H)))``."""
+        out, (h, c) = self(x.transpose(0, 1), [x.shape[0]] * x.shape[1],
+                           None if state is None else (state[0][0].float(), state[1][0].float()))
+        return out.transpose(0, 1), (h[None], c[None])
 
     def weights(self, dtype: torch.dtype, rows: int = 64) -> list[torch.Tensor | None]:
         """``[input_weight, recurrent_weight, projection]`` in ``dtype``: cast once and cached while the parameters

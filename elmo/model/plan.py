@@ -54,7 +54,8 @@ class WordPlan:
 @dataclass
 class HostPlan:
     """One batch's plan; tensors on the host until :meth:`to` moves them. Our biLM's plan
-    (:meth:`~elmo.model.bilm.LanguageModel.host_plan`) has ``units`` and ``cluster_counts`` only; the published
+    (:meth:`~elmo.model.bilm.LanguageModel.host_plan`) has ``units`` and ``cluster_counts`` (adaptive softmax) or ``kept``
+    (sampled); the published
     architecture's (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`, :func:`host_plan`) has every field.
 
     Attributes:
@@ -137,6 +138,14 @@ def word_plan(chars: np.ndarray, per_pass: int, max_width: int) -> WordPlan:
     return WordPlan(torch.from_numpy(distinct[order]), passes, torch.from_numpy(gather))
 
 
+def predicted_positions(lengths: torch.Tensor, longest: int) -> torch.Tensor:
+    """``(sum(lengths + 1),)`` int64 on the host: the positions each direction predicts, ``n + 1`` per row, as flat
+    row-major indices into ``(B, longest + 1)`` (:attr:`HostPlan.kept`). ``lengths``: ``(B,)`` on the CPU."""
+    n = lengths.numpy().astype(np.int64)
+    steps = np.arange(longest + 1)[None, :]
+    return torch.from_numpy((np.arange(len(n))[:, None] * (longest + 1) + steps)[steps < (n + 1)[:, None]])
+
+
 def host_plan(ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor, boundary_chars: torch.Tensor,
               per_pass: int, max_width: int, cutoffs: tuple[int, ...] | None) -> HostPlan:
     """The :class:`HostPlan` of a batch from its host tensors.
@@ -153,12 +162,9 @@ def host_plan(ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor, bou
     if any(t.device.type != "cpu" for t in (ids, lengths, chars, boundary_chars)):
         raise ElmoError("host_plan takes the batch's CPU tensors (the trainer's host copies)")
     n = lengths.numpy().astype(np.int64)
-    batch, longest = ids.shape
     order, restore, active = reading_plan(n + 1)
-    kept = (np.arange(batch)[:, None] * (longest + 1) + np.arange(longest + 1)[None, :])[
-        np.arange(longest + 1)[None, :] < (n + 1)[:, None]]
     counts = None if cutoffs is None else {d: cluster_counts(ids, lengths, last, cutoffs)
                                            for d, last in ((0, EOS_ID), (1, BOS_ID))}
     return HostPlan(int((n + 1).sum()), counts, torch.from_numpy(order), torch.from_numpy(restore), active,
-                    torch.from_numpy(kept), word_plan(chars.reshape(-1, chars.shape[-1]).numpy(), per_pass, max_width),
+                    predicted_positions(lengths, ids.shape[1]), word_plan(chars.reshape(-1, chars.shape[-1]).numpy(), per_pass, max_width),
                     word_plan(boundary_chars.numpy(), per_pass, max_width))

@@ -103,6 +103,10 @@ class PublishedBiLMConfig:
             elif value is not None and not value > 0:
                 raise ElmoError(f"lstm.{name} must be positive, 0 or null (no clipping), got {value}")
 
+    def saved(self) -> dict:
+        """The config as a classifier's fingerprint hashes it: ``asdict`` (:meth:`elmo.model.bilm.BiLMConfig.saved`)."""
+        return asdict(self)
+
     @property
     def output_size(self) -> int:
         """Width of the token vectors and of each LSTM layer's output per direction (``projection_dim``)."""

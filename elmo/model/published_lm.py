@@ -4,7 +4,7 @@ over the training vocabulary (``python -m elmo pretrain --architecture``).
 Source: Peters et al. (2018) §3.1 and bilm-tf's ``bilm/training.py``: the forward LM reads ``<S> t_1 .. t_n`` and
 predicts ``t_1 .. t_n </S>``, the backward LM the reverse; both read the one token layer and share **one softmax**
 (``sampled``, :class:`~elmo.model.sampled_softmax.SampledSoftmax`, or ``adaptive``,
-:class:`elmo.model.adaptive_softmax.AdaptiveSoftmax`: :data:`SOFTMAXES`); the loss is the mean of the two directions' (bilm-tf's
+:class:`elmo.model.adaptive_softmax.AdaptiveSoftmax`: :data:`~elmo.model.bilm.SOFTMAXES`); the loss is the mean of the two directions' (bilm-tf's
 ``0.5 * (loss_fwd + loss_bwd)``), and held-out perplexities are exact. Unlike bilm-tf, sentences are read one at a
 time from zero LSTM states, as :meth:`~elmo.model.published.PublishedBiLM.forward` reads them. Word ids are
 :class:`~elmo.data.vocab.Vocabulary` ids (``<bos>`` ↔ ``<S>``, ``<eos>`` ↔ ``</S>``, ``<unk>`` ↔ ``<UNK>``); the
@@ -13,7 +13,6 @@ softmax is saved only in the model file (:func:`elmo.model.serialization.save_pu
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -23,14 +22,12 @@ from torch import nn
 from ..data.vocab import BOS_ID, EOS_ID, PAD_ID
 from ..errors import ElmoError
 from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax
-from .bilm import length_mask, reverse_padded
+from .bilm import check_head, length_mask, reverse_padded
 from .dropout import FastDropout
 from .plan import HostPlan, host_plan
 from .published import PublishedBiLM, PublishedBiLMConfig
 from .sampled_softmax import BILM_TF_SAMPLES, SampledSoftmax
 
-#: the training softmaxes ``--softmax`` chooses from
-SOFTMAXES = ("adaptive", "sampled")
 #: ``--softmax``'s default: the one that reached a given held-out perplexity sooner on the CPU
 #: (lab/experiments.md, ``softmax_choice``)
 DEFAULT_SOFTMAX = "adaptive"
@@ -44,7 +41,7 @@ class PublishedSoftmaxConfig:
 
     Attributes:
         vocab_size: V, the softmax's classes (the :class:`~elmo.data.vocab.Vocabulary` with its 4 specials).
-        softmax: ``"sampled"`` or ``"adaptive"`` (:data:`SOFTMAXES`).
+        softmax: ``"sampled"`` or ``"adaptive"`` (:data:`~elmo.model.bilm.SOFTMAXES`).
         samples: sampled softmax: candidates per batch and direction (clipped to V).
         cutoffs, div_value: adaptive softmax: cluster boundaries (word ids) and tail shrink factor.
         dropout: on every LSTM layer's input and before the softmax, training only (bilm-tf: 0.1).
@@ -65,15 +62,7 @@ class PublishedSoftmaxConfig:
         if self.vocab_size < 5:
             raise ElmoError(f"PublishedSoftmaxConfig.vocab_size must be >= 5 (4 specials and a word), got {self.vocab_size}",
                             field="PublishedSoftmaxConfig.vocab_size")
-        if self.softmax not in SOFTMAXES:
-            raise ElmoError(f"PublishedSoftmaxConfig.softmax must be one of {', '.join(SOFTMAXES)}, got {self.softmax!r}",
-                            field="PublishedSoftmaxConfig.softmax")
-        if self.samples < 1:
-            raise ElmoError(f"PublishedSoftmaxConfig.softmax_samples must be >= 1, got {self.samples}",
-                            field="PublishedSoftmaxConfig.softmax_samples")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ElmoError(f"PublishedSoftmaxConfig.dropout must be in [0, 1), got {self.dropout}",
-                            field="PublishedSoftmaxConfig.dropout")
+        check_head("PublishedSoftmaxConfig", self.softmax, self.samples, self.dropout)
 
 
 def bilm_tf_initialization(bilm: PublishedBiLM, generator: torch.Generator) -> PublishedBiLM:
@@ -104,14 +93,8 @@ def bilm_tf_initialization(bilm: PublishedBiLM, generator: torch.Generator) -> P
         if encoder.projection is not None:
             normal(encoder.projection.weight, width ** -0.5)
             encoder.projection.bias.zero_()
-        for lstm in (*bilm.forward_layers, *bilm.backward_layers):
-            cells, inputs = lstm.hidden_size, lstm.input_weight.shape[1] + lstm.recurrent_weight.shape[1]
-            for p in (lstm.input_weight, lstm.recurrent_weight):
-                uniform(p, math.sqrt(6.0 / (inputs + 4 * cells)))
-            if lstm.projection is not None:
-                uniform(lstm.projection, math.sqrt(6.0 / (cells + lstm.output_size)))
-            lstm.bias.zero_()
-            lstm.bias[cells:2 * cells].fill_(1.0)  # our gate order (i, f, o, j): TF's forget bias
+    for lstm in (*bilm.forward_layers, *bilm.backward_layers):
+        lstm.initialize(generator)
     return bilm
 
 

@@ -26,13 +26,13 @@ from .published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 
 def lm_checkpoint(lm: LanguageModel, vocab: Vocabulary, meta: dict[str, Any]) -> dict[str, Any]:
     """The ``forward.pt`` / ``backward.pt`` payload of one direction."""
-    return payload("lm", direction=lm.direction, config=asdict(lm.config), vocab=list(vocab.itos),
+    return payload("lm", direction=lm.direction, config=lm.config.saved(), vocab=list(vocab.itos),
                    state_dict=lm.state_dict(), meta=meta)
 
 
 def save_bilm(bilm: BiLM, vocab: Vocabulary, path: str | os.PathLike, meta: dict[str, Any]) -> None:
     """Write ``bilstm.pt``: both directions, the vocabulary and the config, atomically."""
-    save_checkpoint(payload("bilm", config=asdict(bilm.config), vocab=list(vocab.itos),
+    save_checkpoint(payload("bilm", config=bilm.config.saved(), vocab=list(vocab.itos),
                             forward=bilm.forward_lm.state_dict(), backward=bilm.backward_lm.state_dict(),
                             meta=meta), path)
 

@@ -22,6 +22,7 @@ import torch
 from ..artifacts import environment_info
 from ..data.corpus import encode_corpus
 from ..errors import ElmoError
+from ..model.bilm import SOFTMAXES
 from ..model.published import PublishedBiLMConfig
 from ..model.published_finetune import (
     SOFTMAX_INITS,
@@ -30,7 +31,7 @@ from ..model.published_finetune import (
     target_counts,
 )
 from ..model.published_io import options_of
-from ..model.published_lm import DIRECTION_NAMES, SOFTMAXES, PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
+from ..model.published_lm import DIRECTION_NAMES, PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 from ..model.serialization import OpenedBiLM, open_bilm, save_published_lm
 from ..runtime import distributed
 from ..training.evaluation import perplexity

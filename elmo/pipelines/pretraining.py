@@ -29,7 +29,7 @@ from ..data.stream import StreamedCorpus, TextSource
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..model import hub
-from ..model.bilm import TOKEN_ENCODERS, BiLM, BiLMConfig, LanguageModel
+from ..model.bilm import SOFTMAXES, TOKEN_ENCODERS, BiLM, BiLMConfig, LanguageModel
 from ..model.char_cnn import DEFAULT_FILTERS
 from ..model.classifier import recorded_source
 from ..model.plan import step_loss
@@ -38,7 +38,6 @@ from ..model.published_io import options_of, read_options
 from ..model.published_lm import (
     DEFAULT_SOFTMAX,
     DIRECTION_NAMES,
-    SOFTMAXES,
     PublishedBiLMWithSoftmax,
     PublishedDirection,
     PublishedSoftmaxConfig,
@@ -75,38 +74,68 @@ AUTO_INIT_MAX_COSINE = 0.9
 LSTM_CELLS = ("clipped", "fused")
 #: ``--concurrent-directions``: auto (side by side on the CPU with two or more threads), on, off (one after the other)
 CONCURRENT_DIRECTIONS = ("auto", "on", "off")
+#: our biLM, the preset without ``--architecture``: what each size flag left out means (``--embedding-dim``: the LSTM
+#: output width, ``--proj-size`` if set, else ``--hidden-size``)
+OUR_PRESET = {"hidden_size": 256, "num_layers": 2, "token_encoder": "word", "char_dim": 16,
+              "char_filters": tuple(f"{w}:{n}" for w, n in DEFAULT_FILTERS), "num_highway": 1, "max_chars": 20,
+              "residual": True, "proj_size": 0, "lstm": "fused"}
+#: ``--lstm clipped`` on our biLM: its cells and outputs clipped to this (bilm-tf's ``cell_clip`` and ``proj_clip``)
+OUR_CLIP = PUBLISHED_ARCHITECTURES["elmo-original"][1].cell_clip
+#: the size flags a published preset (``--architecture``) takes, by the field of its config each sets (``--proj-size``,
+#: ``--embedding-dim`` and ``--char-filters`` apart)
+PRESET_FLAGS = {"hidden_size": "hidden_size", "num_layers": "num_layers", "char_dim": "char_dim",
+                "num_highway": "num_highway", "max_chars": "max_chars", "residual": "use_skip_connections"}
 
 
 @dataclass
 class PretrainArgs(CommonArgs):
     """Flags of ``ELMO.py`` (``python -m elmo pretrain``).
 
+    * ``--architecture``: the preset the size flags start from: our biLM without it (:data:`OUR_PRESET`: word inputs,
+      one token layer and one LM per direction, written as ``bilstm.pt``), or the published ELMo architecture, a name
+      of :data:`~elmo.model.published.PUBLISHED_ARCHITECTURES` or a bilm-tf options.json (:mod:`elmo.model.published_lm`:
+      one character CNN and one softmax shared by the directions, the text's case kept, written as
+      ``published_lm.pt`` for ``python -m elmo export``; docs/make_your_own_elmo.md). A size flag given overrides the
+      preset's value (:data:`PRESET_FLAGS`; ``--proj-size 0`` there: no projection).
     * ``--init-embeddings``: ``word2vec`` copies skip-gram vectors of the training text (unit std) into both LMs'
       token embeddings, ``word2vec-centered`` minus their mean, ``none`` keeps them random; ``auto`` is ``word2vec``
-      unless the vectors share one direction (:data:`AUTO_INIT_MAX_COSINE`, a small corpus), then random.
+      unless the vectors share one direction (:data:`AUTO_INIT_MAX_COSINE`, a small corpus), then random. A character
+      encoder starts random (the published architecture: bilm-tf's initialisation).
     * ``--token-encoder char``: the paper's character CNN, highway and projection (§3.1), a vector for every word.
-      ``--proj-size P`` projects the ``--hidden-size`` cells to P = ``--embedding-dim``.
+    * ``--softmax``: the training softmax, adaptive or bilm-tf's sampled one; held-out perplexities are exact either way.
+    * ``--lstm``: ``clipped``, the published cell (TensorFlow's cell, clipping its cell and output to ``cell_clip`` /
+      ``proj_clip``, run step by step; the published presets'), or ``fused``, PyTorch's fused LSTM kernel (cuDNN on
+      CUDA; ours, and the published cell without clipping, both clips ``null`` in the trained model's options). An
+      options.json whose ``cell_clip`` and ``proj_clip`` are both 0 or ``null`` runs fused either way.
     * ``--train-file``: one text per line (a ``.csv`` file: ``--text-column``; also ``--val-file``, ``--test-file``),
       streamed from disk every epoch, ``--stream-buffer`` tokens shuffled at a time; without ``--val-file``,
       ``--val-fraction`` of its lines (at most ``--max-val-docs``) are held out.
-    * ``--architecture``: a name of :data:`~elmo.model.published.PUBLISHED_ARCHITECTURES` or a bilm-tf options.json:
-      the published architecture (:mod:`elmo.model.published_lm`, the text's case kept) instead of our word-level
-      biLM, written as ``published_lm.pt`` for ``python -m elmo export`` (docs/make_your_own_elmo.md).
-    * ``--lstm``: ``--architecture``'s LSTM cell: ``clipped``, the published one (TensorFlow's cell, clipping its cell
-      and output to ``cell_clip`` / ``proj_clip``, run step by step), or ``fused``, the same cell without clipping
-      (both set to ``null`` in the trained model's options) on PyTorch's fused LSTM kernel (cuDNN on CUDA). An
-      options.json whose ``cell_clip`` and ``proj_clip`` are both 0 or ``null`` runs on the fused kernel either way.
     * ``--overwrite``: without it, a ``--models-dir`` holding a model of another kind, or (``--architecture``) a
       ``published_lm.pt`` of another architecture, is refused (:func:`different_models`); ``--resume`` is not checked.
     * ``--concurrent-directions``: the two LMs at once, each in a process with half of ``--threads`` (CPU only, not
-      under torchrun; auto: from two threads).
+      under torchrun; auto: from two threads). It needs one token layer per direction: not with ``--architecture``.
     """
 
     min_freq: int = option(2, "keep words seen at least this often")
     max_vocab: int | None = option(50000, "keep at most this many words (+ 4 specials)")
-    embedding_dim: int = option(256, "token embedding width (= --hidden-size)")
-    hidden_size: int = option(256, "LSTM state width per direction")
-    num_layers: int = option(2, "LSTM layers per direction")
+    architecture: str | None = option(None, "the preset the sizes below start from: ours (word inputs; the default) "
+                                      "or the published ELMo's: " + ", ".join(PUBLISHED_ARCHITECTURES)
+                                      + " or an options.json", metavar="NAME")
+    embedding_dim: int | None = option(None, "token vector width (= the LSTM output width, its default)")
+    hidden_size: int | None = option(None, "LSTM cells per direction (ours: 256)")
+    num_layers: int | None = option(None, "LSTM layers per direction (ours: 2)")
+    proj_size: int | None = option(None, "project the LSTM cells to this width (ours: 0, none)")
+    residual: bool | None = option(None, "residual connection between LSTM layers (ours: on)")
+    lstm: str | None = option(None, "LSTM cell: fused (PyTorch's kernel; ours) or clipped (the published cell, a "
+                              "per-step loop; the published presets')", choices=LSTM_CELLS)
+    token_encoder: str | None = option(None, "word embeddings or the character CNN (ours: word)", choices=TOKEN_ENCODERS)
+    char_filters: tuple[str, ...] = option((), "char CNN width:count (ours: "
+                                                  + " ".join(OUR_PRESET["char_filters"]) + ")")
+    char_dim: int | None = option(None, "character embedding width (ours: 16)")
+    num_highway: int | None = option(None, "highway layers after the char CNN (ours: 1)")
+    max_chars: int | None = option(None, "characters per token, char CNN (ours: 20)")
+    softmax: str = option(DEFAULT_SOFTMAX, "the training softmax", choices=SOFTMAXES)
+    softmax_samples: int = option(BILM_TF_SAMPLES, "--softmax sampled: candidates per batch")
     dropout: float = option(0.1, "dropout in the language models")
     max_tokens: int = option(4096, "token budget per batch (padding included)")
     lr: float = option(4e-3, "Adam learning rate")
@@ -114,48 +143,50 @@ class PretrainArgs(CommonArgs):
     warmup_steps: int = option(300, "raise the learning rate over N steps")
     epochs: int = option(4, "maximum epochs per direction")
     init_embeddings: str = option("auto", "initial token embeddings of both LMs", choices=INIT_EMBEDDINGS)
-    token_encoder: str = option("word", "word embeddings or the character CNN", choices=TOKEN_ENCODERS)
-    char_filters: tuple[str, ...] = option(tuple(f"{w}:{n}" for w, n in DEFAULT_FILTERS), "char CNN width:count")
-    char_dim: int = option(16, "character embedding width")
-    num_highway: int = option(1, "highway layers after the char CNN")
-    max_chars: int = option(20, "characters per token (char encoder)")
-    residual: bool = option(True, "residual connection between LSTM layers")
-    proj_size: int = option(0, "project LSTM cells to this width (0: none)")
     train_file: str | None = option(None, "your own corpus (one text a line)")
     val_file: str | None = option(None, "validation text for --train-file")
     test_file: str | None = option(None, "test text for --train-file")
     text_column: str | None = option(None, "the text's column in .csv files")
     max_val_docs: int = option(10000, "hold out at most N lines of --train-file")
     stream_buffer: int = option(1_000_000, "tokens of --train-file shuffled at a time")
-    architecture: str | None = option(None, "train the published ELMo architecture: "
-                                      + ", ".join(PUBLISHED_ARCHITECTURES) + " or an options.json", metavar="NAME")
-    softmax: str = option(DEFAULT_SOFTMAX, "--architecture's training softmax", choices=SOFTMAXES)
-    softmax_samples: int = option(BILM_TF_SAMPLES, "--softmax sampled: candidates per batch")
-    lstm: str = option("clipped", "--architecture's LSTM cell: clipped (the published cell, clipped to cell_clip/"
-                       "proj_clip, a per-step loop) or fused (no clipping, PyTorch's fused kernel; an options.json "
-                       "with both clips 0 or null runs fused either way)", choices=LSTM_CELLS)
     concurrent_directions: str = option("auto", "train both directions at once", choices=CONCURRENT_DIRECTIONS)
     overwrite: bool = option(False, "replace a different model in --models-dir (else refused)")
 
-    def bilm_config(self, vocab_size: int) -> BiLMConfig:
-        """The :class:`~elmo.model.bilm.BiLMConfig` these flags ask for. Raises :class:`ElmoError` on bad sizes."""
+    def size(self, name: str):
+        """The flag ``name``'s value, or our preset's (:data:`OUR_PRESET`) when it was left out."""
+        value = getattr(self, name)
+        return OUR_PRESET[name] if value is None or value == () else value
+
+    def filters(self) -> tuple[tuple[int, int], ...]:
+        """``--char-filters`` as ``(width, count)`` pairs (our preset's when left out). Raises :class:`ElmoError`."""
         try:
-            filters = tuple(tuple(int(v) for v in f.split(":")) for f in self.char_filters)
+            filters = tuple(tuple(int(v) for v in f.split(":")) for f in self.size("char_filters"))
             if any(len(f) != 2 for f in filters):
                 raise ValueError
         except ValueError:
             raise ElmoError(f"--char-filters expects width:count pairs such as 3:64, got {' '.join(self.char_filters)}") from None
-        return BiLMConfig(vocab_size=vocab_size, embedding_dim=self.embedding_dim, hidden_size=self.hidden_size,
-                          num_layers=self.num_layers, dropout=self.dropout, token_encoder=self.token_encoder,
-                          char_dim=self.char_dim, char_filters=filters, num_highway=self.num_highway,
-                          max_chars=self.max_chars, residual=self.residual, proj_size=self.proj_size)
+        return filters
+
+    def bilm_config(self, vocab_size: int) -> BiLMConfig:
+        """Our biLM's :class:`~elmo.model.bilm.BiLMConfig` these flags ask for. Raises :class:`ElmoError` on bad sizes."""
+        output = self.size("proj_size") or self.size("hidden_size")
+        clipped = self.size("lstm") == "clipped"  # at bilm-tf's bounds, those of the published presets
+        clips = {"cell_clip": OUR_CLIP if clipped else None, "proj_clip": OUR_CLIP if clipped else None}
+        return BiLMConfig(vocab_size=vocab_size, embedding_dim=self.embedding_dim or output,
+                          hidden_size=self.size("hidden_size"), num_layers=self.size("num_layers"), dropout=self.dropout,
+                          token_encoder=self.size("token_encoder"), char_dim=self.size("char_dim"),
+                          char_filters=self.filters(), num_highway=self.size("num_highway"),
+                          max_chars=self.size("max_chars"), residual=self.size("residual"), proj_size=self.size("proj_size"),
+                          softmax=self.softmax, samples=self.softmax_samples, **clips)
 
     def published_config(self) -> PublishedBiLMConfig | None:
         """The published architecture ``--architecture`` names (:data:`~elmo.model.published.PUBLISHED_ARCHITECTURES`,
-        or an options.json read by :func:`~elmo.model.published_io.read_options`), ``None`` without it.
+        or an options.json read by :func:`~elmo.model.published_io.read_options`) with the size flags given
+        (:data:`PRESET_FLAGS`) and ``--lstm`` applied; ``None`` without it.
 
         Raises:
-            ElmoError: an unknown name, or a missing or invalid options file (the message starts with the flag).
+            ElmoError: an unknown name, a missing or invalid options file (the message starts with the flag); a size
+                the architecture cannot take (naming the flags).
         """
         if self.architecture is None:
             return None
@@ -169,12 +200,30 @@ class PretrainArgs(CommonArgs):
                 config = read_options(self.architecture)
             except ElmoError as exc:
                 raise ElmoError(f"--architecture {exc}") from None
-        return replace(config, cell_clip=None, proj_clip=None) if self.lstm == "fused" else config
+        if self.token_encoder == "word":
+            raise ElmoError(f"--token-encoder word: --architecture {self.architecture} reads characters (its token "
+                            "layer is the character CNN)")
+        sizes = {field: getattr(self, flag) for flag, field in PRESET_FLAGS.items() if getattr(self, flag) is not None}
+        if self.char_filters:
+            sizes["filters"] = self.filters()
+        hidden = sizes.get("hidden_size", config.hidden_size)
+        width = (self.proj_size or hidden) if self.proj_size is not None else self.embedding_dim or config.projection_dim
+        if self.embedding_dim is not None and self.embedding_dim != width:
+            raise ElmoError(f"--embedding-dim ({self.embedding_dim}) must equal the LSTM output width ({width}: "
+                            "--proj-size if set, else --hidden-size) so that layer 0 has the width of the LSTM layers")
+        clips = {"cell_clip": None, "proj_clip": None} if self.lstm == "fused" else {}
+        try:
+            return replace(config, **sizes, projection_dim=width, **clips)
+        except ElmoError as exc:
+            given = ", ".join(_flag(f) for f in [*PRESET_FLAGS, "char_filters", "proj_size", "embedding_dim"]
+                              if getattr(self, f) not in (None, ()))
+            raise ElmoError(f"--architecture {self.architecture}" + (f" with {given}" if given else "")
+                            + f": {exc}") from None
 
     def published_lm_config(self, vocab_size: int) -> PublishedSoftmaxConfig:
         """The training head of the published architecture (``--softmax``, ``--softmax-samples``, ``--dropout``)."""
         return PublishedSoftmaxConfig(vocab_size=vocab_size, softmax=self.softmax, samples=self.softmax_samples,
-                                 dropout=self.dropout)
+                                      dropout=self.dropout)
 
     def model_config(self, vocab_size: int) -> BiLMConfig | PublishedBiLMConfig:
         """What is trained: the published architecture (``--architecture``) or our biLM (:meth:`bilm_config`)."""
@@ -187,7 +236,6 @@ class PretrainArgs(CommonArgs):
         if self.min_freq < 1 or (self.max_vocab is not None and self.max_vocab < 1):
             raise ElmoError(f"--min-freq and --max-vocab must be >= 1, got {self.min_freq}, {self.max_vocab}")
         self._check_architecture()
-        self.bilm_config(vocab_size=10)
         TrainConfig(epochs=self.epochs, lr=self.lr, lr_gamma=self.lr_gamma, warmup_steps=self.warmup_steps)  # flags
         if self.train_file is None:
             for name in ("val_file", "test_file", "text_column"):
@@ -201,28 +249,20 @@ class PretrainArgs(CommonArgs):
                             f"{self.stream_buffer}")
 
     def _check_architecture(self) -> None:
-        """``--architecture`` and the flags that go with it (or only without it). Raises :class:`ElmoError`."""
-        defaults = PretrainArgs()
-        if self.architecture is not None and self.concurrent_directions == "on":
+        """The preset and the size flags: the config they give builds (:meth:`bilm_config` or
+        :meth:`published_config` and its softmax). Raises :class:`ElmoError`."""
+        for name in ("embedding_dim", "hidden_size", "num_layers", "char_dim", "max_chars", "num_highway", "proj_size"):
+            least = 0 if name in ("num_highway", "proj_size") else 1
+            if getattr(self, name) is not None and getattr(self, name) < least:
+                raise ElmoError(f"{_flag(name)} must be >= {least}, got {getattr(self, name)}")
+        if self.architecture is None:
+            self.bilm_config(vocab_size=10)
+            return
+        if self.concurrent_directions == "on":
             raise ElmoError(f"--concurrent-directions on: --architecture {self.architecture} trains both directions "
                             "in one model (one token layer and one softmax shared by them); use auto or off")
-        if self.architecture is None:
-            changed = [f for f in ("softmax", "softmax_samples", "lstm") if getattr(self, f) != getattr(defaults, f)]
-            if changed:
-                raise ElmoError(f"{' and '.join(_flag(f) for f in changed)} go with --architecture (our word-level "
-                                "biLM always trains an adaptive softmax and nn.LSTM)")
-            return
         self.published_config()
         self.published_lm_config(vocab_size=10)
-        sizes = [f for f in OUR_BILM_FLAGS if getattr(self, f) != getattr(defaults, f)]
-        if sizes:
-            raise ElmoError(f"{', '.join(_flag(f) for f in sizes)}: our word-level biLM's option(s), which "
-                            f"--architecture {self.architecture} does not take (the architecture sets the sizes)")
-
-
-#: flags of our word-level biLM that the published architecture (``--architecture``) does not take
-OUR_BILM_FLAGS = ("embedding_dim", "hidden_size", "num_layers", "init_embeddings", "token_encoder", "char_filters",
-                  "char_dim", "num_highway", "max_chars", "residual", "proj_size")
 
 
 def _flag(name: str) -> str:
@@ -245,7 +285,7 @@ def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainAr
     if bilm.config.token_encoder == "char":
         say("--init-embeddings word2vec does not apply to the character encoder: it starts random")
         return {"method": "none", "reason": "character token encoder"}
-    vectors, info = word2vec_vectors(sentences, vocab, dim=config.embedding_dim, seed=config.seed, workers=workers)
+    vectors, info = word2vec_vectors(sentences, vocab, dim=bilm.config.embedding_dim, seed=config.seed, workers=workers)
     centered = config.init_embeddings == "word2vec-centered"
     info.update(common_direction_cosine=common_direction_cosine(vectors), centered=centered, copied=True)
     if config.init_embeddings == "auto" and info["common_direction_cosine"] > AUTO_INIT_MAX_COSINE:
@@ -712,7 +752,8 @@ def pretrain(config: PretrainArgs) -> dict:
         out_init = init_embeddings(bilm, vocab, loaded.sentences(), config, say, run.word2vec_workers) \
             if ctx.is_main else {}
     bilm.to(run.device)
-    out = lm_summary(loaded, run, {"init_embeddings": out_init, "concurrent_directions": threads_each is not None,
+    out = lm_summary(loaded, run, {"init_embeddings": out_init, "softmax": config.softmax,
+                                   "concurrent_directions": threads_each is not None,
                                    "threads_per_direction": threads_each or run.threads}) | phases
     started = time.perf_counter()
     if threads_each is None:
@@ -756,7 +797,10 @@ def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainDa
         the ``lm.json`` content (on every rank).
     """
     model = PublishedBiLMWithSoftmax(config.published_config(), config.published_lm_config(len(loaded.vocab)),
-                                   seed=config.seed).to(run.device)
+                                     seed=config.seed).to(run.device)
+    if config.init_embeddings.startswith("word2vec"):
+        run.say(f"--init-embeddings {config.init_embeddings} does not apply to the character encoder: it starts from "
+                "bilm-tf's initialisation")
     out = lm_summary(loaded, run, {"architecture": config.architecture, "softmax": config.softmax}) | (phases or {})
     started = time.perf_counter()
     torch.manual_seed(config.seed + run.ctx.rank)  # one dropout and candidate stream per rank

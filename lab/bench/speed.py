@@ -492,7 +492,7 @@ def section_word2vec(cfg: BenchArgs) -> dict[str, Any]:
     pre = PretrainArgs()
     train, _, _ = load_agnews(cfg.data_dir, pre.val_fraction, cfg.seed, max_docs=5000)
     vocab = Vocabulary.build(train.tokens, pre.min_freq, pre.max_vocab)
-    _, info = word2vec_vectors(train.tokens, vocab, dim=pre.embedding_dim, seed=cfg.seed)
+    _, info = word2vec_vectors(train.tokens, vocab, dim=pre.bilm_config(len(vocab)).embedding_dim, seed=cfg.seed)
     tokens = sum(map(len, train.tokens))
     return {"tokens": tokens, "seconds": info["seconds"], "seconds_per_token": info["seconds"] / tokens,
             "peak_rss_mb": peak_rss_mb()}

@@ -49,10 +49,14 @@ def reading_layers(bilm: BiLM, ids: torch.Tensor, lengths: torch.Tensor, chars: 
     return torch.cat(halves, dim=-1) * mask[..., None]
 
 
+CLIPPED = {"cell_clip": 3.0, "proj_clip": 3.0, "hidden_size": 12, "proj_size": 8}  # bilm-tf's cell (--lstm clipped)
+
+
+@pytest.mark.parametrize("cell", [{}, CLIPPED], ids=["fused", "clipped"])
 @pytest.mark.parametrize("token_encoder", ["word", "char"])
 @pytest.mark.parametrize("chunk_size", [None, 2])
-def test_the_layers_are_those_the_language_models_read_in_training(token_encoder, chunk_size):
-    bilm = tiny(token_encoder, residual=True, num_layers=3)
+def test_the_layers_are_those_the_language_models_read_in_training(token_encoder, chunk_size, cell):
+    bilm = tiny(token_encoder, residual=True, num_layers=3, **cell)
     bilm.chunk_size = chunk_size
     ids, lengths, chars = inputs(bilm)
     with torch.no_grad():
@@ -97,14 +101,16 @@ def test_boundaries_add_the_bos_and_eos_positions_around_the_same_tokens():
     torch.testing.assert_close(kept[0, 2, 2, :8], eos)
 
 
-def test_carried_states_are_each_rows_own_and_start_the_next_call():
-    bilm = tiny("char", num_layers=2, residual=True)
+@pytest.mark.parametrize("cell", [{}, CLIPPED], ids=["fused", "clipped"])
+def test_carried_states_are_each_rows_own_and_start_the_next_call(cell):
+    bilm = tiny("char", num_layers=2, residual=True, **cell)
     ids, lengths, chars = inputs(bilm)
     with torch.no_grad():
         x = bilm.token_vectors(chars)
         layers, final = bilm.contextual(x, lengths, carry=True)
         torch.testing.assert_close(layers, bilm.contextual(x, lengths)[0], atol=1e-6, rtol=0)
-        assert len(final) == 4 and all(h.shape == (3, 8) and c.shape == (3, 8) for h, c in final)
+        cells = bilm.config.hidden_size
+        assert len(final) == 4 and all(h.shape == (3, 8) and c.shape == (3, cells) for h, c in final)
         for row, n in enumerate(lengths.tolist()):  # each row alone, without padding, ends in the same states
             _, alone = bilm.contextual(x[row:row + 1, :n], lengths[row:row + 1], carry=True)
             for (h, c), (h1, c1) in zip(final, alone):
@@ -113,3 +119,18 @@ def test_carried_states_are_each_rows_own_and_start_the_next_call():
         again, _ = bilm.contextual(x, lengths, final, carry=True)
     assert (again - layers)[1:].abs().max() > 1e-4  # the states reach the LSTM layers
     torch.testing.assert_close(again[0], layers[0])  # and not the token layer
+    assert [type(layer).__name__ for layer in bilm.forward_lm.layers] == ["ProjectedLSTM" if cell else "AutocastLSTM"] * 2
+
+
+def test_clipped_cells_clip_and_train():
+    """``--lstm clipped`` on our biLM: the training loss's gradients reach every weight of bilm-tf's cell, and the
+    first layer's outputs stay within ±proj_clip."""
+    bilm = tiny(**(CLIPPED | {"proj_clip": 0.1}))
+    ids, lengths, _ = inputs(bilm)
+    lm = bilm.forward_lm.train()
+    loss, n = lm(ids, lengths)
+    loss.backward()
+    assert n == int((lengths + 1).sum()) and all(p.grad is not None and p.grad.abs().sum() > 0 for p in lm.layers.parameters())
+    with torch.no_grad():
+        top = bilm.contextual(bilm.token_vectors(ids), lengths)[0][1]
+    assert top.abs().max() == pytest.approx(0.1)  # the first layer's outputs, clipped to proj_clip (0.36 unclipped)

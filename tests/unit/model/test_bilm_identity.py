@@ -81,7 +81,7 @@ def identity_of_ours(kind: str, folder: Path) -> dict:
     save_bilm(bilm, vocab, folder / "bilstm.pt", {})
     saved = torch.load(folder / "bilstm.pt", weights_only=True)
     bilm.save_pretrained(folder / "hub")
-    return {"config": json.loads(json.dumps(asdict(bilm.config))), "bilstm_keys": sorted(saved),
+    return {"config": json.loads(json.dumps(bilm.config.saved())), "bilstm_keys": sorted(saved),
             "forward": shapes(saved["forward"]), "backward": shapes(saved["backward"]),
             "fingerprint": bilm_fingerprint(bilm, vocab),
             "config_json": json.loads((folder / "hub" / "config.json").read_text()),

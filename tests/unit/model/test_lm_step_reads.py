@@ -1,6 +1,7 @@
-"""Our biLM's training step with the softmax's cluster sizes from the host (``LanguageModel.host_plan``):
-the same loss and gradients bit for bit as the step that counts them on the device, and, for the word-level biLM
-(``ELMO.py``'s), no operator that reads the device back in its forward and backward pass."""
+"""Our biLM's training step with the softmax's cluster sizes (adaptive) or predicted positions (sampled) from the host
+(``LanguageModel.host_plan``): the same loss and gradients bit for bit as the step that finds them on the device, and,
+for the word-level biLM with the adaptive softmax (``ELMO.py``'s), no operator that reads the device back in its
+forward and backward pass."""
 
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
     return ids, lengths
 
 
-def run(direction: str, counts: bool):
+def run(direction: str, counts: bool, softmax: str = "adaptive"):
     torch.manual_seed(1)
-    lm = LanguageModel(BiLMConfig(vocab_size=50, embedding_dim=8, hidden_size=8, cutoffs=(10, 30)), direction)
+    lm = LanguageModel(BiLMConfig(vocab_size=50, embedding_dim=8, hidden_size=8, cutoffs=(10, 30), softmax=softmax,
+                                  samples=12), direction)
     ids, lengths = batch()
     with torch.profiler.profile() as prof:
         plan = lm.host_plan({"ids": ids, "lengths": lengths}) if counts else None
@@ -44,6 +46,15 @@ def test_host_counts_give_the_same_step_and_no_device_read(direction):
     assert all(torch.equal(a, b) for a, b in zip(grads, host_grads, strict=True))
     assert not READING_OPERATORS & set(host_ops)
     assert "aten::bincount" in ops  # the step without them counts on the device, and the test sees it
+
+
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+def test_sampled_softmax_step_takes_its_positions_from_the_host(direction):
+    loss, n, grads, ops = run(direction, False, "sampled")
+    host_loss, host_n, host_grads, host_ops = run(direction, True, "sampled")
+    assert torch.equal(loss, host_loss) and n == host_n == int((batch()[1] + 1).sum())
+    assert all(torch.equal(a, b) for a, b in zip(grads, host_grads, strict=True)) and len(grads) == 11
+    assert ops["aten::nonzero"] > host_ops["aten::nonzero"]  # the predicted positions: found on the device, or not
 
 
 def test_cluster_counts_count_each_rows_words_and_its_boundary():

@@ -123,3 +123,28 @@ def test_a_direction_whose_process_fails_names_it_and_its_log_and_writes_no_resu
     log = Path(re.search(r"its log (\S+\.log)", err).group(1))
     assert log.parent == tmp_path / "models" / "checkpoints" and "Traceback" in log.read_text()
     assert earlier.read_text() == '{"earlier": true}' and not (tmp_path / "models" / "bilstm.pt").exists()
+
+
+@pytest.mark.parametrize("softmax, lstm", [("sampled", "fused"), ("adaptive", "clipped"), ("sampled", "clipped")])
+def test_our_bilm_trains_with_either_softmax_and_either_cell(tiny_agnews, tmp_path, softmax, lstm):
+    """``--softmax`` and ``--lstm`` on our biLM (the default, adaptive and fused, is every other run's): it trains,
+    its held-out perplexities are finite, and ``bilstm.pt`` rebuilds it with that softmax and cell."""
+    import json
+
+    from elmo.model.serialization import load_bilm
+
+    status = run_in_process("pretrain", tmp_path, tiny_agnews, "--hidden-size", "12", "--proj-size", "8",
+                            "--softmax", softmax, "--softmax-samples", "20", "--lstm", lstm, "--epochs", "1",
+                            "--max-docs", "120", "--init-embeddings", "none", "--quiet", "--threads", "1",
+                            "--precision", "fp32")
+    assert status == 0
+    lm = json.loads((tmp_path / "results" / "lm.json").read_text())
+    assert lm["softmax"] == softmax and lm["bilm_config"]["cell_clip"] == (3.0 if lstm == "clipped" else None)
+    assert all(1 < lm["test"][f"{d}_perplexity"] < 1e4 for d in ("forward", "backward"))
+    bilm, vocab, _ = load_bilm(tmp_path / "models" / "bilstm.pt")
+    assert type(bilm.forward_lm.softmax).__name__ == {"sampled": "SampledSoftmax", "adaptive": "AdaptiveSoftmax"}[softmax]
+    assert {type(layer).__name__ for layer in bilm.backward_lm.layers} == \
+        {"ProjectedLSTM" if lstm == "clipped" else "AutocastLSTM"}
+    ids, lengths = torch.tensor([vocab.encode(["the", "market", "rallied"])]), torch.tensor([3])
+    with torch.no_grad():
+        assert bilm.eval()(ids, lengths).shape == (3, 1, 3, 16)

@@ -41,9 +41,14 @@ def test_architecture_takes_the_published_names_or_an_options_file_and_refuses_a
     refusals = {("--architecture", "elmo-huge"): "--architecture must be elmo-small, elmo-medium, elmo-original",
                 ("--architecture", str(broken)): f"--architecture {broken}: lstm.projection_dim is missing",
                 ("--architecture", str(tmp_path / "none.json")): "options file not found",
-                ("--architecture", "elmo-small", "--hidden-size", "32"): "--hidden-size: our word-level biLM's option",
-                ("--softmax", "sampled"): "--softmax go with --architecture",
-                ("--lstm", "fused"): "--lstm go with --architecture",
+                ("--architecture", "elmo-small", "--hidden-size", "32"):
+                    "--architecture elmo-small with --hidden-size: lstm.projection_dim (128) must not exceed lstm.dim (32)",
+                ("--architecture", "elmo-small", "--token-encoder", "word"): "--token-encoder word: --architecture "
+                                                                              "elmo-small reads characters",
+                ("--architecture", "elmo-small", "--embedding-dim", "64", "--proj-size", "32"):
+                    "--embedding-dim (64) must equal the LSTM output width (32",
+                ("--architecture", "elmo-small", "--num-layers", "0"): "--num-layers must be >= 1, got 0",
+                ("--softmax", "sampled", "--softmax-samples", "0"): "--softmax-samples must be >= 1",
                 ("--architecture", "elmo-small", "--softmax-samples", "0"): "--softmax-samples must be >= 1"}
     for argv, message in refusals.items():
         assert run("pretrain", [*argv, "--data-dir", str(tmp_path / "absent")]) == 2, argv
@@ -51,6 +56,24 @@ def test_architecture_takes_the_published_names_or_an_options_file_and_refuses_a
         assert err.startswith("error: ") and message in err and "Traceback" not in err, (argv, err)
     with pytest.raises(ElmoError, match="--architecture"):
         PretrainArgs(architecture="small").check()
+
+
+def test_the_size_flags_override_the_published_preset_and_default_to_it():
+    preset = PUBLISHED_ARCHITECTURES["elmo-small"][1]
+    assert PretrainArgs(architecture="elmo-small").published_config() == preset
+    given = PretrainArgs(architecture="elmo-small", hidden_size=512, num_layers=3, residual=False, char_dim=8,
+                         char_filters=("1:4", "3:8"), num_highway=0, max_chars=30, embedding_dim=64).published_config()
+    assert (given.hidden_size, given.num_layers, given.use_skip_connections, given.char_dim, given.filters,
+            given.num_highway, given.max_chars, given.projection_dim) == (512, 3, False, 8, ((1, 4), (3, 8)), 0, 30, 64)
+    assert (given.cell_clip, given.proj_clip, given.activation) == (3.0, 3.0, "relu")  # the preset's
+    unprojected = PretrainArgs(architecture="elmo-small", hidden_size=96, proj_size=0, lstm="fused").published_config()
+    assert (unprojected.projection_dim, unprojected.cell_clip, unprojected.proj_clip) == (96, None, None)
+    # the same flags size our biLM; left out, our preset's
+    ours = PretrainArgs(hidden_size=96, proj_size=32, softmax="sampled", softmax_samples=50).bilm_config(100)
+    assert (ours.hidden_size, ours.proj_size, ours.embedding_dim, ours.softmax, ours.samples) == (96, 32, 32, "sampled", 50)
+    default = PretrainArgs().bilm_config(100)
+    assert (default.hidden_size, default.embedding_dim, default.num_layers, default.token_encoder, default.residual,
+            default.softmax) == (256, 256, 2, "word", True, "adaptive")
 
 
 def test_pretrain_export_and_embed_give_the_trained_models_layers(tmp_path):
@@ -100,3 +123,27 @@ def test_lstm_fused_trains_without_clipping_and_the_export_reads_back_the_same_l
     with torch.no_grad():
         ours, theirs = model(None, lengths, chars), loaded(None, lengths, chars)
     assert ours.shape == (3, 3, 8, 16) and (ours - theirs).abs().max() <= 1e-5 and ours[1:].abs().max() > 1e-2
+
+
+def test_size_flags_override_an_options_file_end_to_end(tmp_path):
+    """``--architecture options.json`` with size flags, the adaptive softmax and the fused cell: the model trained,
+    written (its options) and exported has the flags' sizes, and the export computes its layers."""
+    data = write_tiny_agnews(tmp_path / "data")
+    options = tmp_path / "options.json"
+    options.write_text(json.dumps(TINY_OPTIONS))
+    assert run_in_process("pretrain", tmp_path, data, "--architecture", str(options), "--hidden-size", "12",
+                          "--num-layers", "1", "--num-highway", "0", "--softmax", "adaptive", "--lstm", "fused",
+                          "--epochs", "1", "--batch-size", "32", "--threads", "1", "--quiet", "--precision", "fp32") == 0
+    lm = json.loads((tmp_path / "results" / "lm.json").read_text())
+    assert lm["softmax"] == "adaptive" and lm["options"]["lstm"] == {**TINY_OPTIONS["lstm"], "dim": 12, "n_layers": 1,
+                                                                    "cell_clip": None, "proj_clip": None}
+    assert lm["options"]["char_cnn"]["n_highway"] == 0
+    model = load_published_lm(tmp_path / "models" / "published_lm.pt")[0]
+    assert type(model.softmax).__name__ == "AdaptiveSoftmax" and len(model.bilm.forward_layers) == 1
+    assert run("export", ["--models-dir", str(tmp_path / "models"), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    loaded = load_published_bilm(tmp_path / "out" / "options.json", tmp_path / "out" / "weights.hdf5")
+    sentences = [["Minister", "said", "."], ["Goal", "!"]]
+    chars, lengths = batch_char_ids(sentences, 50, "bilm_tf"), torch.tensor([3, 2])
+    with torch.no_grad():
+        ours, theirs = model.bilm(None, lengths, chars), loaded(None, lengths, chars)
+    assert ours.shape == (2, 2, 3, 16) and (ours - theirs).abs().max() <= 1e-5
