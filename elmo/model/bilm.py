@@ -477,6 +477,8 @@ class AnyBiLM(Protocol):
     source: tuple[str, ...] | None
     #: whether it reads text as written (else lower-cased, and its vocabulary is the task's)
     cased: bool
+    #: whether both directions read one token layer (trained together), else one per direction (trained apart)
+    shared_token_layer: bool
 
     @property
     def num_layers(self) -> int: ...
@@ -600,6 +602,14 @@ class BiLM(BiLMLayers, HubMixin):
     source: tuple[str, ...] | None = None
     #: our biLM reads lower-cased text, and its vocabulary is the task's (a published biLM reads text as written)
     cased = False
+    #: one token layer (and language model) per direction, each direction trained on its own: ``pretrain`` and
+    #: ``finetune`` fit them one at a time (a published biLM shares one token layer and one softmax)
+    shared_token_layer = False
+
+    def direction(self, name: str) -> LanguageModel:
+        """One direction as a language model of its own (``"forward"`` or ``"backward"``), as
+        :meth:`~elmo.model.published_lm.PublishedBiLMWithSoftmax.direction` gives the published one's."""
+        return (self.forward_lm, self.backward_lm)[DIRECTIONS.index(name)]
 
     def layer_groups(self) -> list[list[nn.Parameter]]:
         """The parameters from the top down, for discriminative learning rates and gradual unfreezing: ``[LSTM layer

@@ -170,6 +170,8 @@ class PublishedBiLM(BiLMLayers, HubMixin):
 
     #: reads text as written (the published models are case-sensitive); the task's vocabulary is built from it
     cased = True
+    #: one token layer read by both directions (layer 0 = ``[x; x]``), trained with them together
+    shared_token_layer = True
 
     def bilm_tf_blockers(self) -> list[str]:
         """Why bilm-tf's files cannot hold this biLM: never (:meth:`elmo.model.bilm.BiLM.bilm_tf_blockers`)."""

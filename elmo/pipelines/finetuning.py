@@ -1,12 +1,19 @@
-"""Fine-tuning the published ELMo (or an exported one) on a domain's text: ``python -m elmo finetune``.
+"""Fine-tuning a biLM on a domain's text: ``python -m elmo finetune``.
 
-Open the biLM (:func:`bilm_to_finetune`: bilm-tf's files, or any biLM of the published architecture) → read the
-domain text as ``pretrain --architecture`` does and build its vocabulary → add a softmax over it, shared by both
-directions (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`), initialised by ``--softmax-init``
-(:mod:`elmo.model.published_finetune`) → the exact held-out perplexity of each direction *before* → continue the
-language-model training with :func:`~elmo.training.trainer.fit` (the biLM at ``--lr``, the softmax at
-``--softmax-lr``) → the exact perplexity *after* → ``<models-dir>/published_lm.pt`` (for ``python -m elmo export``)
-and ``<results-dir>/lm.json`` (``pretrain``'s, plus ``before`` and ``finetune``). See docs/fine_tuning.md.
+Open the biLM (:func:`bilm_to_finetune`: bilm-tf's files, or any biLM :func:`~elmo.model.serialization.open_bilm`
+opens) → read the domain text as ``pretrain`` reads it for that biLM → the exact held-out perplexity of each direction
+*before* → continue the language-model training with :func:`~elmo.training.trainer.fit` (the biLM at ``--lr``, the
+softmax at ``--softmax-lr``) → the exact perplexity *after* → the biLM written as ``pretrain`` writes it, and
+``<results-dir>/lm.json`` (``pretrain``'s, plus ``before`` and ``finetune``). See docs/fine_tuning.md.
+
+* **The published architecture** (one token layer and one softmax shared by the directions): the domain text's
+  vocabulary, cased, and a new softmax over it (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`,
+  ``--softmax``, initialised by ``--softmax-init``: :mod:`elmo.model.published_finetune`), both directions trained
+  together → ``<models-dir>/published_lm.pt`` (for ``python -m elmo export``).
+* **Our biLM** (``bilstm.pt``: one token layer and one softmax per direction): its own vocabulary and softmaxes (the
+  domain's other words are ``<unk>``), the text lower-cased, each direction trained in turn
+  (:func:`~elmo.pipelines.pretraining.fit_direction`) → ``word2idx.pkl``, ``forward.pt``, ``backward.pt`` and
+  ``bilstm.pt`` in ``--models-dir``.
 """
 
 from __future__ import annotations
@@ -16,14 +23,15 @@ import itertools
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
 from ..artifacts import environment_info
 from ..data.corpus import encode_corpus
+from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from ..model.bilm import SOFTMAXES
-from ..model.published import PublishedBiLMConfig
+from ..model.bilm import SOFTMAXES, BiLM, LanguageModel
 from ..model.published_finetune import (
     SOFTMAX_INITS,
     init_softmax_from_token_layer,
@@ -42,6 +50,7 @@ from .pretraining import (
     PretrainData,
     evaluate_direction,
     finish_lm_results,
+    fit_direction,
     lm_card,
     lm_objective,
     lm_summary,
@@ -52,6 +61,7 @@ from .pretraining import (
     say_stale,
     set_aside_stale,
     stale_classifiers,
+    write_outputs,
 )
 
 _PRETRAIN_FIELDS = {f.name: f for f in dataclasses.fields(PretrainArgs)}
@@ -83,12 +93,13 @@ class FinetuneArgs(CommonArgs):
     * ``--softmax``: sampled (bilm-tf's, ``--softmax-samples`` candidates per batch and direction) or adaptive (only
       with ``--softmax-init random``); held-out perplexities are exact either way. ``--softmax-init token-layer``:
       word w's row is the biLM's token-layer vector of w and its bias the log unigram frequency of w, both scaled by
-      two numbers fitted on a sample of the text; ``random``: bilm-tf's N(0, 1/dim) rows, zero biases.
+      two numbers fitted on a sample of the text; ``random``: bilm-tf's N(0, 1/dim) rows, zero biases. These three
+      make the new softmax of the published architecture: our biLM keeps its own (given with it, they are refused).
     """
 
-    options_file: str | None = option(None, "the biLM to fine-tune: bilm-tf's options.json, or alone any biLM of the "
-                                            "published architecture (a models folder, published_lm.pt, a "
-                                            "save_pretrained folder or Hub model ID)")
+    options_file: str | None = option(None, "the biLM to fine-tune: bilm-tf's options.json, or alone any biLM (a "
+                                            "models folder, bilstm.pt, published_lm.pt, a save_pretrained folder or "
+                                            "Hub model ID)")
     weight_file: str | None = option(None, "its weights.hdf5 (with a bilm-tf options.json)")
     train_file: str | None = same_as_pretrain("train_file")
     val_file: str | None = same_as_pretrain("val_file")
@@ -126,12 +137,15 @@ class FinetuneArgs(CommonArgs):
                             "per-word bias)")
         self.pretrain_args().check()  # the text flags' rules of pretrain (--val-file goes with --train-file, ...)
 
-    def pretrain_args(self, architecture: PublishedBiLMConfig | None = None) -> PretrainArgs:
-        """These flags as ``pretrain --architecture`` takes them, the architecture that of the biLM being fine-tuned
-        (``architecture``): what reads the text, builds the vocabulary and makes the batches is ``pretrain``'s
+    def pretrain_args(self, opened: OpenedBiLM | None = None) -> PretrainArgs:
+        """These flags as ``pretrain`` takes them for the biLM being fine-tuned (``opened``): what reads the text,
+        builds the vocabulary (our biLM: its own) and makes the batches is ``pretrain``'s
         (:func:`~elmo.pipelines.pretraining.load_data`)."""
         shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(PretrainArgs) if hasattr(self, f.name)}
-        return FinetuneText(**shared, architecture=self.options_file, architecture_config=architecture)
+        if opened is None or opened.bilm.shared_token_layer:
+            return FinetuneText(**shared, architecture=self.options_file,
+                                model=None if opened is None else opened.bilm.config)
+        return FinetuneText(**shared, model=opened.bilm.config, reads_cased=False, fixed_vocab=opened.vocab)
 
     def lm_config(self, vocab_size: int) -> PublishedSoftmaxConfig:
         """The training head: ``--softmax``, ``--softmax-samples``, ``--dropout``."""
@@ -141,36 +155,52 @@ class FinetuneArgs(CommonArgs):
 
 @dataclass
 class FinetuneText(PretrainArgs):
-    """:class:`~elmo.pipelines.pretraining.PretrainArgs` holding what ``finetune`` reads the text with (an adapter:
-    ``--architecture`` is the biLM being fine-tuned, ``architecture_config`` its architecture)."""
+    """:class:`~elmo.pipelines.pretraining.PretrainArgs` holding what ``finetune`` reads the text with (an adapter):
+    ``model``, the config of the biLM being fine-tuned; ``reads_cased``, whether it reads the text as written;
+    ``fixed_vocab``, its own vocabulary (our biLM's) or ``None`` (one built on the text)."""
 
-    architecture_config: PublishedBiLMConfig | None = None
+    model: Any = None
+    reads_cased: bool = True
+    fixed_vocab: Vocabulary | None = None
 
-    def published_config(self) -> PublishedBiLMConfig | None:
-        """The architecture of the biLM being fine-tuned."""
-        return self.architecture_config
+    @property
+    def cased(self) -> bool:
+        """Whether the biLM being fine-tuned reads the text as written."""
+        return self.reads_cased
+
+    def model_config(self, vocab_size: int) -> Any:
+        """The config of the biLM being fine-tuned (what sets the characters of a batch)."""
+        return self.model
+
+    def vocabulary(self, build: Callable[[], Vocabulary]) -> Vocabulary:
+        """:meth:`PretrainArgs.vocabulary`, or the biLM's own (``build`` still reads the text: its counts)."""
+        built = super().vocabulary(build)
+        return built if self.fixed_vocab is None else self.fixed_vocab
 
     def _check_architecture(self) -> None:
         """Nothing: ``finetune`` reads the options file (:func:`bilm_to_finetune`; errors name ``--options-file``)."""
 
 
 def check_files(config: FinetuneArgs, opened: OpenedBiLM) -> None:
-    """Before anything is written: no output (``published_lm.pt``, its training checkpoint, ``lm.json``, the plots)
+    """Before anything is written: no output (the model files, their training checkpoints, ``lm.json``, the plots)
     is one of the inputs (the biLM's files, the text files, AG News in ``--data-dir``), and ``--models-dir`` holds no
-    model but a ``published_lm.pt`` of the architecture of the ``opened`` biLM
+    model but one of the kind and architecture of the ``opened`` biLM
     (:func:`~elmo.pipelines.pretraining.refuse_different_models`).
 
     Raises:
         ElmoError: naming the output and the input it would write over, or the different model's file.
     """
-    refuse_different_models(config, lambda: options_of(opened.bilm.config))
-    out = config.outputs
+    out, shared = config.outputs, opened.bilm.shared_token_layer
+    refuse_different_models(config, (lambda: options_of(opened.bilm.config)) if shared else None)
+    models = [out.published_lm, out.checkpoint("published_lm")] if shared else \
+        [out.word2idx, out.lm("forward"), out.lm("backward"), out.bilm, out.checkpoint("forward_lm"),
+         out.checkpoint("backward_lm")]
     refuse_overwriting(config, {**{f"--options-file ({f.name})": f for f in opened.source.files if Path(f).is_file()},
                                 "--options-file": config.options_file, "--weight-file": config.weight_file,
                                 "--train-file": config.train_file, "--val-file": config.val_file,
                                 "--test-file": config.test_file},
-                       [out.published_lm, out.checkpoint("published_lm"), out.result("lm"), out.image("lm_loss"),
-                        out.image("lm_confusion_forward"), out.image("lm_confusion_backward")],
+                       [*models, out.result("lm"), out.image("lm_loss"), out.image("lm_confusion_forward"),
+                        out.image("lm_confusion_backward")],
                        agnews=config.train_file is None)
 
 
@@ -179,8 +209,8 @@ def bilm_to_finetune(config: FinetuneArgs) -> OpenedBiLM:
     :func:`~elmo.model.serialization.open_bilm`: bilm-tf's pair, or any biLM of the published architecture.
 
     Raises:
-        ElmoError: naming the flag and file: missing or invalid files; our biLM (``bilstm.pt``), which ``ELMO.py``
-            trains and this command does not.
+        ElmoError: naming the flag and file: missing or invalid files; ``--softmax``, ``--softmax-samples`` or
+            ``--softmax-init`` given for our biLM, which keeps its own softmaxes.
     """
     try:
         opened = open_bilm(config.options_file, config.weight_file)
@@ -189,10 +219,12 @@ def bilm_to_finetune(config: FinetuneArgs) -> OpenedBiLM:
         flags = [f for f, path in (("--options-file", config.options_file), ("--weight-file", config.weight_file))
                  if str(path) in message] or ["--options-file/--weight-file"]
         raise ElmoError(f"{flags[0]}: {message}") from None
-    if opened.bilm.bilm_tf_blockers():
-        raise ElmoError(f"--options-file {config.options_file}: {opened.where} is our biLM; finetune continues the "
-                        "training of the published architecture (bilm-tf's files, a published_lm.pt, a save_pretrained "
-                        "folder of it): train ours further with ELMO.py")
+    defaults = FinetuneArgs()
+    given = [f for f in ("softmax", "softmax_samples", "softmax_init") if getattr(config, f) != getattr(defaults, f)]
+    if given and not opened.bilm.shared_token_layer:
+        raise ElmoError(f"{', '.join('--' + f.replace('_', '-') for f in given)}: {opened.where} is our biLM, which "
+                        "keeps its own softmax per direction over its own vocabulary (those flags make the new softmax "
+                        "of the published architecture)")
     return opened
 
 
@@ -211,18 +243,21 @@ def initial_softmax(model: PublishedBiLMWithSoftmax, loaded: PretrainData, confi
     return {**info, "counted_documents": len(counted)}
 
 
-def held_out_perplexities(model: PublishedBiLMWithSoftmax, data: dict, run: StartedRun) -> dict[str, dict[str, float]]:
+def held_out_perplexities(model: PublishedBiLMWithSoftmax | BiLM, data: dict,
+                          run: StartedRun) -> dict[str, dict[str, float]]:
     """The exact full-vocabulary perplexity of each direction on val (and test, when given):
     ``{"val": {"forward_perplexity": ..., "backward_perplexity": ...}, ...}``."""
     return {split: {f"{d}_perplexity": perplexity(model.direction(d), data[split], run.device) for d in DIRECTION_NAMES}
             for split in ("val", "test") if split in data}
 
 
-def parameter_groups(model: PublishedBiLMWithSoftmax, config: FinetuneArgs) -> Unfreezing:
-    """Two Adam groups: the biLM at ``--lr``, the softmax at ``--softmax-lr`` (both under the warm-up and
-    ``--lr-gamma``), every parameter trained from the first step."""
-    return Unfreezing([{"params": list(model.bilm.parameters()), "lr": config.lr},
-                       {"params": list(model.softmax.parameters()), "lr": config.softmax_lr}], lambda epoch: None)
+def parameter_groups(model: PublishedBiLMWithSoftmax | LanguageModel, config: FinetuneArgs) -> Unfreezing:
+    """Two Adam groups: the language model but its softmax at ``--lr``, the softmax at ``--softmax-lr`` (both under
+    the warm-up and ``--lr-gamma``), every parameter trained from the first step."""
+    head = list(model.softmax.parameters())
+    body = [p for p in model.parameters() if all(p is not q for q in head)]
+    return Unfreezing([{"params": body, "lr": config.lr}, {"params": head, "lr": config.softmax_lr}],
+                      lambda epoch: None)
 
 
 def finetune(config: FinetuneArgs) -> dict:
@@ -235,12 +270,11 @@ def finetune(config: FinetuneArgs) -> dict:
     """
     opened = bilm_to_finetune(config)
     check_files(config, opened)
-    text = config.pretrain_args(opened.bilm.config)
+    text = config.pretrain_args(opened)
     run = start(config, kernel_cache_entries=32)
-    stale = stale_classifiers(config, "published_lm", keep=[config.options_file, config.weight_file]) \
-        if run.ctx.is_main else []
+    bilm, kind = opened.bilm, "published_lm" if opened.bilm.shared_token_layer else "bilstm"
+    stale = stale_classifiers(config, kind, keep=[config.options_file, config.weight_file]) if run.ctx.is_main else []
     say_stale(stale, run)
-    bilm = opened.bilm
     loaded = load_data(text, run)
     train = loaded.data["train"]
     resolve_batch_size(config, loaded.train_documents, run.say)
@@ -249,6 +283,8 @@ def finetune(config: FinetuneArgs) -> dict:
             f"{len(vocab):,} (" + ", ".join(f"OOV {k} {v:.2%}" for k, v in loaded.oov.items()) + f"), device "
             f"{run.device}, " + (f"{run.ctx.world_size} processes × " if run.ctx.enabled else "")
             + f"{run.threads} threads, {run.precision} training")
+    if not bilm.shared_token_layer:
+        return finetune_directions(opened, loaded, config, run, stale)
     model = language_model_of(bilm, config.lm_config(len(vocab)), seed=config.seed)
     init = initial_softmax(model, loaded, config)
     model.to(run.device)
@@ -275,6 +311,33 @@ def finetune(config: FinetuneArgs) -> dict:
         out["bilm_config"], out["options"] = asdict(model.bilm.config), options_of(model.bilm.config)
         out["lm_config"] = asdict(model.config)
         finish_lm_results(out, config, run, started, {"biLM": fitted.history}, ["published_lm"])
+        run.say("after:  " + ", ".join(f"{split} {d} perplexity {out[split][f'{d}_perplexity']:.2f}"
+                                       for split in before for d in DIRECTION_NAMES))
+    distributed.barrier()
+    return out
+
+
+def finetune_directions(opened: OpenedBiLM, loaded: PretrainData, config: FinetuneArgs, run: StartedRun,
+                        stale: list[Path]) -> dict:
+    """Our biLM (``opened``; module docstring): each direction's language model trained further on the text (its own vocabulary and
+    softmax, at ``--lr`` and ``--softmax-lr``; :func:`~elmo.pipelines.pretraining.fit_direction`), then written and
+    reported as ``pretrain`` writes and reports it (:func:`~elmo.pipelines.pretraining.write_outputs`), with the
+    perplexities ``before``. Returns the ``lm.json`` content."""
+    bilm = opened.bilm.to(run.device)
+    before = held_out_perplexities(bilm, loaded.data, run)
+    run.say("before: " + ", ".join(f"{split} {d} perplexity {ppl[f'{d}_perplexity']:.2f}"
+                                   for split, ppl in before.items() for d in DIRECTION_NAMES))
+    out = lm_summary(loaded, run, {"softmax": bilm.config.softmax, "before": before,
+                                   "finetune": {"options_file": config.options_file, "lr": config.lr,
+                                                "softmax_lr": config.softmax_lr}})
+    started = time.perf_counter()
+    fitted = {d: fit_direction(bilm.direction(d), loaded, config, run, groups=lambda lm: parameter_groups(lm, config))
+              for d in DIRECTION_NAMES}
+    out["train_seconds"] = time.perf_counter() - started
+    if run.ctx.is_main:
+        loaded.vocab.save_pickle(run.outputs.word2idx)
+        write_outputs(bilm, loaded, fitted, config, run, out, started, stale=stale, command="finetune",
+                      keep=opened.source.files)
         run.say("after:  " + ", ".join(f"{split} {d} perplexity {out[split][f'{d}_perplexity']:.2f}"
                                        for split in before for d in DIRECTION_NAMES))
     distributed.barrier()

@@ -50,7 +50,7 @@ from ..runtime.device import peak_rss_mb, set_seed, steady_heap
 from ..training.evaluation import evaluate_words, perplexity
 from ..training.metrics import top_words_confusion
 from ..training.processes import ChildRun, run_side_by_side
-from ..training.trainer import FitResult, Objective, Progress, TrainConfig, fit
+from ..training.trainer import FitResult, Objective, Progress, TrainConfig, Unfreezing, fit
 from .common import (
     CommonArgs,
     StartedRun,
@@ -220,6 +220,15 @@ class PretrainArgs(CommonArgs):
             raise ElmoError(f"--architecture {self.architecture}" + (f" with {given}" if given else "")
                             + f": {exc}") from None
 
+    @property
+    def cased(self) -> bool:
+        """Whether the text is read as written (the published architecture's), else lower-cased (ours)."""
+        return self.architecture is not None
+
+    def vocabulary(self, build: Callable[[], Vocabulary]) -> Vocabulary:
+        """The vocabulary of the text: ``build()`` on rank 0, shared with every rank (:func:`shared_vocabulary`)."""
+        return shared_vocabulary(build)
+
     def published_lm_config(self, vocab_size: int) -> PublishedSoftmaxConfig:
         """The training head of the published architecture (``--softmax``, ``--softmax-samples``, ``--dropout``)."""
         return PublishedSoftmaxConfig(vocab_size=vocab_size, softmax=self.softmax, samples=self.softmax_samples,
@@ -324,7 +333,7 @@ def pretraining_splits(config: PretrainArgs) -> tuple[tuple[Corpus, Corpus, Corp
     train, val, test = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs,
                                    config.skip_bad_rows, config.download)
     text, stats = pretraining_text(train, [val, test], config.text_fraction, config.seed, config.extra_text)
-    if config.architecture is not None:  # the published architecture reads cased text
+    if config.cased:  # the published architecture reads cased text
         return (text.cased(), val.cased(), test.cased()), stats
     return (text, val, test), stats
 
@@ -341,7 +350,7 @@ def prepare_data(config: PretrainArgs, splits: tuple[Corpus, Corpus, Corpus] | N
         ElmoError: as :func:`pretraining_splits` (bad data or flags, an unreadable ``--extra-text`` file).
     """
     splits = pretraining_splits(config)[0] if splits is None else splits
-    vocab = shared_vocabulary(lambda: Vocabulary.build(splits[0].tokens, config.min_freq, config.max_vocab))
+    vocab = config.vocabulary(lambda: Vocabulary.build(splits[0].tokens, config.min_freq, config.max_vocab))
     model = config.model_config(len(vocab))
     data = {name: encode_corpus(c.tokens, vocab, c.labels, config.max_length, model.chars_per_token, model.char_scheme)
             for name, c in zip(("train", "val", "test"), splits)}
@@ -364,7 +373,7 @@ def prepare_stream(config: PretrainArgs) -> tuple[Vocabulary, dict[str, Streamed
     Raises:
         ElmoError: missing or unreadable files, a missing ``--text-column``, or no training text.
     """
-    lowercase = config.architecture is None  # the published architecture reads cased text
+    lowercase = not config.cased  # the published architecture reads cased text
 
     def open_source(path: str, max_docs: int | None = None) -> TextSource:
         if Path(path).suffix.lower() != ".csv":
@@ -384,7 +393,7 @@ def prepare_stream(config: PretrainArgs) -> tuple[Vocabulary, dict[str, Streamed
             stats["train_tokens"] += len(doc)
             yield doc
 
-    vocab = shared_vocabulary(lambda: Vocabulary.build(counted(), config.min_freq, config.max_vocab))
+    vocab = config.vocabulary(lambda: Vocabulary.build(counted(), config.min_freq, config.max_vocab))
     if distributed.context().is_main and stats["train_documents"] == 0:
         raise ElmoError(f"{config.train_file}: no training text (every line is blank or held out)")
     # rank 0 counted them; every rank needs the count, which sets the batch size (auto_batch_size)
@@ -460,14 +469,15 @@ def lm_objective(lm: torch.nn.Module, loaded: PretrainData, config: PretrainArgs
 
 
 def fit_direction(lm: LanguageModel, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
-                  bar: bool = True) -> FitResult:
+                  bar: bool = True, groups: Callable[[LanguageModel], Unfreezing] | None = None) -> FitResult:
     """Train one LM with early stopping on validation perplexity, its dropout seeded with ``--seed`` + rank (one
     stream per rank; rank 0 = a single process's), its training state in the checkpoint ``<direction>_lm``
-    (``--resume``); ``bar=False``: per-epoch lines without a progress bar."""
+    (``--resume``); ``bar=False``: per-epoch lines without a progress bar; ``groups``: the LM's optimiser groups
+    (``finetune``), else one."""
     torch.manual_seed(config.seed + run.ctx.rank)
     return fit(lm, lm_objective(lm, loaded, config, run), lm_train_config(config, loaded.data["train"]), run.device,
                run.amp_dtype, checkpointing(config, f"{lm.direction}_lm", vocab=loaded.vocab.fingerprint()),
-               Progress(f"{lm.direction} LM", "tok", config.quiet, bar))
+               Progress(f"{lm.direction} LM", "tok", config.quiet, bar), None if groups is None else groups(lm))
 
 
 def train_directions(bilm: BiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun) -> dict[str, FitResult]:
@@ -859,21 +869,22 @@ def finish_lm_results(out: dict, config: PretrainArgs, run: StartedRun, started:
 
 def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult], config: PretrainArgs,
                   run: StartedRun, out: dict, started: float, measured: dict[str, dict] | None = None,
-                  stale: list[Path] | None = None) -> None:
+                  stale: list[Path] | None = None, command: str = "pretrain", keep: Iterable = ()) -> None:
     """Rank 0: evaluate both directions exactly (unless ``measured`` holds their evaluations already:
     :func:`train_side_by_side`), then write ``forward.pt``, ``backward.pt``, ``bilstm.pt`` (then set the ``stale``
     classifier files aside: :func:`set_aside_stale`), ``lm.json`` and the plots (a different model in ``--models-dir``
-    deleted first with ``--overwrite``), delete the training checkpoints and print the table."""
+    deleted first with ``--overwrite``, but for the command's input files ``keep``), delete the training checkpoints
+    and print the table (``command``: what the model card says made it)."""
     outputs, vocab = run.outputs, loaded.vocab
     meta = {**environment_info(config.seed), "config": asdict(config)}
-    replace_different_models(config, "bilstm")
+    replace_different_models(config, "bilstm", keep)
     for lm in (bilm.forward_lm, bilm.backward_lm):
         with phase(out, "saving"):
             save_checkpoint(lm_checkpoint(lm, vocab, meta), outputs.lm(lm.direction))
         evaluate_direction(lm, fitted[lm.direction], loaded.data, run, vocab, out, (measured or {}).get(lm.direction))
     out["bilm_config"] = asdict(bilm.config)
     with phase(out, "saving"):
-        save_bilm(bilm, vocab, outputs.bilm, {**meta, "card": lm_card(out, config)})
+        save_bilm(bilm, vocab, outputs.bilm, {**meta, "card": lm_card(out, config, command)})
     set_aside_stale(stale or [], run)
     finish_lm_results(out, config, run, started, {d: out["directions"][d]["history"] for d in out["directions"]},
                       ["forward_lm", "backward_lm"])

@@ -9,6 +9,7 @@ import shutil
 
 import numpy as np
 import pytest
+import torch
 from published_reference import OPTIONS, WEIGHTS
 from support import make_rows, run_in_process, write_csv
 
@@ -79,7 +80,9 @@ def test_finetune_lowers_the_held_out_perplexity_and_exports_the_changed_bilm(tm
 @pytest.mark.parametrize("argv, message", [
     ([], "--options-file OPTIONS.json --weight-file WEIGHTS.hdf5"),
     (["--options-file", "MISSING"], "--options-file: "),
-    (["--options-file", "OURS"], "is our biLM; finetune continues the training of the published architecture"),
+    (["--options-file", "OURS", "--softmax-init", "random"], "--softmax-init: OURS/bilstm.pt is our biLM, which keeps its "
+                                                             "own softmax per direction"),
+    (["--options-file", "OURS", "--models-dir", "OURS"], "OURS/bilstm.pt is the same file as --options-file (bilstm.pt)"),
     (["--options-file", "OPTIONS", "--weight-file", "MISSING"], "--weight-file: "),
     (["--options-file", "MISSING", "--weight-file", "WEIGHTS"], "--options-file: "),
     (["--options-file", "OPTIONS", "--weight-file", "WEIGHTS", "--train-file", "MISSING"], "missing.hdf5: file not found"),
@@ -104,8 +107,45 @@ def test_bad_flags_and_files_stop_with_status_2_and_a_message_naming_them(tmp_pa
     if "PUBLISHED" in argv:  # lm.json written over the training text
         paths["TRAIN"] = str(tmp_path / "published" / "lm.json")
     argv = [paths.get(a, a) for a in argv]
-    assert run("finetune", ["--data-dir", str(tmp_path / "absent"), "--models-dir", str(tmp_path / "models"),
-                            "--quiet", "--threads", "1", *argv]) == 2
+    models = [] if "--models-dir" in argv else ["--models-dir", str(tmp_path / "models")]
+    assert run("finetune", ["--data-dir", str(tmp_path / "absent"), *models, "--quiet", "--threads", "1", *argv]) == 2
     err = capsys.readouterr().err
+    message = message.replace("OURS", str(ours))
     assert err.startswith("error: ") and message in err and "Traceback" not in err, err
     assert not (tmp_path / "models" / "published_lm.pt").exists()
+
+
+def test_finetune_continues_our_bilm_on_its_own_vocabulary_and_writes_it_as_pretrain_does(tmp_path):
+    """Our ``bilstm.pt`` given alone: each direction trained further on the domain text over the biLM's own vocabulary
+    and softmaxes; the held-out perplexity falls, the seed's four files are written, the biLM rebuilds from them and
+    its layers changed, and the input folder is left as it was."""
+    from support import write_tiny_agnews
+
+    from elmo.model.serialization import load_bilm
+
+    data = write_tiny_agnews(tmp_path / "data")
+    assert run_in_process("pretrain", tmp_path / "first", data, "--hidden-size", "12", "--epochs", "1",
+                          "--max-docs", "120", "--init-embeddings", "none", "--quiet", "--threads", "1") == 0
+    first = tmp_path / "first" / "models"
+    written = {p.name: p.read_bytes() for p in first.iterdir() if p.is_file()}
+    train, test = domain_text(tmp_path)
+    flags = [f for f in FLAGS if f not in ("--softmax-samples", "40")]
+    status = run_in_process("finetune", tmp_path / "tuned", data, "--options-file", str(first), "--train-file",
+                            str(train), "--text-column", "text", "--test-file", str(test), *flags)
+    assert status == 0
+    lm = json.loads((tmp_path / "tuned" / "results" / "lm.json").read_text())
+    for split in ("val", "test"):
+        for d in ("forward", "backward"):
+            before, after = lm["before"][split][f"{d}_perplexity"], lm[split][f"{d}_perplexity"]
+            assert np.isfinite(before) and after < before, (split, d, before, after)
+    models = tmp_path / "tuned" / "models"
+    assert sorted(p.name for p in models.iterdir()) == ["backward.pt", "bilstm.pt", "forward.pt", "word2idx.pkl"]
+    old, vocab, _ = load_bilm(first / "bilstm.pt")
+    tuned, tuned_vocab, meta = load_bilm(models / "bilstm.pt")
+    assert tuned_vocab.itos == vocab.itos == Vocabulary.load_pickle(models / "word2idx.pkl").itos  # its own vocabulary
+    assert meta["card"]["command"].startswith("python -m elmo finetune")
+    ids = torch.tensor([vocab.encode(["the", "market", "rallied"])])
+    with torch.no_grad():
+        change = (tuned.eval()(ids, torch.tensor([3])) - old.eval()(ids, torch.tensor([3]))).abs().amax(dim=(1, 2, 3))
+    assert (change > 1e-4).all()  # every layer of the biLM moved
+    assert {p.name: p.read_bytes() for p in first.iterdir() if p.is_file()} == written
