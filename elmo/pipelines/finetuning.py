@@ -21,13 +21,10 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
-
-from ..artifacts import environment_info
 from ..data.corpus import encode_corpus
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
@@ -40,27 +37,21 @@ from ..model.published_finetune import (
 )
 from ..model.published_io import options_of
 from ..model.published_lm import DIRECTION_NAMES, PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
-from ..model.serialization import OpenedBiLM, open_bilm, save_published_lm
+from ..model.serialization import OpenedBiLM, open_bilm
 from ..runtime import distributed
 from ..training.evaluation import perplexity
-from ..training.trainer import Progress, Unfreezing, fit
-from .common import CommonArgs, StartedRun, checkpointing, option, refuse_overwriting, resolve_batch_size, start
+from ..training.trainer import Unfreezing
+from .common import CommonArgs, StartedRun, option, refuse_overwriting, resolve_batch_size, start
 from .pretraining import (
     PretrainArgs,
     PretrainData,
-    evaluate_direction,
-    finish_lm_results,
     fit_direction,
-    lm_card,
-    lm_objective,
     lm_summary,
-    lm_train_config,
     load_data,
     refuse_different_models,
-    replace_different_models,
     say_stale,
-    set_aside_stale,
     stale_classifiers,
+    train_published,
     write_outputs,
 )
 
@@ -251,6 +242,12 @@ def held_out_perplexities(model: PublishedBiLMWithSoftmax | BiLM, data: dict,
             for split in ("val", "test") if split in data}
 
 
+def say_perplexities(run: StartedRun, when: str, perplexities: dict[str, dict[str, float]]) -> None:
+    """Print ``before: val forward perplexity 26.68, ...`` (``when``) from ``{split: {"<direction>_perplexity"}}``."""
+    run.say(f"{when + ':':<7} " + ", ".join(f"{split} {d} perplexity {values[f'{d}_perplexity']:.2f}"
+                                            for split, values in perplexities.items() for d in DIRECTION_NAMES))
+
+
 def parameter_groups(model: PublishedBiLMWithSoftmax | LanguageModel, config: FinetuneArgs) -> Unfreezing:
     """Two Adam groups: the language model but its softmax at ``--lr``, the softmax at ``--softmax-lr`` (both under
     the warm-up and ``--lr-gamma``), every parameter trained from the first step."""
@@ -276,7 +273,6 @@ def finetune(config: FinetuneArgs) -> dict:
     stale = stale_classifiers(config, kind, keep=[config.options_file, config.weight_file]) if run.ctx.is_main else []
     say_stale(stale, run)
     loaded = load_data(text, run)
-    train = loaded.data["train"]
     resolve_batch_size(config, loaded.train_documents, run.say)
     vocab = loaded.vocab
     run.say(f"fine-tuning {opened.where} on {loaded.source}: {loaded.train_tokens:,} training tokens, vocabulary "
@@ -289,31 +285,15 @@ def finetune(config: FinetuneArgs) -> dict:
     init = initial_softmax(model, loaded, config)
     model.to(run.device)
     before = held_out_perplexities(model, loaded.data, run)
-    run.say("before: " + ", ".join(f"{split} {d} perplexity {ppl[f'{d}_perplexity']:.2f}"
-                                   for split, ppl in before.items() for d in DIRECTION_NAMES))
+    say_perplexities(run, "before", before)
     out = lm_summary(loaded, run, {"architecture": config.options_file, "softmax": config.softmax, "before": before,
                                    "finetune": {"options_file": config.options_file, "weight_file": config.weight_file,
                                                 "softmax_init": init, "lr": config.lr,
                                                 "softmax_lr": config.softmax_lr}})
-    started = time.perf_counter()
-    torch.manual_seed(config.seed + run.ctx.rank)  # one dropout and candidate stream per rank
-    fitted = fit(model, lm_objective(model, loaded, config, run), lm_train_config(config, train), run.device,
-                 run.amp_dtype, checkpointing(config, "published_lm", vocab=vocab.fingerprint()),
-                 Progress("biLM", "tok", config.quiet), parameter_groups(model, config))
-    out["train_seconds"] = time.perf_counter() - started
+    train_published(model, loaded, config, run, out, stale, [config.options_file, config.weight_file], "finetune",
+                    parameter_groups(model, config))
     if run.ctx.is_main:
-        for name in DIRECTION_NAMES:
-            evaluate_direction(model.direction(name), fitted, loaded.data, run, vocab, out)
-        meta = {**environment_info(config.seed), "config": asdict(config), "card": lm_card(out, config, "finetune")}
-        replace_different_models(config, "published_lm", keep=[config.options_file, config.weight_file])
-        save_published_lm(model, vocab, run.outputs.published_lm, meta)
-        set_aside_stale(stale, run)
-        out["bilm_config"], out["options"] = asdict(model.bilm.config), options_of(model.bilm.config)
-        out["lm_config"] = asdict(model.config)
-        finish_lm_results(out, config, run, started, {"biLM": fitted.history}, ["published_lm"])
-        run.say("after:  " + ", ".join(f"{split} {d} perplexity {out[split][f'{d}_perplexity']:.2f}"
-                                       for split in before for d in DIRECTION_NAMES))
-    distributed.barrier()
+        say_perplexities(run, "after", {split: out[split] for split in before})
     return out
 
 
@@ -325,8 +305,7 @@ def finetune_directions(opened: OpenedBiLM, loaded: PretrainData, config: Finetu
     perplexities ``before``. Returns the ``lm.json`` content."""
     bilm = opened.bilm.to(run.device)
     before = held_out_perplexities(bilm, loaded.data, run)
-    run.say("before: " + ", ".join(f"{split} {d} perplexity {ppl[f'{d}_perplexity']:.2f}"
-                                   for split, ppl in before.items() for d in DIRECTION_NAMES))
+    say_perplexities(run, "before", before)
     out = lm_summary(loaded, run, {"softmax": bilm.config.softmax, "before": before,
                                    "finetune": {"options_file": config.options_file, "lr": config.lr,
                                                 "softmax_lr": config.softmax_lr}})
@@ -338,7 +317,6 @@ def finetune_directions(opened: OpenedBiLM, loaded: PretrainData, config: Finetu
         loaded.vocab.save_pickle(run.outputs.word2idx)
         write_outputs(bilm, loaded, fitted, config, run, out, started, stale=stale, command="finetune",
                       keep=opened.source.files)
-        run.say("after:  " + ", ".join(f"{split} {d} perplexity {out[split][f'{d}_perplexity']:.2f}"
-                                       for split in before for d in DIRECTION_NAMES))
+        say_perplexities(run, "after", {split: out[split] for split in before})
     distributed.barrier()
     return out

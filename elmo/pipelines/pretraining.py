@@ -797,36 +797,42 @@ def lm_summary(loaded: PretrainData, run: StartedRun, extra: dict) -> dict:
 
 def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainData, phases: dict | None = None,
                        stale: list[Path] | None = None) -> dict:
-    """``--architecture``: train the published architecture (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`:
-    both directions at once, one token layer and one softmax shared by them) with :func:`~elmo.training.trainer.fit`
-    (early stopping on the validation perplexity of both directions, checkpoints, ``--resume``), then rank 0
-    evaluates each direction exactly and writes ``published_lm.pt`` (then sets the ``stale`` classifier files aside:
-    :func:`set_aside_stale`), ``lm.json`` and the plots.
-
-    Returns:
-        the ``lm.json`` content (on every rank).
-    """
+    """``--architecture``: the published architecture, initialised as bilm-tf initialises it, trained and written by
+    :func:`train_published`. Returns the ``lm.json`` content (on every rank)."""
     model = PublishedBiLMWithSoftmax(config.published_config(), config.published_lm_config(len(loaded.vocab)),
                                      seed=config.seed).to(run.device)
     if config.init_embeddings.startswith("word2vec"):
         run.say(f"--init-embeddings {config.init_embeddings} does not apply to the character encoder: it starts from "
                 "bilm-tf's initialisation")
     out = lm_summary(loaded, run, {"architecture": config.architecture, "softmax": config.softmax}) | (phases or {})
+    return train_published(model, loaded, config, run, out, stale or [], [config.architecture])
+
+
+def train_published(model: PublishedBiLMWithSoftmax, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
+                    out: dict, stale: list[Path], keep: Iterable, command: str = "pretrain",
+                    groups: Unfreezing | None = None) -> dict:
+    """Train the published architecture (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`: both directions
+    at once, one token layer and one softmax shared by them) with :func:`~elmo.training.trainer.fit` (early stopping
+    on the validation perplexity of both directions, checkpoints, ``--resume``; ``groups``: the optimiser's, else one),
+    then rank 0 evaluates each direction exactly and writes ``published_lm.pt`` (a different model in ``--models-dir``
+    deleted first with ``--overwrite``, but for the input files ``keep``; then the ``stale`` classifier files set
+    aside: :func:`set_aside_stale`), ``lm.json`` (``out`` completed) and the plots; ``command`` made it (the model
+    card). Returns ``out`` (on every rank)."""
     started = time.perf_counter()
     torch.manual_seed(config.seed + run.ctx.rank)  # one dropout and candidate stream per rank
     fitted = fit(model, lm_objective(model, loaded, config, run), lm_train_config(config, loaded.data["train"]),
                  run.device, run.amp_dtype, checkpointing(config, "published_lm", vocab=loaded.vocab.fingerprint()),
-                 Progress("biLM", "tok", config.quiet))
+                 Progress("biLM", "tok", config.quiet), groups)
     out["train_seconds"] = time.perf_counter() - started
     out.setdefault("phase_seconds", {})["training"] = out["train_seconds"]
     if run.ctx.is_main:
         for name in DIRECTION_NAMES:
             evaluate_direction(model.direction(name), fitted, loaded.data, run, loaded.vocab, out)
-        meta = {**environment_info(config.seed), "config": asdict(config), "card": lm_card(out, config)}
-        replace_different_models(config, "published_lm", keep=[config.architecture])
+        meta = {**environment_info(config.seed), "config": asdict(config), "card": lm_card(out, config, command)}
+        replace_different_models(config, "published_lm", keep=keep)
         with phase(out, "saving"):
             save_published_lm(model, loaded.vocab, run.outputs.published_lm, meta)
-        set_aside_stale(stale or [], run)
+        set_aside_stale(stale, run)
         out["bilm_config"], out["options"] = asdict(model.bilm.config), options_of(model.bilm.config)
         out["lm_config"] = asdict(model.config)
         finish_lm_results(out, config, run, started, {"biLM": fitted.history}, ["published_lm"])
