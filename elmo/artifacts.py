@@ -1,10 +1,10 @@
 """Every file the project writes: its name (:class:`Outputs`), atomic saving and safe loading.
 
 Every ``.pt`` file is a dict of plain values and tensors with a ``format`` tag (e.g. ``{"format": "elmo.bilm",
-"version": 1, ...}``), written to a temporary file and moved into place with ``os.replace`` (an interrupted run never
-leaves a half-written file) and read with ``torch.load(..., weights_only=True)``. A new file gets ``0o666`` less the
-umask; a file written over keeps its permissions. :func:`refuse_overwriting_inputs` stops a command before it
-writes over one of its own inputs.
+"version": 1, ...}``, :func:`payload`), read with ``torch.load(..., weights_only=True)`` (:func:`load_checkpoint`).
+Every file is written to a temporary file moved into place with ``os.replace`` (:func:`atomic_write`), so an
+interrupted run never leaves a half-written file. A new file gets ``0o666`` less the umask; a file written over keeps
+its permissions. :func:`refuse_overwriting_inputs` stops a command before it writes over one of its own inputs.
 """
 
 from __future__ import annotations
@@ -31,12 +31,8 @@ FORMAT_VERSION = 1
 @dataclass(frozen=True)
 class Outputs:
     """The one place that names every output file (one property or method each; see ``docs/artifacts.md``), under
-    the three output folders.
-
-    Args:
-        models: ``--models-dir`` (model files and training checkpoints).
-        results: ``--results-dir`` (JSON results); images: ``--images-dir`` (plots).
-    """
+    ``models`` (``--models-dir``: model files and training checkpoints), ``results`` (``--results-dir``: JSON results)
+    and ``images`` (``--images-dir``: plots)."""
 
     models: Path = Path("models")
     results: Path = Path("results")
@@ -44,10 +40,9 @@ class Outputs:
 
     @classmethod
     def of(cls, models_dir: PathArg = None, results_dir: PathArg = None, images_dir: PathArg = None) -> "Outputs":
-        """From the ``--models-dir``, ``--results-dir`` and ``--images-dir`` flags, ``None`` where a flag was not
-        given: none given, ``models``, ``results`` and ``images`` (in the working folder); otherwise a folder not
-        given is the one of that name inside the first one given, in that order (``--models-dir M`` alone: ``M``,
-        ``M/results``, ``M/images``), so that a run writes only under what it was pointed at."""
+        """From the ``--models-dir``, ``--results-dir`` and ``--images-dir`` flags (``None``: not given). None given:
+        ``models``, ``results``, ``images`` in the working folder; else a missing one is the folder of that name in the
+        first one given, so a run writes nowhere else (``--models-dir M`` alone: ``M``, ``M/results``, ``M/images``)."""
         given = [Path(d) for d in (models_dir, results_dir, images_dir) if d is not None]
         folders = [Path(d) if d is not None else (given[0] / name if given else Path(name))
                    for d, name in zip((models_dir, results_dir, images_dir), ("models", "results", "images"))]
@@ -55,7 +50,7 @@ class Outputs:
 
     @property
     def word2idx(self) -> Path:
-        """The vocabulary, a pickled ``dict[str, int]`` (``word2idx.pkl``; classification.py and baselines.py read it)."""
+        """``word2idx.pkl``: the vocabulary, a pickled ``dict[str, int]`` (classification.py, baselines.py read it)."""
         return self.models / "word2idx.pkl"
 
     @property
@@ -65,8 +60,8 @@ class Outputs:
 
     @property
     def published_lm(self) -> Path:
-        """``published_lm.pt``: the published (bilm-tf) architecture trained by ``pretrain --architecture``, its
-        softmax and vocabulary (``python -m elmo export`` writes it as bilm-tf's files)."""
+        """``published_lm.pt``: the bilm-tf architecture trained by ``pretrain --architecture``, with its softmax and
+        vocabulary (``python -m elmo export`` writes it as bilm-tf's files)."""
         return self.models / "published_lm.pt"
 
     def lm(self, direction: str) -> Path:
@@ -85,9 +80,8 @@ class Outputs:
 
     @staticmethod
     def stale(path: Path) -> Path:
-        """Where a classifier file goes when a new biLM replaces the one it was trained on: ``<name>.stale`` beside
-        it (``classifier.pt.stale``), or ``<name>.stale.2``, ``.stale.3`` ... when that name is taken, so that no
-        earlier file is written over; no command reads these names."""
+        """Where a classifier file goes when a new biLM replaces its own: ``<name>.stale`` beside it, or the first free
+        ``<name>.stale.2``, ``.stale.3`` ... (nothing is written over); no command reads these names."""
         target, number = path.with_name(path.name + ".stale"), 1
         while target.exists() or target.is_symlink():
             number += 1
@@ -103,8 +97,7 @@ class Outputs:
         return self.models / "checkpoints" / f"{name}.pt"
 
     def log(self, name: str) -> Path:
-        """``checkpoints/<name>.log``: what a training process running beside another wrote to stderr (kept when
-        it fails)."""
+        """``checkpoints/<name>.log``: the stderr of a training process run beside another (kept when it fails)."""
         return self.models / "checkpoints" / f"{name}.log"
 
     def result(self, name: str) -> Path:
@@ -132,18 +125,14 @@ def payload(kind: str, **fields: Any) -> dict[str, Any]:
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file and ``os.replace``.
-
-    Raises:
-        ElmoError: the directory cannot be created or written.
-    """
+    """Write ``data`` to ``path`` with :func:`atomic_write` (raises :class:`ElmoError` as it does)."""
     atomic_write(path, lambda handle: handle.write(data))
 
 
 def _make_folder(folder: Path, flag: str | None = None, named: Path | None = None) -> None:
-    """``folder.mkdir(parents=True, exist_ok=True)``; raises :class:`ElmoError` when a part of ``folder`` is a file
-    (``"<part> is a file, not a folder"``, naming ``flag`` when given: the flag or argument naming ``folder``, or
-    ``named``, the file to be written in it) or the folder cannot be created."""
+    """``folder.mkdir(parents=True, exist_ok=True)``; raises :class:`ElmoError` when it cannot be created or a part of
+    it is a file (``"<part> is a file, not a folder (in <flag> <named or folder>)"``, the brackets only with ``flag``:
+    the flag or argument naming ``folder``; ``named``: the file to be written in it)."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
@@ -160,9 +149,9 @@ def _new_file(path: Path) -> tuple[int, str]:
     have: those of the file it replaces, else ``0o666`` less the umask (what ``open()`` gives; ``tempfile.mkstemp``
     would give ``0o600``). Raises ``OSError`` when the folder cannot be written."""
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode) & 0o777  # the file written over keeps its permissions
+        mode = stat.S_IMODE(os.stat(path).st_mode) & 0o777
     except OSError:
-        mode = None  # a new file: the umask decides, as for open()
+        mode = None
     for _ in range(100):
         tmp = str(path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp")
         try:
@@ -194,12 +183,8 @@ def remove_file(path: str | os.PathLike) -> None:
 @contextlib.contextmanager
 def _replacing(path: Path, flag: str | None = None) -> Iterator[tuple[int, str]]:
     """``(fd, name)`` of a new temporary file beside ``path`` (:func:`_new_file`), moved onto ``path`` (``os.replace``)
-    when the block ends without an error and removed otherwise, leaving ``path`` as it was.
-
-    Raises:
-        ElmoError: the folder cannot be created (a part of it is a file: named, with ``flag``) or written,
-            or the file cannot be written or moved.
-    """
+    when the block ends without an error, else removed, leaving ``path`` as it was. Raises :class:`ElmoError` when the
+    folder cannot be created (:func:`_make_folder`) or written, or the file cannot be written or moved."""
     _make_folder(path.parent, flag, path)
     try:
         fd, tmp = _new_file(path)
@@ -217,10 +202,8 @@ def _replacing(path: Path, flag: str | None = None) -> Iterator[tuple[int, str]]
 
 @contextlib.contextmanager
 def atomic_hdf5(path: str | os.PathLike, flag: str | None = None) -> Iterator[Any]:
-    """An ``h5py.File`` open for writing on a temporary file that replaces ``path`` as :func:`_replacing` says.
-
-    Args:
-        path: the hdf5 file; flag: the flag or argument that named it, for the error messages.
+    """An ``h5py.File`` open for writing on a temporary file that replaces ``path`` as :func:`_replacing` says;
+    ``flag``: the flag or argument that named ``path``, for the error messages.
 
     Raises:
         ElmoError: the folder or the file cannot be written (a part of the folder is a file: named).
@@ -234,11 +217,7 @@ def atomic_hdf5(path: str | os.PathLike, flag: str | None = None) -> Iterator[An
 
 
 def save_checkpoint(obj: dict[str, Any], path: str | os.PathLike) -> None:
-    """``torch.save`` ``obj`` to ``path`` atomically (temp file + ``os.replace``).
-
-    Raises:
-        ElmoError: the directory cannot be created or written.
-    """
+    """``torch.save`` ``obj`` to ``path`` with :func:`atomic_write` (raises :class:`ElmoError` as it does)."""
     atomic_write(path, lambda handle: torch.save(obj, handle))
 
 
@@ -247,7 +226,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> N
     ``write`` raises, the temporary file is removed and ``path`` is left as it was (permissions: :func:`_new_file`).
 
     Raises:
-        ElmoError: the directory cannot be created or written (or whatever ``write`` raises).
+        ElmoError: the folder cannot be created or written (or whatever ``write`` raises).
     """
     with _replacing(Path(path)) as (fd, _), os.fdopen(fd, "wb") as handle:
         write(handle)
@@ -256,12 +235,12 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> N
 
 
 def load_checkpoint(path: str | os.PathLike, expected_format: str | tuple[str, ...]) -> dict[str, Any]:
-    """The checkpoint dict of the ``.pt`` file ``path`` (tensors on CPU), loaded with ``weights_only=True``, its
-    ``format`` tag checked against ``expected_format``: the accepted value(s), e.g. ``"elmo.bilm"``.
+    """The checkpoint dict of the ``.pt`` file ``path`` (tensors on CPU, ``weights_only=True``), its ``format`` tag one
+    of ``expected_format`` (e.g. ``"elmo.bilm"``) and its ``version`` :data:`FORMAT_VERSION`.
 
     Raises:
-        ElmoError: the file is missing, truncated/corrupt, not loadable without executing code, or not a checkpoint of
-            the expected kind.
+        ElmoError: the file is missing, truncated/corrupt, not loadable without executing code, or of another format
+            or version.
     """
     path = Path(path)
     expected = (expected_format,) if isinstance(expected_format, str) else tuple(expected_format)
@@ -282,17 +261,13 @@ def load_checkpoint(path: str | os.PathLike, expected_format: str | tuple[str, .
 
 
 def check_writable(*folders: str | os.PathLike, flags: tuple[str | None, ...] = ()) -> None:
-    """Prove each output folder can be written, before any training starts (so a run never trains for minutes and then
-    fails to save), without creating it: a folder is made when the first file is written into it (:func:`atomic_write`),
-    so a run that fails or is interrupted first leaves no empty folder behind. A test file is written and removed in the
-    folder, or, when it does not exist yet, in the nearest folder above it that does (where it will be created).
-
-    Args:
-        folders: the output folders; flags: the flag naming each (``--models-dir`` ...), for the messages.
+    """Prove each output folder can be written before any training starts (so a run never trains for minutes and then
+    fails to save), without creating it: the first write into a folder makes it (:func:`atomic_write`), so a run that
+    stops early leaves no empty folder. A test file is written and removed in the folder or, when it does not exist
+    yet, in its nearest existing parent. ``flags``: the flag naming each folder (``--models-dir`` ...), for messages.
 
     Raises:
-        ElmoError: naming the folder that cannot be created or written (and its flag), or the file
-            in the way of it (``"<path> is a file, not a folder"``).
+        ElmoError: naming the folder that cannot be created or written (and its flag), or the file in its way.
     """
     for i, folder in enumerate(map(Path, folders)):
         flag = flags[i] if i < len(flags) else None
@@ -323,17 +298,14 @@ def _identity(path: Path) -> tuple[str, tuple[int, int] | None]:
 
 
 def refuse_overwriting_inputs(inputs: Mapping[str, PathArg], outputs: Mapping[str, PathArg]) -> None:
-    """Stop a command that would write over one of its own inputs, before it writes anything.
+    """Stop a command that would write over one of its own inputs, before it writes anything. An output is an input
+    when both resolve to the same path (symbolic links followed, ``..`` removed) or both exist and are the same file on
+    disk (same device and inode: a hard link, a second name of a folder, a case-insensitive file system).
 
     Args:
-        inputs: every file the command reads, keyed by the flag or argument that names it as the user
-            sees it (``"input_file"``, ``"--weight-file"``, ``"--data-dir (train.csv)"``); ``None`` (a flag
-            not given) is skipped.
-        outputs: every file it writes, keyed the same way (``"--models-dir (bilstm.pt)"``).
-
-    An output is one of the inputs when both resolve to the same path (symbolic links followed, ``..``
-    removed) or, when both exist, they are the same file on disk (same device and inode: a hard link, a
-    second name of a folder, a case-insensitive file system).
+        inputs: every file the command reads, keyed by the flag or argument naming it as the user sees it
+            (``"input_file"``, ``"--weight-file"``, ``"--data-dir (train.csv)"``); ``None`` (not given) is skipped.
+        outputs: every file it writes, keyed the same way (``"--models-dir (bilstm.pt)"``, :meth:`Outputs.labelled`).
 
     Raises:
         ElmoError: naming the output's flag and path and the input's flag and path.
@@ -364,7 +336,7 @@ def environment_info(seed: int | None = None) -> dict[str, Any]:
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:
-    """Write ``obj`` as indented JSON, atomically."""
+    """Write ``obj`` as indented JSON with :func:`atomic_write`."""
     import json
 
     atomic_write_bytes(path, (json.dumps(obj, indent=2) + "\n").encode("utf-8"))

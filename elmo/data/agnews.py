@@ -1,10 +1,9 @@
-"""AG News (Zhang et al. 2015) reading, the validation split and the md5-verified download.
+"""AG News (Zhang et al. 2015): reading, the validation split and the md5-verified download.
 
-Two CSV layouts are accepted, detected from the first row (never guessed): the original ``ag_news_csv`` layout (no
-header; ``class, title, description``) and the course layout (a header row with at least ``Class Index`` and
-``Description``). The text used everywhere is the Description column; the label is the class index 1-4, stored
-0-based. Missing ``train.csv`` / ``test.csv`` are downloaded (:func:`fetch`; also ``python -m elmo fetch``) unless
-told not to.
+Two CSV layouts are accepted, detected from the first row: the original ``ag_news_csv`` one (no header; columns
+class, title, description) and the course one (a header row with at least ``Class Index`` and ``Description``). The
+text is the Description column; the label is the class index 1-4, stored 0-based. Missing files are downloaded
+(:func:`fetch`) unless told not to.
 """
 
 from __future__ import annotations
@@ -42,12 +41,10 @@ def _is_header(row: Sequence[str]) -> bool:
 
 
 def read_agnews(path: str | os.PathLike, skip_bad_rows: bool = False, max_rows: int | None = None) -> Corpus:
-    """Read an AG News CSV file in either layout (see the module docstring).
+    """Read an AG News CSV file in either layout (module docstring): UTF-8 with or without a BOM, LF or CRLF.
 
     Args:
-        path: the CSV file. UTF-8, with or without a BOM; LF or CRLF line endings.
-        skip_bad_rows: skip rows with a bad label or an empty description (and say how many on stderr) instead of
-            raising.
+        skip_bad_rows: skip rows with a bad label or an empty description (counted on stderr) instead of raising.
         max_rows: read only the first ``max_rows`` data rows (``None`` = all).
 
     Returns:
@@ -55,8 +52,7 @@ def read_agnews(path: str | os.PathLike, skip_bad_rows: bool = False, max_rows: 
 
     Raises:
         ElmoError: the file is missing, empty, not UTF-8 or not CSV; the columns fit neither layout; or (unless
-            ``skip_bad_rows``) a row has a label outside 1-4 or an empty description. The message names the file and
-            the line numbers.
+            ``skip_bad_rows``) a row has a label outside 1-4 or an empty description (the message gives the lines).
     """
     path = Path(path)
     if not path.is_file():
@@ -122,12 +118,9 @@ def read_agnews(path: str | os.PathLike, skip_bad_rows: bool = False, max_rows: 
 
 
 def find_split(data_dir: str | os.PathLike, split: str, download: bool = True) -> Path:
-    """Path of ``<data_dir>/<split>.csv``; when it is missing and ``download`` is true, first fetch the official AG
-    News files into ``data_dir`` (:func:`fetch`, saying so on stderr).
-
-    Raises:
-        ElmoError: the file is missing and downloading is off or fails; the message says where to put the files by hand.
-    """
+    """Path of ``<data_dir>/<split>.csv``; when it is missing and ``download`` is true, the official files are first
+    downloaded into ``data_dir`` (:func:`fetch`, said on stderr). Raises ElmoError, saying where to put the files by
+    hand, when it is missing and downloading is off or fails."""
     path = Path(data_dir) / f"{split}.csv"
     if path.is_file():
         return path
@@ -145,14 +138,10 @@ def find_split(data_dir: str | os.PathLike, split: str, download: bool = True) -
 
 
 def train_val_split(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Shuffle ``range(n)`` with ``seed`` and cut off a validation part.
+    """Shuffle ``range(n)`` with ``seed`` and cut off ``max(1, round(n*val_fraction))`` rows for validation.
 
-    Returns:
-        ``(train_index, val_index)``, int64 arrays; ``val_index`` has ``max(1, round(n*val_fraction))`` rows when
-        ``0 < val_fraction < 1``.
-
-    Raises:
-        ElmoError: ``val_fraction`` outside ``(0, 1)`` or too few rows to split.
+    Returns ``(train_index, val_index)``, sorted int64 arrays. Raises ElmoError for ``val_fraction`` outside ``(0, 1)``
+    or too few rows to split.
     """
     if not 0.0 < val_fraction < 1.0:
         raise ElmoError(f"val_fraction must be in (0, 1), got {val_fraction}", field="val_fraction")
@@ -164,20 +153,12 @@ def train_val_split(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray,
 
 
 def labelled_draw(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
-    """A class-balanced draw of ``fraction`` of the documents with ``labels`` (learning curves over labelled data).
+    """A class-balanced draw of ``fraction`` (in ``(0, 1]``; 1 keeps all) of the documents with ``labels`` (int,
+    ``(N,)``), for learning curves over labelled data: each class keeps ``max(1, round(fraction * n_c))`` of its
+    ``n_c`` documents, drawn from ``seed`` in a stream of its own (not the validation split's).
 
-    Each class keeps ``max(1, round(fraction * n_c))`` of its ``n_c`` documents, chosen at random from ``seed`` (a
-    stream of its own, not the validation split's).
-
-    Args:
-        labels: int array of shape ``(N,)``, the classes of the training documents.
-        fraction: share to keep, in ``(0, 1]``; 1 returns every index; seed: seeds the draw.
-
-    Returns:
-        The sorted int64 indices of the kept documents, shape ``(about fraction * N,)``.
-
-    Raises:
-        ElmoError: ``fraction`` outside ``(0, 1]`` (field ``labelled_fraction``).
+    Returns the sorted int64 indices of the kept documents, shape ``(about fraction * N,)``. Raises ElmoError (field
+    ``labelled_fraction``) for ``fraction`` outside ``(0, 1]``.
     """
     if not 0.0 < fraction <= 1.0:
         raise ElmoError(f"labelled_fraction must be in (0, 1], got {fraction}", field="labelled_fraction")
@@ -195,21 +176,16 @@ def labelled_draw(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
 def load_agnews(data_dir: str | os.PathLike, val_fraction: float = 0.05, seed: int = 0,
                 max_docs: int | None = None, skip_bad_rows: bool = False,
                 download: bool = True) -> tuple[Corpus, Corpus, Corpus]:
-    """Read ``train.csv`` and ``test.csv`` and split validation off the training rows.
+    """Read ``data_dir``'s ``train.csv`` and ``test.csv`` and split validation off the training rows.
 
     Args:
-        data_dir: folder holding ``train.csv`` and ``test.csv``.
         val_fraction: share of the (first ``max_docs``) training rows held out for validation and model selection;
-            the test rows are only ever used for the final report.
-        seed: seeds the split; max_docs: use only the first ``max_docs`` training rows (``None`` = all).
-        skip_bad_rows: see :func:`read_agnews`.
-        download: fetch the official files when they are missing (:func:`find_split`).
+            the test rows are only ever used for the final report. seed: seeds the split (:func:`train_val_split`).
+        max_docs: use only the first ``max_docs`` training rows (``None`` = all). skip_bad_rows: see
+            :func:`read_agnews`. download: fetch missing files (:func:`find_split`).
 
-    Returns:
-        ``(train, val, test)`` corpora.
-
-    Raises:
-        ElmoError: missing files (with instructions), bad rows, or ``max_docs < 1``.
+    Returns ``(train, val, test)`` corpora. Raises ElmoError for missing files (with instructions), bad rows, or
+    ``max_docs < 1``.
     """
     if max_docs is not None and max_docs < 1:
         raise ElmoError(f"max_docs must be a positive number of documents, got {max_docs}", field="max_docs")
@@ -229,8 +205,7 @@ def md5sum(path: str | os.PathLike) -> str:
 
 
 def _download(url: str, handle, expected_md5: str, quiet: bool, timeout: float) -> None:
-    """Stream ``url`` into ``handle`` with a progress bar and check its md5. Raises ElmoError when the URL cannot be
-    read (offline, HTTP error) or the md5 differs."""
+    """Stream ``url`` into ``handle`` (progress bar) and check its md5; raises ElmoError as :func:`fetch` does."""
     digest = hashlib.md5()
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
@@ -249,29 +224,24 @@ def _download(url: str, handle, expected_md5: str, quiet: bool, timeout: float) 
 
 def fetch(data_dir: str | os.PathLike, base_url: str = SOURCE_URL, force: bool = False,
           checksums: dict[str, str] | None = None, quiet: bool = False, timeout: float = 60.0) -> list[Path]:
-    """Download the official AG News ``train.csv`` and ``test.csv`` and verify their md5s.
-
-    Each file is streamed (with a progress bar) into a temporary file in ``data_dir`` and moved into place only when
-    its md5 matches the published value (:func:`elmo.artifacts.atomic_write`), so a failed or tampered download leaves
-    nothing, not even the folders it created.
+    """Download the official AG News ``train.csv`` and ``test.csv`` (also ``python -m elmo fetch``) and verify their
+    md5s. Each file is streamed to a temporary file and moved into place only when its md5 matches
+    (:func:`elmo.artifacts.atomic_write`), so a failed or tampered download leaves nothing, not even new folders.
 
     Args:
         data_dir: where the files go (created). base_url: the folder URL holding both files (``file://`` works
             too). force: replace present files whose md5 differs. checksums: ``{name: md5}`` (default
             :data:`OFFICIAL_MD5`). quiet: no progress bar. timeout: socket timeout in seconds.
 
-    Returns:
-        The paths of the verified files.
-
-    Raises:
-        ElmoError: a download fails (offline, HTTP error) or a checksum does not match.
+    Returns the paths of the verified files. Raises ElmoError when a download fails (offline, HTTP error) or a
+    checksum does not match.
     """
     data_dir = Path(data_dir)
-    created = [p for p in (data_dir, *data_dir.parents) if not p.exists()]  # removed again if nothing lands there
+    created = [p for p in (data_dir, *data_dir.parents) if not p.exists()]
     try:
         return _fetch_files(data_dir, base_url, force, checksums, quiet, timeout)
     except BaseException:
-        for folder in created:  # deepest first; a folder that holds anything (e.g. train.csv) stays
+        for folder in created:  # deepest first; a folder that holds anything stays
             try:
                 folder.rmdir()
             except OSError:
@@ -281,7 +251,7 @@ def fetch(data_dir: str | os.PathLike, base_url: str = SOURCE_URL, force: bool =
 
 def _fetch_files(data_dir: Path, base_url: str, force: bool, checksums: dict[str, str] | None, quiet: bool,
                  timeout: float) -> list[Path]:
-    """:func:`fetch`'s download loop (the folders it needs are created by the atomic writes)."""
+    """:func:`fetch`'s download loop (the atomic writes create the folders)."""
     written = []
     for name, expected in (checksums or OFFICIAL_MD5).items():
         target = data_dir / name

@@ -1,9 +1,8 @@
 """Pre-trained ELMo in a notebook: contextual vectors of every biLM layer, from our biLM or the published one.
 
 :class:`ElmoEmbedder` has AllenNLP's interface and takes the published ELMo files (bilm-tf's ``options.json`` +
-``weights.hdf5``), a models folder holding any biLM the project writes (``bilstm.pt`` of ``python ELMO.py``,
-``published_lm.pt`` of ``pretrain --architecture`` / ``finetune``, ``options.json`` + ``weights.hdf5`` of ``export``)
-or a biLM object::
+``weights.hdf5``), a models folder holding any biLM the project writes (:meth:`ElmoEmbedder.from_pretrained`) or a
+biLM object::
 
     from elmo import ElmoEmbedder
     e = ElmoEmbedder(options_file="elmo_2x4096_512_2048cnn_2xhighway_options.json",
@@ -12,8 +11,7 @@ or a biLM object::
     ours = ElmoEmbedder.from_pretrained("models")                           # whatever models/ holds: (3, 7, D)
 
 Tokens are lower-cased for our biLM (trained lower-cased) and kept as given for the published models. Stateless by
-default; ``stateful=True`` reproduces bilm-tf / AllenNLP's stateful ``ElmoEmbedder``. There is no maximum length
-(``chunk_size``). :class:`ElmoEmbedder` says more of both.
+default (``stateful=True``: bilm-tf / AllenNLP's behaviour); no maximum length (``chunk_size``).
 """
 
 from __future__ import annotations
@@ -41,12 +39,9 @@ PUBLISHED_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/"
 
 
 def is_published(options_file: str | os.PathLike | None, weight_file: str | os.PathLike | None) -> bool:
-    """Whether the pair names bilm-tf files (an options file and a weight file) rather than one models folder or
-    ``.pt`` file (given as either argument; :func:`~elmo.model.serialization.open_bilm` opens it).
-
-    Raises:
-        ElmoError: neither given, or one of bilm-tf's two files without the other.
-    """
+    """Whether the pair names bilm-tf's options and weight files rather than one models folder or ``.pt`` file (given
+    as either argument; :func:`~elmo.model.serialization.open_bilm` opens it). Raises ElmoError if neither is given,
+    one of bilm-tf's two files comes without the other, or our biLM comes with a second file."""
     given = [Path(p) for p in (options_file, weight_file) if p is not None]
     if not given:
         raise ElmoError("give options_file and weight_file (the published ELMo files, e.g. from "
@@ -94,45 +89,34 @@ def _device(cuda_device: int | None, device: str | torch.device | None) -> str |
 
 
 class ElmoEmbedder:
-    """Contextual vectors of every biLM layer for tokenised sentences, with AllenNLP's ``ElmoEmbedder`` interface.
-
-    ``ElmoEmbedder(options_file=..., weight_file=...)`` (the published ELMo, AllenNLP's signature),
-    ``ElmoEmbedder("models")`` or :meth:`from_pretrained` (the biLM a models folder holds), or
-    ``ElmoEmbedder(bilm=bilm, vocab=vocab)``.
+    """Contextual vectors of every biLM layer for tokenised sentences, with AllenNLP's ``ElmoEmbedder`` interface: h_0
+    (token vectors), h_1 .. h_L (LSTM layers), each ``D = bilm.output_dim`` wide (both directions; paper eq. 1).
+    Words outside our biLM's vocabulary read as ``<unk>`` for a word biLM; a character biLM (ours with
+    ``--token-encoder char``, or a published one) spells them out.
 
     Args:
-        options_file: bilm-tf's ``options.json`` — or a models folder / ``.pt`` file (then without ``weight_file``;
-            :meth:`from_pretrained` says what it may hold); weight_file: bilm-tf's ``weights.hdf5``. Not with ``bilm``.
-        cuda_device: AllenNLP's argument: -1 = CPU, k >= 0 = GPU k; device: ours (``"auto"``, ``"cpu"``,
-            ``"cuda"``); give at most one (default: a GPU when present).
-        bilm: our trained :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.published.PublishedBiLM`
-            (moved to the device, put in eval mode); vocab: our biLM's :class:`~elmo.data.vocab.Vocabulary`
-            (``None`` for a published biLM, which has none).
-        stateful: ``False``: every sentence starts from zero LSTM states (deterministic; a sentence's vectors depend
-            on it alone). ``True``: bilm-tf / AllenNLP's behaviour — row r of each call starts from the states row r
-            of the previous call ended with (``<S> .. </S>`` read whole), a smaller call uses and updates only its
-            first rows and keeps the others, a larger one starts its new rows from zeros; batches are then the calls'
-            sentences in the order given (``embed_sentences``: consecutive groups of ``batch_size``), never
-            re-ordered by length. :meth:`reset_states` forgets them.
-        precision: ``"fp32"`` (the default, AllenNLP's precision), ``"auto"`` (bf16 autocast on CPUs with native
-            bf16 and on GPUs, :func:`elmo.runtime.device.resolve_precision`), ``"bf16"`` or ``"fp16"`` (CUDA). The
-            vectors returned are float32 either way.
-        vocab_to_cache: words whose token vectors are computed once here (as AllenNLP's ``vocab_to_cache``); others
-            are computed once per distinct word per pass of up to :data:`CHUNK_BATCHES` batches.
+        options_file: bilm-tf's ``options.json``, or alone a models folder / ``.pt`` file (:meth:`from_pretrained`);
+            weight_file: bilm-tf's ``weights.hdf5``. Neither with ``bilm``.
+        cuda_device: AllenNLP's (-1 = CPU, k >= 0 = GPU k) or device: ours (``"auto"``, ``"cpu"``, ``"cuda"``); at
+            most one (default: a GPU when present).
+        bilm: our :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.published.PublishedBiLM`, moved to
+            the device in eval mode; vocab: our biLM's :class:`~elmo.data.vocab.Vocabulary` (a published has none).
+        stateful: ``False``: every sentence starts from zero LSTM states, so its vectors depend on it alone.
+            ``True``: bilm-tf / AllenNLP's behaviour — row r of each call starts from the states row r of the previous
+            call ended with (``<S> .. </S>`` read whole); a smaller call updates only its first rows, a larger one
+            starts its new rows from zeros; batches keep the given order. :meth:`reset_states` forgets the states.
+        precision: ``"fp32"`` (default, AllenNLP's), ``"auto"`` (bf16 where native or on GPUs:
+            :func:`elmo.runtime.device.resolve_precision`), ``"bf16"`` or ``"fp16"`` (CUDA); output is float32.
+        vocab_to_cache: words whose token vectors are computed once here (as AllenNLP's); others once per distinct
+            word per pass of up to :data:`CHUNK_BATCHES` batches.
         max_tokens: padded-token budget per internal batch (stateless mode).
-        chunk_size: a sentence longer than this many tokens is computed in chunks of at most this many positions
-            (rows × tokens), the LSTM states carried from chunk to chunk: the same vectors (to float rounding), in
-            memory bounded by the chunk rather than the sentence. Sets ``bilm.chunk_size``
-            (:data:`elmo.model.bilm.CHUNK_SIZE` by default; ``None`` = one pass whatever the length).
-
-    The layers are h_0 (token vectors), h_1 .. h_L (LSTM layers), each ``D = bilm.output_dim`` wide (both directions
-    concatenated; paper eq. 1). Words outside our biLM's vocabulary read as ``<unk>`` for a word biLM; a character
-    biLM (ours with ``--token-encoder char``, or a published one) spells them out.
+        chunk_size: longer sentences run in chunks of at most this many positions (rows × tokens), carrying the LSTM
+            states: the same vectors (to float rounding), in memory bounded by the chunk. Sets ``bilm.chunk_size``
+            (default :data:`elmo.model.bilm.CHUNK_SIZE`; ``None``: one pass whatever the length).
 
     Raises:
-        ElmoError: missing, unreadable or inconsistent files (see :func:`is_published` and
-            :func:`~elmo.model.serialization.open_bilm`); both files and a ``bilm``; our biLM without its ``vocab``;
-            a bad device or precision; ``chunk_size`` not ``None`` or a positive int.
+        ElmoError: bad files (:func:`is_published`, :func:`~elmo.model.serialization.open_bilm`); both files and
+            ``bilm``; our biLM without ``vocab``; a bad device, precision or ``chunk_size``.
     """
 
     def __init__(self, options_file: str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
@@ -174,14 +158,13 @@ class ElmoEmbedder:
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike = "models", device: str | torch.device = "auto",
                         precision: str = "fp32") -> "ElmoEmbedder":
-        """The biLM of a models folder, or one of its files (``device``, ``precision`` as above): whichever the folder
-        holds, looked for in this order (:func:`~elmo.model.serialization.open_bilm`): our ``bilstm.pt``
-        (``python ELMO.py``), the ``published_lm.pt`` of ``pretrain --architecture`` or ``finetune`` (its biLM, the
-        softmax left out), bilm-tf's ``options.json`` + ``weights.hdf5`` (``export``).
+        """The biLM a models folder (or one of its files) holds, ``device`` and ``precision`` as above; looked for in
+        this order (:func:`~elmo.model.serialization.open_bilm`): our ``bilstm.pt`` (``python ELMO.py``), the
+        ``published_lm.pt`` of ``pretrain --architecture`` or ``finetune`` (its biLM, the softmax left out), bilm-tf's
+        ``options.json`` + ``weights.hdf5`` (``export``).
 
         Raises:
-            ElmoError: the folder holds none of them (one line naming what was looked for), a file is corrupt or not
-                an ELMo biLM; an unknown precision.
+            ElmoError: the folder holds none of them, a file is corrupt or not an ELMo biLM; an unknown precision.
         """
         opened = open_bilm(path)
         return cls(bilm=opened.bilm, vocab=opened.vocab, device=device, precision=precision)
@@ -197,8 +180,7 @@ class ElmoEmbedder:
         return self.bilm.output_dim
 
     def tokenize(self, text: str) -> list[str]:
-        """The project's tokeniser (:func:`elmo.data.text.tokenize`): lower-cased for our biLM (as in training),
-        case kept for a published one."""
+        """The project's tokeniser (:func:`elmo.data.text.tokenize`), lower-casing for our biLM only."""
         return tokenize(text, lowercase=not self.bilm.cased)
 
     def reset_states(self) -> None:
@@ -206,8 +188,7 @@ class ElmoEmbedder:
         self._states = None
 
     def encode(self, sentences: Sequence[Sequence[str]]) -> EncodedCorpus:
-        """Word ids of ``vocab`` (and, for a character biLM, spellings) of non-empty token lists, as a classifier
-        reads them."""
+        """Non-empty token lists as a classifier reads them: ids of ``vocab`` (+ spellings for a character biLM)."""
         config = self.bilm.config
         return encode_corpus(sentences, self.vocab, max_chars=config.chars_per_token, char_scheme=config.char_scheme)
 
@@ -291,17 +272,8 @@ class ElmoEmbedder:
     # --- the public interface ----------------------------------------------------------------------
 
     def embed_batch(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
-        """Embed token lists in one forward pass.
-
-        Args:
-            sentences: token lists (lower-cased here for our biLM, as in training). An empty list is allowed.
-
-        Returns:
-            One float32 array ``(L + 1, n_i, D)`` per sentence (``n_i = 0`` for an empty one).
-
-        Raises:
-            ElmoError: input that is not a list of lists of str.
-        """
+        """One float32 array ``(L + 1, n_i, D)`` per token list (``n_i = 0`` for an empty one), in one forward
+        pass. Raises ElmoError on input that is not a list of lists of str."""
         return self._embed(_check_sentences(sentences, not self.bilm.cased), None)
 
     def embed_sentence(self, tokens: Sequence[str]) -> np.ndarray:
@@ -309,13 +281,9 @@ class ElmoEmbedder:
         return self.embed_batch([tokens])[0]
 
     def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int = 64) -> Iterator[np.ndarray]:
-        """Embed many sentences lazily, in input order, batching sentences of similar length together (under a
-        ``max_tokens`` padded-token budget; stateful mode: consecutive groups of ``batch_size``).
-
-        Args:
-            sentences: any iterable of token lists (read ``CHUNK_BATCHES * batch_size`` at a time, so memory does not
-                grow with the number of sentences).
-            batch_size: sentences per forward pass (also capped by the token budget).
+        """Embed any iterable of token lists lazily, reading ``CHUNK_BATCHES * batch_size`` at a time (memory does not
+        grow with their number); up to ``batch_size`` sentences of similar length per forward pass, within the
+        ``max_tokens`` budget (stateful mode: consecutive groups of ``batch_size``).
 
         Yields:
             ``(L + 1, n_i, D)`` float32 arrays, one per sentence, in the order given.

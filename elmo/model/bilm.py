@@ -3,17 +3,13 @@
 Two *separate* language models read each sentence: the forward one reads ``<bos> t_1 .. t_N`` and predicts
 ``t_1 .. t_N <eos>``, the backward one reads ``<eos> t_N .. t_1`` and predicts ``t_N .. t_1 <bos>``. Each is a token
 encoder (a word embedding, or the character CNN with ``token_encoder="char"``, :mod:`elmo.model.char_cnn`) → a stack
-of unidirectional ``nn.LSTM`` layers (optionally projected, ``proj_size``, and residual, ``residual``, §3.1) → an
-adaptive softmax (Grave et al. 2017; :class:`~elmo.model.adaptive_softmax.AdaptiveSoftmax`). Forward layer j at token k depends only on tokens ≤ k; the backward model
-reverses every sentence *within its own length*, so backward state k lines up with token k. Batches are
-right-padded, so padding never reaches a real state; padded positions are excluded from every loss and masked.
-
-:class:`BiLM` computes a sentence longer than ``BiLM.chunk_size`` (:data:`CHUNK_SIZE`) tokens in chunks of at most
-that many positions (:func:`step_chunks`), each LSTM layer's ``(h, c)`` carried into the next chunk: memory is
-bounded by the chunk and the vectors are those of one pass (to float rounding). Training never chunks.
+of unidirectional LSTM layers (optionally projected, ``proj_size``, and residual, ``residual``, §3.1) → a softmax
+(adaptive, Grave et al. 2017, :class:`~elmo.model.adaptive_softmax.AdaptiveSoftmax`, or sampled). The backward model
+reverses every sentence *within its own length*, so backward state k lines up with token k. Batches are right-padded,
+so padding never reaches a real state; padded positions are excluded from every loss and masked.
 
 The ELMo layers for token k (eq. 1): ``h_{k,0} = [x^fwd_k ; x^bwd_k]``, ``h_{k,j} = [→h_{k,j} ; ←h_{k,j}]``, all of
-width ``2 * output_size`` (``output_size`` = ``proj_size`` or else ``hidden_size``).
+width ``2 * output_size``. Long sentences are computed in chunks (:class:`BiLMLayers`); training never chunks.
 """
 
 from __future__ import annotations
@@ -35,21 +31,19 @@ from .lstm import AutocastLSTM, CachedWeights, ProjectedLSTM, autocast_dtype, ca
 from .plan import HostPlan, device_reading_plan, predicted_positions
 from .sampled_softmax import BILM_TF_SAMPLES, SampledSoftmax
 
-#: the default ``chunk_size`` of both biLMs (:class:`BiLM`, :class:`elmo.model.published.PublishedBiLM`): a sentence
-#: longer than this many tokens is computed in chunks of at most this many positions (:func:`step_chunks`)
+#: the default ``chunk_size`` of both biLMs (:class:`BiLMLayers`)
 CHUNK_SIZE = 256
 DIRECTIONS = ("forward", "backward")
 #: LSTM states of a biLM: ``[(h, c)]`` for the forward layers 1..L then the backward ones, ``h (B, output width)``,
 #: ``c (B, cells)`` float32, row b = batch row b (stateful use: :meth:`BiLM.contextual` with ``carry=True``)
 States = list[tuple[torch.Tensor, torch.Tensor]]
 TOKEN_ENCODERS = ("word", "char")
-#: the training softmaxes (``pretrain --softmax``): adaptive (:class:`~elmo.model.adaptive_softmax.AdaptiveSoftmax`)
-#: or sampled (:class:`~elmo.model.sampled_softmax.SampledSoftmax`, bilm-tf's)
+#: the training softmaxes (``pretrain --softmax``); sampled is bilm-tf's (:mod:`elmo.model.sampled_softmax`)
 SOFTMAXES = ("adaptive", "sampled")
 
 
 def check_head(owner: str, softmax: str, samples: int, dropout: float) -> None:
-    """A training head's values (``softmax``, ``samples``, ``dropout`` of ``owner``, a config class name). Raises
+    """Check a training head's ``softmax``, ``samples`` and ``dropout`` (of ``owner``, a config class name). Raises
     ElmoError naming ``owner.field`` (``samples`` as ``softmax_samples``, its flag's name)."""
     if softmax not in SOFTMAXES:
         raise ElmoError(f"{owner}.softmax must be one of {', '.join(SOFTMAXES)}, got {softmax!r}", field=f"{owner}.softmax")
@@ -59,7 +53,7 @@ def check_head(owner: str, softmax: str, samples: int, dropout: float) -> None:
         raise ElmoError(f"{owner}.dropout must be in [0, 1), got {dropout}", field=f"{owner}.dropout")
 
 
-#: the :class:`BiLMConfig` fields added since its files were first written, with their defaults (:meth:`BiLMConfig.saved`)
+#: the :class:`BiLMConfig` fields a saved config may lack, with the defaults it then has (:meth:`BiLMConfig.saved`)
 ADDED_FIELDS = {"softmax": "adaptive", "samples": BILM_TF_SAMPLES, "cell_clip": None, "proj_clip": None}
 
 
@@ -69,24 +63,19 @@ class BiLMConfig:
 
     Attributes:
         vocab_size: number of words including the 4 specials (the softmax's output classes).
-        embedding_dim: token vector width; must equal the LSTM output width (``output_size``) so
-            h_0 has the same width as the LSTM layers.
-        hidden_size: LSTM cell width per direction.
-        num_layers: LSTM layers L per direction (the paper and the AG News task's setting use 2).
-        dropout: dropout on embeddings, between layers and before the softmax (training only).
-        softmax: the training softmax, ``"adaptive"`` or ``"sampled"`` (:data:`SOFTMAXES`); both give exact held-out
-            perplexities.
-        cutoffs: adaptive-softmax cluster boundaries (word ids), clipped to the vocabulary.
-        div_value: adaptive-softmax factor by which each tail cluster's projection shrinks.
-        samples: sampled softmax: candidates per batch (clipped to the vocabulary).
-        cell_clip, proj_clip: ``None`` (both): the LSTMs are ``nn.LSTM`` (:class:`~elmo.model.lstm.AutocastLSTM`, the
-            fused kernel); otherwise bilm-tf's clipped cell (:class:`~elmo.model.lstm.ProjectedLSTM`, a per-step loop,
-            bilm-tf's initialisation), its cell and output clipped to these bounds.
-        token_encoder: ``"word"`` (embedding table) or ``"char"`` (:class:`~elmo.model.char_cnn.CharEncoder`, §3.1).
-        char_dim, char_filters, num_highway, max_chars: the character CNN's sizes (char only).
-        residual: add a residual connection around every LSTM layer but the first (§3.1).
-        proj_size: when > 0, each LSTM has ``hidden_size`` cells projected to ``proj_size`` outputs
-            (must be < ``hidden_size``); 0 = no projection.
+        embedding_dim: token vector width; must equal ``output_size`` so layer 0 is as wide as the LSTM layers.
+        hidden_size: LSTM cells per direction; num_layers: LSTM layers L per direction (the paper uses 2).
+        dropout: on embeddings, between layers and before the softmax (training only).
+        softmax: ``"adaptive"`` or ``"sampled"`` (:data:`SOFTMAXES`); both give exact held-out perplexities.
+        cutoffs, div_value: the adaptive softmax's cluster boundaries (word ids, clipped to the vocabulary) and the
+            factor by which each tail cluster's projection shrinks; samples: the sampled softmax's candidates per batch.
+        cell_clip, proj_clip: ``None`` (both): ``nn.LSTM`` (:class:`~elmo.model.lstm.AutocastLSTM`, the fused kernel);
+            otherwise bilm-tf's cell and initialisation (:class:`~elmo.model.lstm.ProjectedLSTM`, a per-step loop),
+            its cell and output clipped to these bounds.
+        token_encoder: ``"word"`` (embedding table) or ``"char"`` (:class:`~elmo.model.char_cnn.CharEncoder`, §3.1);
+            char_dim, char_filters, num_highway, max_chars: the character CNN's sizes (char only).
+        residual: a residual connection around every LSTM layer but the first (§3.1).
+        proj_size: > 0: ``hidden_size`` cells projected to ``proj_size`` (< ``hidden_size``) outputs; 0 = none.
     """
 
     vocab_size: int
@@ -142,8 +131,8 @@ class BiLMConfig:
 
     def saved(self) -> dict[str, Any]:
         """The config as files record it (``bilstm.pt``, ``forward.pt``, ``config.json``) and as a classifier's
-        fingerprint hashes it: ``asdict`` without the fields of :data:`ADDED_FIELDS` at their defaults, so that the
-        files and fingerprints of the biLMs that could be made before those fields existed stay what they were."""
+        fingerprint hashes it: ``asdict`` without the fields of :data:`ADDED_FIELDS` at their defaults, so that files
+        and fingerprints of biLMs without those fields stay the same."""
         return {k: v for k, v in asdict(self).items() if k not in ADDED_FIELDS or v != ADDED_FIELDS[k]}
 
     @property
@@ -163,33 +152,17 @@ class BiLMConfig:
 
 
 def reverse_index(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
-    """Gather index that reverses each row within its own length and leaves padding in place.
-
-    Args:
-        lengths: ``(B,)`` int64 true lengths.
-        max_len: ``T``, the padded length.
-
-    Returns:
-        ``(B, T)`` int64 with ``idx[b, t] = lengths[b] - 1 - t`` for ``t < lengths[b]``, else ``t``.
-        Reversal is its own inverse: gathering twice with it restores the input.
-    """
+    """Gather index ``(B, T = max_len)`` int64 that reverses each row within ``lengths (B,)`` int64 and leaves padding
+    in place: ``idx[b, t] = lengths[b] - 1 - t`` for ``t < lengths[b]``, else ``t``; its own inverse."""
     positions = torch.arange(max_len, device=lengths.device).unsqueeze(0)
     lengths = lengths.unsqueeze(1)
     return torch.where(positions < lengths, lengths - 1 - positions, positions)
 
 
 def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """Reverse each row of a right-padded batch within its own length (padding stays at the end).
-
-    Args:
-        x: ``(B, T)`` or ``(B, T, D)``; lengths: ``(B,)`` int64.
-
-    Returns:
-        A tensor shaped like ``x``; applying the function twice gives ``x`` back.
-
-    A 3-d ``x`` moves whole ``D``-wide rows (``index_select`` over ``B × T`` rows, its backward an ``index_add_`` of
-    rows), several times faster than a per-element ``gather`` and its ``scatter_add_`` (lab/performance.md).
-    """
+    """Reverse each row of a right-padded ``x (B, T)`` or ``(B, T, D)`` within ``lengths (B,)`` int64 (padding stays at
+    the end); its own inverse. A 3-d ``x`` moves whole ``D``-wide rows (``index_select``, backward ``index_add_``),
+    several times faster than a per-element ``gather`` and its ``scatter_add_`` (lab/performance.md)."""
     index = reverse_index(lengths, x.shape[1])
     if x.dim() == 2:
         return x.gather(1, index)
@@ -217,18 +190,12 @@ def with_boundaries(x: torch.Tensor, lengths: torch.Tensor, bounds: torch.Tensor
 
 
 class LanguageModel(CachedWeights):
-    """One direction of the biLM: token encoder → L unidirectional LSTM layers → adaptive softmax.
+    """One direction of the biLM, ``"forward"`` (predict the next word) or ``"backward"``, sized by ``config``
+    (:class:`BiLMConfig`): token encoder → L unidirectional LSTM layers → softmax.
 
-    Every method takes right-padded word ids ``ids (B, T)``, their ``lengths (B,)`` and, when the
-    token encoder reads characters (``config.token_encoder == "char"``), ``chars (B, T, C)``
-    (:func:`elmo.data.chars.word_char_ids` per token; the ids then serve only as prediction targets).
-
-    Args:
-        config: sizes (:class:`BiLMConfig`).
-        direction: ``"forward"`` (predict the next word) or ``"backward"`` (predict the previous).
-
-    Raises:
-        ElmoError: unknown ``direction``; ``chars`` missing for a character model.
+    Methods take right-padded word ids ``ids (B, T)``, ``lengths (B,)`` and, for a character encoder,
+    ``chars (B, T, C)`` (:func:`elmo.data.chars.word_char_ids` per token; the ids are then only prediction targets).
+    Raises ElmoError: unknown ``direction``; ``chars`` missing for a character model.
     """
 
     def __init__(self, config: BiLMConfig, direction: str):
@@ -244,7 +211,7 @@ class LanguageModel(CachedWeights):
         else:
             self.embedding = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=PAD_ID)
         sizes = [config.embedding_dim] + [config.output_size] * config.num_layers
-        # One LSTM per layer (nn.LSTM: each a fused kernel) so every layer's states are exposed.
+        # one LSTM per layer (not one multi-layer nn.LSTM), so every layer's states are exposed
         self.layers = nn.ModuleList(
             ProjectedLSTM(i, config.hidden_size, config.output_size, config.cell_clip, config.proj_clip).initialize()
             if config.clipped else AutocastLSTM(i, config.hidden_size, batch_first=True, proj_size=config.proj_size)
@@ -256,18 +223,15 @@ class LanguageModel(CachedWeights):
 
     def reading_order(self, ids: torch.Tensor, lengths: torch.Tensor,
                       chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """The sequence this model reads and the words it must predict.
+        """The sequence this model reads and the words it must predict. Raises ElmoError: ``chars`` missing.
 
         Args:
-            ids: ``(B, T)`` int64 token ids, right-padded with 0, no boundary tokens.
-            lengths: ``(B,)`` int64 true lengths (>= 1).
+            ids: ``(B, T)`` int64, right-padded with 0, no boundary tokens; lengths: ``(B,)`` int64 (>= 1);
             chars: ``(B, T, C)`` int64 character ids (character encoder only).
 
         Returns:
-            ``(inputs, targets, input_chars)``: ``(B, T + 1)`` int64 each, and ``(B, T + 1, C)`` or
-            ``None``. Forward: inputs ``<bos> t_1..t_N``, targets ``t_1..t_N <eos>``. Backward: inputs
-            ``<eos> t_N..t_1``, targets ``t_N..t_1 <bos>``. Targets at padded positions are
-            ``IGNORE_INDEX``.
+            ``(inputs, targets, input_chars)``: ``(B, T + 1)`` int64 each, and ``(B, T + 1, C)`` or ``None``, in the
+            module docstring's reading order; targets at padded positions are ``IGNORE_INDEX``.
         """
         if self.config.token_encoder == "char" and chars is None:
             raise ElmoError("this biLM reads characters (BiLMConfig.token_encoder is 'char'): pass chars (B, T, C)")
@@ -288,21 +252,12 @@ class LanguageModel(CachedWeights):
 
     def states(self, inputs: torch.Tensor, input_chars: torch.Tensor | None = None,
                chunk_size: int | None = None) -> list[torch.Tensor]:
-        """Token vectors and LSTM outputs in reading order.
-
-        Args:
-            inputs: ``(B, S)`` int64 ids in this model's reading order.
-            input_chars: ``(B, S, C)`` character ids in the same order (character encoder only).
-            chunk_size: ``None`` (one pass) or, for ``S > chunk_size``, the most positions computed at a time, the
-                LSTM states carried from chunk to chunk (:func:`step_chunks`; the same vectors, to float rounding).
+        """Token vectors and LSTM outputs of ``inputs (B, S)`` int64 ids in reading order (and ``input_chars
+        (B, S, C)``, character encoder only), ``chunk_size`` as :meth:`read`. Raises ElmoError: ``chunk_size`` < 1.
 
         Returns:
-            ``[x, h_1, .., h_L]``, each ``(B, S, output_size)``, before any dropout is applied to them
-            (dropout only feeds the next layer during training). With ``residual``, ``h_j`` for
-            j >= 2 already includes the skip connection ``+ h_{j-1}``.
-
-        Raises:
-            ElmoError: ``chunk_size`` < 1.
+            ``[x, h_1, .., h_L]``, each ``(B, S, output_size)``, before dropout (which only feeds the next layer in
+            training); with ``residual``, ``h_j`` (j >= 2) includes the skip connection ``+ h_{j-1}``.
         """
         tokens = input_chars if self.config.token_encoder == "char" else inputs
         return self.read(lambda a, b: self.embedding(tokens[:, a:b]), *inputs.shape, chunk_size)
@@ -312,13 +267,13 @@ class LanguageModel(CachedWeights):
         """The LSTM layers over token vectors in reading order, at most ``chunk_size`` positions at a time.
 
         Args:
-            vectors: ``(first, last) -> (B, last - first, E)``, the token vectors of those positions; batch, steps:
-                ``B`` and ``S``; chunk_size: as :meth:`states`; initial: each layer's ``(h (B, output_size),
-                c (B, hidden_size))``, ``None`` = zeros.
+            vectors: ``(first, last) -> (B, last - first, E)``, those positions' token vectors; batch, steps: ``B``,
+                ``S``; chunk_size: ``None`` (one pass) or, for ``S > chunk_size``, the most positions computed at a
+                time, the LSTM states carried across (:func:`step_chunks`; the same vectors to float rounding);
+                initial: each layer's ``(h (B, output_size), c (B, hidden_size))``, ``None`` = zeros.
 
         Returns:
-            ``[x, h_1, .., h_L]`` as :meth:`states` (stateful reading, with each row's final states:
-            :meth:`read_to_ends`).
+            ``[x, h_1, .., h_L]`` as :meth:`states` (with each row's final states: :meth:`read_to_ends`).
         """
         spans = step_chunks([batch] * steps, chunk_size)
         outputs: list[torch.Tensor] = []
@@ -368,9 +323,8 @@ class LanguageModel(CachedWeights):
         return outputs, finals
 
     def boundary_vectors(self) -> torch.Tensor:
-        """``(2, E)``: this direction's token vectors of ``<bos>`` and ``<eos>`` (the sentence boundaries that
-        :meth:`BiLM.contextual` adds), computed once while the token layer's weights stay as they are
-        (:func:`~elmo.model.lstm.cached`)."""
+        """``(2, E)``: this direction's token vectors of ``<bos>`` and ``<eos>`` (for :meth:`BiLM.contextual`),
+        cached while the token layer's weights are unchanged (:func:`~elmo.model.lstm.cached`)."""
         params = list(self.embedding.parameters())
 
         def make() -> list[torch.Tensor]:
@@ -382,18 +336,14 @@ class LanguageModel(CachedWeights):
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
                 plan: HostPlan | None = None) -> tuple[torch.Tensor, int]:
-        """Training loss.
-
-        Args:
-            ids: ``(B, T)`` int64 right-padded token ids; lengths: ``(B,)`` int64;
-            chars: ``(B, T, C)`` (character encoder only); plan: the batch's :meth:`host_plan` (the predicted words
-                per softmax cluster, from the batch's host copy): then nothing is read from the device.
+        """Training loss of ``ids``, ``lengths``, ``chars`` (as :meth:`reading_order`); with ``plan``, the batch's
+        :meth:`host_plan`, nothing is read from the device.
 
         Returns:
-            ``(loss, n)``: mean negative log-likelihood in nats per predicted word (the adaptive
-            softmax is a normalised distribution, so ``exp(loss)`` is this batch's perplexity) and
-            the number ``n`` of predicted words (``sum(lengths + 1)``, the boundary word included), as an int: without
-            ``plan``, the step's one read from the device (:meth:`~elmo.model.adaptive_softmax.AdaptiveSoftmax.loss`).
+            ``(loss, n)``: mean negative log-likelihood in nats per predicted word (with the adaptive softmax, a
+            normalised distribution, ``exp(loss)`` is the batch's perplexity) and the int ``n = sum(lengths + 1)`` of
+            predicted words (boundary word included): without ``plan``, the step's one read from the device
+            (:meth:`~elmo.model.adaptive_softmax.AdaptiveSoftmax.loss`).
         """
         inputs, targets, input_chars = self.reading_order(ids, lengths, chars)
         top = self.dropout(self.states(inputs, input_chars)[-1])
@@ -410,14 +360,10 @@ class LanguageModel(CachedWeights):
     host_keys = ("ids", "lengths")
 
     def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan:
-        """The :class:`~elmo.model.plan.HostPlan` of a batch from its CPU ``ids (B, T)`` and ``lengths (B,)``: the
-        words predicted and, for this direction, the words per softmax cluster
-        (:func:`~elmo.model.adaptive_softmax.cluster_counts`; the boundary word is ``</S>`` forward, ``<S>``
-        backward). :func:`~elmo.model.plan.step_loss` calls it.
-
-        Raises:
-            ElmoError: a copy missing; a word id outside the vocabulary.
-        """
+        """The :class:`~elmo.model.plan.HostPlan` (for :func:`~elmo.model.plan.step_loss`) of a batch from its CPU
+        ``ids (B, T)`` and ``lengths (B,)``: the words predicted and this direction's words per softmax cluster
+        (:func:`~elmo.model.adaptive_softmax.cluster_counts`; boundary word ``<eos>`` forward, ``<bos>`` backward).
+        Raises ElmoError: a host copy missing; a word id outside the vocabulary."""
         missing = [k for k in self.host_keys if k not in host]
         if missing:
             raise ElmoError(f"LanguageModel.host_plan: the batch's host copy has no {', '.join(missing)}")
@@ -432,13 +378,9 @@ class LanguageModel(CachedWeights):
     @torch.no_grad()
     def predicted_states(self, ids: torch.Tensor, lengths: torch.Tensor,
                          chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The top layer's state at every predicted position and the word it predicts (evaluation, no dropout
-        in eval mode).
-
-        Returns:
-            ``(states, targets)``: ``(n, D)`` float32 and ``(n,)`` int64 over the ``n = sum(lengths + 1)`` real
-            predicted positions of the batch, the input of :meth:`vocabulary_log_probs`.
-        """
+        """The top layer's state at every predicted position and the word it predicts (evaluation; no dropout in eval
+        mode): ``(states (n, D) float32, targets (n,) int64)`` over the batch's ``n = sum(lengths + 1)`` predicted
+        positions, the input of :meth:`vocabulary_log_probs`."""
         inputs, targets, input_chars = self.reading_order(ids, lengths, chars)
         top = self.states(inputs, input_chars)[-1]
         keep = targets != IGNORE_INDEX
@@ -453,23 +395,18 @@ class LanguageModel(CachedWeights):
     @torch.no_grad()
     def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor,
                   chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Full-vocabulary log-probabilities of every predicted word (exact, for evaluation).
-
-        Returns:
-            ``(log_probs, targets)``: ``(n, V)`` float32 and ``(n,)`` int64 over the ``n`` real
-            predicted positions of the batch.
-        """
+        """Exact full-vocabulary log-probabilities of every predicted word (evaluation): ``(log_probs (n, V) float32,
+        targets (n,) int64)`` over the batch's ``n`` predicted positions (:meth:`predicted_states`)."""
         states, targets = self.predicted_states(ids, lengths, chars)
         return self.vocabulary_log_probs(states), targets
 
 
 class AnyBiLM(Protocol):
-    """What every biLM of the project offers, whatever its architecture: :class:`BiLM` (ours) and
-    :class:`~elmo.model.published.PublishedBiLM` (bilm-tf's). Code that takes either is typed with this and asks
-    these members, never the class. Shapes: ``ids (B, T)``, ``lengths (B,)``, ``chars (B, T, C)``; layers
-    ``(L+1, B, T, D)`` with ``D = output_dim``. Read from token vectors (``token_vectors`` of the batch's tokens, or
-    ``word_vectors`` of distinct words gathered), ``contextual`` gives the layers with optional carried states and
-    sentence boundaries: the embedder's and ``Elmo``'s one path."""
+    """What every biLM offers, whatever its architecture: :class:`BiLM` (ours) and
+    :class:`~elmo.model.published.PublishedBiLM` (bilm-tf's). Code that takes either is typed with this and asks these
+    members, never the class. Shapes: :class:`BiLMLayers`. ``contextual`` (:meth:`BiLM.contextual`) of token vectors
+    (``token_vectors`` of a batch, or ``word_vectors`` of distinct words gathered) is the embedder's and ``Elmo``'s
+    one path."""
 
     config: Any
     vocab: Vocabulary | None
@@ -516,10 +453,9 @@ class BiLMLayers(nn.Module):
     numbering; layers ``(L + 1, B, T, D)`` float32 with ``D = output_dim``, zero at padded positions.
 
     Attributes:
-        chunk_size: a sentence longer than this many tokens is computed in chunks of at most this many positions, the
-            LSTM states carried across, and at most ``min(chunk_size, WORDS_PER_PASS)`` distinct words go through a
-            character CNN at a time (:data:`CHUNK_SIZE` by default, ``None`` = one pass): memory bounded by the chunk,
-            the same vectors to float rounding. Not part of the model file.
+        chunk_size: a longer sentence is computed in chunks of this many positions at most, LSTM states carried across
+            (:attr:`words_per_pass` follows it): memory bounded by the chunk, the same vectors to float rounding.
+            :data:`CHUNK_SIZE` by default, ``None`` = one pass; not part of the model file.
     """
 
     config: Any
@@ -559,14 +495,9 @@ class BiLMLayers(nn.Module):
 
 
 class BiLM(BiLMLayers, HubMixin):
-    """A forward and a backward :class:`LanguageModel` whose states form the ELMo layers. ``save_pretrained`` /
-    ``from_pretrained`` (:class:`~elmo.model.hub.HubMixin`) write and read it as a folder with its vocabulary.
-
-    Args:
-        config: sizes shared by both directions.
-
-    Layers and ``chunk_size``: :class:`BiLMLayers`.
-    """
+    """A forward and a backward :class:`LanguageModel`, both sized by ``config`` (:class:`BiLMConfig`), whose states
+    form the ELMo layers (:class:`BiLMLayers`). ``save_pretrained`` / ``from_pretrained``
+    (:class:`~elmo.model.hub.HubMixin`) write and read it as a folder with its vocabulary."""
 
     hub_kind = "bilm"
 
@@ -598,12 +529,10 @@ class BiLM(BiLMLayers, HubMixin):
                 f"{c.vocab_size:,} words. Each token gets {self.num_layers} layers of {self.output_dim} numbers; "
                 f"{self.parameter_count():,} parameters.")
 
-    #: where a published biLM was read from, as a classifier file records it; ours is found through its models folder
+    #: ``source``, ``cased``, ``shared_token_layer``: see :class:`AnyBiLM`; ours is found through its models folder
     source: tuple[str, ...] | None = None
-    #: our biLM reads lower-cased text, and its vocabulary is the task's (a published biLM reads text as written)
     cased = False
-    #: one token layer (and language model) per direction, each direction trained on its own: ``pretrain`` and
-    #: ``finetune`` fit them one at a time (a published biLM shares one token layer and one softmax)
+    #: ``pretrain`` and ``finetune`` fit the two directions one at a time
     shared_token_layer = False
 
     def direction(self, name: str) -> LanguageModel:
@@ -620,12 +549,10 @@ class BiLM(BiLMLayers, HubMixin):
         return groups
 
     def bilm_tf_blockers(self) -> list[str]:
-        """Why bilm-tf's files (``options.json`` + ``weights.hdf5``) cannot hold this biLM; empty when they can.
-
-        bilm-tf's format has one token layer that both directions read (layer 0 = ``[x; x]``); ours has one per
-        direction, trained separately. The LSTMs would map exactly, but the token layer does not: a word biLM would
-        need bilm-tf's word-input variant, which AllenNLP and our loader do not read, and a character biLM's CNN is
-        not bilm-tf's (docs/published_elmo.md, "Exporting")."""
+        """Why bilm-tf's files (``options.json`` + ``weights.hdf5``) cannot hold this biLM; empty when they can. The
+        LSTMs would map exactly, the token layer does not: bilm-tf's is one for both directions, its word-input variant
+        is read by neither AllenNLP nor our loader, and its character CNN is not ours (docs/published_elmo.md,
+        "Exporting")."""
         pairs = zip(self.forward_lm.embedding.parameters(), self.backward_lm.embedding.parameters())
         apart = max((float((a.detach() - b.detach()).abs().max()) for a, b in pairs if a.numel()), default=0.0)
         kind = "word embedding" if self.config.token_encoder == "word" else "character CNN"
@@ -672,13 +599,10 @@ class BiLM(BiLMLayers, HubMixin):
         return x
 
     def word_vectors(self, words: Sequence[str]) -> torch.Tensor:
-        """Token vectors ``(len(words), 2E)`` of ``words`` (lower-cased, as the biLM was trained): their rows of the
-        word embeddings (``<unk>``'s for a word outside :attr:`vocab`) or their spellings through the character CNN,
-        on the biLM's device (:class:`~elmo.model.elmo.Elmo`'s ``vocab_to_cache`` and the embedder).
-
-        Raises:
-            ElmoError: a word biLM without its vocabulary.
-        """
+        """Token vectors ``(len(words), 2E)`` of ``words``, lower-cased as in training: their word-embedding rows
+        (``<unk>``'s outside :attr:`vocab`) or their spellings through the character CNN, on the biLM's device
+        (``vocab_to_cache`` of :class:`~elmo.model.elmo.Elmo` and of the embedder). Raises ElmoError: a word biLM
+        without its vocabulary."""
         device = next(self.parameters()).device
         words = [w.lower() for w in words]
         if self.config.token_encoder == "char":
@@ -690,20 +614,21 @@ class BiLM(BiLMLayers, HubMixin):
 
     def contextual(self, x: torch.Tensor, lengths: torch.Tensor, states: States | None = None, carry: bool = False,
                    boundaries: bool = False, token_layer: bool = True) -> tuple[torch.Tensor, States | None]:
-        """ELMo layers from token vectors (:meth:`token_vectors`), as
-        :meth:`~elmo.model.published.PublishedBiLM.contextual`: each direction reads ``<bos> x_1 .. x_n <eos>`` (the
-        backward one reversed), its own boundary vectors (:meth:`LanguageModel.boundary_vectors`).
+        """ELMo layers from token vectors (:meth:`token_vectors`), the one contract of both biLMs' ``contextual``: each
+        direction reads ``<bos> x_1 .. x_n <eos>`` (the backward one reversed; here with its own boundary vectors,
+        :meth:`LanguageModel.boundary_vectors`), and the boundaries are removed from the output unless ``boundaries``.
 
         Args:
             x: ``(B, T, 2E)`` right-padded; lengths: ``(B,)`` int64 (0 allowed: the row reads the boundaries only);
             states: initial :data:`States`, ``None`` = zeros; carry: read every sentence to its end (``<eos>``
-                forward, ``<bos>`` backward) and return the final states (stateful use: ``lengths`` on the host);
-            boundaries: keep the ``<bos>`` and ``<eos>`` positions, ``(L + 1, B, T + 2, D)``, row b's ``<bos>`` at 0,
-                its ``<eos>`` at ``n + 1`` (every sentence read to its end); token_layer: ``False`` leaves layer 0 out.
+                forward, ``<bos>`` backward; otherwise that last step is skipped) and return the final states
+                (stateful use: ``lengths`` on the host); boundaries: keep the boundary positions, as AllenNLP's
+                ``_ElmoBiLm`` does (every sentence read to its end): ``(L + 1, B, T + 2, D)``, row b's ``<bos>`` at 0,
+                its tokens at ``1..n``, its ``<eos>`` at ``n + 1``; token_layer: ``False`` leaves layer 0 out.
 
         Returns:
             ``(layers (L + 1, B, T, D) float32, final states or None)``, zero at padded positions (``L`` layers without
-            ``token_layer``).
+            ``token_layer``). Raises ElmoError: :attr:`chunk_size` < 1.
         """
         batch, longest, width = x.shape[0], x.shape[1], self.config.output_size
         lengths = lengths.to(x.device)
@@ -719,7 +644,7 @@ class BiLM(BiLMLayers, HubMixin):
             if carry:
                 outputs, ends = lm.read_to_ends(inputs, sentence.cpu(), initial)
                 finals += ends
-            else:  # without to_end the last step (</S> forward, <S> backward) is not read
+            else:  # without to_end the last step (<eos> forward, <bos> backward) is not read
                 outputs = lm.read(lambda a, b, inputs=inputs: inputs[:, a:b], batch, longest + 1 + to_end,
                                   self.chunk_size, initial)
             for j, h in enumerate(outputs[skip:]):

@@ -29,17 +29,13 @@ from .static import STATIC_METHODS
 
 @dataclass
 class SequenceClassifierConfig:
-    """Sizes of the task head every representation shares (:class:`SequenceClassifier`).
+    """Sizes of the task head every representation shares (:class:`SequenceClassifier` shows where each applies).
 
     Attributes:
-        num_classes: output classes C.
-        encoder_hidden: BiLSTM state width E per direction.
-        encoder_projection: width P of a linear projection of the encoder's input (the dropped-out ``[x_k; ELMo_k]``)
-            before the BiLSTM, shared by its two directions; 0 feeds the input as it is.
-        token_embedding_dim: width of the task's own trainable token embedding x_k concatenated with the
-            representation (paper §3.3); 0 feeds the representation alone.
-        dropout: dropout on the representation and on the pooled vector.
-        seed: seeds the representation's fixed random weights (the ``frozen_lambda`` mix).
+        num_classes: output classes C; encoder_hidden: BiLSTM state width E per direction.
+        encoder_projection: width P of a linear projection of the BiLSTM's input, shared by both directions; 0: none.
+        token_embedding_dim: width of the task's trainable token embedding x_k (paper §3.3); 0: none.
+        dropout: rate on the representation and on the pooled vector; seed: draws the ``frozen_lambda`` mix's weights.
 
     Raises:
         ElmoError: a size or rate out of range, naming the field (:attr:`ElmoError.field`).
@@ -76,21 +72,18 @@ class SequenceClassifierConfig:
 
 @dataclass
 class ClassifierConfig(SequenceClassifierConfig):
-    """The ELMo classifier (:class:`ElmoClassifier`): the head's sizes plus the ELMo options.
+    """The ELMo classifier (:class:`ElmoClassifier`): the head's sizes (:class:`SequenceClassifierConfig`) plus:
 
     Attributes:
-        mix: the layer mix, one of :data:`~elmo.model.mix.LAYER_MIXES` (:mod:`elmo.model.mix`).
-        layer_norm: normalise each biLM layer per token before the mix (:mod:`elmo.model.mix`).
-        elmo_dropout: extra dropout on the ELMo vector alone (:class:`~elmo.model.elmo.Elmo`).
-        mix_l2: coefficient λ of the penalty λ‖w‖² on the scalar-mix weights (§3.3).
-        unfreeze_bilm: train the biLM with the task (:class:`~elmo.model.elmo.Elmo` ``requires_grad``).
-        learned_function: the network of the ``learned_function`` mix, ``gate`` or ``mlp``
-            (:data:`~elmo.model.mix.LEARNED_FUNCTIONS`; a classifier file without it holds ``mlp``).
-        (and the head's sizes, :class:`SequenceClassifierConfig`)
+        mix: the layer mix, one of :data:`~elmo.model.mix.LAYER_MIXES`; layer_norm: normalise each biLM layer per
+            token before the mix (both :mod:`elmo.model.mix`).
+        elmo_dropout: extra dropout on the ELMo vector alone; unfreeze_bilm: train the biLM with the task
+            (``requires_grad``; both :class:`~elmo.model.elmo.Elmo`).
+        mix_l2: λ of the penalty λ‖w‖² on the scalar-mix weights (§3.3).
+        learned_function: the ``learned_function`` mix's network, one of :data:`~elmo.model.mix.LEARNED_FUNCTIONS`.
 
     Raises:
-        ElmoError: a value out of range or not one of the choices, naming the field (e.g.
-            ``ClassifierConfig.mix must be one of trainable_lambda, frozen_lambda, learned_function, got 'svd'``).
+        ElmoError: a value out of range or not one of the choices, naming the field.
     """
 
     mix: str = "trainable_lambda"
@@ -116,13 +109,9 @@ class ClassifierConfig(SequenceClassifierConfig):
 
     @classmethod
     def from_saved(cls, saved: dict) -> "ClassifierConfig":
-        """The config a ``classifier*.pt`` recorded, whichever keys the file holds: ``setting`` is read as :attr:`mix`
-        (both name the layer mix), ``fine_tune`` (before 0.4.0) as :attr:`unfreeze_bilm`, and a file without
-        ``learned_function`` holds the MLP.
-
-        Raises:
-            ElmoError: a value out of range; TypeError: an unknown key.
-        """
+        """The config a ``classifier*.pt`` recorded: ``setting`` reads as :attr:`mix`, ``fine_tune`` (files before
+        0.4.0) as :attr:`unfreeze_bilm`, and a file without ``learned_function`` holds ``mlp``. Raises ElmoError on a
+        value out of range, TypeError on an unknown key."""
         saved = dict(saved)
         if "setting" in saved:
             saved.setdefault("mix", saved["setting"])
@@ -139,11 +128,10 @@ class ClassifierConfig(SequenceClassifierConfig):
 
 @dataclass
 class StaticClassifierConfig(SequenceClassifierConfig):
-    """The static-embedding classifier (:class:`StaticEmbeddingClassifier`): the head's sizes plus its static vectors.
+    """The static-embedding classifier (:class:`StaticEmbeddingClassifier`): :class:`SequenceClassifierConfig` plus:
 
     Attributes:
-        vectors: the static vectors, one of :data:`~elmo.model.static.STATIC_METHODS` (``word2vec``, ``svd``).
-        (and the head's sizes, :class:`SequenceClassifierConfig`)
+        vectors: one of :data:`~elmo.model.static.STATIC_METHODS` (``word2vec``, ``svd``).
 
     Raises:
         ElmoError: a value out of range or unknown vectors, naming the field.
@@ -173,16 +161,10 @@ def masked_mean_max(states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 class MaskedBiLSTM(nn.Module):
-    """A one-layer bidirectional LSTM over right-padded batches, without packing.
-
-    The forward LSTM reads each row left to right (right padding comes after every real token, so it cannot reach a
-    real state); the backward LSTM reads each row reversed *within its own length* and its outputs are un-reversed.
-    This equals a packed ``nn.LSTM(bidirectional=True)`` at every real position while using the fused CPU kernel,
-    which packed input cannot.
-
-    Args:
-        input_size: D; hidden_size: E per direction.
-    """
+    """A one-layer bidirectional LSTM (``input_size`` D, ``hidden_size`` E per direction) over right-padded batches,
+    without packing: the backward LSTM reads each row reversed *within its own length*, so padding (after every real
+    token) reaches no real state in either direction. Equals a packed ``nn.LSTM(bidirectional=True)`` at every real
+    position, but, unlike packed input, uses the fused CPU kernel."""
 
     def __init__(self, input_size: int, hidden_size: int):
         super().__init__()
@@ -197,17 +179,11 @@ class MaskedBiLSTM(nn.Module):
 
 
 class SequenceClassifier(nn.Module):
-    """The task head every representation shares: features → logits.
-
-    ``features (B, T, D)`` from :meth:`features` → concatenated with the task-trained token embedding ``x_k`` when
-    ``config.token_embedding_dim`` > 0 (paper §3.3, ``[x_k; ELMo_k]``) → dropout → optionally a linear projection to
-    ``config.encoder_projection`` units → :class:`MaskedBiLSTM` → masked mean + max pooling → dropout → linear →
-    logits ``(B, C)``. Subclasses (:class:`ElmoClassifier`, :class:`StaticEmbeddingClassifier`) differ only in the
-    representation, which they build before calling :meth:`build_head`.
-
-    Args:
-        config: the head's sizes (:class:`SequenceClassifierConfig`; a subclass adds the representation's options).
-    """
+    """The task head every representation shares, sized by ``config`` (:class:`SequenceClassifierConfig`; a subclass's
+    adds the representation's options): :meth:`features` ``(B, T, D)`` → ``[x_k; features]`` when
+    ``config.token_embedding_dim`` > 0 (paper §3.3) → dropout → linear projection when ``config.encoder_projection``
+    > 0 → :class:`MaskedBiLSTM` → masked mean + max pooling → dropout → linear → logits ``(B, C)``. Subclasses build
+    their representation, then call :meth:`build_head`."""
 
     def __init__(self, config: SequenceClassifierConfig):
         super().__init__()
@@ -236,15 +212,12 @@ class SequenceClassifier(nn.Module):
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
                 layers: torch.Tensor | None = None) -> torch.Tensor:
-        """Class logits.
+        """Unnormalised class logits ``(B, C)``.
 
         Args:
-            ids: ``(B, T)`` int64 right-padded token ids; lengths: ``(B,)`` int64, each >= 1;
-            chars: ``(B, T, C)`` character ids (only read by a character biLM); layers: ``(L, B, T, D)`` cached biLM
-            LSTM layers (:mod:`elmo.inference.layer_cache`; ELMo only, else ignored).
-
-        Returns:
-            ``(B, C)`` unnormalised logits.
+            ids: ``(B, T)`` int64 right-padded token ids; lengths: ``(B,)`` int64, each >= 1; chars: ``(B, T, C)``
+            character ids (read by a character biLM only); layers: ``(L, B, T, D)`` cached biLM LSTM layers
+            (:mod:`elmo.inference.layer_cache`; ELMo only, else ignored). :meth:`features` takes the same.
         """
         x = self.features(ids, lengths, chars, layers)
         if self.token_embedding is not None:
@@ -261,15 +234,13 @@ class ElmoClassifier(SequenceClassifier, HubMixin):
     """:class:`~elmo.model.elmo.Elmo` (biLM + layer mix) + the shared head (:class:`SequenceClassifier`).
 
     Args:
-        bilm: a trained :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.published.PublishedBiLM`.
-            Frozen (no gradients, run without autograd) unless ``config.unfreeze_bilm``, in which case it is
-            trained in place (pass a copy to keep the original). It stays in eval mode either way.
-        config: :class:`ClassifierConfig`; ``config.mix`` picks the layer mix (:mod:`elmo.model.mix`).
-        vocab_size: rows of the task token embedding x_k (the vocabulary the ids come from); default: our
-            biLM's vocabulary (a published biLM has none: pass the task vocabulary's size).
+        bilm: a trained :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.published.PublishedBiLM`,
+            always in eval mode; frozen (run without autograd) unless ``config.unfreeze_bilm`` (``config``:
+            :class:`ClassifierConfig`), then trained in place (pass a copy to keep the original).
+        vocab_size: rows of the task token embedding x_k (the ids' vocabulary); default: our biLM's vocabulary size.
 
     Raises:
-        ElmoError: a published biLM without ``vocab_size``.
+        ElmoError: a published biLM (which has no vocabulary) without ``vocab_size``.
     """
 
     hub_kind = "elmo_classifier"
@@ -331,8 +302,8 @@ class ElmoClassifier(SequenceClassifier, HubMixin):
         return {k: v for k, v in self.state_dict().items() if self.config.unfreeze_bilm or not k.startswith("elmo.bilm.")}
 
     def load_task_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        """Inverse of :meth:`task_state_dict` (also reads files written before the :class:`Elmo` module,
-        whose mix keys start with ``mix.``). Raises ``RuntimeError`` on mismatching keys or shapes."""
+        """Inverse of :meth:`task_state_dict`, also reading older files' ``mix.*`` keys. Raises ``RuntimeError`` on
+        mismatching keys or shapes."""
         state = {("elmo.mixes.0." + k[4:] if k.startswith("mix.") else k): v for k, v in state.items()}
         missing, unexpected = self.load_state_dict(state, strict=False)
         missing = [k for k in missing if self.config.unfreeze_bilm or not k.startswith("elmo.bilm.")]
@@ -341,8 +312,7 @@ class ElmoClassifier(SequenceClassifier, HubMixin):
 
     def features(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
                  layers: torch.Tensor | None = None) -> torch.Tensor:
-        """ELMo vectors ``(B, T, D)`` for right-padded ``ids (B, T)`` with ``lengths (B,)`` (eq. 1),
-        from cached LSTM ``layers (L, B, T, D)`` when given."""
+        """ELMo vectors ``(B, T, D)`` (eq. 1), from the cached ``layers`` when given (arguments: :meth:`forward`)."""
         return self.elmo(ids, lengths, chars, layers)["elmo_representations"][0]
 
 
@@ -350,8 +320,7 @@ class StaticEmbeddingClassifier(SequenceClassifier):
     """A frozen static embedding matrix (Word2Vec, SVD; :mod:`elmo.model.static`) + the shared head.
 
     Args:
-        vectors: ``(V, D)`` float tensor, row ``i`` the vector of vocabulary id ``i``; never trained.
-        config: :class:`StaticClassifierConfig` (``vectors`` names them, e.g. ``"word2vec"``).
+        vectors: ``(V, D)`` float tensor, row ``i`` for vocabulary id ``i``; config: :class:`StaticClassifierConfig`.
     """
 
     def __init__(self, vectors: torch.Tensor, config: StaticClassifierConfig):
@@ -368,8 +337,7 @@ class StaticEmbeddingClassifier(SequenceClassifier):
 
 # ---------------------------------------------------------------- classifier files (classifier*.pt)
 
-#: BiLMConfig fields added after the first release (the paper's options); at their defaults they are
-#: left out of :func:`bilm_fingerprint`, so classifiers saved before they existed still load.
+#: BiLMConfig fields left out of :func:`bilm_fingerprint` at their defaults, so older classifier files still load.
 LATER_BILM_FIELDS = ("token_encoder", "char_dim", "char_filters", "num_highway", "max_chars", "residual", "proj_size")
 
 
@@ -392,20 +360,18 @@ def classifier_checkpoint(model: ElmoClassifier, fingerprint: str, class_names: 
 
 
 def load_classifier(path: str | os.PathLike, bilm: AnyBiLM, vocab: Vocabulary) -> tuple[ElmoClassifier, list[str]]:
-    """Rebuild an :class:`ElmoClassifier` from a ``classifier*.pt`` on top of its biLM.
+    """Rebuild an :class:`ElmoClassifier` from a ``classifier*.pt`` (loaded ``weights_only=True``) on its biLM.
 
     Args:
-        path: the classifier file (``weights_only=True`` load).
-        bilm, vocab: the biLM and vocabulary it was trained on (:func:`~elmo.model.serialization.load_bilm`); a
-            fine-tuned classifier's file carries its own biLM weights, which replace ``bilm``'s.
+        path: the classifier file; bilm, vocab: the biLM and vocabulary it was trained on
+            (:func:`~elmo.model.serialization.load_bilm`); a fine-tuned classifier's biLM weights go into a copy.
 
     Returns:
-        ``(model, class_names)``, the model in eval mode on the biLM's device (a file recording its layer mix as
-        ``setting`` loads too: :meth:`ClassifierConfig.from_saved`).
+        ``(model, class_names)``, the model in eval mode on the biLM's device.
 
     Raises:
-        ElmoError: missing/corrupt file, not a classifier, trained on a different biLM (fingerprint of
-            config + vocabulary), or weights that do not fit the stored config.
+        ElmoError: missing/corrupt file, not a classifier, trained on a different biLM (:func:`bilm_fingerprint`),
+            or weights that do not fit the stored config.
     """
     ckpt = load_checkpoint(path, "elmo.classifier")
     fingerprint = bilm_fingerprint(bilm, vocab)
@@ -424,10 +390,9 @@ def load_classifier(path: str | os.PathLike, bilm: AnyBiLM, vocab: Vocabulary) -
 
 
 def published_record(bilm: AnyBiLM, vocab: Vocabulary) -> dict[str, Any]:
-    """What a classifier file records to find a published biLM again: ``{"bilm_tf": {"options_file", "weight_file"},
-    "vocab": the task vocabulary}`` for bilm-tf's files, ``{"bilm_source": the file, "vocab": ...}`` for a
-    ``published_lm.pt`` or a ``save_pretrained`` folder (:func:`~elmo.model.serialization.open_bilm`), ``{}`` for our
-    biLM (``bilstm.pt`` holds its vocabulary)."""
+    """What a classifier file records to find a published biLM again, with ``"vocab"`` the task vocabulary:
+    ``{"bilm_tf": {"options_file", "weight_file"}, "vocab"}`` for bilm-tf's files, ``{"bilm_source", "vocab"}`` for a
+    ``published_lm.pt`` or ``save_pretrained`` folder, ``{}`` for our biLM (``bilstm.pt`` holds its vocabulary)."""
     if bilm.source is None:
         return {}
     if len(bilm.source) == 1:
@@ -437,12 +402,8 @@ def published_record(bilm: AnyBiLM, vocab: Vocabulary) -> dict[str, Any]:
 
 
 def load_classifier_bilm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabulary] | None:
-    """The published biLM and task vocabulary a ``classifier*.pt`` was trained on (:func:`published_record`: bilm-tf's
-    files or a ``published_lm.pt``), or ``None`` when it was trained on our ``bilstm.pt``.
-
-    Raises:
-        ElmoError: the classifier file is missing or corrupt; the recorded biLM files are missing or invalid.
-    """
+    """The published biLM and task vocabulary a ``classifier*.pt`` records (:func:`published_record`), or ``None`` for
+    our ``bilstm.pt``. Raises ElmoError on a missing or corrupt classifier file or recorded biLM files."""
     ckpt = load_checkpoint(path, "elmo.classifier")
     try:
         source = recorded_source(ckpt)
@@ -452,9 +413,9 @@ def load_classifier_bilm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabu
 
 
 def recorded_source(ckpt: dict[str, Any]) -> tuple[str, ...] | None:
-    """The biLM a classifier file's payload ``ckpt`` records, :func:`published_record`'s read back: ``(file or
-    folder,)``, ``(options file, weight file)``, or ``None`` for our biLM (found through its models folder). Raises
-    KeyError for a bilm-tf record missing a file."""
+    """:func:`published_record`'s record read back from a classifier payload ``ckpt``: ``(file or folder,)``, ``(options
+    file, weight file)`` or ``None`` (our biLM, found through its models folder). Raises KeyError for a bilm-tf
+    record without one of its files."""
     if isinstance(ckpt.get("bilm_source"), str):
         return (ckpt["bilm_source"],)
     source = ckpt.get("bilm_tf")

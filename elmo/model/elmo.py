@@ -1,17 +1,13 @@
 """The ELMo layer for downstream models: a pre-trained biLM + one or more layer mixes (paper §3.2-3.3).
 
-:class:`Elmo` is the piece a task model embeds, and a drop-in for AllenNLP 2.10.1's ``allennlp.modules.elmo.Elmo``:
-the same constructor and call, the same vectors on the same weights (to 1e-5; tests/unit/model/test_elmo_allennlp.py)::
+:class:`Elmo` is the piece a task model embeds: a drop-in for AllenNLP 2.10.1's ``allennlp.modules.elmo.Elmo`` (the
+same constructor and call, the same vectors on the same weights, to 1e-5; tests/unit/model/test_elmo_allennlp.py) that
+also takes the project's biLMs, call ``elmo(ids, lengths, chars)`` and layer mixes (:mod:`elmo.model.mix`)::
 
     from elmo import Elmo, batch_to_ids          # was: from allennlp.modules.elmo import Elmo, batch_to_ids
     elmo = Elmo(options_file, weight_file, 2, dropout=0)
     embeddings = elmo(batch_to_ids([["First", "sentence", "."], ["Another", "."]]))
     # {"elmo_representations": [2 × (2, 3, 1024)], "mask": (2, 3) bool}
-
-It also takes the project's biLMs (an object, a models folder, a ``save_pretrained`` folder) and the project's call
-``elmo(ids, lengths, chars)``: ``num_output_representations`` ELMo vectors per token, each with its own layer mix
-(:mod:`elmo.model.mix`), with optional layer normalisation (§3.2), dropout, an L2 penalty on the mix weights (§3.3,
-:meth:`Elmo.penalty`) and fine-tuning of the biLM (``requires_grad=True``).
 """
 
 from __future__ import annotations
@@ -33,8 +29,7 @@ from .lstm import cached, compute_dtype
 from .mix import LAYER_MIXES, LEARNED_FUNCTIONS, ScalarMix, build_mix, normalize_layers, normalize_layers_over_batch
 from .serialization import open_bilm
 
-#: the constructor's arguments that ``config.json`` holds (all but ``options_file`` / ``weight_file``, the biLM: it is
-#: saved with its own config); the last three only when not at their defaults (:meth:`Elmo.hub_config`)
+#: the constructor's arguments in ``config.json`` but the biLM; the last three only when set (:meth:`Elmo.hub_config`)
 ELMO_ARGS = ("num_output_representations", "mix", "dropout", "do_layer_norm", "requires_grad", "seed", "learned_function",
              "keep_sentence_boundaries", "scalar_mix_parameters", "vocab_to_cache")
 
@@ -45,14 +40,13 @@ def open_elmo_bilm(source: str | os.PathLike | AnyBiLM,
 
     Args:
         source: a biLM object (:class:`~elmo.model.bilm.BiLM`, :class:`~elmo.model.published.PublishedBiLM`); bilm-tf's
-            ``options.json`` (with ``weight_file``: :func:`~elmo.model.published_io.load_published_bilm`); or, alone,
-            a folder or file the project writes (a models folder, ``bilstm.pt``, ``published_lm.pt``, a
-            ``save_pretrained`` folder or Hub id: :func:`~elmo.model.serialization.open_bilm`).
+            ``options.json`` with ``weight_file`` (:func:`~elmo.model.published_io.load_published_bilm`); or alone a
+            models folder, ``bilstm.pt``, ``published_lm.pt``, a ``save_pretrained`` folder or Hub id
+            (:func:`~elmo.model.serialization.open_bilm`).
         weight_file: bilm-tf's ``weights.hdf5`` with an options file; ``None`` otherwise.
 
     Raises:
-        ElmoError: one line: ``weight_file`` given with a biLM object or a folder, missing with an options file
-            (``*.json``); ``source`` of another type; a path that holds no biLM or does not read (naming the path).
+        ElmoError: one line: ``weight_file`` misplaced or missing, ``source`` of another type, a bad path (named).
     """
     if isinstance(source, nn.Module):
         if weight_file is not None:
@@ -81,51 +75,34 @@ def open_elmo_bilm(source: str | os.PathLike | AnyBiLM,
 
 
 class Elmo(nn.Module, HubMixin):
-    """ELMo_k = mix(h_{k,0}, .., h_{k,L}) for every token k, with dropout (paper eq. 1); AllenNLP's ``Elmo``
-    (allennlp/modules/elmo.py, 2.10.1) with the project's biLMs and layer mixes besides. ``save_pretrained`` /
+    """ELMo_k = mix(h_{k,0}, .., h_{k,L}) for every token k, with dropout (paper eq. 1). ``save_pretrained`` /
     ``from_pretrained`` (:class:`~elmo.model.hub.HubMixin`) write and read it, its biLM included, as a folder.
 
     Args:
-        options_file: the biLM, any ``source`` of :func:`open_elmo_bilm`: bilm-tf's ``options.json`` (the published
-            ELMo files, or ``python -m elmo export``'s) with ``weight_file``; a biLM object (``load_bilm(...)[0]``,
-            ``load_published_bilm(options, weights)``); or, alone, a folder or file the project writes (of a saved
-            ``Elmo`` layer its biLM alone: :meth:`from_pretrained` loads the layer, mixes included).
-        weight_file: bilm-tf's ``weights.hdf5`` with an options file; ``None`` with anything else.
+        options_file, weight_file: the biLM, as :func:`open_elmo_bilm`'s ``source`` and ``weight_file`` (e.g. bilm-tf's
+            ``options.json`` and ``weights.hdf5``); a saved ``Elmo`` folder gives its biLM alone
+            (:meth:`from_pretrained` loads the whole layer).
         num_output_representations: how many ELMo vectors per token, each with its own mix (>= 1).
-        requires_grad: fine-tune the biLM (its weights get gradients); ``False`` freezes it and runs it without
-            autograd. The biLM always runs in eval mode (no LM dropout) either way.
-        do_layer_norm: normalise each biLM layer before mixing (§3.2). With AllenNLP's call (character ids, see
-            :meth:`forward`) as AllenNLP's ``ScalarMix``: one mean and variance per layer over all of the batch's
-            positions, ``<S>`` / ``</S>`` included (:func:`~elmo.model.mix.normalize_layers_over_batch`); with the
-            project's call (word ids) per token (:func:`~elmo.model.mix.normalize_layers`: a sentence's vectors
-            independent of its batch).
+        requires_grad: fine-tune the biLM, else freeze it (no autograd); it always runs in eval mode (no LM dropout).
+        do_layer_norm: normalise each biLM layer before mixing (§3.2): with AllenNLP's call over the batch's positions,
+            ``<S>`` / ``</S>`` included, as its ``ScalarMix`` (:func:`~elmo.model.mix.normalize_layers_over_batch`);
+            with the project's call per token, independent of the batch (:func:`~elmo.model.mix.normalize_layers`).
         dropout: dropout probability on each ELMo vector, in [0, 1) (training mode only).
-        vocab_to_cache: a character biLM only: words whose token vectors (the character CNN's) are computed once and
-            looked up by AllenNLP's ``word_inputs`` (indices into this list; index 0 is padding, as AllenNLP's
-            vocabulary's ``@@PADDING@@``); computed on first use and again whenever the CNN's weights or device
-            change; not used while fine-tuning (``requires_grad=True``: the CNN then runs, so its vectors are current).
-        keep_sentence_boundaries: AllenNLP's call (a character biLM) only: keep the vectors of ``<S>`` and ``</S>``
-            (our biLM's ``<bos>`` and ``<eos>``) in the vectors and mask (AllenNLP's; shapes: :meth:`forward`).
-        scalar_mix_parameters: fixed un-normalised layer weights w (L + 1 floats, e.g. ``[-9e10, 1, -9e10]`` for
-            layer 1 alone): every output is γ · Σ softmax(w)_j h_j with w and γ = 1 never trained (AllenNLP's
-            ``scalar_mix_parameters``); replaces ``mix``'s weights (a scalar mix only).
+        vocab_to_cache: a character biLM only: words whose character-CNN token vectors are cached for AllenNLP's
+            ``word_inputs`` (0 is padding, as AllenNLP's ``@@PADDING@@``); not used while fine-tuning.
+        keep_sentence_boundaries: AllenNLP's call only: keep ``<S>``, ``</S>`` (our ``<bos>``, ``<eos>``) in the output.
+        scalar_mix_parameters: fixed un-normalised layer weights (L + 1 floats; ``[-9e10, 1, -9e10]``: layer 1 alone),
+            replacing a scalar mix's; never trained, γ = 1 (AllenNLP's).
         mix: (keyword) the layer mix, one of :data:`~elmo.model.mix.LAYER_MIXES`; ``trainable_lambda`` is AllenNLP's.
         seed: (keyword) draws the fixed weights of ``frozen_lambda`` (output i uses ``seed + i``).
         learned_function: (keyword) the network of ``mix="learned_function"``: ``"gate"`` (token-wise scalar mix,
             :class:`~elmo.model.mix.GatedLayerMix`) or ``"mlp"`` (:class:`~elmo.model.mix.LearnedLayerFunction`).
 
     Raises:
-        ElmoError: one line: unknown ``mix`` or ``learned_function``; ``num_output_representations < 1``;
-            ``dropout`` outside [0, 1); ``scalar_mix_parameters`` not one number per layer (both counts named) or
-            with ``mix="learned_function"``; ``keep_sentence_boundaries`` or ``vocab_to_cache`` with our own biLM; and
-            :func:`open_elmo_bilm`'s (``weight_file`` missing or misplaced, a file that does not read, named).
+        ElmoError: one line, naming an argument that is invalid or conflicts with another; :func:`open_elmo_bilm`'s.
 
-    Shapes: every ELMo vector is ``(B, T, D)`` float with ``D = bilm.output_dim`` (2 × the LSTM output width: 1024 for
-    the Original published model), zero at padded positions; see :meth:`forward` for the inputs.
-
-    Not AllenNLP's: the biLM is stateless (every batch starts from zero LSTM states: AllenNLP's ``Elmo`` carries
-    them from batch to batch, so only its first batch after construction or ``reset_states()`` agrees); no
-    ``module`` argument (pass the biLM object as ``options_file`` instead).
+    Unlike AllenNLP's ``Elmo``, the biLM is stateless (each batch starts from zero LSTM states; AllenNLP's carry over,
+    so only its first batch after construction or ``reset_states()`` agrees) and there is no ``module`` argument.
     """
 
     hub_kind = "elmo"
@@ -160,7 +137,7 @@ class Elmo(nn.Module, HubMixin):
         self.keep_sentence_boundaries = keep_sentence_boundaries
         self.scalar_mix_parameters = fixed
         self.vocab_to_cache = list(vocab_to_cache) if vocab_to_cache else None
-        self._word_cache: dict = {}  # vocab_to_cache's token vectors (elmo.model.lstm.cached)
+        self._word_cache: dict = {}
         for p in self.bilm.parameters():
             p.requires_grad_(requires_grad)
         # layer_norm=False: the layers are normalised once in forward (per token or over the batch), then mixed
@@ -175,7 +152,7 @@ class Elmo(nn.Module, HubMixin):
 
     @property
     def output_dim(self) -> int:
-        """Width D of each ELMo vector."""
+        """Width D of each ELMo vector: 2 × the biLM's LSTM output width (1024 for the Original published model)."""
         return self.bilm.output_dim
 
     def get_output_dim(self) -> int:
@@ -183,8 +160,7 @@ class Elmo(nn.Module, HubMixin):
         return self.output_dim
 
     def hub_config(self) -> dict:
-        """The constructor's arguments (:data:`ELMO_ARGS`; ``bilm``: its own config,
-        :func:`~elmo.model.hub.nested_config`)."""
+        """The constructor's arguments (:data:`ELMO_ARGS`) and ``bilm``, its :func:`~elmo.model.hub.nested_config`."""
         optional = {"keep_sentence_boundaries": self.keep_sentence_boundaries,
                     "scalar_mix_parameters": self.scalar_mix_parameters, "vocab_to_cache": self.vocab_to_cache}
         return {**{k: v for k, v in self._hub_mixin_config.items() if k in ELMO_ARGS and k not in optional},
@@ -218,15 +194,12 @@ class Elmo(nn.Module, HubMixin):
 
         **AllenNLP's call**, ``elmo(character_ids)`` or ``elmo(character_ids, word_inputs)`` (a character biLM):
 
-        * ``inputs``: ``(B, T, C)`` int64 character ids (or ``(..., T, C)``, flattened and restored as AllenNLP does),
-          0 = padding: :func:`elmo.data.chars.batch_to_ids` (bilm-tf's numbering + 1, ``C = 50``) for a published
-          biLM, :func:`elmo.data.chars.batch_char_ids` in its own numbering for our character biLM. A row's length is
-          its count of tokens with a non-zero id (AllenNLP's mask); a row may be empty (the biLM reads ``<S> </S>``;
-          its vectors are zero). The biLM adds ``<S>`` / ``</S>`` itself (the ids hold none).
-        * ``word_inputs``: ``(B, T)`` int64 indices into ``vocab_to_cache`` (0 = padding): the cached token vectors
-          replace the character CNN (AllenNLP's; the characters are read instead when an index is outside the list,
-          while fine-tuning, or, with a warning, without ``vocab_to_cache``).
-        * ``do_layer_norm`` over the batch and ``keep_sentence_boundaries`` as AllenNLP (see the class).
+        * ``inputs``: ``(B, T, C)`` int64 character ids (or ``(..., T, C)``, as AllenNLP), 0 = padding, no ``<S>`` /
+          ``</S>`` (the biLM adds them): :func:`elmo.data.chars.batch_to_ids` (bilm-tf's numbering + 1, ``C = 50``)
+          for a published biLM, :func:`elmo.data.chars.batch_char_ids` in its own numbering for ours. A row's length
+          is its count of non-zero tokens; an empty row gets zero vectors.
+        * ``word_inputs``: ``(B, T)`` int64 indices into ``vocab_to_cache`` (0 = padding), read instead of the characters
+          unless an index is outside it, while fine-tuning, or (with a warning) without ``vocab_to_cache``.
 
         **The project's call**, ``elmo(ids, lengths, chars, layers)``:
 
@@ -234,25 +207,19 @@ class Elmo(nn.Module, HubMixin):
         * second argument (or ``lengths=``): ``(B,)`` int64 true lengths; default: the count of non-padding ids.
         * ``chars``: ``(B, T, C)`` int64 character ids (:func:`elmo.data.chars.batch_char_ids`; bilm-tf's numbering
           for a published biLM); required for a character biLM, ignored otherwise.
-        * ``layers``: ``(L, B, T, D)`` precomputed LSTM layers h_1..h_L of this batch
-          (:mod:`elmo.inference.layer_cache`, ``batch["layers"]``); the biLM's LSTMs are then not run, only its token
-          layer h_0. Frozen biLM only.
-        * ``do_layer_norm`` per token.
+        * ``layers``: ``(L, B, T, D)`` precomputed h_1..h_L (:mod:`elmo.inference.layer_cache`); frozen biLM only.
 
         Returns:
-            ``{"elmo_representations": [num_output_representations × (B, T, D)], "mask": (B, T) bool}``, mask True at
-            real tokens, the vectors zero elsewhere (AllenNLP's padding, except that with ``keep_sentence_boundaries``
-            and ``do_layer_norm`` AllenNLP leaves ``-mean / sd`` there); ``T + 2`` positions, ``<S>`` and ``</S>``
-            included, with ``keep_sentence_boundaries``.
+            ``{"elmo_representations": [num_output_representations × (B, T, D)], "mask": (B, T) bool}``, D =
+            :attr:`output_dim`, float vectors zero where the mask is False (AllenNLP leaves ``-mean / sd`` there with
+            ``keep_sentence_boundaries`` and ``do_layer_norm``); with ``keep_sentence_boundaries``, ``T + 2`` positions.
 
         Raises:
-            ElmoError: ``inputs`` neither 2-d nor 3-d or more; AllenNLP's call with a word biLM, another number of
-                characters per token than the biLM reads or ``word_inputs`` of another shape than the ids' ``(B, T)``
-                (both named), ids not right-padded (checked for CPU tensors), or ``lengths``, ``chars`` or ``layers``
-                given; the project's call with ``keep_sentence_boundaries``, lengths not ``(B,)``, a row with no token
-                (checked for lengths on the host: on a GPU the check would wait for the device at every step, so the
-                corpora, the embedder and ``TextClassifier`` refuse empty texts before batching), ``chars`` missing
-                for a character biLM, or ``layers`` given to a biLM being fine-tuned.
+            ElmoError: ``inputs`` neither 2-d nor 3-d or more; AllenNLP's call with a word biLM, the wrong ``C`` or
+                ``word_inputs`` shape (both named), ids not right-padded (checked on CPU), or ``lengths``, ``chars`` or
+                ``layers``; the project's call with ``keep_sentence_boundaries``, lengths not ``(B,)``, an empty row
+                (checked for host lengths only, sparing a device sync per step: corpora, embedder and ``TextClassifier``
+                refuse empty texts earlier), no ``chars`` for a character biLM, or ``layers`` while fine-tuning.
         """
         if inputs.dim() >= 3:
             if lengths is not None or chars is not None or layers is not None:
@@ -331,8 +298,8 @@ class Elmo(nn.Module, HubMixin):
                 "mask": out_mask.reshape(*lead, out_mask.shape[-1])}
 
     def _cached_words(self, word_inputs: torch.Tensor | None, shape: tuple[int, ...]) -> torch.Tensor | None:
-        """``word_inputs`` as ``(B, T)`` int64 when the cached token vectors serve them, else ``None`` (the characters
-        are read: AllenNLP's fallback). Raises ElmoError for a shape other than ``shape``, the ids' ``(..., T)``."""
+        """``word_inputs`` as ``(B, T)`` int64 if the cached vectors serve them, else ``None`` (:meth:`forward`).
+        Raises ElmoError for a shape other than ``shape``, the ids' ``(..., T)``."""
         if word_inputs is None:
             return None
         if self.vocab_to_cache is None:
@@ -355,21 +322,18 @@ class Elmo(nn.Module, HubMixin):
         return cached(self._word_cache, "vectors", params, compute_dtype(params[0].device.type), make)[0]
 
     def penalty(self) -> torch.Tensor:
-        """Σ over trainable scalar mixes of ‖w‖² (the un-normalised weights; softmax(0) is the plain average, so the
-        penalty pulls λ toward 1/(L+1); paper §3.3, as bilm-tf). 0 for other mixes. A scalar tensor: multiply it by the
-        coefficient λ and add it to the task loss."""
+        """Σ over trainable scalar mixes of ‖w‖² (un-normalised weights: pulls the mix toward the plain average,
+        softmax(0); paper §3.3, as bilm-tf), else 0: a scalar tensor to scale by λ and add to the task loss."""
         terms = [(m.weights ** 2).sum() for m in self.mixes if isinstance(m, ScalarMix) and m.weights.requires_grad]
         return torch.stack(terms).sum() if terms else torch.zeros(())
 
     def layer_groups(self) -> list[list[nn.Parameter]]:
-        """The biLM's parameters from the top down, for discriminative learning rates and gradual unfreezing
-        (:meth:`elmo.model.bilm.BiLM.layer_groups`)."""
+        """The biLM's parameters from the top down, as :meth:`elmo.model.bilm.BiLM.layer_groups` gives them."""
         return self.bilm.layer_groups()
 
 
 def _mix_parameters(values: Sequence[float], num_layers: int) -> list[float]:
-    """``scalar_mix_parameters`` as floats, one per layer. Raises ElmoError naming both counts (as AllenNLP's
-    ``ScalarMix``) or the bad value."""
+    """``scalar_mix_parameters`` as one float per layer; ElmoError names both counts (as AllenNLP) or the bad value."""
     try:
         weights = [float(w) for w in values]
     except (TypeError, ValueError):

@@ -1,12 +1,11 @@
 """Model folders as the rest of PyTorch shares them: ``model.save_pretrained(folder)`` writes ``config.json``,
 ``model.safetensors``, ``vocab.txt`` and a ``README.md`` model card; ``Class.from_pretrained(folder or Hub id)``
-reads them back; ``push_to_hub(repo_id)`` uploads them. :class:`HubMixin` adds this to the biLMs
-(:class:`~elmo.model.bilm.BiLM`, :class:`~elmo.model.published.PublishedBiLM`), the
-:class:`~elmo.model.elmo.Elmo` layer and the :class:`~elmo.model.classifier.ElmoClassifier`, on Hugging Face's
-``PyTorchModelHubMixin`` (its download, upload and card machinery; our own loading, so that a bad file gets one
-line). ``config.json`` holds ``elmo_kind`` (which class), ``format_version``, the class's config
-(:meth:`HubMixin.hub_config`) and ``card`` (the facts of the model card: training text, tokens, perplexities,
-accuracy, command). Weights are float32 safetensors, read without pickles or code. Details: docs/library.md.
+reads them back; ``push_to_hub(repo_id)`` uploads them. :class:`HubMixin` adds this to :class:`~elmo.model.bilm.BiLM`,
+:class:`~elmo.model.published.PublishedBiLM`, :class:`~elmo.model.elmo.Elmo` and
+:class:`~elmo.model.classifier.ElmoClassifier` on huggingface_hub's ``PyTorchModelHubMixin`` (download, upload, card),
+with our own loading so that a bad file gets a one-line error. ``config.json`` holds ``elmo_kind`` (which class),
+``format_version``, :meth:`HubMixin.hub_config` and ``card`` (:attr:`HubMixin.card`). Weights are float32
+safetensors, read without pickles or code. Details: docs/library.md.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 
 CONFIG, WEIGHTS, VOCAB, CARD = "config.json", "model.safetensors", "vocab.txt", "README.md"
-#: the version of the layout of ``config.json`` this code writes and reads
+#: the ``config.json`` layout version this code writes; it reads no other
 FORMAT_VERSION = 1
 PAPER = "https://arxiv.org/abs/1802.05365"
 #: the model card's title of each kind
@@ -66,11 +65,8 @@ def is_hub_id(path: str | os.PathLike) -> bool:
 
 def hub_folder(model_id: str | os.PathLike, **download: Any) -> Path:
     """The local folder of ``model_id``: itself when it is a folder, else the Hub snapshot of its four files
-    (``huggingface_hub.snapshot_download`` with ``download``: ``revision``, ``cache_dir``, ``token``, ...).
-
-    Raises:
-        ElmoError: neither a folder here nor a Hub model that could be downloaded (the reason in one line).
-    """
+    (``huggingface_hub.snapshot_download`` with ``download``: ``revision``, ``cache_dir``, ``token``, ...). Raises
+    ElmoError, with the reason in one line, when it is neither a folder here nor a downloadable Hub model."""
     if Path(model_id).is_dir():
         return Path(model_id)
     if not is_hub_id(model_id):
@@ -83,21 +79,19 @@ def hub_folder(model_id: str | os.PathLike, **download: Any) -> Path:
 
 
 def hub_failure(exc: BaseException) -> str:
-    """Why a Hub call failed, in one line (offline, authentication, a missing repository; whichever HTTP client
-    ``huggingface_hub`` uses): the first line of ``exc``'s message, else its type's name."""
+    """Why a Hub call failed, in one line, whatever the HTTP client: ``exc``'s first message line, else its type."""
     return str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPER, model_card_template=CARD_TEMPLATE,
                tags=["elmo", "bilm", "contextual-embeddings"], license="mit"):
-    """``save_pretrained`` / ``from_pretrained`` / ``push_to_hub`` for our modules (module docstring).
-
-    A subclass sets :attr:`hub_kind` and defines :meth:`hub_config` and :meth:`from_hub_config`.
+    """``save_pretrained`` / ``from_pretrained`` / ``push_to_hub`` for our modules (module docstring); a subclass sets
+    :attr:`hub_kind` and defines :meth:`hub_config` and :meth:`from_hub_config`.
 
     Attributes:
         vocab: the :class:`~elmo.data.vocab.Vocabulary` written as ``vocab.txt`` (``None``: none is written);
-        card: facts for the model card (``text``, ``train_tokens``, ``perplexity``, ``accuracy``, ``command``), set by
-            the loaders from what the training run recorded.
+        card: model-card facts from the training run (``text``, ``train_tokens``, ``perplexity``, ``accuracy``,
+            ``command``), set by the loaders.
     """
 
     hub_kind: ClassVar[str] = ""
@@ -124,19 +118,16 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
 
     def save_pretrained(self, save_directory: str | os.PathLike, *, push_to_hub: bool = False, repo_id: str | None = None,
                         **kwargs: Any) -> str | None:
-        """Write ``model.safetensors``, ``vocab.txt`` (when :attr:`vocab` is set), ``README.md`` and, last,
-        ``config.json`` into ``save_directory`` (created if missing), each atomically with the umask's permissions;
-        files of these names there are replaced, whichever model wrote them: Hugging Face's convention, which
-        ``python -m elmo export --format hub`` does not follow (it refuses another model's folder without
-        ``--overwrite``); :meth:`saved_difference` tells first. ``push_to_hub=True`` then uploads the folder to
-        ``repo_id`` (default: the folder's name; needs ``hf auth login``), with the other ``kwargs`` of ``push_to_hub``.
-
-        Returns:
-            the commit URL when pushed, else ``None``.
+        """Write ``model.safetensors``, ``vocab.txt`` (:meth:`saved_vocab`; else an old one is removed), ``README.md``
+        and, last, ``config.json`` into ``save_directory`` (created if missing), each atomically with the umask's
+        permissions, replacing files of these names whichever model wrote them (Hugging Face's convention;
+        ``python -m elmo export --format hub`` refuses another model's folder without ``--overwrite``;
+        :meth:`saved_difference` tells first). ``push_to_hub=True`` then uploads the folder to ``repo_id`` (default: the
+        folder's name; needs ``hf auth login``) with the other ``kwargs`` of ``push_to_hub``; returns the commit URL
+        when pushed, else ``None``.
 
         Raises:
-            ElmoError: the folder (or a part of its path) is a file or cannot be written; the push failed (offline,
-                not logged in: the folder is written, the message says so and why the push failed).
+            ElmoError: the folder (or a part of its path) is a file or unwritable; the push failed (folder written).
         """
         target = Path(save_directory)
         check_writable(target, flags=("save_directory",))
@@ -178,14 +169,10 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
                                       **self.hub_config()}))
 
     def saved_difference(self, save_directory: str | os.PathLike) -> tuple[Path, str] | None:
-        """What :meth:`save_pretrained` would replace in ``save_directory`` that is not this model: ``None`` when the
-        folder holds none of ``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``, or holds this
-        model's own earlier save (the same kind, configuration, weights bit for bit and vocabulary; the model card
-        may differ); else ``(file, what it is)``, the first such file.
-
-        Raises:
-            nothing: a file that does not read is a difference (``"a file that does not load"``).
-        """
+        """``(file, what it is)`` for the first file :meth:`save_pretrained` would replace in ``save_directory`` that is
+        not this model's; ``None`` when the folder holds none of the four files, or this model's own earlier save (the
+        same kind, configuration, vocabulary and weights bit for bit; the card may differ). Raises nothing: an
+        unreadable file is a difference (``"a file that does not load"``)."""
         from safetensors import SafetensorError
         from safetensors.torch import load_file
 
@@ -238,8 +225,7 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
         return sum(p.numel() for p in self.parameters())
 
     def generate_model_card(self, *args: Any, repo_id: str = "path/to/folder", **kwargs: Any) -> ModelCard:
-        """``README.md``: what the model is, its training text and tokens, held-out perplexities (test accuracy for a
-        classifier), the command that trained it and how to load it (from :attr:`card`)."""
+        """The ``README.md`` model card: :meth:`describe`, :attr:`card` (training and results) and :meth:`usage`."""
         facts = self.card or {}
         training = [f"- Text: {facts['text']}" if facts.get("text") else "- Text: not recorded",
                     *([f"- Tokens: {facts['train_tokens']:,}"] if facts.get("train_tokens") else []),
@@ -273,8 +259,7 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
 
 
 def nested_config(module: HubMixin) -> dict[str, Any]:
-    """``{"elmo_kind": ..., **module.hub_config()}``: a module inside another's ``config.json`` (the biLM of an
-    :class:`~elmo.model.elmo.Elmo` layer or a classifier)."""
+    """The entry of a module inside another's ``config.json`` (the biLM of an Elmo layer or a classifier)."""
     return {"elmo_kind": module.hub_kind, **module.hub_config()}
 
 
@@ -302,10 +287,7 @@ def _read_config(folder: Path) -> dict[str, Any]:
 
 def build(config: dict[str, Any], vocab: Vocabulary | None, file: Path) -> HubMixin:
     """The module a ``config.json`` describes (:meth:`HubMixin.from_hub_config` of its ``elmo_kind``), fresh weights.
-
-    Raises:
-        ElmoError: ``file: ...`` naming the missing or bad key.
-    """
+    Raises ElmoError (``file: ...``) naming the missing or bad key."""
     try:
         return from_nested_config(config, vocab)
     except KeyError as exc:
@@ -317,11 +299,8 @@ def build(config: dict[str, Any], vocab: Vocabulary | None, file: Path) -> HubMi
 
 
 def load_weights(model: torch.nn.Module, file: Path, config_file: Path) -> None:
-    """Read ``model.safetensors`` into ``model``, every key and shape checked against it.
-
-    Raises:
-        ElmoError: a truncated or unreadable file; a key missing, extra or of another shape (naming key and files).
-    """
+    """Read ``model.safetensors`` into ``model``, every key and shape checked. Raises ElmoError: a truncated or
+    unreadable file; a key missing, extra or of another shape (naming key and files)."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
@@ -356,11 +335,7 @@ def read_vocab(folder: Path) -> Vocabulary | None:
 
 def load_pretrained(path: str | os.PathLike, **download: Any) -> HubMixin:
     """Whichever module a ``save_pretrained`` folder (or Hub model id) holds, in eval mode on the CPU, with its
-    :attr:`~HubMixin.vocab` and :attr:`~HubMixin.card`.
-
-    Raises:
-        ElmoError: as :meth:`HubMixin.from_pretrained`.
-    """
+    :attr:`~HubMixin.vocab` and :attr:`~HubMixin.card`. Raises ElmoError as :meth:`HubMixin.from_pretrained`."""
     folder = hub_folder(path, **download)
     config = _read_config(folder)
     vocab = read_vocab(folder)

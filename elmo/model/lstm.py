@@ -1,17 +1,13 @@
-"""The project's two LSTM cells, the precision they compute in, and how long sequences are cut into chunks.
+"""The project's two LSTM cells, the dtype they compute in, and how long sequences are cut into chunks.
 
-Two cells share one call shape, not code (their parameter layouts and kernels differ): :class:`AutocastLSTM`, the
-fused ``nn.LSTM`` of our biLM and classifiers, and :class:`ProjectedLSTM`, bilm-tf's clipped cell with projection (a
-per-step loop; without clipping the fused kernel). :func:`step_chunks` cuts a long sequence into chunks for both.
+:class:`AutocastLSTM` is the fused ``nn.LSTM`` of our biLM and classifiers, :class:`ProjectedLSTM` bilm-tf's clipped
+cell with projection: one call shape, other parameters and kernels. :func:`step_chunks` cuts chunks for both.
 
-``torch.autocast`` does not decide an LSTM's dtype the same way on every device: on a CPU, ``nn.LSTM`` under bf16
-autocast runs oneDNN's bf16 kernels, but on CUDA, autocast sends every cuDNN RNN through a cast to float16
-whatever the autocast dtype (PyTorch's ``_cudnn_rnn`` autocast rule), so ``--precision bf16`` would train the LSTMs
-in fp16 without a gradient scaler. :class:`AutocastLSTM` casts its input, states and weights to the autocast dtype
-itself on CUDA and calls cuDNN with autocast off, so bf16 is bf16 there; on a CPU it leaves autocast's choice,
-which is already bf16 (the CPU runs stay bit for bit what they were). Every LSTM of the project records the dtype
-its kernel computed in (:attr:`AutocastLSTM.compute_dtype`, read from the tensors, not from a flag);
-:func:`lstm_compute_dtypes` collects them for the runs' JSON.
+On CUDA, autocast runs every cuDNN RNN in float16 whatever the autocast dtype (PyTorch's ``_cudnn_rnn`` autocast
+rule), so ``--precision bf16`` would train the LSTMs in fp16 without a gradient scaler. :class:`AutocastLSTM` therefore
+casts input, states and weights to the autocast dtype itself there and calls cuDNN with autocast off; on a CPU it
+keeps autocast's own choice, oneDNN's bf16 kernels. Every LSTM records the dtype its kernel computed in, read from the
+tensors (:attr:`AutocastLSTM.compute_dtype`); :func:`lstm_compute_dtypes` collects them for the runs' JSON.
 """
 
 from __future__ import annotations
@@ -42,22 +38,16 @@ def autocast_dtype(device_type: str) -> torch.dtype | None:
 
 
 def casts_for_kernel(device_type: str) -> bool:
-    """Whether an LSTM on ``device_type`` casts its input, states and weights to the autocast dtype itself and calls
-    the kernel with autocast off (every device but the CPU, where autocast's own choice is already that dtype)."""
+    """Whether an LSTM on ``device_type`` casts to the autocast dtype itself, autocast off (not on a CPU; see above)."""
     return device_type != "cpu"
 
 
 class AutocastLSTM(nn.LSTM):
-    """``nn.LSTM`` (same arguments, parameters and state-dict keys) whose kernel computes in the autocast dtype it is
-    called under, on every device (the module docstring says why). On a CPU, outside autocast and for packed input
-    the call is ``nn.LSTM``'s, unchanged (a CPU's autocast already runs oneDNN's bf16 kernels; ATen's recurrence,
-    its products in bf16, with a projection); on CUDA it is :meth:`forward_in`.
-
-    Args: as ``nn.LSTM``. ``forward(input (B, T, I) when batch_first, hx=None)`` returns
-    ``(output (B, T, D·P), (h_n, c_n))``, in the compute dtype under autocast.
-
-    Attributes:
-        compute_dtype: the dtype of the last call's output (the kernel's dtype), ``None`` before the first call.
+    """``nn.LSTM`` (same arguments, parameters and state-dict keys) whose kernel computes in the autocast dtype on every
+    device (module docstring). On a CPU (oneDNN's bf16 kernels, or for a projection ATen's recurrence with bf16
+    products), outside autocast and for packed input the call is ``nn.LSTM``'s, unchanged; on CUDA :meth:`forward_in`.
+    ``forward(input (B, T, I) when batch_first, hx=None)`` returns ``(output (B, T, D·P), (h_n, c_n))``, in the compute
+    dtype under autocast. :attr:`compute_dtype`: the last call's output (kernel) dtype, ``None`` before the first call.
     """
 
     compute_dtype: torch.dtype | None = None
@@ -73,9 +63,8 @@ class AutocastLSTM(nn.LSTM):
 
     def forward_in(self, dtype: torch.dtype, input: torch.Tensor,  # noqa: A002
                    hx: tuple[torch.Tensor, torch.Tensor] | None = None):
-        """The LSTM with its input, states and weights cast to ``dtype`` and the kernel called with autocast off:
-        the kernel computes in ``dtype`` whatever autocast's own rule for it (any device; :meth:`forward` uses it on
-        CUDA). ``input``: batched, 3-d. Returns ``(output, (h_n, c_n))`` in ``dtype``.
+        """The LSTM with input, states and weights cast to ``dtype`` and the kernel called with autocast off, so that it
+        computes in ``dtype`` on any device. ``input``: batched, 3-d. Returns ``(output, (h_n, c_n))`` in ``dtype``.
 
         Raises:
             ValueError: ``input`` is not 3-d.
@@ -96,16 +85,14 @@ class AutocastLSTM(nn.LSTM):
 
 
 def lstm_compute_dtypes(model: nn.Module) -> dict[str, str]:
-    """``{module name: dtype}`` of every LSTM in ``model`` that has run (an :class:`AutocastLSTM`, or a layer of the
-    published architecture, :class:`ProjectedLSTM`): the dtype its last call computed in, e.g.
-    ``{"forward_lm.layers.0": "bfloat16"}``. Empty when none has run."""
+    """``{module name: dtype}`` of the last call of every :class:`AutocastLSTM` and :class:`ProjectedLSTM` in ``model``
+    that has run, e.g. ``{"forward_lm.layers.0": "bfloat16"}``; empty when none has."""
     return {name: str(module.compute_dtype).removeprefix("torch.") for name, module in model.named_modules()
             if getattr(module, "compute_dtype", None) is not None and isinstance(module.compute_dtype, torch.dtype)}
 
 
 def summary_dtype(dtypes: dict[str, str]) -> str | dict[str, str] | None:
-    """One dtype name when every LSTM of :func:`lstm_compute_dtypes` computed in it, else the whole mapping (``None``
-    when it is empty)."""
+    """The one dtype name of :func:`lstm_compute_dtypes`' mapping if all agree, else the mapping (``None`` if empty)."""
     values = set(dtypes.values())
     return None if not values else values.pop() if len(values) == 1 else dict(dtypes)
 
@@ -121,14 +108,12 @@ def step_chunks(rows_per_step: Sequence[int], chunk_size: int | None) -> list[tu
     """How a sequence of time steps is cut into chunks for the long-sentence path.
 
     Args:
-        rows_per_step: ``rows_per_step[t]`` = batch rows computed at step t (positions of that step); its
-            length S is the number of steps.
+        rows_per_step: batch rows computed (positions) at each step; its length S is the number of steps.
         chunk_size: the most positions (rows × steps) per chunk; ``None`` = never chunk.
 
     Returns:
-        Consecutive ``(first, last)`` step ranges covering ``range(S)`` in order: ``[(0, S)]`` (one pass, also
-        for ``S == 0``) unless ``S > chunk_size``; then ranges whose positions ``sum(rows_per_step[first:last])``
-        are at most ``chunk_size`` each (a single step may exceed it when it alone has more rows).
+        Consecutive ``(first, last)`` step ranges covering ``range(S)``: ``[(0, S)]`` (also for ``S == 0``) unless
+        ``S > chunk_size``, else ranges of at most ``chunk_size`` positions each (or one step with more rows).
 
     Raises:
         ElmoError: ``chunk_size`` < 1.
@@ -156,15 +141,10 @@ def compute_dtype(device_type: str) -> torch.dtype:
 
 def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
            add: torch.Tensor | None = None) -> torch.Tensor:
-    """``x @ weight.T + bias + add`` in ``weight``'s dtype, returned in float32.
-
-    Args:
-        x: ``(..., K)`` float; weight: ``(N, K)``; bias: ``(N,)`` float32; add: ``(..., N)`` float32.
-
-    fp32 on the CPU without autograd runs through oneDNN (``mkldnn._linear_pointwise``, with ``add`` as a fused
-    post-op) when the product has at least :data:`ONEDNN_MIN_WORK` multiply-adds, or always when the weight is packed
-    (:func:`pack_weight`); everything else goes through ``F.linear`` (measurements: lab/performance.md).
-    """
+    """``x (..., K) @ weight (N, K).T + bias (N,) + add (..., N)`` in ``weight``'s dtype, returned in float32 (``x``
+    float; ``bias``, ``add`` float32). fp32 on the CPU without autograd runs on oneDNN (``mkldnn._linear_pointwise``,
+    ``add`` a fused post-op) from :data:`ONEDNN_MIN_WORK` multiply-adds, or always with a packed weight
+    (:func:`pack_weight`); the rest on ``F.linear`` (measurements: lab/performance.md)."""
     if weight.is_mkldnn or weight.dtype == torch.float32 and x.is_cpu and _ONEDNN \
             and x.numel() * weight.shape[0] >= ONEDNN_MIN_WORK \
             and not (torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (weight, x, bias, add))):
@@ -181,9 +161,8 @@ def matmul(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
 
 
 def pack_weight(weight: torch.Tensor, rows: int) -> torch.Tensor:
-    """``weight (N, K)`` float32 reordered once into oneDNN's blocked layout for products with about ``rows``
-    rows (an opaque ``torch._mkldnn`` tensor that only :func:`matmul` reads), so that oneDNN does not reorder it
-    at every call. Returns ``weight`` unchanged where oneDNN's reorder is unavailable."""
+    """``weight (N, K)`` float32 reordered once, not at every call, into oneDNN's layout for products of about ``rows``
+    rows (an opaque ``torch._mkldnn`` tensor only :func:`matmul` reads); unchanged where oneDNN cannot reorder."""
     if not _PACK:
         return weight
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), max(1, rows))
@@ -198,10 +177,9 @@ def _clip(x: torch.Tensor, value: float | None) -> torch.Tensor:
 
 def cached(cache: dict, name: str, sources: list[torch.Tensor | None], dtype: torch.dtype,
            make: Callable[[], list[torch.Tensor | None]]) -> list[torch.Tensor | None]:
-    """``make()`` — tensors derived from the parameters ``sources`` in ``dtype`` (cast, merged) — kept in
-    ``cache[name]`` until ``dtype`` or one of ``sources`` changes (replaced, or in place through an operation that
-    bumps its version counter; a :class:`CachedWeights` module also empties it on every ``train()`` / ``eval()``);
-    rebuilt every call while autograd needs the gradient through them (training, fine-tuning)."""
+    """``make()`` (tensors derived in ``dtype`` from the parameters ``sources``), kept in ``cache[name]`` until
+    ``dtype`` or a source changes (replaced, or its version counter bumped; see also :class:`CachedWeights`); rebuilt
+    every call while autograd needs the gradient through them (training, fine-tuning)."""
     live = [t for t in sources if t is not None]
     if torch.is_grad_enabled() and any(t.requires_grad for t in live):
         return make()
@@ -213,10 +191,9 @@ def cached(cache: dict, name: str, sources: list[torch.Tensor | None], dtype: to
 
 
 class CachedWeights(nn.Module):
-    """A module keeping weights derived from its parameters in ``self._cache`` (:func:`cached`), emptied whenever
-    the module (or a parent) is put in training or eval mode: fused optimisers (``torch.optim.Adam(fused=True)``,
-    what :func:`elmo.training.trainer.fit` uses) update parameters in place without bumping their version counter,
-    so the cache key alone would not see an optimiser step; training loops switch modes around every validation."""
+    """A module whose ``self._cache`` (:func:`cached`) empties on every ``train()`` / ``eval()``, its parents' included:
+    fused optimisers (``Adam(fused=True)``, as in :func:`elmo.training.trainer.fit`) update parameters without bumping
+    their version counter, and training loops switch modes around every validation."""
 
     def __init__(self):
         super().__init__()
@@ -235,18 +212,14 @@ class ProjectedLSTM(CachedWeights):
         input_size: I; hidden_size: H cells; projection_dim: P outputs (``P == H``: no projection);
         cell_clip, proj_clip: clipping bounds or ``None``.
 
-    Parameters (our layout; :mod:`elmo.model.published_io` converts TF's): ``input_weight (4H, I)``,
-    ``recurrent_weight (4H, P)``, ``bias (4H,)`` (forget bias + 1 included), gate blocks in the order
-    (i, f, o, j) so the three sigmoid gates are contiguous; ``projection (P, H)``. ``tf_bias`` (a buffer outside
-    the state dict, ``None`` unless loaded from a file) keeps TF's ``B`` as read, so that writing the layer back
-    (:func:`elmo.model.published_io.tf_bias`) gives the file's values bit for bit.
+    Parameters (our layout; :mod:`elmo.model.published_io` converts TF's): ``input_weight (4H, I)``, ``recurrent_weight
+    (4H, P)``, ``bias (4H,)`` (forget bias + 1 included), gate blocks in the order (i, f, o, j) so the three sigmoid
+    gates are contiguous; ``projection (P, H)``. The buffer ``tf_bias`` (not in the state dict; ``None`` unless loaded
+    from a file) keeps TF's ``B`` as read, so :func:`elmo.model.published_io.tf_bias` writes it back bit for bit.
 
-    Without clipping (both bounds ``None``) the layer runs on PyTorch's fused LSTM kernel (:meth:`fused_forward`,
-    ``torch.lstm`` with ``proj_size``: cuDNN on CUDA, ATen's C++ recurrence on the CPU), the same parameters mapped
-    onto its weights (:meth:`fused_weights`); with clipping, which that kernel cannot do, on the per-step loop.
-    ``fused = False`` runs the loop without clipping too (the two agree to float rounding). :attr:`compute_dtype`:
-    the dtype the last call's recurrence computed in (the loop's products, the fused kernel's output), ``None``
-    before the first call (:func:`lstm_compute_dtypes`).
+    Without clipping the layer runs on PyTorch's fused LSTM kernel (:meth:`fused_forward`), which cannot clip; with
+    clipping or ``fused = False``, on the per-step loop (the two agree to float rounding). :attr:`compute_dtype`
+    (:func:`lstm_compute_dtypes`): the last call's recurrence dtype (loop products, fused output), ``None`` before.
     """
 
     compute_dtype: torch.dtype | None = None
@@ -264,9 +237,8 @@ class ProjectedLSTM(CachedWeights):
         self.register_buffer("tf_bias", None, persistent=False)  # TF's B as loaded (see the class docstring)
 
     def initialize(self, generator: torch.Generator | None = None) -> "ProjectedLSTM":
-        """bilm-tf's initial weights (TF's default initialiser), drawn from ``generator`` (``None``: the global one):
-        Glorot-uniform over TF's ``W_0 (I + P, 4H)`` and ``W_P_0 (H, P)``, the bias 0 plus TF's forget-gate bias 1.0.
-        Returns the layer."""
+        """bilm-tf's initial weights (TF's default initialiser) from ``generator`` (``None``: the global one), returning
+        the layer: Glorot-uniform over TF's ``W_0 (I + P, 4H)`` and ``W_P_0 (H, P)``, bias 0 + TF's forget bias 1.0."""
         def uniform(p: torch.Tensor, bound: float) -> None:
             p.copy_(torch.rand(p.shape, generator=generator) * 2 * bound - bound)
 
@@ -289,9 +261,8 @@ class ProjectedLSTM(CachedWeights):
         return out.transpose(0, 1), (h[None], c[None])
 
     def weights(self, dtype: torch.dtype, rows: int = 64) -> list[torch.Tensor | None]:
-        """``[input_weight, recurrent_weight, projection]`` in ``dtype``: cast once and cached while the parameters
-        are unchanged (autocast would cast them again at every step). In float32 on a CPU without autograd, they are
-        packed for oneDNN (:func:`pack_weight`; ``rows`` = the batch size, the rows of the per-step products)."""
+        """``[input_weight, recurrent_weight, projection]`` in ``dtype``, cached (autocast would cast at every step); in
+        float32 on a CPU without autograd, packed for oneDNN (:func:`pack_weight`; ``rows``: the batch size)."""
         params = [self.input_weight, self.recurrent_weight, self.projection]
         if dtype == self.input_weight.dtype:
             if not (_PACK and dtype == torch.float32 and self.input_weight.is_cpu) \
@@ -307,15 +278,14 @@ class ProjectedLSTM(CachedWeights):
         """Run the layer over a time-major batch whose rows are sorted by length, longest first.
 
         Args:
-            x: ``(S, B, I)`` inputs; active: ``active[t]`` = rows still running at step t (non-increasing,
+            x: ``(S, B, I)``; active: ``active[t]`` = rows still running at step t (non-increasing,
                 ``len(active) <= S``); state: initial ``(h (B, P), c (B, H))`` float32, zeros when ``None``;
-                chunk_size: ``None`` (the input products of all steps at once) or the most positions whose input
-                products are computed at a time (:func:`step_chunks`), the recurrence going on from chunk to chunk:
-                the same outputs (to float rounding).
+                chunk_size: the most positions whose input products are computed at once (:func:`step_chunks`;
+                ``None``: all steps), the recurrence carried across chunks (same outputs to float rounding).
 
         Returns:
-            ``(outputs (S, B, P), (h, c))`` float32: outputs are zero where a row has ended; ``(h, c)`` is each
-            row's state after its last step (or its initial state if it ran no step). Differentiable (training).
+            ``(outputs (S, B, P), (h, c))`` float32, differentiable: outputs are zero where a row has ended; ``(h, c)``
+            is each row's state after its last step (its initial state if it ran none).
 
         Raises:
             ElmoError: ``chunk_size`` < 1.
@@ -333,16 +303,13 @@ class ProjectedLSTM(CachedWeights):
             out = x.new_zeros(steps, batch, self.output_size, dtype=torch.float32)
             grad = torch.is_grad_enabled() and (x.requires_grad or self.input_weight.requires_grad)
             steps_out: list[torch.Tensor] = []  # training: each step's output, padded and stacked at the end
-            # Per-step pieces come from unbind and split, not from indexing the whole tensor at every step: the
-            # backward of an index allocates and zero-fills a gradient of the whole tensor once per step (quadratic
-            # in the steps), that of unbind and split assembles one gradient once.
+            # Per-step pieces from unbind and split, not indexing: an index's backward zero-fills a gradient of the
+            # whole tensor at every step (quadratic in the steps); theirs assembles one gradient once.
             x_steps = x.unbind(0)
-            # Training: the recurrent weight's gradient in one product over all the steps of a chunk
-            # (RecurrentWeightGradient) instead of a (4H, B) x (B, P) product and an addition per step.
+            # Training: the recurrent weight's gradient in one product per chunk (RecurrentWeightGradient)
             deferred = grad and w_rec.requires_grad
             w_step = w_rec.detach() if deferred else w_rec
-            # fp32 training on the CPU: each step's products (recurrent and projection) and their backward through
-            # oneDNN with packed weights, and the projection's gradient, like the recurrent one, once per chunk
+            # fp32 CPU training: step products and backward on oneDNN, packed; the projection's gradient per chunk
             fast = deferred and _PACK and w_step.dtype == torch.float32 and x.is_cpu
             step_weights = (pack_weight(w_step, batch), pack_weight(w_step.t(), batch)) if fast else None
             proj_weights = (pack_weight(w_proj.detach(), batch), pack_weight(w_proj.detach().t(), batch)) \
@@ -384,11 +351,9 @@ class ProjectedLSTM(CachedWeights):
         return out, (h, c)
 
     def fused_weights(self, dtype: torch.dtype) -> list[torch.Tensor]:
-        """``nn.LSTM(proj_size=P)``'s weights of this layer in ``dtype``: ``[weight_ih (4H, I), weight_hh (4H, P),
-        bias_ih (4H,), bias_hh (4H,), weight_hr (P, H)]`` (no ``weight_hr`` when ``P == H``), gate blocks reordered
-        from ours (i, f, o, j) to PyTorch's (i, f, g, o), ``bias`` (forget bias + 1 included) as ``bias_ih`` and
-        ``bias_hh`` zero. Differentiable: the gradients reach :attr:`input_weight`, :attr:`recurrent_weight`,
-        :attr:`bias` and :attr:`projection`; cached (:func:`cached`) while autograd does not need them."""
+        """This layer as ``nn.LSTM(proj_size=P)``'s weights in ``dtype``: ``[weight_ih (4H, I), weight_hh (4H, P),
+        bias_ih (4H,) = bias, bias_hh (4H,) zero, weight_hr (P, H)]`` (no ``weight_hr`` when ``P == H``), gate blocks
+        reordered from (i, f, o, j) to PyTorch's (i, f, g, o). Differentiable, else cached (:func:`cached`)."""
         cells = self.hidden_size
 
         def make() -> list[torch.Tensor]:
@@ -402,13 +367,10 @@ class ProjectedLSTM(CachedWeights):
 
     def fused_forward(self, x: torch.Tensor, active: list[int], state: tuple[torch.Tensor, torch.Tensor] | None = None,
                       chunk_size: int | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """:meth:`forward` without clipping on PyTorch's fused LSTM kernel (``torch.lstm`` over a packed sequence:
-        step t holds the ``active[t]`` rows still running, so padding is never read and each row's final state is
-        the one after its last step). Same arguments, returns and errors as :meth:`forward`; chunks of at most
-        ``chunk_size`` positions run one after the other, the states carried between them. Under autocast the
-        products run in its dtype (the weights mapped and cast once a call), the cell state in float32 on the CPU as
-        in the loop (on CUDA in the autocast dtype, cuDNN called as by :meth:`AutocastLSTM.forward_in`); states and
-        outputs are returned in float32. :attr:`compute_dtype` records the kernel's output dtype."""
+        """:meth:`forward` (same arguments, returns, errors) without clipping, on ``torch.lstm`` over a packed sequence
+        (cuDNN on CUDA, ATen's recurrence on the CPU): padding is never read, chunks run one after the other. Under
+        autocast the products run in its dtype, the cell state in float32 on the CPU as in the loop and in the autocast
+        dtype on CUDA (called as by :meth:`AutocastLSTM.forward_in`); states and outputs are returned in float32."""
         steps, batch, _ = x.shape
         dtype = compute_dtype(x.device.type)
         h, c = state if state is not None else (x.new_zeros(batch, self.output_size, dtype=torch.float32),
@@ -439,15 +401,13 @@ class ProjectedLSTM(CachedWeights):
         return F.pad(out, (0, 0, 0, 0, 0, steps - len(out))), (h, c)
 
     def _input_gates(self, x: torch.Tensor, w_in: torch.Tensor) -> torch.Tensor:
-        """``x @ W_x + b`` of all time steps in one product: ``(S·B, 4H)``, float32 (bias included) or, in a lower
-        precision, that precision without the bias (added per step, saving a pass over the whole)."""
+        """``x @ W_x + b`` of all steps ``(S·B, 4H)``: float32, or a lower precision without ``b`` (added per step)."""
         if w_in.dtype == torch.float32:
             return matmul(x, w_in, self.bias)
         return F.linear(x.to(w_in.dtype), w_in)
 
     def _step_gates(self, h: torch.Tensor, w_rec: torch.Tensor, gates_x: torch.Tensor) -> torch.Tensor:
-        """Gate pre-activations ``(n, 4H)`` float32 of one step: ``gates_x + h @ W_h`` (+ the bias in a lower
-        precision, where the product and the addition are one ``addmm`` and the bias add casts to float32)."""
+        """One step's gates ``gates_x + h @ W_h (n, 4H)``, float32 (lower precision: one ``addmm``, + fp32 bias)."""
         if w_rec.dtype == torch.float32:
             return matmul(h, w_rec, add=gates_x)
         return torch.add(self.bias, torch.addmm(gates_x, h.to(w_rec.dtype), w_rec.t()))
@@ -455,10 +415,9 @@ class ProjectedLSTM(CachedWeights):
 
 @dataclass
 class StepTape:
-    """What the steps of a chunk leave for :class:`RecurrentWeightGradient`'s backward: ``states``, the ``h (n, P)``
-    each step multiplied the recurrent weight with; ``cells``, the ``o * tanh(c) (n, H)`` it projected (only when the
-    projection goes through :class:`DeferredProduct`); ``projection_grads``, the gradients of those projections
-    ``(n, P)``, appended by the backward pass, last step first."""
+    """What a chunk's steps leave for :class:`RecurrentWeightGradient`'s backward: ``states``, each step's ``h (n, P)``
+    multiplied with the recurrent weight; ``cells``, each ``o * tanh(c) (n, H)`` projected through
+    :class:`DeferredProduct`; ``projection_grads``, their gradients ``(n, P)``, appended last step first."""
 
     states: list[torch.Tensor]
     cells: list[torch.Tensor]
@@ -466,14 +425,11 @@ class StepTape:
 
 
 class RecurrentWeightGradient(torch.autograd.Function):
-    """Identity on the gate pre-activations ``G (positions, 4H)`` of a chunk's steps in step order, whose backward also
-    gives the recurrent weight's gradient ``dG^T @ Hs`` in one product (``Hs``: ``tape.states``, the recurrence using
-    the weight detached); likewise the projection's, ``dP^T @ Ms`` from ``tape``, when ``projection`` is given. A step's
-    gates are ``G_t + h_t W^T``, so the gradient of ``G_t`` is that of the step's product and ``dW = Σ_t dG_t^T h_t``:
-    one ``(4H, positions) x (positions, P)`` product instead of one with an inner dimension of the batch, and an
-    accumulation, per step. This backward runs after every step's (each step reads ``G``), so the tape is complete.
-    The same sums in another order: equal to float rounding.
-    """
+    """Identity on a chunk's gate pre-activations ``G (positions, 4H)`` in step order, whose backward also gives the
+    recurrent weight's gradient (the steps use it detached): a step's gates are ``G_t + h_t W^T``, so ``dW = Σ_t dG_t^T
+    h_t = dG^T @ Hs`` (``Hs``: ``tape.states``), one ``(4H, positions) x (positions, P)`` product instead of a product
+    and an accumulation per step; likewise the projection's, ``dP^T @ Ms``, when ``projection`` is given. This backward
+    runs after every step's (each reads ``G``): the tape is complete. Same sums, other order: equal to rounding."""
 
     @staticmethod
     def forward(ctx, gates: torch.Tensor, weight: torch.Tensor, projection: torch.Tensor | None,
@@ -493,11 +449,10 @@ class RecurrentWeightGradient(torch.autograd.Function):
 
 
 class DeferredProduct(torch.autograd.Function):
-    """``x @ W^T (+ add)`` of one fp32 training step through oneDNN with ``W`` packed (:func:`pack_weight`), forward
-    and backward (``dx = dy @ W`` with ``W^T`` packed); no gradient for ``W``, which :class:`RecurrentWeightGradient`
-    gives for all the steps at once: ``dy`` is appended to ``sink`` when one is given (the projection), and is the
-    gradient of ``add`` otherwise (the recurrent product, whose ``add`` is the step's input gates). Shapes:
-    ``x (n, K)``, ``add (n, N)`` or ``None``; ``weight`` the packed ``(N, K)``, ``weight_t`` the packed ``(K, N)``."""
+    """``x (n, K) @ W^T (+ add (n, N))`` of one fp32 training step on oneDNN, forward and backward (``dx = dy @ W``),
+    ``weight`` (``W (N, K)``) and ``weight_t`` (``W^T``) packed (:func:`pack_weight`). No gradient for ``W``
+    (:class:`RecurrentWeightGradient` gives it per chunk): ``dy`` goes to ``sink`` if given (the projection), else is
+    the gradient of ``add`` (the recurrent product's, ``add`` being the step's input gates)."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, add: torch.Tensor | None, weight: torch.Tensor, weight_t: torch.Tensor,

@@ -1,16 +1,11 @@
-"""What a biLM's training step must know of its batch, worked out on the host (numpy) from the batch's CPU tensors
-before the step runs, so that the step reads nothing back from the device: one :class:`HostPlan` and one
-:func:`step_loss` for every language model the project trains, each naming the batch entries its plan reads
-(``host_keys``) and making the plan (``host_plan``, :class:`PlannedLM`; :class:`HostPlan` says which fields each fills).
+"""Host plans: what a biLM's training step must know of its batch, computed with numpy from the batch's CPU copies
+(``Objective.host_keys``) so that the step reads nothing back from the device (:class:`PlannedLM`, :func:`step_loss`).
 
-Without it, the published step asks the device for its batch's shape several times: the rows running at each step of
-the recurrence (``_reading_plan``: the lengths, ``.tolist()``), the distinct spellings the character CNN encodes
-(``torch.unique``) and the columns they use (``nonzero``, ``int(max)``), the predicted positions (boolean-mask
-indexing: ``nonzero``), the adaptive softmax's cluster sizes (``bincount().tolist()``) and the number of predicted
-words (``int(sum)``). Each read waits for every kernel queued before it: on a GPU the host then idles while the device
-drains, and the device while the host catches up. :func:`host_plan` computes all of them from the host copy of
-``ids``, ``lengths`` and ``chars`` (the trainer keeps those copies: ``Objective.host_keys``), and the model's forward
-takes the plan, with the same results bit for bit as without.
+Without a plan, the published step reads the device for the rows running at each recurrence step (the lengths'
+``.tolist()``), the CNN's distinct spellings and their columns (``torch.unique``, ``nonzero``, ``int(max)``), the
+predicted positions (boolean-mask indexing), the adaptive softmax's cluster sizes (``bincount().tolist()``) and the
+predicted word count (``int(sum)``); each read waits for all queued kernels, idling host and device in turn on a GPU.
+:func:`host_plan` computes them all; the forward that takes the plan gives the same results bit for bit.
 """
 
 from __future__ import annotations
@@ -31,14 +26,14 @@ from .adaptive_softmax import cluster_counts
 
 @dataclass
 class WordPlan:
-    """The distinct spellings of a batch and how its tokens map onto them (the character CNN's input, as
-    :meth:`~elmo.model.char_cnn.CharEncoder.forward` computes it with ``torch.unique``).
+    """The distinct spellings of a batch and how its tokens map onto them: the character CNN's input, as
+    :meth:`~elmo.model.char_cnn.CharEncoder.forward` computes it with ``torch.unique``.
 
     Attributes:
-        distinct: ``(U, C)`` int64, the distinct rows of the flattened ``chars``, in ``torch.unique``'s sorted order,
-            then reordered by their count of real characters (stable): the order they are encoded in.
-        passes: ``(rows, width)`` per pass of the CNN: the slice of ``distinct`` it encodes and the columns it keeps
-            (the last real character's column + 1 + the widest filter, at most ``C``).
+        distinct: ``(U, C)`` int64, the distinct rows of the flattened ``chars`` in ``torch.unique``'s order, then
+            stably sorted by their count of real characters: the order they are encoded in.
+        passes: ``(rows, width)`` per CNN pass: its slice of ``distinct`` and the columns it keeps (the last real
+            character's column + 1 + the widest filter, at most ``C``).
         gather: ``(N,)`` int64: token ``i``'s row in the encoded ``distinct``.
     """
 
@@ -53,17 +48,15 @@ class WordPlan:
 
 @dataclass
 class HostPlan:
-    """One batch's plan; tensors on the host until :meth:`to` moves them. Our biLM's plan
-    (:meth:`~elmo.model.bilm.LanguageModel.host_plan`) has ``units`` and ``cluster_counts`` (adaptive softmax) or ``kept``
-    (sampled); the published
-    architecture's (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`, :func:`host_plan`) has every field.
+    """One batch's plan, its tensors on the host until :meth:`to`. Our biLM's plan has ``units`` and ``cluster_counts``
+    (adaptive softmax) or ``kept`` (sampled) (:meth:`~elmo.model.bilm.LanguageModel.host_plan`); the published
+    architecture's (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`) has every field.
 
     Attributes:
         units: ``sum(lengths + 1)``, the words each direction predicts.
-        cluster_counts: per direction (0 forward, 1 backward), the predicted words per adaptive-softmax cluster
-            (head first); ``None`` without cutoffs.
-        order, restore: ``(B,)`` int64, the rows longest first and back (:func:`reading_plan` of ``lengths + 1``).
-        active: rows still running at each of the ``max(lengths) + 1`` steps.
+        cluster_counts: :func:`~elmo.model.adaptive_softmax.cluster_counts` by direction (0 forward, 1 backward);
+            ``None`` without cutoffs.
+        order, restore, active: :func:`reading_plan` of ``lengths + 1``, ``order`` and ``restore`` as tensors.
         kept: ``(units,)`` int64, the predicted positions as flat indices into ``(B, T + 1)``, row-major.
         words: :class:`WordPlan` of the tokens; boundaries: that of the ``<S>``, ``</S>`` spellings.
     """
@@ -78,7 +71,7 @@ class HostPlan:
     boundaries: WordPlan | None = None
 
     def to(self, device: torch.device) -> "HostPlan":
-        """The plan with its index tensors on ``device`` (copied without waiting, from pinned memory on CUDA)."""
+        """The plan with its index tensors on ``device``, as :meth:`WordPlan.to`."""
         def moved(x):
             return None if x is None else x.to(device) if isinstance(x, WordPlan) else move(x, device)
         return HostPlan(self.units, self.cluster_counts, moved(self.order), moved(self.restore), self.active,
@@ -86,8 +79,7 @@ class HostPlan:
 
 
 class PlannedLM(Protocol):
-    """A language model whose training step takes a :class:`HostPlan`: ``host_keys``, the batch entries the plan is
-    made from, and ``host_plan`` (our biLM and the published architecture: :class:`HostPlan`)."""
+    """A language model whose step takes a :class:`HostPlan`: ``host_plan`` makes it from the entries ``host_keys``."""
 
     host_keys: tuple[str, ...]
 
@@ -95,10 +87,9 @@ class PlannedLM(Protocol):
 
 
 def step_loss(lm: PlannedLM, trained: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
-    """The training loss of a batch the trainer moved to the device with its host copies (``host_<key>`` for each of
-    ``lm.host_keys``, the trainer's ``Objective.host_keys``): ``lm.host_plan`` of them, then ``trained`` (``lm`` or
-    its DDP / compiled wrapper) on the device tensors with that plan. Returns ``(loss, n)`` as the model's forward;
-    nothing is read back from the device (adaptive softmax; the sampled one draws its candidates on the device).
+    """The training loss ``(loss, n)`` of a device batch with its host copies (``host_<key>`` per ``lm.host_keys``):
+    ``trained`` (``lm`` or its DDP / compiled wrapper) with ``lm.host_plan`` of them. Nothing is read back from the
+    device (adaptive softmax; the sampled one draws its candidates there).
 
     Raises:
         ElmoError: a host copy missing (an ``Objective`` without ``lm.host_keys``).
@@ -139,8 +130,7 @@ def word_plan(chars: np.ndarray, per_pass: int, max_width: int) -> WordPlan:
 
 
 def predicted_positions(lengths: torch.Tensor, longest: int) -> torch.Tensor:
-    """``(sum(lengths + 1),)`` int64 on the host: the positions each direction predicts, ``n + 1`` per row, as flat
-    row-major indices into ``(B, longest + 1)`` (:attr:`HostPlan.kept`). ``lengths``: ``(B,)`` on the CPU."""
+    """:attr:`HostPlan.kept` (on the host, ``n + 1`` per row) of ``lengths (B,)`` on the CPU, padded to ``longest``."""
     n = lengths.numpy().astype(np.int64)
     steps = np.arange(longest + 1)[None, :]
     return torch.from_numpy((np.arange(len(n))[:, None] * (longest + 1) + steps)[steps < (n + 1)[:, None]])
@@ -148,16 +138,13 @@ def predicted_positions(lengths: torch.Tensor, longest: int) -> torch.Tensor:
 
 def host_plan(ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor, boundary_chars: torch.Tensor,
               per_pass: int, max_width: int, cutoffs: tuple[int, ...] | None) -> HostPlan:
-    """The :class:`HostPlan` of a batch from its host tensors.
-
-    Args:
-        ids: ``(B, T)`` int64 word ids (the targets); lengths: ``(B,)`` int64; chars: ``(B, T, C)`` bilm-tf ids, all
-            on the CPU; boundary_chars: ``(2, C)`` the ``<S>`` and ``</S>`` spellings; per_pass, max_width: the
-            character CNN's pass size and widest filter; cutoffs: the adaptive softmax's, the vocabulary size last
-            (``None``: a sampled softmax, no cluster counts).
+    """The :class:`HostPlan` of a batch from its CPU tensors: ``ids (B, T)`` int64 word ids (the targets), ``lengths
+    (B,)`` int64, ``chars (B, T, C)`` bilm-tf ids, ``boundary_chars (2, C)`` (the ``<S>``, ``</S>`` spellings);
+    ``per_pass``, ``max_width`` as :func:`word_plan`; ``cutoffs``: the adaptive softmax's, the vocabulary size last
+    (``None``: a sampled softmax, no cluster counts).
 
     Raises:
-        ElmoError: a tensor not on the CPU; a target word outside ``[0, V)`` (as the softmax says it).
+        ElmoError: a tensor not on the CPU; a target outside ``[0, V)``.
     """
     if any(t.device.type != "cpu" for t in (ids, lengths, chars, boundary_chars)):
         raise ElmoError("host_plan takes the batch's CPU tensors (the trainer's host copies)")

@@ -4,21 +4,19 @@ The published models (AllenNLP's ``elmo_2x4096_512_2048cnn_2xhighway`` and its s
 character-input biLM; :mod:`elmo.model.published_io` reads their files into :class:`PublishedBiLM`, which computes
 the reference implementation's vectors (``docs/published_elmo.md``, "What exact means here"). Per token:
 
-1. **Token layer** (:class:`~elmo.model.char_cnn.CharEncoder`): bilm-tf character ids (:func:`elmo.data.chars.bilm_tf_char_ids`)
-   → character embedding → convolutions, each max-pooled, then ``char_cnn.activation`` → highway layers in
-   TensorFlow's form ``y = g ⊙ relu(W_t x + b_t) + (1 − g) ⊙ x``, ``g = σ(W_c x + b_c)`` → a linear projection
-   to ``projection_dim``. One token layer serves both directions: ``h_0 = [x; x]``.
+1. **Token layer** (:class:`~elmo.model.char_cnn.CharEncoder`): bilm-tf character ids
+   (:func:`elmo.data.chars.bilm_tf_char_ids`) → character embedding → max-pooled convolutions, ``char_cnn.activation``
+   → highway layers in TensorFlow's form ``y = g ⊙ relu(W_t x + b_t) + (1 − g) ⊙ x``, ``g = σ(W_c x + b_c)`` → a
+   linear projection to ``projection_dim``. One token layer serves both directions: ``h_0 = [x; x]``.
 2. **LSTM layers** (:class:`ProjectedLSTM`), per direction: TensorFlow's ``LSTMCell`` with ``num_proj`` (forget
    bias + 1.0, cell clipped to ``±cell_clip``, output projected and clipped to ``±proj_clip``); with
    ``use_skip_connections`` every layer but the first adds its input to its output.
-3. **Sentence boundaries**: ``<S>`` and ``</S>`` are added around every sentence before the LSTMs and removed from
-   the output.
+3. **Sentence boundaries** ``<S>`` and ``</S>`` are added around every sentence before the LSTMs and removed after.
 
-:meth:`PublishedBiLM.forward` is stateless (zero LSTM states for every sentence); bilm-tf and AllenNLP are
-*stateful* (row r's final states start row r of the next batch): :meth:`PublishedBiLM.contextual` with
-``carry=True`` takes and returns those states (``ElmoEmbedder(stateful=True)``). ``nn.LSTM`` cannot clip its cell,
-so :class:`ProjectedLSTM` is written out, with the input products of all steps in one matrix product; without
-clipping (``pretrain --lstm fused``) it runs on PyTorch's fused LSTM kernel instead, stateful use included.
+bilm-tf and AllenNLP (``ElmoEmbedder(stateful=True)``) are *stateful*, row r's final states starting row r of the next
+batch: :meth:`PublishedBiLM.contextual` with ``carry=True``; ``forward`` is stateless. :class:`ProjectedLSTM` clips the
+cell, which ``nn.LSTM`` cannot; without clipping (``pretrain --lstm fused``) it runs on PyTorch's fused LSTM kernel,
+stateful use included.
 """
 
 from __future__ import annotations
@@ -49,18 +47,17 @@ class PublishedBiLMConfig:
     """bilm-tf's hyperparameters (its ``options.json``, read by :func:`elmo.model.published_io.read_options`).
 
     Attributes:
-        char_dim: ``char_cnn.embedding.dim``; filters: ``char_cnn.filters`` ``(width, count)`` pairs;
-        num_highway: ``char_cnn.n_highway``; max_chars: ``char_cnn.max_characters_per_token``;
-        activation: ``char_cnn.activation`` (``relu`` or ``tanh``); n_characters: ``char_cnn.n_characters``
-            (261 when training, 262 with the padding id; the weights have 261 rows either way);
-        hidden_size: ``lstm.dim`` (cells); projection_dim: ``lstm.projection_dim`` (= the token width);
-        num_layers: ``lstm.n_layers``; cell_clip, proj_clip: ``lstm.cell_clip``, ``lstm.proj_clip``
-            (``None`` = no clipping, as is 0, stored as ``None``; both off: the fused LSTM kernel, :class:`ProjectedLSTM`);
+        char_dim: ``char_cnn.embedding.dim``; filters: ``char_cnn.filters`` ``(width, count)`` pairs; num_highway:
+            ``char_cnn.n_highway``; max_chars: ``char_cnn.max_characters_per_token``; activation:
+            ``char_cnn.activation`` (``relu`` or ``tanh``); n_characters: ``char_cnn.n_characters`` (261 when
+            training, 262 with the padding id; the weights have 261 rows either way);
+        hidden_size: ``lstm.dim`` (cells); projection_dim: ``lstm.projection_dim`` (= the token width); num_layers:
+            ``lstm.n_layers``; cell_clip, proj_clip: ``lstm.cell_clip``, ``lstm.proj_clip`` (``None`` or 0 = no
+            clipping, stored as ``None``; both off: the fused LSTM kernel, :class:`ProjectedLSTM`);
             use_skip_connections: ``lstm.use_skip_connections``;
         weights_digest: a hash of the weights (set by the loader) so that classifiers only load onto them.
 
-    Raises:
-        ElmoError: a value outside what is supported, naming the option.
+    Raises ElmoError, naming the option, for a value outside what is supported.
     """
 
     char_dim: int = 16
@@ -128,10 +125,9 @@ class PublishedBiLMConfig:
         return "bilm_tf"
 
 
-#: the published ELMo architectures (AllenNLP's file names without ``elmo_`` and the suffixes), by the name
-#: ``python -m elmo pretrain --architecture`` takes: the same char CNN (2048 filters, widths 1-7, 16-dim character
-#: embeddings, 50 characters per token), cell_clip and proj_clip 3, skip connections; the LSTM sizes and highway
-#: layers differ (https://allennlp.org/elmo)
+#: the published ELMo architectures (AllenNLP's file names without ``elmo_`` and the suffixes) by ``pretrain
+#: --architecture`` name: one char CNN (2048 filters, widths 1-7, 16-dim characters, 50 per token), clips of 3 and
+#: skip connections; the LSTM sizes and highway layers differ (https://allennlp.org/elmo)
 PUBLISHED_ARCHITECTURES = {
     "elmo-small": ("2x1024_128_2048cnn_1xhighway", PublishedBiLMConfig(hidden_size=1024, projection_dim=128, num_highway=1)),
     "elmo-medium": ("2x2048_256_2048cnn_1xhighway", PublishedBiLMConfig(hidden_size=2048, projection_dim=256, num_highway=1)),
@@ -150,27 +146,21 @@ def weights_digest(module: nn.Module) -> str:
 
 
 class PublishedBiLM(BiLMLayers, HubMixin):
-    """bilm-tf's biLM: its layers computed as our :class:`~elmo.model.bilm.BiLM`'s (:class:`~elmo.model.bilm.BiLMLayers`:
-    ``forward``, ``token_layer``, ``lstm_layers`` and ``chunk_size`` from :meth:`token_vectors` and
-    :meth:`contextual`), with the interface :class:`~elmo.model.elmo.Elmo`, the layer cache and the embedder use
-    (:class:`~elmo.model.bilm.AnyBiLM`). Load the published weights with
+    """bilm-tf's biLM, sized by ``config`` (:class:`PublishedBiLMConfig`), with the
+    :class:`~elmo.model.bilm.AnyBiLM` interface; its layers are computed as our :class:`~elmo.model.bilm.BiLM`'s
+    (:class:`~elmo.model.bilm.BiLMLayers`, whose shapes apply). Load the published weights with
     :func:`elmo.model.published_io.load_published_bilm`; ``save_pretrained`` / ``from_pretrained``
     (:class:`~elmo.model.hub.HubMixin`) write and read it as a folder.
 
-    Args:
-        config: :class:`PublishedBiLMConfig`.
-
-    Shapes: ``ids (B, T)`` (ignored but for ``Elmo``'s default lengths: this biLM has no word vocabulary),
-    ``lengths (B,)``, ``chars (B, T, C)`` in bilm-tf's numbering *without* the sentence boundaries;
-    layers ``(L + 1, B, T, D)`` with ``D = 2 × projection_dim`` (1024 for the Original model); with ``chunk_size``
-    the LSTMs' input products run over at most ``chunk_size`` positions at a time (:meth:`ProjectedLSTM.forward`).
+    Differences: ``ids`` are ignored but for ``Elmo``'s default lengths (no word vocabulary); ``chars`` are in
+    bilm-tf's numbering *without* the sentence boundaries; ``D = 2 × projection_dim`` (1024 for the Original model);
+    ``chunk_size`` bounds the positions whose LSTM input products run at once (:meth:`ProjectedLSTM.forward`).
     """
 
     hub_kind = "published_bilm"
 
-    #: reads text as written (the published models are case-sensitive); the task's vocabulary is built from it
+    #: the published models read text as written and share one token layer (:class:`~elmo.model.bilm.AnyBiLM`)
     cased = True
-    #: one token layer read by both directions (layer 0 = ``[x; x]``), trained with them together
     shared_token_layer = True
 
     def bilm_tf_blockers(self) -> list[str]:
@@ -180,8 +170,8 @@ class PublishedBiLM(BiLMLayers, HubMixin):
     def __init__(self, config: PublishedBiLMConfig):
         super().__init__()
         self.config = config
-        # the files it was loaded from: bilm-tf's options and weight files, or a published_lm.pt (one path)
-        self.source: tuple[str, ...] | None = None  # as BiLM.source
+        # AnyBiLM.source: bilm-tf's options and weight files, or a published_lm.pt (one path)
+        self.source: tuple[str, ...] | None = None
         self.token_encoder = CharEncoder(config.projection_dim, config.char_dim, config.filters, config.num_highway,
                                          config.max_chars, numbering="bilm_tf", activation=config.activation)
         sizes = (config.projection_dim, config.hidden_size, config.projection_dim, config.cell_clip, config.proj_clip)
@@ -229,9 +219,8 @@ class PublishedBiLM(BiLMLayers, HubMixin):
 
     def word_vectors(self, words: Sequence[str]) -> torch.Tensor:
         """Token vectors ``(len(words), projection_dim)`` of distinct ``words`` spelt out (the character CNN once per
-        word), on the biLM's device, in the dtype the token layer computes in; the spellings are planned on the host,
-        so nothing is read back from the device (``vocab_to_cache`` of :class:`~elmo.model.elmo.Elmo` and of the
-        embedder)."""
+        word), on the biLM's device in the token layer's compute dtype, planned on the host so nothing is read back
+        (``vocab_to_cache`` of :class:`~elmo.model.elmo.Elmo` and of the embedder)."""
         device = next(self.token_encoder.parameters()).device
         table = bilm_tf_char_table(words, self.config.max_chars).astype(np.int64)
         plan = word_plan(table, self.words_per_pass, self.token_encoder.max_width).to(device)
@@ -251,36 +240,16 @@ class PublishedBiLM(BiLMLayers, HubMixin):
         return torch.cat([x, x], dim=-1)
 
     def layer_groups(self) -> list[list[nn.Parameter]]:
-        """Parameters from the top down (fine-tuning): ``[LSTM layer L of both directions, .., layer 1,
-        the token encoder]``."""
+        """Parameters top down (fine-tuning): ``[LSTM layer L of both directions, .., layer 1, token encoder]``."""
         groups = [[*f.parameters(), *b.parameters()] for f, b in zip(self.forward_layers, self.backward_layers)]
         return [*reversed(groups), list(self.token_encoder.parameters())]
 
     def contextual(self, x: torch.Tensor, lengths: torch.Tensor, states: States | None = None, carry: bool = False,
                    boundaries: bool = False, token_layer: bool = True) -> tuple[torch.Tensor, States | None]:
-        """ELMo layers from token vectors: adds ``<S>`` / ``</S>``, runs both LSTM stacks, removes the boundaries
-        (unless ``boundaries``).
-
-        Args:
-            x: ``(B, T, P)`` token vectors (:meth:`token_vectors`), right-padded; lengths: ``(B,)`` int64
-                (0 allowed: the row reads ``<S> </S>`` only); on the host (a CPU tensor, whatever the device) the
-                reading plan is made there and nothing is read back from the device
-                (:func:`~elmo.model.plan.device_reading_plan`).
-            states: initial :data:`States` (rows = batch rows); ``None`` = zeros.
-            carry: read every sentence to its end (``</S>`` forward, ``<S>`` backward) and return the final
-                states (stateful use); otherwise those last steps are skipped (their outputs are dropped).
-            boundaries: keep ``<S>`` and ``</S>`` in the layers, as AllenNLP's ``_ElmoBiLm`` returns them (every
-                sentence read to its end, as with ``carry``): ``(L + 1, B, T + 2, D)``, row b's ``<S>`` at 0, its
-                tokens at ``1..n``, its ``</S>`` at ``n + 1``.
-            token_layer: ``False`` leaves layer 0 out.
-
-        Returns:
-            ``(layers (L + 1, B, T, D), final states or None)`` (``T + 2`` positions with ``boundaries``, ``L`` layers
-            without ``token_layer``); layers zero at padded positions.
-
-        Raises:
-            ElmoError: :attr:`chunk_size` < 1.
-        """
+        """:meth:`elmo.model.bilm.BiLM.contextual` (the same arguments, returns and errors) for ``x (B, T, P)``, the
+        boundaries spelt ``<S>`` / ``</S>`` through the shared token layer (layer 0 = ``[x; x]``). With ``lengths`` on
+        the host (a CPU tensor, whatever the device) the reading plan is made there and nothing is read back from the
+        device (:func:`~elmo.model.plan.device_reading_plan`). Raises ElmoError: :attr:`chunk_size` < 1."""
         batch, longest = x.shape[:2]
         to_end = carry or boundaries  # every step read, the last ones (</S> forward, <S> backward) included
         host = lengths.device.type == "cpu"  # then the plan is made on the host: nothing read from the device
@@ -292,7 +261,7 @@ class PublishedBiLM(BiLMLayers, HubMixin):
         depth, width = self.config.num_layers, x.shape[-1]
         first, span = (0, longest + 2) if boundaries else (1, longest)  # the positions of full kept
         skip = 0 if token_layer else 1
-        layers = x.new_empty(depth + 1 - skip, batch, span, 2 * width, dtype=torch.float32)  # filled as computed
+        layers = x.new_empty(depth + 1 - skip, batch, span, 2 * width, dtype=torch.float32)
         if token_layer:
             layers[0, ..., :width] = full if boundaries else x
             layers[0, ..., width:] = full if boundaries else x
@@ -314,23 +283,20 @@ class PublishedBiLM(BiLMLayers, HubMixin):
                        dropout: Callable[[torch.Tensor], torch.Tensor] | None = None,
                        plan: HostPlan | None = None) -> list[torch.Tensor]:
         """The top LSTM layer of each direction in its own reading order: what the language-model softmax reads
-        (training and held-out perplexity, :class:`elmo.model.published_lm.PublishedBiLMWithSoftmax`). Differentiable
-        through the LSTMs, the highway layers, the projection and the character CNN.
+        (training and held-out perplexity, :class:`elmo.model.published_lm.PublishedBiLMWithSoftmax`), differentiable
+        down to the character CNN. Raises ElmoError: ``chars`` missing.
 
         Args:
             chars: ``(B, T, C)`` bilm-tf character ids without the sentence boundaries; lengths: ``(B,)`` int64;
-            directions: which stacks run, 0 = forward, 1 = backward; dropout: applied to every LSTM layer's input
-                (bilm-tf's ``DropoutWrapper(input_keep_prob)`` in training; the residual connection adds the
-                dropped input, as TF's wrapper order does), ``None`` = none; plan: the batch's
-                :class:`~elmo.model.plan.HostPlan` on the device: the same states, nothing read back.
+            directions: which stacks run, 0 = forward, 1 = backward; dropout: on every LSTM layer's input (bilm-tf's
+                ``DropoutWrapper(input_keep_prob)`` in training; the residual connection adds the dropped input, as
+                TF's wrapper order does), ``None`` = none; plan: the batch's :class:`~elmo.model.plan.HostPlan` on the
+                device: the same states, nothing read back.
 
         Returns:
-            One ``(B, T + 1, P)`` float32 tensor per entry of ``directions``: forward position k is the state after
-            reading ``<S> t_1 .. t_k`` (it predicts ``t_{k+1}``, ``</S>`` at ``k = n``); backward position k after
-            reading ``</S> t_n .. t_{n-k+1}`` (it predicts ``t_{n-k}``, ``<S>`` at ``k = n``). Zero past ``n``.
-
-        Raises:
-            ElmoError: ``chars`` missing.
+            One ``(B, T + 1, P)`` float32 tensor per entry of ``directions``, zero past ``n``: forward position k is
+            the state after ``<S> t_1 .. t_k`` (predicting ``t_{k+1}``, ``</S>`` at ``k = n``), backward position k
+            after ``</S> t_n .. t_{n-k+1}`` (predicting ``t_{n-k}``, ``<S>`` at ``k = n``).
         """
         x = self.token_vectors(self.tokens(None, chars), None if plan is None else plan.words)
         lengths = lengths.to(x.device)
@@ -345,8 +311,7 @@ class PublishedBiLM(BiLMLayers, HubMixin):
         return states
 
     def boundary_plan(self, device: torch.device) -> WordPlan:
-        """The :class:`~elmo.model.plan.WordPlan` of the ``<S>``, ``</S>`` spellings on ``device`` (made on
-        the host once per device)."""
+        """The :class:`~elmo.model.plan.WordPlan` of the ``<S>``, ``</S>`` spellings, made on the host per device."""
         plans, key = self.__dict__.setdefault("_boundary_plans", {}), (device, self.words_per_pass)
         if key not in plans:
             plans[key] = word_plan(self.host_boundary_chars.numpy(), self.words_per_pass,

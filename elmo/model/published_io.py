@@ -1,13 +1,11 @@
-"""Reading and writing the published ELMo files: bilm-tf's ``options.json``, ``weights.hdf5`` and ``vocab.txt``.
+"""Read and write the published ELMo files: bilm-tf's ``options.json``, ``weights.hdf5`` and ``vocab.txt``.
 
 :func:`load_published_bilm` turns AllenNLP's published files (e.g. ``elmo_2x4096_512_2048cnn_2xhighway_options.json``
-and ``_weights.hdf5``) into a :class:`~elmo.model.published.PublishedBiLM`; :func:`save_published_bilm` writes the
-same layout back (``python -m elmo export``), bit for bit for a biLM loaded from a file and unchanged, with bilm-tf's
-vocabulary file (:func:`write_vocabulary`). The hdf5 layout (bilm-tf's TensorFlow variable names, d = 0 forward,
-1 backward; F = the filters' total, P = ``projection_dim``, H = ``lstm.dim``; ``docs/published_elmo.md``):
+and ``_weights.hdf5``) into a :class:`~elmo.model.published.PublishedBiLM`; :func:`save_published_bilm` writes them
+back (``python -m elmo export``), bit for bit for an unchanged loaded biLM. The hdf5 datasets, their shapes and what
+each becomes (bilm-tf's TensorFlow variable names; d = 0 forward, 1 backward; F = the filters' total,
+P = ``projection_dim``, H = ``lstm.dim``; ``docs/published_elmo.md``):
 
-=========================================================  ==============================  ===========================
-dataset                                                    shape                           becomes
 =========================================================  ==============================  ===========================
 ``char_embed``                                             (261, char_dim)                 rows 1..261 (row 0 = 0)
 ``CNN/W_cnn_i``, ``CNN/b_cnn_i``                           (1, width, char_dim, n), (n,)   ``Conv1d`` (n, char_dim, width)
@@ -18,8 +16,8 @@ dataset                                                    shape                
 ``RNN_d/RNN/MultiRNNCell/Cell{l}/LSTMCell/W_P_0``          (H, P)                          projection (transposed)
 =========================================================  ==============================  ===========================
 
-Every problem a user can cause (a missing or unreadable file, an unsupported options value, a missing, misshapen or
-unexpected dataset) raises :class:`~elmo.errors.ElmoError` naming the file and the key or dataset.
+Every user error (a missing or unreadable file, an unsupported options value, a missing, misshapen or unexpected
+dataset) raises :class:`~elmo.errors.ElmoError` naming the file and the key or dataset.
 """
 
 from __future__ import annotations
@@ -48,8 +46,7 @@ OPTION_KEYS = {
 TRAINING_KEYS = {"bidirectional", "dropout", "all_clip_norm_val", "n_epochs", "n_train_tokens", "batch_size",
                  "n_tokens_vocab", "unroll_steps", "n_negative_samples_batch"}
 _TF_GATES, _OUR_GATES = [0, 2, 3, 1], [0, 3, 1, 2]  # TF (i, j, f, o) -> ours (i, f, o, j), and back
-#: the first lines of bilm-tf's vocabulary file (its ``Vocabulary`` finds them by name; README: "the first three
-#: lines should be the special tokens (<S>, </S> and <UNK>)")
+#: the first three lines of bilm-tf's vocabulary file, as its README requires (its ``Vocabulary`` finds them by name)
 VOCAB_SPECIALS = (TF_BOS, TF_EOS, "<UNK>")
 
 
@@ -94,11 +91,8 @@ def _get(options: dict, key: str, kind: type | tuple, default: Any = ...) -> Any
 
 
 def config_from_options(options: Any) -> PublishedBiLMConfig:
-    """:class:`~elmo.model.published.PublishedBiLMConfig` of a parsed ``options.json``.
-
-    Raises:
-        ElmoError: unknown keys (all named), a missing or mistyped key, or a value outside what is supported.
-    """
+    """:class:`~elmo.model.published.PublishedBiLMConfig` of a parsed ``options.json``. Raises ElmoError: unknown
+    keys (all named), a missing or mistyped key, or an unsupported value."""
     if not isinstance(options, dict):
         raise ElmoError(f"expected a JSON object, got {type(options).__name__}")
     if unknown := _unknown_keys(options):
@@ -124,12 +118,8 @@ def config_from_options(options: Any) -> PublishedBiLMConfig:
 
 
 def read_options(path: str | os.PathLike) -> PublishedBiLMConfig:
-    """Read bilm-tf's ``options.json``.
-
-    Raises:
-        ElmoError: the file is missing, unreadable or not JSON; see :func:`config_from_options` (the
-            message starts with the file name).
-    """
+    """:func:`config_from_options` of bilm-tf's ``options.json`` file. Raises ElmoError, starting with the file name:
+    the file is missing, unreadable or not JSON, or as :func:`config_from_options`."""
     path = Path(path)
     options = _read_json(path)
     try:
@@ -139,9 +129,8 @@ def read_options(path: str | os.PathLike) -> PublishedBiLMConfig:
 
 
 def options_of(config: PublishedBiLMConfig) -> dict[str, Any]:
-    """The ``options.json`` content of ``config`` (inverse of :func:`config_from_options`, every key written, the
-    clipping values as ``null`` when off), with ``char_cnn.n_characters`` 262 whatever ``config`` says: bilm-tf's
-    inference code refuses any other value (261 is its training value; the weights have 261 rows either way)."""
+    """The ``options.json`` of ``config`` (inverse of :func:`config_from_options`; every key, clipping ``null`` when
+    off), ``char_cnn.n_characters`` 262: bilm-tf's inference takes no other (261 at training; same weight rows)."""
     return {"lstm": {"dim": config.hidden_size, "projection_dim": config.projection_dim, "n_layers": config.num_layers,
                      "cell_clip": config.cell_clip, "proj_clip": config.proj_clip,
                      "use_skip_connections": config.use_skip_connections},
@@ -221,8 +210,8 @@ def _join_highways(state: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
 
 
 def unused_by_options(name: str, config: PublishedBiLMConfig) -> str:
-    """Why the options leave no room for the dataset ``name`` (one found in a weights file but not in
-    :func:`expected_datasets`), naming the options key and its value."""
+    """Why a weights file's dataset ``name``, absent from :func:`expected_datasets`, does not fit the options,
+    naming the options key and its value."""
     width, proj, cells = config.n_filters, config.projection_dim, config.hidden_size
     if re.fullmatch(r"CNN_high_\d+/.*", name):
         n = config.num_highway
@@ -244,8 +233,7 @@ def unused_by_options(name: str, config: PublishedBiLMConfig) -> str:
 
 
 def _datasets(path: Path, config: PublishedBiLMConfig) -> Iterator[tuple[str, np.ndarray]]:
-    """``(name, float32 array)`` of every expected dataset, each checked before it is read, after checking
-    that the file holds no dataset the options do not account for."""
+    """``(name, float32 array)`` of every expected dataset, shape-checked; first refuses any unexpected dataset."""
     import h5py
 
     if not path.is_file():
@@ -276,15 +264,12 @@ def _datasets(path: Path, config: PublishedBiLMConfig) -> Iterator[tuple[str, np
 
 
 def load_published_bilm(options_file: str | os.PathLike, weight_file: str | os.PathLike) -> PublishedBiLM:
-    """A :class:`~elmo.model.published.PublishedBiLM` from bilm-tf's ``options.json`` and ``weights.hdf5``.
-
-    Returns:
-        The biLM in eval mode on the CPU, float32; its ``config.weights_digest`` identifies the weights.
+    """A :class:`~elmo.model.published.PublishedBiLM` from bilm-tf's ``options.json`` and ``weights.hdf5``, in eval
+    mode on the CPU, float32; its ``config.weights_digest`` identifies the weights.
 
     Raises:
-        ElmoError: see :func:`read_options`; the weight file is missing or not HDF5; a dataset is missing,
-            has the wrong shape for the options (both shapes named) or is not numeric; the file holds a dataset
-            the options do not account for (named with the options key and value, :func:`unused_by_options`).
+        ElmoError: as :func:`read_options`; the weight file is missing or not HDF5; a dataset is missing, misshapen
+            (both shapes named) or not numeric, or one the options do not account for (:func:`unused_by_options`).
     """
     config = read_options(options_file)
     state: dict[str, np.ndarray] = {}
@@ -304,12 +289,10 @@ def load_published_bilm(options_file: str | os.PathLike, weight_file: str | os.P
 
 
 def tf_bias(bilm: PublishedBiLM, direction: int, layer: int) -> np.ndarray:
-    """TF's ``B`` ``(4H,)`` of one LSTM layer (gates i, j, f, o; the forget bias 1.0 not included).
-
-    A layer loaded from a file whose bias is unchanged gives the file's values bit for bit (its ``tf_bias``, kept
-    by :func:`load_published_bilm`, as ``B + 1.0`` rounds in float32); any other layer gives ``bias - 1.0`` at the
-    forget gate, in float32, which loads back as ``bias`` to within one rounding of 1.0.
-    """
+    """TF's ``B`` ``(4H,)`` of one LSTM layer (gates i, j, f, o; without the forget bias 1.0), float32. An unchanged
+    layer loaded from a file gives the file's values bit for bit (its ``tf_bias``, kept by :func:`load_published_bilm`
+    as ``B + 1.0`` rounds in float32); any other gives ``bias - 1.0`` at the forget gate, which loads back as ``bias``
+    to within one rounding of 1.0."""
     lstm = (bilm.forward_layers, bilm.backward_layers)[direction][layer]
     bias = lstm.bias.detach().cpu().float().numpy()
     if lstm.tf_bias is not None:
@@ -322,9 +305,8 @@ def tf_bias(bilm: PublishedBiLM, direction: int, layer: int) -> np.ndarray:
 
 
 def tf_datasets(bilm: PublishedBiLM) -> dict[str, np.ndarray]:
-    """The hdf5 datasets of ``bilm`` in bilm-tf's layout (inverse of the loading conversion; the module docstring
-    lists names and shapes): name → float32 array. A biLM loaded by :func:`load_published_bilm` and not changed
-    since gives exactly the file's datasets (:func:`tf_bias`)."""
+    """Name → float32 array of ``bilm``'s hdf5 datasets in bilm-tf's layout (module docstring); for an unchanged
+    biLM from :func:`load_published_bilm`, exactly the file's datasets (:func:`tf_bias`)."""
     config, p = bilm.config, {k: v.detach().cpu().float().numpy() for k, v in bilm.state_dict().items()}
     width = config.n_filters
     out = {"char_embed": p["token_encoder.char_embedding.weight"][1:]}
@@ -348,13 +330,8 @@ def tf_datasets(bilm: PublishedBiLM) -> dict[str, np.ndarray]:
 
 
 def vocabulary_lines(words: Iterable[str]) -> list[str]:
-    """bilm-tf's vocabulary: :data:`VOCAB_SPECIALS` (``<S>``, ``</S>``, ``<UNK>``), then ``words`` in their order,
-    each once (specials among them are not repeated).
-
-    Raises:
-        ElmoError: a word that is empty or holds whitespace (bilm-tf reads one stripped token per line, and
-            tokenised text never holds such a token).
-    """
+    """bilm-tf's vocabulary: :data:`VOCAB_SPECIALS`, then ``words`` in order, each once (specials not repeated).
+    Raises ElmoError for a word that is empty or holds whitespace (bilm-tf reads one stripped token per line)."""
     lines = dict.fromkeys(VOCAB_SPECIALS)
     for i, word in enumerate(words):
         if not word or any(c.isspace() for c in word):
@@ -365,13 +342,9 @@ def vocabulary_lines(words: Iterable[str]) -> list[str]:
 
 
 def read_vocabulary(path: str | os.PathLike) -> list[str]:
-    """The tokens of a vocabulary file, one per line (bilm-tf's ``vocab.txt``, or any list of words; a UTF-8 BOM,
-    blank lines and the whitespace around each token are ignored), in file order.
-
-    Raises:
-        ElmoError: the file is missing, unreadable or not UTF-8; a line holds more than one token (named by its
-            number, from 1).
-    """
+    """The tokens of a vocabulary file (bilm-tf's ``vocab.txt`` or any word list, one per line) in file order,
+    ignoring a UTF-8 BOM, blank lines and surrounding whitespace. Raises ElmoError: the file is missing, unreadable
+    or not UTF-8; a line (numbered from 1) holds more than one token."""
     words = []
     try:
         with open(path, encoding="utf-8-sig") as handle:
@@ -394,14 +367,12 @@ def read_vocabulary(path: str | os.PathLike) -> list[str]:
 
 
 def write_vocabulary(path: str | os.PathLike, words: Iterable[str] = ()) -> int:
-    """Write bilm-tf's vocabulary file (:func:`vocabulary_lines`: ``<S>``, ``</S>``, ``<UNK>``, then ``words``), UTF-8,
-    one token per line, atomically; returns the number of lines.
-
-    bilm-tf's ``Batcher`` needs this file even for a character-input biLM; the three specials come first because
-    without ``<S>`` and ``</S>`` its ``UnicodeCharsVocabulary`` would write their characters over the last word's row.
+    """Write bilm-tf's vocabulary file (:func:`vocabulary_lines`), UTF-8, atomically; returns the number of lines.
+    bilm-tf's ``Batcher`` needs it even for a character-input biLM, and without ``<S>`` and ``</S>`` its
+    ``UnicodeCharsVocabulary`` would write their characters over the last word's row.
 
     Raises:
-        ElmoError: see :func:`vocabulary_lines`; the folder cannot be written.
+        ElmoError: as :func:`vocabulary_lines`; the folder cannot be written.
     """
     lines = vocabulary_lines(words)
     atomic_write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
@@ -410,17 +381,15 @@ def write_vocabulary(path: str | os.PathLike, words: Iterable[str] = ()) -> int:
 
 def save_published_bilm(bilm: PublishedBiLM, options_file: str | os.PathLike, weight_file: str | os.PathLike,
                         vocab_file: str | os.PathLike | None = None, words: Iterable[str] = ()) -> dict[str, int]:
-    """Write ``bilm`` as bilm-tf's files: ``weights.hdf5`` (:func:`tf_datasets`, float32, bilm-tf's dataset names),
-    then ``vocab.txt`` when ``vocab_file`` is given (:func:`write_vocabulary` with ``words``), then ``options.json``
-    (:func:`options_of`); each written atomically (a temporary file moved into place when complete).
+    """Write ``bilm`` as bilm-tf's ``weights.hdf5`` (:func:`tf_datasets`), then ``vocab.txt`` if ``vocab_file`` is
+    given (:func:`write_vocabulary` of ``words``), then ``options.json`` (:func:`options_of`), each atomically.
 
     Returns:
-        ``{"datasets", "parameters", "vocabulary"}``: how many datasets and numbers were written, and the lines of
-        the vocabulary file (0 when none).
+        ``{"datasets", "parameters", "vocabulary"}``: how many datasets, numbers and vocabulary lines were written.
 
     Raises:
-        ElmoError: a bad vocabulary word (:func:`vocabulary_lines`); a folder that cannot be written (a part of
-            its path that is a file is named).
+        ElmoError: a bad vocabulary word (:func:`vocabulary_lines`); an unwritable folder (a path part that is a file
+            is named).
     """
     datasets = tf_datasets(bilm)
     lines = vocabulary_lines(words) if vocab_file is not None else []  # checked before anything is written

@@ -1,12 +1,12 @@
-"""Training the published (bilm-tf) ELMo architecture: :class:`~elmo.model.published.PublishedBiLM` plus a softmax
-over the training vocabulary (``python -m elmo pretrain --architecture``).
+"""Training the published (bilm-tf) ELMo architecture (``python -m elmo pretrain --architecture``):
+:class:`~elmo.model.published.PublishedBiLM` plus **one softmax** over the training vocabulary, shared by both
+directions (:data:`~elmo.model.bilm.SOFTMAXES`: :class:`~elmo.model.sampled_softmax.SampledSoftmax` or
+:class:`~elmo.model.adaptive_softmax.AdaptiveSoftmax`).
 
 Source: Peters et al. (2018) §3.1 and bilm-tf's ``bilm/training.py``: the forward LM reads ``<S> t_1 .. t_n`` and
-predicts ``t_1 .. t_n </S>``, the backward LM the reverse; both read the one token layer and share **one softmax**
-(``sampled``, :class:`~elmo.model.sampled_softmax.SampledSoftmax`, or ``adaptive``,
-:class:`elmo.model.adaptive_softmax.AdaptiveSoftmax`: :data:`~elmo.model.bilm.SOFTMAXES`); the loss is the mean of the two directions' (bilm-tf's
-``0.5 * (loss_fwd + loss_bwd)``), and held-out perplexities are exact. Unlike bilm-tf, sentences are read one at a
-time from zero LSTM states, as :meth:`~elmo.model.published.PublishedBiLM.forward` reads them. Word ids are
+predicts ``t_1 .. t_n </S>``, the backward LM the reverse, both from the one token layer; the loss is the mean of the
+two directions' (``0.5 * (loss_fwd + loss_bwd)``); held-out perplexities are exact. Unlike bilm-tf, each sentence is
+read from zero LSTM states (:meth:`~elmo.model.published.PublishedBiLM.forward`). Word ids are
 :class:`~elmo.data.vocab.Vocabulary` ids (``<bos>`` ↔ ``<S>``, ``<eos>`` ↔ ``</S>``, ``<unk>`` ↔ ``<UNK>``); the
 softmax is saved only in the model file (:func:`elmo.model.serialization.save_published_lm`).
 """
@@ -28,16 +28,15 @@ from .plan import HostPlan, host_plan
 from .published import PublishedBiLM, PublishedBiLMConfig
 from .sampled_softmax import BILM_TF_SAMPLES, SampledSoftmax
 
-#: ``--softmax``'s default: the one that reached a given held-out perplexity sooner on the CPU
-#: (lab/experiments.md, ``softmax_choice``)
+#: ``--softmax``'s default: faster to a given held-out perplexity on the CPU (lab/experiments.md, ``softmax_choice``)
 DEFAULT_SOFTMAX = "adaptive"
 DIRECTION_NAMES = ("forward", "backward")
 
 
 @dataclass(frozen=True)
 class PublishedSoftmaxConfig:
-    """The training head of a :class:`PublishedBiLMWithSoftmax` (what bilm-tf's ``options.json`` keeps under its
-    training keys ``n_tokens_vocab``, ``dropout``, ``n_negative_samples_batch``).
+    """The training head of a :class:`PublishedBiLMWithSoftmax` (bilm-tf's ``options.json`` training keys
+    ``n_tokens_vocab``, ``dropout``, ``n_negative_samples_batch``).
 
     Attributes:
         vocab_size: V, the softmax's classes (the :class:`~elmo.data.vocab.Vocabulary` with its 4 specials).
@@ -66,11 +65,11 @@ class PublishedSoftmaxConfig:
 
 
 def bilm_tf_initialization(bilm: PublishedBiLM, generator: torch.Generator) -> PublishedBiLM:
-    """bilm-tf's initial weights (``bilm/training.py``): character embeddings U(-1, 1) (row 0, a masked token's,
-    zero); convolutions U(-0.05, 0.05) for relu (Kim et al. 2015), N(0, 1/(width·char_dim)) for tanh, biases 0;
-    highway ``W_carry``, ``W_transform`` and the projection N(0, 1/F), ``b_carry`` -2 (the carry gate starts mostly
-    closed), other biases 0; LSTM weights Glorot-uniform over TF's ``W_0`` ``(I + P, 4H)`` and ``W_P_0`` ``(H, P)``
-    (TF's default initialiser), bias 0 plus TF's forget-gate bias 1.0."""
+    """``bilm`` with bilm-tf's initial weights (``bilm/training.py``), drawn in place from ``generator``: character
+    embeddings U(-1, 1) (row 0, a masked token's, zero); convolutions U(-0.05, 0.05) for relu (Kim et al. 2015),
+    N(0, 1/(width·char_dim)) for tanh, biases 0; highway ``W_carry``, ``W_transform`` and the projection N(0, 1/F),
+    ``b_carry`` -2 (carry gate mostly closed), other biases 0; LSTM weights Glorot-uniform (TF's default) over TF's
+    ``W_0`` ``(I + P, 4H)`` and ``W_P_0`` ``(H, P)``, bias 0 plus TF's forget-gate bias 1.0."""
     config, encoder = bilm.config, bilm.token_encoder
 
     def uniform(p: torch.Tensor, bound: float) -> None:
@@ -99,16 +98,14 @@ def bilm_tf_initialization(bilm: PublishedBiLM, generator: torch.Generator) -> P
 
 
 class PublishedBiLMWithSoftmax(nn.Module):
-    """The published architecture with its training softmax (module docstring): ``bilm`` (a
-    :class:`~elmo.model.published.PublishedBiLM`, what is exported and embedded with) and ``softmax`` shared by both
-    directions.
+    """The published architecture with its training softmax (module docstring): ``bilm``, the exported and embedded
+    :class:`~elmo.model.published.PublishedBiLM` (``bilm_config``: :class:`~elmo.model.published.PublishedBiLMConfig`),
+    and ``softmax``, shared by both directions (``config``: :class:`PublishedSoftmaxConfig`); ``seed`` alone sets the
+    initial weights (:func:`bilm_tf_initialization`).
 
-    Args:
-        bilm_config: the architecture (:class:`~elmo.model.published.PublishedBiLMConfig`); config: the training head
-            (:class:`PublishedSoftmaxConfig`); seed: of :func:`bilm_tf_initialization`.
-
-    Shapes: ``ids (B, T)`` int64 :class:`~elmo.data.vocab.Vocabulary` ids (the targets), ``lengths (B,)``, ``chars
-    (B, T, 50)`` bilm-tf character ids (:func:`elmo.data.chars.bilm_tf_char_table`), no sentence boundaries.
+    The methods take ``ids (B, T)`` int64 :class:`~elmo.data.vocab.Vocabulary` ids (the targets), ``lengths (B,)``,
+    ``chars (B, T, 50)`` bilm-tf character ids (:func:`elmo.data.chars.bilm_tf_char_table`; required), no sentence
+    boundaries; ``direction`` 0 (forward) or 1 (backward); ``plan``, the batch's :meth:`host_plan`.
     """
 
     def __init__(self, bilm_config: PublishedBiLMConfig, config: PublishedSoftmaxConfig, seed: int = 0):
@@ -123,8 +120,7 @@ class PublishedBiLMWithSoftmax(nn.Module):
                 else AdaptiveSoftmax(width, config.vocab_size, config.cutoffs, config.div_value)
 
     def targets(self, ids: torch.Tensor, lengths: torch.Tensor, direction: int) -> torch.Tensor:
-        """The words one direction predicts, ``(B, T + 1)`` int64 in its reading order (module docstring),
-        ``IGNORE_INDEX`` past ``n + 1``."""
+        """One direction's targets ``(B, T + 1)`` int64 in its reading order, ``IGNORE_INDEX`` past ``n + 1``."""
         batch = ids.shape[0]
         full = torch.cat([ids.new_full((batch, 1), BOS_ID), ids, ids.new_full((batch, 1), PAD_ID)], dim=1)
         full[torch.arange(batch, device=ids.device), lengths + 1] = EOS_ID
@@ -133,8 +129,8 @@ class PublishedBiLMWithSoftmax(nn.Module):
 
     def _tops(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None,
               directions: Sequence[int], plan: HostPlan | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """``(top (n, P), targets (n,))`` of each direction's predicted positions, dropout applied in training
-        (``plan``: the positions from the host, :func:`~elmo.model.plan.host_plan`, not a boolean mask)."""
+        """``(top (n, P), targets (n,))`` of each direction's predicted positions, dropout applied in training; with
+        ``plan`` the positions are :attr:`~elmo.model.plan.HostPlan.kept`, not a boolean mask."""
         lengths = lengths.to(ids.device)
         states = self.bilm.reading_states(chars, lengths, directions, self.dropout if self.training else None, plan)
         out = []
@@ -152,8 +148,7 @@ class PublishedBiLMWithSoftmax(nn.Module):
     host_keys = ("ids", "lengths", "chars")
 
     def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan:
-        """The :class:`~elmo.model.plan.HostPlan` of a batch from its host copies ``{"ids", "lengths",
-        "chars"}`` (CPU tensors), on this model's device (:func:`~elmo.model.plan.step_loss` calls it).
+        """:func:`~elmo.model.plan.host_plan` of a batch's CPU copies of :attr:`host_keys`, on this model's device.
 
         Raises:
             ElmoError: a copy missing or not on the CPU; a target outside the vocabulary.
@@ -169,15 +164,10 @@ class PublishedBiLMWithSoftmax(nn.Module):
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
                 directions: Sequence[int] = (0, 1), plan: HostPlan | None = None) -> tuple[torch.Tensor, int]:
-        """Training loss (and, in eval mode, the exact held-out one). ``plan``: the batch's :meth:`host_plan` (from
-        its CPU copies, the trainer's ``Objective.host_keys``): everything that depends on the batch's shape is then
-        known without reading the device, and nothing is read back (with the adaptive softmax; the sampled one draws
-        its candidates on the device); the same loss and gradients bit for bit.
-
-        Returns:
-            ``(loss, n)``: the mean over ``directions`` of each direction's mean negative log-likelihood, nats per
-            predicted word (in eval mode exact: ``exp(loss)`` is the batch's perplexity; in training the sampled
-            softmax's estimate), and ``n = sum(lengths + 1)``, the words each direction predicts.
+        """Training loss ``(loss, n)``: the mean over ``directions`` of each direction's mean negative log-likelihood,
+        nats per predicted word (in eval mode exact: ``exp(loss)`` is the batch's perplexity; in training the sampled
+        softmax's estimate), and ``n = sum(lengths + 1)``, the words each direction predicts. With ``plan`` nothing is
+        read back from the device (:func:`~elmo.model.plan.step_loss`); loss and gradients are the same bit for bit.
 
         Raises:
             ElmoError: ``chars`` missing.
@@ -194,8 +184,7 @@ class PublishedBiLMWithSoftmax(nn.Module):
     @torch.no_grad()
     def predicted_states(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
                          direction: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-        """One direction's top state ``(n, P)`` float32 at each of its ``n`` predicted positions and the word ids
-        ``(n,)`` it predicts there (the input of :meth:`vocabulary_log_probs`)."""
+        """One direction's top states ``(n, P)`` float32 at its ``n`` predicted positions and their targets ``(n,)``."""
         [(top, targets)] = self._tops(ids, lengths, chars, [direction])
         return top.float(), targets
 
@@ -207,21 +196,19 @@ class PublishedBiLMWithSoftmax(nn.Module):
     @torch.no_grad()
     def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
                   direction: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-        """Exact full-vocabulary log-probabilities ``(n, V)`` float32 of one direction's ``n`` predicted words and
-        their ids ``(n,)``."""
+        """:meth:`vocabulary_log_probs` of :meth:`predicted_states`: ``(n, V)`` float32 and the ``n`` word ids."""
         states, targets = self.predicted_states(ids, lengths, chars, direction)
         return self.vocabulary_log_probs(states), targets
 
     def direction(self, name: str) -> "PublishedDirection":
-        """One direction as a language model of its own (:class:`PublishedDirection`): ``"forward"`` or ``"backward"``."""
+        """Direction ``"forward"`` or ``"backward"`` as a language model of its own (:class:`PublishedDirection`)."""
         return PublishedDirection(self, DIRECTION_NAMES.index(name))
 
 
 class PublishedDirection(nn.Module):
     """One direction of a :class:`PublishedBiLMWithSoftmax` with the interface :mod:`elmo.training.evaluation` reads
     from a :class:`~elmo.model.bilm.LanguageModel` (``direction``, ``forward`` → ``(loss, n)``, ``log_probs``,
-    ``predicted_states``, ``vocabulary_log_probs``):
-    the per-direction held-out perplexities. Runs only that direction's LSTMs."""
+    ``predicted_states``, ``vocabulary_log_probs``), for per-direction held-out perplexities; runs only its LSTMs."""
 
     def __init__(self, model: PublishedBiLMWithSoftmax, direction: int):
         super().__init__()

@@ -38,11 +38,8 @@ def save_bilm(bilm: BiLM, vocab: Vocabulary, path: str | os.PathLike, meta: dict
 
 
 def load_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]]:
-    """Rebuild the biLM from ``bilstm.pt`` alone (``weights_only=True``).
-
-    Returns:
-        ``(bilm, vocab, meta)`` with the biLM in eval mode on the CPU, its ``vocab`` and ``card`` (``meta["card"]``)
-        set for ``save_pretrained``.
+    """Rebuild the biLM from ``bilstm.pt`` alone (``weights_only=True``): ``(bilm, vocab, meta)``, the biLM in eval mode
+    on the CPU with its ``vocab`` and ``card`` (``meta["card"]``) set for ``save_pretrained``.
 
     Raises:
         ElmoError: missing/corrupt file, not an ``elmo.bilm`` checkpoint, or weights that do not fit the stored config.
@@ -59,25 +56,21 @@ def load_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]
     except (KeyError, TypeError, RuntimeError, ElmoError) as exc:
         raise ElmoError(f"{path}: inconsistent biLM checkpoint: {str(exc).splitlines()[0]}") from None
     meta = ckpt.get("meta", {})
-    bilm.vocab, bilm.card = vocab, meta.get("card")  # what save_pretrained writes with it
+    bilm.vocab, bilm.card = vocab, meta.get("card")
     return bilm.eval(), vocab, meta
 
 
 def save_published_lm(model: PublishedBiLMWithSoftmax, vocab: Vocabulary, path: str | os.PathLike,
                       meta: dict[str, Any]) -> None:
-    """Write ``published_lm.pt`` atomically: the architecture as bilm-tf's ``options.json`` content
-    (:func:`~elmo.model.published_io.options_of`), the training head
-    (:class:`~elmo.model.published_lm.PublishedSoftmaxConfig`), the weights of the biLM and the softmax
-    (``state_dict``), the vocabulary and ``meta``: plain values and tensors, read back with ``weights_only=True``."""
+    """Write ``published_lm.pt`` atomically: ``options`` (:func:`~elmo.model.published_io.options_of`, bilm-tf's
+    ``options.json``), ``lm_config`` (:class:`~elmo.model.published_lm.PublishedSoftmaxConfig`), ``state_dict`` (biLM
+    and softmax), ``vocab`` and ``meta``: plain values and tensors, read with ``weights_only=True``."""
     save_checkpoint(payload("published_lm", options=options_of(model.bilm.config), lm_config=asdict(model.config),
                             vocab=list(vocab.itos), state_dict=model.state_dict(), meta=meta), path)
 
 
 def load_published_lm(path: str | os.PathLike) -> tuple[PublishedBiLMWithSoftmax, Vocabulary, dict[str, Any]]:
-    """Rebuild the model :func:`save_published_lm` wrote (``weights_only=True``).
-
-    Returns:
-        ``(model, vocab, meta)``, the model in eval mode on the CPU.
+    """Rebuild :func:`save_published_lm`'s model (``weights_only=True``): ``(model, vocab, meta)``, eval mode, CPU.
 
     Raises:
         ElmoError: missing or corrupt file, not an ``elmo.published_lm`` file, or weights that do not fit its options.
@@ -96,9 +89,9 @@ def load_published_lm(path: str | os.PathLike) -> tuple[PublishedBiLMWithSoftmax
 
 
 def published_lm_bilm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabulary, dict[str, Any]]:
-    """The biLM of a ``published_lm.pt`` (:func:`load_published_lm`'s ``model.bilm``, the softmax left out), its
-    vocabulary and ``meta``. Its ``config.weights_digest`` identifies the weights (as :func:`load_published_bilm`'s
-    does for bilm-tf's files, so that a classifier only loads onto them) and ``source`` is ``(path,)``.
+    """``(bilm, vocab, meta)`` of a ``published_lm.pt``: :func:`load_published_lm` without the softmax. The biLM's
+    ``vocab`` and ``card`` are set as by :func:`load_bilm`, ``source`` is ``(path,)`` and ``config.weights_digest``
+    identifies the weights (as :func:`load_published_bilm`'s, so that a classifier only loads onto them).
 
     Raises:
         ElmoError: see :func:`load_published_lm`.
@@ -117,9 +110,8 @@ BILM_FILES = ("bilstm.pt", "published_lm.pt", f"{hub.CONFIG} + {hub.WEIGHTS}", "
 
 @dataclass(frozen=True)
 class BiLMFiles:
-    """Where a biLM is: ``kind`` ``"bilstm"``, ``"published_lm"``, ``"pretrained"`` (:mod:`elmo.model.hub`) or
-    ``"bilm_tf"`` (e.g. ``export``'s; what each is: :func:`open_bilm`), and its ``files`` (one, or the options and
-    weight files)."""
+    """Where a biLM is: ``kind`` (``"bilstm"``, ``"published_lm"``, ``"pretrained"``: :mod:`elmo.model.hub`, or
+    ``"bilm_tf"``; what each is: :func:`open_bilm`) and its ``files`` (one, or the options and weight files)."""
 
     kind: str
     files: tuple[Path, ...]
@@ -129,15 +121,13 @@ class BiLMFiles:
 
 
 def find_bilm(path: str | os.PathLike) -> BiLMFiles:
-    """Which biLM ``path`` holds, without reading it. A folder: its ``bilstm.pt``, else its ``published_lm.pt``, else
-    the ``config.json`` + ``model.safetensors`` of ``save_pretrained``, else its ``options.json`` + ``weights.hdf5``
-    (:data:`BILM_FILES`); a Hub model id (``owner/name``, not a path here). A file: ``published_lm.pt``; a saved
-    folder's ``config.json`` or ``model.safetensors`` (the folder); an ``options.json`` (``*.json``, with the
-    ``weights.hdf5`` beside it) or a ``weights.hdf5`` (``*.hdf5``, with the ``options.json`` beside it); any other
-    file is read as our ``bilstm.pt``.
+    """Which biLM ``path`` holds, without reading it: a folder's first of :data:`BILM_FILES`; a Hub model id
+    (``owner/name``, not a path here); a file ``published_lm.pt``; a ``save_pretrained`` folder's ``config.json`` or
+    ``model.safetensors`` (the folder); an ``options.json`` (any ``*.json``, ``weights.hdf5`` beside it) or
+    ``weights.hdf5`` (any ``*.hdf5``, ``options.json`` beside it); any other file is read as our ``bilstm.pt``.
 
     Raises:
-        ElmoError: one line naming ``path`` and what was looked for, when it is missing or a folder holding none.
+        ElmoError: ``path`` missing or a folder holding none (one line naming it and what was looked for).
     """
     if hub.is_hub_id(path):
         return BiLMFiles("pretrained", (Path(path),))
@@ -181,8 +171,7 @@ def models_in(folder: str | os.PathLike) -> list[BiLMFiles]:
 @dataclass
 class OpenedBiLM:
     """What :func:`open_bilm` returns: the biLM (eval mode, on the CPU), its vocabulary (``None`` for bilm-tf's
-    files, which are character-only and have none), where it came from (:class:`BiLMFiles`) and the file's ``meta``
-    (``{}`` for bilm-tf's files)."""
+    character-only files), where it came from (:class:`BiLMFiles`) and the file's ``meta`` (``{}`` for bilm-tf's)."""
 
     bilm: AnyBiLM
     vocab: Vocabulary | None
@@ -196,20 +185,17 @@ class OpenedBiLM:
 
 
 def open_bilm(path: str | os.PathLike, weight_file: str | os.PathLike | None = None) -> OpenedBiLM:
-    """Open a biLM, whichever the project reads: the one way every command and class of the library opens one.
+    """Open any biLM the project reads: the one way every command and class of the library opens one.
 
     Args:
-        path: a folder or one of its files (:func:`find_bilm`): our ``bilstm.pt`` (:func:`load_bilm`, with its
-            vocabulary), the ``published_lm.pt`` of ``pretrain --architecture`` or ``finetune``
-            (:func:`published_lm_bilm`: its :class:`~elmo.model.published.PublishedBiLM`, the softmax left out, with
-            the softmax's vocabulary), a ``save_pretrained`` folder or Hub model id (the biLM of a saved biLM, ``Elmo``
-            layer or classifier, with its vocabulary), or bilm-tf's ``options.json`` + ``weights.hdf5``
-            (:func:`load_published_bilm`, no vocabulary); or, with ``weight_file``, bilm-tf's options file.
-        weight_file: bilm-tf's weight file (any name) beside the options file ``path`` (any name).
+        path: a folder or one of its files (:func:`find_bilm`): our ``bilstm.pt`` (:func:`load_bilm`), the
+            ``published_lm.pt`` of ``pretrain --architecture`` or ``finetune`` (:func:`published_lm_bilm`), a
+            ``save_pretrained`` folder or Hub model id (the biLM of a saved biLM, ``Elmo`` layer or classifier), or
+            bilm-tf's ``options.json`` + ``weights.hdf5`` (:func:`load_published_bilm`).
+        weight_file: bilm-tf's weight file (any name); ``path`` is then its options file (any name).
 
     Raises:
-        ElmoError: ``path`` holds no biLM (one line naming it and what was looked for), or the files are corrupt
-            or inconsistent (see the loaders).
+        ElmoError: ``path`` holds no biLM (:func:`find_bilm`), or corrupt or inconsistent files (the loaders).
     """
     source = find_bilm(path) if weight_file is None else BiLMFiles("bilm_tf", (Path(path), Path(weight_file)))
     if source.kind == "bilstm":

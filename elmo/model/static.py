@@ -1,16 +1,15 @@
 """Static (context-free) word embeddings the report compares ELMo with: Word2Vec and PPMI + SVD.
 
-Both are trained on exactly the training descriptions the biLM sees, with the same tokeniser and
-:class:`~elmo.data.vocab.Vocabulary`, so a static matrix row ``i`` and a biLM input id ``i`` name the same word.
+Both are trained on exactly the biLM's training descriptions, with the same tokeniser and
+:class:`~elmo.data.vocab.Vocabulary`, so static matrix row ``i`` and biLM input id ``i`` name the same word.
 
 * **Word2Vec** (Mikolov et al. 2013): skip-gram with negative sampling (gensim, one worker thread, so that a seed
   repeats the vectors exactly).
-* **SVD** (Levy, Goldberg & Dagan 2015): symmetric word–context co-occurrence counts within ``window`` tokens,
-  positive PMI with context-distribution smoothing (α = 0.75), scikit-learn's ``TruncatedSVD`` on the sparse
-  matrix; the word vectors are ``U Σ^½``. No dense V×V matrix is ever built.
+* **SVD** (Levy, Goldberg & Dagan 2015): symmetric co-occurrence counts within ``window`` tokens, PPMI with
+  context-distribution smoothing (α = 0.75), scikit-learn's ``TruncatedSVD`` on the sparse matrix; vectors
+  ``U Σ^½``. No dense V×V matrix is ever built.
 
-Every matrix returned here has shape ``(V, D)`` (float32), row 0 (``<pad>``) zero, and is scaled to a global
-standard deviation of 1.
+Every matrix returned here is ``(V, D)`` float32, row 0 (``<pad>``) zero, scaled to a global standard deviation of 1.
 """
 
 from __future__ import annotations
@@ -60,11 +59,8 @@ def center_vectors(vectors: np.ndarray) -> np.ndarray:
 
 
 def copy_vectors(embedding, vectors: np.ndarray) -> int:
-    """Overwrite the rows of ``embedding`` (an ``nn.Embedding``, V × D) whose vector in ``vectors`` (V, D) is non-zero.
-
-    Zero rows (``<pad>`` and words the embedding method never saw) keep their current values; the embedding stays
-    trainable. Returns the number of rows copied.
-    """
+    """Overwrite the rows of ``embedding`` (an ``nn.Embedding``, V × D) whose vector in ``vectors`` (V, D) is non-zero;
+    zero rows (``<pad>``, unseen words) keep their values and the embedding stays trainable. Returns the rows copied."""
     import torch
 
     seen = torch.from_numpy(_seen(vectors))
@@ -80,18 +76,13 @@ def word2vec_vectors(sentences: Iterable[Sequence[str]], vocab: Vocabulary, dim:
 
     Args:
         sentences: token lists (the training descriptions, tokenised by :func:`elmo.data.text.tokenize`).
-        vocab: the biLM vocabulary; tokens outside it are replaced by ``<unk>`` before training.
-        dim: vector width D; window: context words on each side; epochs: passes over the corpus;
-        negative: negative samples per positive pair; subsample: gensim's ``sample``, the frequency above which
-            words are randomly down-sampled (0 = off); seed: gensim's seed; workers: gensim's worker threads (with
-            one, a seed repeats the vectors exactly; with more, it does not).
+        vocab: the biLM vocabulary; tokens outside it become ``<unk>`` before training.
+        dim: vector width D; window: context words on each side; epochs: passes over the corpus; negative: negative
+            samples per positive pair; subsample: gensim's ``sample``, the frequency above which words are randomly
+            down-sampled (0 = off); seed: gensim's seed; workers: gensim's threads (exactly repeatable only with 1).
 
-    Returns:
-        ``(vectors (V, D) float32, info)``. Specials that never occur in the corpus (``<pad>``, ``<bos>``, ``<eos>``)
-        get a zero vector; ``info`` holds the training settings and seconds.
-
-    Raises:
-        ElmoError: a non-positive size, or a corpus with no tokens.
+    Returns ``(vectors (V, D) float32, info)``: specials absent from the corpus (``<pad>``, ``<bos>``, ``<eos>``) get
+    a zero vector; ``info`` holds the settings and seconds. Raises ElmoError for a non-positive size or no tokens.
     """
     from gensim.models import (
         Word2Vec,  # imported here: only the baselines and --init-embeddings need it
@@ -117,20 +108,11 @@ def word2vec_vectors(sentences: Iterable[Sequence[str]], vocab: Vocabulary, dim:
 
 
 def cooccurrence_matrix(corpus: EncodedCorpus, vocab_size: int, window: int = 5) -> sp.csr_matrix:
-    """Symmetric word–context co-occurrence counts, as a sparse matrix.
+    """Symmetric word–context co-occurrence counts of ``corpus`` (encoded documents: flat ids + offsets), returned as
+    a ``(V, V)`` (V = ``vocab_size``) ``scipy.sparse.csr_matrix`` of float64.
 
-    Token ``i`` and token ``j`` of the same document co-occur when ``0 < |i - j| <= window``; each such pair adds 1
-    to ``C[w_i, w_j]`` and 1 to ``C[w_j, w_i]``. Documents never see each other.
-
-    Args:
-        corpus: the encoded training documents (flat ids + offsets); vocab_size: V; window: context size on each
-            side, >= 1.
-
-    Returns:
-        ``(V, V)`` ``scipy.sparse.csr_matrix`` of float64 counts.
-
-    Raises:
-        ElmoError: ``window < 1``.
+    Tokens ``i`` and ``j`` of the same document co-occur when ``0 < |i - j| <= window``; each such pair adds 1 to
+    ``C[w_i, w_j]`` and to ``C[w_j, w_i]``. Documents never see each other. Raises ElmoError for ``window < 1``.
     """
     if window < 1:
         raise ElmoError(f"window must be >= 1, got {window}", field="window")
@@ -152,16 +134,10 @@ def ppmi(counts: sp.spmatrix, alpha: float = 0.75) -> sp.csr_matrix:
     """Positive pointwise mutual information with context-distribution smoothing (Levy et al. 2015).
 
     ``PPMI(w, c) = max(0, log P(w, c) / (P(w) P_α(c)))`` with ``P(w, c) = n_wc / N``, ``P(w) = n_w / N`` (row sums)
-    and ``P_α(c) = n_c^α / Σ_c' n_c'^α`` (column sums). Computed on the non-zero entries only; zero counts stay zero.
+    and ``P_α(c) = n_c^α / Σ_c' n_c'^α`` (column sums), computed on the non-zero entries only.
 
-    Args:
-        counts: ``(V, V)`` sparse co-occurrence counts; alpha: smoothing exponent in (0, 1].
-
-    Returns:
-        ``(V, V)`` ``csr_matrix`` with the non-positive entries removed.
-
-    Raises:
-        ElmoError: ``alpha`` outside (0, 1] or an all-zero matrix.
+    ``counts`` is ``(V, V)`` sparse; ``alpha`` is the smoothing exponent, in (0, 1]. Returns a ``(V, V)``
+    ``csr_matrix`` without non-positive entries. Raises ElmoError for ``alpha`` outside (0, 1] or an all-zero matrix.
     """
     if not 0.0 < alpha <= 1.0:
         raise ElmoError(f"PPMI smoothing alpha must be in (0, 1], got {alpha}")
@@ -182,18 +158,12 @@ def ppmi(counts: sp.spmatrix, alpha: float = 0.75) -> sp.csr_matrix:
 
 def svd_vectors(corpus: EncodedCorpus, vocab_size: int, dim: int = 300, window: int = 5, alpha: float = 0.75,
                 seed: int = 0) -> tuple[np.ndarray, dict]:
-    """PPMI + truncated SVD word vectors ``U Σ^½``.
+    """PPMI + truncated SVD word vectors ``U Σ^½`` (module docstring) of width ``dim`` (D < V).
 
-    Args:
-        corpus: the encoded training documents; vocab_size: V; dim: D (< V); window: co-occurrence window on each
-            side; alpha: PPMI context smoothing; seed: the randomized SVD's seed.
-
-    Returns:
-        ``(vectors (V, D) float32, info)``; ``info`` records the settings, the share of non-zero PPMI cells and the
-        seconds taken.
-
-    Raises:
-        ElmoError: ``dim`` not in [1, V), or the errors of :func:`cooccurrence_matrix` / :func:`ppmi`.
+    ``corpus``, ``vocab_size`` and ``window`` are as for :func:`cooccurrence_matrix`, ``alpha`` as for :func:`ppmi`;
+    ``seed`` seeds the randomized SVD. Returns ``(vectors (V, D) float32, info)``; ``info`` records the settings, the
+    share of non-zero PPMI cells and the seconds taken. Raises ElmoError for ``dim`` not in [1, V), or as
+    :func:`cooccurrence_matrix` / :func:`ppmi` do.
     """
     from sklearn.decomposition import TruncatedSVD
 

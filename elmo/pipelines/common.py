@@ -30,17 +30,15 @@ from ..runtime.device import (
 )
 from ..training.state import Checkpointing, flags_meta
 
-#: ``--batch-size``'s default (:func:`auto_batch_size`): this many documents per batch, or fewer on a small
-#: training split so that an epoch has at least ``MIN_STEPS_PER_EPOCH`` optimiser steps, but never fewer than
-#: ``MIN_AUTO_BATCH`` documents (so below ``MIN_AUTO_BATCH * MIN_STEPS_PER_EPOCH`` documents an epoch has fewer).
+#: ``--batch-size``'s default (:func:`auto_batch_size`): this many documents per batch, fewer on a small training split
+#: so that an epoch has at least ``MIN_STEPS_PER_EPOCH`` optimiser steps, but never fewer than ``MIN_AUTO_BATCH``
+#: documents (so below ``MIN_AUTO_BATCH * MIN_STEPS_PER_EPOCH`` documents an epoch has fewer).
 DEFAULT_BATCH_SIZE, MIN_AUTO_BATCH, MIN_STEPS_PER_EPOCH = 64, 8, 250
 
 
 def auto_batch_size(batch_size: int | None, train_documents: int | None) -> int:
-    """Documents per batch: ``batch_size`` (``--batch-size``) when given, else :data:`DEFAULT_BATCH_SIZE`, or
-    ``train_documents // MIN_STEPS_PER_EPOCH`` when that is smaller (at least :data:`MIN_AUTO_BATCH`).
-    ``train_documents``: the training split's documents (AG News's, or the lines of a ``--train-file`` counted in its
-    vocabulary pass); ``None``: unknown."""
+    """Documents per batch: ``batch_size`` (``--batch-size``) when given, else the default of :data:`DEFAULT_BATCH_SIZE`
+    for ``train_documents`` (AG News's training split, or a ``--train-file``'s lines; ``None``: unknown)."""
     if batch_size is not None:
         return batch_size
     if train_documents is None:
@@ -49,16 +47,10 @@ def auto_batch_size(batch_size: int | None, train_documents: int | None) -> int:
 
 
 def auto_batch_reason(train_documents: int) -> str:
-    """Why :func:`auto_batch_size` chose a batch below :data:`DEFAULT_BATCH_SIZE` for ``train_documents`` (what
-    :func:`resolve_batch_size` prints), true in every case: batches of at most B documents (fewer when
-    ``--max-tokens`` or the length buckets cut one short) make at least ceil(N / B) steps an epoch, at least
-    :data:`MIN_STEPS_PER_EPOCH` unless the floor :data:`MIN_AUTO_BATCH` binds (below 2,000 documents).
-
-    Returns:
-        e.g. ``"3,800 training documents: at least 254 steps per epoch"`` or, the floor binding, ``"1,900
-        training documents: at least 238 steps per epoch; the smallest automatic batch, 8, cannot promise 250"``;
-        ``""`` when the default batch is kept.
-    """
+    """Why :func:`auto_batch_size` lowered the batch for ``train_documents`` (printed by :func:`resolve_batch_size`),
+    true in every case: batches of at most B documents (fewer when ``--max-tokens`` or the length buckets cut one short)
+    make at least ceil(N / B) steps an epoch. Returns e.g. ``"3,800 training documents: at least 254 steps per epoch"``,
+    plus ``"; the smallest automatic batch, 8, cannot promise 250"`` when the floor binds; ``""`` for the default."""
     chosen = auto_batch_size(None, train_documents)
     if chosen >= DEFAULT_BATCH_SIZE:
         return ""
@@ -70,9 +62,8 @@ def auto_batch_reason(train_documents: int) -> str:
 
 
 def resolve_batch_size(config: CommonArgs, train_documents: int | None, say: Callable[[str], None]) -> int:
-    """Fix ``config.batch_size`` to :func:`auto_batch_size`'s choice before training starts, so that the training
-    checkpoints and the results JSON record the size that ran (and ``--resume`` compares it), and say the batches' size
-    (with why, :func:`auto_batch_reason`, when the default was lowered for a small training split)."""
+    """Set and return ``config.batch_size`` as :func:`auto_batch_size` chooses, before training, so the checkpoints and
+    results JSON record (and ``--resume`` compares) the size that ran; say it (why: :func:`auto_batch_reason`)."""
     chosen = auto_batch_size(config.batch_size, train_documents)
     why = ""
     if config.batch_size is None and train_documents is not None and chosen < DEFAULT_BATCH_SIZE:
@@ -84,18 +75,16 @@ def resolve_batch_size(config: CommonArgs, train_documents: int | None, say: Cal
 
 
 def option(default: Any, help: str, **kwargs) -> Any:
-    """A dataclass field carrying its ``--flag`` help text (and argparse extras such as ``choices``). ``lab=True``
-    marks a field that only experiments set: the user commands take no flag for it (:func:`elmo.cli.add_flags`);
-    ``one_of=TITLE`` marks a boolean flag of a choice the command requires (``embed``'s ``--all`` / ``--top`` /
-    ``--average``)."""
+    """A dataclass field carrying its ``--flag`` help text (and argparse extras such as ``choices``). ``lab=True``: only
+    experiments set it, the user commands take no flag for it (:func:`elmo.cli.add_flags`); ``one_of=TITLE``: a boolean
+    flag of a choice the command requires (``embed``'s ``--all`` / ``--top`` / ``--average``)."""
     return field(default=default, metadata={"help": help, **kwargs})
 
 
 @contextlib.contextmanager
 def phase(out: dict[str, Any], name: str) -> Iterator[None]:
-    """Add the seconds the block takes to ``out["phase_seconds"][name]``: where a command's time goes (reading and
-    encoding the data, Word2Vec, training, the layer cache, evaluation, plots, saving), written with its results;
-    the interpreter's start and imports are the command's wall time less their sum."""
+    """Add the block's seconds to ``out["phase_seconds"][name]`` (written with the results: where a command's time
+    goes); the interpreter's start and imports are the command's wall time less their sum."""
     started = time.perf_counter()
     try:
         yield
@@ -124,24 +113,18 @@ def command_line(command: str, config: Any) -> str:
 
 @dataclass
 class CommonArgs:
-    """Flags every training command shares.
+    """Flags every training command shares; what their help lines leave out:
 
-    * ``--extra-text``: CSV files (a header row, a ``text`` column or ``title`` and ``description``) of more text to
-      learn the representations from, never labelled data; rows that repeat or contain a validation or test
-      description are dropped (:mod:`elmo.data.pretraining_text`). The lab's ``--text-fraction`` learns them from a
-      share of the training descriptions instead, a draw that is part of ``--seed``; the labelled documents stay.
-    * ``--batch-size``: :func:`auto_batch_size` by default. ``--seed``: a CPU run with the same flags and ``--threads``
-      repeats its metrics exactly, on one thread or several (every command, ``pretrain --architecture`` and ``finetune``
-      included); not across ``--threads`` values, nor on a GPU, where cuDNN's kernels are not bit-exact and the Word2Vec
-      vectors that start the token embeddings train on all cores (:attr:`StartedRun.word2vec_workers`): a GPU run
-      repeats its data split, vocabulary and batches, not its numbers.
-    * ``--precision``: ``auto`` is bf16 on CPUs and GPUs with native bf16, fp16 on older GPUs, else fp32; weights,
-      losses and evaluation perplexities stay fp32. ``--threads``: all cores (under ``torchrun``, shared out).
-    * ``--models-dir``, ``--results-dir``, ``--images-dir`` (``None``: not given): none given, ``models``,
-      ``results`` and ``images``; given any, a folder not given is the one of that name inside the first given
-      (:meth:`~elmo.artifacts.Outputs.of`), so a run writes only under what it was pointed at.
-    * ``--resume`` continues an interrupted run (the same flags) from its checkpoints in ``<models-dir>/checkpoints/``,
-      saved every ``--checkpoint-every`` steps and at each epoch end, deleted when the command finishes.
+    * ``--extra-text``: CSV files (a header row; a ``text`` column, or ``title`` and ``description``), never labelled
+      data; rows that repeat or contain a validation or test description are dropped
+      (:mod:`elmo.data.pretraining_text`). The lab's ``--text-fraction`` takes a share of the training descriptions
+      instead, drawn with ``--seed``; the labelled documents stay.
+    * ``--batch-size``: :func:`auto_batch_size`. ``--seed``: on a CPU, exact on one thread or several (every command,
+      ``pretrain --architecture`` and ``finetune`` included); on a GPU cuDNN's kernels are not bit-exact and Word2Vec
+      trains on all cores (:attr:`StartedRun.word2vec_workers`), so only the split, vocabulary and batches repeat.
+    * ``--precision auto``: bf16 on CPUs and GPUs with native bf16, fp16 on older GPUs, else fp32; weights, losses and
+      evaluation perplexities stay fp32. ``--threads``: shared out among the processes under ``torchrun``.
+    * The output folders (``None``: not given): :meth:`~elmo.artifacts.Outputs.of`. ``--resume``: :func:`checkpointing`.
     """
 
     data_dir: str = option("data/ag_news", "folder holding train.csv and test.csv")
@@ -199,14 +182,9 @@ RESUMABLE_FLAGS = ("resume", "checkpoint_every", "quiet", "threads", "device", "
 
 @dataclass
 class StartedRun:
-    """A started run (:func:`start`): where it computes and where it writes.
-
-    Attributes:
-        ctx: this process's place in a ``torchrun`` job (single process otherwise).
-        device: where models run; amp_dtype: the autocast dtype (``None`` = fp32); threads: CPU threads.
-        outputs: the output files; say: prints a line on rank 0 (``--quiet`` too: it drops only the progress bars
-            and the per-epoch lines, which :class:`~elmo.training.trainer.Progress` prints).
-    """
+    """A started run (:func:`start`). ``ctx``: this process's place in a ``torchrun`` job (single process otherwise);
+    ``amp_dtype``: the autocast dtype (``None`` = fp32); ``say``: prints a line on rank 0, ``--quiet`` too (that drops
+    only the progress bars and per-epoch lines of :class:`~elmo.training.trainer.Progress`)."""
 
     ctx: distributed.Context
     device: torch.device
@@ -222,21 +200,16 @@ class StartedRun:
 
     @property
     def word2vec_workers(self) -> int:
-        """gensim's worker threads for the Word2Vec vectors that initialise token embeddings: one on a CPU (the
-        vectors then repeat exactly with ``--seed``), all :attr:`threads` when the models train on a GPU and the
-        cores would idle (gensim's threads do not repeat their vectors, and cuDNN does not repeat either)."""
+        """gensim's threads for the Word2Vec vectors that initialise token embeddings: one on a CPU, so they repeat
+        with ``--seed``; all :attr:`threads` on a GPU, where the cores would idle and cuDNN does not repeat anyway."""
         return self.threads if self.device.type == "cuda" else 1
 
 
 def start(config: CommonArgs, kernel_cache_entries: int) -> StartedRun:
-    """The start-up sequence every training script runs, in this order: bound oneDNN's kernel caches
-    (:func:`~elmo.runtime.device.cap_kernel_caches`, before any kernel exists), join the ``torchrun``
-    group if any, seed, set threads, resolve device and precision, and prove the output folders
-    writable (rank 0) before any training starts.
-
-    Raises:
-        ElmoError: an unknown or unavailable device or precision, or an output folder that cannot be written.
-    """
+    """The start-up every training script runs, in this order: bound oneDNN's kernel caches before any kernel exists
+    (:func:`~elmo.runtime.device.cap_kernel_caches`), join the ``torchrun`` group if any, seed, set threads, resolve
+    device and precision, and prove the output folders writable (rank 0). Raises :class:`ElmoError` on an unknown or
+    unavailable device or precision, or an output folder that cannot be written."""
     cap_kernel_caches(kernel_cache_entries)
     ctx = distributed.init(config.device)
     set_seed(config.seed)
@@ -253,9 +226,10 @@ def start(config: CommonArgs, kernel_cache_entries: int) -> StartedRun:
 
 
 def checkpointing(config: CommonArgs, name: str, **meta: Any) -> Checkpointing:
-    """The :class:`~elmo.training.state.Checkpointing` of one training run (``name``, e.g. ``forward_lm``)
-    of a script: ``<models-dir>/checkpoints/<name>.pt``, every ``--checkpoint-every`` steps, resumed with
-    ``--resume``; its meta holds the script's flags (those that change results) and ``meta``."""
+    """The :class:`~elmo.training.state.Checkpointing` of one training run (``name``, e.g. ``forward_lm``) of a script:
+    ``<models-dir>/checkpoints/<name>.pt``, saved every ``--checkpoint-every`` steps and at each epoch end, resumed with
+    ``--resume`` (the same flags), deleted when the command finishes (:func:`remove_checkpoints`); its meta holds the
+    flags not in :data:`RESUMABLE_FLAGS` and ``meta``."""
     flags = {k: v for k, v in dataclasses.asdict(config).items() if k not in RESUMABLE_FLAGS}
     return Checkpointing(config.outputs.checkpoint(name), config.checkpoint_every, config.resume,
                          {"flags": flags_meta(flags), **meta})
@@ -272,13 +246,9 @@ def remove_checkpoints(config: CommonArgs, names: Sequence[str]) -> None:
 
 def refuse_overwriting(config: CommonArgs, inputs: Mapping[str, PathArg], outputs: Sequence[Path],
                        agnews: bool = True) -> None:
-    """Before a training command writes anything: none of its ``outputs`` (files under the three output
-    folders) is one of its ``inputs`` (keyed by flag) or, with ``agnews``, the ``--data-dir`` files it reads
-    (:func:`~elmo.artifacts.refuse_overwriting_inputs`).
-
-    Raises:
-        ElmoError: naming the output's folder flag and path and the input's flag and path.
-    """
+    """Before a training command writes anything, check that none of its ``outputs`` (files under the three output
+    folders) is one of its ``inputs`` (keyed by flag) or, with ``agnews``, a ``--data-dir`` file it reads
+    (:func:`~elmo.artifacts.refuse_overwriting_inputs`). Raises :class:`ElmoError` naming both flags and paths."""
     data = {f"--data-dir ({name})": Path(config.data_dir) / name for name in ("train.csv", "test.csv")} if agnews else {}
     refuse_overwriting_inputs({**data, **inputs}, config.outputs.labelled(*outputs))
 

@@ -1,19 +1,17 @@
-"""Fine-tuning a biLM on a domain's text: ``python -m elmo finetune``.
+"""Fine-tuning a biLM on a domain's text: ``python -m elmo finetune`` (docs/fine_tuning.md).
 
-Open the biLM (:func:`bilm_to_finetune`: bilm-tf's files, or any biLM :func:`~elmo.model.serialization.open_bilm`
-opens) → read the domain text as ``pretrain`` reads it for that biLM → the exact held-out perplexity of each direction
-*before* → continue the language-model training with :func:`~elmo.training.trainer.fit` (the biLM at ``--lr``, the
-softmax at ``--softmax-lr``) → the exact perplexity *after* → the biLM written as ``pretrain`` writes it, and
-``<results-dir>/lm.json`` (``pretrain``'s, plus ``before`` and ``finetune``). See docs/fine_tuning.md.
+Open the biLM (:func:`bilm_to_finetune`) → read the domain text as ``pretrain`` reads it for that biLM → exact held-out
+perplexity of each direction *before* → continue the language-model training (:func:`~elmo.training.trainer.fit`; the
+biLM at ``--lr``, the softmax at ``--softmax-lr``) → exact perplexity *after* → the biLM written as ``pretrain`` writes
+it, and ``<results-dir>/lm.json`` (``pretrain``'s, plus ``before`` and ``finetune``).
 
 * **The published architecture** (one token layer and one softmax shared by the directions): the domain text's
-  vocabulary, cased, and a new softmax over it (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`,
-  ``--softmax``, initialised by ``--softmax-init``: :mod:`elmo.model.published_finetune`), both directions trained
-  together → ``<models-dir>/published_lm.pt`` (for ``python -m elmo export``).
+  vocabulary, cased, and a new softmax over it (``--softmax``, ``--softmax-init``:
+  :mod:`elmo.model.published_finetune`), both directions trained together → ``<models-dir>/published_lm.pt`` (for
+  ``python -m elmo export``).
 * **Our biLM** (``bilstm.pt``: one token layer and one softmax per direction): its own vocabulary and softmaxes (the
-  domain's other words are ``<unk>``), the text lower-cased, each direction trained in turn
-  (:func:`~elmo.pipelines.pretraining.fit_direction`) → ``word2idx.pkl``, ``forward.pt``, ``backward.pt`` and
-  ``bilstm.pt`` in ``--models-dir``.
+  domain's other words are ``<unk>``), the text lower-cased, each direction trained in turn → ``word2idx.pkl``,
+  ``forward.pt``, ``backward.pt`` and ``bilstm.pt`` in ``--models-dir``.
 """
 
 from __future__ import annotations
@@ -59,9 +57,8 @@ _PRETRAIN_FIELDS = {f.name: f for f in dataclasses.fields(PretrainArgs)}
 
 
 def same_as_pretrain(name: str) -> dataclasses.Field:
-    """The field ``name`` of :class:`~elmo.pipelines.pretraining.PretrainArgs` (default, help, choices), so the
-    flags both commands take read the domain text the same way and say so in the same words (a flag of
-    ``finetune`` even where ``pretrain`` leaves it to the lab, as ``--lr-gamma``)."""
+    """The field ``name`` of :class:`~elmo.pipelines.pretraining.PretrainArgs` (default, help, choices): shared flags
+    read the text alike and have the same help; a ``finetune`` flag even where ``pretrain`` marks it ``lab``."""
     f = _PRETRAIN_FIELDS[name]
     return option(f.default, f.metadata["help"], **{k: v for k, v in f.metadata.items() if k not in ("help", "lab")})
 
@@ -76,16 +73,16 @@ SCALE_FIT_DOCS = 256
 
 @dataclass
 class FinetuneArgs(CommonArgs):
-    """Flags of ``python -m elmo finetune``; the domain text is read as ``pretrain`` reads it (the same flags).
+    """Flags of ``python -m elmo finetune``; the domain text is read with ``pretrain``'s flags.
 
     * ``--options-file`` and ``--weight-file``: bilm-tf's files, published (https://allennlp.org/elmo) or written by
-      ``python -m elmo export``. The new softmax learns at ``--softmax-lr``, faster than the biLM's ``--lr``: it starts
-      from an initialisation, the biLM from trained weights; ``--dropout`` as bilm-tf's.
+      ``python -m elmo export``. The new softmax learns at ``--softmax-lr``, faster than the biLM's ``--lr`` (it starts
+      from an initialisation, the biLM from trained weights); ``--dropout`` as bilm-tf's.
     * ``--softmax``: sampled (bilm-tf's, ``--softmax-samples`` candidates per batch and direction) or adaptive (only
-      with ``--softmax-init random``); held-out perplexities are exact either way. ``--softmax-init token-layer``:
-      word w's row is the biLM's token-layer vector of w and its bias the log unigram frequency of w, both scaled by
-      two numbers fitted on a sample of the text; ``random``: bilm-tf's N(0, 1/dim) rows, zero biases. These three
-      make the new softmax of the published architecture: our biLM keeps its own (given with it, they are refused).
+      with ``--softmax-init random``); held-out perplexities are exact either way. ``--softmax-init token-layer``: word
+      w's row is the biLM's token-layer vector of w, its bias w's log unigram frequency, both scaled by two numbers
+      fitted on a sample of the text; ``random``: bilm-tf's N(0, 1/dim) rows, zero biases. These three flags make the
+      published architecture's new softmax; our biLM keeps its own and refuses them.
     """
 
     options_file: str | None = option(None, "the biLM to fine-tune: bilm-tf's options.json, or alone any biLM (a "
@@ -113,8 +110,7 @@ class FinetuneArgs(CommonArgs):
     overwrite: bool = same_as_pretrain("overwrite")
 
     def check(self) -> None:
-        """:meth:`CommonArgs.check` plus the biLM files, the learning rates and the text flags. Raises
-        :class:`ElmoError` naming the flag."""
+        """:meth:`CommonArgs.check` plus the biLM files, learning rates and text flags. Raises :class:`ElmoError`."""
         super().check()
         if self.options_file is None:
             raise ElmoError("give the biLM to fine-tune: --options-file OPTIONS.json --weight-file WEIGHTS.hdf5 "
@@ -126,12 +122,12 @@ class FinetuneArgs(CommonArgs):
             raise ElmoError("--softmax-init token-layer sets every word's row and bias of a full softmax: use it with "
                             "--softmax sampled, or --softmax-init random with --softmax adaptive (which has no "
                             "per-word bias)")
-        self.pretrain_args().check()  # the text flags' rules of pretrain (--val-file goes with --train-file, ...)
+        self.pretrain_args().check()  # pretrain's text-flag rules (--val-file goes with --train-file, ...)
 
     def pretrain_args(self, opened: OpenedBiLM | None = None) -> PretrainArgs:
-        """These flags as ``pretrain`` takes them for the biLM being fine-tuned (``opened``): what reads the text,
-        builds the vocabulary (our biLM: its own) and makes the batches is ``pretrain``'s
-        (:func:`~elmo.pipelines.pretraining.load_data`)."""
+        """These flags as ``pretrain`` takes them for the biLM being fine-tuned (``opened``), so that ``pretrain``'s
+        :func:`~elmo.pipelines.pretraining.load_data` reads the text, makes the vocabulary (our biLM: its own) and
+        the batches."""
         shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(PretrainArgs) if hasattr(self, f.name)}
         if opened is None or opened.bilm.shared_token_layer:
             return FinetuneText(**shared, architecture=self.options_file,
@@ -146,9 +142,8 @@ class FinetuneArgs(CommonArgs):
 
 @dataclass
 class FinetuneText(PretrainArgs):
-    """:class:`~elmo.pipelines.pretraining.PretrainArgs` holding what ``finetune`` reads the text with (an adapter):
-    ``model``, the config of the biLM being fine-tuned; ``reads_cased``, whether it reads the text as written;
-    ``fixed_vocab``, its own vocabulary (our biLM's) or ``None`` (one built on the text)."""
+    """:class:`~elmo.pipelines.pretraining.PretrainArgs` adapted to the biLM being fine-tuned: ``model``, its config;
+    ``reads_cased``, whether it reads text as written; ``fixed_vocab``, its own vocabulary (our biLM's) or ``None``."""
 
     model: Any = None
     reads_cased: bool = True
@@ -173,14 +168,9 @@ class FinetuneText(PretrainArgs):
 
 
 def check_files(config: FinetuneArgs, opened: OpenedBiLM) -> None:
-    """Before anything is written: no output (the model files, their training checkpoints, ``lm.json``, the plots)
-    is one of the inputs (the biLM's files, the text files, AG News in ``--data-dir``), and ``--models-dir`` holds no
-    model but one of the kind and architecture of the ``opened`` biLM
-    (:func:`~elmo.pipelines.pretraining.refuse_different_models`).
-
-    Raises:
-        ElmoError: naming the output and the input it would write over, or the different model's file.
-    """
+    """As :func:`~elmo.pipelines.pretraining.check_files`, the inputs being the biLM's files, the text files or AG News
+    in ``--data-dir``, and the only model allowed in ``--models-dir`` one of the kind and architecture of ``opened``.
+    Raises :class:`ElmoError` naming the output and the input it would write over, or the different model's file."""
     out, shared = config.outputs, opened.bilm.shared_token_layer
     refuse_different_models(config, (lambda: options_of(opened.bilm.config)) if shared else None)
     models = [out.published_lm, out.checkpoint("published_lm")] if shared else \
@@ -196,13 +186,9 @@ def check_files(config: FinetuneArgs, opened: OpenedBiLM) -> None:
 
 
 def bilm_to_finetune(config: FinetuneArgs) -> OpenedBiLM:
-    """The biLM of ``--options-file`` (and ``--weight-file``), opened by
-    :func:`~elmo.model.serialization.open_bilm`: bilm-tf's pair, or any biLM of the published architecture.
-
-    Raises:
-        ElmoError: naming the flag and file: missing or invalid files; ``--softmax``, ``--softmax-samples`` or
-            ``--softmax-init`` given for our biLM, which keeps its own softmaxes.
-    """
+    """The biLM of ``--options-file`` (and ``--weight-file``) opened by :func:`~elmo.model.serialization.open_bilm`.
+    Raises :class:`ElmoError` naming the flag and file: missing or invalid files; ``--softmax``, ``--softmax-samples``
+    or ``--softmax-init`` given for our biLM."""
     try:
         opened = open_bilm(config.options_file, config.weight_file)
     except ElmoError as exc:
@@ -236,8 +222,7 @@ def initial_softmax(model: PublishedBiLMWithSoftmax, loaded: PretrainData, confi
 
 def held_out_perplexities(model: PublishedBiLMWithSoftmax | BiLM, data: dict,
                           run: StartedRun) -> dict[str, dict[str, float]]:
-    """The exact full-vocabulary perplexity of each direction on val (and test, when given):
-    ``{"val": {"forward_perplexity": ..., "backward_perplexity": ...}, ...}``."""
+    """Each direction's exact full-vocabulary perplexity on val (and test): ``{"val": {"forward_perplexity": ...}}``."""
     return {split: {f"{d}_perplexity": perplexity(model.direction(d), data[split], run.device) for d in DIRECTION_NAMES}
             for split in ("val", "test") if split in data}
 
@@ -259,12 +244,8 @@ def parameter_groups(model: PublishedBiLMWithSoftmax | LanguageModel, config: Fi
 
 def finetune(config: FinetuneArgs) -> dict:
     """``python -m elmo finetune`` (module docstring). Returns the ``lm.json`` content (on every rank under
-    ``torchrun``; rank 0 alone writes files).
-
-    Raises:
-        ElmoError: a missing or invalid biLM file or text file (named with its flag), an output that is one of the
-            inputs (:func:`check_files`), an output folder that cannot be written, bad flags.
-    """
+    ``torchrun``; rank 0 alone writes files). Raises :class:`ElmoError`: a missing or invalid biLM or text file (named
+    with its flag), an output that is an input (:func:`check_files`), an unwritable output folder, bad flags."""
     opened = bilm_to_finetune(config)
     check_files(config, opened)
     text = config.pretrain_args(opened)
@@ -299,10 +280,9 @@ def finetune(config: FinetuneArgs) -> dict:
 
 def finetune_directions(opened: OpenedBiLM, loaded: PretrainData, config: FinetuneArgs, run: StartedRun,
                         stale: list[Path]) -> dict:
-    """Our biLM (``opened``; module docstring): each direction's language model trained further on the text (its own vocabulary and
-    softmax, at ``--lr`` and ``--softmax-lr``; :func:`~elmo.pipelines.pretraining.fit_direction`), then written and
-    reported as ``pretrain`` writes and reports it (:func:`~elmo.pipelines.pretraining.write_outputs`), with the
-    perplexities ``before``. Returns the ``lm.json`` content."""
+    """Our biLM (``opened``; module docstring): each direction trained further
+    (:func:`~elmo.pipelines.pretraining.fit_direction`), then written and reported, with the perplexities ``before``,
+    as ``pretrain`` does (:func:`~elmo.pipelines.pretraining.write_outputs`). Returns the ``lm.json`` content."""
     bilm = opened.bilm.to(run.device)
     before = held_out_perplexities(bilm, loaded.data, run)
     say_perplexities(run, "before", before)

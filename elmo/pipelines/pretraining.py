@@ -1,10 +1,10 @@
 """Pre-training the biLM on AG News descriptions (what ``python ELMO.py`` runs).
 
-Read and split the data → build the vocabulary on the training split → initialise both LMs' token embeddings
-(``--init-embeddings``) → train the forward and the backward LM with :func:`elmo.training.trainer.fit` (early stopping
-on validation perplexity) → exact full-vocabulary evaluation → write ``word2idx.pkl``, ``forward.pt``, ``backward.pt``,
-``bilstm.pt``, ``results/lm.json`` and the plots. With ``--architecture`` (:func:`pretrain_published`) the published
-ELMo architecture is trained instead and written as ``published_lm.pt`` (docs/make_your_own_elmo.md).
+Read and split the data → vocabulary on the training split → ``--init-embeddings`` → train the forward and backward LM
+(:func:`elmo.training.trainer.fit`, early stopping on validation perplexity) → exact full-vocabulary evaluation → write
+``word2idx.pkl``, ``forward.pt``, ``backward.pt``, ``bilstm.pt``, ``results/lm.json`` and the plots. ``--architecture``
+(:func:`pretrain_published`) trains the published ELMo architecture instead, as ``published_lm.pt``
+(docs/make_your_own_elmo.md).
 """
 
 from __future__ import annotations
@@ -66,23 +66,23 @@ from .common import (
 from .plots import plot_confusion, plot_curves
 
 INIT_EMBEDDINGS = ("auto", "word2vec", "word2vec-centered", "none")
-#: ``--init-embeddings auto`` keeps the random initialisation when the mean cosine between a Word2Vec vector and
-#: the vectors' mean exceeds this (Word2Vec trained on too little text points every word the same way).
+#: ``--init-embeddings auto`` stays random when a Word2Vec vector's mean cosine with the vectors' mean exceeds this
+#: (Word2Vec trained on too little text points every word the same way).
 AUTO_INIT_MAX_COSINE = 0.9
 
 #: ``--lstm``: the published cell with its clipping (a per-step loop), or no clipping on PyTorch's fused LSTM kernel
 LSTM_CELLS = ("clipped", "fused")
 #: ``--concurrent-directions``: auto (side by side on the CPU with two or more threads), on, off (one after the other)
 CONCURRENT_DIRECTIONS = ("auto", "on", "off")
-#: our biLM, the preset without ``--architecture``: what each size flag left out means (``--embedding-dim``: the LSTM
-#: output width, ``--proj-size`` if set, else ``--hidden-size``)
+#: our biLM, the preset without ``--architecture``: each size flag's value when left out (``--embedding-dim``: the
+#: LSTM output width, ``--proj-size`` if set, else ``--hidden-size``)
 OUR_PRESET = {"hidden_size": 256, "num_layers": 2, "token_encoder": "word", "char_dim": 16,
               "char_filters": tuple(f"{w}:{n}" for w, n in DEFAULT_FILTERS), "num_highway": 1, "max_chars": 20,
               "residual": True, "proj_size": 0, "lstm": "fused"}
 #: ``--lstm clipped`` on our biLM: its cells and outputs clipped to this (bilm-tf's ``cell_clip`` and ``proj_clip``)
 OUR_CLIP = PUBLISHED_ARCHITECTURES["elmo-original"][1].cell_clip
-#: the size flags a published preset (``--architecture``) takes, by the field of its config each sets (``--proj-size``,
-#: ``--embedding-dim`` and ``--char-filters`` apart)
+#: the size flags a published preset takes, by the config field each sets (besides ``--proj-size``,
+#: ``--embedding-dim``, ``--char-filters``)
 PRESET_FLAGS = {"hidden_size": "hidden_size", "num_layers": "num_layers", "char_dim": "char_dim",
                 "num_highway": "num_highway", "max_chars": "max_chars", "residual": "use_skip_connections"}
 
@@ -91,29 +91,30 @@ PRESET_FLAGS = {"hidden_size": "hidden_size", "num_layers": "num_layers", "char_
 class PretrainArgs(CommonArgs):
     """Flags of ``ELMO.py`` (``python -m elmo pretrain``).
 
-    * ``--architecture``: the preset the size flags start from: our biLM without it (:data:`OUR_PRESET`: word inputs,
-      one token layer and one LM per direction, written as ``bilstm.pt``), or the published ELMo architecture, a name
+    * ``--architecture``: the preset the size flags start from: without it our biLM (:data:`OUR_PRESET`: word inputs,
+      one token layer and one LM per direction, written as ``bilstm.pt``), else the published ELMo architecture, a name
       of :data:`~elmo.model.published.PUBLISHED_ARCHITECTURES` or a bilm-tf options.json (:mod:`elmo.model.published_lm`:
-      one character CNN and one softmax shared by the directions, the text's case kept, written as
-      ``published_lm.pt`` for ``python -m elmo export``; docs/make_your_own_elmo.md). A size flag given overrides the
-      preset's value (:data:`PRESET_FLAGS`; ``--proj-size 0`` there: no projection).
+      one character CNN and one softmax shared by the directions, case kept, written as ``published_lm.pt`` for
+      ``python -m elmo export``). A size flag given overrides the preset (:data:`PRESET_FLAGS`; ``--proj-size 0``: no
+      projection).
     * ``--init-embeddings``: ``word2vec`` copies skip-gram vectors of the training text (unit std) into both LMs'
       token embeddings, ``word2vec-centered`` minus their mean, ``none`` keeps them random; ``auto`` is ``word2vec``
-      unless the vectors share one direction (:data:`AUTO_INIT_MAX_COSINE`, a small corpus), then random. A character
-      encoder starts random (the published architecture: bilm-tf's initialisation).
+      unless the vectors share one direction (:data:`AUTO_INIT_MAX_COSINE`), then random. Character encoders start
+      random (the published architecture: as bilm-tf initialises it).
     * ``--token-encoder char``: the paper's character CNN, highway and projection (§3.1), a vector for every word.
-    * ``--softmax``: the training softmax, adaptive or bilm-tf's sampled one; held-out perplexities are exact either way.
-    * ``--lstm``: ``clipped``, the published cell (TensorFlow's cell, clipping its cell and output to ``cell_clip`` /
-      ``proj_clip``, run step by step; the published presets'), or ``fused``, PyTorch's fused LSTM kernel (cuDNN on
-      CUDA; ours, and the published cell without clipping, both clips ``null`` in the trained model's options). An
-      options.json whose ``cell_clip`` and ``proj_clip`` are both 0 or ``null`` runs fused either way.
-    * ``--train-file``: one text per line (a ``.csv`` file: ``--text-column``; also ``--val-file``, ``--test-file``),
+    * ``--softmax``: the training softmax, adaptive or bilm-tf's sampled; held-out perplexities are exact either way.
+    * ``--lstm``: ``clipped`` is the published cell (TensorFlow's, cell and output clipped to ``cell_clip`` /
+      ``proj_clip``, run step by step; the published presets'); ``fused`` is PyTorch's fused kernel (cuDNN on CUDA;
+      ours; for the published cell: unclipped, both clips ``null`` in the trained model's options). An options.json
+      whose ``cell_clip`` and ``proj_clip`` are both 0 or ``null`` runs fused either way.
+    * ``--train-file``: one text per line (``.csv``: ``--text-column``; likewise ``--val-file``, ``--test-file``),
       streamed from disk every epoch, ``--stream-buffer`` tokens shuffled at a time; without ``--val-file``,
       ``--val-fraction`` of its lines (at most ``--max-val-docs``) are held out.
     * ``--overwrite``: without it, a ``--models-dir`` holding a model of another kind, or (``--architecture``) a
       ``published_lm.pt`` of another architecture, is refused (:func:`different_models`); ``--resume`` is not checked.
-    * ``--concurrent-directions``: the two LMs at once, each in a process with half of ``--threads`` (CPU only, not
-      under torchrun; auto: from two threads). It needs one token layer per direction: not with ``--architecture``.
+      What it deletes: :func:`overwritten_models`.
+    * ``--concurrent-directions``: both LMs at once, each in a process with half of ``--threads`` (CPU only, not under
+      torchrun; auto: from two threads). Not with ``--architecture`` (one token layer shared by the directions).
     """
 
     min_freq: int = option(2, "keep words seen at least this often")
@@ -168,7 +169,7 @@ class PretrainArgs(CommonArgs):
         return filters
 
     def bilm_config(self, vocab_size: int) -> BiLMConfig:
-        """Our biLM's :class:`~elmo.model.bilm.BiLMConfig` these flags ask for. Raises :class:`ElmoError` on bad sizes."""
+        """Our biLM's :class:`~elmo.model.bilm.BiLMConfig` from these flags. Raises :class:`ElmoError` on bad sizes."""
         output = self.size("proj_size") or self.size("hidden_size")
         clipped = self.size("lstm") == "clipped"  # at bilm-tf's bounds, those of the published presets
         clips = {"cell_clip": OUR_CLIP if clipped else None, "proj_clip": OUR_CLIP if clipped else None}
@@ -180,14 +181,10 @@ class PretrainArgs(CommonArgs):
                           softmax=self.softmax, samples=self.softmax_samples, **clips)
 
     def published_config(self) -> PublishedBiLMConfig | None:
-        """The published architecture ``--architecture`` names (:data:`~elmo.model.published.PUBLISHED_ARCHITECTURES`,
-        or an options.json read by :func:`~elmo.model.published_io.read_options`) with the size flags given
-        (:data:`PRESET_FLAGS`) and ``--lstm`` applied; ``None`` without it.
-
-        Raises:
-            ElmoError: an unknown name, a missing or invalid options file (the message starts with the flag); a size
-                the architecture cannot take (naming the flags).
-        """
+        """The published config ``--architecture`` names (a preset, or an options.json read by
+        :func:`~elmo.model.published_io.read_options`) with the size flags (:data:`PRESET_FLAGS`) and ``--lstm``
+        applied; ``None`` without it. Raises :class:`ElmoError` (starting with the flag): an unknown name, a missing or
+        invalid options file, a size the architecture cannot take (naming the flags)."""
         if self.architecture is None:
             return None
         if self.architecture in PUBLISHED_ARCHITECTURES:
@@ -258,8 +255,8 @@ class PretrainArgs(CommonArgs):
                             f"{self.stream_buffer}")
 
     def _check_architecture(self) -> None:
-        """The preset and the size flags: the config they give builds (:meth:`bilm_config` or
-        :meth:`published_config` and its softmax). Raises :class:`ElmoError`."""
+        """Check the size flags and that the config they give builds (:meth:`bilm_config` or :meth:`published_config`
+        and its softmax). Raises :class:`ElmoError`."""
         for name in ("embedding_dim", "hidden_size", "num_layers", "char_dim", "max_chars", "num_highway", "proj_size"):
             least = 0 if name in ("num_highway", "proj_size") else 1
             if getattr(self, name) is not None and getattr(self, name) < least:
@@ -279,16 +276,11 @@ def _flag(name: str) -> str:
 
 
 def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainArgs, say=print, workers: int = 1) -> dict:
-    """Apply ``--init-embeddings`` (:class:`PretrainArgs`): the Word2Vec vectors of ``sentences``
-    (:func:`elmo.model.static.word2vec_vectors`, width ``embedding_dim``, trained with ``workers`` threads:
-    :attr:`~elmo.pipelines.common.StartedRun.word2vec_workers`) replace the random rows of every word Word2Vec saw in
-    both LMs' input embeddings (``<pad>`` stays zero, ``<bos>``/``<eos>`` keep their random rows; all stay trainable).
-
-    Returns:
-        ``{"method": "none"}`` or Word2Vec's settings plus ``common_direction_cosine``
-        (:func:`~elmo.model.static.common_direction_cosine`, before :func:`~elmo.model.static.center_vectors`),
-        ``centered`` and ``copied`` (False when ``auto`` kept the random rows).
-    """
+    """Apply ``--init-embeddings`` (:class:`PretrainArgs`): Word2Vec vectors of ``sentences``
+    (:func:`elmo.model.static.word2vec_vectors`, ``workers`` threads) replace both LMs' input rows of each word
+    Word2Vec saw (``<pad>`` stays zero, ``<bos>``/``<eos>`` random; all trainable). Returns ``{"method": "none"}`` or
+    Word2Vec's settings plus ``common_direction_cosine`` (before centring), ``centered`` and ``copied`` (False when
+    ``auto`` kept the random rows)."""
     if config.init_embeddings == "none":
         return {"method": "none"}
     if bilm.config.token_encoder == "char":
@@ -311,8 +303,7 @@ def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainAr
 
 
 def shared_vocabulary(build: Callable[[], Vocabulary]) -> Vocabulary:
-    """``build()`` on rank 0 and its word list on every rank (under ``torchrun`` every rank must encode
-    with the identical vocabulary; in a single process just ``build()``)."""
+    """``build()`` on rank 0, its word list broadcast to every rank (``torchrun`` ranks must encode alike)."""
     ctx = distributed.context()
     vocab = build() if ctx.is_main else None
     if not ctx.enabled:
@@ -321,19 +312,14 @@ def shared_vocabulary(build: Callable[[], Vocabulary]) -> Vocabulary:
 
 
 def pretraining_splits(config: PretrainArgs) -> tuple[tuple[Corpus, Corpus, Corpus], dict]:
-    """AG News split into train / val / test, the training split replaced by the pre-training text
-    (:func:`elmo.data.pretraining_text.pretraining_text`: ``--text-fraction`` of it plus ``--extra-text``).
-
-    Returns:
-        ``((text, val, test), what the pre-training text holds)``.
-
-    Raises:
-        ElmoError: bad data or flags (see :func:`elmo.data.agnews.load_agnews`), an unreadable ``--extra-text`` file.
-    """
+    """AG News train / val / test, the training split replaced by the pre-training text
+    (:func:`elmo.data.pretraining_text.pretraining_text`: ``--text-fraction`` of it plus ``--extra-text``). Returns
+    ``((text, val, test), what the pre-training text holds)``. Raises :class:`ElmoError`: bad data or flags
+    (:func:`elmo.data.agnews.load_agnews`), an unreadable ``--extra-text`` file."""
     train, val, test = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs,
                                    config.skip_bad_rows, config.download)
     text, stats = pretraining_text(train, [val, test], config.text_fraction, config.seed, config.extra_text)
-    if config.cased:  # the published architecture reads cased text
+    if config.cased:
         return (text.cased(), val.cased(), test.cased()), stats
     return (text, val, test), stats
 
@@ -341,14 +327,8 @@ def pretraining_splits(config: PretrainArgs) -> tuple[tuple[Corpus, Corpus, Corp
 def prepare_data(config: PretrainArgs, splits: tuple[Corpus, Corpus, Corpus] | None = None
                  ) -> tuple[tuple[Corpus, Corpus, Corpus], Vocabulary, dict[str, EncodedCorpus]]:
     """The splits of :func:`pretraining_splits` (``splits`` when already read), the vocabulary built on the
-    pre-training text and every split encoded.
-
-    Returns:
-        ``((text, val, test), vocab, {"train": the pre-training text, "val", "test": EncodedCorpus})``.
-
-    Raises:
-        ElmoError: as :func:`pretraining_splits` (bad data or flags, an unreadable ``--extra-text`` file).
-    """
+    pre-training text, every split encoded: ``((text, val, test), vocab, {"train", "val", "test": EncodedCorpus})``.
+    Raises :class:`ElmoError` as :func:`pretraining_splits`."""
     splits = pretraining_splits(config)[0] if splits is None else splits
     vocab = config.vocabulary(lambda: Vocabulary.build(splits[0].tokens, config.min_freq, config.max_vocab))
     model = config.model_config(len(vocab))
@@ -362,17 +342,11 @@ WORD2VEC_MAX_DOCS = 100_000
 
 
 def prepare_stream(config: PretrainArgs) -> tuple[Vocabulary, dict[str, StreamedCorpus], dict, Callable[[], Iterable]]:
-    """``--train-file``: the vocabulary from one streaming pass over the training documents and the
-    streamed train / val (/ test) corpora (:mod:`elmo.data.stream`).
-
-    Returns:
-        ``(vocab, {"train", "val"[, "test"]: StreamedCorpus}, stats, word2vec_sentences)``: stats holds the
-        training documents and tokens counted in the vocabulary pass (rank 0) and the skipped lines;
-        ``word2vec_sentences()`` yields the first :data:`WORD2VEC_MAX_DOCS` training documents.
-
-    Raises:
-        ElmoError: missing or unreadable files, a missing ``--text-column``, or no training text.
-    """
+    """``--train-file``: the vocabulary from one streaming pass over the training documents, and the streamed corpora
+    (:mod:`elmo.data.stream`). Returns ``(vocab, {"train", "val"[, "test"]: StreamedCorpus}, stats,
+    word2vec_sentences)``: stats, the training documents and tokens counted in that pass (tokens: rank 0 only) and the
+    skipped lines; ``word2vec_sentences()`` yields the first :data:`WORD2VEC_MAX_DOCS` training documents. Raises
+    :class:`ElmoError`: missing or unreadable files, a missing ``--text-column``, no training text."""
     lowercase = not config.cased  # the published architecture reads cased text
 
     def open_source(path: str, max_docs: int | None = None) -> TextSource:
@@ -396,7 +370,7 @@ def prepare_stream(config: PretrainArgs) -> tuple[Vocabulary, dict[str, Streamed
     vocab = config.vocabulary(lambda: Vocabulary.build(counted(), config.min_freq, config.max_vocab))
     if distributed.context().is_main and stats["train_documents"] == 0:
         raise ElmoError(f"{config.train_file}: no training text (every line is blank or held out)")
-    # rank 0 counted them; every rank needs the count, which sets the batch size (auto_batch_size)
+    # counted on rank 0; every rank needs it for the batch size (auto_batch_size)
     stats["train_documents"] = int(distributed.broadcast_words([str(stats["train_documents"])])[0])
     stats["skipped_lines"] = source.skipped
     model = config.model_config(len(vocab))
@@ -427,8 +401,7 @@ class PretrainData:
     @property
     def train_documents(self) -> int:
         """The training documents ``--batch-size``'s default adapts to (:func:`~elmo.pipelines.common.auto_batch_size`):
-        the encoded split's, or the non-blank lines of ``--train-file`` outside the held-out share, counted in its
-        vocabulary pass."""
+        the encoded split's, or ``--train-file``'s non-blank lines outside the held-out share."""
         train = self.data["train"]
         return len(train) if isinstance(train, EncodedCorpus) else self.counts["train"]
 
@@ -448,8 +421,8 @@ def load_data(config: PretrainArgs, run: StartedRun) -> PretrainData:
 
 
 def lm_train_config(config: PretrainArgs, train: EncodedCorpus | StreamedCorpus) -> TrainConfig:
-    """The optimisation settings of a biLM run, the warm-up never longer than one epoch (a small corpus would
-    otherwise train at a fraction of ``--lr`` throughout)."""
+    """A biLM run's optimisation settings, the warm-up at most one epoch (else a small corpus would train at a fraction
+    of ``--lr`` throughout)."""
     steps = len(train.batches(config.batch_size, config.max_tokens)) if isinstance(train, EncodedCorpus) else None
     warmup = config.warmup_steps if steps is None else min(config.warmup_steps, steps)
     return TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience,
@@ -470,10 +443,9 @@ def lm_objective(lm: torch.nn.Module, loaded: PretrainData, config: PretrainArgs
 
 def fit_direction(lm: LanguageModel, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
                   bar: bool = True, groups: Callable[[LanguageModel], Unfreezing] | None = None) -> FitResult:
-    """Train one LM with early stopping on validation perplexity, its dropout seeded with ``--seed`` + rank (one
-    stream per rank; rank 0 = a single process's), its training state in the checkpoint ``<direction>_lm``
-    (``--resume``); ``bar=False``: per-epoch lines without a progress bar; ``groups``: the LM's optimiser groups
-    (``finetune``), else one."""
+    """Train one LM (early stopping on validation perplexity), dropout seeded with ``--seed`` + rank (rank 0 = a single
+    process), training state in the checkpoint ``<direction>_lm`` (``--resume``); ``bar=False``: per-epoch lines, no
+    progress bar; ``groups``: the LM's optimiser groups (``finetune``), else one."""
     torch.manual_seed(config.seed + run.ctx.rank)
     return fit(lm, lm_objective(lm, loaded, config, run), lm_train_config(config, loaded.data["train"]), run.device,
                run.amp_dtype, checkpointing(config, f"{lm.direction}_lm", vocab=loaded.vocab.fingerprint()),
@@ -486,13 +458,9 @@ def train_directions(bilm: BiLM, loaded: PretrainData, config: PretrainArgs, run
 
 
 def direction_threads(config: PretrainArgs, run: StartedRun) -> int | None:
-    """``--concurrent-directions``: the CPU threads of each direction's process when the two LMs train side by
-    side (half of the run's threads, at least 1), or ``None`` when they train one after the other: with ``off``,
-    with ``--architecture`` (one model), under ``torchrun``, on CUDA, and with ``auto`` on fewer than 2 threads.
-
-    Raises:
-        ElmoError: ``on`` under ``torchrun`` or on another device than the CPU.
-    """
+    """``--concurrent-directions``: each direction's CPU threads when the two LMs train side by side (half the run's,
+    at least 1), or ``None`` when they train in turn: ``off``, ``--architecture``, ``torchrun``, a non-CPU device, or
+    ``auto`` on fewer than 2 threads. Raises :class:`ElmoError`: ``on`` under ``torchrun`` or off the CPU."""
     choice = config.concurrent_directions
     if choice == "off" or config.architecture is not None:
         return None
@@ -509,13 +477,9 @@ def direction_threads(config: PretrainArgs, run: StartedRun) -> int | None:
 
 @dataclass
 class DirectionJob:
-    """One LM direction to train in a process of its own (:func:`train_direction`), pickled to that process.
-
-    Attributes:
-        direction: ``forward`` or ``backward``; lm_config: the biLM's sizes; state: the LM's initial weights
-            (the Word2Vec rows included); loaded: the data (without the Word2Vec text); config: the flags;
-            amp_dtype: the autocast dtype (``None`` = fp32).
-    """
+    """One LM direction to train in its own process (:func:`train_direction`), pickled to it: ``state``, the LM's
+    initial weights (Word2Vec rows included); ``loaded``, the data without the Word2Vec text; ``amp_dtype``, the
+    autocast dtype (``None`` = fp32)."""
 
     direction: str
     lm_config: BiLMConfig
@@ -526,16 +490,11 @@ class DirectionJob:
 
 
 def train_direction(job: DirectionJob) -> dict:
-    """In a child process (:func:`train_side_by_side`): train one direction as :func:`train_directions` trains it
-    (:func:`fit_direction`: the same seeding, batches, checkpoint and ``--resume``) on this process's threads,
-    then evaluate it exactly (:func:`measure_direction`).
-
-    Returns:
-        ``{"state": the best epoch's weights, "history", "best_epoch", "best_value", "measured"}``.
-
-    Raises:
-        ElmoError: as :func:`~elmo.training.trainer.fit`. Interrupted: Ctrl-C, after saving the training state.
-    """
+    """In a child process (:func:`train_side_by_side`): train one direction as :func:`train_directions` does
+    (:func:`fit_direction`: the same seeding, batches, checkpoint and ``--resume``) on this process's threads, then
+    evaluate it exactly (:func:`measure_direction`). Returns ``{"state": the best epoch's weights, "history",
+    "best_epoch", "best_value", "measured"}``. Raises :class:`ElmoError` as :func:`~elmo.training.trainer.fit`;
+    ``Interrupted`` on Ctrl-C, after saving the training state."""
     config = job.config
     steady_heap()
     set_seed(config.seed)
@@ -550,19 +509,17 @@ def train_direction(job: DirectionJob) -> dict:
 
 def train_side_by_side(bilm: BiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
                        threads: int) -> tuple[dict[str, FitResult], dict[str, dict]]:
-    """Train the forward and backward LMs at once, each in a process of its own with ``threads`` CPU threads
-    (:func:`train_direction` through :func:`~elmo.training.processes.run_side_by_side`), and load each one's best
-    weights into ``bilm``. Each process's stderr goes to ``<models-dir>/checkpoints/<direction>_lm.log``, deleted
-    when both succeed.
+    """Train the forward and backward LMs at once, each in its own process with ``threads`` CPU threads
+    (:func:`train_direction` via :func:`~elmo.training.processes.run_side_by_side`), and load their best weights into
+    ``bilm``. Each process's stderr goes to ``<models-dir>/checkpoints/<direction>_lm.log``, deleted when both succeed.
 
     Returns:
-        ``(FitResult per direction, exact evaluation per direction (:func:`measure_direction`) plus
-        ``startup_seconds``, the seconds its process took to start training: interpreter, imports, the data, and
-        ``peak_rss_mb``, its process's peak resident memory in MiB)``.
+        ``(FitResult per direction, evaluation per direction)``: :func:`measure_direction`'s plus ``startup_seconds``
+        (its process's start until training: interpreter, imports, data) and ``peak_rss_mb`` (peak resident MiB).
 
     Raises:
-        ElmoError: a direction failed (its own error, or its process's exit, log and the log's last line; the
-            other direction saves its training state and stops first). Interrupted: Ctrl-C (both save and stop).
+        ElmoError: a direction failed (its own error, or its process's exit, log and the log's last line); the other
+            saves its training state and stops first. Interrupted: Ctrl-C (both save and stop).
     """
     shared = replace(loaded, sentences=tuple)  # the Word2Vec text stays here: the children do not need it
     lms = (bilm.forward_lm, bilm.backward_lm)
@@ -589,10 +546,8 @@ MODEL_KINDS = {"bilstm": "ELMO.py's biLM", "published_lm": "pretrain --architect
 
 def different_models(config: CommonArgs, options: Callable[[], dict] | None) -> list[tuple[BiLMFiles, str]]:
     """The models in ``--models-dir`` (:func:`~elmo.model.serialization.models_in`) other than the one a command
-    trains there, each with what it is: a model of another kind, or a ``published_lm.pt`` of another architecture.
-    ``options``: ``None`` for our biLM (``bilstm.pt``), else a function giving the ``options.json`` content of the
-    published architecture the command trains (``published_lm.pt``).
-    """
+    trains there, each with what it is (another kind, or a ``published_lm.pt`` of another architecture). ``options``:
+    ``None`` for our biLM, else a function giving the ``options.json`` content of the published architecture trained."""
     kind, found = "bilstm" if options is None else "published_lm", []
     for model in models_in(config.outputs.models):
         if model.kind != kind:
@@ -607,12 +562,8 @@ def different_models(config: CommonArgs, options: Callable[[], dict] | None) -> 
 
 
 def refuse_different_models(config: CommonArgs, options: Callable[[], dict] | None) -> None:
-    """Before anything is written, without ``--overwrite`` or ``--resume``: stop when ``--models-dir`` holds a model
-    other than the one the command trains (:func:`different_models`).
-
-    Raises:
-        ElmoError: one line naming the file, what it is, and the two ways on.
-    """
+    """Before anything is written, unless ``--overwrite`` or ``--resume``: stop if ``--models-dir`` holds any of
+    :func:`different_models`. Raises :class:`ElmoError`: one line naming the file, what it is, and the two ways on."""
     if config.overwrite or config.resume:
         return
     if found := different_models(config, options):
@@ -622,17 +573,16 @@ def refuse_different_models(config: CommonArgs, options: Callable[[], dict] | No
 
 
 def replace_different_models(config: CommonArgs, kind: str, keep: Iterable = ()) -> None:
-    """``--overwrite``, just before the new model (``kind``: ``bilstm`` or ``published_lm``, which a new file of its
-    own replaces) is saved: delete :func:`overwritten_models`, so that the folder opens as the new model
-    (:func:`~elmo.model.serialization.open_bilm`)."""
+    """``--overwrite``, just before the new model (``kind``) is saved: delete :func:`overwritten_models`, so that the
+    folder opens as the new model (:func:`~elmo.model.serialization.open_bilm`)."""
     for path in overwritten_models(config, kind, keep):
         remove_file(path)
 
 
 def overwritten_models(config: CommonArgs, kind: str, keep: Iterable = ()) -> list[Path]:
-    """The files :func:`replace_different_models` deletes: with ``--overwrite``, those of the models of other kinds
-    than ``kind`` in ``--models-dir`` (:func:`~elmo.model.serialization.models_in`), never one of the command's input
-    files ``keep``; without it none."""
+    """The files :func:`replace_different_models` deletes: with ``--overwrite`` (else none), those of the models in
+    ``--models-dir`` of another kind than ``kind`` (``bilstm`` or ``published_lm``; a model of that kind is replaced by
+    the new file), never one of the command's inputs ``keep``."""
     if not config.overwrite:
         return []
     kept = {os.path.realpath(path) for path in keep if path is not None}
@@ -641,13 +591,11 @@ def overwritten_models(config: CommonArgs, kind: str, keep: Iterable = ()) -> li
 
 
 def stale_classifiers(config: CommonArgs, kind: str, keep: Iterable = ()) -> list[Path]:
-    """The classifier files of ``--models-dir`` (:meth:`~elmo.artifacts.Outputs.classifiers`) that the biLM a command
-    writes there (``kind``: ``bilstm`` for ``bilstm.pt``, ``published_lm`` for ``published_lm.pt``) leaves without the
-    biLM they were trained on: a file trained on that biLM file or on one ``--overwrite`` deletes
-    (:func:`overwritten_models`; ``keep``: the command's inputs), or trained on a ``bilstm.pt`` the folder no longer
-    holds (it would load onto the new biLM). Classifiers that record a biLM of their own elsewhere (``classify
-    --options-file``), and files that do not load as classifiers, are not counted.
-    """
+    """The classifier files of ``--models-dir`` (:meth:`~elmo.artifacts.Outputs.classifiers`) that the new biLM
+    (``kind``) leaves without the biLM they were trained on: trained on the file it replaces or one ``--overwrite``
+    deletes (:func:`overwritten_models`; ``keep``: the command's inputs), or on a ``bilstm.pt`` the folder no longer
+    holds (they would load onto the new biLM). Not counted: classifiers recording a biLM elsewhere (``classify
+    --options-file``) and files that do not load as classifiers."""
     out = config.outputs
     new = out.bilm if kind == "bilstm" else out.published_lm
     replaced = {os.path.realpath(path) for path in [new, *overwritten_models(config, kind, keep)]}
@@ -681,13 +629,9 @@ def say_stale(stale: list[Path], run: StartedRun) -> None:
 
 
 def set_aside_stale(stale: list[Path], run: StartedRun) -> None:
-    """Once the new biLM is saved: rename each of ``stale`` (:func:`stale_classifiers`) to its
-    :meth:`~elmo.artifacts.Outputs.stale` name beside it, so that ``predict`` and ``TextClassifier`` find no classifier
-    of the previous biLM, and nothing is deleted; says so in one line on stderr.
-
-    Raises:
-        ElmoError: a file that cannot be renamed (named).
-    """
+    """Once the new biLM is saved: rename each of ``stale`` to its :meth:`~elmo.artifacts.Outputs.stale` name beside
+    it, so ``predict`` and ``TextClassifier`` find no classifier of the previous biLM (nothing is deleted); one line on
+    stderr. Raises :class:`ElmoError` naming a file that cannot be renamed."""
     moved = []
     for path in stale:
         if not path.is_file():
@@ -704,13 +648,10 @@ def set_aside_stale(stale: list[Path], run: StartedRun) -> None:
 
 
 def check_files(config: PretrainArgs) -> None:
-    """Before anything is written: no output file (the model files, the training checkpoints, ``lm.json``, the
-    plots) is one of the inputs (``--train-file``, ``--val-file``, ``--test-file``, or AG News in ``--data-dir``),
-    and ``--models-dir`` holds no different model (:func:`refuse_different_models`).
-
-    Raises:
-        ElmoError: naming the output and the input it would write over, or the different model's file.
-    """
+    """Before anything is written: refuse an output (model files, training checkpoints, ``lm.json``, plots) that is an
+    input (``--train-file``, ``--val-file``, ``--test-file``, AG News in ``--data-dir``), and a different model in
+    ``--models-dir`` (:func:`refuse_different_models`). Raises :class:`ElmoError` naming the output and the input it
+    would write over, or the different model's file."""
     refuse_different_models(config, None if config.architecture is None
                             else lambda: options_of(config.published_config()))
     out = config.outputs
@@ -726,13 +667,9 @@ def check_files(config: PretrainArgs) -> None:
 
 
 def pretrain(config: PretrainArgs) -> dict:
-    """Run the whole pre-training pipeline; returns the ``lm.json`` content (on every rank under
-    ``torchrun``; only rank 0 evaluates, prints and writes files, the other ranks return after training).
-
-    Raises:
-        ElmoError: bad data or flags, an output file that is one of the inputs (:func:`check_files`), or an
-            output folder that cannot be written.
-    """
+    """Run the whole pre-training pipeline (module docstring). Returns the ``lm.json`` content on every rank (under
+    ``torchrun`` only rank 0 evaluates, prints and writes files). Raises :class:`ElmoError`: bad data or flags, an
+    output that is an input (:func:`check_files`), an output folder that cannot be written."""
     check_files(config)
     steady_heap()
     run = start(config, kernel_cache_entries=32)
@@ -811,13 +748,11 @@ def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainDa
 def train_published(model: PublishedBiLMWithSoftmax, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
                     out: dict, stale: list[Path], keep: Iterable, command: str = "pretrain",
                     groups: Unfreezing | None = None) -> dict:
-    """Train the published architecture (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`: both directions
-    at once, one token layer and one softmax shared by them) with :func:`~elmo.training.trainer.fit` (early stopping
-    on the validation perplexity of both directions, checkpoints, ``--resume``; ``groups``: the optimiser's, else one),
-    then rank 0 evaluates each direction exactly and writes ``published_lm.pt`` (a different model in ``--models-dir``
-    deleted first with ``--overwrite``, but for the input files ``keep``; then the ``stale`` classifier files set
-    aside: :func:`set_aside_stale`), ``lm.json`` (``out`` completed) and the plots; ``command`` made it (the model
-    card). Returns ``out`` (on every rank)."""
+    """Train the published architecture (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`, both directions
+    at once) with :func:`~elmo.training.trainer.fit` (early stopping on both directions' validation perplexity,
+    checkpoints, ``--resume``; ``groups``: the optimiser's, else one); then rank 0 evaluates each direction exactly
+    and writes ``published_lm.pt``, ``lm.json`` (``out`` completed) and the plots as :func:`write_outputs` does
+    (``keep``, ``stale``, ``command``). Returns ``out`` (on every rank)."""
     started = time.perf_counter()
     torch.manual_seed(config.seed + run.ctx.rank)  # one dropout and candidate stream per rank
     fitted = fit(model, lm_objective(model, loaded, config, run), lm_train_config(config, loaded.data["train"]),
@@ -856,10 +791,9 @@ def lm_card(out: dict, config: PretrainArgs, command: str = "pretrain") -> dict:
 
 def finish_lm_results(out: dict, config: PretrainArgs, run: StartedRun, started: float,
                       histories: dict[str, list[dict]], checkpoints: list[str]) -> None:
-    """Rank 0, after the model files: complete and write ``lm.json`` (throughput, ``lstm_dtype``: per history the
-    dtype its LSTMs computed in at the last epoch's last step, read from their tensors; seconds, flags, environment),
-    plot the loss curves of ``histories`` (training loss and validation log-perplexity per epoch), delete the
-    training ``checkpoints`` and print the table."""
+    """Rank 0, after the model files: complete and write ``lm.json`` (throughput; ``lstm_dtype``, per history the dtype
+    its LSTMs computed in at the last step; seconds, flags, environment), plot the loss curves of ``histories``, delete
+    the training ``checkpoints`` and print the table."""
     out["tokens_per_second"] = {d: out["directions"][d]["tokens_per_second"] for d in out["directions"]}
     out["lstm_dtype"] = {d: rows[-1].get("lstm_dtype") if rows else None for d, rows in histories.items()}
     out["seconds"] = time.perf_counter() - started
@@ -876,11 +810,10 @@ def finish_lm_results(out: dict, config: PretrainArgs, run: StartedRun, started:
 def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult], config: PretrainArgs,
                   run: StartedRun, out: dict, started: float, measured: dict[str, dict] | None = None,
                   stale: list[Path] | None = None, command: str = "pretrain", keep: Iterable = ()) -> None:
-    """Rank 0: evaluate both directions exactly (unless ``measured`` holds their evaluations already:
-    :func:`train_side_by_side`), then write ``forward.pt``, ``backward.pt``, ``bilstm.pt`` (then set the ``stale``
-    classifier files aside: :func:`set_aside_stale`), ``lm.json`` and the plots (a different model in ``--models-dir``
-    deleted first with ``--overwrite``, but for the command's input files ``keep``), delete the training checkpoints
-    and print the table (``command``: what the model card says made it)."""
+    """Rank 0: evaluate both directions exactly (unless ``measured`` holds that: :func:`train_side_by_side`), then,
+    after deleting :func:`overwritten_models` (never the inputs ``keep``), write ``forward.pt``, ``backward.pt``,
+    ``bilstm.pt`` (then set ``stale`` aside: :func:`set_aside_stale`) and :func:`finish_lm_results`; ``command``:
+    what the model card says made it."""
     outputs, vocab = run.outputs, loaded.vocab
     meta = {**environment_info(config.seed), "config": asdict(config)}
     replace_different_models(config, "bilstm", keep)
@@ -897,13 +830,9 @@ def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult]
 
 
 def measure_direction(lm: LanguageModel | PublishedDirection, data: dict, device: torch.device) -> dict:
-    """Exact full-vocabulary evaluation of one trained LM (:func:`~elmo.training.evaluation.evaluate_words`) on val
-    and on test when there is one.
-
-    Returns:
-        ``{"val": metrics[, "test": metrics], "targets": (n,), "top5": (n, 5)}``: the word ids of the test (else val)
-        split as CPU tensors, so that a child process can hand them back through ``torch.load(weights_only=True)``.
-    """
+    """Exact full-vocabulary evaluation of one trained LM (:func:`~elmo.training.evaluation.evaluate_words`) on val and
+    test (if any). Returns ``{"val": metrics[, "test": metrics], "targets": (n,), "top5": (n, 5)}``, the test (else val)
+    word ids as CPU tensors that a child process can hand back through ``torch.load(weights_only=True)``."""
     measured = {}
     measured["val"], targets, top5 = evaluate_words(lm, data["val"], device)
     if "test" in data:
@@ -913,9 +842,8 @@ def measure_direction(lm: LanguageModel | PublishedDirection, data: dict, device
 
 def evaluate_direction(lm: LanguageModel | PublishedDirection, fitted: FitResult, data: dict, run: StartedRun, vocab: Vocabulary,
                        out: dict, measured: dict | None = None) -> None:
-    """Evaluate one trained LM (:func:`measure_direction`, unless ``measured`` holds that evaluation, made in the
-    direction's own process by :func:`train_side_by_side`): add its perplexities, word metrics and training history
-    to ``out`` and plot the test (else val) confusion of the 20 most frequent words."""
+    """Evaluate one trained LM (:func:`measure_direction`, unless ``measured`` holds that), add its perplexities, word
+    metrics and training history to ``out`` and plot the test (else val) confusion of the 20 most frequent words."""
     key = f"{lm.direction}_perplexity"
     with phase(out, "evaluation"):
         measured = measured or measure_direction(lm, data, run.device)

@@ -1,9 +1,7 @@
-"""The downstream task recipe every representation gets, so ELMo and the baselines differ only in it.
-
-:class:`HeadArgs` holds the classifier-head flags ``classification.py`` and ``baselines.py`` share;
-:func:`prepare` loads the trained biLM and the encoded AG News splits; :func:`train_and_evaluate`
-trains any :class:`~elmo.model.classifier.SequenceClassifier` with :func:`elmo.training.trainer.fit`
-(selection on validation macro-F1) and scores it on every split.
+"""The downstream task recipe every representation gets, so ELMo and the baselines differ only in it: :class:`HeadArgs`
+(the classifier-head flags ``classification.py`` and ``baselines.py`` share), :func:`prepare` (the trained biLM and the
+encoded AG News splits) and :func:`train_and_evaluate` (trains any :class:`~elmo.model.classifier.SequenceClassifier`
+and scores it on every split).
 """
 
 from __future__ import annotations
@@ -41,16 +39,14 @@ SELECTION_METRICS = ("f1", "loss")  # --select-by: validation macro-F1 (maximise
 
 @dataclass
 class HeadArgs(CommonArgs):
-    """Flags of the classifier head, shared by ``classification.py`` and ``baselines.py`` (module docstring).
+    """The classifier-head flags (module docstring).
 
     * The task BiLSTM reads [x_k; ELMo_k] (§3.3; ``--no-concat-token-embedding``: ELMo_k alone), x_k a task-trained
       token embedding (``--token-embedding-dim`` 0: none), random or from skip-gram vectors of the training text.
-      ``--layer-norm`` normalises each biLM layer per token before the mix (§3.2). ``--select-by``: the validation
-      macro-F1 (``f1``) or cross-entropy (``loss``) picks the epoch.
-    * The lab's: ``--labelled-fraction`` trains on a class-balanced share of the labelled documents drawn with
-      ``--seed`` (what is learnt from text alone and the validation split unchanged); ``--track-test`` records each
-      epoch's test accuracy (a diagnostic, never used for selection); ``--encoder-projection P`` projects the task
-      BiLSTM's input to P units.
+      ``--layer-norm`` normalises each biLM layer per token before the mix (§3.2).
+    * The lab's ``--labelled-fraction`` trains on a class-balanced share of the labelled documents drawn with ``--seed``
+      (what is learnt from text alone and the validation split unchanged); ``--track-test`` is a diagnostic, never
+      used for selection.
     """
 
     encoder_hidden: int = option(128, "task BiLSTM state width per direction")
@@ -67,7 +63,7 @@ class HeadArgs(CommonArgs):
     track_test: bool = option(False, "record the test accuracy after every epoch", lab=True)
 
     def check(self) -> None:
-        """:meth:`CommonArgs.check` plus ``--select-by``. Raises :class:`ElmoError` naming the flag."""
+        """:meth:`CommonArgs.check` plus ``--select-by`` and ``--labelled-fraction`` (:class:`ElmoError` names it)."""
         super().check()
         if self.select_by not in SELECTION_METRICS:
             raise ElmoError(f"--select-by must be one of {', '.join(SELECTION_METRICS)}, got {self.select_by!r}")
@@ -82,29 +78,22 @@ class HeadArgs(CommonArgs):
 
     def classifier_config(self, mix: str) -> ClassifierConfig:
         """The :class:`~elmo.model.classifier.ClassifierConfig` of the ELMo classifier with the layer mix ``mix``.
-
-        Raises:
-            ElmoError: a bad size or an unknown mix, naming the ``ClassifierConfig`` field.
-        """
+        Raises :class:`ElmoError` on a bad size or an unknown mix, naming the field."""
         return ClassifierConfig(mix=mix, layer_norm=self.layer_norm, **self.head_sizes())
 
     def static_classifier_config(self, vectors: str) -> StaticClassifierConfig:
         """The :class:`~elmo.model.classifier.StaticClassifierConfig` of the head on the static ``vectors``
-        (``word2vec`` or ``svd``).
-
-        Raises:
-            ElmoError: a bad size or unknown vectors, naming the ``StaticClassifierConfig`` field.
-        """
+        (``word2vec`` or ``svd``). Raises :class:`ElmoError` on a bad size or unknown vectors, naming the field."""
         return StaticClassifierConfig(vectors=vectors, **self.head_sizes())
 
 
 @dataclass
 class TaskData:
     """What every classifier run starts from (:func:`prepare`): the started run, the trained biLM (on the device), its
-    vocabulary, the AG News splits raw and encoded (``"train"``: the labelled documents the classifier trains on,
-    ``--labelled-fraction`` of the training split), the whole training split's text (``text``, ``text_data``: what
-    representations learnt from text alone are trained on; ``None`` means ``corpora["train"]`` / ``data["train"]``),
-    optional Word2Vec rows for x_k, and the biLM's :func:`~elmo.model.classifier.bilm_fingerprint`."""
+    vocabulary, the AG News splits raw and encoded (``"train"``: the ``--labelled-fraction`` of the training split the
+    classifier trains on), the text that representations learnt from text alone train on (``text``, ``text_data``;
+    ``None``: ``corpora["train"]`` / ``data["train"]``), optional Word2Vec rows for x_k (one per vocabulary word) and
+    the biLM's :func:`~elmo.model.classifier.bilm_fingerprint`."""
 
     run: StartedRun
     bilm: AnyBiLM
@@ -136,21 +125,17 @@ def _load_bilm(run: StartedRun, published: tuple[str, str] | None) -> tuple[AnyB
 
 
 def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskData:
-    """Start the run (:func:`~elmo.pipelines.common.start`), load the biLM onto the device and read and
-    encode the train/val/test splits.
+    """Start the run (:func:`~elmo.pipelines.common.start`), load the biLM onto the device, and read and encode the
+    train/val/test splits and the text of :class:`TaskData`.
 
-    Args:
-        config: the head's flags.
-        published: ``(options.json, weights.hdf5)`` of a published (bilm-tf) biLM to use instead of the biLM
-            ``--models-dir`` holds (``bilstm.pt``, ``published_lm.pt`` or ``options.json`` + ``weights.hdf5``:
-            :func:`~elmo.model.serialization.open_bilm`). With a published biLM (either way) the text is tokenised
-            with the case kept, and the task vocabulary (the ids of the task token embedding x_k) is built from the
-            training split (words seen :data:`TASK_MIN_FREQ` times, at most :data:`TASK_MAX_VOCAB`); our biLM brings
-            its own vocabulary.
+    ``published``: ``(options.json, weights.hdf5)`` of a published (bilm-tf) biLM to use instead of the biLM
+    ``--models-dir`` holds (``bilstm.pt``, ``published_lm.pt`` or ``options.json`` + ``weights.hdf5``:
+    :func:`~elmo.model.serialization.open_bilm`). A published biLM, either way, gets text with the case kept and a task
+    vocabulary for x_k built from the training split (:data:`TASK_MIN_FREQ`); our biLM brings its own.
 
     Raises:
-        ElmoError: ``--models-dir`` holds no biLM (run ``python ELMO.py`` first) or invalid biLM files, a
-            different biLM on another ``torchrun`` node, bad data.
+        ElmoError: ``--models-dir`` holds no biLM (run ``python ELMO.py`` first) or invalid biLM files, a different
+            biLM on another ``torchrun`` node, bad data.
     """
     run = start(config, kernel_cache_entries=256)
     bilm, vocab, where = _load_bilm(run, published)
@@ -178,8 +163,7 @@ def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskD
                 + "".join(f" + {c['kept']} rows of {Path(f).name}" for f, c in stats["extra"].items()))
     if config.labelled_fraction < 1.0:
         every = len(corpora["train"])
-        # drawn from the whole training split, whatever text the representations learn from: a curve over
-        # pre-training text compares biLMs on the same labelled documents
+        # from the whole training split whatever the text, so biLMs on a pre-training-text curve share these documents
         corpora["train"] = corpora["train"].subset(labelled_draw(corpora["train"].labels, config.labelled_fraction,
                                                                  config.seed))
         data["train"] = encode(corpora["train"])
@@ -206,32 +190,26 @@ def classifier_loss(model: SequenceClassifier, batch: dict[str, torch.Tensor]) -
 
 def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus], config: HeadArgs,
                        run: StartedRun, checkpoint: Checkpointing | None = None) -> dict[str, Any]:
-    """Train ``model`` with :func:`elmo.training.trainer.fit` and evaluate it: the one recipe every representation gets.
+    """Train ``model`` (any :class:`~elmo.model.classifier.SequenceClassifier`, on the run's device) with
+    :func:`elmo.training.trainer.fit` and score it on every split of ``data`` (``{"train", "val", "test"}`` encoded
+    corpora with labels, and cached biLM layers if attached).
 
-    Adam on cross-entropy over length-bucketed batches of ``data["train"]`` (reshuffled each epoch
-    from ``config.seed + epoch``), validation macro-F1, accuracy and cross-entropy after every epoch,
-    early stopping and the best epoch's weights kept on ``config.select_by`` (``f1`` or ``loss``); then
-    metrics on every split. With ``config.track_test`` each epoch's history row also gets the test
-    accuracy (a diagnostic for model-selection noise; it never steers training).
-
-    Args:
-        model: any :class:`~elmo.model.classifier.SequenceClassifier`, already on the run's device.
-        data: ``{"train", "val", "test"}`` encoded corpora with labels (and cached biLM layers, if attached).
-        config: the head/training flags (epochs, lr, batch sizes, patience, weight decay, seed).
-        run: device and mixed precision (:class:`~elmo.pipelines.common.StartedRun`).
-        checkpoint: training checkpoints / resume (:class:`elmo.training.state.Checkpointing`).
+    Adam on cross-entropy over length-bucketed batches of ``data["train"]`` (reshuffled from ``config.seed + epoch``),
+    validation macro-F1, accuracy and cross-entropy after every epoch, early stopping and the best epoch's weights kept
+    on ``config.select_by``. ``config.track_test`` adds each epoch's test accuracy to its history row (a diagnostic for
+    model-selection noise; it never steers training).
 
     Returns:
-        ``{"train", "val", "test": metrics (see :func:`~elmo.training.metrics.classification_metrics`),
-        "best_epoch", "history", "train_seconds", "test_predictions": the predicted class of every test
-        document, in file order (for paired tests such as McNemar's)}``.
+        ``{"train", "val", "test": metrics (:func:`~elmo.training.metrics.classification_metrics`), "best_epoch",
+        "history", "train_seconds", "test_predictions": the predicted class of every test document, in file order
+        (for paired tests such as McNemar's)}``.
     """
     started = time.perf_counter()
     device, amp_dtype, shard = run.device, run.amp_dtype, run.ctx.shard
     unfreezing = fine_tuning(model, config)  # None unless the classifier trains its biLM too
 
     predictions: dict[str, np.ndarray] = {}
-    tracked: list[float] = []  # --track-test: test accuracy after each epoch (diagnostic only)
+    tracked: list[float] = []  # --track-test
 
     def scores(split: str) -> dict[str, Any]:
         probs = class_probabilities(model, data[split], device, amp_dtype)
@@ -264,12 +242,10 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
 
 def fine_tuning(model: SequenceClassifier, config: HeadArgs) -> Unfreezing | None:
     """The :class:`~elmo.training.trainer.Unfreezing` schedule that fine-tunes an ELMo classifier's biLM
-    (``--unfreeze-bilm``); ``None`` otherwise.
-
-    Discriminative learning rates: the task model (mix + head) trains at ``lr``, the biLM's top LSTM layer at
-    ``lr / lr_decay``, the next at ``lr / lr_decay²``, the token encoders lowest. Gradual unfreezing: epoch 1 trains the
-    task model only; each later epoch unfreezes the next group down (Howard & Ruder 2018, ULMFiT §3.2-3.3).
-    """
+    (``--unfreeze-bilm``), else ``None``; after Howard & Ruder 2018 (ULMFiT §3.2-3.3). Discriminative learning rates:
+    the task model (mix + head) at ``lr``, the biLM's top LSTM layer at ``lr / lr_decay``, the next at
+    ``lr / lr_decay²``, the token encoders lowest. Gradual unfreezing: epoch 1 trains the task model only; each later
+    epoch unfreezes the next group down."""
     if not getattr(model.config, "unfreeze_bilm", False):
         return None
     groups = model.elmo.layer_groups()  # top down

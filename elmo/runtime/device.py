@@ -23,12 +23,9 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
 def resolve_device(name: str | torch.device = "auto") -> torch.device:
-    """``"auto"`` → CUDA when available, else CPU; otherwise ``torch.device(name)``. A bare ``cuda``
-    means the current GPU (under ``torchrun``, the local rank's: :func:`elmo.runtime.distributed.init`).
-
-    Raises:
-        ElmoError: an unknown device name, or CUDA asked for but absent.
-    """
+    """``"auto"`` → CUDA when available, else CPU; otherwise ``torch.device(name)``. A bare ``cuda`` means the current
+    GPU (under ``torchrun``, the local rank's: :func:`elmo.runtime.distributed.init`). Raises ElmoError for an unknown
+    device name, or CUDA asked for but absent."""
     if isinstance(name, torch.device):
         return name
     if name == "auto":
@@ -52,11 +49,10 @@ def set_seed(seed: int) -> None:
 
 
 def cap_kernel_caches(entries: int) -> None:
-    """Bound oneDNN's shape-keyed kernel caches (``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` and ideep's
-    ``LRU_CACHE_CAPACITY``, 1024 entries each by default) unless the environment already sets them: with
-    length-bucketed batches nearly every batch has a new shape, and each cached kernel holds memory (measurements:
-    lab/performance.md). Takes effect only before the process creates its first oneDNN kernel, so the scripts call it
-    first."""
+    """Bound oneDNN's shape-keyed kernel caches (``ONEDNN_PRIMITIVE_CACHE_CAPACITY``, ideep's ``LRU_CACHE_CAPACITY``;
+    1024 entries each by default) to ``entries`` unless the environment sets them: length-bucketed batches give nearly
+    every batch a new shape, and each cached kernel holds memory (measurements: lab/performance.md). Takes effect only
+    before the process creates its first oneDNN kernel."""
     for variable in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
         os.environ.setdefault(variable, str(entries))
 
@@ -71,22 +67,20 @@ def _glibc(function: str) -> ctypes._CFuncPtr | None:
         return None
 
 
-#: Blocks up to this size come from the C heap (glibc's ``M_MMAP_THRESHOLD``) once :func:`steady_heap` ran; free
+#: After :func:`steady_heap`, blocks up to this size come from the C heap (glibc's ``M_MMAP_THRESHOLD``); free
 #: memory at the heap's top is kept up to twice it (``M_TRIM_THRESHOLD``).
 STEADY_HEAP_MMAP_THRESHOLD = 64 << 20
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
 
 def steady_heap() -> bool:
-    """Keep the C heap's freed blocks for the next step instead of handing them back: glibc's ``M_MMAP_THRESHOLD``
-    fixed at :data:`STEADY_HEAP_MMAP_THRESHOLD` (64 MiB) and ``M_TRIM_THRESHOLD`` at twice it, for the rest of the
-    process; returns whether the C library has ``mallopt`` (elsewhere this does nothing).
+    """Keep the C heap's freed blocks for the next step instead of handing them back, for the rest of the process
+    (thresholds: :data:`STEADY_HEAP_MMAP_THRESHOLD`); returns whether the C library has ``mallopt`` (else a no-op).
 
-    By default glibc maps each block above a moving threshold (128 KiB to 32 MiB) straight from the operating
-    system and unmaps it when freed, so every step faults its large buffers in again; with the thresholds fixed
-    the same blocks are reused from batch to batch (measurements: lab/experiments.md, ``lm_heap_trim``). The
-    language models' processes call it; the heap then holds the largest step's blocks, so loops that keep small
-    pieces of every batch alive between large blocks must not (``training/evaluation.py``)."""
+    By default glibc maps each block above a moving threshold (128 KiB to 32 MiB) from the OS and unmaps it when freed,
+    so every step faults its large buffers in again (measurements: lab/experiments.md, ``lm_heap_trim``). The language
+    models' processes call it; the heap then holds the largest step's blocks, so loops that keep small pieces of every
+    batch alive between large blocks must not (``training/evaluation.py``)."""
     mallopt = _glibc("mallopt")
     if mallopt is None:
         return False
@@ -120,12 +114,9 @@ ISAS_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512
 
 
 def cpu_has_bf16() -> bool:
-    """Whether this CPU has native bfloat16 dot products (AVX512-BF16 or AMX-BF16), read from ``/proc/cpuinfo``.
-
-    Without them oneDNN emulates bf16 and has no bf16 LSTM kernel at all, so ``--precision auto`` keeps fp32 there
-    (and on any system without ``/proc/cpuinfo``). A oneDNN ceiling set with ``ONEDNN_MAX_CPU_ISA`` (e.g. ``AVX2``,
-    to reproduce an older CPU) counts too.
-    """
+    """Whether this CPU has native bfloat16 dot products (AVX512-BF16 or AMX-BF16 in ``/proc/cpuinfo``; false without
+    that file). Without them oneDNN emulates bf16 and has no bf16 LSTM kernel, so ``--precision auto`` keeps fp32. A
+    ceiling in ``ONEDNN_MAX_CPU_ISA`` (:data:`ISAS_WITHOUT_BF16`, e.g. ``AVX2`` to mimic an older CPU) counts too."""
     if os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper() in ISAS_WITHOUT_BF16:
         return False
     try:
@@ -136,21 +127,13 @@ def cpu_has_bf16() -> bool:
 
 
 def resolve_precision(name: str, device: torch.device, native_bf16: bool | None = None) -> torch.dtype | None:
-    """The autocast dtype for ``--precision`` on ``device``; ``None`` means plain fp32.
+    """The autocast dtype for ``--precision`` ``name`` (one of :data:`PRECISIONS`) on ``device``; ``None`` means fp32.
 
     ``auto``: on CUDA bf16 where the GPU supports it, else fp16 (with a gradient scaler in training); on a CPU bf16
-    when it has native bf16 (:func:`cpu_has_bf16`), else fp32. Weights, optimiser state, the LM softmax's
-    log-probabilities and every loss stay fp32 either way; only matrix products and the LSTM kernels run in the lower
-    precision.
-
-    Args:
-        name: one of :data:`PRECISIONS`; device: where the model runs.
-        native_bf16: whether the CPU has native bf16 (default: :func:`cpu_has_bf16`; tests pass it).
-
-    Raises:
-        ElmoError: an unknown name; fp16 asked for on a CPU (no fast fp16 kernels there; the message advises
-            bf16 only where the CPU has native bf16); bf16 asked for on a CPU without native bf16 (oneDNN cannot
-            run the LSTMs in bf16 there).
+    when it has native bf16 (``native_bf16``, default :func:`cpu_has_bf16`), else fp32. Weights, optimiser state, the
+    LM softmax's log-probabilities and every loss stay fp32 either way; only matrix products and the LSTM kernels run
+    in the lower precision. Raises ElmoError for an unknown name, fp16 on a CPU (no fast fp16 kernels there) or bf16
+    on a CPU without native bf16 (oneDNN cannot run the LSTMs in bf16 there).
     """
     if name not in PRECISIONS:
         raise ElmoError(f"--precision: unknown precision {name!r} (use {', '.join(PRECISIONS)})")
@@ -224,9 +207,8 @@ def maxrss_mb(ru_maxrss: int) -> float:
 
 
 def peak_rss_mb() -> float:
-    """Peak resident memory of this process's own program in MiB: on Linux ``VmHWM`` of ``/proc/self/status``, which
-    starts afresh at ``exec``; ``ru_maxrss`` (elsewhere) keeps the peak of the process it was started from, so a
-    small child of a large parent would report the parent's."""
+    """Peak resident memory of this process's own program in MiB: ``VmHWM`` of ``/proc/self/status`` on Linux, which
+    starts afresh at ``exec``; elsewhere ``ru_maxrss``, which also holds the peak of the process it was started from."""
     try:
         status = Path("/proc/self/status").read_text()
     except OSError:

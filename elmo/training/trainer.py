@@ -1,10 +1,9 @@
 """One training loop for the language models and every classifier.
 
 :func:`fit` runs epochs of mini-batch steps (fused Adam, gradient clipping, mixed precision), validates after each
-epoch, keeps the weights of the best epoch on a monitored validation metric and stops early
-(:class:`~elmo.training.early_stopping.EarlyStopping`). What differs between tasks is the :class:`Objective`.
-Saving and resuming is :mod:`elmo.training.state`'s job; the ``torchrun`` reduction is
-:func:`elmo.runtime.distributed.step_totals`.
+epoch, keeps the best epoch's weights and stops early on a monitored validation metric
+(:class:`~elmo.training.early_stopping.EarlyStopping`); tasks differ only in their :class:`Objective`. Saving and
+resuming: :mod:`elmo.training.state`; the ``torchrun`` reduction: :func:`elmo.runtime.distributed.step_totals`.
 """
 
 from __future__ import annotations
@@ -40,13 +39,9 @@ class TrainConfig:
     """Optimisation settings shared by every task.
 
     Attributes:
-        epochs: maximum number of epochs (>= 1).
-        lr: Adam learning rate.
-        clip_norm: gradient-norm clipping threshold.
-        patience: stop after this many epochs without improvement of the monitored metric.
-        weight_decay: Adam (L2) weight decay.
-        lr_gamma: the learning rate is multiplied by this after every epoch (epoch e trains at ``lr · lr_gamma^e``;
-            1 = constant).
+        epochs: maximum number of epochs (>= 1); lr: Adam learning rate; weight_decay: Adam (L2) weight decay.
+        clip_norm: gradient-norm clipping threshold; patience: stop after this many epochs without improvement.
+        lr_gamma: multiplies the learning rate after every epoch (epoch e trains at ``lr · lr_gamma^e``; 1 = constant).
         warmup_steps: the first epoch's first N steps raise the learning rate linearly from ``lr / N``.
         compile: train through ``torch.compile`` of the model (its training forward; validation runs uncompiled).
 
@@ -89,18 +84,15 @@ class Objective:
     """What a task trains on and how it is judged.
 
     Attributes:
-        batches: ``batches(epoch)`` yields CPU batches (dicts of tensors) for a 0-based epoch; it must
-            give the same batches again for the same epoch (seeded by epoch) so a resumed run repeats.
-            When the result has a ``len()`` (a list, :class:`~elmo.data.batching.CountedBatches`), the
-            progress bar shows it as the epoch's total and the time left.
-        loss_fn: ``loss_fn(model, batch)`` → ``(mean loss, number of units)``; units (tokens or
-            documents) weight the epoch's mean loss and the throughput figure.
-        validate: returns validation metrics (the model is put in eval mode around the call).
-        monitor: key of ``validate()``'s result used for model selection and early stopping.
-        maximize: whether a larger monitored value is better.
-        host_keys: entries of the batch that ``loss_fn`` also gets as they were on the host, as ``host_<key>``
-            (the same CPU tensors, no copy), so that it can work out what depends on the batch's shape without
-            reading the device (:mod:`elmo.model.plan`).
+        batches: ``batches(epoch)`` yields CPU batches (dicts of tensors) for a 0-based epoch, the same ones for the
+            same epoch (seeded by epoch) so a resumed run repeats; a ``len()`` gives the progress bar a total and the
+            time left (:func:`batch_count`).
+        loss_fn: ``loss_fn(model, batch)`` → ``(mean loss, number of units)``; units (tokens or documents) weight the
+            epoch's mean loss and the throughput figure.
+        validate: returns validation metrics (the model is put in eval mode around the call); monitor: the key of the
+            one that selects the model and stops early; maximize: whether a larger value of it is better.
+        host_keys: batch entries ``loss_fn`` also gets as on the host, as ``host_<key>`` (the same CPU tensors, no
+            copy), to work out what depends on the batch's shape without reading the device (:mod:`elmo.model.plan`).
     """
 
     batches: Callable[[int], Iterable[Batch]]
@@ -114,9 +106,8 @@ class Objective:
 @dataclass
 class Progress:
     """How training reports itself: ``desc`` labels the bar and lines (``forward LM``), ``unit`` its throughput
-    (``tok``, ``doc``); ``quiet`` shows no progress bar and no per-epoch line (always so on ranks other than 0; where a
-    run resumed from is said on rank 0 either way); ``bar=False`` keeps the per-epoch lines but no progress bar (runs
-    side by side, whose bars would overwrite each other)."""
+    (``tok``, ``doc``); ``quiet``: no progress bar and no per-epoch line (always on ranks other than 0; rank 0 still
+    says where a run resumed from); ``bar=False``: per-epoch lines, no bar (runs side by side would mix their bars)."""
 
     desc: str = "train"
     unit: str = "tok"
@@ -126,13 +117,9 @@ class Progress:
 
 @dataclass
 class Unfreezing:
-    """Per-group learning rates and a hook run before each epoch (gradual unfreezing when fine-tuning).
-
-    Attributes:
-        param_groups: Adam parameter groups (``{"params": [...], "lr": ...}``); parameters in them may
-            start frozen (``requires_grad=False``) and be unfrozen later.
-        on_epoch_start: called with the 0-based epoch before it starts.
-    """
+    """Per-group learning rates and a hook run before each epoch (gradual unfreezing when fine-tuning): Adam
+    ``param_groups`` (``{"params": [...], "lr": ...}``) whose parameters may start frozen (``requires_grad=False``),
+    and ``on_epoch_start``, called with the 0-based epoch before it starts (where it may unfreeze them)."""
 
     param_groups: list[dict[str, Any]]
     on_epoch_start: Callable[[int], None]
@@ -140,16 +127,11 @@ class Unfreezing:
 
 @dataclass
 class FitResult:
-    """What :func:`fit` returns.
-
-    Attributes:
-        history: one dict per epoch: ``epoch``, ``train_loss``, ``seconds``, ``units_per_second``,
-            the validation metrics prefixed ``val_`` and ``lstm_dtype``, the dtype the model's LSTMs computed in at
-            the epoch's last training step (:func:`~elmo.model.lstm.summary_dtype`, read from their tensors;
-            ``None`` for a model without one, or an epoch without a step).
-        best_epoch: 1-based epoch whose weights were restored into the model.
-        best_value: the monitored validation metric at that epoch.
-    """
+    """What :func:`fit` returns: ``history``, one dict per epoch (``epoch``, ``train_loss``, ``seconds``,
+    ``units_per_second``, the validation metrics prefixed ``val_``, and ``lstm_dtype``: the dtype the model's LSTMs
+    computed in at the epoch's last training step, read from their tensors by :func:`~elmo.model.lstm.summary_dtype`,
+    ``None`` for a model without one or an epoch without a step); ``best_epoch``, the 1-based epoch whose weights were
+    restored into the model; ``best_value``, the monitored validation metric at that epoch."""
 
     history: list[dict[str, Any]] = field(default_factory=list)
     best_epoch: int = 0
@@ -196,28 +178,22 @@ def fit(model: nn.Module, objective: Objective, config: TrainConfig, device: tor
 
     Args:
         model: the module; only parameters with ``requires_grad`` are optimised (or ``unfreezing``'s groups).
-        objective: batches, loss and validation (:class:`Objective`).
-        config: :class:`TrainConfig`; device: where to train.
-        amp_dtype: autocast dtype of the forward pass (:func:`elmo.runtime.device.resolve_precision`);
-            ``None`` = fp32. fp16 gets a gradient scaler; bf16 has fp32's range and needs none.
-        checkpoint: save the whole training state every ``checkpoint.every`` steps and at each epoch end, and with
-            ``checkpoint.resume`` continue from it exactly (:mod:`elmo.training.state`); Ctrl-C then finishes the
+        objective: batches, loss, validation (:class:`Objective`); config: :class:`TrainConfig`; device: where to train.
+        amp_dtype: autocast dtype of the forward pass (:func:`elmo.runtime.device.resolve_precision`); ``None`` = fp32.
+            fp16 gets a gradient scaler; bf16 has fp32's range and needs none.
+        checkpoint: save the whole training state every ``checkpoint.every`` steps and at each epoch end; with
+            ``checkpoint.resume`` continue from it exactly (:mod:`elmo.training.state`). Ctrl-C then finishes the
             current step, saves and raises :class:`Interrupted`.
         progress: labels and verbosity (:class:`Progress`); unfreezing: fine-tuning schedule (:class:`Unfreezing`).
 
-    Under ``torchrun`` (:mod:`elmo.runtime.distributed`) each process passes its share of every global
-    batch (a batch holding ``"ghost"`` counts zero units), the model trains wrapped in
-    DistributedDataParallel, and every step all-reduces the loss sum, the unit count and the Ctrl-C
-    flag (:func:`~elmo.runtime.distributed.step_totals`). ``validate`` must return whole-split metrics
-    on every rank. Rank 0 alone prints and writes the checkpoint, which holds every rank's RNG state.
-
-    The running loss stays on the device between reads (:data:`CUDA_READ_EVERY`; on CUDA also before each checkpoint
-    and at the end of each epoch).
+    Under ``torchrun`` (:mod:`elmo.runtime.distributed`) each process passes its share of every global batch (a
+    ``"ghost"`` batch counts zero units) and trains in DistributedDataParallel; every step all-reduces the loss sum,
+    units and Ctrl-C flag (:func:`~elmo.runtime.distributed.step_totals`). ``validate`` must return whole-split metrics
+    on every rank. Rank 0 alone prints and writes the checkpoint (with every rank's RNG state).
 
     Raises:
-        ElmoError: the loss becomes NaN or infinite (the last checkpoint on disk is the last good
-            state; on CUDA found at the next read), ``monitor`` is missing from ``validate()``, or a checkpoint
-            from another run.
+        ElmoError: a NaN or infinite loss (on CUDA found at the next read, :data:`CUDA_READ_EVERY`; the last checkpoint
+            on disk is the last good state), no ``monitor`` in ``validate()``, or a checkpoint from another run.
         Interrupted: Ctrl-C during training with ``checkpoint`` set.
     """
     progress = progress or Progress()
@@ -266,7 +242,7 @@ def _resume(run: _Run) -> Position:
     run.stopping.load(state)
     position = Position(state["epoch"], state["step"], tuple(state["epoch_totals"]))
     desc = run.progress.desc
-    if distributed.context().is_main:  # not a progress line: printed under --quiet too
+    if distributed.context().is_main:
         if not state["same_processes"]:
             print(f"{desc}: the checkpoint was written by {state['written_by']} process(es), this run has "
                   f"{distributed.context().world_size}: batches continue exactly, dropout masks do not", flush=True)
@@ -276,9 +252,8 @@ def _resume(run: _Run) -> Position:
 
 
 def batch_count(batches: Iterable[Any]) -> int | None:
-    """The number of batches of an epoch when it is known before they are made (``len()``: a list, or
-    :class:`~elmo.data.batching.CountedBatches` from a corpus held in memory), else ``None`` (a streamed corpus): the
-    progress bar's total (:attr:`Objective.batches`)."""
+    """The progress bar's total: the number of batches of an epoch when known before they are made (``len()``: a list,
+    or :class:`~elmo.data.batching.CountedBatches` of a corpus held in memory), else ``None`` (a streamed corpus)."""
     return len(batches) if isinstance(batches, Sized) else None
 
 
@@ -314,8 +289,7 @@ def _train_epoch(run: _Run, start: Position, ctrl_c: dict[str, Any]) -> tuple[fl
 
 
 def _read(run: _Run, loss_sum: torch.Tensor, units: int | torch.Tensor, epoch: int, step: int) -> float:
-    """The running ``Σ loss × units`` as a float (on CUDA this waits for the device). Raises ElmoError when it is NaN
-    or infinite (a step's loss was, at ``step`` or, on CUDA, since the last read)."""
+    """The running ``Σ loss × units`` as a float (on CUDA this waits for the device); ElmoError if NaN or infinite."""
     total = float(loss_sum)
     if not math.isfinite(total):
         kept = f"; the last good training state is {run.checkpoint.path}" if run.checkpoint is not None else ""
@@ -328,9 +302,8 @@ def _read(run: _Run, loss_sum: torch.Tensor, units: int | torch.Tensor, epoch: i
 def _step(run: _Run, trained: nn.Module, batch: Batch, ctrl_c: dict[str, Any], epoch: int, step: int,
           totals: tuple[torch.Tensor, int], read: bool) -> tuple[torch.Tensor, int, float | None]:
     """One optimiser step: the running global totals (``Σ loss × units`` on the device, units) with this step's added
-    and, when ``read``, their sum as :func:`_read` checks it (raising ElmoError if NaN or infinite; before the backward
-    pass), else ``None``. Sets ``ctrl_c["stop"]`` when Ctrl-C reached any rank (read after the forward pass, where a
-    signal lands)."""
+    and, when ``read``, their sum checked by :func:`_read` before the backward pass, else ``None``. Sets
+    ``ctrl_c["stop"]`` when Ctrl-C reached any rank (read after the forward pass, where a signal lands)."""
     ghost = batch.pop("ghost", None) is not None
     host = {f"host_{k}": batch[k] for k in run.objective.host_keys if k in batch}
     batch = to_device(batch, run.device) | host
@@ -338,9 +311,9 @@ def _step(run: _Run, trained: nn.Module, batch: Batch, ctrl_c: dict[str, Any], e
         loss, units = run.objective.loss_fn(trained, batch)
     units = 0 if ghost else units
     ctx = distributed.context()
-    if ctx.enabled:  # one all-reduce of the loss sum, the units and the Ctrl-C flag
+    if ctx.enabled:
         loss_sum, global_units, ctrl_c["stop"] = distributed.step_totals(loss, units, ctrl_c["stop"])
-    else:  # stays on the device: float64, as Python's float of loss.item() * units was
+    else:  # stays on the device, in float64 like a Python float
         loss_sum, global_units = loss.detach().double() * units, units
     totals = (totals[0] + loss_sum, totals[1] + global_units)
     read_loss = _read(run, *totals, epoch, step + 1) if read else None
