@@ -1,12 +1,10 @@
 """The command line: ``python -m elmo <command> [flags]`` (and the top-level scripts, which are shims).
 
-:data:`COMMANDS` maps each command (``pretrain``, ``finetune``, ``classify``, ``baselines``, ``predict``, ``embed``,
-``export``, ``fetch``) to the function it runs. Each command's flags are generated 1:1 from its arguments dataclass,
-named ``*Args`` (``--max-docs`` ↔ ``max_docs``; see :func:`elmo.pipelines.common.option`), except the fields marked
-``lab=True``, which keep their defaults here and are flags only where a parser is built with ``lab=True``
-(:func:`add_flags`, :func:`run`). An :class:`~elmo.errors.ElmoError` becomes one line on stderr (a field it names
-spelt as the flag that sets it: :func:`flag_message`) and exit status 2; Ctrl-C exits with 130 (after saving a
-training checkpoint when one is being written).
+:data:`COMMANDS` maps each command to the function it runs. Its flags are generated 1:1 from its arguments dataclass
+(``*Args``; ``--max-docs`` ↔ ``max_docs``: :func:`elmo.pipelines.common.option`), except fields marked ``lab=True``,
+which keep their defaults and are flags only in a parser built with ``lab=True`` (:func:`add_flags`, :func:`run`). An
+:class:`~elmo.errors.ElmoError` becomes one line on stderr (fields spelt as flags: :func:`flag_message`) and exit
+status 2; Ctrl-C exits with 130 (after saving a training checkpoint when one is being written).
 """
 
 from __future__ import annotations
@@ -154,9 +152,8 @@ class BooleanOnce(_PerParse, argparse.BooleanOptionalAction):
 
 
 class OneOfOnce(_PerParse, argparse.Action):
-    """One flag of a choice the command requires (``embed``'s ``--all`` / ``--top`` / ``--average``): the flag alone
-    sets its field to ``True`` (no ``--no-flag``), refused when given twice. Left out, the field keeps its default
-    (the command's ``check`` names the choice when none or several are given)."""
+    """One flag of a choice the command requires (``embed``'s ``--all`` / ``--top`` / ``--average``): sets its field
+    to ``True`` (no ``--no-flag``), refused when given twice; the command's ``check`` refuses none or several."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None):
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
@@ -169,8 +166,7 @@ class OneOfOnce(_PerParse, argparse.Action):
 
 
 class ExtendList(_PerParse, argparse.Action):
-    """A list flag: its values replace the default, and a repeated flag adds its values after the earlier ones
-    (``--text A --text B`` is ``--text A B``)."""
+    """A list flag: its values replace the default; a repeated one appends (``--text A --text B`` is ``--text A B``)."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
@@ -179,11 +175,10 @@ class ExtendList(_PerParse, argparse.Action):
 
 
 def add_flags(parser: argparse.ArgumentParser, args_cls: type, lab: bool = False) -> argparse.ArgumentParser:
-    """Add one ``--flag`` per field of the arguments dataclass ``args_cls`` (booleans get ``--no-flag`` too; a field
-    whose metadata says ``positional=True`` becomes a positional argument; one marked ``lab=True`` gets its flag only
-    with ``lab``, as the module docstring says). A flag given twice is refused (:class:`StoreOnce`,
-    :class:`BooleanOnce`), except a list flag, which adds the values of each (:class:`ExtendList`). Boolean fields
-    marked ``one_of=TITLE`` (:class:`OneOfOnce`) are listed together under ``TITLE (one is required)`` in ``--help``."""
+    """Add one ``--flag`` per field of the arguments dataclass ``args_cls`` (booleans also get ``--no-flag``; metadata
+    ``positional=True``: a positional argument; ``lab=True``: only with ``lab``). A flag given twice is refused
+    (:class:`StoreOnce`, :class:`BooleanOnce`) except a list flag, which appends (:class:`ExtendList`). Booleans marked
+    ``one_of=TITLE`` (:class:`OneOfOnce`) are listed together under ``TITLE (one is required)`` in ``--help``."""
     hints = typing.get_type_hints(args_cls)
     groups: dict[str, Any] = {}
     for f in dataclasses.fields(args_cls):
@@ -212,13 +207,10 @@ def add_flags(parser: argparse.ArgumentParser, args_cls: type, lab: bool = False
 
 
 def merge_flags(*sources: Sequence[str]) -> list[str]:
-    """The flags of several sources as one list, where a flag of a later source replaces the same flag of an earlier one
-    (``--no-x`` and ``--x`` are one flag; a flag's values are the words after it up to the next ``--``): the library
-    refuses a flag given twice, and ``--extra-flags`` / ``--head-extra-flags`` are meant to override the study's own.
-
-    Raises:
-        ElmoError: a source starting with a word that is not a ``--flag``.
-    """
+    """The flags of several sources as one list, a flag of a later source replacing the same flag of an earlier one
+    (``--no-x`` and ``--x`` are one flag; its values are the words up to the next ``--``), since the library refuses a
+    flag given twice and ``--extra-flags`` / ``--head-extra-flags`` override the study's own. Raises
+    :class:`ElmoError` when a source starts with a word that is not a ``--flag``."""
     merged: dict[str, list[str]] = {}
     for source in sources:
         key = None
@@ -264,8 +256,8 @@ TRAINING_COMMANDS = ("pretrain", "finetune", "classify", "baselines")
 
 
 def ctrl_c_message(command: str) -> str:
-    """What Ctrl-C outside a training loop left behind, for ``command``: training checkpoints and ``--resume``
-    only for the training commands; otherwise that no file was half-written."""
+    """What Ctrl-C outside a training loop left behind: checkpoints and ``--resume`` for :data:`TRAINING_COMMANDS`,
+    else no half-written file."""
     if command in TRAINING_COMMANDS:
         return ("interrupted by Ctrl-C; training runs that had started keep their checkpoints in "
                 "<models-dir>/checkpoints/: run the same command with --resume to continue")
@@ -275,15 +267,10 @@ def ctrl_c_message(command: str) -> str:
 
 def run(command: str, argv: Sequence[str] | None = None, prog: str | None = None,
         commands: dict[str, Command] | None = None, lab: bool = False) -> int:
-    """Parse ``argv`` as the flags of ``command`` and run it; returns the exit status (module docstring: 0, 2, 130).
-    Under ``torchrun`` the command joins the process group, which is left here whatever happens.
-
-    Args:
-        command: a key of :data:`COMMANDS`; argv: its flags (default ``sys.argv[1:]``); prog: the
-            program name in ``--help`` (the shims pass their file name); commands: the table ``command`` is
-            looked up in (default :data:`COMMANDS`; ``lab`` passes its own); lab: also take the flags of the
-            fields marked ``lab=True`` (:func:`add_flags`).
-    """
+    """Parse ``argv`` (default ``sys.argv[1:]``) as ``command``'s flags and run it; returns the exit status (module
+    docstring: 0, 2, 130). Under ``torchrun`` the command joins the process group, always left here. ``prog``: the
+    name in ``--help`` (the shims pass their file name); ``commands``: the table holding ``command`` (default
+    :data:`COMMANDS`; ``lab.cli`` passes its own); ``lab``: also the ``lab=True`` fields' flags (:func:`add_flags`)."""
     spec = (COMMANDS if commands is None else commands)[command]
     parser = command_parser(spec, prog or f"python -m elmo {command}", lab)
     args = parser.parse_args(argv)
@@ -307,15 +294,10 @@ def run(command: str, argv: Sequence[str] | None = None, prog: str | None = None
 
 
 def flag_message(error: ElmoError, args_cls: type) -> str:
-    """``error``'s message as a command-line user reads it: the field it names (:attr:`ElmoError.field`,
-    e.g. ``ClassifierConfig.token_embedding_dim``) spelt as the flag of ``args_cls`` that sets it
-    (``--token-embedding-dim``), and so are the other fields of the same config named in the message;
-    ``field=True`` / ``field=False`` become ``--flag`` / ``--no-flag``. Fields without a flag of the same name
-    (and messages of errors without a field) are left as they are.
-
-    Args:
-        error: the error raised; args_cls: the command's arguments dataclass (e.g. ``ClassifyArgs``).
-    """
+    """``error``'s message as a command-line user reads it: the field it names (:attr:`ElmoError.field`, e.g.
+    ``ClassifierConfig.token_embedding_dim``), and the other fields of that config it names, spelt as the flag of
+    ``args_cls`` (the command's ``*Args``) that sets it (``--token-embedding-dim``); ``field=True`` / ``field=False``
+    become ``--flag`` / ``--no-flag``. Fields with no flag of that name, and errors with no field, are left alone."""
     message = str(error)
     if not error.field:
         return message

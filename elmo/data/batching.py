@@ -1,8 +1,7 @@
 """Which documents form a batch: length bucketing, shuffling and the share of each ``torchrun`` rank.
 
-Pure index arithmetic on document lengths (no tensors, no process group): the caller says which ``(rank, world_size)``
-it is (:attr:`elmo.runtime.distributed.Context.shard`), so the data layer never needs to know how processes are
-launched.
+Pure index arithmetic on document lengths (no tensors, no process group): the caller passes its ``(rank, world_size)``
+(:attr:`elmo.runtime.distributed.Context.shard`), so the data layer need not know how processes are launched.
 """
 
 from __future__ import annotations
@@ -21,21 +20,12 @@ T = TypeVar("T")
 
 def bucket_batches(lengths: np.ndarray, batch_size: int, max_tokens: int | None = None, shuffle: bool = False,
                    seed: int = 0) -> list[np.ndarray]:
-    """Length-bucketed batches of document indices.
+    """Length-bucketed batches of the documents whose token counts are ``lengths`` (``(N,)`` int): int64 index arrays
+    that together cover ``range(N)`` once. Raises ElmoError when ``batch_size`` or ``max_tokens`` is not positive.
 
     Documents are (optionally shuffled, then) grouped in pools of ``50 * batch_size``, sorted by length inside each
-    pool, and cut into batches of at most ``batch_size`` documents and at most ``max_tokens`` padded tokens; with
-    ``shuffle`` the batch order is shuffled too. Padding is therefore small while the order stays random across epochs
-    (pass ``seed + epoch``).
-
-    Args:
-        lengths: ``(N,)`` int document lengths in tokens.
-
-    Returns:
-        int64 index arrays, together covering ``range(N)`` once.
-
-    Raises:
-        ElmoError: ``batch_size`` or ``max_tokens`` not positive.
+    pool, and cut into batches of at most ``batch_size`` documents and ``max_tokens`` padded tokens; with ``shuffle``
+    the batch order is shuffled too. Padding stays small while the order is random per epoch (pass ``seed + epoch``).
     """
     if batch_size <= 0 or (max_tokens is not None and max_tokens <= 0):
         raise ElmoError(f"batch size and token budget must be positive, got {batch_size}, {max_tokens}")
@@ -68,11 +58,8 @@ def _cut(sorted_index: np.ndarray, lengths: np.ndarray, batch_size: int, max_tok
 
 
 def rank_share(index: np.ndarray, shard: Shard = SINGLE) -> tuple[np.ndarray, bool]:
-    """This rank's documents of a global batch: every ``world_size``-th, starting at ``rank``.
-
-    Args:
-        index: ``(B,)`` document indices of one global batch (sorted by length within the batch, so each share gets
-            similar lengths); shard: ``(rank, world_size)``.
+    """This rank's documents of a global batch ``index`` (``(B,)``, length-sorted, so the shares get similar lengths):
+    every ``world_size``-th, starting at ``rank``.
 
     Returns:
         ``(part, ghost)``: ``part`` is never empty; when the batch has fewer documents than ranks, a rank left without
@@ -92,13 +79,9 @@ def eval_share(batches: Sequence[T], shard: Shard = SINGLE) -> Sequence[T]:
 
 
 class CountedBatches(Generic[T]):
-    """The batches of one epoch, made as they are iterated, whose number is known before: ``len()`` is the number of
-    steps (under ``torchrun`` each rank's, one share per global batch), the training progress bar's total
-    (:func:`elmo.training.trainer.batch_count`). A streamed corpus, whose count is unknown, gives a plain iterator.
-
-    Args:
-        count: the number of batches ``make()`` yields; make: a function returning a fresh iterator over them.
-    """
+    """The ``count`` batches of one epoch, made as iterated (``make()`` returns a fresh iterator over them): ``len()``
+    is the number of steps (under ``torchrun`` each rank's, one share per global batch), the progress bar's total
+    (:func:`elmo.training.trainer.batch_count`). A streamed corpus, whose count is unknown, gives a plain iterator."""
 
     def __init__(self, count: int, make: Callable[[], Iterator[T]]):
         self.count, self.make = count, make

@@ -1,16 +1,15 @@
 """Character ids of tokens, for the character-level token encoders.
 
-Characters are the word's UTF-8 bytes (so no character vocabulary has to be stored and any string works), framed by
-begin/end-of-word marks and padded to ``max_chars``. Two numberings exist (:data:`CHAR_SCHEMES`), both with
-``id = byte + 1`` (1..256) and an all-zero row for a padded token:
+Characters are the word's UTF-8 bytes (no character vocabulary to store; any string works), framed by begin/end-of-word
+marks and padded to ``max_chars``. Two numberings exist (:data:`CHAR_SCHEMES`), both with ``id = byte + 1`` (1..256)
+and an all-zero row for a padded token:
 
-* ``"elmo"`` — ours (:class:`elmo.model.char_cnn.CharEncoder`): :data:`BOW_CHAR`, :data:`EOW_CHAR`, two marks that
-  spell the sentence boundaries ``<bos>`` / ``<eos>``, and 0 after the end of the word.
-* ``"bilm_tf"`` — the published ELMo models' (bilm-tf; AllenNLP's ``ELMoCharacterMapper``,
-  :func:`bilm_tf_char_ids`): the marks ``<S>`` 256, ``</S>`` 257, begin-of-word 258, end-of-word 259 and the
-  in-word padding character 260, each + 1 (:data:`TF_BOS_CHAR` .. :data:`TF_PAD_CHAR`), at most 50 characters per
-  token (48 bytes); the tokens ``<S>`` / ``</S>`` get the boundary marks. A batch of sentences in this numbering:
-  :func:`batch_to_ids` (AllenNLP's).
+* ``"elmo"`` — ours (:class:`elmo.model.char_cnn.CharEncoder`): :data:`BOW_CHAR` 257, :data:`EOW_CHAR` 258, the
+  marks 259 / 260 that spell the sentence boundaries ``<bos>`` / ``<eos>``, and 0 after the end of the word.
+* ``"bilm_tf"`` — the published ELMo models' (bilm-tf; AllenNLP's ``ELMoCharacterMapper``, :func:`bilm_tf_char_ids`):
+  ``<S>`` 256, ``</S>`` 257, begin-of-word 258, end-of-word 259 and the in-word padding character 260, each + 1
+  (:data:`TF_BOS_CHAR` .. :data:`TF_PAD_CHAR`), at most 50 characters per token (48 bytes); the tokens ``<S>`` /
+  ``</S>`` get the boundary marks. :func:`batch_to_ids` (AllenNLP's) numbers a batch of sentences this way.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ CHAR_PAD = 0
 BOW_CHAR, EOW_CHAR, BOS_CHAR, EOS_CHAR = 257, 258, 259, 260
 NUM_CHARS = 261
 
-#: bilm-tf's numbering (AllenNLP's ``ELMoCharacterMapper``): its constants 256..260, + 1 as for the bytes.
+#: bilm-tf's numbering (the module docstring's ``"bilm_tf"``): its constants 256..260, + 1 as for the bytes.
 TF_BOS_CHAR, TF_EOS_CHAR, TF_BOW_CHAR, TF_EOW_CHAR, TF_PAD_CHAR = 257, 258, 259, 260, 261
 TF_NUM_CHARS = 262  # ids 0..261: 0 only in a padded (masked) token
 TF_MAX_CHARS = 50
@@ -35,16 +34,9 @@ TF_BOS, TF_EOS = "<S>", "</S>"
 
 
 def word_char_ids(word: str, max_chars: int) -> list[int]:
-    """Character ids of one token, framed and padded.
-
-    Args:
-        word: a token; ``<bos>``/``<eos>`` get their boundary marks, ``<pad>`` all zeros. Every other string,
-            ``<unk>`` included, is spelled out byte by byte.
-        max_chars: C, the padded width (>= 3); longer words keep their first ``C - 2`` bytes.
-
-    Returns:
-        ``C`` ints in ``[0, NUM_CHARS)``.
-    """
+    """Character ids of one token in our numbering, framed and padded: ``C = max_chars`` (>= 3) ints in
+    ``[0, NUM_CHARS)``. ``<bos>`` / ``<eos>`` get their boundary marks, ``<pad>`` all zeros; every other string,
+    ``<unk>`` included, is spelled byte by byte, keeping its first ``C - 2`` bytes."""
     if word == PAD:
         return [CHAR_PAD] * max_chars
     if word in (BOS, EOS):
@@ -56,11 +48,8 @@ def word_char_ids(word: str, max_chars: int) -> list[int]:
 
 
 def char_table(words: Sequence[str], max_chars: int) -> np.ndarray:
-    """``(len(words), max_chars)`` int16 array: row i = :func:`word_char_ids` of ``words[i]``.
-
-    Raises:
-        ElmoError: ``max_chars < 3`` (no room for one byte between the word marks).
-    """
+    """``(len(words), max_chars)`` int16 array: row i = :func:`word_char_ids` of ``words[i]``. Raises ElmoError when
+    ``max_chars < 3`` (no room for one byte between the word marks)."""
     return _table(words, max_chars, word_char_ids, "max_chars")
 
 
@@ -88,16 +77,10 @@ def batch_to_ids(batch: Sequence[Sequence[str]]) -> torch.Tensor:
     """AllenNLP's ``allennlp.modules.elmo.batch_to_ids``: the input of :class:`elmo.model.elmo.Elmo` (and of any
     published, bilm-tf, biLM) for tokenised sentences.
 
-    Args:
-        batch: B sentences, each a list of str tokens, case kept (the published models are cased); no ``<S>`` /
-            ``</S>``: the biLM adds the sentence boundaries itself.
-
-    Returns:
-        ``(B, T, 50)`` int64 character ids, T the longest sentence: each token as :func:`bilm_tf_char_ids` spells it
-        (the module docstring's ``"bilm_tf"``), padded tokens all zeros (0 = padding, as AllenNLP's mask reads it).
-
-    Raises:
-        ElmoError: a sentence that is a str (tokenise it first) or holds something other than str tokens.
+    ``batch`` holds B sentences, each a list of str tokens, case kept (the published models are cased), without
+    ``<S>`` / ``</S>`` (the biLM adds the sentence boundaries). Returns ``(B, T, 50)`` int64 character ids, T the
+    longest sentence: each token as :func:`bilm_tf_char_ids` spells it, padded tokens all zeros (AllenNLP's mask).
+    Raises ElmoError when a sentence is a str (tokenise it first) or holds something other than str tokens.
     """
     if isinstance(batch, str):
         raise ElmoError("batch_to_ids expects a list of token lists, got a str (tokenise it first)")
@@ -108,16 +91,10 @@ def batch_to_ids(batch: Sequence[Sequence[str]]) -> torch.Tensor:
 
 
 def bilm_tf_char_ids(word: str, max_chars: int = TF_MAX_CHARS) -> list[int]:
-    """Character ids of one token in bilm-tf's scheme (AllenNLP's ``ELMoCharacterMapper.convert_word_to_char_ids``).
-
-    Args:
-        word: a token, case kept; ``<S>`` / ``</S>`` get the sentence-boundary marks (as in bilm-tf), every
-            other string is spelled out byte by byte (UTF-8; bytes past ``max_chars - 2`` are dropped).
-        max_chars: C, characters per token (50 in every published model).
-
-    Returns:
-        ``C`` ints in ``[1, TF_NUM_CHARS)``: ``[BOW, byte + 1, .., EOW, PAD, ..]``.
-    """
+    """Character ids of one token in bilm-tf's scheme (AllenNLP's ``ELMoCharacterMapper.convert_word_to_char_ids``):
+    ``C = max_chars`` (50 in the published models) ints in ``[1, TF_NUM_CHARS)``, ``[BOW, byte + 1, .., EOW, PAD, ..]``.
+    ``<S>`` / ``</S>`` get the sentence-boundary marks; every other string, case kept, is spelled as UTF-8 bytes, those
+    past ``C - 2`` dropped."""
     if word in (TF_BOS, TF_EOS):
         body = [TF_BOS_CHAR if word == TF_BOS else TF_EOS_CHAR]
     else:
@@ -127,11 +104,8 @@ def bilm_tf_char_ids(word: str, max_chars: int = TF_MAX_CHARS) -> list[int]:
 
 
 def bilm_tf_char_table(words: Sequence[str], max_chars: int = TF_MAX_CHARS) -> np.ndarray:
-    """``(len(words), max_chars)`` int16 array: row i = :func:`bilm_tf_char_ids` of ``words[i]``.
-
-    Raises:
-        ElmoError: ``max_chars < 3``.
-    """
+    """``(len(words), max_chars)`` int16 array: row i = :func:`bilm_tf_char_ids` of ``words[i]``. Raises ElmoError when
+    ``max_chars < 3``."""
     return _table(words, max_chars, bilm_tf_char_ids, "max_characters_per_token")
 
 

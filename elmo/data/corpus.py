@@ -1,6 +1,6 @@
-"""Corpora: labelled documents as read (:class:`Corpus`), and encoded (the token ids of many documents in one flat
-array, :class:`EncodedCorpus`) with right-padded batches of them (:meth:`~EncodedCorpus.collate`). *Which* documents
-go together is :mod:`elmo.data.batching`'s job."""
+"""Labelled documents as read (:class:`Corpus`) and encoded as token ids in one flat array (:class:`EncodedCorpus`),
+with right-padded batches (:meth:`~EncodedCorpus.collate`); which documents form a batch is :mod:`elmo.data.batching`'s.
+"""
 
 from __future__ import annotations
 
@@ -22,13 +22,11 @@ LayerStore = MemoryLayerStore | DiskLayerStore
 
 @dataclass
 class Corpus:
-    """Labelled documents as read, before encoding (e.g. one AG News CSV file, :func:`elmo.data.agnews.read_agnews`).
+    """Labelled documents before encoding (e.g. one AG News CSV file, :func:`elmo.data.agnews.read_agnews`).
 
     Attributes:
-        texts: the raw Description fields, one per row.
-        tokens: ``tokenize(text)`` for each row (never empty).
-        labels: int64 array of shape ``(N,)`` with 0-based classes in ``[0, 4)``.
-        path: the file they came from (for messages).
+        texts: the raw Description fields, one per row; tokens: ``tokenize(text)`` of each (never empty).
+        labels: ``(N,)`` int64, 0-based classes in ``[0, 4)``; path: the source file (for messages).
     """
 
     texts: list[str]
@@ -40,8 +38,7 @@ class Corpus:
         return len(self.texts)
 
     def cased(self) -> "Corpus":
-        """The same documents tokenised again from :attr:`texts` with the case kept (the published ELMo
-        architecture reads cased text; :func:`elmo.data.text.tokenize` with ``lowercase=False``)."""
+        """These documents re-tokenised from :attr:`texts` with the case kept (the published ELMo reads cased text)."""
         return Corpus(self.texts, [tokenize(t, lowercase=False) for t in self.texts], self.labels, self.path)
 
     def subset(self, index: Sequence[int] | np.ndarray) -> "Corpus":
@@ -54,8 +51,7 @@ class EncodedCorpus:
     """Token ids of many documents in one flat array (no padded whole-corpus tensor).
 
     Args:
-        sequences: one list of token ids per document (each non-empty).
-        labels: optional int array of shape ``(N,)``.
+        sequences: one non-empty list of token ids per document (else ElmoError); labels: optional ``(N,)`` ints.
         max_length: truncate documents to this many tokens (``None`` = no limit).
     """
 
@@ -74,18 +70,15 @@ class EncodedCorpus:
         self.layers: LayerStore | None = None  # per token, cached biLM layers (elmo.inference.layer_cache)
 
     def attach_chars(self, documents: Iterable[Sequence[str]], max_chars: int, scheme: str = "elmo") -> "EncodedCorpus":
-        """Keep the spelling of every token so :meth:`collate` can return character ids (for a character biLM,
-        :mod:`elmo.data.chars`; OOV words keep their own spelling although their id is ``<unk>``).
-
-        Each distinct token is stored once: ``char_table (n_types, max_chars)`` int16, row 0 = padding (all zeros),
-        and ``type_ids`` int32 aligned with :attr:`ids`; :attr:`types` lists the distinct tokens (``types[k]`` is
-        spelled by row ``k + 1``).
+        """Keep every token's spelling so :meth:`collate` also returns character ids for a character biLM
+        (:mod:`elmo.data.chars`; OOV words keep their spelling although their id is ``<unk>``). Each distinct token is
+        stored once: ``char_table (n_types, max_chars)`` int16 with row 0 = padding (zeros), ``type_ids`` int32 aligned
+        with :attr:`ids`, and :attr:`types` (``types[k]`` is spelled by row ``k + 1``).
 
         Args:
-            documents: the same token lists the ids were encoded from (truncated the same way here).
-            max_chars: characters per token C.
-            scheme: the character numbering, ``"elmo"`` (ours) or ``"bilm_tf"`` (the published models';
-                :data:`elmo.data.chars.CHAR_SCHEMES`).
+            documents: the token lists the ids were encoded from (truncated the same way here).
+            max_chars: characters per token C; scheme: ``"elmo"`` (ours) or ``"bilm_tf"`` (the published models'),
+                :data:`elmo.data.chars.CHAR_SCHEMES`.
 
         Raises:
             ElmoError: the documents do not match the encoded lengths; an unknown scheme.
@@ -107,15 +100,9 @@ class EncodedCorpus:
 
     def attach_layers(self, layers: torch.Tensor | LayerStore) -> "EncodedCorpus":
         """Keep precomputed per-token biLM layers (:func:`elmo.inference.layer_cache.compute_layers`) so that
-        :meth:`collate` also returns them, padded, as ``batch["layers"]``.
-
-        Args:
-            layers: a :mod:`elmo.data.layer_store` store, or a ``(num_tokens, L, D)`` tensor (kept in memory);
-                row ``offsets[i] + k`` holds token k of document i.
-
-        Raises:
-            ElmoError: the number of rows is not the corpus's token count.
-        """
+        :meth:`collate` also returns them, padded, as ``batch["layers"]``. ``layers``: a :mod:`elmo.data.layer_store`
+        store or a ``(num_tokens, L, D)`` tensor (kept in memory) whose row ``offsets[i] + k`` holds token k of
+        document i. Raises ElmoError when the row count is not the corpus's token count."""
         if isinstance(layers, torch.Tensor):
             if layers.dim() != 3:
                 raise ElmoError(f"attach_layers: expected ({self.num_tokens}, L, D) layers, got {tuple(layers.shape)}")
@@ -134,14 +121,9 @@ class EncodedCorpus:
         return int(self.lengths.sum())
 
     def collate(self, index: Sequence[int] | np.ndarray) -> dict[str, torch.Tensor]:
-        """Pad the documents at ``index`` on the right.
-
-        Returns:
-            ``{"ids": (B, T) int64 with 0 = <pad>, "lengths": (B,) int64, "labels": (B,) int64,
-            "chars": (B, T, C) int64, "layers": (L, B, T, D)}`` where ``T`` is the longest of the ``B`` documents
-            (``labels`` only when present, ``chars`` only after :meth:`attach_chars`, ``layers`` only after
-            :meth:`attach_layers`; padding is all zeros).
-        """
+        """The documents at ``index``, right-padded with zeros: ``{"ids": (B, T) int64 (0 = <pad>), "lengths": (B,)
+        int64, "labels": (B,) int64, "chars": (B, T, C) int64, "layers": (L, B, T, D)}``, T the longest document;
+        ``labels`` only when present, ``chars`` / ``layers`` only after :meth:`attach_chars` / :meth:`attach_layers`."""
         index = np.asarray(index, dtype=np.int64)
         lengths = self.lengths[index]
         ids = np.zeros((len(index), int(lengths.max())), dtype=np.int64)
@@ -167,15 +149,11 @@ class EncodedCorpus:
 
     def epoch_batches(self, batch_size: int, max_tokens: int | None, seed: int,
                       shard: Shard = SINGLE) -> CountedBatches[dict[str, torch.Tensor]]:
-        """One training epoch: the shuffled length-bucketed batches of :meth:`batches` (``seed``: pass
-        ``seed + epoch``), collated as they are iterated. With ``shard = (rank, world_size)`` each global batch is
-        dealt out over the ranks and this rank gets its share (:func:`~elmo.data.batching.rank_share`; a zero-weight
-        ``"ghost"`` key marks a share borrowed from a batch with fewer documents than ranks).
-
-        Returns:
-            :class:`~elmo.data.batching.CountedBatches`: its ``len()`` is the number of batches (steps) of the
-            epoch, the same on every rank.
-        """
+        """One training epoch: the shuffled batches of :meth:`batches` (pass ``seed + epoch``), collated as iterated.
+        With ``shard = (rank, world_size)`` this rank gets its share of each global batch
+        (:func:`~elmo.data.batching.rank_share`; a zero-weight ``"ghost"`` key marks a share borrowed from a batch
+        with fewer documents than ranks). Returns :class:`~elmo.data.batching.CountedBatches` whose ``len()``, the
+        number of steps, is the same on every rank."""
         index_batches = self.batches(batch_size, max_tokens, shuffle=True, seed=seed)
 
         def collated() -> Iterator[dict[str, torch.Tensor]]:
@@ -200,12 +178,8 @@ def encode_corpus(documents: Iterable[Sequence[str]], vocab: Vocabulary, labels:
                   max_length: int | None = None, max_chars: int | None = None,
                   char_scheme: str = "elmo") -> EncodedCorpus:
     """Token ids of tokenised documents (OOV → ``<unk>``), truncated to ``max_length``; with ``max_chars`` (a
-    character biLM, :attr:`elmo.model.bilm.BiLMConfig.chars_per_token`) batches also carry ``chars`` in the numbering
-    ``char_scheme`` (the biLM config's ``char_scheme``; see :meth:`EncodedCorpus.attach_chars`).
-
-    Raises:
-        ElmoError: an empty document.
-    """
+    character biLM, :attr:`elmo.model.bilm.BiLMConfig.chars_per_token`) batches also carry ``chars`` numbered by
+    ``char_scheme`` (:meth:`EncodedCorpus.attach_chars`). Raises ElmoError on an empty document or unknown scheme."""
     documents = documents if isinstance(documents, list) else list(documents)
     encoded = EncodedCorpus((vocab.encode(t) for t in documents), labels, max_length=max_length)
     return encoded.attach_chars(documents, max_chars, char_scheme) if max_chars else encoded

@@ -1,13 +1,13 @@
 """Where a corpus's per-token biLM layers live: in memory, or in a temporary file on disk.
 
-A frozen biLM's LSTM layers are computed once per token (:mod:`elmo.inference.layer_cache`) and read back per batch
-by :meth:`elmo.data.corpus.EncodedCorpus.collate`. Both stores hold ``(num_tokens, L, D)`` rows of one 16-bit dtype
-and answer the same two calls, :meth:`write` and :meth:`gather`:
+A frozen biLM's LSTM layers are computed once per token (:mod:`elmo.inference.layer_cache`) and read back per batch by
+:meth:`elmo.data.corpus.EncodedCorpus.collate`. Both stores hold ``(num_tokens, L, D)`` rows of one 16-bit dtype and
+answer :meth:`write` and :meth:`gather`:
 
-* :class:`MemoryLayerStore`: one tensor in the process's memory (the process grows with the corpus), or in a GPU's
-  memory (``device``: the batches are then gathered there, without a trip through the host).
+* :class:`MemoryLayerStore`: one tensor in host memory (the process grows with the corpus) or on a GPU (``device``:
+  batches are gathered there, without a trip through the host).
 * :class:`DiskLayerStore`: an anonymous temporary file (unlinked at once, so the OS frees it when the process ends),
-  read with one ``preadv`` per document, so the process's resident memory does not grow with the corpus.
+  read with one ``preadv`` per document, so resident memory does not grow with the corpus.
 """
 
 from __future__ import annotations
@@ -24,15 +24,12 @@ STORE_DTYPES = (torch.float16, torch.bfloat16)
 
 
 class MemoryLayerStore:
-    """Per-token layers in one tensor, in the process's memory or on a device.
+    """Per-token layers in one tensor, in host memory or on a device.
 
     Args:
-        num_tokens: rows; row_shape: ``(L, D)``; dtype: ``torch.float16`` or ``torch.bfloat16``.
-        rows: an existing ``(num_tokens, L, D)`` tensor to hold instead of allocating one.
+        num_tokens: rows; row_shape: ``(L, D)``; dtype: ``torch.float16`` or ``torch.bfloat16`` (else ElmoError).
+        rows: an existing ``(num_tokens, L, D)`` tensor (any dtype) to hold instead of allocating one.
         device: where a new tensor is allocated (default: the CPU); :meth:`gather` returns batches there.
-
-    Raises:
-        ElmoError: a dtype other than the two 16-bit ones (when allocating).
     """
 
     def __init__(self, num_tokens: int, row_shape: tuple[int, int], dtype: torch.dtype,
@@ -62,8 +59,7 @@ class MemoryLayerStore:
 
     def gather(self, starts: np.ndarray, lengths: np.ndarray, width: int) -> torch.Tensor:
         """Rows ``starts[b] .. starts[b] + lengths[b] - 1`` of every document ``b``, right-padded with zeros:
-        ``(B, width, L, D)`` in the store's dtype, on the store's device (the positions are worked out on the host and
-        copied there: nothing is read back from a GPU)."""
+        ``(B, width, L, D)`` in the store's dtype, on its device (indices are built on the host: no GPU read-back)."""
         positions = np.arange(width)
         valid = positions[None, :] < lengths[:, None]
         index = np.where(valid, starts[:, None] + positions[None, :], 0)
@@ -80,15 +76,10 @@ class MemoryLayerStore:
 
 
 class DiskLayerStore:
-    """Per-token layers in an anonymous temporary file (see the module docstring).
-
-    Args:
-        num_tokens: rows; row_shape: ``(L, D)``; dtype: ``torch.float16`` or ``torch.bfloat16``.
-        directory: where the file is created (``None``: the system's temporary folder, ``$TMPDIR``).
-
-    Raises:
-        ElmoError: another dtype, a ``directory`` that cannot hold a file, or too little free space there.
-    """
+    """Per-token layers in an anonymous temporary file (see the module docstring). ``num_tokens``, ``row_shape``,
+    ``dtype`` as for :class:`MemoryLayerStore`; ``directory``: where the file is created (``None``: the system's
+    temporary folder, ``$TMPDIR``). Raises ElmoError on another dtype, a ``directory`` that cannot hold a file, or too
+    little free space there."""
 
     kind = "disk"
 
@@ -116,11 +107,8 @@ class DiskLayerStore:
         return self.num_tokens * self.row_bytes
 
     def write(self, start: int, rows: torch.Tensor) -> None:
-        """Store ``rows`` ``(n, L, D)`` at rows ``start .. start + n - 1`` (cast to the store's dtype).
-
-        Raises:
-            ElmoError: the rows do not fit in the store or have another row shape.
-        """
+        """As :meth:`MemoryLayerStore.write`; raises ElmoError when the rows do not fit in the store or have another
+        row shape, or the write falls short (a full disk)."""
         if tuple(rows.shape[1:]) != self.row_shape or start < 0 or start + rows.shape[0] > self.num_tokens:
             raise ElmoError(f"layer store: cannot write {tuple(rows.shape)} at row {start} of "
                             f"({self.num_tokens}, {', '.join(map(str, self.row_shape))})")

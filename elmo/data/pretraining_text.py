@@ -1,9 +1,9 @@
 """The text that representations are learnt from, as opposed to the labelled documents a classifier trains on.
 
-By default it is the training split's descriptions. It can be a share of them (``--text-fraction``, a random draw
-that is part of the seed) and can grow by unlabelled text (``--extra-text`` CSV files), used only to learn
-representations; an extra row is dropped when it repeats another or contains a validation or test description
-(matched on the description without its first word, which may be glued to the title's last).
+By default the training split's descriptions, or a share of them (``--text-fraction``, a random draw that is part of
+the seed), plus unlabelled text used only to learn representations (``--extra-text`` CSV files). An extra row is dropped
+when it repeats another or contains a validation or test description (matched without the description's first word,
+which may be glued to the title's last).
 """
 
 from __future__ import annotations
@@ -25,11 +25,8 @@ MIN_MATCH_WORDS = 4
 
 def text_draw(n: int, fraction: float, seed: int) -> np.ndarray:
     """The sorted indices of ``round(fraction * n)`` (at least 1) of ``n`` documents drawn at random from ``seed``
-    (a stream of its own, apart from the validation split's and the labelled draw's).
-
-    Raises:
-        ElmoError: ``fraction`` outside ``(0, 1]`` (field ``text_fraction``).
-    """
+    (a stream of its own, apart from the validation split's and the labelled draw's). Raises ElmoError (field
+    ``text_fraction``) when ``fraction`` is outside ``(0, 1]``."""
     if not 0.0 < fraction <= 1.0:
         raise ElmoError(f"text_fraction must be in (0, 1], got {fraction}", field="text_fraction")
     if fraction == 1.0:
@@ -39,12 +36,8 @@ def text_draw(n: int, fraction: float, seed: int) -> np.ndarray:
 
 
 def read_extra_text(path: str | os.PathLike) -> list[str]:
-    """The texts of an extra-text CSV file (a header row; a ``text`` column, or ``title`` and ``description``
-    joined with a space).
-
-    Raises:
-        ElmoError: the file is missing or not CSV, or has neither column layout (naming the file and its columns).
-    """
+    """The texts of an extra-text CSV file (a header row; a ``text`` column, or ``title`` and ``description`` joined
+    with a space). Raises ElmoError, naming the file, when it is missing, not CSV or has neither layout."""
     path = Path(path)
     if not path.is_file():
         raise ElmoError(f"{path}: file not found", field="extra_text")
@@ -73,21 +66,17 @@ def _ends_with_one(words: tuple[str, ...], suffixes: set[tuple[str, ...]], lengt
 
 def pretraining_text(train: Corpus, held_out: Sequence[Corpus], fraction: float = 1.0, seed: int = 0,
                      extra_files: Sequence[str | os.PathLike] = ()) -> tuple[Corpus, dict[str, Any]]:
-    """The text representations are learnt from: ``fraction`` of ``train`` (:func:`text_draw`) plus the rows of
-    ``extra_files`` that are new (see the module docstring).
+    """The text representations are learnt from: ``fraction`` (in ``(0, 1]``) of ``train``, drawn from ``seed``
+    (:func:`text_draw`), plus the new rows of ``extra_files`` (:func:`read_extra_text`; see the module docstring).
+    Raises ElmoError on a bad ``fraction`` or an unreadable extra file (naming it).
 
     Args:
-        train: the training split (its labels are kept for its rows; extra rows get label -1, "no label").
+        train: the training split (its rows keep their labels; extra rows get label -1, "no label").
         held_out: the validation and test splits, whose descriptions must not leak in through extra text.
-        fraction: share of ``train``'s documents, in ``(0, 1]``; seed: seeds the draw.
-        extra_files: CSV files of more text (:func:`read_extra_text`).
 
     Returns:
         ``(corpus, stats)``: the documents (train's first, in file order, then the extra rows kept) and
         ``{"train_documents", "extra": {file: {"rows", "kept", "held_out", "repeats", "empty"}}}``.
-
-    Raises:
-        ElmoError: a bad ``fraction`` or an unreadable extra file (naming it).
     """
     corpus = train.subset(text_draw(len(train), fraction, seed))
     stats: dict[str, Any] = {"train_documents": len(corpus), "extra": {}}

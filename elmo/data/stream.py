@@ -1,12 +1,11 @@
-"""Your own corpus, of any size: a plain-text file (one sentence or document per line) or one column of a CSV file,
-read as a stream (``python ELMO.py --train-file corpus.txt [--val-file val.txt]``).
+"""Your own corpus of any size, streamed from a plain-text file (one sentence or document per line) or one column of a
+CSV file (``python ELMO.py --train-file corpus.txt [--val-file val.txt]``).
 
-Nothing here holds the corpus in memory: the vocabulary is counted as :meth:`TextSource.documents` tokenises the
-file line by line, and every epoch :class:`StreamedCorpus` reads the file again, shuffling and length-bucketing
-buffers of about ``buffer_tokens`` tokens like an in-memory corpus (so ``shuf corpus.txt`` first if the file is
-ordered). Documents longer than ``max_length`` tokens are split into consecutive pieces; blank lines are skipped
-and counted. Without ``--val-file`` a deterministic hash of the line number and ``--seed`` holds out
-``--val-fraction`` of the lines, up to ``max_val_docs`` of them, for validation.
+Memory stays flat: the vocabulary is counted as :meth:`TextSource.documents` tokenises line by line, and each epoch
+:class:`StreamedCorpus` rereads the file, shuffling and length-bucketing buffers of about ``buffer_tokens`` tokens (so
+``shuf corpus.txt`` first if the file is ordered). Documents longer than ``max_length`` tokens are split into pieces;
+blank lines are skipped and counted. Without ``--val-file``, a deterministic hash of the line number and ``--seed``
+holds out ``--val-fraction`` of the lines (at most ``max_val_docs``) for validation.
 """
 
 from __future__ import annotations
@@ -37,18 +36,14 @@ def _unit_hash(k: int, seed: int) -> float:
 
 
 class TextSource:
-    """The documents of one file, read lazily in file order.
+    """The documents of one file, read lazily in file order. Raises ElmoError (on construction) on a missing file, or a
+    CSV that is unreadable or whose header lacks ``text_column``.
 
     Args:
-        path: a UTF-8 text file (one document per line; a BOM and CRLF line ends are accepted) or, with ``text_column``,
-            a CSV file with a header row.
-        text_column: the CSV column holding the text (``--text-column``); ``None`` = plain text.
-        max_docs: read only the first ``max_docs`` documents (``None`` = all).
-        lowercase: tokenise lower-cased (:func:`elmo.data.text.tokenize`); ``False`` keeps the case (the published
-            ELMo architecture, ``pretrain --architecture``).
-
-    Raises:
-        ElmoError: (on construction) a missing file, or a CSV whose header lacks ``text_column``.
+        path: UTF-8 text, one document per line (BOM and CRLF accepted), or with ``text_column`` a CSV with a header.
+        text_column: the CSV column of the text (``--text-column``; ``None`` = plain text); max_docs: read only the
+            first ``max_docs`` documents (``None`` = all).
+        lowercase: ``False`` keeps the case (the published ELMo architecture, ``pretrain --architecture``).
     """
 
     def __init__(self, path: str | os.PathLike, text_column: str | None = None, max_docs: int | None = None,
@@ -69,11 +64,8 @@ class TextSource:
         self.skipped = 0  # blank or wordless lines seen by the last full pass
 
     def texts(self) -> Iterator[tuple[int, str]]:
-        """``(line or row number, raw text)`` of every non-blank document (1-based; a CSV's header is row 1).
-
-        Raises:
-            ElmoError: bytes that are not UTF-8 (naming the line) or malformed CSV.
-        """
+        """``(line or row number, raw text)`` of every non-blank document (1-based; a CSV's header is row 1). Raises
+        ElmoError on bytes that are not UTF-8 (naming the line) or malformed CSV."""
         count = 0
         for number, text in self._csv_texts() if self.text_column is not None else self._lines():
             if self.max_docs is not None and count >= self.max_docs:
@@ -110,13 +102,9 @@ class TextSource:
 
     def documents(self, part: str | None = None, val_fraction: float = 0.0, seed: int = 0,
                   max_val_docs: int | None = None) -> Iterator[list[str]]:
-        """Token lists of the documents, in file order; sets :attr:`skipped` when the pass ends.
-
-        Args:
-            part: ``None`` = every document; ``"train"`` / ``"val"``: the documents a hash of the document number
-                and ``seed`` puts below / not below ``val_fraction`` (the first ``max_val_docs`` of them go to
-                ``"val"``, later ones back to ``"train"``).
-        """
+        """Token lists of the documents, in file order; sets :attr:`skipped` when the pass ends. ``part``: ``None`` =
+        all; ``"val"`` / ``"train"``: the documents a hash of the document number and ``seed`` puts below / not below
+        ``val_fraction`` (only the first ``max_val_docs`` below it go to ``"val"``, later ones to ``"train"``)."""
         skipped, held_out = 0, 0
         for k, (_, text) in enumerate(self.texts()):
             if part is not None:
@@ -133,19 +121,16 @@ class TextSource:
 
 
 class StreamedCorpus:
-    """Batches of a :class:`TextSource` read from disk in every epoch (the streaming counterpart of
-    :class:`elmo.data.corpus.EncodedCorpus`, with the same :meth:`epoch_batches` and :meth:`eval_batches`).
+    """Batches of a :class:`TextSource` reread from disk every epoch: the streaming counterpart of
+    :class:`elmo.data.corpus.EncodedCorpus`, with the same :meth:`epoch_batches` and :meth:`eval_batches`. Raises
+    ElmoError when ``max_length`` or ``buffer_tokens`` is not positive.
 
     Args:
         source: the file; part, val_fraction, seed, max_val_docs: which documents (:meth:`TextSource.documents`).
-        vocab: encodes tokens (OOV → ``<unk>``).
-        max_length: documents longer than this are split into pieces of at most this many tokens.
-        max_chars: characters per token for a character biLM (batches then carry ``chars``), else ``None``;
-            char_scheme: their numbering (:data:`elmo.data.chars.CHAR_SCHEMES`).
+        vocab: encodes tokens (OOV → ``<unk>``); max_length: longer documents are split into pieces this long.
+        max_chars, char_scheme: characters per token and their numbering (:data:`elmo.data.chars.CHAR_SCHEMES`) for a
+            character biLM (batches then carry ``chars``); ``max_chars=None`` otherwise.
         buffer_tokens: tokens read, shuffled and bucketed at a time; bounds the memory of the stream.
-
-    Raises:
-        ElmoError: ``max_length`` or ``buffer_tokens`` not positive.
     """
 
     def __init__(self, source: TextSource, vocab: Vocabulary, max_length: int, part: str | None = None,
@@ -164,8 +149,7 @@ class StreamedCorpus:
                 yield doc[start:start + self.max_length]
 
     def buffers(self) -> Iterator[EncodedCorpus]:
-        """The stream cut into in-memory :class:`~elmo.data.corpus.EncodedCorpus` pieces of about ``buffer_tokens``
-        tokens."""
+        """The stream as :class:`~elmo.data.corpus.EncodedCorpus` buffers of about ``buffer_tokens`` tokens each."""
         docs: list[list[str]] = []
         size = 0
         for doc in self.pieces():

@@ -1,8 +1,6 @@
-"""Text cleaning and the word tokeniser every part of the project shares (training, baselines, inference).
-
-AG News escapes and marks up its text (``#39;`` for an apostrophe, ``&lt;b&gt;``, ``\\$``); :func:`clean_text` undoes
-that and :func:`tokenize` lower-cases and splits the result with :data:`TOKEN_PATTERN`. Deterministic and offline (no
-downloaded tokeniser models).
+"""Text cleaning and the word tokeniser shared by training, baselines and inference: :func:`clean_text` undoes AG News'
+escapes and markup (``#39;`` for an apostrophe, ``&lt;b&gt;``, ``\\$``) and :func:`tokenize` lower-cases and splits the
+result with :data:`TOKEN_PATTERN`. Deterministic and offline (no downloaded tokeniser models).
 """
 
 from __future__ import annotations
@@ -21,9 +19,8 @@ _LINE_BREAK = re.compile(r"\\n|\\\\|\\(?=[^\W\d_])")  # \n, \\ and a lone \ befo
 _ESCAPED_CHAR = re.compile(r"\\(.)")  # \$ -> $ and any other escaped symbol
 _SPACES = re.compile(r"\s+")
 
-#: The tokeniser, applied to lower-cased cleaned text. In order of preference a token is an
-#: abbreviation with dots (``u.s.``), a number with inner separators (``1,000``, ``3.5``), a run of
-#: letters (``hurricane``), a clitic (``'s``, ``'t``), or any other single non-space symbol.
+#: The tokeniser, applied to cleaned (by default lower-cased) text. In order of preference a token is an abbreviation
+#: with dots, a number with inner separators, a run of letters, a clitic, or any other single non-space symbol.
 TOKEN_PATTERN = re.compile(
     r"(?:[^\W\d_]\.){2,}"  # u.s.  e.g.
     r"|\d+(?:[.,:]\d+)*"  # 1,000  3.5  10:30
@@ -34,17 +31,12 @@ TOKEN_PATTERN = re.compile(
 
 
 def clean_text(text: str) -> str:
-    """Undo AG News' escapes and markup and collapse whitespace.
+    """Undo AG News' escapes and markup in one raw Description field and collapse whitespace; the result may be
+    empty, and no ``str`` makes it raise.
 
-    Handles: numeric entities written as `` #39;`` (the space is an artefact), HTML entities (``&lt;b&gt;``,
-    ``&amp;``, ``&quot;``) and the tags they encode, ``\\n``, ``\\\\`` and a lone backslash before a letter (line
-    breaks in the source), and backslash-escaped symbols (``\\$``).
-
-    Args:
-        text: one raw Description field.
-
-    Returns:
-        The cleaned text (may be empty). Never raises on any ``str``.
+    Handles numeric entities written as `` #39;`` (the space is an artefact), HTML entities (``&lt;b&gt;``, ``&amp;``,
+    ``&quot;``) and the tags they encode, ``\\n``, ``\\\\`` and a lone backslash before a letter (line breaks in
+    the source), and backslash-escaped symbols (``\\$``).
     """
     text = _NUMERIC_ENTITY.sub(lambda m: html.unescape(f"&#{m.group(1)};"), text)
     text = html.unescape(html.unescape(text))  # some fields are escaped twice (&amp;lt;)
@@ -58,18 +50,9 @@ def clean_text(text: str) -> str:
 
 
 def tokenize(text: str, lowercase: bool = True) -> list[str]:
-    """Clean, lower-case and split text into word tokens with :data:`TOKEN_PATTERN`.
-
-    Args:
-        text: raw or cleaned text.
-        lowercase: ``False`` keeps the case (for the published ELMo models, which read cased text).
-
-    Returns:
-        A list of tokens; empty when the text holds no token.
-
-    Raises:
-        ElmoError: if ``text`` is not a ``str``.
-    """
+    """Clean (:func:`clean_text`), lower-case and split raw or cleaned ``text`` into word tokens with
+    :data:`TOKEN_PATTERN`; ``[]`` when it holds none. ``lowercase=False`` keeps the case (for the published ELMo
+    models, which read cased text). Raises ElmoError if ``text`` is not a ``str``."""
     if not isinstance(text, str):
         raise ElmoError(f"tokenize() expects a str, got {type(text).__name__}")
     text = clean_text(text)
@@ -77,15 +60,9 @@ def tokenize(text: str, lowercase: bool = True) -> list[str]:
 
 
 def read_lines(path: str | os.PathLike, what: str = "file") -> tuple[list[str], list[int], int]:
-    """The non-blank lines of a UTF-8 text file (stripped), their 1-based line numbers and how many
-    blank lines were skipped.
-
-    Args:
-        path: the file (a BOM is accepted); what: how error messages name it (e.g. ``"--input-file"``).
-
-    Raises:
-        ElmoError: the file is missing, not UTF-8, or has no non-blank line.
-    """
+    """The non-blank lines of a UTF-8 text file at ``path`` (stripped; a BOM is accepted), their 1-based line numbers
+    and how many blank lines were skipped. ``what`` names the file in error messages (e.g. ``"--input-file"``). Raises
+    ElmoError when the file is missing, not UTF-8, or has no non-blank line."""
     try:
         lines = Path(path).read_text(encoding="utf-8-sig").splitlines()
     except FileNotFoundError:

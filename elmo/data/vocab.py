@@ -23,14 +23,8 @@ PAD_ID, UNK_ID, BOS_ID, EOS_ID = range(4)
 
 
 class Vocabulary:
-    """A bijection between words and ids.
-
-    Args:
-        itos: the id-to-word list; must start with :data:`SPECIALS` and hold no duplicates.
-
-    Raises:
-        ElmoError: ``itos`` does not start with the specials or repeats a word.
-    """
+    """A bijection between words and ids. ``itos``, the id-to-word list, must start with :data:`SPECIALS` and hold no
+    duplicates, else ElmoError."""
 
     def __init__(self, itos: Sequence[str]):
         itos = list(itos)
@@ -47,11 +41,8 @@ class Vocabulary:
 
         Args:
             documents: token lists (training split only, so validation/test OOV rates are honest).
-            min_freq: keep words seen at least this often (>= 1).
-            max_size: keep at most this many words besides the 4 specials (``None`` = no cap).
-
-        Raises:
-            ElmoError: ``min_freq < 1`` or ``max_size < 1``.
+            min_freq: keep words seen at least this often (>= 1); max_size: keep at most this many words besides the
+                4 specials (>= 1; ``None`` = no cap). Either out of range raises ElmoError.
         """
         if min_freq < 1:
             raise ElmoError(f"min_freq must be >= 1, got {min_freq}", field="min_freq")
@@ -97,14 +88,9 @@ class Vocabulary:
 
     @classmethod
     def load_pickle(cls, path: str | os.PathLike) -> "Vocabulary":
-        """Read a ``word2idx.pkl`` safely: only a dict of str -> int is accepted.
-
-        The unpickler refuses every global (class or function), so a pickle crafted to run code
-        cannot; ids must be exactly ``0..len-1``.
-
-        Raises:
-            ElmoError: missing file, a pickle that is not a plain dict of str -> int, or bad ids.
-        """
+        """Read a ``word2idx.pkl`` (:meth:`save_pickle`) safely: the unpickler refuses every global (class or function),
+        so a pickle crafted to run code cannot; only a dict of str -> int with ids exactly ``0..len-1`` is accepted.
+        Raises ElmoError on a missing file, any other pickle, or bad ids."""
         path = Path(path)
         if not path.is_file():
             raise ElmoError(f"{path}: vocabulary file not found; run `python ELMO.py` first")

@@ -1,7 +1,5 @@
-"""Batched class probabilities of a classifier over an encoded corpus (training-time evaluation, the layer cache and
-:class:`~elmo.inference.text_classifier.TextClassifier` all use the same batches).
-
-The command that classifies texts from the command line is :mod:`elmo.pipelines.predict_command`."""
+"""Batched class probabilities of a classifier over an encoded corpus (:func:`class_probabilities`); the command that
+classifies texts from the command line is :mod:`elmo.pipelines.predict_command`."""
 
 from __future__ import annotations
 
@@ -20,12 +18,10 @@ PREDICT_BATCH, PREDICT_MAX_TOKENS = 256, 16384
 
 def class_probabilities(model: SequenceClassifier, corpus: EncodedCorpus, device: torch.device,
                         amp_dtype: torch.dtype | None = None) -> np.ndarray:
-    """Class probabilities ``(N, C)`` float32 for every document of ``corpus``, in corpus order.
-
-    Batches of :data:`PREDICT_BATCH` documents / :data:`PREDICT_MAX_TOKENS` padded tokens, under ``amp_dtype``
-    autocast (:func:`elmo.runtime.device.resolve_precision`); cached biLM layers are used when the corpus has them.
-    Under ``torchrun`` each rank predicts its share of the batches and the rows are all-reduced.
-    """
+    """Class probabilities ``(N, C)`` float32 for every document of ``corpus``, in corpus order, in batches of
+    :data:`PREDICT_BATCH` documents / :data:`PREDICT_MAX_TOKENS` padded tokens under ``amp_dtype`` autocast
+    (:func:`elmo.runtime.device.resolve_precision`), with the corpus's cached biLM layers when it has them. Under
+    ``torchrun`` each rank predicts its share of the batches and the rows are all-reduced."""
     probs = np.zeros((len(corpus), model.config.num_classes), dtype=np.float32)
     model.eval()
     with torch.no_grad():

@@ -3,10 +3,8 @@
 ``classification.py`` trains several classifiers for several epochs on the same frozen biLM: the LSTM layers h_1..h_L
 of every token are computed once (in the batches of :func:`elmo.inference.class_probabilities.class_probabilities`)
 and shared by all layer mixes and epochs; the token layer h_0 is recomputed per batch
-(:meth:`elmo.model.bilm.BiLM.token_layer`). The cache holds ``L × D`` values per token at 16 bits
-(:func:`cache_dtype`), cast back to the compute precision when used.
-
-Where the cache lives is :mod:`elmo.data.layer_store`'s job; :func:`should_cache` picks it for ``--cache-layers``.
+(:meth:`elmo.model.bilm.BiLM.token_layer`). The cache holds ``L × D`` values per token at 16 bits (:func:`cache_dtype`),
+cast back to the compute precision when used, in a :mod:`elmo.data.layer_store` store that :func:`should_cache` picks.
 """
 
 from __future__ import annotations
@@ -23,12 +21,12 @@ from ..runtime import distributed
 from ..runtime.device import autocast, available_memory, device_memory_free, to_device
 from .class_probabilities import PREDICT_BATCH, PREDICT_MAX_TOKENS
 
-CACHE_MODES = ("auto", "device", "disk", "memory", "on", "off")  # "on": memory (its meaning before disk stores)
+CACHE_MODES = ("auto", "device", "disk", "memory", "on", "off")  # "on" is an alias of "memory"
 
 
 def cache_dtype(amp_dtype: torch.dtype | None) -> torch.dtype:
-    """The 16-bit dtype the layers are stored in: ``amp_dtype`` when it is bf16 or fp16, else fp16 (an fp32
-    run stores its layers at half the size; see the module docstring for the rounding)."""
+    """The 16-bit dtype the layers are stored in: ``amp_dtype`` when it is bf16 or fp16, else fp16 (an fp32 run stores
+    its layers at half the size)."""
     return amp_dtype if amp_dtype in (torch.bfloat16, torch.float16) else torch.float16
 
 
@@ -39,18 +37,14 @@ def cache_bytes(bilm: BiLM, num_tokens: int, dtype: torch.dtype) -> int:
 
 def should_cache(mode: str, bilm: BiLM, num_tokens: int, dtype: torch.dtype,
                  directory: str | None = None, device: torch.device | None = None) -> tuple[str | None, str]:
-    """Where ``--cache-layers mode`` keeps the layers of ``num_tokens`` tokens, and why (a line for the log).
+    """Where ``--cache-layers mode`` keeps the layers of ``num_tokens`` tokens, and why (a line for the log), as
+    ``("device" | "disk" | "memory" | None, why)``; ``None``: no cache, the biLM runs in every step.
 
     ``auto`` picks ``"device"`` when the models run on a GPU and the layers fit in half its free memory (written once
     and gathered there, never through the host), else ``"disk"`` (in ``directory`` or the system's temporary folder)
     when the file fits in half its free space, else ``"memory"`` when it fits in half the available memory, else no
-    cache; ``device``, ``disk``, ``memory`` (``on``) and ``off`` force a choice.
-
-    Returns:
-        ``("device" | "disk" | "memory" | None, why)``; ``None``: no cache, the biLM runs in every step.
-
-    Raises:
-        ElmoError: an unknown ``mode``; ``device`` without a GPU.
+    cache; ``device``, ``disk``, ``memory`` (``on``) and ``off`` force a choice. Raises ElmoError on an unknown
+    ``mode``, or ``device`` without a GPU.
     """
     if mode not in CACHE_MODES:
         raise ElmoError(f"--cache-layers: unknown mode {mode!r} (use {', '.join(CACHE_MODES)})")
@@ -82,22 +76,16 @@ def should_cache(mode: str, bilm: BiLM, num_tokens: int, dtype: torch.dtype,
 @torch.no_grad()
 def compute_layers(bilm: BiLM, corpus: EncodedCorpus, device: torch.device, amp_dtype: torch.dtype | None = None,
                    kind: str = "memory", directory: str | None = None) -> MemoryLayerStore | DiskLayerStore:
-    """The biLM's LSTM layers of every token of ``corpus``, in the corpus's flat token order.
+    """The biLM's LSTM layers of every token of ``corpus``, as a store of ``(num_tokens, L, D)`` rows in the corpus's
+    flat token order: row ``corpus.offsets[i] + k`` holds h_1..h_L of token k of document i
+    (:meth:`elmo.model.bilm.BiLM.forward` layers 1..L). Raises ElmoError on an unknown ``kind``, and the disk store's
+    errors (no space, no folder).
 
     Args:
-        bilm: the frozen biLM (eval mode, on ``device``).
-        corpus: the documents; chars must be attached for a character biLM.
-        amp_dtype: autocast dtype (:func:`elmo.runtime.device.resolve_precision`); the layers are stored in its
-            :func:`cache_dtype`.
-        kind: ``"memory"``, ``"device"`` (on ``device``) or ``"disk"`` (:mod:`elmo.data.layer_store`); directory: the
-            disk store's folder.
-
-    Returns:
-        A store of ``(num_tokens, L, D)`` rows: row ``corpus.offsets[i] + k`` holds h_1..h_L of token k of
-        document i (:meth:`elmo.model.bilm.BiLM.forward` layers 1..L).
-
-    Raises:
-        ElmoError: an unknown ``kind``; the disk store's errors (no space, no folder).
+        bilm: the frozen biLM (eval mode, on ``device``); corpus: the documents, with chars attached for a character
+            biLM; amp_dtype: autocast dtype (:func:`elmo.runtime.device.resolve_precision`), stored as its
+            :func:`cache_dtype`; kind: ``"memory"``, ``"device"`` (on ``device``) or ``"disk"``
+            (:mod:`elmo.data.layer_store`); directory: the disk store's folder.
     """
     if kind not in ("memory", "device", "disk"):
         raise ElmoError(f"compute_layers: kind must be 'memory', 'device' or 'disk', got {kind!r}")

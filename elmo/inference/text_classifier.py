@@ -27,11 +27,8 @@ from .embedder import ElmoEmbedder
 
 class TextClassifier:
     """The trained AG News classifier on raw text: ``predict`` → class names, ``predict_proba`` → probabilities.
-
-    Args:
-        model: an :class:`~elmo.model.classifier.ElmoClassifier` (eval mode); vocab: its biLM's vocabulary;
-        class_names: names of the C classes in output order.
-    """
+    ``model``: an :class:`~elmo.model.classifier.ElmoClassifier` (eval mode); ``vocab``: its biLM's vocabulary;
+    ``class_names``: names of the C classes in output order."""
 
     def __init__(self, model, vocab: Vocabulary, class_names: Sequence[str], precision: str = "auto",
                  max_length: int = 256):
@@ -46,17 +43,14 @@ class TextClassifier:
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike = "models", classifier: str = "classifier.pt",
                         device: str | torch.device = "auto", precision: str = "auto") -> "TextClassifier":
-        """Load ``classifier.pt`` (or another ``classifier_<mix>.pt``) from a models directory and the biLM it was
-        trained on, or a classifier's ``save_pretrained`` folder or Hub model id (:mod:`elmo.model.hub`): the
-        published biLM it records (bilm-tf's files given by ``--options-file``, or a ``published_lm.pt`` it was
-        trained on), else the biLM the directory holds (:func:`~elmo.model.serialization.open_bilm`: ``bilstm.pt``
-        first).
+        """Load ``classifier.pt`` (or another ``classifier_<mix>.pt``) from a models directory with the biLM it was
+        trained on: the published biLM it records (bilm-tf's files given by ``--options-file``, or a
+        ``published_lm.pt``), else the directory's (:func:`~elmo.model.serialization.open_bilm`: ``bilstm.pt`` first).
+        Also loads a classifier's ``save_pretrained`` folder or Hub model id (:mod:`elmo.model.hub`).
 
-        ``precision`` as in :class:`~elmo.inference.embedder.ElmoEmbedder`; the default matches
-        ``classification.py``'s, so the scores equal those the training run reported.
-
-        Raises:
-            ElmoError: a file is missing or corrupt, or the classifier was trained on another biLM.
+        ``precision`` as in :class:`~elmo.inference.embedder.ElmoEmbedder`; the default matches ``classification.py``'s,
+        so the scores equal those the training run reported. Raises ElmoError when a file is missing or corrupt, or the
+        classifier was trained on another biLM.
         """
         directory = Path(path)
         file = Outputs(models=directory).models / classifier
@@ -79,11 +73,8 @@ class TextClassifier:
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:
         """Class probabilities ``(n, C)`` float32 (rows sum to 1) for raw texts; a text longer than ``max_length``
-        tokens is truncated to its first ``max_length`` (as in training), with a warning.
-
-        Raises:
-            ElmoError: a text that is not a ``str`` or holds no token (named by its index).
-        """
+        tokens is truncated to its first ``max_length`` (as in training), with a warning. Raises ElmoError on a text
+        that is not a ``str`` or holds no token (named by its index)."""
         if isinstance(texts, str):
             texts = [texts]
         tokens = []

@@ -1,10 +1,8 @@
 """The adaptive softmax of the language models (Grave et al. 2017, "Efficient softmax approximation for GPUs").
 
-:class:`AdaptiveSoftmax` is ``nn.AdaptiveLogSoftmaxWithLoss`` (the same parameters and state-dict keys, so every saved
-model loads as before) with a training loss that reads the host once per call. PyTorch's forward finds each
-cluster's rows with a boolean mask, one host read per cluster plus the caller's own for the padding; :meth:`loss` sorts
-the rows by cluster on the device and reads only the clusters' sizes, then computes the head over every row and each
-tail over one contiguous slice of the sorted rows.
+:class:`AdaptiveSoftmax` is ``nn.AdaptiveLogSoftmaxWithLoss`` (same parameters and state-dict keys) with a training
+loss that reads the device once per call, not once per cluster plus once for the padding: :meth:`loss` sorts the rows
+by cluster on the device, reads only the clusters' sizes, and scores each tail on one contiguous slice of them.
 """
 
 from __future__ import annotations
@@ -36,18 +34,13 @@ def _fp32_output(module: nn.Module, inputs: tuple, output: torch.Tensor) -> torc
 
 
 class AdaptiveSoftmax(nn.AdaptiveLogSoftmaxWithLoss):
-    """An adaptive softmax over ``vocab_size`` words, frequent words first (word id = frequency rank).
+    """An adaptive softmax over ``vocab_size`` (V) words, frequent words first (word id = frequency rank).
 
     A head scores the ``cutoffs[0]`` most frequent words and one logit per tail cluster; tail cluster i scores its
-    words through a projection ``input_dim → input_dim / div_value^(i+1) → cluster size``. The projections compute in
-    the autocast dtype, their logits return in fp32 (forward hooks), so log-probabilities are fp32 exact.
-
-    Args:
-        input_dim: width D of the states it scores; vocab_size: the number of words V (output classes).
-        cutoffs: cluster boundaries, kept as :func:`adaptive_cutoffs` fits them to ``vocab_size`` and ``input_dim``.
-        div_value: the factor by which each tail's projection narrows.
-
-    ``log_prob(states (n, D)) → (n, V)`` is PyTorch's (exact log-probabilities of every word, for evaluation).
+    words through ``input_dim (D) → D / div_value^(i+1) → cluster size``, with ``cutoffs`` as :func:`adaptive_cutoffs`
+    fits them. The projections compute in the autocast dtype and return fp32 logits (forward hooks), so
+    log-probabilities are computed in fp32. PyTorch's ``log_prob(states (n, D)) → (n, V)`` gives the exact
+    log-probabilities of every word, for evaluation.
     """
 
     def __init__(self, input_dim: int, vocab_size: int, cutoffs: Sequence[int], div_value: float):
@@ -60,20 +53,14 @@ class AdaptiveSoftmax(nn.AdaptiveLogSoftmaxWithLoss):
 
     def loss(self, states: torch.Tensor, targets: torch.Tensor,
              cluster_counts: list[int] | None = None) -> tuple[torch.Tensor, int]:
-        """Mean negative log-likelihood of the targets, skipping the positions whose target is :data:`IGNORE_INDEX`.
+        """Mean negative log-likelihood of ``targets (N,)`` (int64 word ids in ``[0, V)``; :data:`IGNORE_INDEX` is
+        skipped) given ``states (N, D)`` in any float dtype (bf16 under autocast is scored without a copy to fp32).
+        ``cluster_counts``: the scored targets per cluster (head first) from the host (:func:`cluster_counts`), so
+        that nothing is read back from the device.
 
-        Args:
-            states: ``(N, D)`` in any float dtype (bf16 under autocast is scored without a copy to fp32).
-            targets: ``(N,)`` int64 word ids in ``[0, V)``, or :data:`IGNORE_INDEX`.
-            cluster_counts: the scored targets per cluster (head first), when the caller knows them from the host
-                (:func:`cluster_counts`): nothing is read back from the device.
-
-        Returns:
-            ``(loss, n)``: the mean over the ``n`` scored positions, nats per word (a 0-d fp32 tensor; 0 when
-            ``n == 0``), and ``n`` as an int: without ``cluster_counts``, the only value read back from the device.
-
-        Raises:
-            ElmoError: a target outside ``[0, V)`` other than :data:`IGNORE_INDEX` (without ``cluster_counts``).
+        Returns ``(loss, n)``: the mean over the ``n`` scored positions in nats per word (0-d fp32 tensor, 0 when
+        ``n == 0``) and ``n`` as an int, without ``cluster_counts`` the only value read back from the device. Raises
+        ElmoError on a target outside ``[0, V)`` other than :data:`IGNORE_INDEX` (checked without ``cluster_counts``).
         """
         clusters = len(self.cutoffs)  # head + tails
         cluster = torch.bucketize(targets, self.bounds, right=True)
@@ -107,16 +94,15 @@ def outside_message(count: int, size: int) -> str:
 
 
 def cluster_counts(ids: torch.Tensor, lengths: torch.Tensor, last: int, cutoffs: Sequence[int]) -> list[int]:
-    """The words per cluster (head first) that one direction predicts in a right-padded batch, worked out on the host
-    (numpy) from its CPU tensors: each row's first ``n`` ids and its boundary word ``last`` (``</S>`` forward,
-    ``<S>`` backward), the order of the reading not mattering: :meth:`AdaptiveSoftmax.loss`'s ``cluster_counts``.
+    """:meth:`AdaptiveSoftmax.loss`'s ``cluster_counts`` for one direction of a right-padded batch, on the host (numpy):
+    the words per cluster (head first) among each row's first ``lengths[b]`` ids and its boundary word ``last``
+    (``</S>`` forward, ``<S>`` backward; the reading order does not matter).
 
     Args:
         ids: ``(B, T)`` int64; lengths: ``(B,)`` int64, both on the CPU; last: the boundary word's id; cutoffs: the
             softmax's (:attr:`AdaptiveSoftmax.cutoffs`, the vocabulary size last).
 
-    Raises:
-        ElmoError: a word outside ``[0, V)`` (named as :meth:`AdaptiveSoftmax.loss` names it).
+    Raises ElmoError on a word outside ``[0, V)``, with :meth:`AdaptiveSoftmax.loss`'s message.
     """
     n = lengths.numpy()
     words = np.concatenate([ids.numpy()[np.arange(ids.shape[1])[None, :] < n[:, None]], np.full(len(n), last)])

@@ -1,26 +1,21 @@
 """The character-level token encoder of both biLMs (Peters et al. 2018, §3.1; Józefowicz et al. 2016).
 
-:class:`CharEncoder` computes each token's representation x_k from its characters instead of a word table, so
-*every* word, OOV included, gets its own vector: character embedding → 1-d convolutions of several widths, each
-max-pooled over the word, then an activation → highway layers (Srivastava et al. 2015) in TensorFlow's form
-``y = g ⊙ relu(W_t x + b_t) + (1 − g) ⊙ x``, ``g = σ(W_c x + b_c)`` → a linear projection to the token width →
-(optionally) a layer normalisation. Two configurations use it:
+:class:`CharEncoder` gives every word, OOV included, its own token vector x_k: character embedding → 1-d convolutions
+of several widths, each max-pooled over the word, then an activation → highway layers (Srivastava et al. 2015) in
+TensorFlow's form ``y = g ⊙ relu(W_t x + b_t) + (1 − g) ⊙ x``, ``g = σ(W_c x + b_c)`` → a linear projection to the
+token width → optionally a layer normalisation. Two configurations:
 
-* **ours** (``BiLMConfig.token_encoder == "char"``, one encoder per direction): our character numbering
-  (:func:`elmo.data.chars.word_char_ids`), and the layer normalisation, which is ours, not the paper's: it keeps x_k
-  at the unit scale of the word embeddings, where unnormalised ReLU features saturated the LSTM gates
-  (docs/commands.md). The default sizes (widths 1-5, 384 filters, 1 highway layer) are smaller than the paper's
-  (widths 1-7, 2048 filters, 2 highway layers), sized for a CPU.
+* **ours** (``BiLMConfig.token_encoder == "char"``, one encoder per direction): our numbering
+  (:func:`elmo.data.chars.word_char_ids`), a layer normalisation (not the paper's) keeping x_k at the word embeddings'
+  unit scale (unnormalised ReLU features saturated the LSTM gates: docs/commands.md), CPU-sized defaults (widths 1-5,
+  384 filters, 1 highway layer; the paper: widths 1-7, 2048 filters, 2 highway layers).
 * **bilm-tf's** (:class:`~elmo.model.published.PublishedBiLM`, one encoder for both directions): bilm-tf's numbering
   (:func:`elmo.data.chars.bilm_tf_char_ids`), ``char_cnn.activation``, no normalisation, a projection only when the
   filters' width differs from the token width.
 
-Each distinct spelling is encoded once (``torch.unique``, or a host plan), at most ``words_per_pass`` at a time, each
-pass cut to its longest word plus the widest filter, and the convolutions of all widths are one matrix product over
-character windows (kernels zero-padded to the widest, windows past the input masked), in the dtype the biLM computes
-in: the result of ``nn.Conv1d`` up to float rounding. Parameters keep the layout of ``nn.Conv1d`` / ``nn.Linear``
-(``convs.i``, ``highways.k`` = [transform; carry], ``projection``, ``norm``); our encoder reads and writes its
-highway layers under the names of its files (``highway.layers.k``).
+Each distinct spelling is encoded once (``torch.unique`` or a host plan), in passes; all filter widths are one matrix
+product over character windows in the biLM's compute dtype, ``nn.Conv1d``'s result up to float rounding. Parameters keep
+``nn.Conv1d`` / ``nn.Linear`` layouts: ``convs.i``, ``highways.k`` = [transform; carry], ``projection``, ``norm``.
 """
 
 from __future__ import annotations
@@ -43,7 +38,7 @@ ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh}
 WORDS_PER_PASS = 256
 #: character numberings (:data:`elmo.data.chars.CHAR_SCHEMES`): the number of character ids and the in-word padding id
 NUMBERINGS = {"elmo": (NUM_CHARS, CHAR_PAD), "bilm_tf": (TF_NUM_CHARS, TF_PAD_CHAR)}
-#: our encoder's files name its highway layers ``highway.layers.k`` (the ``Highway`` module they were written with)
+#: the prefix under which our encoder's files hold its highway layers (``highway.layers.k``)
 LEGACY_HIGHWAYS = "highway.layers."
 
 
@@ -51,14 +46,12 @@ class CharEncoder(CachedWeights):
     """Token vectors from characters (module docstring).
 
     Args:
-        output_dim: width of the token vector. char_dim: character embedding width. filters: ``(width, number of
-            filters)`` pairs. num_highway: highway layers over the concatenated filter outputs. max_chars: C, the
-            character positions per token (>= the widest filter).
+        output_dim: token vector width; char_dim: character embedding width; filters: ``(width, count)`` pairs;
+            num_highway: highway layers; max_chars: C, character positions per token (>= the widest filter).
         numbering: ``"elmo"`` (ours) or ``"bilm_tf"``; activation: after the max-pool, ``relu`` or ``tanh``;
-        layer_norm: a layer normalisation after the projection (ours).
+            layer_norm: a layer normalisation after the projection (ours).
 
-    Raises:
-        ElmoError: empty ``filters``, a filter wider than ``max_chars``, an unknown numbering or activation.
+    Raises ElmoError on empty ``filters``, a filter wider than ``max_chars``, an unknown numbering or activation.
     """
 
     def __init__(self, output_dim: int, char_dim: int = 16, filters: Sequence[Sequence[int]] = DEFAULT_FILTERS,
@@ -101,20 +94,11 @@ class CharEncoder(CachedWeights):
         return cached(self._cache, "weights", sources, dtype, make)
 
     def forward(self, chars: torch.Tensor, words_per_pass: int = WORDS_PER_PASS, plan: WordPlan | None = None) -> torch.Tensor:
-        """Token vectors of ``chars``.
-
-        Args:
-            chars: ``(..., C)`` int64 character ids (an all-zero row: a padded token, a constant vector callers mask);
-            words_per_pass: the most distinct spellings encoded at a time, which bounds the convolutions'
-                ``(words · C, filters)`` activations; plan: the distinct spellings and passes worked out on the host
-                (:func:`~elmo.model.plan.word_plan`, ``chars`` flat ``(N, C)``): the same vectors, nothing read from
-                the device.
-
-        Returns:
-            ``(..., output_dim)`` float32.
-
-        Raises:
-            ElmoError: ``C`` is not ``max_chars``.
+        """Token vectors ``(..., output_dim)`` float32 of ``chars (..., C)`` int64 character ids (an all-zero row is a
+        padded token: a constant vector that callers mask); raises ElmoError when ``C`` is not ``max_chars``.
+        ``words_per_pass``: the most distinct spellings encoded at a time, bounding the convolutions' ``(words · C,
+        filters)`` activations; ``plan``: the distinct spellings and passes worked out on the host
+        (:func:`~elmo.model.plan.word_plan`, ``chars`` flat ``(N, C)``): the same vectors, nothing read back.
         """
         if chars.shape[-1] != self.max_chars:
             raise ElmoError(f"expected {self.max_chars} character positions per token, got {chars.shape[-1]}")
@@ -130,8 +114,7 @@ class CharEncoder(CachedWeights):
                 order = torch.argsort(((unique != self.pad_char) & (unique != 0)).sum(dim=1), stable=True)
                 parts = [self.encode_distinct(unique[rows], weights) for rows in order.split(max(1, words_per_pass))]
                 gather = torch.argsort(order)[inverse]
-        # index_select, not indexing: its backward adds the repeated rows in index order, so a multi-threaded CPU run
-        # repeats exactly (an index's backward adds them with atomics, in whatever order the threads reach them)
+        # index_select, not indexing: its backward adds repeated rows in a fixed order, so threaded CPU runs repeat
         return torch.cat(parts).index_select(0, gather).reshape(*chars.shape[:-1], -1)
 
     def encode_distinct(self, chars: torch.Tensor, weights: list[torch.Tensor | None],

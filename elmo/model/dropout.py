@@ -1,7 +1,5 @@
-"""Dropout with a cheaper random mask on the CPU: two 15-bit draws from every 32-bit random integer against a
-threshold, instead of PyTorch's ``bernoulli_(1 - p)`` or one float per element (measurements: lab/performance.md); on
-CUDA :func:`torch.nn.functional.dropout` as is.
-"""
+"""Dropout with a cheaper CPU mask: two 15-bit draws per 32-bit random integer compared with a threshold, instead of
+PyTorch's ``bernoulli_(1 - p)`` (measurements: lab/performance.md); elsewhere :func:`torch.nn.functional.dropout`."""
 
 from __future__ import annotations
 
@@ -13,14 +11,12 @@ MASK_BITS = 15
 
 
 class FastDropout(nn.Dropout):
-    """:class:`torch.nn.Dropout` (Srivastava et al. 2014) with an integer-threshold mask on the CPU.
+    """:class:`torch.nn.Dropout` (Srivastava et al. 2014) with the module docstring's integer-threshold mask on the CPU.
 
     In training each element is kept independently with probability ``1 - p'`` and scaled by ``1 / (1 - p')``, else
-    zeroed, where ``p' = round(p · 2^15) / 2^15`` on the CPU (0.1 acts as 0.100006; the expectation of every element
-    is kept exactly) and ``p' = p`` on other devices; identity in eval mode or with ``p = 0``. Each draw is 15 bits of
-    an int32 from the global generator (two draws per integer), so ``torch.manual_seed`` makes it repeat exactly.
-
-    Shapes: any ``x``; returns a tensor of ``x``'s shape and dtype.
+    zeroed, where ``p' = round(p · 2^15) / 2^15`` on the CPU (0.1 acts as 0.100006; each element's expectation stays
+    exact) and ``p' = p`` elsewhere; identity in eval mode or with ``p = 0``. The draws come from the global generator,
+    so ``torch.manual_seed`` repeats them exactly. ``x`` of any shape → a tensor of its shape and dtype.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

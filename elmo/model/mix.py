@@ -1,17 +1,14 @@
-"""Combining the biLM layers h_0, h_1, h_2 into one ELMo vector per token.
+"""Combining the biLM layers h_0, h_1, h_2 into one ELMo vector per token, by one of :data:`LAYER_MIXES`:
 
-Three layer mixes (:data:`LAYER_MIXES`):
+* ``trainable_lambda``: ELMo_k = γ Σ_j softmax(w)_j h_{k,j} with w and γ trained (Peters et al. 2018 eq. 1, the
+  *scalar mix*, as AllenNLP's ``ScalarMix``);
+* ``frozen_lambda``: the same sum with w drawn once from N(0, 1) by the seed and never trained, γ fixed at 1;
+* ``learned_function`` (``--learned-function``): a per-token network f(h_0, h_1, h_2), ``gate`` (:class:`GatedLayerMix`,
+  token-wise scalar-mix weights, starting as the uniform mix) or ``mlp`` (:class:`LearnedLayerFunction`).
 
-* ``trainable_lambda``: ELMo_k = γ Σ_j softmax(w)_j h_{k,j} with w and γ trained (paper eq. 1, the *scalar mix*,
-  as AllenNLP's ``ScalarMix``);
-* ``frozen_lambda``: the same sum with w drawn once from N(0, 1) using the seed and never trained, and γ fixed at 1;
-* ``learned_function``: a small network f(h_0, h_1, h_2) per token (``--learned-function``): ``gate``
-  (:class:`GatedLayerMix`, token-wise scalar-mix weights, starting as the uniform mix) or ``mlp``
-  (:class:`LearnedLayerFunction`, a two-layer MLP on ``[h_0; h_1; h_2]``).
-
-Optionally (``layer_norm=True``, ``--layer-norm``) every layer is first normalised per token to zero mean and unit
-variance over its D features, without learned scale or shift (the paper's §3.2 remark); per-token statistics keep a
-sentence's vector independent of the rest of its batch.
+With ``layer_norm=True`` (``--layer-norm``) each layer is first normalised per token to zero mean and unit variance
+over its D features, without scale or shift (the paper's §3.2 remark); per-token statistics keep a sentence's vector
+independent of the rest of its batch.
 """
 
 from __future__ import annotations
@@ -37,17 +34,13 @@ def normalize_layers(layers: torch.Tensor) -> torch.Tensor:
 
 
 def normalize_layers_over_batch(layers: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """AllenNLP's layer normalisation (``ScalarMix(do_layer_norm=True)``, allennlp/modules/scalar_mix.py): each layer
-    shifted and scaled by one mean and one variance over all of the batch's unmasked positions and features, so a
-    sentence's vectors depend on the rest of its batch (what :class:`~elmo.model.elmo.Elmo` computes for AllenNLP's
-    call; :func:`normalize_layers` is the per-token form).
+    """AllenNLP's layer normalisation (``ScalarMix(do_layer_norm=True)``, allennlp/modules/scalar_mix.py), used by
+    :class:`~elmo.model.elmo.Elmo` for AllenNLP's call: one mean and variance per layer over all the batch's unmasked
+    positions and features, so a sentence's vectors depend on its batch (:func:`normalize_layers`: per token).
 
-    Args:
-        layers: ``(L+1, B, T, D)``; mask: ``(B, T)`` bool, True at the positions counted (at least one).
-
-    Returns:
-        The same shape: ``(h - mean) / sqrt(variance + tiny)`` per layer, ``tiny`` AllenNLP's (1e-13; 1e-4 in
-        float16). Masked positions are transformed too (``-mean / sd`` where h is zero), as in AllenNLP.
+    Args: ``layers (L+1, B, T, D)``; ``mask (B, T)`` bool, True at the positions counted (at least one). Returns the
+    same shape, ``(h - mean) / sqrt(variance + tiny)`` per layer with AllenNLP's ``tiny`` (1e-13; 1e-4 in float16);
+    masked positions are transformed too (``-mean / sd`` where h is zero), as in AllenNLP.
     """
     keep = mask.unsqueeze(-1).to(layers.dtype)  # (B, T, 1)
     count = mask.sum() * layers.shape[-1]
@@ -61,14 +54,12 @@ class ScalarMix(nn.Module):
     """γ · Σ_j softmax(w)_j · h_j (Peters et al. 2018, eq. 1).
 
     Args:
-        num_layers: number of layers mixed (L + 1).
+        num_layers: L + 1; layer_norm: normalise each layer per token first (:func:`normalize_layers`). Both mean the
+            same for every mix of this module.
         trainable: train w and γ (``trainable_lambda``) or keep them fixed (``frozen_lambda``).
-        weights: initial un-normalised weights w, shape ``(num_layers,)``; zeros (the average) when ``None``.
-        gamma: initial γ.
-        layer_norm: normalise each layer per token first (:func:`normalize_layers`).
+        weights: initial un-normalised w ``(num_layers,)``, zeros (the average) when ``None``; gamma: initial γ.
 
-    Raises:
-        ElmoError: ``weights`` of the wrong shape.
+    Raises ElmoError on ``weights`` of the wrong shape.
     """
 
     def __init__(self, num_layers: int, trainable: bool = True, weights: torch.Tensor | None = None,
@@ -94,12 +85,8 @@ class ScalarMix(nn.Module):
 
 
 class LearnedLayerFunction(nn.Module):
-    """f(h_0, .., h_L) = W_2 · GELU(W_1 · [h_0; ..; h_L] + b_1) + b_2, applied per token.
-
-    Args:
-        num_layers: number of layers (L + 1); dim: width D of each layer and of the output.
-        layer_norm: normalise each layer per token first (:func:`normalize_layers`).
-    """
+    """f(h_0, .., h_L) = W_2 · GELU(W_1 · [h_0; ..; h_L] + b_1) + b_2 per token, ``dim`` (D) wide as each layer;
+    ``num_layers``, ``layer_norm``: as for :class:`ScalarMix`."""
 
     def __init__(self, num_layers: int, dim: int, layer_norm: bool = False):
         super().__init__()
@@ -120,13 +107,8 @@ class LearnedLayerFunction(nn.Module):
 class GatedLayerMix(nn.Module):
     """Token-wise scalar mix: γ Σ_j a_{k,j} h_{k,j}, a_k = softmax(w + g([h_{k,0}; ..; h_{k,L}])).
 
-    A gate network g (``(L+1)·D → hidden → L+1``, GELU) adds per-token logits to the global ones w; g's output
-    layer and w start at zero and γ at 1, so the module starts as the uniform average (as :class:`ScalarMix`).
-
-    Args:
-        num_layers: number of layers mixed (L + 1); dim: width D of each layer.
-        hidden: width of the gate network's hidden layer.
-        layer_norm: normalise each layer per token first (:func:`normalize_layers`).
+    g (``(L+1)·D → hidden → L+1``, GELU) adds per-token logits to the global w; g's output layer and w start at zero
+    and γ at 1 (the uniform average). ``dim``: layer width D; ``num_layers``, ``layer_norm``: as for :class:`ScalarMix`.
     """
 
     def __init__(self, num_layers: int, dim: int, hidden: int = GATE_HIDDEN, layer_norm: bool = False):
@@ -159,16 +141,14 @@ class GatedLayerMix(nn.Module):
 
 def build_mix(mix: str, num_layers: int, dim: int, seed: int = 0, layer_norm: bool = False,
               learned_function: str = "gate") -> nn.Module:
-    """The module of one layer mix (see the module docstring): ``(L+1, B, T, D)`` layers → ``(B, T, D)``.
+    """The module of one layer mix (module docstring): ``(L+1, B, T, D)`` layers → ``(B, T, D)``.
 
     Args:
-        mix: the layer mix, one of :data:`LAYER_MIXES`; num_layers: L + 1; dim: layer width D.
+        mix: one of :data:`LAYER_MIXES`; dim: layer width D; num_layers, layer_norm: as for :class:`ScalarMix`.
         seed: draws the frozen weights of ``frozen_lambda`` (reproducible, logged in the results).
-        layer_norm: normalise each layer per token before combining (:func:`normalize_layers`).
         learned_function: the kind of ``learned_function``, one of :data:`LEARNED_FUNCTIONS`.
 
-    Raises:
-        ElmoError: unknown layer mix or learned-function kind.
+    Raises ElmoError on an unknown layer mix or learned-function kind.
     """
     if learned_function not in LEARNED_FUNCTIONS:
         raise ElmoError(f"unknown learned function {learned_function!r}; choose from {', '.join(LEARNED_FUNCTIONS)}")

@@ -1,14 +1,12 @@
-"""Fine-tuning a published (or exported) bilm-tf biLM as a language model on a domain's text
-(``python -m elmo finetune``): the loaded :class:`~elmo.model.published.PublishedBiLM` gets the training softmax of a
-:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax` over the domain vocabulary (the published files carry
-none), initialised as :data:`SOFTMAX_INITS` says:
+"""Fine-tuning a published (or exported) bilm-tf biLM as a language model on a domain's text (``python -m elmo
+finetune``): the loaded :class:`~elmo.model.published.PublishedBiLM` gets the training softmax of a
+:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax` over the domain vocabulary (the published files carry none),
+initialised by one of :data:`SOFTMAX_INITS`:
 
-* ``token-layer`` (:func:`init_softmax_from_token_layer`): word ``w``'s output row is ``alpha · x_w``, ``x_w (P,)``
-  the biLM's own token-layer vector of ``w``, and its bias ``beta · log p(w)``, ``p`` the add-one smoothed unigram
-  frequency of ``w`` among the words both directions predict; ``alpha`` and ``beta`` minimise the exact negative
-  log-likelihood of a sample of training positions (L-BFGS from ``alpha = 0, beta = 1``, the unigram model).
-  ``<bos>`` and ``<eos>`` take the token vectors of bilm-tf's sentence-boundary characters, ``<unk>`` and ``<pad>``
-  a zero row (their bias alone).
+* ``token-layer`` (:func:`init_softmax_from_token_layer`): word ``w``'s output row is ``alpha · x_w``, ``x_w (P,)`` its
+  token-layer vector (:func:`vocabulary_token_vectors`), its bias ``beta · log p(w)``, ``p`` the add-one smoothed
+  unigram frequency of ``w`` among the words both directions predict; ``alpha`` and ``beta`` minimise the exact NLL of a
+  sample of training positions (L-BFGS from ``alpha = 0, beta = 1``, the unigram model).
 * ``random``: the softmax's own initialisation (bilm-tf's ``W ~ N(0, 1/P)``, ``b = 0``).
 """
 
@@ -36,13 +34,9 @@ SCALE_FIT_POSITIONS = 256
 
 
 def language_model_of(bilm: PublishedBiLM, config: PublishedSoftmaxConfig, seed: int = 0) -> PublishedBiLMWithSoftmax:
-    """A :class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax` whose biLM is ``bilm`` (its weights, the biases as
-    read from bilm-tf's file and the files it came from kept) and whose softmax is the ``random`` one of ``seed``.
-
-    Args:
-        bilm: e.g. :func:`elmo.model.published_io.load_published_bilm`'s; config: the training head (its
-            ``vocab_size`` the domain vocabulary's).
-    """
+    """A :class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax` around ``bilm`` (its weights, the biases as read
+    from bilm-tf's file and the files it came from kept; e.g. :func:`elmo.model.published_io.load_published_bilm`'s)
+    with the ``random`` softmax of ``seed``; ``config``: the training head (``vocab_size``: the domain vocabulary's)."""
     model = PublishedBiLMWithSoftmax(bilm.config, config, seed=seed)
     with torch.no_grad():
         for p in bilm.parameters():  # the loader's may be views of transposed arrays: fused Adam wants them dense
@@ -116,15 +110,10 @@ def sample_positions(model: PublishedBiLMWithSoftmax, sample: EncodedCorpus,
 
 
 def fit_scales(scores: torch.Tensor, log_prior: torch.Tensor, targets: torch.Tensor) -> tuple[float, float, float, float]:
-    """``alpha, beta`` minimising the mean NLL of ``targets`` under ``softmax(alpha · scores + beta · log_prior)``.
-
-    Args:
-        scores: ``(n, V)`` float32 dot products ``h · x_w``; log_prior: ``(V,)`` log unigram probabilities;
-            targets: ``(n,)`` ids.
-
-    Returns:
-        ``(alpha, beta, nll, unigram_nll)``: the scales, their mean NLL (nats per word) and that of
-        ``alpha = 0, beta = 1`` (the unigram model), where the search starts.
+    """``alpha, beta`` minimising the mean NLL of ``targets (n,)`` under ``softmax(alpha · scores + beta · log_prior)``,
+    ``scores (n, V)`` float32 dot products ``h · x_w``, ``log_prior (V,)`` log unigram probabilities. Returns ``(alpha,
+    beta, nll, unigram_nll)``: the scales, their mean NLL (nats per word) and that of the start ``alpha = 0, beta = 1``
+    (the unigram model), returned instead when the fit is no better.
     """
     scales = torch.tensor([0.0, 1.0], dtype=torch.float64, requires_grad=True)
     scores64, prior64 = scores.double(), log_prior.double()
@@ -162,13 +151,9 @@ def init_softmax_from_token_layer(model: PublishedBiLMWithSoftmax, vocab: Vocabu
         vocab: its softmax's classes; counts: ``(V,)`` target counts (:func:`target_counts`); sample: a few training
             documents, encoded with bilm-tf characters, for fitting ``alpha`` and ``beta``.
 
-    Returns:
-        ``{"method", "alpha", "beta", "sample_positions", "sample_perplexity", "unigram_sample_perplexity"}``: the
-        scales and the exact perplexity of the sample under them and under the unigram model.
-
-    Raises:
-        ElmoError: the softmax is not the sampled one (the adaptive softmax has no per-word bias), or ``counts``
-            does not fit the vocabulary.
+    Returns ``{"method", "alpha", "beta", "sample_positions", "sample_perplexity", "unigram_sample_perplexity"}``: the
+    scales and the sample's exact perplexity under them and under the unigram model. Raises ElmoError when the softmax
+    is not the sampled one (the adaptive softmax has no per-word bias) or ``counts`` does not fit the vocabulary.
     """
     if not isinstance(model.softmax, SampledSoftmax):
         raise ElmoError("FinetuneArgs.softmax_init 'token-layer' sets a full softmax's rows and biases: use "

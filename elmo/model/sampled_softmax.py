@@ -1,20 +1,16 @@
 """bilm-tf's training softmax: a sampled softmax over a log-uniform (Zipfian) candidate sampler, exact at evaluation.
 
-Jean et al. (2015), §3; bilm-tf trains with TensorFlow's ``tf.nn.sampled_softmax_loss`` (``bilm/training.py``,
-``n_negative_samples_batch`` = 8192, ``remove_accidental_hits=True``, ``log_uniform_candidate_sampler(unique=True)``).
-Per batch (and per direction, as in bilm-tf):
+Jean et al. (2015), §3, as bilm-tf's TensorFlow ``tf.nn.sampled_softmax_loss`` (``bilm/training.py``,
+``remove_accidental_hits=True``, ``log_uniform_candidate_sampler(unique=True)``, :data:`BILM_TF_SAMPLES` candidates).
+Per batch and direction, as in bilm-tf, with torch's global generator:
 
-1. **Candidates.** ``S`` distinct word ids drawn from ``P(k) = (log(k + 2) - log(k + 1)) / log(V + 1)``
+1. **Candidates.** ``S`` distinct word ids drawn with replacement from ``P(k) = (log(k + 2) - log(k + 1)) / log(V + 1)``
    (:func:`log_uniform_probabilities`; ids in descending frequency order, as :class:`elmo.data.vocab.Vocabulary`
-   gives them), with replacement until ``S`` distinct ids have come up; ``tries`` counts the draws.
-2. **Expected counts.** ``1 - (1 - P(k))^tries`` (TensorFlow's ``RangeSampler``; ``P(k) · tries`` when no draw
-   was repeated).
-3. **Logits.** For every predicted position, the true word's and the ``S`` candidates' logits ``h · W_k + b_k``,
-   each minus the log of its expected count; a candidate equal to the true word (an *accidental hit*) gets the
-   lowest float.
+   gives them) until ``S`` distinct ids have come up; ``tries`` counts the draws.
+2. **Expected counts.** ``1 - (1 - P(k))^tries`` (TensorFlow's ``RangeSampler``; ``P(k) · tries`` if no draw repeated).
+3. **Logits.** For every predicted position, the true word's and the ``S`` candidates' ``h · W_k + b_k``, each minus
+   the log of its expected count; a candidate equal to the true word (an *accidental hit*) gets the lowest float.
 4. **Loss.** Cross-entropy with the true word at index 0 of ``[true; candidates]``.
-
-In eval mode the loss is the exact full-vocabulary negative log-likelihood. The draws use torch's global generator.
 """
 
 from __future__ import annotations
@@ -32,24 +28,16 @@ BILM_TF_SAMPLES = 8192
 
 
 def log_uniform_probabilities(vocab_size: int, device: torch.device | None = None) -> torch.Tensor:
-    """``P(k) = (log(k + 2) - log(k + 1)) / log(V + 1)`` for ``k`` in ``[0, V)``, float64 ``(V,)`` summing to 1
-    (TensorFlow's ``LogUniformSampler``)."""
+    """Step 1's ``P(k)`` (TensorFlow's ``LogUniformSampler``) for ``k`` in ``[0, V)``, float64 ``(V,)`` summing to 1."""
     k = torch.arange(vocab_size, dtype=torch.float64, device=device)
     return (torch.log1p(1.0 / (k + 1.0))) / math.log(vocab_size + 1.0)
 
 
 def log_uniform_candidates(vocab_size: int, samples: int, device: torch.device | None = None,
                            generator: torch.Generator | None = None) -> tuple[torch.Tensor, int]:
-    """``samples`` distinct ids drawn from the log-uniform distribution (step 1 of the module docstring).
-
-    Args:
-        vocab_size: V; samples: S, at most ``V``; generator: ``None`` = torch's global generator.
-
-    Returns:
-        ``(candidates (S,) int64 in first-drawn order, tries)``: the draws it took (>= S).
-
-    Raises:
-        ElmoError: ``samples`` not in ``[1, V]``.
+    """``samples`` (S) distinct ids of ``[0, vocab_size)`` drawn log-uniformly (step 1 of the module docstring) with
+    ``generator`` (``None``: torch's global one): ``(candidates (S,) int64 in first-drawn order, tries)``, ``tries``
+    the draws it took (>= S). Raises ElmoError unless ``1 <= samples <= vocab_size``.
     """
     if not 1 <= samples <= vocab_size:
         raise ElmoError(f"sampled softmax: samples must be in [1, vocabulary size {vocab_size}], got {samples}",
@@ -80,13 +68,12 @@ def expected_counts(probabilities: torch.Tensor, tries: int, samples: int) -> to
 
 
 class SampledSoftmax(nn.Module):
-    """bilm-tf's softmax layer ``softmax/W (V, D)``, ``softmax/b (V,)`` trained by sampling (module docstring).
+    """bilm-tf's softmax layer ``softmax/W (V, D)``, ``softmax/b (V,)``, initialised as bilm-tf's (``W ~ N(0, 1/D)``,
+    ``b = 0``) and trained by sampling (module docstring).
 
     Args:
         input_dim: D (the LSTM output width, ``projection_dim``); vocab_size: V; samples: S candidates per call
-            (bilm-tf: :data:`BILM_TF_SAMPLES`), clipped to ``V``.
-
-    Initialisation as bilm-tf: ``W ~ N(0, 1/D)``, ``b = 0``.
+            (bilm-tf's :data:`BILM_TF_SAMPLES`), clipped to ``V``; ElmoError when below 1.
     """
 
     def __init__(self, input_dim: int, vocab_size: int, samples: int = BILM_TF_SAMPLES):

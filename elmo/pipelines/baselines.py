@@ -1,10 +1,8 @@
-"""Baselines ELMo is compared with (what ``python baselines.py`` runs), on the same data and split.
-
-* **Word2Vec** and **SVD** (PPMI + TruncatedSVD) static embeddings (:mod:`elmo.model.static`), each fed as a
-  *frozen* token embedding into exactly the classifier head ELMo uses
-  (:func:`elmo.pipelines.task.train_and_evaluate`), so the only difference is the representation.
-* **TF-IDF** (word 1-2 grams) + logistic regression (scikit-learn), the classical reference.
-* A context-sensitivity check (:func:`context_sensitivity`).
+"""Baselines ELMo is compared with (what ``python baselines.py`` runs), on the same data and split: **Word2Vec** and
+**SVD** (PPMI + TruncatedSVD) static embeddings (:mod:`elmo.model.static`), each a *frozen* token embedding under
+exactly ELMo's classifier head (:func:`elmo.pipelines.task.train_and_evaluate`) so that only the representation
+differs; **TF-IDF** (word 1-2 grams) + logistic regression (scikit-learn), the classical reference; and a
+context-sensitivity check (:func:`context_sensitivity`).
 
 Run after ``python ELMO.py`` (the vocabulary and the biLM come from ``models/bilstm.pt``). Writes
 ``results/baselines.json``, ``models/word2vec.pt``, ``models/svd.pt`` and ``images/confusion_<method>.png``.
@@ -47,8 +45,7 @@ from .plots import plot_confusion
 from .task import HeadArgs, TaskData, prepare, train_and_evaluate
 
 BASELINE_METHODS = (*STATIC_METHODS, "tfidf_logreg")
-#: Words that change meaning with the topic in AG News (a race / strike / record / court / crash in
-#: politics, sport or business); the first two that occur in two topics are demonstrated.
+#: Words whose meaning changes with the AG News topic; the first two that occur in two topics are demonstrated.
 CONTEXT_WORDS = ("strike", "race", "record", "court", "crash", "shares", "apple")
 #: Head settings that must match classification.py's for the comparison to be fair.
 HEAD_KEYS = ("encoder_hidden", "encoder_projection", "token_embedding_dim", "token_embedding_init", "dropout", "weight_decay", "epochs", "batch_size",
@@ -81,14 +78,11 @@ class BaselinesArgs(HeadArgs):
 def tfidf_logreg(train: Corpus, val: Corpus, test: Corpus, seed: int = 0, text: Corpus | None = None) -> dict:
     """Fit TF-IDF (1-2 grams, sublinear tf, min_df 2) + logistic regression; metrics on every split.
 
-    The documents are the project's own tokens joined by spaces, so the baseline sees the same
-    cleaned, lower-cased text as the biLM (but every word, with no vocabulary cut-off). The TF-IDF
-    vocabulary and document frequencies are learnt from ``text`` (all the training text, labelled or not;
-    default ``train``), the logistic regression from the labelled ``train`` documents only.
-
-    Returns:
-        ``{"train", "val", "test": metrics, "train_seconds": float, "features": int, "test_predictions":
-        [class per test document]}`` (metrics as :func:`~elmo.training.metrics.classification_metrics`).
+    Documents are the project's tokens joined by spaces: the biLM's cleaned, lower-cased text, with no vocabulary
+    cut-off. TF-IDF is fitted on ``text`` (all the training text, labelled or not; default ``train``), the regression
+    on the labelled ``train`` documents only. Returns ``{"train", "val", "test": metrics (as
+    :func:`~elmo.training.metrics.classification_metrics`), "train_seconds": float, "features": int,
+    "test_predictions": [class per test document]}``.
     """
     started = time.perf_counter()
     vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, token_pattern=r"\S+")
@@ -123,22 +117,17 @@ def context_sensitivity(bilm: BiLM, vocab: Vocabulary, corpus: Corpus, words: Se
                         max_length: int = 256) -> list[dict]:
     """The same word in sentences of two topics: ELMo vectors differ, a static vector cannot.
 
-    For each candidate word (in order, up to ``max_words`` that qualify) take the two topics a, b with
-    the most documents containing it and up to ``per_topic`` documents of each (at least 2 of a, 1 of
-    b). The word's vector at its first position in each document is taken from every biLM layer
-    h_0..h_L (eq. 1; h_0 is context-free) and from the scalar mix ``Σ_j λ_j h_j`` (eq. 1, γ omitted: it
-    does not change a cosine) with ``lambdas`` (uniform when ``None``). Reported per representation:
+    For each candidate word (in order, until ``max_words`` qualify): the two topics a, b with the most documents
+    containing it, up to ``per_topic`` documents of each (at least 2 of a, 1 of b), and the word's vector at its first
+    position in each, from every biLM layer h_0..h_L (eq. 1) and from the scalar mix ``Σ_j λ_j h_j`` (eq. 1; γ omitted,
+    it does not change a cosine; ``lambdas`` uniform when ``None``). Per representation: ``example_same = cos(A, A')``
+    and ``example_cross = cos(A, B)`` for the first two documents A, A' of topic a and the first document B of topic b
+    (shown in the report); ``same_topic`` / ``cross_topic``, the mean cosine over all pairs of occurrences from the
+    same topic / from different topics. A static embedding gives 1.0 everywhere by construction, and so does the
+    context-free h_0.
 
-    * ``example_same = cos(A, A')`` and ``example_cross = cos(A, B)`` for the first two documents A, A'
-      of topic a and the first document B of topic b (shown in the report);
-    * ``same_topic`` / ``cross_topic``: the mean cosine over all pairs of occurrences from the same
-      topic / from different topics.
-
-    A static embedding gives 1.0 everywhere by construction, and so does h_0.
-
-    Returns:
-        One dict per word: ``word``, ``sentences`` (topic and text of A, A', B), ``occurrences``
-        (``{topic: count}``), ``cosine`` (``{"h0": {...}, ..., "mix": {...}}`` with the four keys above).
+    Returns one dict per word: ``word``, ``sentences`` (topic and text of A, A', B), ``occurrences``
+    (``{topic: count}``), ``cosine`` (``{"h0": {...}, ..., "mix": {...}}`` with the four keys above).
     """
     out = []
     bilm.eval()
@@ -196,8 +185,8 @@ def head_mismatch(config: BaselinesArgs, classification_json: Path) -> list[str]
 
 
 def static_baseline(task: TaskData, config: BaselinesArgs, method: str) -> dict:
-    """Train a static embedding (``word2vec`` or ``svd``) on all the training descriptions, save it as
-    ``<method>.pt`` and train and evaluate the shared head on it, frozen, on the labelled documents."""
+    """Train ``method``'s vectors on all the training text, save them as ``<method>.pt``, and train and evaluate the
+    shared head on them, frozen, on the labelled documents."""
     vocab, run = task.vocab, task.run
     if method == "word2vec":
         vectors, info = word2vec_vectors(task.text.tokens, vocab, config.static_dim, config.w2v_window,
@@ -221,12 +210,8 @@ def trained_lambdas(classification_json: Path) -> list[float] | None:
 
 
 def check_files(config: BaselinesArgs) -> None:
-    """Before anything is written: no output file (``<method>.pt``, the training checkpoints,
-    ``baselines.json``, the plots) is one of the inputs (``bilstm.pt``, ``classification.json``, AG News).
-
-    Raises:
-        ElmoError: naming the output and the input it would write over.
-    """
+    """Before anything is written: no output (``<method>.pt``, the training checkpoints, ``baselines.json``, the plots)
+    is an input (``bilstm.pt``, ``classification.json``, AG News). Raises :class:`ElmoError` naming both."""
     out = config.outputs
     written = [out.result("baselines")]
     for method in config.methods:
@@ -238,12 +223,10 @@ def check_files(config: BaselinesArgs) -> None:
 
 
 def baselines(config: BaselinesArgs) -> dict:
-    """Run every baseline in ``config.methods``; returns the ``baselines.json`` content.
-
-    Raises:
-        ElmoError: missing ``bilstm.pt`` (run ``python ELMO.py`` first; the baselines use its vocabulary),
-            bad data or flags, an output file that is one of the inputs (:func:`check_files`).
-    """
+    """Run every baseline in ``config.methods``; returns the ``baselines.json`` content (one entry per method,
+    ``context``, ``head_mismatch``, ``labelled_documents``, ``config``, ``meta``). Raises :class:`ElmoError` on a
+    missing ``bilstm.pt`` (run ``python ELMO.py`` first: the baselines use its vocabulary), bad data or flags, or an
+    output that is an input (:func:`check_files`)."""
     check_files(config)
     task = prepare(config)
     outputs, say = task.run.outputs, task.run.say

@@ -2,8 +2,8 @@
 
 For each layer mix in turn (``--mixes``, :mod:`elmo.model.mix`) an :class:`~elmo.model.classifier.ElmoClassifier`
 is trained by :func:`elmo.pipelines.task.train_and_evaluate`, the recipe ``baselines.py`` also applies. Writes
-``models/classifier_<mix>.pt``, ``models/classifier.pt`` (the mix best on validation),
-``results/classification.json`` (one entry per mix, ``best_mix``, ``config``) and ``images/confusion_<mix>.png``.
+``models/classifier_<mix>.pt``, ``models/classifier.pt`` (the mix best on validation), ``results/classification.json``
+(one entry per mix, ``best_mix``, ``config``), ``images/confusion_<mix>.png`` and ``images/classifier_val_f1.png``.
 """
 
 from __future__ import annotations
@@ -42,18 +42,15 @@ from .task import HeadArgs, TaskData, prepare, train_and_evaluate
 
 @dataclass
 class ClassifyArgs(HeadArgs):
-    """Flags of ``classification.py`` (``python -m elmo classify``): it trains and evaluates, and
-    ``python -m elmo predict`` classifies texts with what it wrote.
+    """Flags of ``classification.py`` (``python -m elmo classify``); ``python -m elmo predict`` uses what it writes.
 
     * ``--learned-function``: ``gate`` (token-wise softmax weights over the layers, starting as the uniform scalar mix)
-      or ``mlp`` (an MLP on [h0; h1; h2]); :mod:`elmo.model.mix`. ``--elmo-dropout``: on the ELMo vector itself
-      (AllenNLP's Elmo uses 0.5). ``--mix-l2``: λ‖w‖² pulling trainable λ toward the average (§3.3, §5.2).
-    * ``--unfreeze-bilm`` trains the biLM with the classifier: each biLM layer group down from the top learns at the
-      rate of the one above divided by ``--lr-decay`` (ULMFiT's 2.6), unfrozen one group per epoch, top first.
-    * ``--options-file`` and ``--weight-file``: a published (bilm-tf) ELMo instead of the biLM ``--models-dir`` holds
-      (``bilstm.pt``, else ``published_lm.pt``, else ``options.json`` + ``weights.hdf5``:
-      :func:`elmo.model.serialization.open_bilm`).
-    * ``--cache-layers``: the frozen biLM's layers of every document computed once for all epochs and mixes
+      or ``mlp`` (an MLP on [h0; h1; h2]); :mod:`elmo.model.mix`. ``--elmo-dropout``: AllenNLP's Elmo uses 0.5.
+      ``--mix-l2``: λ‖w‖² pulling trainable λ toward the average (§3.3, §5.2).
+    * ``--unfreeze-bilm``: each biLM layer group down from the top learns at the rate of the one above divided by
+      ``--lr-decay`` (ULMFiT's 2.6), unfrozen one group per epoch, top first.
+    * ``--options-file`` + ``--weight-file``: a published (bilm-tf) ELMo instead of ``--models-dir``'s biLM
+      (:func:`elmo.model.serialization.open_bilm`). ``--cache-layers``: once for all epochs and mixes
       (:func:`elmo.inference.layer_cache.should_cache`); never with ``--unfreeze-bilm``.
     """
 
@@ -84,21 +81,15 @@ class ClassifyArgs(HeadArgs):
 
     def classifier_config(self, mix: str) -> ClassifierConfig:
         """The head's config plus the ELMo options (ELMo dropout, mix L2, fine-tuning) for the layer mix ``mix``.
-
-        Raises:
-            ElmoError: a value out of range, naming the ``ClassifierConfig`` field.
-        """
+        Raises :class:`ElmoError` on a value out of range, naming the ``ClassifierConfig`` field."""
         return replace(super().classifier_config(mix), elmo_dropout=self.elmo_dropout, mix_l2=self.mix_l2,
                        unfreeze_bilm=self.unfreeze_bilm, learned_function=self.learned_function)
 
 
 def attach_layer_cache(task: TaskData, mode: str) -> float | None:
     """Apply ``--cache-layers`` ``mode``: compute the frozen biLM's LSTM layers of every split once
-    (:func:`elmo.inference.layer_cache.compute_layers`) and attach them to ``task.data``.
-
-    Returns:
-        Seconds spent computing the cache, or ``None`` when not caching.
-    """
+    (:func:`elmo.inference.layer_cache.compute_layers`) and attach them to ``task.data``; returns the seconds spent,
+    or ``None`` when not caching."""
     run = task.run
     num_tokens = sum(d.num_tokens for d in task.data.values())
     kind, why = should_cache(mode, task.bilm, num_tokens, cache_dtype(run.amp_dtype), device=run.device)
@@ -114,8 +105,8 @@ def attach_layer_cache(task: TaskData, mode: str) -> float | None:
 
 
 def train_mix(task: TaskData, config: ClassifyArgs, mix: str) -> tuple[dict, ElmoClassifier]:
-    """Train and evaluate the ELMo classifier of one layer ``mix``; returns its results entry
-    (with the mix's λ and γ) and the trained model."""
+    """Train and evaluate the ELMo classifier of one layer ``mix``; returns its results entry (with the mix's λ and γ)
+    and the trained model."""
     checkpoint = checkpointing(config, f"classifier_{mix}", bilm=task.fingerprint)
     head = config.classifier_config(mix)
     set_seed(config.seed)
@@ -139,13 +130,9 @@ def report_mix(task: TaskData, mix: str, entry: dict) -> None:
 
 
 def check_files(config: ClassifyArgs) -> None:
-    """Before anything is written: no output file (``classifier*.pt``, the training checkpoints,
-    ``classification.json``, the plots) is one of the inputs (``--options-file``, ``--weight-file``,
-    ``bilstm.pt``, AG News in ``--data-dir``).
-
-    Raises:
-        ElmoError: naming the output and the input it would write over.
-    """
+    """Before anything is written: no output (``classifier*.pt``, the training checkpoints, ``classification.json``,
+    the plots) is an input (``--options-file``, ``--weight-file``, ``bilstm.pt``, AG News in ``--data-dir``). Raises
+    :class:`ElmoError` naming both."""
     out = config.outputs
     written = [out.classifier(), out.result("classification"), out.image("classifier_val_f1")]
     for mix in config.mixes:
@@ -164,12 +151,9 @@ def classifier_card(task: TaskData, config: ClassifyArgs, result: dict) -> dict:
 
 
 def classify(config: ClassifyArgs) -> dict:
-    """Train and evaluate one classifier per layer mix; returns the ``classification.json`` content.
-
-    Raises:
-        ElmoError: missing biLM files (run ``python ELMO.py`` first), bad data or flags, an output file that is
-            one of the inputs (:func:`check_files`).
-    """
+    """Train and evaluate one classifier per layer mix; returns the ``classification.json`` content. Raises
+    :class:`ElmoError` on missing biLM files (run ``python ELMO.py`` first), bad data or flags, or an output that is
+    an input (:func:`check_files`)."""
     check_files(config)
     phases: dict[str, Any] = {}
     with phase(phases, "data"):  # the biLM and the splits, read and encoded (Word2Vec's x_k included)

@@ -1,20 +1,17 @@
 """Embedding a text file into an hdf5 file (``python -m elmo embed``), AllenNLP's ``allennlp elmo`` command.
 
-``python -m elmo embed sentences.txt out.hdf5 --all --options-file OPTIONS.json --weight-file WEIGHTS.hdf5``
-(the published ELMo) or ``--models-dir models/`` (whichever biLM the folder holds: our ``bilstm.pt``, the
-``published_lm.pt`` of ``pretrain --architecture`` / ``finetune``, the ``config.json`` + ``model.safetensors`` of
-``export --format hub`` / ``save_pretrained``, or ``export``'s ``options.json`` + ``weights.hdf5``; or a Hub model id;
-:func:`~elmo.model.serialization.open_bilm`). The output has AllenNLP's layout: one dataset per
-input line, named by its 0-based line index, holding ``(L + 1, n, D)`` with ``--all``, the top layer ``(n, D)`` with
-``--top`` or the layers' average ``(n, D)`` with ``--average`` (float32); plus a dataset ``sentence_to_index`` of
-shape ``(1,)`` holding a JSON map from each sentence (the stripped line) to its index (a later duplicate wins, as in
-AllenNLP), left out with ``--forget-sentences``.
+``python -m elmo embed sentences.txt out.hdf5 --all --options-file OPTIONS.json --weight-file WEIGHTS.hdf5`` (the
+published ELMo) or ``--models-dir models/`` (any biLM the project writes, or a Hub model id:
+:func:`~elmo.model.serialization.open_bilm`). The output has AllenNLP's layout: one float32 dataset per input line,
+named by its 0-based line index, holding ``(L + 1, n, D)`` with ``--all``, the top layer ``(n, D)`` with ``--top`` or
+the layers' average ``(n, D)`` with ``--average``; plus ``sentence_to_index`` (shape ``(1,)``; not with
+``--forget-sentences``), a JSON map from each stripped line to its index (a later duplicate wins, as in AllenNLP).
 
-Lines are tokenised as that command does, ``line.strip().split()`` (case kept; our own biLM lower-cases them
-itself). A blank line is an error naming its line, found before anything is computed. The file is streamed
-(:data:`~elmo.inference.embedder.CHUNK_BATCHES` batches at a time), long lines are computed in chunks of
-``--chunk-size`` tokens, and the hdf5 file is written beside its target and moved into place when complete (Ctrl-C
-leaves no output). The output may not be one of the inputs (:func:`check_files`).
+Lines are tokenised as that command does, ``line.strip().split()`` (case kept; our own biLM lower-cases them itself). A
+blank line is an error naming its line, found before anything is computed. The file is streamed
+(:data:`~elmo.inference.embedder.CHUNK_BATCHES` batches at a time), lines longer than ``--chunk-size`` tokens are
+computed in chunks, and the hdf5 file is written beside its target and moved into place when complete (Ctrl-C leaves no
+output). The output may not be one of the inputs (:func:`check_files`).
 """
 
 from __future__ import annotations
@@ -45,12 +42,9 @@ OUTPUT_FORMATS = ("all", "top", "average")
 
 @dataclass
 class EmbedArgs:
-    """Flags of ``python -m elmo embed`` (AllenNLP's ``elmo`` command; the module docstring has the file's layout).
-
-    ``--precision``: fp32 computes the exact vectors, bf16 or auto trade digits for speed. ``--stateful`` carries
-    the LSTM states from each batch to the next, row by row, as bilm-tf and AllenNLP do (published biLM only; batches
-    are then the lines in file order).
-    """
+    """Flags of ``python -m elmo embed`` (the file's layout: module docstring). ``--stateful`` carries the LSTM states
+    from each batch to the next, row by row, as bilm-tf and AllenNLP do (published biLM only; batches are then the
+    lines in file order)."""
 
     input_file: str = option(None, "UTF-8 text file, one whitespace-tokenised sentence per line", positional=True)
     out: str = option(None, "the hdf5 file to write", positional=True)
@@ -72,8 +66,7 @@ class EmbedArgs:
     quiet: bool = option(False, "no progress bar (the line saying what was written still prints)")
 
     def check(self) -> None:
-        """Exactly one output format (required, as in AllenNLP's ``elmo`` command) and one biLM. Raises
-        :class:`ElmoError`."""
+        """Exactly one output format (required, as in AllenNLP) and one biLM; raises :class:`ElmoError`."""
         chosen = [f"--{name}" for name in OUTPUT_FORMATS if getattr(self, name)]
         if not chosen:
             raise ElmoError("one of --all, --top and --average is required: what to write (every layer, the top "
@@ -95,12 +88,9 @@ class EmbedArgs:
 
 
 def count_sentences(path: str | os.PathLike) -> int:
-    """Number of lines of ``path``, checking (in one streamed pass) that every line holds a sentence.
-
-    Raises:
-        ElmoError: the file is missing, unreadable or not UTF-8; a blank line (named by its 1-based line
-            number and its 0-based sentence index); no line at all.
-    """
+    """Number of lines of ``path``, checking in one streamed pass that every line holds a sentence. Raises
+    :class:`ElmoError` on a missing, unreadable or non-UTF-8 file, a blank line (named by its 1-based line number and
+    0-based sentence index) or no line at all."""
     count = 0
     try:
         with open(path, encoding="utf-8-sig") as handle:
@@ -177,13 +167,9 @@ def write_embeddings(embedder: ElmoEmbedder, config: EmbedArgs, total: int, out:
 
 
 def check_files(config: EmbedArgs) -> None:
-    """Before any work: the output is not one of the inputs (the sentences, the biLM's files) and not a folder.
-
-    Raises:
-        ElmoError: ``out`` is the same file as ``input_file``, ``--options-file``, ``--weight-file`` or the
-            ``--models-dir`` biLM's files (naming both), or is a folder; ``--models-dir`` holds no biLM
-            (:func:`~elmo.model.serialization.find_bilm`).
-    """
+    """Before any work: the output is neither an input nor a folder. Raises :class:`ElmoError` when ``out`` is the
+    same file as ``input_file``, ``--options-file``, ``--weight-file`` or a file of the ``--models-dir`` biLM (naming
+    both) or is a folder, or when ``--models-dir`` holds no biLM (:func:`~elmo.model.serialization.find_bilm`)."""
     found = () if config.models_dir is None else find_bilm(config.models_dir).files
     refuse_overwriting_inputs({"input_file": config.input_file, "--options-file": config.options_file,
                                "--weight-file": config.weight_file,
@@ -194,12 +180,11 @@ def check_files(config: EmbedArgs) -> None:
 
 
 def embed(config: EmbedArgs) -> dict[str, Any]:
-    """Write the hdf5 file of ``config`` (module docstring); returns ``{"sentences", "tokens", "seconds", ...}``.
+    """Write ``config``'s hdf5 file (module docstring); returns ``{"sentences", "tokens", "seconds", "out", "format"}``.
 
     Raises:
-        ElmoError: the output is one of the inputs (:func:`check_files`), a bad input file (blank line,
-            not UTF-8; lines counted from 1), missing or invalid biLM files, an output folder that cannot be
-            written (a part of its path is a file: named).
+        ElmoError: as :func:`check_files` and :func:`count_sentences`; missing or invalid biLM files; an output folder
+            that cannot be written (a part of its path is a file: named).
         Interrupted: Ctrl-C while embedding; the output file is not written (or left as it was).
     """
     target = Path(config.out)

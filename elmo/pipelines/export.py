@@ -1,13 +1,13 @@
 """Writing a biLM as bilm-tf's files (``python -m elmo export``), for AllenNLP, bilm-tf and our ``ElmoEmbedder``.
 
-The biLM is the one ``--models-dir`` holds (:func:`~elmo.model.serialization.open_bilm`: the ``published_lm.pt`` of
+The biLM is the one ``--models-dir`` holds (:func:`~elmo.model.serialization.open_bilm`: ``published_lm.pt`` of
 ``pretrain --architecture`` or ``finetune``, a ``save_pretrained`` folder, bilm-tf's files; its vocabulary, if any,
-becomes ``vocab.txt``) or a published (or exported) bilm-tf biLM (``--options-file``, ``--weight-file``, optional
-``--vocab-file``). Into ``--out`` go ``options.json`` (:func:`~elmo.model.published_io.options_of`), ``weights.hdf5``
-(:func:`~elmo.model.published_io.tf_datasets`, float32; bit for bit for a biLM loaded from files and unchanged) and
-``vocab.txt`` (:func:`~elmo.model.published_io.write_vocabulary`), each written atomically, weights first and options
-last; none may be one of the inputs. Our own biLM is refused with the reason (:func:`bilm_tf_refusal`). The training
-softmax is not written. Details: ``docs/published_elmo.md`` ("Exporting").
+becomes ``vocab.txt``) or a bilm-tf biLM (``--options-file``, ``--weight-file``, optional ``--vocab-file``). Into
+``--out`` go ``options.json`` (:func:`~elmo.model.published_io.options_of`), ``weights.hdf5`` (float32,
+:func:`~elmo.model.published_io.tf_datasets`; bit for bit for a biLM loaded from files and unchanged) and ``vocab.txt``
+(:func:`~elmo.model.published_io.write_vocabulary`), each written atomically, weights first, options last; none may be
+an input. Our own biLM is refused (:func:`bilm_tf_refusal`); the training softmax is not written. ``--format hub``:
+:func:`export_pretrained`. Details: ``docs/published_elmo.md`` ("Exporting").
 """
 
 from __future__ import annotations
@@ -44,12 +44,11 @@ EXPORT_FORMATS = ("bilm-tf", "hub")
 
 @dataclass
 class ExportArgs:
-    """Flags of ``python -m elmo export`` (bilm-tf's files from a biLM; the module docstring says which biLMs).
+    """Flags of ``python -m elmo export`` (which biLMs: module docstring).
 
-    ``--out`` is created if missing. Files of the names written there (``options.json``, ``weights.hdf5``,
-    ``vocab.txt``; ``--format hub``: ``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``) are replaced
-    only when they are this model's own earlier export, or with ``--overwrite``. ``--vocab-file``: a UTF-8 file, one
-    token per line, listed in ``vocab.txt`` after ``<S>``, ``</S>`` and ``<UNK>``.
+    ``--out`` is created if missing; the files there of the names ``--format`` writes are replaced only when they are
+    this model's own earlier export (:func:`refuse_another_model`), or with ``--overwrite``. ``--vocab-file``: UTF-8,
+    one token per line, listed in ``vocab.txt`` after ``<S>``, ``</S>`` and ``<UNK>``.
     """
 
     out: str = option(None, "the folder to write the files into", required=True, metavar="DIR")
@@ -92,8 +91,8 @@ def output_files(out_dir: str | Path) -> dict[str, Path]:
 
 
 def bilm_tf_refusal(bilm: BiLM) -> str:
-    """Why our :class:`~elmo.model.bilm.BiLM` cannot be written as bilm-tf's files (the message of the
-    :class:`ElmoError` that :func:`export_bilm` raises; the reasons are :meth:`~elmo.model.bilm.BiLM.bilm_tf_blockers`)."""
+    """Why our :class:`~elmo.model.bilm.BiLM` cannot be written as bilm-tf's files (its
+    :meth:`~elmo.model.bilm.BiLM.bilm_tf_blockers`), as the message of the :class:`ElmoError` of :func:`export_bilm`."""
     return ("our biLM cannot be written as bilm-tf's files: " + "; and ".join(bilm.bilm_tf_blockers()) + ". Use it as "
             "it is: ElmoEmbedder.from_pretrained(models) or embed --models-dir models/ (docs/published_elmo.md, Exporting)")
 
@@ -111,10 +110,9 @@ def allennlp_limits(config: PublishedBiLMConfig) -> list[str]:
 
 
 def bilm_tf_difference(bilm: PublishedBiLM, out_dir: str | Path) -> tuple[Path, str] | None:
-    """What :func:`export_bilm` would replace in ``out_dir`` that is not ``bilm``'s own earlier export: ``None`` when
-    the folder holds none of :data:`EXPORT_FILES`, or holds ``bilm`` (the same ``options.json``, every dataset of
-    ``weights.hdf5`` bit for bit; its ``vocab.txt``, which a character biLM does not read, may differ); else
-    ``(file, what it is)``, the first file that is not ``bilm``'s."""
+    """What :func:`export_bilm` would replace in ``out_dir`` that is not ``bilm``'s own earlier export: ``None`` if it
+    holds none of :data:`EXPORT_FILES` or holds ``bilm`` (same ``options.json``, every ``weights.hdf5`` dataset bit for
+    bit; ``vocab.txt``, unread by a character biLM, may differ); else ``(file, what it is)``, the first other file."""
     import h5py
 
     files = output_files(out_dir)
@@ -143,11 +141,8 @@ def bilm_tf_difference(bilm: PublishedBiLM, out_dir: str | Path) -> tuple[Path, 
 
 def refuse_another_model(difference: tuple[Path, str] | None, overwrite: bool) -> None:
     """Stop before anything is written when ``--out`` holds another model's file (a :func:`bilm_tf_difference` or
-    :meth:`~elmo.model.hub.HubMixin.saved_difference`), unless ``--overwrite``.
-
-    Raises:
-        ElmoError: one line naming the file, what it is and the two ways on.
-    """
+    :meth:`~elmo.model.hub.HubMixin.saved_difference`), unless ``overwrite``. Raises :class:`ElmoError`: one line
+    naming the file, what it is and the two ways on (another ``--out``, ``--overwrite``)."""
     if difference is not None and not overwrite:
         file, what = difference
         raise ElmoError(f"--out {file.parent} holds {file} ({what}): choose another --out, or give --overwrite to "
@@ -155,12 +150,9 @@ def refuse_another_model(difference: tuple[Path, str] | None, overwrite: bool) -
 
 
 def export_bilm(bilm: AnyBiLM, out_dir: str | Path, words: Iterable[str] = ()) -> dict[str, Any]:
-    """Write ``bilm`` into ``out_dir`` as bilm-tf's ``options.json``, ``weights.hdf5`` and ``vocab.txt`` (module
-    docstring; source: bilm-tf's layout, :mod:`elmo.model.published_io`).
-
-    Args:
-        bilm: a :class:`~elmo.model.published.PublishedBiLM` (any device; written as float32); out_dir: the folder
-            (created if missing); words: tokens listed in ``vocab.txt`` after ``<S>``, ``</S>``, ``<UNK>``.
+    """Write ``bilm`` (a :class:`~elmo.model.published.PublishedBiLM`, any device) into ``out_dir`` (created if missing)
+    as bilm-tf's files (module docstring; source: bilm-tf's layout, :mod:`elmo.model.published_io`), ``words`` listed
+    in ``vocab.txt`` after ``<S>``, ``</S>``, ``<UNK>``.
 
     Returns:
         ``{"options_file", "weight_file", "vocab_file"}`` (paths as str), ``"datasets"``, ``"parameters"`` (numbers
@@ -180,11 +172,8 @@ def export_bilm(bilm: AnyBiLM, out_dir: str | Path, words: Iterable[str] = ()) -
 
 
 def models_dir_bilm(models_dir: str | Path) -> BiLMFiles:
-    """Which biLM ``--models-dir`` holds (:func:`~elmo.model.serialization.find_bilm`, nothing read yet).
-
-    Raises:
-        ElmoError: naming ``--models-dir``, when it holds none (with the command that trains one that exports).
-    """
+    """Which biLM ``--models-dir`` holds (:func:`~elmo.model.serialization.find_bilm`, nothing read yet). Raises
+    :class:`ElmoError` naming ``--models-dir`` when it holds none, with the command that trains one that exports."""
     try:
         return find_bilm(models_dir)
     except ElmoError:
@@ -194,16 +183,11 @@ def models_dir_bilm(models_dir: str | Path) -> BiLMFiles:
 
 
 def export(config: ExportArgs) -> dict[str, Any]:
-    """``python -m elmo export``: the biLM of ``config`` into the folder ``config.out`` (:func:`export_bilm`).
-
-    Returns:
-        :func:`export_bilm`'s summary.
-
-    Raises:
-        ElmoError: an output is one of the inputs (both named, before anything is read); a missing or invalid options,
-            weight, model or vocabulary file (named); our own biLM (:func:`bilm_tf_refusal`); ``--out`` holds another
-            model's file (:func:`bilm_tf_difference`) and no ``--overwrite``; ``--out`` cannot be written.
-    """
+    """``python -m elmo export``: the biLM of ``config`` into ``config.out``; returns :func:`export_bilm`'s summary
+    (``--format hub``: :func:`export_pretrained`'s). Raises :class:`ElmoError` when an output is one of the inputs
+    (both named, before anything is read); on a missing or invalid options, weight, model or vocabulary file (named);
+    on our own biLM (:func:`bilm_tf_refusal`); when ``--out`` holds another model's file (:func:`bilm_tf_difference`)
+    and no ``--overwrite`` is given, or cannot be written."""
     if config.format == "hub":
         return export_pretrained(config)
     trained = None if config.models_dir is None else models_dir_bilm(config.models_dir)
@@ -231,18 +215,12 @@ def export(config: ExportArgs) -> dict[str, Any]:
 
 
 def export_pretrained(config: ExportArgs) -> dict[str, Any]:
-    """``export --format hub``: the biLM of ``--models-dir`` (any the project writes,
-    :func:`~elmo.model.serialization.open_bilm`), its ``--classifier``, or bilm-tf's files, written with
-    ``save_pretrained`` into ``--out`` (and uploaded to ``--push-to-hub``), the model card from what the training
-    runs recorded.
-
-    Returns:
-        ``{"out", "kind", "files", "pushed"}``.
-
-    Raises:
-        ElmoError: an output is one of the inputs; a missing or invalid model; ``--out`` holds another model's file
-            (:meth:`~elmo.model.hub.HubMixin.saved_difference`) and no ``--overwrite``; ``--out`` cannot be written.
-    """
+    """``export --format hub``: the biLM of ``--models-dir`` (any :func:`~elmo.model.serialization.open_bilm` reads),
+    its ``--classifier``, or bilm-tf's files, written with ``save_pretrained`` into ``--out`` (and uploaded to
+    ``--push-to-hub``), the model card from what the training runs recorded; returns
+    ``{"out", "kind", "files", "pushed"}``. Raises :class:`ElmoError` when an output is one of the inputs; on a missing
+    or invalid model; when ``--out`` holds another model's file (:meth:`~elmo.model.hub.HubMixin.saved_difference`)
+    and no ``--overwrite`` is given, or cannot be written."""
     outputs = {f"--out ({name})": Path(config.out) / name for name in (hub.CONFIG, hub.WEIGHTS, hub.VOCAB, hub.CARD)}
     classifier = None if config.classifier is None else Path(config.models_dir) / config.classifier
     refuse_overwriting_inputs({"--options-file": config.options_file, "--weight-file": config.weight_file,

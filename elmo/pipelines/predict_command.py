@@ -1,7 +1,6 @@
 """The prediction command, ``python -m elmo predict --text TEXT [--text TEXT ...] | --input-file FILE``: texts
-classified with a trained ``classifier.pt`` (``classification.py`` writes it), one ``label<TAB>probability<TAB>text``
-line each, in the order given.
-"""
+classified with a trained ``classifier.pt`` (``classification.py`` writes it) and the biLM it was trained on, printed
+as one ``label<TAB>probability<TAB>text`` line each, in the order given."""
 
 from __future__ import annotations
 
@@ -18,9 +17,8 @@ from .common import option
 
 @dataclass
 class PredictArgs:
-    """Flags of ``python -m elmo predict``: texts (``--text``, once per text or several after one) or every
-    non-blank line of a UTF-8 file (``--input-file``), classified with ``<models-dir>/classifier.pt`` (and the biLM
-    it was trained on). A single string given as ``text`` is one text."""
+    """Flags of ``python -m elmo predict`` (module docstring); ``--input-file`` is read as UTF-8. A single string
+    given as ``text`` is one text."""
 
     text: tuple[str, ...] = option((), "classify this text; give --text once per text (or several texts after "
                                    "one), each classified in order", metavar="TEXT")
@@ -40,16 +38,11 @@ class PredictArgs:
 
 
 def predict(args: PredictArgs) -> list[dict[str, Any]]:
-    """Classify each of ``args.text`` or every non-blank line of the file ``args.input_file`` with
-    ``<models_dir>/classifier.pt`` and print ``label<TAB>probability<TAB>text`` per text (in input order).
-
-    Returns:
-        ``[{"text", "label", "probability", "probabilities": {class name: probability}}]`` in input order.
-
-    Raises:
-        ElmoError: neither or both of the text and the file; missing model files; an empty text (named by its flag
-            or file line) or an unreadable file.
-    """
+    """Classify each of ``args.text`` or every non-blank line of ``args.input_file`` with ``<models_dir>/classifier.pt``
+    and print one ``label<TAB>probability<TAB>text`` line per text; returns
+    ``[{"text", "label", "probability", "probabilities": {class name: probability}}]``, both in input order. Raises
+    :class:`ElmoError` on neither or both of the texts and the file, missing model files, an empty text (named by its
+    flag or file line) or an unreadable file."""
     args.check()
     configure_threads(args.threads)
     if args.text:

@@ -1,13 +1,12 @@
-"""Data-parallel training over several processes (``torch.distributed``), as launched by ``torchrun``.
+"""Data-parallel training over several processes (``torch.distributed``): ``torchrun --nproc_per_node=N ELMO.py ...``
+starts N copies of a script and :func:`init` joins them into one process group (gloo on CPU, NCCL on CUDA, one GPU per
+process). Without ``WORLD_SIZE`` every helper here is a no-op.
 
-``torchrun --nproc_per_node=N ELMO.py ...`` starts N copies of a script; :func:`init` joins them into one process
-group (gloo on CPU, NCCL on CUDA, one GPU per process). Without ``WORLD_SIZE`` every helper here is a no-op.
-
-``--batch-size`` and ``--max-tokens`` are global: every rank builds the *same* batch list and keeps a round-robin
-share of each batch (:func:`elmo.data.batching.rank_share`); each rank scales its mean loss by its share of the
-global units (:func:`step_totals`), so one optimiser step over N processes is the step a single process takes on the
-whole batch (only dropout streams and summation order differ). Evaluation shards the batches and all-reduces the
-sums (:func:`all_reduce_sum`). Rank 0 builds the vocabulary (:func:`broadcast_words`), prints and writes every file.
+``--batch-size`` and ``--max-tokens`` are global: every rank builds the *same* batch list, keeps a round-robin share of
+each batch (:func:`elmo.data.batching.rank_share`) and scales its mean loss by its share of the global units
+(:func:`step_totals`), so one optimiser step over N processes is the step a single process takes on the whole batch
+(only dropout streams and summation order differ). Evaluation shards the batches and all-reduces the sums
+(:func:`all_reduce_sum`). Rank 0 builds the vocabulary (:func:`broadcast_words`), prints and writes every file.
 """
 
 from __future__ import annotations
@@ -27,15 +26,10 @@ from ..errors import ElmoError
 
 @dataclass(frozen=True)
 class Context:
-    """Where this process stands in the job.
-
-    Attributes:
-        rank: global rank in ``[0, world_size)``; 0 is the main process.
-        world_size: number of processes (1 = plain single-process run).
-        local_rank: rank on this node (the GPU index on CUDA).
-        local_world_size: processes on this node (they share its cores and memory).
-        backend: ``"gloo"``, ``"nccl"`` or ``""`` (no process group).
-    """
+    """Where this process stands in the job: its global ``rank`` in ``[0, world_size)`` (0 is the main process) of
+    ``world_size`` processes (1: a plain single-process run), its ``local_rank`` on this node (the GPU index on CUDA)
+    of ``local_world_size`` (they share the node's cores and memory), and the ``backend``: ``"gloo"``, ``"nccl"`` or
+    ``""`` (no process group)."""
 
     rank: int = 0
     world_size: int = 1
@@ -75,18 +69,10 @@ def _env_int(name: str, default: int) -> int:
 
 
 def init(device: str = "auto") -> Context:
-    """Join the process group when launched by ``torchrun`` (``WORLD_SIZE`` > 1); idempotent.
-
-    Args:
-        device: the ``--device`` flag: ``auto``/``cuda`` with CUDA present → NCCL, one GPU per local
-            rank (``torch.cuda.set_device(LOCAL_RANK)``); otherwise gloo on CPU.
-
-    Returns:
-        The :class:`Context` (``world_size == 1`` without ``torchrun``).
-
-    Raises:
-        ElmoError: more local processes than GPUs on a CUDA run, or a group that cannot be formed.
-    """
+    """Join the process group when launched by ``torchrun`` (``WORLD_SIZE`` > 1; idempotent) and return the
+    :class:`Context` (``world_size == 1`` without ``torchrun``). ``device`` is the ``--device`` flag: ``auto``/``cuda``
+    with CUDA present → NCCL, one GPU per local rank (``torch.cuda.set_device(LOCAL_RANK)``); otherwise gloo on CPU.
+    Raises ElmoError on more local processes than GPUs on a CUDA run, or a group that cannot be formed."""
     global _CONTEXT
     world = _env_int("WORLD_SIZE", 1)
     if world <= 1 or _CONTEXT.enabled:
@@ -118,11 +104,9 @@ def shutdown() -> None:
 
 def wrap(model: nn.Module, device: torch.device) -> nn.Module:
     """``model`` in :class:`~torch.nn.parallel.DistributedDataParallel` when several processes train, else itself.
-
     Built over the parameters that require grad *now* (call again after unfreezing); the constructor broadcasts rank
     0's weights, so every rank starts identical. ``find_unused_parameters`` (an extra graph traversal per step) only
-    when a trainable adaptive softmax is inside: it skips the tail clusters no target of a batch falls in.
-    """
+    when a trainable adaptive softmax is inside: it skips the tail clusters no target of a batch falls in."""
     if not _CONTEXT.enabled:
         return model
     from torch.nn.parallel import DistributedDataParallel
@@ -134,8 +118,8 @@ def wrap(model: nn.Module, device: torch.device) -> nn.Module:
 
 
 def all_reduce_sum(values: np.ndarray | Sequence[float]) -> np.ndarray:
-    """Element-wise sum over ranks of a NumPy array of any shape (returned as float64; a copy of it in a single
-    process), on :func:`_collective_device`; float64 on the wire, so counts up to 2**53 stay exact."""
+    """Element-wise sum over ranks of a NumPy array of any shape, as float64 (a copy in a single process); float64
+    on the wire keeps counts up to 2**53 exact."""
     array = np.asarray(values, dtype=np.float64)
     if not _CONTEXT.enabled:
         return array.copy()
@@ -182,13 +166,10 @@ def barrier() -> None:
 
 
 def step_totals(loss: torch.Tensor, units: int, stop: bool) -> tuple[float, int, bool]:
-    """``(loss × units, units, stop)`` of one training step summed over every rank: one all-reduce under ``torchrun``,
-    just this process's values otherwise (how the trainer weights the losses with them: the module docstring).
-
-    Args:
-        loss: this rank's mean loss (scalar tensor); units: the tokens or documents it covers (0 for a ghost share);
-            stop: this rank's Ctrl-C flag (any rank's stop stops every rank).
-    """
+    """``(loss × units, units, stop)`` of one training step summed over every rank (one all-reduce; this process's
+    values without ``torchrun``), for the loss weighting of the module docstring. ``loss``: this rank's mean loss
+    (scalar tensor); ``units``: the tokens or documents it covers (0 for a ghost share); ``stop``: this rank's Ctrl-C
+    flag (any rank's stop stops every rank)."""
     if not _CONTEXT.enabled:
         return loss.item() * units, units, stop
     totals = torch.stack([loss.detach().double() * units,

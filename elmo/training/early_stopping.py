@@ -1,5 +1,4 @@
-"""Model selection on a validation metric: keep the best epoch's weights, stop after ``patience`` epochs
-without improvement."""
+"""Keep the best epoch's weights by a validation metric; stop after ``patience`` epochs without improvement."""
 
 from __future__ import annotations
 
@@ -18,10 +17,8 @@ class EarlyStopping:
     Attributes:
         patience: stop after this many epochs in a row without improvement (>= 1).
         maximize: whether a larger monitored value is better (macro-F1) or a smaller one (perplexity).
-        best_epoch: 1-based epoch of the best value so far (0 before the first epoch).
-        best_value: the best value (NaN before the first epoch).
-        stale: epochs since the last improvement.
-        best_state: a CPU-side copy of the best epoch's ``state_dict`` (``None`` before the first epoch).
+        best_epoch, best_value, best_state: the best epoch so far (1-based), its value and a copy of its ``state_dict``
+            (0, NaN and ``None`` before the first epoch); stale: epochs since the last improvement.
     """
 
     patience: int
@@ -32,8 +29,8 @@ class EarlyStopping:
     best_state: dict[str, torch.Tensor] | None = None
 
     def update(self, epoch: int, value: float, model: nn.Module) -> bool:
-        """Record the validation ``value`` of 1-based ``epoch``, copying the weights when it improved; returns whether
-        it improved on the best so far (the first epoch always does)."""
+        """Record the validation ``value`` of 1-based ``epoch`` and return whether it improves on the best so far (the
+        first epoch always does), copying the weights if so."""
         improved = math.isnan(self.best_value) or (value > self.best_value if self.maximize else value < self.best_value)
         if improved:
             self.best_epoch, self.best_value, self.stale = epoch, value, 0

@@ -20,11 +20,7 @@ def perplexity(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device, m
     """Held-out perplexity exp(mean NLL per predicted word), boundary words included: exact, as the adaptive softmax
     is a normalised distribution over the whole vocabulary. Works on an :class:`~elmo.data.corpus.EncodedCorpus` or a
     :class:`~elmo.data.stream.StreamedCorpus`; under ``torchrun`` each rank evaluates its share of the batches and the
-    sums are all-reduced.
-
-    Raises:
-        ElmoError: an empty corpus.
-    """
+    sums are all-reduced. Raises ElmoError on an empty corpus."""
     total, count = 0.0, 0
     lm.eval()
     with torch.no_grad():
@@ -39,25 +35,21 @@ def perplexity(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device, m
     return math.exp(total / count)
 
 
-#: Predicted words scored against the whole vocabulary at once by :func:`evaluate_words`. Every batch of
-#: ``(SCORED_ROWS, V)`` log-probabilities has the same size, so the C heap reuses the same blocks.
+#: rows :func:`evaluate_words` scores against the whole vocabulary at once: equal ``(SCORED_ROWS, V)`` batches let the
+#: C heap reuse the same blocks
 SCORED_ROWS = 128
 
 
 def evaluate_words(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device,
                    max_tokens: int = 256, rows: int = SCORED_ROWS) -> tuple[dict, np.ndarray, np.ndarray]:
-    """Exact full-softmax evaluation: perplexity and next/previous-word prediction metrics.
+    """Exact full-softmax perplexity and next/previous-word prediction metrics, as ``(metrics, targets, top5)``:
+    ``metrics`` holds ``perplexity`` and the keys of :func:`~elmo.training.metrics.word_prediction_metrics`;
+    ``targets (n,)`` and ``top5 (n, 5)`` are word ids.
 
-    The LM reads batches of at most ``max_tokens`` padded tokens; the states of the predicted positions are then
-    scored ``rows`` at a time against the whole vocabulary (``(rows, V)`` float32 log-probabilities), carried over
-    from batch to batch, so that every full-vocabulary matrix but the last has the same size.
-
-    Returns:
-        ``(metrics, targets, top5)``: metrics holds ``perplexity`` and the keys of
-        :func:`~elmo.training.metrics.word_prediction_metrics`; ``targets (n,)`` and ``top5 (n, 5)`` word ids.
-
-    Raises:
-        ElmoError: an empty corpus, or ``rows`` < 1.
+    The LM reads batches of at most ``max_tokens`` padded tokens; the predicted positions' states, carried over from
+    batch to batch, are scored ``rows`` at a time against the whole vocabulary (``(rows, V)`` float32
+    log-probabilities), so every full-vocabulary matrix but the last has the same size. Raises ElmoError on an empty
+    corpus or ``rows`` < 1.
     """
     if rows < 1:
         raise ElmoError(f"evaluate_words: rows must be >= 1, got {rows}")
@@ -91,9 +83,9 @@ def evaluate_words(lm: LanguageModel, corpus: EncodedCorpus, device: torch.devic
 
 
 class _WordRows:
-    """What :func:`evaluate_words` keeps of each scored row: the summed NLL, the target and the top-5 word ids, in
-    arrays that double when full. Nothing small outlives a batch between the large log-probability matrices: kept
-    pieces of every batch would pin the freed matrices' heap blocks and the heap would grow by a matrix per batch."""
+    """What :func:`evaluate_words` keeps of each scored row (the summed NLL, the target and the top-5 word ids), in
+    arrays that double when full: small pieces kept per batch would pin the freed log-probability matrices' heap
+    blocks, and the heap would grow by a matrix per batch."""
 
     def __init__(self, capacity: int = 1 << 16):
         self.nll, self.count = 0.0, 0

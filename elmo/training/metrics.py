@@ -1,9 +1,5 @@
-"""Metrics for both tasks (scikit-learn); the plots of them are :mod:`elmo.pipelines.plots`.
-
-Classification: accuracy, macro precision / recall / F1 and the confusion matrix.
-Language modelling: perplexity exp(mean NLL in nats), top-1 / top-5 word accuracy and micro/macro
-precision, recall and F1 of the top-1 predicted word.
-"""
+"""Metrics for both tasks (scikit-learn): :func:`classification_metrics` and, for language modelling, perplexity
+exp(mean NLL in nats) and :func:`word_prediction_metrics`. Their plots are :mod:`elmo.pipelines.plots`."""
 
 from __future__ import annotations
 
@@ -23,13 +19,13 @@ def classification_metrics(y_true: Sequence[int], y_pred: Sequence[int], num_cla
     """Accuracy, macro precision/recall/F1, the confusion matrix and, given the probabilities, the cross-entropy.
 
     Args:
-        y_true, y_pred: 0-based class ids of equal length N.
-        num_classes: C; the confusion matrix is ``C x C`` (rows = true class, columns = predicted).
-        probabilities: optional ``(N, C)`` predicted class probabilities (rows sum to 1).
+        y_true, y_pred: 0-based class ids of equal length N; num_classes: C; probabilities: optional ``(N, C)``
+            predicted class probabilities (rows sum to 1).
 
     Returns:
-        ``{"accuracy", "precision", "recall", "f1", "confusion_matrix"}`` (floats; a nested list), plus
-        ``"loss"``, the mean cross-entropy in nats (``sklearn.metrics.log_loss``), when ``probabilities`` is given.
+        ``{"accuracy", "precision", "recall", "f1", "confusion_matrix"}`` (floats; a ``C x C`` nested list, rows = true
+        class, columns = predicted), plus ``"loss"``, the mean cross-entropy in nats (``sklearn.metrics.log_loss``),
+        when ``probabilities`` is given.
     """
     labels = list(range(num_classes))
     p, r, f, _ = precision_recall_fscore_support(y_true, y_pred, labels=labels, average="macro", zero_division=0)
@@ -46,15 +42,9 @@ def classification_metrics(y_true: Sequence[int], y_pred: Sequence[int], num_cla
 
 
 def word_prediction_metrics(targets: np.ndarray, top5: np.ndarray) -> dict:
-    """Next/previous-word prediction quality.
-
-    Args:
-        targets: ``(n,)`` true word ids; top5: ``(n, 5)`` the five most probable ids, best first.
-
-    Returns:
-        ``top1_accuracy``, ``top5_accuracy``, and ``micro_``/``macro_`` ``precision``, ``recall``, ``f1`` of the
-        top-1 prediction, macro-averaged over the words that occur as a target or a prediction.
-    """
+    """Next/previous-word prediction quality of ``top5 (n, 5)``, the five most probable word ids (best first), against
+    the true ids ``targets (n,)``: ``top1_accuracy``, ``top5_accuracy``, and ``micro_``/``macro_`` ``precision``,
+    ``recall``, ``f1`` of the top-1 prediction, macro-averaged over the words that occur as a target or a prediction."""
     pred = top5[:, 0]
     out = {"top1_accuracy": float((pred == targets).mean()),
            "top5_accuracy": float((top5 == targets[:, None]).any(1).mean())}

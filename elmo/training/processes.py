@@ -1,13 +1,11 @@
-"""Independent training runs side by side, each in a child process of its own (``ELMO.py``'s two LM directions
-on the CPU; measurements: lab/performance.md).
+"""Independent training runs side by side, each in a child process of its own (``ELMO.py``'s two LM directions on the
+CPU; measurements: lab/performance.md).
 
-Each child is a fresh interpreter (``python -c``: not ``fork``, as GNU OpenMP keeps no thread pool across ``fork``
-and a forked child can hang; nor ``multiprocessing``'s spawn, which runs the caller's main script again) that reads
-its run (the parent's ``sys.path``, then the pickled :class:`ChildRun`) from its stdin, so it has its own random
-generators, oneDNN caches and thread count. A child writes its outcome atomically to a result file
-(``format: elmo.child_run``) that the parent reads with ``torch.load(weights_only=True)``, and its stderr to its log
-file, kept when it fails. Ctrl-C reaches every child, which finishes its step, saves its training state and stops;
-so does a child whose parent dies (Linux: SIGINT from the kernel).
+Each child is a fresh interpreter with its own random generators, oneDNN caches and thread count, started with
+``python -c`` (:data:`CHILD_CODE`): a forked child can hang, as GNU OpenMP keeps no thread pool across ``fork``, and
+``multiprocessing``'s spawn runs the caller's main script again. It writes its outcome atomically to a result file
+(``format: elmo.child_run``, read with ``torch.load(weights_only=True)``) and its stderr to a log kept on failure.
+Ctrl-C, or the parent's death (Linux: SIGINT from the kernel), makes each child finish its step, save and stop.
 """
 
 from __future__ import annotations
@@ -38,17 +36,11 @@ CHILD_CODE = ("import pickle, sys; sys.path[:0] = pickle.load(sys.stdin.buffer);
 
 @dataclass
 class ChildRun:
-    """One run in a child process.
-
-    Attributes:
-        label: names the run in messages (``forward LM``).
-        target: a module-level function (the child imports it by name); ``target(arg)`` runs in the child and
-            returns a dict of tensors and plain values (what ``torch.load(weights_only=True)`` reads back).
-        arg: its argument, pickled to the child.
-        threads: intra-op CPU threads of the child (>= 1).
-        log: the child's stderr (warnings, a traceback); the caller deletes it once the run succeeded.
-        result: where the child writes its outcome (removed once read).
-    """
+    """One run in a child process: ``target(arg)``, where ``target`` is a module-level function (the child imports it
+    by name) that returns a dict of tensors and plain values (what ``torch.load(weights_only=True)`` reads back) and
+    ``arg`` is pickled to the child. ``label`` names the run in messages (``forward LM``); ``threads``: the child's
+    intra-op CPU threads (>= 1); ``log``: its stderr (warnings, a traceback), deleted by the caller once the run
+    succeeded; ``result``: where it writes its outcome (removed once read)."""
 
     label: str
     target: Callable[[Any], dict[str, Any]]
@@ -60,10 +52,9 @@ class ChildRun:
 
 @dataclass
 class Finished:
-    """A child run that ended: ``value`` is ``target(arg)``'s dict and ``seconds`` the wall time from the start of
-    the child process to its result, of which ``startup_seconds`` before ``target`` was called (starting the
-    interpreter, importing, unpickling ``arg``); ``peak_rss_mb`` is the child's own peak resident memory in MiB
-    (:func:`~elmo.runtime.device.peak_rss_mb`)."""
+    """A child run that ended: ``value`` is ``target(arg)``'s dict, ``seconds`` the wall time from the child's start
+    to its result, ``startup_seconds`` the part before ``target`` was called (interpreter, imports, unpickling ``arg``)
+    and ``peak_rss_mb`` the child's peak resident memory in MiB (:func:`~elmo.runtime.device.peak_rss_mb`)."""
 
     value: dict[str, Any]
     seconds: float
@@ -72,24 +63,19 @@ class Finished:
 
 
 def run_side_by_side(runs: Sequence[ChildRun]) -> list[Finished]:
-    """Run every ``runs[i].target(runs[i].arg)`` at once, each in a child process of its own, and wait for all.
-
-    When one child fails, the others get SIGINT (they save their training state and stop) before the error
-    is raised, so a run of several hours does not go on after its partner has failed.
-
-    Returns:
-        one :class:`Finished` per run, in the order of ``runs``.
+    """Run every ``runs[i].target(runs[i].arg)`` at once, each in a child process of its own, and return one
+    :class:`Finished` per run, in the order of ``runs``. When one child fails, the others get SIGINT (they save their
+    training state and stop) before the error is raised.
 
     Raises:
-        ElmoError: a child raised it (its message and ``field``), or a child died or raised another exception:
-            the message names the run, its exit status or signal, its log file and the log's last line.
-        Interrupted: Ctrl-C (or SIGINT) stopped one or more children; the message is theirs (where each stopped
-            and how to resume).
+        ElmoError: a child raised it (its message and ``field``), or died or raised another exception (the message
+            names the run, its exit status or signal, its log file and the log's last line).
+        Interrupted: Ctrl-C (or SIGINT) stopped children; the message is theirs (where each stopped, how to resume).
         KeyboardInterrupt: Ctrl-C reached the parent after every child had finished.
     """
     processes: list[subprocess.Popen] = []
     for run in runs:
-        remove_file(run.result)  # with what a killed run's child left half written
+        remove_file(run.result)  # maybe half written by a killed run's child
         run.log.parent.mkdir(parents=True, exist_ok=True)
     outcomes: list[dict[str, Any] | None] = [None] * len(runs)
     failed: dict[str, Any] | None = None  # the first failure: the others are stopped after it
@@ -198,9 +184,8 @@ def _stop_with_parent(parent: int) -> None:
 
 
 def child_main(stream: BinaryIO) -> None:
-    """A child process of :func:`run_side_by_side` (:data:`CHILD_CODE`): read its run from ``stream``, set its threads,
-    call ``target(arg)`` and write the outcome into the result file. An exception other than :class:`ElmoError`
-    ends the process with its traceback on stderr (the log) and exit status 1."""
+    """The body of a child process (:data:`CHILD_CODE`): run ``target(arg)`` and write the outcome to the result file.
+    An exception other than :class:`ElmoError` ends it with exit status 1 and its traceback in the log."""
     run, parent, started = pickle.load(stream)
     _stop_with_parent(parent)
     configure_threads(run.threads)

@@ -1,9 +1,7 @@
-"""Training checkpoints: the whole state of an unfinished run, saved so ``--resume`` continues it exactly.
-
-A checkpoint (``format: elmo.training``) holds the weights, optimiser and gradient-scaler state, every random
-generator of every rank, the position in the epoch and its running totals, the history and the early-stopping state,
-and the run's settings (:attr:`Checkpointing.meta`, compared on resume). Ctrl-C during training
-(:func:`ctrl_c_requests_a_stop`) finishes the step, saves and raises :class:`Interrupted`.
+"""Training checkpoints (``format: elmo.training``): the whole state of an unfinished run, so ``--resume`` continues
+it exactly (weights, optimiser and gradient-scaler state, every rank's random generators, the position in the epoch and
+its running totals, history, early stopping), and the run's settings (:attr:`Checkpointing.meta`, compared on resume).
+Ctrl-C during training (:func:`ctrl_c_requests_a_stop`) finishes the step, saves and raises :class:`Interrupted`.
 """
 
 from __future__ import annotations
@@ -31,12 +29,11 @@ class Checkpointing:
     """Where and how often training saves its state, and whether it resumes from it.
 
     Attributes:
-        path: the training-state file (``format: elmo.training``; written atomically, so a crash at any
-            moment leaves the previous good one).
+        path: the training-state file, written atomically (a crash at any moment leaves the previous good one).
         every: also save after every this many optimiser steps (always at each epoch end).
         resume: continue from ``path`` when it exists (start fresh otherwise).
-        meta: plain values stored with the state and compared on resume (the run's flags, a vocabulary
-            hash): a difference raises instead of mixing two runs.
+        meta: plain values stored with the state and compared on resume (the run's flags, a vocabulary hash): a
+            difference raises instead of mixing two runs.
     """
 
     path: Path
@@ -85,13 +82,10 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def save_training_state(checkpoint: Checkpointing, desc: str, position: Position, done: bool,
                         parts: dict[str, Any]) -> None:
-    """Save the training state (a collective under ``torchrun``: every rank calls it, rank 0 writes).
-
-    Args:
-        checkpoint: where; desc: the run's label (``forward LM``, ``trainable_lambda``), checked on resume.
-        position: where training stands; done: training has finished (a resume then only restores).
-        parts: ``model``, ``optimizer``, ``scaler`` state dicts, ``history`` and the early-stopping state.
-    """
+    """Save the training state to ``checkpoint.path``; a collective under ``torchrun`` (every rank calls it, rank 0
+    writes). ``desc``: the run's label (``forward LM``, ``trainable_lambda``), checked on resume; ``done``: training has
+    finished (a resume then only restores); ``parts``: the ``model``, ``optimizer`` and ``scaler`` state dicts,
+    ``history`` and the early-stopping state."""
     rng = distributed.gather_objects(rng_state())
     if distributed.context().is_main:
         save_checkpoint(payload("training", desc=desc, meta=checkpoint.meta, environment=environment_info(),
@@ -120,9 +114,9 @@ def _flag_values(value: Any) -> dict[str, Any] | None:
 
 
 def setting_differences(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
-    """What differs between a checkpoint's :attr:`Checkpointing.meta` (``saved``) and this run's (``now``), as
-    ``(name, checkpoint's value, this run's value)``: the flags of a :func:`flags_meta` entry one by one, named as on
-    the command line (``--batch-size``), then the other entries (a vocabulary's hash) whole."""
+    """What differs between a checkpoint's :attr:`Checkpointing.meta` (``saved``) and this run's (``now``), as ``(name,
+    saved value, current value)``: a :func:`flags_meta` entry flag by flag, named as on the command line
+    (``--batch-size``), then the other entries (a vocabulary's hash) whole."""
     flags: list[tuple[str, Any, Any]] = []
     others: list[tuple[str, Any, Any]] = []
     for key in sorted(set(saved) | set(now)):
@@ -147,14 +141,9 @@ def _shown(value: Any, width: int = 40) -> str:
 
 
 def load_training_state(checkpoint: Checkpointing, desc: str) -> dict[str, Any]:
-    """The saved state at ``checkpoint.path``, with this process's random generators restored.
-
-    Under another number of processes than wrote it, batches continue exactly but dropout gets new streams (the
-    caller says so on stdout).
-
-    Raises:
-        ElmoError: the checkpoint belongs to a run with other settings (naming up to three), or is unreadable.
-    """
+    """The saved state at ``checkpoint.path``, with this process's random generators restored. Under another number
+    of processes than wrote it, batches continue exactly but dropout gets new streams (the caller says so on stdout).
+    Raises ElmoError when the checkpoint is unreadable or belongs to a run with other settings (naming up to three)."""
     state = load_checkpoint(checkpoint.path, "elmo.training")
     differ = setting_differences(state.get("meta", {}), checkpoint.meta)
     if differ or state.get("desc") != desc:
