@@ -9,6 +9,7 @@ import pytest
 import torch
 from support import TOPIC_WORDS, make_rows, run_in_process
 
+from elmo.data.chars import batch_char_ids
 from elmo.data.text import tokenize
 from elmo.data.vocab import Vocabulary
 from elmo.model.bilm import BiLM, BiLMConfig
@@ -125,8 +126,9 @@ def test_a_direction_whose_process_fails_names_it_and_its_log_and_writes_no_resu
     assert earlier.read_text() == '{"earlier": true}' and not (tmp_path / "models" / "bilstm.pt").exists()
 
 
-@pytest.mark.parametrize("softmax, lstm", [("sampled", "fused"), ("adaptive", "clipped"), ("sampled", "clipped")])
-def test_our_bilm_trains_with_either_softmax_and_either_cell(tiny_agnews, tmp_path, softmax, lstm):
+@pytest.mark.parametrize("softmax, lstm, encoder", [("sampled", "fused", "word"), ("adaptive", "clipped", "word"),
+                                                    ("sampled", "clipped", "word"), ("sampled", "clipped", "char")])
+def test_our_bilm_trains_with_either_softmax_and_either_cell(tiny_agnews, tmp_path, softmax, lstm, encoder):
     """``--softmax`` and ``--lstm`` on our biLM (the default, adaptive and fused, is every other run's): it trains,
     its held-out perplexities are finite, and ``bilstm.pt`` rebuilds it with that softmax and cell."""
     import json
@@ -136,15 +138,17 @@ def test_our_bilm_trains_with_either_softmax_and_either_cell(tiny_agnews, tmp_pa
     status = run_in_process("pretrain", tmp_path, tiny_agnews, "--hidden-size", "12", "--proj-size", "8",
                             "--softmax", softmax, "--softmax-samples", "20", "--lstm", lstm, "--epochs", "1",
                             "--max-docs", "120", "--init-embeddings", "none", "--quiet", "--threads", "1",
-                            "--precision", "fp32")
+                            "--precision", "fp32", "--token-encoder", encoder, "--char-filters", "1:4", "2:4")
     assert status == 0
     lm = json.loads((tmp_path / "results" / "lm.json").read_text())
-    assert lm["softmax"] == softmax and lm["bilm_config"]["cell_clip"] == (3.0 if lstm == "clipped" else None)
+    assert lm["softmax"] == softmax and lm["bilm_config"]["token_encoder"] == encoder and lm["bilm_config"]["cell_clip"] == (3.0 if lstm == "clipped" else None)
     assert all(1 < lm["test"][f"{d}_perplexity"] < 1e4 for d in ("forward", "backward"))
     bilm, vocab, _ = load_bilm(tmp_path / "models" / "bilstm.pt")
     assert type(bilm.forward_lm.softmax).__name__ == {"sampled": "SampledSoftmax", "adaptive": "AdaptiveSoftmax"}[softmax]
     assert {type(layer).__name__ for layer in bilm.backward_lm.layers} == \
         {"ProjectedLSTM" if lstm == "clipped" else "AutocastLSTM"}
-    ids, lengths = torch.tensor([vocab.encode(["the", "market", "rallied"])]), torch.tensor([3])
+    words = ["the", "market", "rallied"]
+    ids, lengths = torch.tensor([vocab.encode(words)]), torch.tensor([3])
+    chars = batch_char_ids([words], bilm.config.max_chars) if encoder == "char" else None
     with torch.no_grad():
-        assert bilm.eval()(ids, lengths).shape == (3, 1, 3, 16)
+        assert bilm.eval()(ids, lengths, chars).shape == (3, 1, 3, 16)
