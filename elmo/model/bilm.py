@@ -27,7 +27,7 @@ from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax, cluster_counts
 from .char_cnn import DEFAULT_FILTERS, WORDS_PER_PASS, CharEncoder
 from .dropout import FastDropout
 from .hub import HubMixin
-from .lstm import AutocastLSTM, CachedWeights, ProjectedLSTM, autocast_dtype, cached, step_chunks
+from .lstm import AutocastLSTM, CachedWeights, ProjectedLSTM, autocast_dtype, cached, projected_stack, step_chunks
 from .plan import HostPlan, device_reading_plan, predicted_positions
 from .sampled_softmax import BILM_TF_SAMPLES, SampledSoftmax
 
@@ -302,14 +302,9 @@ class LanguageModel(CachedWeights):
         steps = x.shape[1]
         if self.config.clipped:  # the rows sorted longest first, each step running the rows not yet ended
             order, restore, active = device_reading_plan(lengths.numpy().astype("int64"), x.device)
-            outputs, finals, h = [x], [], x[order].transpose(0, 1)
-            for j, lstm in enumerate(self.layers):
-                state = None if initial is None else (initial[j][0][order].float(), initial[j][1][order].float())
-                out, (last, cell) = lstm(h, active, state)
-                h = out + h if self.config.residual and j > 0 else out
-                outputs.append(h.transpose(0, 1)[restore])
-                finals.append((last[restore], cell[restore]))
-            return outputs, finals
+            states = None if initial is None else [(h[order].float(), c[order].float()) for h, c in initial]
+            hs, ends = projected_stack(self.layers, x[order].transpose(0, 1), active, states, self.config.residual)
+            return [x, *(h.transpose(0, 1)[restore] for h in hs)], [(h[restore], c[restore]) for h, c in ends]
         packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
         outputs, finals = [x], []
         for j, lstm in enumerate(self.layers):

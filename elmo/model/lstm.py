@@ -413,6 +413,25 @@ class ProjectedLSTM(CachedWeights):
         return torch.add(self.bias, torch.addmm(gates_x, h.to(w_rec.dtype), w_rec.t()))
 
 
+def projected_stack(layers: Sequence["ProjectedLSTM"], x: torch.Tensor, active: list[int],
+                    states: list[tuple[torch.Tensor, torch.Tensor]] | None, residual: bool, chunk_size: int | None = None,
+                    dropout: Callable[[torch.Tensor], torch.Tensor] | None = None
+                    ) -> tuple[list[torch.Tensor], list[tuple[torch.Tensor, torch.Tensor]]]:
+    """One direction's :class:`ProjectedLSTM` layers over time-major ``x (S, B, I)``, rows sorted longest first
+    (``active``, ``chunk_size``: as :meth:`ProjectedLSTM.forward`; ``states``: each layer's initial ``(h, c)`` or
+    ``None``): the outputs ``[(S, B, P)] * L``, with ``residual`` every layer but the first adding its input, and each
+    layer's final ``(h, c)``. ``dropout`` applies to every layer's input (the residual adds the dropped input, as
+    bilm-tf's wrapper order does)."""
+    outputs, finals = [], []
+    for j, layer in enumerate(layers):
+        x = x if dropout is None else dropout(x)
+        h, final = layer(x, active, None if states is None else states[j], chunk_size)
+        x = h + x if residual and j > 0 else h
+        outputs.append(x)
+        finals.append(final)
+    return outputs, finals
+
+
 @dataclass
 class StepTape:
     """What a chunk's steps leave for :class:`RecurrentWeightGradient`'s backward: ``states``, each step's ``h (n, P)``

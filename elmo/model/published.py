@@ -35,7 +35,7 @@ from ..errors import ElmoError
 from .bilm import BiLMLayers, States, length_mask, reverse_padded, with_boundaries
 from .char_cnn import ACTIVATIONS, CharEncoder
 from .hub import HubMixin
-from .lstm import ProjectedLSTM
+from .lstm import ProjectedLSTM, projected_stack
 from .plan import HostPlan, WordPlan, device_reading_plan, word_plan
 
 #: the character CNN of every published model (widths 1-7, 2048 filters)
@@ -269,7 +269,8 @@ class PublishedBiLM(BiLMLayers, HubMixin):
         for d, stack in enumerate((self.forward_layers, self.backward_layers)):
             inputs = full if d == 0 else reverse_padded(full, sentence)
             initial = None if states is None else [(h[order], c[order]) for h, c in states[d * depth:(d + 1) * depth]]
-            hs, ends = self._stack(stack, inputs[order].transpose(0, 1), active, initial)
+            hs, ends = projected_stack(stack, inputs[order].transpose(0, 1), active, initial,
+                                       self.config.use_skip_connections, self.chunk_size)
             del inputs
             for j in range(1, depth + 1):  # each layer written into its half and dropped: no second copy of them all
                 h = hs.pop(0).transpose(0, 1)[restore]
@@ -305,8 +306,8 @@ class PublishedBiLM(BiLMLayers, HubMixin):
         states = []
         for d in directions:
             inputs = full if d == 0 else reverse_padded(full, sentence)
-            top = self._stack((self.forward_layers, self.backward_layers)[d], inputs[order].transpose(0, 1), active,
-                              None, dropout)[0][-1]
+            top = projected_stack((self.forward_layers, self.backward_layers)[d], inputs[order].transpose(0, 1),
+                                  active, None, self.config.use_skip_connections, self.chunk_size, dropout)[0][-1]
             states.append(top.transpose(0, 1)[restore][:, :x.shape[1] + 1])
         return states
 
@@ -322,19 +323,6 @@ class PublishedBiLM(BiLMLayers, HubMixin):
                          plan: WordPlan | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """:func:`~elmo.model.bilm.with_boundaries` with the ``<S>``, ``</S>`` spellings through the token layer."""
         return with_boundaries(x, lengths, self.token_vectors(self.boundary_chars.to(x.device), plan))
-
-    def _stack(self, layers: nn.ModuleList, x: torch.Tensor, active: list[int], states: States | None,
-               dropout: Callable[[torch.Tensor], torch.Tensor] | None = None) -> tuple[list[torch.Tensor], States]:
-        """One direction's LSTM layers over time-major ``x (S, B, P)``: outputs ``[(S, B, P)] * L`` (skip
-        connections added) and each layer's final ``(h, c)``; ``dropout`` on every layer's input."""
-        outputs, finals = [], []
-        for j, layer in enumerate(layers):
-            x = x if dropout is None else dropout(x)
-            h, final = layer(x, active, None if states is None else states[j], self.chunk_size)
-            x = h + x if self.config.use_skip_connections and j > 0 else h
-            outputs.append(x)
-            finals.append(final)
-        return outputs, finals
 
 
 def _reading_plan(read: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
