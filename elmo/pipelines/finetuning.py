@@ -23,10 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from torch import nn
+
 from ..data.corpus import encode_corpus
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from ..model.bilm import SOFTMAXES, BiLM, LanguageModel
+from ..model.bilm import SOFTMAXES, LanguageModel
 from ..model.published_finetune import (
     SOFTMAX_INITS,
     init_softmax_from_token_layer,
@@ -220,9 +222,9 @@ def initial_softmax(model: PublishedBiLMWithSoftmax, loaded: PretrainData, confi
     return {**info, "counted_documents": len(counted)}
 
 
-def held_out_perplexities(model: PublishedBiLMWithSoftmax | BiLM, data: dict,
-                          run: StartedRun) -> dict[str, dict[str, float]]:
-    """Each direction's exact full-vocabulary perplexity on val (and test): ``{"val": {"forward_perplexity": ...}}``."""
+def held_out_perplexities(model: nn.Module, data: dict, run: StartedRun) -> dict[str, dict[str, float]]:
+    """Each direction's exact full-vocabulary perplexity on val (and test) of ``model`` (either biLM's training model:
+    ``direction(name)`` gives one direction's LM): ``{"val": {"forward_perplexity": ...}}``."""
     return {split: {f"{d}_perplexity": perplexity(model.direction(d), data[split], run.device) for d in DIRECTION_NAMES}
             for split in ("val", "test") if split in data}
 
@@ -237,7 +239,8 @@ def parameter_groups(model: PublishedBiLMWithSoftmax | LanguageModel, config: Fi
     """Two Adam groups: the language model but its softmax at ``--lr``, the softmax at ``--softmax-lr`` (both under
     the warm-up and ``--lr-gamma``), every parameter trained from the first step."""
     head = list(model.softmax.parameters())
-    body = [p for p in model.parameters() if all(p is not q for q in head)]
+    in_head = {id(q) for q in head}
+    body = [p for p in model.parameters() if id(p) not in in_head]
     return Unfreezing([{"params": body, "lr": config.lr}, {"params": head, "lr": config.softmax_lr}],
                       lambda epoch: None)
 
