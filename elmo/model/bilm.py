@@ -24,7 +24,7 @@ from ..data.chars import TF_MAX_CHARS, char_table, word_char_ids
 from ..data.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD_ID, Vocabulary
 from ..errors import ElmoError
 from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax, cluster_counts
-from .char_cnn import DEFAULT_FILTERS, WORDS_PER_PASS, CharEncoder
+from .char_cnn import DEFAULT_FILTERS, WORDS_PER_PASS, WORDS_PER_PASS_GPU, CharEncoder
 from .dropout import FastDropout
 from .hub import HubMixin
 from .lstm import AutocastLSTM, CachedWeights, ProjectedLSTM, autocast_dtype, cached, projected_stack, step_chunks
@@ -438,6 +438,14 @@ class AnyBiLM(Protocol):
     def parameters(self, recurse: bool = True) -> Any: ...
 
 
+def words_per_pass(device_type: str, chunk_size: int | None) -> int:
+    """The most distinct words through a character CNN at a time on ``device_type`` with ``chunk_size`` positions per
+    chunk (:attr:`BiLMLayers.words_per_pass`)."""
+    if device_type == "cuda":
+        return WORDS_PER_PASS_GPU
+    return WORDS_PER_PASS if chunk_size is None else min(WORDS_PER_PASS, chunk_size)
+
+
 class BiLMLayers(nn.Module):
     """The ELMo layers (eq. 1) of a biLM from its token layer and its LSTMs, computed the same way by :class:`BiLM` and
     :class:`~elmo.model.published.PublishedBiLM`: :meth:`forward` is ``contextual(token_vectors(tokens))``, each
@@ -463,8 +471,9 @@ class BiLMLayers(nn.Module):
 
     @property
     def words_per_pass(self) -> int:
-        """The most distinct words through a character CNN at a time: ``min(chunk_size, WORDS_PER_PASS)``."""
-        return WORDS_PER_PASS if self.chunk_size is None else min(WORDS_PER_PASS, self.chunk_size)
+        """The most distinct words through a character CNN at a time: ``min(chunk_size, WORDS_PER_PASS)`` on a CPU,
+        :data:`~elmo.model.char_cnn.WORDS_PER_PASS_GPU` on a GPU, where launches, not memory, bound the pass."""
+        return words_per_pass(next(self.parameters()).device.type, self.chunk_size)
 
     def forward(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
         """ELMo layers of every token, stateless (zero initial LSTM states): ``(L + 1, B, T, D)``, layer 0 =

@@ -64,3 +64,22 @@ def test_our_encoder_keeps_the_names_of_its_files_and_bilm_tfs_its_own():
     assert list(theirs.state_dict()) == ["char_embedding.weight", "convs.0.weight", "convs.0.bias", "highways.0.weight",
                                          "highways.0.bias"]  # the filters' width is the token width: no projection
     assert F.embedding(torch.tensor([0]), theirs.char_embedding.weight).abs().sum() == 0  # padding row 0
+
+
+def test_a_gpu_encodes_a_batchs_spellings_in_few_passes_and_a_cpu_within_the_chunk():
+    from elmo.model.bilm import words_per_pass
+    from elmo.model.char_cnn import WORDS_PER_PASS, WORDS_PER_PASS_GPU
+    from elmo.model.plan import word_plan
+    assert words_per_pass("cpu", None) == WORDS_PER_PASS and words_per_pass("cpu", 100) == 100
+    assert words_per_pass("cuda", 100) == words_per_pass("cuda", None) == WORDS_PER_PASS_GPU > WORDS_PER_PASS
+    torch.manual_seed(0)
+    words = [[f"w{i}" for i in range(j, j + 50)] for j in range(0, 1000, 50)]  # 1,000 distinct spellings
+    encoder = CharEncoder(8, char_dim=4, filters=((1, 3), (2, 5)), num_highway=1, max_chars=8,
+                          numbering="bilm_tf").eval()
+    chars = batch_char_ids(words, 8, "bilm_tf")
+    plans = {n: word_plan(chars.reshape(-1, 8).numpy(), n, encoder.max_width)
+             for n in (WORDS_PER_PASS, WORDS_PER_PASS_GPU)}
+    assert len(plans[WORDS_PER_PASS].passes) == 4 and len(plans[WORDS_PER_PASS_GPU].passes) == 1
+    with torch.no_grad():
+        few, many = (encoder(chars, n, plans[n]) for n in (WORDS_PER_PASS_GPU, WORDS_PER_PASS))
+    torch.testing.assert_close(few, many, atol=1e-6, rtol=0)

@@ -119,3 +119,20 @@ def test_a_target_outside_the_vocabulary_is_named():
         model.host_plan({k: batch[k] for k in PublishedBiLMWithSoftmax.host_keys})
     with pytest.raises(ElmoError, match="host copy has no chars"):
         model.host_plan({k: batch[k] for k in ("ids", "lengths")})
+
+
+def test_unique_rows_is_numpys_unique_by_rows_and_survives_a_hash_collision(monkeypatch):
+    import elmo.model.plan as plan
+    rng = np.random.default_rng(0)
+    rows = rng.integers(0, 6, size=(3000, 7))  # many repeats, every lexicographic tie-break exercised
+    rows[:, 4:] = rng.integers(0, 2, size=(3000, 3))
+    for sample in (rows, rows[:1], rows[:0], np.repeat(rows[:3], 5, axis=0)):
+        distinct, inverse = plan.unique_rows(sample)
+        expected, expected_inverse = np.unique(sample, axis=0, return_inverse=True)
+        assert np.array_equal(distinct, expected) and np.array_equal(inverse, expected_inverse.reshape(-1))
+        assert distinct.dtype == sample.dtype and inverse.dtype == expected_inverse.dtype
+    monkeypatch.setattr(plan, "_ROW_HASH", np.zeros_like(plan._ROW_HASH))  # every row hashes alike
+    distinct, inverse = plan.unique_rows(np.array([[1, 2], [3, 4], [1, 2], [0, 9]]))
+    assert distinct.tolist() == [[0, 9], [1, 2], [3, 4]] and inverse.tolist() == [1, 2, 1, 0]
+    with pytest.raises(ValueError, match="unique_rows takes"):
+        plan.unique_rows(np.zeros(3, dtype=np.int64))
