@@ -12,8 +12,10 @@ inference alike. Then the parts:
   elmo-original, elmo-medium and elmo-small trained as ``pretrain --architecture`` trains them (both directions, one
   adaptive softmax over 100,000 classes, :func:`~elmo.training.trainer.fit`), with ``--lstm fused`` (no clipping,
   PyTorch's fused LSTM kernel: cuDNN) and ``--lstm clipped`` (the published cell's per-step loop), in bf16 and fp32:
-  ``--warmup`` steps, then ``--steps`` timed steps (median) of ``--batch`` 20-token windows of AG News text; the
-  training FLOPs' share of the peak, and the peak CUDA memory (``torch.cuda.max_memory_allocated``, reset per row);
+  ``--warmup`` steps, then ``--steps`` timed steps (median) of ``--batch`` 20-token windows of AG News text, and
+  first the Original's rows at ``--large-batch`` windows (``large``); the training FLOPs' share of the peak, the peak
+  CUDA memory (``torch.cuda.max_memory_allocated``, reset per row) and on CUDA ``gpu_busy``, the share of a step the
+  GPU computes (:func:`~lab.bench.published_training.gpu_busy`);
 Every training and inference row records ``lstm_dtype``, the dtype the LSTM kernels computed in (read from their
 tensors: :func:`~elmo.model.lstm.lstm_compute_dtypes`), beside the precision asked for; every training row also
 ``step_operators`` (:func:`~lab.bench.published_training.step_operators`): the operators one step dispatches, those
@@ -84,7 +86,7 @@ TINY_ARCHITECTURES = {f"tiny-{name}": PublishedBiLMConfig(char_dim=2, filters=((
                                                           hidden_size=2 * width, projection_dim=width, num_layers=2)
                       for name, width in (("original", 8), ("medium", 6), ("small", 4))}
 #: ``--tiny``'s sizes (the full run's are the flags' and :data:`SOFTMAX_CLASSES`)
-TINY_SIZES = {"steps": 2, "warmup": 1, "batch": 2, "sentences": 64, "softmax_classes": 50}
+TINY_SIZES = {"steps": 2, "warmup": 1, "batch": 2, "large_batch": 4, "sentences": 64, "softmax_classes": 50}
 #: the training softmax's classes: AG News train's cased words, then unseen ids (``python -m lab bench --training``'s)
 SOFTMAX_CLASSES = 100_000
 #: the default run's flags under ``--tiny`` (the full run passes none)
@@ -110,6 +112,8 @@ class GpuArgs:
     steps: int = option(5, "timed training steps per architecture, LSTM and precision (the median is reported)")
     warmup: int = option(3, "untimed training steps before them")
     batch: int = option(128, "20-token windows per training step (bilm-tf's per-GPU batch)")
+    large_batch: int = option(2048, "windows per step of the Original's rows again, where a GPU's launches are "
+                              "amortised (0: none)")
     sentences: int = option(2048, "sentences embedded per inference row, after a warm-up batch")
     seed: int = option(0, "random seed")
     threads: int | None = option(None, "CPU threads (default: all cores)")
@@ -121,6 +125,8 @@ class GpuArgs:
         for name in ("budget", "steps", "warmup", "batch", "sentences"):
             if getattr(self, name) < 1:
                 raise ElmoError(f"--{name} must be >= 1, got {getattr(self, name)}")
+        if self.large_batch < 0:
+            raise ElmoError(f"--large-batch must be >= 0, got {self.large_batch}")
         unknown = [p for p in self.parts if p not in SHARES]
         if unknown:
             raise ElmoError(f"--parts takes {', '.join(SHARES)}, got {' '.join(unknown)}")
@@ -163,25 +169,33 @@ def part_end(part: str, end: float, parts: tuple[str, ...]) -> float:
 
 
 def training_part(cfg: GpuArgs, run: Run) -> None:
-    """Part ``training``: every architecture × LSTM × precision, each a row of
-    :func:`~lab.bench.published_training.measure` in this process, until the part's time is up."""
+    """Part ``training``: the first architecture's LSTMs and precisions at ``--large-batch`` windows (``large``), then
+    every architecture × LSTM × precision at ``--batch`` windows, each a row of :func:`~lab.bench.published_training.measure` in this process,
+    until the part's time is up."""
     sizes, architectures = run.sizes, TINY_ARCHITECTURES if cfg.tiny else ARCHITECTURES
     training_setup(cfg, run)
     part = run.part("training", {"batch_windows": sizes["batch"], "window_tokens": WINDOW, "steps": sizes["steps"],
                                  "warmup": sizes["warmup"], "softmax": "adaptive",
                                  "softmax_classes": run.text["softmax_classes"], "rows": {}})
-    for name, config in architectures.items():
-        for lstm in ("fused", "clipped"):
-            for precision in ("bf16", "fp32"):
-                def row(name=name, config=config, lstm=lstm, precision=precision) -> dict[str, Any]:
-                    reset_memory(run.device)
-                    fused = replace(config, cell_clip=None, proj_clip=None) if lstm == "fused" else config
-                    out = measure(name, precision, run.text, run.bench, sizes["batch"], run.peaks[precision],
-                                  config=fused, extras=False)
-                    out.pop("peak_rss_mb")  # this process's, all rows so far
-                    return out
-                run.row(part["rows"].setdefault(name, {}).setdefault(lstm, {}), precision,
-                        f"training {name} {lstm} {precision}", row, precision_refusal(precision, run.device))
+    if sizes["large_batch"]:
+        part["large"] = {"batch_windows": sizes["large_batch"], "rows": {}}
+    first = next(iter(architectures))
+    for rows, batch, names in ((part.get("large", {}).get("rows"), sizes["large_batch"], [first]),
+                               (part["rows"], sizes["batch"], list(architectures))):
+        for name in names if rows is not None else ():
+            for lstm in ("fused", "clipped"):
+                for precision in ("bf16", "fp32"):
+                    def row(name=name, lstm=lstm, precision=precision, batch=batch) -> dict[str, Any]:
+                        reset_memory(run.device)
+                        config = architectures[name]
+                        fused = replace(config, cell_clip=None, proj_clip=None) if lstm == "fused" else config
+                        out = measure(name, precision, run.text, run.bench, batch, run.peaks[precision],
+                                      config=fused, extras=False)
+                        out.pop("peak_rss_mb")  # this process's, all rows so far
+                        return out
+                    run.row(rows.setdefault(name, {}).setdefault(lstm, {}), precision,
+                            f"training {name} {lstm} {precision} at {batch} windows", row,
+                            precision_refusal(precision, run.device))
 
 
 def training_setup(cfg: GpuArgs, run: Run) -> None:
@@ -189,7 +203,7 @@ def training_setup(cfg: GpuArgs, run: Run) -> None:
     :func:`~lab.bench.published_training.measure`, made once."""
     if run.text is None:
         sizes = run.sizes
-        run.text = training_text(cfg.data_dir, sizes["batch"] * (sizes["warmup"] + sizes["steps"]),
+        run.text = training_text(cfg.data_dir, max(sizes["batch"], sizes["large_batch"]) * (sizes["warmup"] + sizes["steps"]),
                                  sizes["softmax_classes"])
         run.bench = BenchArgs(data_dir=cfg.data_dir, device=cfg.device, threads=cfg.threads, seed=cfg.seed,
                               training_steps=sizes["steps"], training_warmup=sizes["warmup"])
@@ -406,7 +420,8 @@ def measure_gpu(cfg: GpuArgs) -> dict[str, Any]:
         raise ElmoError(f"python -m lab gpu measures a GPU and found none (--device {cfg.device}); --tiny runs it "
                         "at tiny sizes on any device")
     sizes = TINY_SIZES if cfg.tiny else {"steps": cfg.steps, "warmup": cfg.warmup, "batch": cfg.batch,
-                                         "sentences": cfg.sentences, "softmax_classes": SOFTMAX_CLASSES}
+                                         "large_batch": cfg.large_batch, "sentences": cfg.sentences,
+                                         "softmax_classes": SOFTMAX_CLASSES}
     results: dict[str, Any] = {
         "command": command_line("gpu", cfg).replace("python -m elmo", "python -m lab", 1), "tiny": cfg.tiny,
         "device": device_info(device, threads), "meta": environment_info(cfg.seed), "budget_seconds": cfg.budget,
@@ -436,13 +451,18 @@ def format_gpu(r: dict[str, Any]) -> str:
     d, peaks = r["device"], r["matmul_peak_gflops"]
     lines = [f"{d['name']} ({d['type']}), torch {d['torch']}, CUDA {d['cuda']}, cuDNN {d['cudnn']}; matmul peak "
              f"fp32 {peaks['fp32']:,.0f}, bf16 {peaks['bf16']:,.0f} GFLOP/s; {r['seconds']:.0f} s"]
-    for name, lstms in r["parts"].get("training", {}).get("rows", {}).items():
-        for lstm, precisions in lstms.items():
-            for precision, row in precisions.items():
-                if "tokens_per_second" in row:
-                    lines.append(f"train {name:<16}{lstm:<8}{precision:<5}{row['tokens_per_second']['per_direction']:>12,.0f} "
-                                 f"tok/s per direction {row['peak_fraction']:>6.1%} of peak"
-                                 + (f", {row['cuda_max_memory_mb']:,.0f} MiB" if "cuda_max_memory_mb" in row else ""))
+    training = r["parts"].get("training", {})
+    for part in (training, training.get("large", {})):
+        for name, lstms in part.get("rows", {}).items():
+            for lstm, precisions in lstms.items():
+                for precision, row in precisions.items():
+                    if "tokens_per_second" in row:
+                        busy = (row.get("gpu_busy") or {}).get("share")
+                        lines.append(f"train {name:<16}{lstm:<8}{precision:<5}{part['batch_windows']:>5} windows"
+                                     f"{row['tokens_per_second']['per_direction']:>10,.0f} tok/s per direction "
+                                     f"{row['peak_fraction']:>6.1%} of peak"
+                                     + (f", GPU busy {busy:.0%}" if busy is not None else "")
+                                     + (f", {row['cuda_max_memory_mb']:,.0f} MiB" if "cuda_max_memory_mb" in row else ""))
     for precision, row in r["parts"].get("inference", {}).get("rows", {}).items():
         if "sentences_per_second" in row:
             lines.append(f"embed {r['parts']['inference']['model']} {precision}: {row['sentences_per_second']:,.1f} sentences/s")

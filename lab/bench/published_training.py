@@ -205,6 +205,31 @@ def step_operators(model: PublishedBiLMWithSoftmax, batch: dict[str, torch.Tenso
     return out
 
 
+def gpu_busy(model: PublishedBiLMWithSoftmax, batch: dict, device: torch.device,
+             amp: torch.dtype | None) -> dict[str, float] | None:
+    """How much of one :func:`fit` step on ``batch`` the GPU spends computing (``torch.profiler`` with CUDA activity,
+    after one unprofiled step): ``wall_ms`` on the host clock, ``busy_ms`` the union of the kernels' and copies'
+    intervals (user annotations left out), ``share`` their ratio. ``None`` off CUDA."""
+    if device.type != "cuda":
+        return None
+    _fit(model, lambda epoch: iter([batch]), device, amp)
+    synchronize(device)
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        started = time.perf_counter()
+        _fit(model, lambda epoch: iter([batch]), device, amp)
+        synchronize(device)
+        wall = time.perf_counter() - started
+    spans = sorted((e.time_range.start, e.time_range.end) for e in prof.events()
+                   if e.device_type == torch.autograd.DeviceType.CUDA and not getattr(e, "is_user_annotation", False)
+                   and not e.name.startswith(("elmo.", "Optimizer.", "ProfilerStep")))
+    busy, reach = 0.0, float("-inf")
+    for start, end in spans:  # the union of the intervals, in microseconds
+        busy += max(0.0, end - max(start, reach))
+        reach = max(reach, end)
+    return {"wall_ms": wall * 1e3, "busy_ms": busy / 1e3, "share": busy / 1e3 / (wall * 1e3)}
+
+
 def _fit(model: PublishedBiLMWithSoftmax, batches, device: torch.device, amp: torch.dtype | None,
          compile: bool = False) -> None:
     """One epoch of :func:`elmo.training.trainer.fit` over ``batches(epoch)`` (the training step of ``pretrain``;
@@ -270,6 +295,7 @@ def measure(name: str, precision: str, text: dict[str, Any], cfg: Any, batch: in
     row["peak_rss_mb"] = peak_rss_mb()
     if device.type == "cuda":
         row["cuda_max_memory_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+        row["gpu_busy"] = gpu_busy(model.train(), ids, device, amp)
     return row
 
 

@@ -25,12 +25,21 @@ def precisions_here() -> list[str]:
     return ["bf16", "fp32"] if cpu_has_bf16() else ["fp32"]
 
 
+def training_labels(precisions=("bf16", "fp32")) -> list[str]:
+    """The training rows' labels in the order ``--tiny`` runs them: the Original at ``large_batch`` windows, then
+    every architecture at ``batch``."""
+    large, batch = gpu.TINY_SIZES["large_batch"], gpu.TINY_SIZES["batch"]
+    return ([f"training {ARCHITECTURES[0]} {lstm} {p} at {large} windows" for lstm in ("fused", "clipped")
+             for p in precisions]
+            + [f"training {n} {lstm} {p} at {batch} windows" for n in ARCHITECTURES for lstm in ("fused", "clipped")
+               for p in precisions])
+
+
 def left_out_here() -> list[str]:
     """The rows ``--tiny`` leaves out on this CPU, as ``skipped`` lists them: the bf16 ones without native bf16."""
     if cpu_has_bf16():
         return []
-    return ([f"training {n} {lstm} bf16" for n in ARCHITECTURES for lstm in ("fused", "clipped")]
-            + ["inference tiny-original bf16"])
+    return training_labels(("bf16",)) + ["inference tiny-original bf16"]
 
 
 def positive(value) -> bool:
@@ -71,6 +80,14 @@ def test_tiny_run_records_every_part_and_bf16_rows_only_with_native_bf16(tmp_pat
                 assert row["step_operators"]["reading_operators"] == {}  # the step the library trains with
                 assert row["step_operators"]["operators"] > 0 and "synchronizations" not in row["step_operators"]
     assert rows["tiny-original"]["fused"]["fp32"]["parameters"] > rows["tiny-small"]["fused"]["fp32"]["parameters"]
+    large = r["parts"]["training"]["large"]
+    assert large["batch_windows"] == gpu.TINY_SIZES["large_batch"] and list(large["rows"]) == ["tiny-original"]
+    for lstm in ("fused", "clipped"):
+        assert list(large["rows"]["tiny-original"][lstm]) == precisions_here()
+        for row in large["rows"]["tiny-original"][lstm].values():
+            assert row["batch_windows"] == gpu.TINY_SIZES["large_batch"] and positive(row["seconds_per_step"])
+            assert row["tokens_per_step"] > rows["tiny-original"][lstm]["fp32"]["tokens_per_step"]
+            assert "gpu_busy" not in row  # measured on CUDA only
 
     inference = r["parts"]["inference"]
     assert inference["model"] == "tiny-original" and inference["sentences"] == gpu.TINY_SIZES["sentences"]
@@ -104,8 +121,7 @@ def test_what_the_budget_leaves_out_is_listed(tmp_path, tiny_agnews):
     assert r["finished"] and not any(row for lstms in rows.values() for row in lstms.values())
     assert r["parts"]["inference"]["rows"] == {}
     assert r["parts"]["default_run"]["scripts"] == {}
-    expected = ([f"training {n} {lstm} {p}" for n in ARCHITECTURES for lstm in ("fused", "clipped") for p in ("bf16", "fp32")]
-                + [f"inference tiny-original {p}" for p in ("bf16", "fp32")] + ["default run ELMO.py", "default run classification.py"])
+    expected = (training_labels() + [f"inference tiny-original {p}" for p in ("bf16", "fp32")] + ["default run ELMO.py", "default run classification.py"])
     assert [s.split(":")[0] for s in r["skipped"]] == [*expected, "compile"]
 
 
@@ -144,8 +160,7 @@ def test_without_native_bf16_the_bf16_rows_are_left_out_with_the_librarys_reason
     rows = r["parts"]["training"]["rows"]
     assert all(list(rows[name][lstm]) == ["fp32"] for name in ARCHITECTURES for lstm in ("fused", "clipped"))
     assert list(r["parts"]["inference"]["rows"]) == ["fp32"]
-    left_out = [f"training {n} {lstm} bf16" for n in ARCHITECTURES for lstm in ("fused", "clipped")]
-    assert [s.split(":")[0] for s in r["skipped"]] == [*left_out, "inference tiny-original bf16"]
+    assert [s.split(":")[0] for s in r["skipped"]] == [*training_labels(("bf16",)), "inference tiny-original bf16"]
     assert all(s.endswith("(auto picks fp32 here))") and ": left out (--precision bf16 needs a CPU with native bf16" in s
                for s in r["skipped"])
     assert "error" not in json.dumps(r)
