@@ -23,7 +23,8 @@ among them that read the device back, and on CUDA the synchronisations ``torch.c
 
 * ``inference``: sentences/s and tokens/s of :class:`~elmo.inference.embedder.ElmoEmbedder` on random weights of the
   published Original written in the published layout (:func:`lab.bench.published.random_weights`), over
-  ``--sentences`` AG News Descriptions (case kept) in batches of 64 after a warm-up batch, bf16 and fp32;
+  ``--sentences`` AG News Descriptions (case kept) in batches of 64 after a warm-up batch, bf16 and fp32, then again
+  in batches of :data:`LARGE_EMBED_BATCH` (``large``);
 * ``default_run``: ``python ELMO.py`` then ``python classification.py`` with their default flags in a scratch folder
   whose ``data/ag_news`` links to ``--data-dir`` (nothing of the checkout is written; a ``--data-dir`` holding the
   official 120,000-row ``train.csv`` times the full data): the wall time of each and its phases
@@ -86,7 +87,10 @@ TINY_ARCHITECTURES = {f"tiny-{name}": PublishedBiLMConfig(char_dim=2, filters=((
                                                           hidden_size=2 * width, projection_dim=width, num_layers=2)
                       for name, width in (("original", 8), ("medium", 6), ("small", 4))}
 #: ``--tiny``'s sizes (the full run's are the flags' and :data:`SOFTMAX_CLASSES`)
-TINY_SIZES = {"steps": 2, "warmup": 1, "batch": 2, "large_batch": 4, "sentences": 64, "softmax_classes": 50}
+TINY_SIZES = {"steps": 2, "warmup": 1, "batch": 2, "large_batch": 4, "large_embed_batch": 128, "sentences": 64,
+              "softmax_classes": 50}
+#: sentences per batch of the inference part's second rows: fewer launches and host reads per sentence
+LARGE_EMBED_BATCH = 512
 #: the training softmax's classes: AG News train's cased words, then unseen ids (``python -m lab bench --training``'s)
 SOFTMAX_CLASSES = 100_000
 #: the default run's flags under ``--tiny`` (the full run passes none)
@@ -211,32 +215,37 @@ def training_setup(cfg: GpuArgs, run: Run) -> None:
 
 def inference_part(cfg: GpuArgs, run: Run) -> None:
     """Part ``inference``: :class:`~elmo.inference.embedder.ElmoEmbedder` on the published Original (random
-    weights in the published files), bf16 and fp32, until the part's time is up."""
+    weights in the published files), bf16 and fp32, in batches of 64, then of :data:`LARGE_EMBED_BATCH` (``large``),
+    until the part's time is up."""
     name, config = next(iter((TINY_ARCHITECTURES if cfg.tiny else ARCHITECTURES).items()))
-    sentences = sentences_of(cfg.data_dir, BATCH + run.sizes["sentences"])
-    warm, timed = sentences[:BATCH], sentences[BATCH:]
+    large = run.sizes.get("large_embed_batch", LARGE_EMBED_BATCH)
+    sentences = sentences_of(cfg.data_dir, large + run.sizes["sentences"])
+    warm, timed = sentences[:large], sentences[large:]
     tokens = sum(map(len, timed))
     part = run.part("inference", {"model": name, "batch": BATCH, "sentences": len(timed), "tokens": tokens,
-                                  "flops": embedding_flops(config, timed), "rows": {}})
+                                  "flops": embedding_flops(config, timed), "rows": {},
+                                  "large": {"batch": large, "rows": {}}})
     with tempfile.TemporaryDirectory(prefix="elmo-gpu-") as tmp:
         options, weights = Path(tmp) / "options.json", Path(tmp) / "weights.hdf5"
         save_published_bilm(random_weights(PublishedBiLM(config), cfg.seed), options, weights)
-        for precision in ("bf16", "fp32"):
-            def row(precision=precision) -> dict[str, Any]:
-                reset_memory(run.device)
-                embedder = ElmoEmbedder(options, weights, device=run.device, precision=precision)
-                list(embedder.embed_sentences(warm, BATCH))
-                synchronize(run.device)
-                start = time.perf_counter()
-                sum(1 for _ in embedder.embed_sentences(timed, BATCH))
-                synchronize(run.device)
-                seconds = time.perf_counter() - start
-                gflops = part["flops"] / seconds / 1e9
-                return {"seconds": seconds, "sentences_per_second": len(timed) / seconds,
-                        "tokens_per_second": tokens / seconds, "gflops": gflops,
-                        "lstm_dtype": summary_dtype(lstm_compute_dtypes(embedder.bilm)),
-                        "peak_fraction": gflops / run.peaks[precision]} | run.cuda_memory()
-            run.row(part["rows"], precision, f"inference {name} {precision}", row, precision_refusal(precision, run.device))
+        for rows, batch in ((part["rows"], BATCH), (part["large"]["rows"], large)):
+            for precision in ("bf16", "fp32"):
+                def row(precision=precision, batch=batch) -> dict[str, Any]:
+                    reset_memory(run.device)
+                    embedder = ElmoEmbedder(options, weights, device=run.device, precision=precision)
+                    list(embedder.embed_sentences(warm[:batch], batch))
+                    synchronize(run.device)
+                    start = time.perf_counter()
+                    sum(1 for _ in embedder.embed_sentences(timed, batch))
+                    synchronize(run.device)
+                    seconds = time.perf_counter() - start
+                    gflops = part["flops"] / seconds / 1e9
+                    return {"seconds": seconds, "sentences_per_second": len(timed) / seconds,
+                            "tokens_per_second": tokens / seconds, "gflops": gflops,
+                            "lstm_dtype": summary_dtype(lstm_compute_dtypes(embedder.bilm)),
+                            "peak_fraction": gflops / run.peaks[precision]} | run.cuda_memory()
+                label = f"inference {name} {precision}" + ("" if batch == BATCH else f" in batches of {batch}")
+                run.row(rows, precision, label, row, precision_refusal(precision, run.device))
 
 
 def default_run_part(cfg: GpuArgs, run: Run) -> None:
@@ -463,9 +472,12 @@ def format_gpu(r: dict[str, Any]) -> str:
                                      f"{row['peak_fraction']:>6.1%} of peak"
                                      + (f", GPU busy {busy:.0%}" if busy is not None else "")
                                      + (f", {row['cuda_max_memory_mb']:,.0f} MiB" if "cuda_max_memory_mb" in row else ""))
-    for precision, row in r["parts"].get("inference", {}).get("rows", {}).items():
-        if "sentences_per_second" in row:
-            lines.append(f"embed {r['parts']['inference']['model']} {precision}: {row['sentences_per_second']:,.1f} sentences/s")
+    inference = r["parts"].get("inference", {})
+    for part in (inference, inference.get("large", {})):
+        for precision, row in part.get("rows", {}).items():
+            if "sentences_per_second" in row:
+                lines.append(f"embed {inference['model']} {precision} in batches of {part['batch']}: "
+                             f"{row['sentences_per_second']:,.1f} sentences/s")
     for script, row in r["parts"].get("default_run", {}).get("scripts", {}).items():
         if "seconds" in row:
             lines.append(f"{script}: {row['seconds']:.0f} s")

@@ -35,11 +35,18 @@ def training_labels(precisions=("bf16", "fp32")) -> list[str]:
                for p in precisions])
 
 
+def inference_labels(precisions=("bf16", "fp32")) -> list[str]:
+    """The inference rows' labels in the order ``--tiny`` runs them: batches of 64, then of ``large_embed_batch``."""
+    large = gpu.TINY_SIZES["large_embed_batch"]
+    return ([f"inference tiny-original {p}" for p in precisions]
+            + [f"inference tiny-original {p} in batches of {large}" for p in precisions])
+
+
 def left_out_here() -> list[str]:
     """The rows ``--tiny`` leaves out on this CPU, as ``skipped`` lists them: the bf16 ones without native bf16."""
     if cpu_has_bf16():
         return []
-    return training_labels(("bf16",)) + ["inference tiny-original bf16"]
+    return training_labels(("bf16",)) + inference_labels(("bf16",))
 
 
 def positive(value) -> bool:
@@ -97,6 +104,9 @@ def test_tiny_run_records_every_part_and_bf16_rows_only_with_native_bf16(tmp_pat
                             inference["tokens"] / inference["sentences"])
     assert list(inference["rows"]) == precisions_here()
     assert all(row["lstm_dtype"] == {"bf16": "bfloat16", "fp32": "float32"}[p] for p, row in inference["rows"].items())
+    assert inference["large"]["batch"] == gpu.TINY_SIZES["large_embed_batch"]
+    assert list(inference["large"]["rows"]) == precisions_here()
+    assert all(positive(row["sentences_per_second"]) for row in inference["large"]["rows"].values())
 
     scripts = r["parts"]["default_run"]["scripts"]
     lm, cls = scripts["ELMO.py"], scripts["classification.py"]
@@ -121,7 +131,7 @@ def test_what_the_budget_leaves_out_is_listed(tmp_path, tiny_agnews):
     assert r["finished"] and not any(row for lstms in rows.values() for row in lstms.values())
     assert r["parts"]["inference"]["rows"] == {}
     assert r["parts"]["default_run"]["scripts"] == {}
-    expected = (training_labels() + [f"inference tiny-original {p}" for p in ("bf16", "fp32")] + ["default run ELMO.py", "default run classification.py"])
+    expected = (training_labels() + inference_labels() + ["default run ELMO.py", "default run classification.py"])
     assert [s.split(":")[0] for s in r["skipped"]] == [*expected, "compile"]
 
 
@@ -160,7 +170,7 @@ def test_without_native_bf16_the_bf16_rows_are_left_out_with_the_librarys_reason
     rows = r["parts"]["training"]["rows"]
     assert all(list(rows[name][lstm]) == ["fp32"] for name in ARCHITECTURES for lstm in ("fused", "clipped"))
     assert list(r["parts"]["inference"]["rows"]) == ["fp32"]
-    assert [s.split(":")[0] for s in r["skipped"]] == [*training_labels(("bf16",)), "inference tiny-original bf16"]
+    assert [s.split(":")[0] for s in r["skipped"]] == [*training_labels(("bf16",)), *inference_labels(("bf16",))]
     assert all(s.endswith("(auto picks fp32 here))") and ": left out (--precision bf16 needs a CPU with native bf16" in s
                for s in r["skipped"])
     assert "error" not in json.dumps(r)
