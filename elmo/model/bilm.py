@@ -396,6 +396,29 @@ class LanguageModel(CachedWeights):
         return self.vocabulary_log_probs(states), targets
 
 
+class Direction(Protocol):
+    """One direction of a biLM as a language model of its own: :class:`LanguageModel` (ours) or
+    :class:`~elmo.model.published_lm.PublishedDirection` (the published architecture's, sharing its token layer and
+    softmax). Training (:func:`~elmo.training.trainer.fit`) calls it for ``(mean NLL, n)``; held-out evaluation
+    (:func:`~elmo.training.evaluation.evaluate_words`) reads ``predicted_states`` and ``vocabulary_log_probs``.
+    Shapes: :meth:`LanguageModel.predicted_states`."""
+
+    #: ``"forward"`` or ``"backward"``
+    direction: str
+
+    def __call__(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> tuple[torch.Tensor, int]: ...
+
+    def predicted_states(self, ids: torch.Tensor, lengths: torch.Tensor,
+                         chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def vocabulary_log_probs(self, states: torch.Tensor) -> torch.Tensor: ...
+
+    def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor,
+                  chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def eval(self) -> Any: ...
+
+
 class AnyBiLM(Protocol):
     """What every biLM offers, whatever its architecture: :class:`BiLM` (ours) and
     :class:`~elmo.model.published.PublishedBiLM` (bilm-tf's). Code that takes either is typed with this and asks these

@@ -29,7 +29,7 @@ from ..data.stream import StreamedCorpus, TextSource
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..model import hub
-from ..model.bilm import SOFTMAXES, TOKEN_ENCODERS, BiLM, BiLMConfig, LanguageModel
+from ..model.bilm import SOFTMAXES, TOKEN_ENCODERS, BiLM, BiLMConfig, Direction, LanguageModel
 from ..model.char_cnn import DEFAULT_FILTERS
 from ..model.classifier import recorded_source
 from ..model.plan import step_loss
@@ -39,7 +39,6 @@ from ..model.published_lm import (
     DEFAULT_SOFTMAX,
     DIRECTION_NAMES,
     PublishedBiLMWithSoftmax,
-    PublishedDirection,
     PublishedSoftmaxConfig,
 )
 from ..model.sampled_softmax import BILM_TF_SAMPLES
@@ -829,7 +828,7 @@ def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult]
                       ["forward_lm", "backward_lm"])
 
 
-def measure_direction(lm: LanguageModel | PublishedDirection, data: dict, device: torch.device) -> dict:
+def measure_direction(lm: Direction, data: dict, device: torch.device) -> dict:
     """Exact full-vocabulary evaluation of one trained LM (:func:`~elmo.training.evaluation.evaluate_words`) on val and
     test (if any). Returns ``{"val": metrics[, "test": metrics], "targets": (n,), "top5": (n, 5)}``, the test (else val)
     word ids as CPU tensors that a child process can hand back through ``torch.load(weights_only=True)``."""
@@ -840,7 +839,7 @@ def measure_direction(lm: LanguageModel | PublishedDirection, data: dict, device
     return {**measured, "targets": torch.from_numpy(targets), "top5": torch.from_numpy(top5)}
 
 
-def evaluate_direction(lm: LanguageModel | PublishedDirection, fitted: FitResult, data: dict, run: StartedRun, vocab: Vocabulary,
+def evaluate_direction(lm: Direction, fitted: FitResult, data: dict, run: StartedRun, vocab: Vocabulary,
                        out: dict, measured: dict | None = None) -> None:
     """Evaluate one trained LM (:func:`measure_direction`, unless ``measured`` holds that), add its perplexities, word
     metrics and training history to ``out`` and plot the test (else val) confusion of the 20 most frequent words."""

@@ -10,14 +10,16 @@ import torch
 
 from ..data.corpus import EncodedCorpus
 from ..errors import ElmoError
-from ..model.bilm import LanguageModel
+from ..model.bilm import Direction
 from ..runtime import distributed
 from ..runtime.device import to_device
 from .metrics import word_prediction_metrics
 
 
-def perplexity(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device, max_tokens: int = 8192) -> float:
-    """Held-out perplexity exp(mean NLL per predicted word), boundary words included: exact, as the adaptive softmax
+def perplexity(lm: torch.nn.Module, corpus: EncodedCorpus, device: torch.device, max_tokens: int = 8192) -> float:
+    """Held-out perplexity exp(mean NLL per predicted word), boundary words included, of ``lm(ids, lengths, chars) ->
+    (mean NLL, n)`` (a :class:`~elmo.model.bilm.Direction`, or both directions of a
+    :class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`): exact, as the adaptive softmax
     is a normalised distribution over the whole vocabulary. Works on an :class:`~elmo.data.corpus.EncodedCorpus` or a
     :class:`~elmo.data.stream.StreamedCorpus`; under ``torchrun`` each rank evaluates its share of the batches and the
     sums are all-reduced. Raises ElmoError on an empty corpus."""
@@ -40,7 +42,7 @@ def perplexity(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device, m
 SCORED_ROWS = 128
 
 
-def evaluate_words(lm: LanguageModel, corpus: EncodedCorpus, device: torch.device,
+def evaluate_words(lm: Direction, corpus: EncodedCorpus, device: torch.device,
                    max_tokens: int = 256, rows: int = SCORED_ROWS) -> tuple[dict, np.ndarray, np.ndarray]:
     """Exact full-softmax perplexity and next/previous-word prediction metrics, as ``(metrics, targets, top5)``:
     ``metrics`` holds ``perplexity`` and the keys of :func:`~elmo.training.metrics.word_prediction_metrics`;
