@@ -365,7 +365,7 @@ class LanguageModel(CachedWeights):
         ids, lengths = host["ids"], host["lengths"]
         if self.config.softmax == "sampled":
             return HostPlan(int((lengths.numpy() + 1).sum()), None,
-                            kept=predicted_positions(lengths, ids.shape[1]).to(self.softmax.weight.device))
+                            kept=predicted_positions(lengths, ids.shape[1]))
         last = EOS_ID if self.direction == "forward" else BOS_ID
         return HostPlan(int((lengths.numpy() + 1).sum()),
                         {DIRECTIONS.index(self.direction): cluster_counts(ids, lengths, last, self.softmax.cutoffs)})

@@ -11,7 +11,7 @@ predicted word count (``int(sum)``); each read waits for all queued kernels, idl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
 import numpy as np
 import torch
@@ -86,16 +86,28 @@ class PlannedLM(Protocol):
     def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan: ...
 
 
-def step_loss(lm: PlannedLM, trained: nn.Module, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
-    """The training loss ``(loss, n)`` of a device batch with its host copies (``host_<key>`` per ``lm.host_keys``):
-    ``trained`` (``lm`` or its DDP / compiled wrapper) with ``lm.host_plan`` of them. Nothing is read back from the
-    device (adaptive softmax; the sampled one draws its candidates there).
+def step_loss(lm: PlannedLM, trained: nn.Module, batch: dict) -> tuple[torch.Tensor, int]:
+    """The training loss ``(loss, n)`` of a device batch: ``trained`` (``lm`` or its DDP / compiled wrapper) with the
+    batch's ``plan`` (:func:`plan_batch`, made before the step) or else ``lm.host_plan`` of its host copies
+    (``host_<key>`` per ``lm.host_keys``), moved to the batch's device. Nothing is read back from the device
+    (adaptive softmax; the sampled one draws its candidates there).
 
     Raises:
-        ElmoError: a host copy missing (an ``Objective`` without ``lm.host_keys``).
+        ElmoError: no plan and a host copy missing (an ``Objective`` without ``lm.host_keys``).
     """
-    plan = lm.host_plan({k: batch[f"host_{k}"] for k in lm.host_keys if f"host_{k}" in batch})
-    return trained(batch["ids"], batch["lengths"], batch.get("chars"), plan=plan)
+    plan = batch.get("plan")
+    if plan is None:
+        plan = lm.host_plan({k: batch[f"host_{k}"] for k in lm.host_keys if f"host_{k}" in batch})
+    return trained(batch["ids"], batch["lengths"], batch.get("chars"), plan=plan.to(batch["ids"].device))
+
+
+def plan_batch(lm: PlannedLM) -> Callable[[dict], dict]:
+    """``batch -> batch`` with ``plan``, ``lm.host_plan`` of the CPU batch: an
+    :attr:`~elmo.training.trainer.Objective.prepare`, which the trainer runs one batch ahead on a GPU, so that the host
+    plans the next batch while the device computes this one."""
+    def prepare(batch: dict) -> dict:
+        return {**batch, "plan": lm.host_plan({k: batch[k] for k in lm.host_keys if k in batch})}
+    return prepare
 
 
 def device_reading_plan(read: np.ndarray, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, list[int]]:

@@ -148,7 +148,8 @@ class PublishedBiLMWithSoftmax(nn.Module):
     host_keys = ("ids", "lengths", "chars")
 
     def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan:
-        """:func:`~elmo.model.plan.host_plan` of a batch's CPU copies of :attr:`host_keys`, on this model's device.
+        """:func:`~elmo.model.plan.host_plan` of a batch's CPU copies of :attr:`host_keys`, on the host
+        (:func:`~elmo.model.plan.step_loss` moves it to the batch's device).
 
         Raises:
             ElmoError: a copy missing or not on the CPU; a target outside the vocabulary.
@@ -157,10 +158,9 @@ class PublishedBiLMWithSoftmax(nn.Module):
         if missing:
             raise ElmoError(f"PublishedBiLMWithSoftmax.host_plan: the batch's host copy has no {', '.join(missing)}")
         adaptive = isinstance(self.softmax, AdaptiveSoftmax)
-        plan = host_plan(host["ids"], host["lengths"], host["chars"], self.bilm.host_boundary_chars,
+        return host_plan(host["ids"], host["lengths"], host["chars"], self.bilm.host_boundary_chars,
                          self.bilm.words_per_pass, self.bilm.token_encoder.max_width,
                          tuple(self.softmax.cutoffs) if adaptive else None)
-        return plan.to(self.bilm.boundary_chars.device)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
                 directions: Sequence[int] = (0, 1), plan: HostPlan | None = None) -> tuple[torch.Tensor, int]:

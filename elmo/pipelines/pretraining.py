@@ -32,7 +32,7 @@ from ..model import hub
 from ..model.bilm import SOFTMAXES, TOKEN_ENCODERS, BiLM, BiLMConfig, Direction, LanguageModel
 from ..model.char_cnn import DEFAULT_FILTERS
 from ..model.classifier import recorded_source
-from ..model.plan import step_loss
+from ..model.plan import plan_batch, step_loss
 from ..model.published import PUBLISHED_ARCHITECTURES, PublishedBiLMConfig
 from ..model.published_io import options_of, read_options
 from ..model.published_lm import (
@@ -437,7 +437,7 @@ def lm_objective(lm: torch.nn.Module, loaded: PretrainData, config: PretrainArgs
                                                           run.ctx.shard),
         loss_fn=lambda model, batch: step_loss(lm, model, batch),  # planned on the host: no device reads
         validate=lambda: {"perplexity": perplexity(lm, data["val"], run.device)},
-        monitor="perplexity", maximize=False, host_keys=lm.host_keys)
+        monitor="perplexity", maximize=False, host_keys=lm.host_keys, prepare=plan_batch(lm))
 
 
 def fit_direction(lm: LanguageModel, loaded: PretrainData, config: PretrainArgs, run: StartedRun,

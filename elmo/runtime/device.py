@@ -178,8 +178,8 @@ def move(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
 
 
 def to_device(batch: Batch, device: torch.device) -> Batch:
-    """Move every tensor of a batch (:func:`move`)."""
-    return {k: move(v, device) for k, v in batch.items()}
+    """Move every tensor of a batch (:func:`move`); other entries (a host plan) stay as they are."""
+    return {k: move(v, device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
 
 
 def available_memory() -> int | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sized
@@ -93,6 +94,9 @@ class Objective:
             one that selects the model and stops early; maximize: whether a larger value of it is better.
         host_keys: batch entries ``loss_fn`` also gets as on the host, as ``host_<key>`` (the same CPU tensors, no
             copy), to work out what depends on the batch's shape without reading the device (:mod:`elmo.model.plan`).
+        prepare: ``batch -> batch`` on each CPU batch before its step (the host plan:
+            :func:`~elmo.model.plan.plan_batch`); on CUDA run one batch ahead in a thread (:func:`prepared`), so the
+            host makes the next batch while the device computes this one. ``None``: nothing.
     """
 
     batches: Callable[[int], Iterable[Batch]]
@@ -101,6 +105,31 @@ class Objective:
     monitor: str
     maximize: bool
     host_keys: tuple[str, ...] = ()
+    prepare: Callable[[Batch], Batch] | None = None
+
+
+def prepared(batches: Iterable[Batch], prepare: Callable[[Batch], Batch] | None, ahead: bool) -> Iterable[Batch]:
+    """``prepare(batch)`` of each of ``batches``, in order; with ``ahead`` the next batch is made and prepared in a
+    worker thread while the caller works on this one (one batch ahead, no more). The same batches either way."""
+    if prepare is None:
+        return batches
+    if not ahead:
+        return map(prepare, batches)
+    return _one_ahead(iter(batches), prepare)
+
+
+def _one_ahead(batches: Iterable[Batch], prepare: Callable[[Batch], Batch]) -> Iterable[Batch]:
+    """:func:`prepared` with ``ahead``: a generator whose worker thread makes batch i + 1 while batch i is used."""
+    done = object()
+
+    def make() -> Any:
+        batch = next(batches, done)
+        return batch if batch is done else prepare(batch)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="elmo-batches") as worker:
+        pending = worker.submit(make)
+        while (batch := pending.result()) is not done:
+            pending = worker.submit(make)
+            yield batch
 
 
 @dataclass
@@ -268,7 +297,8 @@ def _train_epoch(run: _Run, start: Position, ctrl_c: dict[str, Any]) -> tuple[fl
     clock, step = time.perf_counter() - before, start.step
     epochs, desc, unit = run.config.epochs, run.progress.desc, run.progress.unit
     batches = run.objective.batches(start.epoch)
-    bar = tqdm(itertools.islice(batches, step, None), total=batch_count(batches),
+    source = prepared(itertools.islice(batches, step, None), run.objective.prepare, ahead=run.device.type == "cuda")
+    bar = tqdm(source, total=batch_count(batches),
                desc=f"{desc} epoch {start.epoch + 1}/{epochs}", disable=run.progress.quiet or not run.progress.bar, leave=False,
                dynamic_ncols=True, initial=step)
     for batch in bar:

@@ -39,7 +39,7 @@ import time
 import warnings
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -51,7 +51,7 @@ from elmo.data.text import tokenize
 from elmo.data.vocab import BOS_ID, EOS_ID, Vocabulary
 from elmo.model.adaptive_softmax import adaptive_cutoffs
 from elmo.model.lstm import lstm_compute_dtypes, summary_dtype
-from elmo.model.plan import step_loss
+from elmo.model.plan import plan_batch, step_loss
 from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLMConfig
 from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 from elmo.runtime.device import configure_threads, cpu_has_bf16, resolve_device, set_seed
@@ -231,11 +231,23 @@ def gpu_busy(model: PublishedBiLMWithSoftmax, batch: dict, device: torch.device,
 
 
 def _fit(model: PublishedBiLMWithSoftmax, batches, device: torch.device, amp: torch.dtype | None,
-         compile: bool = False) -> None:
-    """One epoch of :func:`elmo.training.trainer.fit` over ``batches(epoch)`` (the training step of ``pretrain``;
-    ``compile``: through ``torch.compile``, :attr:`~elmo.training.trainer.TrainConfig.compile`)."""
-    objective = Objective(batches=batches, loss_fn=lambda m, b: step_loss(model, m, b), validate=lambda: {"none": 0.0},
-                          monitor="none", maximize=False, host_keys=model.host_keys)
+         compile: bool = False, before_step: Callable[[], None] | None = None,
+         after_last: Callable[[], None] | None = None) -> None:
+    """One epoch of :func:`elmo.training.trainer.fit` over ``batches(epoch)``: the training step of ``pretrain``, its
+    host plans made one batch ahead on a GPU (:func:`~elmo.model.plan.plan_batch`); ``compile``: through
+    ``torch.compile`` (:attr:`~elmo.training.trainer.TrainConfig.compile`); ``before_step`` is called as each step
+    starts, ``after_last`` right after the last one (before anything else of the epoch's end)."""
+    def loss(m: torch.nn.Module, b: dict) -> tuple[torch.Tensor, int]:
+        if before_step is not None:
+            before_step()
+        return step_loss(model, m, b)
+
+    def validate() -> dict[str, float]:
+        if after_last is not None:
+            after_last()
+        return {"none": 0.0}
+    objective = Objective(batches=batches, loss_fn=loss, validate=validate, monitor="none", maximize=False,
+                          host_keys=model.host_keys, prepare=plan_batch(model))
     fit(model, objective, TrainConfig(epochs=1, compile=compile), device, amp, progress=Progress(quiet=True))
 
 
@@ -265,17 +277,16 @@ def measure(name: str, precision: str, text: dict[str, Any], cfg: Any, batch: in
     stamps: list[float] = []
     lstm_dtypes: dict[str, str] = {}
 
-    def timed(epoch: int):
-        for i in range(steps):
-            collated = corpus.collate(np.arange(i * batch, (i + 1) * batch))
-            synchronize(device)
-            stamps.append(time.perf_counter())
-            yield collated
+    def stamp() -> None:  # on the main thread, as a step starts and after the last (the batches come one ahead)
         synchronize(device)
         stamps.append(time.perf_counter())
+
+    def after_last() -> None:
+        stamp()
         lstm_dtypes.update(lstm_compute_dtypes(model))  # the last training step's, before any validation
 
-    _fit(model, timed, device, amp, compile)
+    _fit(model, lambda epoch: (corpus.collate(np.arange(i * batch, (i + 1) * batch)) for i in range(steps)),
+         device, amp, compile, stamp, after_last)
     seconds = np.diff(stamps)[cfg.training_warmup:].tolist()
     operators = None if compile else step_operators(model.train(), corpus.collate(np.arange(batch)), device, amp)
     flops = [training_flops(config, head, part, [vocab.encode(w) for w in part])
