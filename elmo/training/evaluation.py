@@ -40,22 +40,30 @@ def perplexity(lm: torch.nn.Module, corpus: EncodedCorpus, device: torch.device,
 #: rows :func:`evaluate_words` scores against the whole vocabulary at once: equal ``(SCORED_ROWS, V)`` batches let the
 #: C heap reuse the same blocks
 SCORED_ROWS = 128
+#: ``(max_tokens, rows)`` of :func:`evaluate_words` on a GPU, where each batch and each scored block costs launches
+#: (a ``(4096, V)`` block of a 100,000-word vocabulary is 1.6 GB)
+GPU_EVALUATION = (8192, 4096)
 
 
 def evaluate_words(lm: Direction, corpus: EncodedCorpus, device: torch.device,
-                   max_tokens: int = 256, rows: int = SCORED_ROWS) -> tuple[dict, np.ndarray, np.ndarray]:
+                   max_tokens: int | None = None, rows: int | None = None) -> tuple[dict, np.ndarray, np.ndarray]:
     """Exact full-softmax perplexity and next/previous-word prediction metrics, as ``(metrics, targets, top5)``:
     ``metrics`` holds ``perplexity`` and the keys of :func:`~elmo.training.metrics.word_prediction_metrics`;
     ``targets (n,)`` and ``top5 (n, 5)`` are word ids.
 
-    The LM reads batches of at most ``max_tokens`` padded tokens; the predicted positions' states, carried over from
-    batch to batch, are scored ``rows`` at a time against the whole vocabulary (``(rows, V)`` float32
-    log-probabilities), so every full-vocabulary matrix but the last has the same size. Raises ElmoError on an empty
+    The LM reads batches of at most ``max_tokens`` padded tokens (default 256, on a GPU :data:`GPU_EVALUATION`'s);
+    the predicted positions' states, carried over from batch to batch, are scored ``rows`` at a time (default
+    :data:`SCORED_ROWS`, on a GPU :data:`GPU_EVALUATION`'s) against the whole vocabulary (``(rows, V)`` float32
+    log-probabilities), so every full-vocabulary matrix but the last has the same size. On a GPU the scores stay
+    there until the end (:class:`_DeviceWordRows`): nothing is read back per block. Raises ElmoError on an empty
     corpus or ``rows`` < 1.
     """
+    gpu = device.type == "cuda"
+    max_tokens = max_tokens or (GPU_EVALUATION[0] if gpu else 256)
+    rows = (GPU_EVALUATION[1] if gpu else SCORED_ROWS) if rows is None else rows
     if rows < 1:
         raise ElmoError(f"evaluate_words: rows must be >= 1, got {rows}")
-    words = _WordRows()
+    words = _DeviceWordRows() if gpu else _WordRows()
     pending: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def drain(final: bool) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -77,10 +85,10 @@ def evaluate_words(lm: Direction, corpus: EncodedCorpus, device: torch.device,
                 pending, waiting = drain(final=False), waiting % rows
         if waiting:
             drain(final=True)
-    if not words.count:
+    nll, targets_np, top5_np = words.result()
+    if not len(targets_np):
         raise ElmoError("word-prediction metrics of an empty corpus")
-    targets_np, top5_np = words.targets[:words.count].copy(), words.top5[:words.count].copy()
-    metrics = {"perplexity": math.exp(words.nll / words.count), **word_prediction_metrics(targets_np, top5_np)}
+    metrics = {"perplexity": math.exp(nll / len(targets_np)), **word_prediction_metrics(targets_np, top5_np)}
     return metrics, targets_np, top5_np
 
 
@@ -105,3 +113,30 @@ class _WordRows:
         self.targets[self.count:end] = target.cpu().numpy()
         self.top5[self.count:end] = log_probs.topk(5, dim=1).indices.cpu().numpy()
         self.count = end
+
+    def result(self) -> tuple[float, np.ndarray, np.ndarray]:
+        """``(summed NLL, targets (n,), top5 (n, 5))`` of the rows scored so far."""
+        return self.nll, self.targets[:self.count].copy(), self.top5[:self.count].copy()
+
+
+class _DeviceWordRows:
+    """:class:`_WordRows` kept on the scores' device (a GPU): the summed NLL in float64 there and each block's
+    targets and top-5 ids, read back once by :meth:`result` instead of at every block."""
+
+    def __init__(self):
+        self.nll: torch.Tensor | float = 0.0
+        self.targets: list[torch.Tensor] = []
+        self.top5: list[torch.Tensor] = []
+
+    def score(self, log_probs: torch.Tensor, target: torch.Tensor) -> None:
+        """Add ``log_probs (n, V)`` of the words ``target (n,)``."""
+        self.nll = self.nll - log_probs.gather(1, target.unsqueeze(1)).sum(dtype=torch.float64)
+        self.targets.append(target)
+        self.top5.append(log_probs.topk(5, dim=1).indices)
+
+    def result(self) -> tuple[float, np.ndarray, np.ndarray]:
+        """As :meth:`_WordRows.result`."""
+        if not self.targets:
+            return 0.0, np.empty(0, dtype=np.int64), np.empty((0, 5), dtype=np.int64)
+        return (float(self.nll), torch.cat(self.targets).cpu().numpy().astype(np.int64),
+                torch.cat(self.top5).cpu().numpy().astype(np.int64))

@@ -79,3 +79,19 @@ def test_evaluate_words_names_bad_rows_and_an_empty_corpus():
         evaluate_words(lm, EncodedCorpus([[5, 6]]), torch.device("cpu"), rows=0)
     with pytest.raises(ElmoError, match="empty corpus"):
         evaluate_words(lm, EncodedCorpus([]), torch.device("cpu"))
+
+
+def test_scores_kept_on_the_device_are_the_scores_read_back_per_block():
+    from elmo.training.evaluation import _DeviceWordRows, _WordRows
+    g = torch.Generator().manual_seed(0)
+    blocks = [(torch.log_softmax(torch.randn(n, V, generator=g), dim=1), torch.randint(0, V, (n,), generator=g))
+              for n in (7, 3, 7)]
+    host, device = _WordRows(capacity=4), _DeviceWordRows()  # capacity 4: the host arrays grow twice
+    for log_probs, target in blocks:
+        host.score(log_probs, target)
+        device.score(log_probs, target)
+    (nll_h, targets_h, top5_h), (nll_d, targets_d, top5_d) = host.result(), device.result()
+    assert nll_d == pytest.approx(nll_h, rel=1e-6) and nll_h > 0
+    assert (targets_h == targets_d).all() and (top5_h == top5_d).all() and top5_d.shape == (17, 5)
+    assert targets_d.dtype == top5_d.dtype == targets_h.dtype
+    assert _DeviceWordRows().result()[1].shape == (0,)
