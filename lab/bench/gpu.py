@@ -31,6 +31,9 @@ among them that read the device back, and on CUDA the synchronisations ``torch.c
   (:func:`phase_summary`), the
   perplexities and accuracies of the JSON they write (copied with their stdout to ``--out``/default_run/), each
   process's peak CUDA memory (read at its exit, :func:`run_with_peak`) and peak resident memory;
+* ``larger_steps``, only when ``--parts`` names it (:func:`larger_steps_part`): ``pretrain --architecture elmo-small``
+  at bilm-tf's 128 windows a step and at 16 times that with the learning rate scaled (:data:`LARGER_STEPS`), the
+  held-out perplexities at the same number of tokens;
 * ``compile``: training's first row again through ``torch.compile`` (``TrainConfig.compile``), in a process of its
   own that is ended when the budget runs out, beside the row without it.
 
@@ -79,7 +82,14 @@ from .speed import BenchArgs
 #: the checkout (``ELMO.py`` and ``classification.py`` are here)
 ROOT = Path(__file__).resolve().parents[2]
 #: the most seconds of ``--budget`` a part takes, in the order the parts run; ``None``: what the later parts leave
-SHARES = {"training": 150, "inference": 40, "default_run": None, "compile": 60}
+SHARES = {"training": 150, "inference": 40, "default_run": None, "larger_steps": 240, "compile": 60}
+#: the ``larger_steps`` part's runs of ``pretrain --architecture elmo-small --lstm fused`` on AG News, each
+#: ``(tokens per step, learning rate as a multiple of the default, warm-up steps)``: bilm-tf's 128 windows (2,688
+#: tokens) with the defaults, then 16 times the words per step with the rate scaled by the square root or linearly and
+#: the warm-up kept at the same number of tokens (You et al. 2019; Goyal et al. 2017)
+LARGER_STEPS = {"base": (2688, 1.0, 300), "sqrt": (43008, 4.0, 19), "linear": (43008, 16.0, 19)}
+#: epochs of every ``larger_steps`` run: the runs compare at the same number of training tokens
+LARGER_STEPS_EPOCHS = 2
 #: the architectures trained, the one the goals are about first
 ARCHITECTURES = {name: PUBLISHED_ARCHITECTURES[name][1] for name in ("elmo-original", "elmo-medium", "elmo-small")}
 #: ``--tiny``'s stand-ins for them
@@ -122,7 +132,8 @@ class GpuArgs:
     seed: int = option(0, "random seed")
     threads: int | None = option(None, "CPU threads (default: all cores)")
     parts: tuple[str, ...] = option(("training", "inference", "default_run", "compile"), "the parts run (in this "
-                                    "order, whatever the order given): training inference default_run compile",
+                                    "order, whatever the order given): training inference default_run larger_steps "
+                                    "compile (larger_steps only when named)",
                                     nargs="+")
 
     def check(self) -> None:
@@ -283,6 +294,46 @@ def default_run_part(cfg: GpuArgs, run: Run) -> None:
             run.row(part["scripts"], script, f"default run {script}", row)
 
 
+def larger_steps_part(cfg: GpuArgs, run: Run) -> None:
+    """Part ``larger_steps`` (only when named in ``--parts``): :data:`LARGER_STEPS`' runs of ``python -m elmo pretrain
+    --architecture elmo-small --lstm fused`` for :data:`LARGER_STEPS_EPOCHS` epochs in a scratch folder (under
+    ``--tiny`` a tiny model on 150 documents for one epoch, a 42nd of the tokens per step): each run's time, tokens/s and held-out
+    perplexities (its ``lm.json`` kept in ``--out``/larger_steps/), and ``test_change``, its mean test perplexity
+    over the directions against ``base``'s (+0.01 = 1 % higher), the goal being within 1 %."""
+    data = Path(cfg.data_dir).resolve()
+    keep = Path(cfg.out) / "larger_steps"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    part = run.part("larger_steps", {"data_dir": str(data), "epochs": 1 if cfg.tiny else LARGER_STEPS_EPOCHS,
+                                     "runs": {}})
+    with tempfile.TemporaryDirectory(prefix="elmo-gpu-") as scratch:
+        for name, (tokens, lr, warmup) in LARGER_STEPS.items():
+            tokens = max(16, tokens // 42) if cfg.tiny else tokens
+            flags = ["--architecture", "elmo-small", "--lstm", "fused", "--epochs", str(1 if cfg.tiny else LARGER_STEPS_EPOCHS),
+                     "--max-tokens", str(tokens), "--batch-size", str(tokens), "--lr", f"{0.004 * lr:g}",
+                     "--warmup-steps", str(warmup), "--data-dir", str(data), "--quiet",
+                     *(["--max-docs", "150", "--hidden-size", "16", "--proj-size", "8", "--char-filters", "1:4",
+                        "2:8", "--threads", "1"] if cfg.tiny else [])]
+
+            def row(name=name, flags=flags, tokens=tokens) -> dict[str, Any]:
+                folder = Path(scratch) / name
+                paths = ["--models-dir", str(folder / "models"), "--results-dir", str(folder / "results"),
+                         "--images-dir", str(folder / "images")]
+                log = Path(scratch) / f"{name}.log"
+                try:
+                    seconds, _ = run_script(["-m", "elmo", "pretrain", *flags, *paths], cwd=scratch, env=env,
+                                            timeout=max(1.0, run.until - time.perf_counter()), log=log)
+                finally:
+                    atomic_write_bytes(keep / log.name, log.read_bytes() if log.is_file() else b"")
+                atomic_write_bytes(keep / f"{name}.json", (folder / "results" / "lm.json").read_bytes())
+                summary = lm_summary(json.loads((keep / f"{name}.json").read_text()))
+                test = summary["perplexity"]["test"]
+                out = {"command": " ".join(["python -m elmo pretrain", *flags]), "tokens_per_step": tokens,
+                       "seconds": seconds, **summary, "test_mean": (test["forward"] + test["backward"]) / 2}
+                base = part["runs"].get("base", {}).get("test_mean")
+                return out | ({"test_change": out["test_mean"] / base - 1} if base else {})
+            run.row(part["runs"], name, f"larger steps {name}", row)
+
+
 def phase_summary(result: dict[str, Any], seconds: float) -> dict[str, float]:
     """Where a script's wall time went: the ``phase_seconds`` its JSON records (data, Word2Vec, training, the layer
     cache, evaluation, plots, saving) and ``start_and_exit``, the rest (the interpreter, imports, the start-up, the
@@ -343,7 +394,8 @@ def compiled_row(name: str, precision: str, text: dict[str, Any], bench: BenchAr
 
 
 PARTS: dict[str, Callable[[GpuArgs, "Run"], None]] = {"training": training_part, "inference": inference_part,
-                                                       "default_run": default_run_part, "compile": compile_part}
+                                                       "default_run": default_run_part,
+                                                       "larger_steps": larger_steps_part, "compile": compile_part}
 
 
 @dataclass
@@ -481,6 +533,11 @@ def format_gpu(r: dict[str, Any]) -> str:
     for script, row in r["parts"].get("default_run", {}).get("scripts", {}).items():
         if "seconds" in row:
             lines.append(f"{script}: {row['seconds']:.0f} s")
+    for name, row in r["parts"].get("larger_steps", {}).get("runs", {}).items():
+        if "seconds" in row:
+            change = f", {row['test_change']:+.1%} against base" if "test_change" in row else ""
+            lines.append(f"larger steps {name} ({row['tokens_per_step']:,} tokens a step): test perplexity "
+                         f"{row['test_mean']:.2f}{change}, {row['seconds']:.0f} s")
     lines += [f"skipped: {s}" for s in r["skipped"]]
     return "\n".join(lines)
 

@@ -141,7 +141,7 @@ def test_parts_runs_only_those_named(tmp_path, tiny_agnews):
     assert r["order"] == ["inference"] and list(r["parts"]) == ["inference"]
     assert [s.split(":")[0] for s in r["skipped"]] == [s for s in left_out_here() if s.startswith("inference")]
     assert list(r["parts"]["inference"]["rows"]) == precisions_here()
-    with pytest.raises(ElmoError, match="--parts takes training, inference, default_run, compile, got speed"):
+    with pytest.raises(ElmoError, match="--parts takes training, inference, default_run, larger_steps, compile, got speed"):
         gpu.GpuArgs(parts=("training", "speed")).check()
 
 
@@ -184,3 +184,22 @@ def test_with_native_bf16_every_row_runs_in_both_precisions(tmp_path, tiny_agnew
     rows = r["parts"]["training"]["rows"]
     assert all(list(rows[name][lstm]) == ["bf16", "fp32"] for name in ARCHITECTURES for lstm in ("fused", "clipped"))
     assert list(r["parts"]["inference"]["rows"]) == ["bf16", "fp32"] and r["skipped"] == []
+
+
+@pytest.mark.slow
+def test_larger_steps_compares_scaled_learning_rates_at_the_same_tokens(tmp_path, tiny_agnews):
+    r = gpu.measure_gpu(gpu.GpuArgs(tiny=True, data_dir=str(tiny_agnews), out=str(tmp_path / "gpu"), threads=1,
+                                    parts=("larger_steps",)))
+    assert r["order"] == ["larger_steps"] and r["skipped"] == []
+    runs = r["parts"]["larger_steps"]["runs"]
+    assert list(runs) == list(gpu.LARGER_STEPS) == ["base", "sqrt", "linear"]
+    base = runs["base"]
+    assert "test_change" not in base and base["tokens_per_step"] < runs["sqrt"]["tokens_per_step"]
+    for name in ("sqrt", "linear"):
+        run = runs[name]
+        assert run["test_change"] == pytest.approx(run["test_mean"] / base["test_mean"] - 1)
+        assert f"--lr {0.004 * gpu.LARGER_STEPS[name][1]:g}" in run["command"]
+    for name, run in runs.items():
+        assert all(p > 1 for split in run["perplexity"].values() for p in split.values())
+        kept = json.loads((tmp_path / "gpu" / "larger_steps" / f"{name}.json").read_text())
+        assert kept["test"]["forward_perplexity"] == run["perplexity"]["test"]["forward"]
