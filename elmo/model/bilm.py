@@ -221,6 +221,11 @@ class LanguageModel(CachedWeights):
             if config.softmax == "sampled" else \
             AdaptiveSoftmax(config.output_size, config.vocab_size, config.cutoffs, config.div_value)
 
+    @property
+    def vocab_size(self) -> int:
+        """V, the words the softmax predicts (:attr:`BiLMConfig.vocab_size`)."""
+        return self.config.vocab_size
+
     def reading_order(self, ids: torch.Tensor, lengths: torch.Tensor,
                       chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """The sequence this model reads and the words it must predict. Raises ElmoError: ``chars`` missing.
@@ -405,6 +410,9 @@ class Direction(Protocol):
 
     #: ``"forward"`` or ``"backward"``
     direction: str
+
+    @property
+    def vocab_size(self) -> int: ...
 
     def __call__(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> tuple[torch.Tensor, int]: ...
 

@@ -131,9 +131,10 @@ _ROW_HASH = np.random.default_rng(0).integers(1, 2**63, size=1024, dtype=np.uint
 
 
 def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(rows, axis=0, return_inverse=True)`` of ``rows (N, C)`` non-negative ints, the same arrays, some
-    thirty times faster on a training batch: the rows are told apart by a 64-bit hash, one 1-D sort, and only the
-    distinct ones are sorted lexicographically. A hash collision (checked) falls back to ``np.unique``.
+    """``np.unique(rows, axis=0, return_inverse=True)`` of ``rows (N, C)`` non-negative ints, the same arrays, about ten
+    times faster on a training batch (1,024 windows of 20 words: 7 ms against 90): the rows are told apart by a 64-bit
+    hash, one 1-D sort, and only the distinct ones are sorted lexicographically. A hash collision (checked) falls back
+    to ``np.unique``.
 
     Raises:
         ValueError: ``C`` above 1,024 (the hash's multipliers).

@@ -207,12 +207,17 @@ class PublishedBiLMWithSoftmax(nn.Module):
 
 class PublishedDirection(nn.Module):
     """One direction of a :class:`PublishedBiLMWithSoftmax` with the interface :mod:`elmo.training.evaluation` reads
-    from a :class:`~elmo.model.bilm.LanguageModel` (``direction``, ``forward`` → ``(loss, n)``, ``log_probs``,
+    from a :class:`~elmo.model.bilm.LanguageModel` (``direction``, ``vocab_size``, ``forward`` → ``(loss, n)``, ``log_probs``,
     ``predicted_states``, ``vocabulary_log_probs``), for per-direction held-out perplexities; runs only its LSTMs."""
 
     def __init__(self, model: PublishedBiLMWithSoftmax, direction: int):
         super().__init__()
         self.model, self.index, self.direction = model, direction, DIRECTION_NAMES[direction]
+
+    @property
+    def vocab_size(self) -> int:
+        """V, the words the shared softmax predicts (:attr:`PublishedSoftmaxConfig.vocab_size`)."""
+        return self.model.config.vocab_size
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> tuple[torch.Tensor, int]:
         """``(mean NLL, n)`` of this direction (:meth:`PublishedBiLMWithSoftmax.forward`)."""

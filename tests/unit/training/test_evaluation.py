@@ -95,3 +95,17 @@ def test_scores_kept_on_the_device_are_the_scores_read_back_per_block():
     assert (targets_h == targets_d).all() and (top5_h == top5_d).all() and top5_d.shape == (17, 5)
     assert targets_d.dtype == top5_d.dtype == targets_h.dtype
     assert _DeviceWordRows().result()[1].shape == (0,)
+
+
+def test_a_gpu_scores_blocks_as_large_as_a_gigabyte_of_log_probabilities_allows():
+    from elmo.training.evaluation import GPU_EVALUATION, SCORED_ROWS, gpu_scored_rows
+    assert gpu_scored_rows(30_000) == GPU_EVALUATION[1] == 4096  # AG News: the cap
+    assert gpu_scored_rows(800_000) == 335 and 335 * 800_000 <= GPU_EVALUATION[2]  # the 1B Word Benchmark's
+    assert gpu_scored_rows(10**7) == SCORED_ROWS
+    lm = LanguageModel(BiLMConfig(vocab_size=V, embedding_dim=8, hidden_size=8, cutoffs=(10,)), "forward")
+    assert lm.vocab_size == V
+    from elmo.model.published import PublishedBiLMConfig
+    from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
+    published = PublishedBiLMWithSoftmax(PublishedBiLMConfig(char_dim=4, filters=((1, 4),), num_highway=1, hidden_size=8,
+                                                             projection_dim=4), PublishedSoftmaxConfig(vocab_size=V))
+    assert published.direction("backward").vocab_size == V
