@@ -3,9 +3,9 @@
 The notebook API: :class:`ElmoEmbedder` (AllenNLP's interface: every biLM layer's vectors, from the published ELMo
 files, our own ``models/`` or a biLM object), :class:`Elmo` (the ELMo layer for your own ``nn.Module``; AllenNLP's
 ``Elmo``, with :func:`batch_to_ids`), :class:`TextClassifier` (AG News labels for raw text), :class:`ElmoClassifier`
-(the classifier model itself, as ``save_pretrained`` / ``from_pretrained`` save and open it), any biLM the project reads
-(:func:`open_bilm`), our biLM (:func:`load_bilm`, :class:`BiLM`), the published bilm-tf biLM
-(:func:`load_published_bilm`, :class:`PublishedBiLM`), the layer mixes (:class:`ScalarMix`, :func:`build_mix`,
+(the classifier model itself, as ``save_pretrained`` / ``from_pretrained`` save and open it), the one way to open any
+biLM the project reads (:func:`open_bilm`), our biLM (:class:`BiLM`), the published bilm-tf biLM
+(:class:`PublishedBiLM`), the layer mixes (:class:`ScalarMix`, :func:`build_mix`,
 :data:`LAYER_MIXES`), :class:`Vocabulary` and :class:`ElmoError` (docs/library.md).
 """
 
@@ -20,9 +20,8 @@ from .model.classifier import ElmoClassifier
 from .model.elmo import Elmo
 from .model.mix import LAYER_MIXES, LearnedLayerFunction, ScalarMix, build_mix
 from .model.published import PublishedBiLM, PublishedBiLMConfig
-from .model.published_io import load_published_bilm
-from .model.serialization import load_bilm, open_bilm
+from .model.serialization import open_bilm
 
 __all__ = ["BiLM", "BiLMConfig", "CharEncoder", "Elmo", "ElmoClassifier", "ElmoEmbedder", "ElmoError", "LAYER_MIXES",
            "LanguageModel", "LearnedLayerFunction", "PublishedBiLM", "PublishedBiLMConfig", "ScalarMix", "TextClassifier",
-           "Vocabulary", "batch_to_ids", "build_mix", "load_bilm", "load_published_bilm", "open_bilm"]
+           "Vocabulary", "batch_to_ids", "build_mix", "open_bilm"]

@@ -64,7 +64,8 @@ SENTENCES = [["The", "minister", "said", "the", "profit", "fell", "."], ["Zyxquv
 def test_elmo_opens_bilm_tf_files_a_bilm_object_or_a_folder_alike(tmp_path):
     from published_reference import OPTIONS, WEIGHTS
 
-    from elmo import batch_to_ids, load_published_bilm
+    from elmo import batch_to_ids
+    from elmo.model.published_io import load_published_bilm
 
     character_ids = batch_to_ids(SENTENCES)
     export = tmp_path / "export"  # python -m elmo export's folder: options.json + weights.hdf5
