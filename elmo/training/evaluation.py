@@ -40,16 +40,18 @@ def perplexity(lm: torch.nn.Module, corpus: EncodedCorpus, device: torch.device,
 #: rows :func:`evaluate_words` scores against the whole vocabulary at once: equal ``(SCORED_ROWS, V)`` batches let the
 #: C heap reuse the same blocks
 SCORED_ROWS = 128
-#: ``(max_tokens, rows, elements)`` of :func:`evaluate_words` on a GPU, where each batch and each scored block costs
-#: launches: batches of 8,192 tokens, blocks of up to 4,096 rows and 2**28 log-probabilities (1 GiB in float32: 4,096
-#: rows of a 65,536-word vocabulary, 335 of 800,000 words)
-GPU_EVALUATION = (8192, 4096, 2**28)
+#: :func:`evaluate_words` on a GPU, where each batch and each scored block costs launches: batches of this many padded
+#: tokens, blocks of at most ``GPU_SCORED_ROWS`` rows and ``GPU_SCORED_ELEMENTS`` log-probabilities (1 GiB in
+#: float32: 4,096 rows of a 65,536-word vocabulary, 335 of 800,000 words)
+GPU_EVALUATION_TOKENS = 8192
+GPU_SCORED_ROWS = 4096
+GPU_SCORED_ELEMENTS = 2**28
 
 
 def gpu_scored_rows(vocab_size: int) -> int:
     """Rows :func:`evaluate_words` scores at a time on a GPU against a ``vocab_size``-word vocabulary: as many as
-    :data:`GPU_EVALUATION` allows, at least :data:`SCORED_ROWS`."""
-    return min(GPU_EVALUATION[1], max(SCORED_ROWS, GPU_EVALUATION[2] // vocab_size))
+    :data:`GPU_SCORED_ROWS` and :data:`GPU_SCORED_ELEMENTS` allow, at least :data:`SCORED_ROWS`."""
+    return min(GPU_SCORED_ROWS, max(SCORED_ROWS, GPU_SCORED_ELEMENTS // vocab_size))
 
 
 def evaluate_words(lm: Direction, corpus: EncodedCorpus, device: torch.device,
@@ -58,15 +60,16 @@ def evaluate_words(lm: Direction, corpus: EncodedCorpus, device: torch.device,
     ``metrics`` holds ``perplexity`` and the keys of :func:`~elmo.training.metrics.word_prediction_metrics`;
     ``targets (n,)`` and ``top5 (n, 5)`` are word ids.
 
-    The LM reads batches of at most ``max_tokens`` padded tokens (default 256, on a GPU :data:`GPU_EVALUATION`'s);
+    The LM reads batches of at most ``max_tokens`` padded tokens (default 256, on a GPU :data:`GPU_EVALUATION_TOKENS`);
     the predicted positions' states, carried over from batch to batch, are scored ``rows`` at a time (default
-    :data:`SCORED_ROWS`, on a GPU as many as :data:`GPU_EVALUATION` allows) against the whole vocabulary (``(rows, V)`` float32
+    :data:`SCORED_ROWS`, on a GPU :func:`gpu_scored_rows`) against the whole vocabulary (``(rows, V)`` float32
     log-probabilities), so every full-vocabulary matrix but the last has the same size. On a GPU the scores stay
     there until the end (:class:`_DeviceWordRows`): nothing is read back per block. Raises ElmoError on an empty
     corpus or ``rows`` < 1.
     """
     gpu = device.type == "cuda"
-    max_tokens = max_tokens or (GPU_EVALUATION[0] if gpu else 256)
+    if max_tokens is None:
+        max_tokens = GPU_EVALUATION_TOKENS if gpu else 256
     if rows is None:
         rows = gpu_scored_rows(lm.vocab_size) if gpu else SCORED_ROWS
     if rows < 1:

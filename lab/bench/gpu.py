@@ -58,7 +58,7 @@ import sys
 import tempfile
 import time
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -71,6 +71,7 @@ from elmo.model.lstm import lstm_compute_dtypes, summary_dtype
 from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM, PublishedBiLMConfig
 from elmo.model.published_io import save_published_bilm
 from elmo.pipelines.common import command_line, option
+from elmo.pipelines.pretraining import PretrainArgs
 from elmo.runtime.device import configure_threads, resolve_device
 
 from .children import in_child, run_script
@@ -265,7 +266,6 @@ def default_run_part(cfg: GpuArgs, run: Run) -> None:
     data = Path(cfg.data_dir).resolve()
     keep = Path(cfg.out) / "default_run"  # made by the first file written there
     reset_memory(run.device)  # the GPU's memory to the scripts' processes
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     part = run.part("default_run", {"data_dir": str(data), "scripts": {}})
     with tempfile.TemporaryDirectory(prefix="elmo-gpu-") as scratch:
         (Path(scratch) / "data").mkdir()
@@ -278,20 +278,30 @@ def default_run_part(cfg: GpuArgs, run: Run) -> None:
             peak = Path(scratch) / f"{script}.peak.json"
 
             def row(script=script, results=results, flags=flags, peak=peak) -> dict[str, Any]:
-                log = Path(scratch) / f"{Path(script).stem}.log"
-                try:
-                    seconds, rss = run_script(["-c", "from lab.bench.gpu import run_with_peak; run_with_peak()",
-                                               str(peak), str(ROOT / script), *flags], cwd=scratch, env=env,
-                                              timeout=max(1.0, run.until - time.perf_counter()), log=log)
-                finally:  # its stdout, kept also when it failed
-                    atomic_write_bytes(keep / log.name, log.read_bytes() if log.is_file() else b"")
-                atomic_write_bytes(keep / results, (Path(scratch) / "results" / results).read_bytes())
-                written = json.loads((keep / results).read_text())
+                seconds, rss, written = run_kept(
+                    ["-c", "from lab.bench.gpu import run_with_peak; run_with_peak()", str(peak), str(ROOT / script),
+                     *flags], scratch, keep, f"{Path(script).stem}.log", Path(scratch) / "results" / results, results, run)
                 return ({"command": " ".join(["python", script, *flags]), "seconds": seconds, "peak_rss_mb": rss,
                          "phase_seconds": phase_summary(written, seconds)}
                         | (json.loads(peak.read_text()) if peak.is_file() else {})
                         | (lm_summary(written) if results == "lm.json" else classification_summary(written)))
             run.row(part["scripts"], script, f"default run {script}", row)
+
+
+def run_kept(args: list[str], scratch: str, keep: Path, log_name: str, result: Path, kept_name: str,
+             run: Run) -> tuple[float, float, dict[str, Any]]:
+    """``python args`` in ``scratch`` with the checkout importable, ended when the part's time is up: its stdout kept
+    as ``keep``/``log_name`` (also when it failed) and the JSON it wrote (``result``) as ``keep``/``kept_name``;
+    returns ``(wall seconds, peak RSS MiB, that JSON)``. Raises ElmoError: the run failed or ran out of time."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    log = Path(scratch) / log_name
+    try:
+        seconds, rss = run_script(args, cwd=scratch, env=env, timeout=max(1.0, run.until - time.perf_counter()),
+                                  log=log)
+    finally:  # its stdout, kept also when it failed
+        atomic_write_bytes(keep / log.name, log.read_bytes() if log.is_file() else b"")
+    atomic_write_bytes(keep / kept_name, result.read_bytes())
+    return seconds, rss, json.loads((keep / kept_name).read_text())
 
 
 def larger_steps_part(cfg: GpuArgs, run: Run) -> None:
@@ -302,14 +312,14 @@ def larger_steps_part(cfg: GpuArgs, run: Run) -> None:
     over the directions against ``base``'s (+0.01 = 1 % higher), the goal being within 1 %."""
     data = Path(cfg.data_dir).resolve()
     keep = Path(cfg.out) / "larger_steps"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    part = run.part("larger_steps", {"data_dir": str(data), "epochs": 1 if cfg.tiny else LARGER_STEPS_EPOCHS,
-                                     "runs": {}})
+    epochs = 1 if cfg.tiny else LARGER_STEPS_EPOCHS
+    default_lr = {f.name: f.default for f in fields(PretrainArgs)}["lr"]
+    part = run.part("larger_steps", {"data_dir": str(data), "epochs": epochs, "runs": {}})
     with tempfile.TemporaryDirectory(prefix="elmo-gpu-") as scratch:
         for name, (tokens, lr, warmup) in LARGER_STEPS.items():
             tokens = max(16, tokens // 42) if cfg.tiny else tokens
-            flags = ["--architecture", "elmo-small", "--lstm", "fused", "--epochs", str(1 if cfg.tiny else LARGER_STEPS_EPOCHS),
-                     "--max-tokens", str(tokens), "--batch-size", str(tokens), "--lr", f"{0.004 * lr:g}",
+            flags = ["--architecture", "elmo-small", "--lstm", "fused", "--epochs", str(epochs),
+                     "--max-tokens", str(tokens), "--batch-size", str(tokens), "--lr", f"{default_lr * lr:g}",
                      "--warmup-steps", str(warmup), "--data-dir", str(data), "--quiet",
                      *(["--max-docs", "150", "--hidden-size", "16", "--proj-size", "8", "--char-filters", "1:4",
                         "2:8", "--threads", "1"] if cfg.tiny else [])]
@@ -318,14 +328,9 @@ def larger_steps_part(cfg: GpuArgs, run: Run) -> None:
                 folder = Path(scratch) / name
                 paths = ["--models-dir", str(folder / "models"), "--results-dir", str(folder / "results"),
                          "--images-dir", str(folder / "images")]
-                log = Path(scratch) / f"{name}.log"
-                try:
-                    seconds, _ = run_script(["-m", "elmo", "pretrain", *flags, *paths], cwd=scratch, env=env,
-                                            timeout=max(1.0, run.until - time.perf_counter()), log=log)
-                finally:
-                    atomic_write_bytes(keep / log.name, log.read_bytes() if log.is_file() else b"")
-                atomic_write_bytes(keep / f"{name}.json", (folder / "results" / "lm.json").read_bytes())
-                summary = lm_summary(json.loads((keep / f"{name}.json").read_text()))
+                seconds, _, written = run_kept(["-m", "elmo", "pretrain", *flags, *paths], scratch, keep, f"{name}.log",
+                                               folder / "results" / "lm.json", f"{name}.json", run)
+                summary = lm_summary(written)
                 test = summary["perplexity"]["test"]
                 out = {"command": " ".join(["python -m elmo pretrain", *flags]), "tokens_per_step": tokens,
                        "seconds": seconds, **summary, "test_mean": (test["forward"] + test["backward"]) / 2}

@@ -98,9 +98,9 @@ def test_scores_kept_on_the_device_are_the_scores_read_back_per_block():
 
 
 def test_a_gpu_scores_blocks_as_large_as_a_gigabyte_of_log_probabilities_allows():
-    from elmo.training.evaluation import GPU_EVALUATION, SCORED_ROWS, gpu_scored_rows
-    assert gpu_scored_rows(30_000) == GPU_EVALUATION[1] == 4096  # AG News: the cap
-    assert gpu_scored_rows(800_000) == 335 and 335 * 800_000 <= GPU_EVALUATION[2]  # the 1B Word Benchmark's
+    from elmo.training.evaluation import GPU_SCORED_ELEMENTS, GPU_SCORED_ROWS, SCORED_ROWS, gpu_scored_rows
+    assert gpu_scored_rows(30_000) == GPU_SCORED_ROWS == 4096  # AG News: the cap
+    assert gpu_scored_rows(800_000) == 335 and 335 * 800_000 <= GPU_SCORED_ELEMENTS  # the 1B Word Benchmark's
     assert gpu_scored_rows(10**7) == SCORED_ROWS
     lm = LanguageModel(BiLMConfig(vocab_size=V, embedding_dim=8, hidden_size=8, cutoffs=(10,)), "forward")
     assert lm.vocab_size == V
