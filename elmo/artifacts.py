@@ -26,6 +26,8 @@ import torch
 from .errors import ElmoError
 
 FORMAT_VERSION = 1
+#: a ``save_pretrained`` folder's files (:mod:`elmo.model.hub`): configuration, weights, vocabulary, model card
+PRETRAINED_FILES = ("config.json", "model.safetensors", "vocab.txt", "README.md")
 
 
 @dataclass(frozen=True)
@@ -59,9 +61,21 @@ class Outputs:
         return self.models / "bilstm.pt"
 
     @property
+    def pretrained_dir(self) -> Path:
+        """``bilm/``: the trained biLM, with its training softmax and vocabulary, as a ``save_pretrained`` folder
+        (:mod:`elmo.model.hub`, :data:`PRETRAINED_FILES`) that ``from_pretrained`` and ``push_to_hub`` take as it is;
+        ``ELMO.py`` writes it beside ``bilstm.pt``, ``pretrain --architecture`` and ``finetune`` write it alone."""
+        return self.models / "bilm"
+
+    @property
+    def pretrained(self) -> list[Path]:
+        """The files of :attr:`pretrained_dir` (:data:`PRETRAINED_FILES`)."""
+        return [self.pretrained_dir / name for name in PRETRAINED_FILES]
+
+    @property
     def published_lm(self) -> Path:
-        """``published_lm.pt``: the bilm-tf architecture trained by ``pretrain --architecture``, with its softmax and
-        vocabulary (``python -m elmo export`` writes it as bilm-tf's files)."""
+        """``published_lm.pt``: the published architecture as earlier versions of ``pretrain --architecture`` and
+        ``finetune`` wrote it; still read, no longer written (a new :attr:`pretrained_dir` removes it)."""
         return self.models / "published_lm.pt"
 
     def lm(self, direction: str) -> Path:

@@ -150,3 +150,17 @@ def hold_memory(mib: int) -> dict:
 
     block = numpy.ones(mib * 2**20 // 8)
     return {"mib": mib, "sum": float(block.sum())}
+
+
+def write_published_lm(model, vocab, path: Path) -> Path:
+    """``model`` (a ``PublishedBiLMWithSoftmax``) and ``vocab`` as a ``published_lm.pt``, the file earlier versions of
+    ``pretrain --architecture`` and ``finetune`` wrote (this version reads it and writes a ``save_pretrained`` folder):
+    the payload ``elmo.published_lm`` with bilm-tf's options, the softmax config, the vocabulary and the weights."""
+    from dataclasses import asdict
+
+    from elmo.artifacts import payload, save_checkpoint
+    from elmo.model.published_io import options_of
+
+    save_checkpoint(payload("published_lm", options=options_of(model.bilm.config), lm_config=asdict(model.config),
+                            vocab=list(vocab.itos), state_dict=model.state_dict(), meta={}), path)
+    return Path(path)

@@ -160,8 +160,9 @@ class ElmoEmbedder:
                         precision: str = "fp32") -> "ElmoEmbedder":
         """The biLM a models folder (or one of its files) holds, ``device`` and ``precision`` as above; looked for in
         this order (:func:`~elmo.model.serialization.open_bilm`): our ``bilstm.pt`` (``python ELMO.py``), the
-        ``published_lm.pt`` of ``pretrain --architecture`` or ``finetune`` (its biLM, the softmax left out), bilm-tf's
-        ``options.json`` + ``weights.hdf5`` (``export``).
+        ``published_lm.pt`` of earlier versions, a ``save_pretrained`` folder (``pretrain --architecture`` and
+        ``finetune`` write one: its biLM, the softmax left out), bilm-tf's ``options.json`` + ``weights.hdf5``
+        (``export``).
 
         Raises:
             ElmoError: the folder holds none of them, a file is corrupt or not an ELMo biLM; an unknown precision.

@@ -44,8 +44,8 @@ class TextClassifier:
     def from_pretrained(cls, path: str | os.PathLike = "models", classifier: str = "classifier.pt",
                         device: str | torch.device = "auto", precision: str = "auto") -> "TextClassifier":
         """Load ``classifier.pt`` (or another ``classifier_<mix>.pt``) from a models directory with the biLM it was
-        trained on: the published biLM it records (bilm-tf's files given by ``--options-file``, or a
-        ``published_lm.pt``), else the directory's (:func:`~elmo.model.serialization.open_bilm`: ``bilstm.pt`` first).
+        trained on: the published biLM it records (bilm-tf's files given by ``--options-file``, or the folder or
+        ``published_lm.pt`` it was opened from), else the directory's (:func:`~elmo.model.serialization.open_bilm`: ``bilstm.pt`` first).
         Also loads a classifier's ``save_pretrained`` folder or Hub model id (:mod:`elmo.model.hub`).
 
         ``precision`` as in :class:`~elmo.inference.embedder.ElmoEmbedder`; the default matches ``classification.py``'s,

@@ -19,16 +19,17 @@ from typing import Any, ClassVar
 import torch
 from huggingface_hub import ModelCard, ModelCardData, PyTorchModelHubMixin, snapshot_download
 
-from ..artifacts import atomic_write_bytes, check_writable
+from ..artifacts import PRETRAINED_FILES, atomic_write_bytes, check_writable
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 
-CONFIG, WEIGHTS, VOCAB, CARD = "config.json", "model.safetensors", "vocab.txt", "README.md"
+CONFIG, WEIGHTS, VOCAB, CARD = PRETRAINED_FILES
 #: the ``config.json`` layout version this code writes; it reads no other
 FORMAT_VERSION = 1
 PAPER = "https://arxiv.org/abs/1802.05365"
 #: the model card's title of each kind
-TITLES = {"bilm": "ELMo biLM", "published_bilm": "ELMo biLM (the published architecture)", "elmo": "ELMo layer",
+TITLES = {"bilm": "ELMo biLM", "published_bilm": "ELMo biLM (the published architecture)",
+          "published_lm": "ELMo biLM with its training softmax (the published architecture)", "elmo": "ELMo layer",
           "elmo_classifier": "ELMo text classifier"}
 
 CARD_TEMPLATE = """---
@@ -268,7 +269,9 @@ def from_nested_config(config: dict[str, Any], vocab: Vocabulary | None) -> HubM
     return HubMixin.kinds[config["elmo_kind"]].from_hub_config(config, vocab)
 
 
-def _read_config(folder: Path) -> dict[str, Any]:
+def read_config(folder: Path) -> dict[str, Any]:
+    """A ``save_pretrained`` folder's ``config.json``. Raises ElmoError (naming the file and key): missing, not JSON,
+    an unknown ``elmo_kind`` or another ``format_version``."""
     file = folder / CONFIG
     if not file.is_file():
         raise ElmoError(f"{file} not found: not a folder written by save_pretrained")
@@ -337,7 +340,7 @@ def load_pretrained(path: str | os.PathLike, **download: Any) -> HubMixin:
     """Whichever module a ``save_pretrained`` folder (or Hub model id) holds, in eval mode on the CPU, with its
     :attr:`~HubMixin.vocab` and :attr:`~HubMixin.card`. Raises ElmoError as :meth:`HubMixin.from_pretrained`."""
     folder = hub_folder(path, **download)
-    config = _read_config(folder)
+    config = read_config(folder)
     vocab = read_vocab(folder)
     model = build(config, vocab, folder / CONFIG)
     load_weights(model, folder / WEIGHTS, folder / CONFIG)

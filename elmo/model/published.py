@@ -105,6 +105,12 @@ class PublishedBiLMConfig:
         return asdict(self)
 
     @property
+    def architecture(self) -> dict:
+        """The config without :attr:`weights_digest`, as ``config.json`` records it (JSON values: lists for tuples)."""
+        return {k: [list(f) for f in v] if k == "filters" else v for k, v in asdict(self).items()
+                if k != "weights_digest"}
+
+    @property
     def output_size(self) -> int:
         """Width of the token vectors and of each LSTM layer's output per direction (``projection_dim``)."""
         return self.projection_dim
@@ -187,8 +193,9 @@ class PublishedBiLM(BiLMLayers, HubMixin):
         return 2 * self.config.projection_dim
 
     def hub_config(self) -> dict:
-        """``{"config": PublishedBiLMConfig as a dict}``, its ``weights_digest`` left out (computed when loaded)."""
-        return {"config": {k: v for k, v in asdict(self.config).items() if k != "weights_digest"}}
+        """``{"config": PublishedBiLMConfig as a dict}``, its ``weights_digest`` left out (computed when loaded):
+        :attr:`PublishedBiLMConfig.architecture`."""
+        return {"config": self.config.architecture}
 
     @classmethod
     def from_hub_config(cls, config: dict, vocab: object) -> "PublishedBiLM":

@@ -8,22 +8,24 @@ predicts ``t_1 .. t_n </S>``, the backward LM the reverse, both from the one tok
 two directions' (``0.5 * (loss_fwd + loss_bwd)``); held-out perplexities are exact. Unlike bilm-tf, each sentence is
 read from zero LSTM states (:meth:`~elmo.model.published.PublishedBiLM.forward`). Word ids are
 :class:`~elmo.data.vocab.Vocabulary` ids (``<bos>`` ↔ ``<S>``, ``<eos>`` ↔ ``</S>``, ``<unk>`` ↔ ``<UNK>``); the
-softmax is saved only in the model file (:func:`elmo.model.serialization.save_published_lm`).
+softmax is saved only in the model's ``save_pretrained`` folder (``elmo_kind`` ``published_lm``, :mod:`elmo.model.hub`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
 
 import torch
 from torch import nn
 
-from ..data.vocab import BOS_ID, EOS_ID, PAD_ID
+from ..data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabulary
 from ..errors import ElmoError
 from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax
 from .bilm import check_head, length_mask, reverse_padded
 from .dropout import FastDropout
+from .hub import HubMixin
 from .plan import HostPlan, host_plan
 from .published import PublishedBiLM, PublishedBiLMConfig
 from .sampled_softmax import BILM_TF_SAMPLES, SampledSoftmax
@@ -97,11 +99,13 @@ def bilm_tf_initialization(bilm: PublishedBiLM, generator: torch.Generator) -> P
     return bilm
 
 
-class PublishedBiLMWithSoftmax(nn.Module):
+class PublishedBiLMWithSoftmax(nn.Module, HubMixin):
     """The published architecture with its training softmax (module docstring): ``bilm``, the exported and embedded
     :class:`~elmo.model.published.PublishedBiLM` (``bilm_config``: :class:`~elmo.model.published.PublishedBiLMConfig`),
     and ``softmax``, shared by both directions (``config``: :class:`PublishedSoftmaxConfig`); ``seed`` alone sets the
-    initial weights (:func:`bilm_tf_initialization`).
+    initial weights (:func:`bilm_tf_initialization`). ``save_pretrained`` / ``from_pretrained``
+    (:class:`~elmo.model.hub.HubMixin`) write and read it with its vocabulary: the folder ``pretrain --architecture``
+    and ``finetune`` write.
 
     The methods take ``ids (B, T)`` int64 :class:`~elmo.data.vocab.Vocabulary` ids (the targets), ``lengths (B,)``,
     ``chars (B, T, 50)`` bilm-tf character ids (:func:`elmo.data.chars.bilm_tf_char_table`; required), no sentence
@@ -118,6 +122,32 @@ class PublishedBiLMWithSoftmax(nn.Module):
             torch.manual_seed(seed)
             self.softmax = SampledSoftmax(width, config.vocab_size, config.samples) if config.softmax == "sampled" \
                 else AdaptiveSoftmax(width, config.vocab_size, config.cutoffs, config.div_value)
+
+    hub_kind = "published_lm"
+
+    def hub_config(self) -> dict[str, Any]:
+        """``{"config": the biLM's config (as :class:`~elmo.model.published.PublishedBiLM` saves it), "softmax":
+        PublishedSoftmaxConfig as a dict}`` (:class:`~elmo.model.hub.HubMixin`)."""
+        return {**self.bilm.hub_config(), "softmax": asdict(self.config)}
+
+    @classmethod
+    def from_hub_config(cls, config: dict[str, Any], vocab: Vocabulary | None) -> "PublishedBiLMWithSoftmax":
+        """Inverse of :meth:`hub_config`. Raises ElmoError: no vocabulary, or one of another size than the softmax."""
+        model = cls(PublishedBiLMConfig(**config["config"]), PublishedSoftmaxConfig(**config["softmax"]))
+        if vocab is None or len(vocab) != model.config.vocab_size:
+            raise ElmoError(f"softmax.vocab_size is {model.config.vocab_size} but vocab.txt holds "
+                            f"{'no vocabulary' if vocab is None else f'{len(vocab)} words'}")
+        return model
+
+    def loaded(self, folder: Path) -> None:
+        """After ``from_pretrained``: the biLM inside gets the vocabulary and the card (its own ``loaded`` then sets
+        its weights' digest and ``source``, the folder)."""
+        self.bilm.vocab, self.bilm.card = self.vocab, self.card
+
+    def describe(self) -> str:
+        """The model card's paragraph: the biLM's, and the softmax it was trained with."""
+        return (f"{self.bilm.describe()} Saved with the {self.config.softmax} softmax it was trained with, shared by "
+                f"both directions, over a vocabulary of {self.config.vocab_size:,} words.")
 
     def targets(self, ids: torch.Tensor, lengths: torch.Tensor, direction: int) -> torch.Tensor:
         """One direction's targets ``(B, T + 1)`` int64 in its reading order, ``IGNORE_INDEX`` past ``n + 1``."""

@@ -1,5 +1,7 @@
-"""Model files: what ``forward.pt``, ``backward.pt``, ``bilstm.pt``, ``published_lm.pt``, ``classifier*.pt`` and the
-static baselines' ``<method>.pt`` hold, and how they are rebuilt (formats: :mod:`elmo.artifacts`, docs/artifacts.md).
+"""Model files: what ``forward.pt``, ``backward.pt``, ``bilstm.pt``, ``classifier*.pt`` and the static baselines'
+``<method>.pt`` hold, and how they are rebuilt (formats: :mod:`elmo.artifacts`, docs/artifacts.md); the
+``published_lm.pt`` of earlier versions is read, no longer written (the published architecture is saved as a
+``save_pretrained`` folder, :mod:`elmo.model.hub`).
 :func:`open_bilm` opens whichever biLM a folder holds. A classifier records the fingerprint of the biLM it was
 trained on (:func:`~elmo.model.classifier.bilm_fingerprint`) and only loads onto that biLM.
 """
@@ -7,20 +9,20 @@ trained on (:func:`~elmo.model.classifier.bilm_fingerprint`) and only loads onto
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from ..artifacts import Outputs, environment_info, load_checkpoint, payload, save_checkpoint
+from ..artifacts import PRETRAINED_FILES, Outputs, environment_info, load_checkpoint, payload, save_checkpoint
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from . import hub
 from .bilm import AnyBiLM, BiLM, BiLMConfig, LanguageModel
 from .published import PublishedBiLM, weights_digest
-from .published_io import config_from_options, load_published_bilm, options_of
+from .published_io import config_from_options, load_published_bilm
 from .published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 
 
@@ -60,17 +62,11 @@ def load_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]
     return bilm.eval(), vocab, meta
 
 
-def save_published_lm(model: PublishedBiLMWithSoftmax, vocab: Vocabulary, path: str | os.PathLike,
-                      meta: dict[str, Any]) -> None:
-    """Write ``published_lm.pt`` atomically: ``options`` (:func:`~elmo.model.published_io.options_of`, bilm-tf's
-    ``options.json``), ``lm_config`` (:class:`~elmo.model.published_lm.PublishedSoftmaxConfig`), ``state_dict`` (biLM
-    and softmax), ``vocab`` and ``meta``: plain values and tensors, read with ``weights_only=True``."""
-    save_checkpoint(payload("published_lm", options=options_of(model.bilm.config), lm_config=asdict(model.config),
-                            vocab=list(vocab.itos), state_dict=model.state_dict(), meta=meta), path)
-
-
 def load_published_lm(path: str | os.PathLike) -> tuple[PublishedBiLMWithSoftmax, Vocabulary, dict[str, Any]]:
-    """Rebuild :func:`save_published_lm`'s model (``weights_only=True``): ``(model, vocab, meta)``, eval mode, CPU.
+    """Rebuild the model of a ``published_lm.pt`` as earlier versions of ``pretrain --architecture`` and ``finetune``
+    wrote it (``weights_only=True``; ``options``: bilm-tf's ``options.json``, ``lm_config``:
+    :class:`~elmo.model.published_lm.PublishedSoftmaxConfig`, ``state_dict``, ``vocab``, ``meta``):
+    ``(model, vocab, meta)``, eval mode, CPU.
 
     Raises:
         ElmoError: missing or corrupt file, not an ``elmo.published_lm`` file, or weights that do not fit its options.
@@ -105,7 +101,8 @@ def published_lm_bilm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabular
 
 
 #: what :func:`find_bilm` looks for in a folder, in this order
-BILM_FILES = ("bilstm.pt", "published_lm.pt", f"{hub.CONFIG} + {hub.WEIGHTS}", "options.json + weights.hdf5")
+BILM_FILES = ("bilstm.pt", "published_lm.pt", f"bilm/{hub.CONFIG} + bilm/{hub.WEIGHTS}", f"{hub.CONFIG} + {hub.WEIGHTS}",
+              "options.json + weights.hdf5")
 
 
 @dataclass(frozen=True)
@@ -119,9 +116,18 @@ class BiLMFiles:
     def __str__(self) -> str:
         return " + ".join(str(f) for f in self.files)
 
+    @property
+    def read(self) -> list[Path]:
+        """The files opening it reads: :attr:`files`, a ``save_pretrained`` folder's configuration, weights and
+        vocabulary in place of the folder (what no command may write over)."""
+        return [f for path in self.files for f in ((path / hub.CONFIG, path / hub.WEIGHTS, path / hub.VOCAB)
+                                                   if path.is_dir() else (path,))]
+
 
 def find_bilm(path: str | os.PathLike) -> BiLMFiles:
-    """Which biLM ``path`` holds, without reading it: a folder's first of :data:`BILM_FILES`; a Hub model id
+    """Which biLM ``path`` holds, without reading it: a folder's first of :data:`BILM_FILES` (``bilm/``: the
+    ``save_pretrained`` folder the training commands write, :attr:`~elmo.artifacts.Outputs.pretrained_dir`; then the
+    folder itself as one); a Hub model id
     (``owner/name``, not a path here); a file ``published_lm.pt``; a ``save_pretrained`` folder's ``config.json`` or
     ``model.safetensors`` (the folder); an ``options.json`` (any ``*.json``, ``weights.hdf5`` beside it) or
     ``weights.hdf5`` (any ``*.hdf5``, ``options.json`` beside it); any other file is read as our ``bilstm.pt``.
@@ -138,8 +144,9 @@ def find_bilm(path: str | os.PathLike) -> BiLMFiles:
             return BiLMFiles("bilstm", (outputs.bilm,))
         if outputs.published_lm.is_file():
             return BiLMFiles("published_lm", (outputs.published_lm,))
-        if (path / hub.CONFIG).is_file() and (path / hub.WEIGHTS).is_file():
-            return BiLMFiles("pretrained", (path,))
+        for folder in (outputs.pretrained_dir, path):
+            if (folder / hub.CONFIG).is_file() and (folder / hub.WEIGHTS).is_file():
+                return BiLMFiles("pretrained", (folder,))
         options, weights = path / "options.json", path / "weights.hdf5"
         if options.is_file() and weights.is_file():
             return BiLMFiles("bilm_tf", (options, weights))
@@ -160,12 +167,21 @@ def find_bilm(path: str | os.PathLike) -> BiLMFiles:
 
 def models_in(folder: str | os.PathLike) -> list[BiLMFiles]:
     """Every biLM ``folder`` holds, in :data:`BILM_FILES`' order (:func:`find_bilm` opens only the first), each with
-    all its files; ``[]`` for a folder holding none, or no folder. Reads no file."""
+    all its files (a ``save_pretrained`` folder's vocabulary and card too, when there); ``[]`` for a folder holding
+    none, or no folder. Reads no file."""
     folder, outputs = Path(folder), Outputs(models=Path(folder))
-    kinds = (("bilstm", (outputs.bilm,)), ("published_lm", (outputs.published_lm,)),
-             ("pretrained", (folder / hub.CONFIG, folder / hub.WEIGHTS)),
+    saved = [("pretrained", tuple(where / name for name in PRETRAINED_FILES)) for where in (outputs.pretrained_dir, folder)]
+    kinds = (("bilstm", (outputs.bilm,)), ("published_lm", (outputs.published_lm,)), *saved,
              ("bilm_tf", (folder / "options.json", folder / "weights.hdf5")))
-    return [BiLMFiles(kind, files) for kind, files in kinds if all(f.is_file() for f in files)]
+    return [BiLMFiles(kind, files if kind != "pretrained" else tuple(f for f in files if f.is_file()))
+            for kind, files in kinds if all(f.is_file() for f in files[:2])]
+
+
+def saved_kind(folder: str | os.PathLike) -> tuple[str, dict[str, Any]]:
+    """``(elmo_kind, config)`` of the ``save_pretrained`` folder ``folder`` (its ``config.json``, nothing else read).
+    Raises ElmoError: the file is missing, not JSON, or of no kind this version reads."""
+    config = hub.read_config(Path(folder))
+    return config["elmo_kind"], config
 
 
 @dataclass
@@ -188,10 +204,11 @@ def open_bilm(path: str | os.PathLike, weight_file: str | os.PathLike | None = N
     """Open any biLM the project reads: the one way every command and class of the library opens one.
 
     Args:
-        path: a folder or one of its files (:func:`find_bilm`): our ``bilstm.pt`` (:func:`load_bilm`), the
-            ``published_lm.pt`` of ``pretrain --architecture`` or ``finetune`` (:func:`published_lm_bilm`), a
-            ``save_pretrained`` folder or Hub model id (the biLM of a saved biLM, ``Elmo`` layer or classifier), or
-            bilm-tf's ``options.json`` + ``weights.hdf5`` (:func:`load_published_bilm`).
+        path: a folder or one of its files (:func:`find_bilm`): our ``bilstm.pt`` (:func:`load_bilm`), an earlier
+            version's ``published_lm.pt`` (:func:`published_lm_bilm`), a ``save_pretrained`` folder or Hub model id
+            (the biLM of a saved biLM, of ``pretrain --architecture``'s or ``finetune``'s biLM with its softmax, of an
+            ``Elmo`` layer or of a classifier), or bilm-tf's ``options.json`` + ``weights.hdf5``
+            (:func:`load_published_bilm`).
         weight_file: bilm-tf's weight file (any name); ``path`` is then its options file (any name).
 
     Raises:

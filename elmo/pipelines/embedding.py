@@ -54,7 +54,9 @@ class EmbedArgs:
     options_file: str | None = option(None, "the published ELMo's options.json (bilm-tf; with --weight-file)")
     weight_file: str | None = option(None, "the published ELMo's weights.hdf5 (with --options-file)")
     models_dir: str | None = option(None, "a models folder instead, holding (looked for in this order) bilstm.pt, "
-                                          "published_lm.pt, config.json + model.safetensors (export --format hub) or "
+                                          "published_lm.pt, bilm/config.json + bilm/model.safetensors (ELMO.py, "
+                                          "pretrain --architecture, finetune), config.json + model.safetensors "
+                                          "(export --format hub) or "
                                           "options.json + weights.hdf5; or a Hub model id")
     batch_size: int = option(64, "sentences per batch")
     device: str = option("auto", "auto (CUDA when present), cpu or cuda")

@@ -1,7 +1,8 @@
 """Writing a biLM as bilm-tf's files (``python -m elmo export``), for AllenNLP, bilm-tf and our ``ElmoEmbedder``.
 
-The biLM is the one ``--models-dir`` holds (:func:`~elmo.model.serialization.open_bilm`: ``published_lm.pt`` of
-``pretrain --architecture`` or ``finetune``, a ``save_pretrained`` folder, bilm-tf's files; its vocabulary, if any,
+The biLM is the one ``--models-dir`` holds (:func:`~elmo.model.serialization.open_bilm`: the ``save_pretrained``
+folder of ``pretrain --architecture`` or ``finetune`` or of ``export --format hub``, an earlier version's
+``published_lm.pt``, bilm-tf's files; its vocabulary, if any,
 becomes ``vocab.txt``) or a bilm-tf biLM (``--options-file``, ``--weight-file``, optional ``--vocab-file``). Into
 ``--out`` go ``options.json`` (:func:`~elmo.model.published_io.options_of`), ``weights.hdf5`` (float32,
 :func:`~elmo.model.published_io.tf_datasets`; bit for bit for a biLM loaded from files and unchanged) and ``vocab.txt``
@@ -193,7 +194,7 @@ def export(config: ExportArgs) -> dict[str, Any]:
     trained = None if config.models_dir is None else models_dir_bilm(config.models_dir)
     refuse_overwriting_inputs({"--options-file": config.options_file, "--weight-file": config.weight_file,
                                "--vocab-file": config.vocab_file,
-                               **{f"--models-dir ({f.name})": f for f in (trained.files if trained else ()) if f.is_file()}},
+                               **{f"--models-dir ({f.name})": f for f in (trained.read if trained else ()) if f.is_file()}},
                               {f"--out ({name})": path for name, path in output_files(config.out).items()})
     if trained is not None:
         opened = open_bilm(*trained.files)

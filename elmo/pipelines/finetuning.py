@@ -7,11 +7,11 @@ it, and ``<results-dir>/lm.json`` (``pretrain``'s, plus ``before`` and ``finetun
 
 * **The published architecture** (one token layer and one softmax shared by the directions): the domain text's
   vocabulary, cased, and a new softmax over it (``--softmax``, ``--softmax-init``:
-  :mod:`elmo.model.published_finetune`), both directions trained together → ``<models-dir>/published_lm.pt`` (for
-  ``python -m elmo export``).
+  :mod:`elmo.model.published_finetune`), both directions trained together → ``<models-dir>/bilm/``, a ``save_pretrained``
+  folder with the softmax (for ``python -m elmo export``).
 * **Our biLM** (``bilstm.pt``: one token layer and one softmax per direction): its own vocabulary and softmaxes (the
   domain's other words are ``<unk>``), the text lower-cased, each direction trained in turn → ``word2idx.pkl``,
-  ``forward.pt``, ``backward.pt`` and ``bilstm.pt`` in ``--models-dir``.
+  ``forward.pt``, ``backward.pt``, ``bilstm.pt`` and ``bilm/`` in ``--models-dir``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from ..model.published_finetune import (
     language_model_of,
     target_counts,
 )
-from ..model.published_io import options_of
 from ..model.published_lm import DIRECTION_NAMES, PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 from ..model.serialization import OpenedBiLM, open_bilm
 from ..runtime import distributed
@@ -48,6 +47,7 @@ from .pretraining import (
     fit_direction,
     lm_summary,
     load_data,
+    new_model_files,
     refuse_different_models,
     say_stale,
     stale_classifiers,
@@ -88,7 +88,7 @@ class FinetuneArgs(CommonArgs):
     """
 
     options_file: str | None = option(None, "the biLM to fine-tune: bilm-tf's options.json, or alone any biLM (a "
-                                            "models folder, bilstm.pt, published_lm.pt, a save_pretrained folder or "
+                                            "models folder, bilstm.pt, a save_pretrained folder, published_lm.pt or "
                                             "Hub model ID)")
     weight_file: str | None = option(None, "its weights.hdf5 (with a bilm-tf options.json)")
     train_file: str | None = same_as_pretrain("train_file")
@@ -174,11 +174,12 @@ def check_files(config: FinetuneArgs, opened: OpenedBiLM) -> None:
     in ``--data-dir``, and the only model allowed in ``--models-dir`` one of the kind and architecture of ``opened``.
     Raises :class:`ElmoError` naming the output and the input it would write over, or the different model's file."""
     out, shared = config.outputs, opened.bilm.shared_token_layer
-    refuse_different_models(config, (lambda: options_of(opened.bilm.config)) if shared else None)
-    models = [out.published_lm, out.checkpoint("published_lm")] if shared else \
-        [out.word2idx, out.lm("forward"), out.lm("backward"), out.bilm, out.checkpoint("forward_lm"),
-         out.checkpoint("backward_lm")]
-    refuse_overwriting(config, {**{f"--options-file ({f.name})": f for f in opened.source.files if Path(f).is_file()},
+    written = (lambda: opened.bilm.config) if shared else None
+    refuse_different_models(config, written)
+    models = [*new_model_files(config, written), out.checkpoint("published_lm")] if shared else \
+        [out.word2idx, out.lm("forward"), out.lm("backward"), *new_model_files(config, written),
+         out.checkpoint("forward_lm"), out.checkpoint("backward_lm")]
+    refuse_overwriting(config, {**{f"--options-file ({f.name})": f for f in opened.source.read if f.is_file()},
                                 "--options-file": config.options_file, "--weight-file": config.weight_file,
                                 "--train-file": config.train_file, "--val-file": config.val_file,
                                 "--test-file": config.test_file},
@@ -253,8 +254,9 @@ def finetune(config: FinetuneArgs) -> dict:
     check_files(config, opened)
     text = config.pretrain_args(opened)
     run = start(config, kernel_cache_entries=32)
-    bilm, kind = opened.bilm, "published_lm" if opened.bilm.shared_token_layer else "bilstm"
-    stale = stale_classifiers(config, kind, keep=[config.options_file, config.weight_file]) if run.ctx.is_main else []
+    bilm = opened.bilm
+    written = (lambda: bilm.config) if bilm.shared_token_layer else None
+    stale = stale_classifiers(config, written, keep=opened.source.read) if run.ctx.is_main else []
     say_stale(stale, run)
     loaded = load_data(text, run)
     resolve_batch_size(config, loaded.train_documents, run.say)
@@ -274,7 +276,7 @@ def finetune(config: FinetuneArgs) -> dict:
                                    "finetune": {"options_file": config.options_file, "weight_file": config.weight_file,
                                                 "softmax_init": init, "lr": config.lr,
                                                 "softmax_lr": config.softmax_lr}})
-    train_published(model, loaded, config, run, out, stale, [config.options_file, config.weight_file], "finetune",
+    train_published(model, loaded, config, run, out, stale, opened.source.read, "finetune",
                     parameter_groups(model, config))
     if run.ctx.is_main:
         say_perplexities(run, "after", {split: out[split] for split in before})
@@ -299,7 +301,7 @@ def finetune_directions(opened: OpenedBiLM, loaded: PretrainData, config: Finetu
     if run.ctx.is_main:
         loaded.vocab.save_pickle(run.outputs.word2idx)
         write_outputs(bilm, loaded, fitted, config, run, out, started, stale=stale, command="finetune",
-                      keep=opened.source.files)
+                      keep=opened.source.read)
         say_perplexities(run, "after", {split: out[split] for split in before})
     distributed.barrier()
     return out

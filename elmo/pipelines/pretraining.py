@@ -2,8 +2,10 @@
 
 Read and split the data → vocabulary on the training split → ``--init-embeddings`` → train the forward and backward LM
 (:func:`elmo.training.trainer.fit`, early stopping on validation perplexity) → exact full-vocabulary evaluation → write
-``word2idx.pkl``, ``forward.pt``, ``backward.pt``, ``bilstm.pt``, ``results/lm.json`` and the plots. ``--architecture``
-(:func:`pretrain_published`) trains the published ELMo architecture instead, as ``published_lm.pt``
+``word2idx.pkl``, ``forward.pt``, ``backward.pt``, ``bilstm.pt``, the same biLM as the ``save_pretrained`` folder
+``bilm/``, ``results/lm.json`` and the plots. ``--architecture``
+(:func:`pretrain_published`) trains the published ELMo architecture instead, written as the ``save_pretrained``
+folder ``bilm/`` (``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``) alone
 (docs/make_your_own_elmo.md).
 """
 
@@ -34,7 +36,7 @@ from ..model.char_cnn import DEFAULT_FILTERS
 from ..model.classifier import recorded_source
 from ..model.plan import plan_batch, step_loss
 from ..model.published import PUBLISHED_ARCHITECTURES, PublishedBiLMConfig
-from ..model.published_io import options_of, read_options
+from ..model.published_io import config_from_options, options_of, read_options
 from ..model.published_lm import (
     DEFAULT_SOFTMAX,
     DIRECTION_NAMES,
@@ -42,7 +44,7 @@ from ..model.published_lm import (
     PublishedSoftmaxConfig,
 )
 from ..model.sampled_softmax import BILM_TF_SAMPLES
-from ..model.serialization import BiLMFiles, lm_checkpoint, models_in, save_bilm, save_published_lm
+from ..model.serialization import BiLMFiles, lm_checkpoint, models_in, save_bilm, saved_kind
 from ..model.static import center_vectors, common_direction_cosine, copy_vectors, word2vec_vectors
 from ..runtime import distributed
 from ..runtime.device import peak_rss_mb, set_seed, steady_heap
@@ -93,8 +95,8 @@ class PretrainArgs(CommonArgs):
     * ``--architecture``: the preset the size flags start from: without it our biLM (:data:`OUR_PRESET`: word inputs,
       one token layer and one LM per direction, written as ``bilstm.pt``), else the published ELMo architecture, a name
       of :data:`~elmo.model.published.PUBLISHED_ARCHITECTURES` or a bilm-tf options.json (:mod:`elmo.model.published_lm`:
-      one character CNN and one softmax shared by the directions, case kept, written as ``published_lm.pt`` for
-      ``python -m elmo export``). A size flag given overrides the preset (:data:`PRESET_FLAGS`; ``--proj-size 0``: no
+      one character CNN and one softmax shared by the directions, case kept, written as the ``save_pretrained`` folder
+      ``bilm/`` (``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``), for ``python -m elmo export``). A size flag given overrides the preset (:data:`PRESET_FLAGS`; ``--proj-size 0``: no
       projection).
     * ``--init-embeddings``: ``word2vec`` copies skip-gram vectors of the training text (unit std) into both LMs'
       token embeddings, ``word2vec-centered`` minus their mean, ``none`` keeps them random; ``auto`` is ``word2vec``
@@ -109,8 +111,8 @@ class PretrainArgs(CommonArgs):
     * ``--train-file``: one text per line (``.csv``: ``--text-column``; likewise ``--val-file``, ``--test-file``),
       streamed from disk every epoch, ``--stream-buffer`` tokens shuffled at a time; without ``--val-file``,
       ``--val-fraction`` of its lines (at most ``--max-val-docs``) are held out.
-    * ``--overwrite``: without it, a ``--models-dir`` holding a model of another kind, or (``--architecture``) a
-      ``published_lm.pt`` of another architecture, is refused (:func:`different_models`); ``--resume`` is not checked.
+    * ``--overwrite``: without it, a ``--models-dir`` holding a model of another kind, or (``--architecture``) the
+      published architecture of another size, is refused (:func:`different_models`); ``--resume`` is not checked.
       What it deletes: :func:`overwritten_models`.
     * ``--concurrent-directions``: both LMs at once, each in a process with half of ``--threads`` (CPU only, not under
       torchrun; auto: from two threads). Not with ``--architecture`` (one token layer shared by the directions).
@@ -541,63 +543,88 @@ def train_side_by_side(bilm: BiLM, loaded: PretrainData, config: PretrainArgs, r
 #: what :func:`different_models` calls each kind of :func:`~elmo.model.serialization.models_in`
 MODEL_KINDS = {"bilstm": "ELMO.py's biLM", "published_lm": "pretrain --architecture's or finetune's biLM",
                "pretrained": "a save_pretrained model", "bilm_tf": "bilm-tf's files"}
+#: the biLM a command writes into ``--models-dir``: ``None`` for ours (``bilstm.pt`` and the ``save_pretrained`` folder
+#: ``bilm/`` of a :class:`~elmo.model.bilm.BiLM`), else a function giving the config of the published architecture written (the
+#: folder of a :class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`)
+Written = Callable[[], PublishedBiLMConfig] | None
 
 
-def different_models(config: CommonArgs, options: Callable[[], dict] | None) -> list[tuple[BiLMFiles, str]]:
+def different_models(config: CommonArgs, written: Written) -> list[tuple[BiLMFiles, str]]:
     """The models in ``--models-dir`` (:func:`~elmo.model.serialization.models_in`) other than the one a command
-    trains there, each with what it is (another kind, or a ``published_lm.pt`` of another architecture). ``options``:
-    ``None`` for our biLM, else a function giving the ``options.json`` content of the published architecture trained."""
-    kind, found = "bilstm" if options is None else "published_lm", []
+    writes there (``written``), each with what it is: another kind, the published architecture of another size, or
+    a file that does not load. The model written replaces its own kind: ``bilstm.pt`` and a ``bilm`` folder for ours,
+    a ``published_lm`` folder or an earlier version's ``published_lm.pt`` of the same architecture for the published
+    one."""
+    found = []
+    own = BiLM.hub_kind if written is None else PublishedBiLMWithSoftmax.hub_kind
     for model in models_in(config.outputs.models):
-        if model.kind != kind:
-            found.append((model, f"{MODEL_KINDS[model.kind]}, a different model"))
-        elif options is not None:
-            try:
-                if load_checkpoint(model.files[0], "elmo.published_lm").get("options") != options():
-                    found.append((model, "a biLM of another architecture"))
-            except ElmoError:
-                found.append((model, "a file that does not load"))
+        size = None
+        try:
+            if model.kind == "pretrained":
+                kind, saved = saved_kind(model.files[0].parent)
+                if kind != own:
+                    found.append((model, f"{MODEL_KINDS[model.kind]} ({kind}), a different model"))
+                    continue
+                size = None if written is None else PublishedBiLMConfig(**saved["config"])
+            elif model.kind == "published_lm" and written is not None:
+                size = config_from_options(load_checkpoint(model.files[0], "elmo.published_lm")["options"])
+            elif model.kind != "bilstm" or written is not None:
+                found.append((model, f"{MODEL_KINDS[model.kind]}, a different model"))
+                continue
+        except (ElmoError, KeyError, TypeError):
+            found.append((model, "a file that does not load"))
+            continue
+        if size is not None and size.architecture != written().architecture:
+            found.append((model, "a biLM of another architecture"))
     return found
 
 
-def refuse_different_models(config: CommonArgs, options: Callable[[], dict] | None) -> None:
+def refuse_different_models(config: CommonArgs, written: Written) -> None:
     """Before anything is written, unless ``--overwrite`` or ``--resume``: stop if ``--models-dir`` holds any of
     :func:`different_models`. Raises :class:`ElmoError`: one line naming the file, what it is, and the two ways on."""
     if config.overwrite or config.resume:
         return
-    if found := different_models(config, options):
+    if found := different_models(config, written):
         model, what = found[0]
         raise ElmoError(f"--models-dir {config.outputs.models} holds {model} ({what}): choose another --models-dir, "
                         "or give --overwrite to replace it")
 
 
-def replace_different_models(config: CommonArgs, kind: str, keep: Iterable = ()) -> None:
-    """``--overwrite``, just before the new model (``kind``) is saved: delete :func:`overwritten_models`, so that the
-    folder opens as the new model (:func:`~elmo.model.serialization.open_bilm`)."""
-    for path in overwritten_models(config, kind, keep):
+def replace_different_models(config: CommonArgs, written: Written, keep: Iterable = ()) -> None:
+    """``--overwrite``, just before the new model (``written``) is saved: delete :func:`overwritten_models`, so that
+    the folder opens as the new model (:func:`~elmo.model.serialization.open_bilm`)."""
+    for path in overwritten_models(config, written, keep):
         remove_file(path)
 
 
-def overwritten_models(config: CommonArgs, kind: str, keep: Iterable = ()) -> list[Path]:
-    """The files :func:`replace_different_models` deletes: with ``--overwrite`` (else none), those of the models in
-    ``--models-dir`` of another kind than ``kind`` (``bilstm`` or ``published_lm``; a model of that kind is replaced by
-    the new file), never one of the command's inputs ``keep``."""
+def new_model_files(config: CommonArgs, written: Written) -> list[Path]:
+    """The model files a command writes or replaces in ``--models-dir`` (``written``): ours ``bilstm.pt`` and the
+    ``save_pretrained`` folder beside it; the published architecture its folder and an earlier version's
+    ``published_lm.pt``, removed once the folder is written."""
+    out = config.outputs
+    return [out.bilm, *out.pretrained] if written is None else [*out.pretrained, out.published_lm]
+
+
+def overwritten_models(config: CommonArgs, written: Written, keep: Iterable = ()) -> list[Path]:
+    """The files :func:`replace_different_models` deletes: with ``--overwrite`` (else none), those of
+    :func:`different_models` (a model of the kind written is replaced by the new files), never one of the command's
+    inputs ``keep``."""
     if not config.overwrite:
         return []
     kept = {os.path.realpath(path) for path in keep if path is not None}
-    return [Path(path) for model in models_in(config.outputs.models) if model.kind != kind for path in model.files
+    return [Path(path) for model, _ in different_models(config, written) for path in model.files
             if os.path.realpath(path) not in kept]
 
 
-def stale_classifiers(config: CommonArgs, kind: str, keep: Iterable = ()) -> list[Path]:
+def stale_classifiers(config: CommonArgs, written: Written, keep: Iterable = ()) -> list[Path]:
     """The classifier files of ``--models-dir`` (:meth:`~elmo.artifacts.Outputs.classifiers`) that the new biLM
-    (``kind``) leaves without the biLM they were trained on: trained on the file it replaces or one ``--overwrite``
-    deletes (:func:`overwritten_models`; ``keep``: the command's inputs), or on a ``bilstm.pt`` the folder no longer
-    holds (they would load onto the new biLM). Not counted: classifiers recording a biLM elsewhere (``classify
-    --options-file``) and files that do not load as classifiers."""
+    (``written``) leaves without the biLM they were trained on: trained on a file it replaces or one ``--overwrite``
+    deletes (:func:`new_model_files`, :func:`overwritten_models`; ``keep``: the command's inputs), or on a
+    ``bilstm.pt`` the folder no longer holds (they would load onto the new biLM). Not counted: classifiers recording a
+    biLM elsewhere (``classify --options-file``) and files that do not load as classifiers."""
     out = config.outputs
-    new = out.bilm if kind == "bilstm" else out.published_lm
-    replaced = {os.path.realpath(path) for path in [new, *overwritten_models(config, kind, keep)]}
+    replaced = {os.path.realpath(path)
+                for path in [*new_model_files(config, written), *overwritten_models(config, written, keep)]}
     stale = []
     for path in out.classifiers():
         try:
@@ -651,13 +678,13 @@ def check_files(config: PretrainArgs) -> None:
     input (``--train-file``, ``--val-file``, ``--test-file``, AG News in ``--data-dir``), and a different model in
     ``--models-dir`` (:func:`refuse_different_models`). Raises :class:`ElmoError` naming the output and the input it
     would write over, or the different model's file."""
-    refuse_different_models(config, None if config.architecture is None
-                            else lambda: options_of(config.published_config()))
+    refuse_different_models(config, None if config.architecture is None else config.published_config)
     out = config.outputs
     training = [path for name in ("forward_lm", "backward_lm")  # checkpoints; logs and results of side-by-side runs
                 for path in (out.checkpoint(name), out.log(name), out.checkpoint(f"{name}.result"))]
-    models = [out.word2idx, out.lm("forward"), out.lm("backward"), out.bilm, *training] if config.architecture is None \
-        else [out.published_lm, out.checkpoint("published_lm")]
+    models = [out.word2idx, out.lm("forward"), out.lm("backward"), *new_model_files(config, None), *training] \
+        if config.architecture is None \
+        else [*new_model_files(config, config.published_config), out.checkpoint("published_lm")]
     refuse_overwriting(config, {"--train-file": config.train_file, "--val-file": config.val_file,
                                 "--test-file": config.test_file, "--architecture": config.architecture},
                        [*models, out.result("lm"), out.image("lm_loss"), out.image("lm_confusion_forward"),
@@ -673,7 +700,7 @@ def pretrain(config: PretrainArgs) -> dict:
     steady_heap()
     run = start(config, kernel_cache_entries=32)
     ctx, outputs, say = run.ctx, run.outputs, run.say
-    stale = stale_classifiers(config, "bilstm" if config.architecture is None else "published_lm",
+    stale = stale_classifiers(config, None if config.architecture is None else config.published_config,
                               keep=[config.architecture]) if ctx.is_main else []
     say_stale(stale, run)
     threads_each = direction_threads(config, run)
@@ -750,8 +777,10 @@ def train_published(model: PublishedBiLMWithSoftmax, loaded: PretrainData, confi
     """Train the published architecture (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`, both directions
     at once) with :func:`~elmo.training.trainer.fit` (early stopping on both directions' validation perplexity,
     checkpoints, ``--resume``; ``groups``: the optimiser's, else one); then rank 0 evaluates each direction exactly
-    and writes ``published_lm.pt``, ``lm.json`` (``out`` completed) and the plots as :func:`write_outputs` does
-    (``keep``, ``stale``, ``command``). Returns ``out`` (on every rank)."""
+    and writes the model, with its softmax and vocabulary, as the ``save_pretrained`` folder ``bilm/`` of
+    ``--models-dir`` (:class:`~elmo.model.hub.HubMixin`; an earlier version's ``published_lm.pt`` there is removed), ``lm.json``
+    (``out`` completed) and the plots as :func:`write_outputs` does (``keep``, ``stale``, ``command``). Returns ``out``
+    (on every rank)."""
     started = time.perf_counter()
     torch.manual_seed(config.seed + run.ctx.rank)  # one dropout and candidate stream per rank
     fitted = fit(model, lm_objective(model, loaded, config, run), lm_train_config(config, loaded.data["train"]),
@@ -762,10 +791,11 @@ def train_published(model: PublishedBiLMWithSoftmax, loaded: PretrainData, confi
     if run.ctx.is_main:
         for name in DIRECTION_NAMES:
             evaluate_direction(model.direction(name), fitted, loaded.data, run, loaded.vocab, out)
-        meta = {**environment_info(config.seed), "config": asdict(config), "card": lm_card(out, config, command)}
-        replace_different_models(config, "published_lm", keep=keep)
+        model.vocab, model.card = loaded.vocab, lm_card(out, config, command)
+        replace_different_models(config, lambda: model.bilm.config, keep=keep)
         with phase(out, "saving"):
-            save_published_lm(model, loaded.vocab, run.outputs.published_lm, meta)
+            model.save_pretrained(run.outputs.pretrained_dir)
+            remove_file(run.outputs.published_lm)
         set_aside_stale(stale, run)
         out["bilm_config"], out["options"] = asdict(model.bilm.config), options_of(model.bilm.config)
         out["lm_config"] = asdict(model.config)
@@ -811,18 +841,21 @@ def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult]
                   stale: list[Path] | None = None, command: str = "pretrain", keep: Iterable = ()) -> None:
     """Rank 0: evaluate both directions exactly (unless ``measured`` holds that: :func:`train_side_by_side`), then,
     after deleting :func:`overwritten_models` (never the inputs ``keep``), write ``forward.pt``, ``backward.pt``,
-    ``bilstm.pt`` (then set ``stale`` aside: :func:`set_aside_stale`) and :func:`finish_lm_results`; ``command``:
-    what the model card says made it."""
+    ``bilstm.pt`` and the same biLM as the ``save_pretrained`` folder ``bilm/`` (``config.json``,
+    ``model.safetensors``, ``vocab.txt``, ``README.md``), then set ``stale`` aside (:func:`set_aside_stale`) and
+    :func:`finish_lm_results`; ``command``: what the model card says made it."""
     outputs, vocab = run.outputs, loaded.vocab
     meta = {**environment_info(config.seed), "config": asdict(config)}
-    replace_different_models(config, "bilstm", keep)
+    replace_different_models(config, None, keep)
     for lm in (bilm.forward_lm, bilm.backward_lm):
         with phase(out, "saving"):
             save_checkpoint(lm_checkpoint(lm, vocab, meta), outputs.lm(lm.direction))
         evaluate_direction(lm, fitted[lm.direction], loaded.data, run, vocab, out, (measured or {}).get(lm.direction))
     out["bilm_config"] = asdict(bilm.config)
+    bilm.vocab, bilm.card = vocab, lm_card(out, config, command)
     with phase(out, "saving"):
-        save_bilm(bilm, vocab, outputs.bilm, {**meta, "card": lm_card(out, config, command)})
+        save_bilm(bilm, vocab, outputs.bilm, {**meta, "card": bilm.card})
+        bilm.save_pretrained(outputs.pretrained_dir)
     set_aside_stale(stale or [], run)
     finish_lm_results(out, config, run, started, {d: out["directions"][d]["history"] for d in out["directions"]},
                       ["forward_lm", "backward_lm"])

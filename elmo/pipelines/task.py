@@ -129,8 +129,8 @@ def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskD
     train/val/test splits and the text of :class:`TaskData`.
 
     ``published``: ``(options.json, weights.hdf5)`` of a published (bilm-tf) biLM to use instead of the biLM
-    ``--models-dir`` holds (``bilstm.pt``, ``published_lm.pt`` or ``options.json`` + ``weights.hdf5``:
-    :func:`~elmo.model.serialization.open_bilm`). A published biLM, either way, gets text with the case kept and a task
+    ``--models-dir`` holds (``bilstm.pt``, ``published_lm.pt``, a ``save_pretrained`` folder or ``options.json`` +
+    ``weights.hdf5``: :func:`~elmo.model.serialization.open_bilm`). A published biLM, either way, gets text with the case kept and a task
     vocabulary for x_k built from the training split (:data:`TASK_MIN_FREQ`); our biLM brings its own.
 
     Raises:

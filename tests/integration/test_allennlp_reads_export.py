@@ -1,6 +1,6 @@
 """AllenNLP's own ELMo code reads what ``python -m elmo export`` writes: ``allennlp.modules.elmo._ElmoBiLm`` on the
 exported ``options.json`` + ``weights.hdf5`` gives the layers our trained :class:`~elmo.model.published.PublishedBiLM`
-(its ``published_lm.pt``) computes, for a tiny ``pretrain --architecture`` run and for a ``finetune`` of its export.
+(its ``save_pretrained`` folder) computes, for a tiny ``pretrain --architecture`` run and for a ``finetune`` of its export.
 
 Needs AllenNLP 2.10.1 without its dependencies, plus the few small packages that its package ``__init__`` files import
 (``allennlp_reference.INSTALL``; ``.ci/run`` installs them, docs/testing.md). The heavy ones it imports for other
@@ -44,7 +44,7 @@ def allennlp():
 
 @dataclass(frozen=True)
 class Export:
-    """A trained published biLM (``models``, its ``published_lm.pt``) and what ``export`` wrote from it (``out``)."""
+    """A trained published biLM (``models``, the ``save_pretrained`` folder it is) and what ``export`` wrote from it (``out``)."""
 
     models: Path
     out: Path

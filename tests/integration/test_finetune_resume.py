@@ -13,6 +13,7 @@ import pytest
 import torch
 from integration.test_resume_scripts import KILLER
 from published_reference import OPTIONS, WEIGHTS
+from safetensors.torch import load_file
 from support import ROOT, make_rows, run_script
 
 from elmo.artifacts import load_checkpoint
@@ -51,6 +52,5 @@ def test_finetune_killed_mid_epoch_then_resumed_ends_exactly_like_an_uninterrupt
     for key in ("train_loss", "val_perplexity"):
         assert [r[key] for r in got["directions"]["forward"]["history"]] == \
                [r[key] for r in expected["directions"]["forward"]["history"]], key
-    weights = [load_checkpoint(d / "models" / "published_lm.pt", "elmo.published_lm")["state_dict"]
-               for d in (tmp_path / "reference", out)]
+    weights = [load_file(d / "models" / "bilm" / "model.safetensors") for d in (tmp_path / "reference", out)]
     assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0])

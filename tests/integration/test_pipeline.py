@@ -17,7 +17,10 @@ from elmo.cli import run as cli_run
 from elmo.data.agnews import load_agnews
 from elmo.data.vocab import Vocabulary
 from elmo.errors import ElmoError
+from elmo.model.bilm import BiLM
+from elmo.model.classifier import bilm_fingerprint
 from elmo.model.mix import LAYER_MIXES
+from elmo.model.serialization import load_bilm
 
 pytestmark = pytest.mark.slow
 
@@ -37,6 +40,11 @@ def test_every_artefact_is_written_and_loads_with_weights_only(small_pipeline):
         assert isinstance(torch.load(models / name, weights_only=True), dict)
     vocab = Vocabulary.load_pickle(models / "word2idx.pkl")
     assert torch.load(models / "bilstm.pt", weights_only=True)["vocab"] == vocab.itos
+    saved, (loaded, _, _) = BiLM.from_pretrained(models / "bilm"), load_bilm(models / "bilstm.pt")  # one biLM, twice
+    assert sorted(p.name for p in (models / "bilm").iterdir()) == ["README.md", "config.json", "model.safetensors",
+                                                                   "vocab.txt"]
+    assert saved.vocab.itos == vocab.itos and bilm_fingerprint(saved, saved.vocab) == bilm_fingerprint(loaded, vocab)
+    assert all(torch.equal(v, loaded.state_dict()[k]) for k, v in saved.state_dict().items())
     for name in ("lm_confusion_forward.png", "lm_confusion_backward.png", "lm_loss.png", "classifier_val_f1.png",
                  *(f"confusion_{s}.png" for s in LAYER_MIXES)):
         assert (out / "images" / name).read_bytes()[:4] == b"\x89PNG", name

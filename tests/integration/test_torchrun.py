@@ -23,7 +23,7 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # what the torchrun 
 EXACT = ["--embedding-dim", "16", "--hidden-size", "16", "--batch-size", "16", "--epochs", "1", "--dropout", "0",
          "--precision", "fp32", "--init-embeddings", "none", "--quiet"]
 TOLERANCE = 1e-4
-ARTEFACTS = {"models": ["backward.pt", "bilstm.pt", "forward.pt", "word2idx.pkl"],
+ARTEFACTS = {"models": ["backward.pt", "bilm", "bilstm.pt", "forward.pt", "word2idx.pkl"],
              "results": ["lm.json"], "images": ["lm_confusion_backward.png", "lm_confusion_forward.png", "lm_loss.png"]}
 
 

@@ -71,7 +71,8 @@ def test_export_names_a_missing_file(capsys, tmp_path):
     assert "give one biLM" in refused(capsys, out)
     err = refused(capsys, [*out, "--models-dir", str(tmp_path / "models")])
     assert err.startswith(f"error: --models-dir {tmp_path / 'models'} holds no biLM: looked for bilstm.pt, "
-                          "published_lm.pt, config.json + model.safetensors, options.json + weights.hdf5; train the "
+                          "published_lm.pt, bilm/config.json + bilm/model.safetensors, config.json + model.safetensors, "
+                          "options.json + weights.hdf5; train the "
                           "published architecture with `python -m elmo pretrain --architecture")
     assert not (tmp_path / "out").exists()
 

@@ -1,5 +1,6 @@
 """One call opens any biLM folder the project writes (elmo.model.serialization.open_bilm): ``bilstm.pt``
-(``python ELMO.py``), ``published_lm.pt`` (``pretrain --architecture``, ``finetune``) and ``options.json`` +
+(``python ELMO.py``), the ``save_pretrained`` folder of ``pretrain --architecture`` and ``finetune`` (and the
+``published_lm.pt`` earlier versions wrote there), and ``options.json`` +
 ``weights.hdf5`` (``export``), through ``ElmoEmbedder.from_pretrained``, ``embed --models-dir``, classify's biLM
 loading and ``TextClassifier.from_pretrained``; a folder holding none gives one line naming what was looked for."""
 
@@ -11,7 +12,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
-from support import ROOT
+from support import ROOT, write_published_lm
 
 from elmo import ElmoEmbedder, ElmoError, TextClassifier
 from elmo.artifacts import Outputs, save_checkpoint
@@ -32,44 +33,50 @@ from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxCo
 from elmo.model.serialization import (
     BILM_FILES,
     load_bilm,
-    load_published_lm,
     open_bilm,
     save_bilm,
-    save_published_lm,
 )
 from elmo.pipelines.task import _load_bilm
 
 TINY = PublishedBiLMConfig(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
 WORDS = list(SPECIALS) + ["The", "market", "rallied", "."]
 SENTENCES = [["The", "market", "rallied", "."], ["Zorgblatt", "fell"]]
-LOOKED_FOR = "looked for bilstm.pt, published_lm.pt, config.json + model.safetensors, options.json + weights.hdf5"
+LOOKED_FOR = ("looked for bilstm.pt, published_lm.pt, bilm/config.json + bilm/model.safetensors, config.json + "
+              "model.safetensors, options.json + weights.hdf5")
 
 
-def published_lm_folder(folder, seed: int = 1):
-    """What ``pretrain --architecture`` writes into ``--models-dir``: ``published_lm.pt`` (tiny, random weights)."""
+def published_lm_folder(folder, seed: int = 1, legacy: bool = False):
+    """What ``pretrain --architecture`` writes into ``--models-dir`` (tiny, random weights): its ``save_pretrained``
+    folder, or (``legacy``) an earlier version's ``published_lm.pt``."""
     vocab = Vocabulary(WORDS)
-    save_published_lm(PublishedBiLMWithSoftmax(TINY, PublishedSoftmaxConfig(len(vocab)), seed=seed), vocab,
-                      Outputs(models=folder).published_lm, {})
-    return folder
+    model = PublishedBiLMWithSoftmax(TINY, PublishedSoftmaxConfig(len(vocab)), seed=seed).eval()
+    if legacy:
+        write_published_lm(model, vocab, Outputs(models=folder).published_lm)
+    else:
+        model.vocab = vocab
+        model.save_pretrained(Outputs(models=folder).pretrained_dir)
+    return folder, model
 
 
 def vectors(embedder: ElmoEmbedder) -> list[np.ndarray]:
     return embedder.embed_batch(SENTENCES)
 
 
-def test_a_pretrain_architecture_folder_opens_as_its_published_biLM(tmp_path):
-    folder = published_lm_folder(tmp_path / "models")
-    model, vocab, _ = load_published_lm(folder / "published_lm.pt")
+@pytest.mark.parametrize("legacy", [False, True])
+def test_a_pretrain_architecture_folder_opens_as_its_published_biLM(tmp_path, legacy):
+    folder, model = published_lm_folder(tmp_path / "models", legacy=legacy)
+    file = folder / ("published_lm.pt" if legacy else "bilm/config.json")
     expected = vectors(ElmoEmbedder(bilm=model.bilm, device="cpu"))
-    for path in (folder, folder / "published_lm.pt", str(folder)):
+    for path in (folder, file, str(folder)):
         embedder = ElmoEmbedder.from_pretrained(path, device="cpu")
         assert isinstance(embedder.bilm, PublishedBiLM)
         for a, b in zip(vectors(embedder), expected):
             np.testing.assert_array_equal(a, b)
     opened = open_bilm(folder)
-    assert opened.source.kind == "published_lm" and opened.where == str(folder / "published_lm.pt")
-    assert opened.vocab.itos == vocab.itos and opened.bilm.config.weights_digest  # a classifier only loads onto it
-    other = open_bilm(published_lm_folder(tmp_path / "other", seed=2))
+    assert opened.source.kind == ("published_lm" if legacy else "pretrained")
+    assert opened.where == str(file if legacy else folder / "bilm") and opened.bilm.vocab.itos == WORDS
+    assert opened.vocab.itos == WORDS and opened.bilm.config.weights_digest  # a classifier only loads onto it
+    other = open_bilm(published_lm_folder(tmp_path / "other", seed=2, legacy=legacy)[0])
     assert other.bilm.config.weights_digest != opened.bilm.config.weights_digest
     for a, b in zip(vectors(ElmoEmbedder(str(folder), device="cpu")), expected):  # AllenNLP's signature too
         np.testing.assert_array_equal(a, b)
@@ -119,27 +126,27 @@ def test_a_folder_holding_no_biLM_gives_one_line_naming_what_was_looked_for(tmp_
 
 
 def test_embed_models_dir_writes_a_published_lm_folders_vectors(tmp_path):
-    folder = published_lm_folder(tmp_path / "models")
+    folder, model = published_lm_folder(tmp_path / "models")
     (tmp_path / "in.txt").write_text("\n".join(" ".join(s) for s in SENTENCES) + "\n")
     assert run("embed", [str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--all", "--models-dir", str(folder),
                          "--device", "cpu", "--quiet"]) == 0
-    expected = vectors(ElmoEmbedder(bilm=load_published_lm(folder / "published_lm.pt")[0].bilm, device="cpu"))
+    expected = vectors(ElmoEmbedder(bilm=model.bilm, device="cpu"))
     with h5py.File(tmp_path / "out.hdf5", "r") as out:
         for i, b in enumerate(expected):
             np.testing.assert_allclose(out[str(i)][...], b, atol=1e-6)
 
 
 def test_classify_opens_a_published_lm_folder_and_its_classifier_finds_that_biLM_again(tmp_path):
-    folder = published_lm_folder(tmp_path / "models")
+    folder = published_lm_folder(tmp_path / "models")[0]
     bilm, vocab, where = _load_bilm(SimpleNamespace(outputs=Outputs(models=folder)), None)
-    assert isinstance(bilm, PublishedBiLM) and where == str(folder / "published_lm.pt")
+    assert isinstance(bilm, PublishedBiLM) and where == str(folder / "bilm")
     assert vocab is None  # a published biLM: the task vocabulary is built from the cased training split
     task_vocab = Vocabulary(list(SPECIALS) + ["Stocks", "rallied"])
     torch.manual_seed(0)
     model = ElmoClassifier(bilm, ClassifierConfig(mix="trainable_lambda", encoder_hidden=6, token_embedding_dim=4),
                            vocab_size=len(task_vocab)).eval()
     record = published_record(bilm, task_vocab)
-    assert record == {"bilm_source": str((folder / "published_lm.pt").resolve()), "vocab": task_vocab.itos}
+    assert record == {"bilm_source": str((folder / "bilm").resolve()), "vocab": task_vocab.itos}
     save_checkpoint(classifier_checkpoint(model, bilm_fingerprint(bilm, task_vocab), ["a", "b", "c", "d"], record),
                     folder / "classifier.pt")
     again, again_vocab = load_classifier_bilm(folder / "classifier.pt")

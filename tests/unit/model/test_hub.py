@@ -141,9 +141,11 @@ def break_folder(folder, how: str):
     ("config", r"model\.safetensors: key 'forward_lm\.\S+' has shape \(\d+, 16\), but the model of .*config\.json "
                r"needs \(\d+, 32\)"),
     ("vocab", r"config\.json: config\.vocab_size is 8 but vocab\.txt holds 7 words"),
-    ("kind", r"config\.json: key elmo_kind is 'gpt', not one of bilm, elmo, elmo_classifier, published_bilm"),
+    ("kind", r"config\.json: key elmo_kind is 'gpt', not one of bilm, elmo, elmo_classifier, published_bilm, "
+             r"published_lm"),
     ("json", r"config\.json: not valid JSON"),
-    ("missing", r"holds no biLM: looked for bilstm\.pt, published_lm\.pt, config\.json \+ model\.safetensors"),
+    ("missing", r"holds no biLM: looked for bilstm\.pt, published_lm\.pt, bilm/config\.json \+ bilm/model\.safetensors, "
+                r"config\.json \+ model\.safetensors"),
 ])
 def test_a_broken_folder_gets_one_line_naming_the_file_and_key(tmp_path, capsys, how, message):
     our_bilm().save_pretrained(tmp_path / "saved")
