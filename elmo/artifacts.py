@@ -15,6 +15,7 @@ import os
 import platform
 import re
 import secrets
+import shutil
 import stat
 import tempfile
 from dataclasses import dataclass
@@ -228,6 +229,50 @@ def atomic_hdf5(path: str | os.PathLike, flag: str | None = None) -> Iterator[An
         os.close(fd)
         with h5py.File(tmp, "w") as handle:
             yield handle
+
+
+@contextlib.contextmanager
+def atomic_folder(folder: str | os.PathLike, flag: str | None = None) -> Iterator[Path]:
+    """A whole folder written at once: yields a new empty folder beside ``folder`` (``.<name>.<8 hex digits>.tmp``,
+    ``0o777`` less the umask) to fill; when the block ends without an error it takes ``folder``'s place and the old
+    folder, if any, is deleted (two renames, so a reader sees the old folder or the new one, never a mix of their
+    files); on an error it is deleted and ``folder`` is left as it was. For folders a command owns entirely (the
+    ``save_pretrained`` folder ``bilm/``): files someone else put in ``folder`` go with the old folder.
+
+    Raises:
+        ElmoError: the parent folder cannot be created or written, or the folders cannot be renamed (named).
+    """
+    folder = Path(folder)
+    _make_folder(folder.parent, flag, folder)
+    mask = os.umask(0)
+    os.umask(mask)
+    tmp = None
+    try:
+        for _ in range(100):
+            tmp = folder.parent / f".{folder.name}.{secrets.token_hex(4)}.tmp"
+            try:
+                tmp.mkdir(mode=0o777 & ~mask)
+                break
+            except FileExistsError:
+                tmp = None
+        if tmp is None:
+            raise FileExistsError(f"no free temporary name beside {folder}")
+    except OSError as exc:
+        raise ElmoError(f"cannot write to {folder.parent}: {exc.strerror or exc}") from None
+    old = tmp.with_name(tmp.name[:-len(".tmp")] + ".old.tmp")
+    try:
+        yield tmp
+        if folder.is_dir():
+            os.rename(folder, old)
+        os.rename(tmp, folder)
+    except OSError as exc:
+        if old.is_dir() and not folder.exists():
+            os.rename(old, folder)
+        raise ElmoError(f"cannot write {folder}: {exc.strerror or exc}") from None
+    finally:
+        for leftover in (tmp, old):
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
 
 
 def save_checkpoint(obj: dict[str, Any], path: str | os.PathLike) -> None:

@@ -1,9 +1,11 @@
 """Model folders as the rest of PyTorch shares them: ``model.save_pretrained(folder)`` writes ``config.json``,
 ``model.safetensors``, ``vocab.txt`` and a ``README.md`` model card; ``Class.from_pretrained(folder or Hub id)``
 reads them back; ``push_to_hub(repo_id)`` uploads them. :class:`HubMixin` adds this to :class:`~elmo.model.bilm.BiLM`,
-:class:`~elmo.model.published.PublishedBiLM`, :class:`~elmo.model.elmo.Elmo` and
+:class:`~elmo.model.published.PublishedBiLM` (and, with its training softmax,
+:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`), :class:`~elmo.model.elmo.Elmo` and
 :class:`~elmo.model.classifier.ElmoClassifier` on huggingface_hub's ``PyTorchModelHubMixin`` (download, upload, card),
-with our own loading so that a bad file gets a one-line error. ``config.json`` holds ``elmo_kind`` (which class),
+with our own loading so that a bad file gets a one-line error. It is the one format the training commands write
+(``<models-dir>/bilm/``, :attr:`elmo.artifacts.Outputs.pretrained_dir`). ``config.json`` holds ``elmo_kind`` (which class),
 ``format_version``, :meth:`HubMixin.hub_config` and ``card`` (:attr:`HubMixin.card`). Weights are float32
 safetensors, read without pickles or code. Details: docs/library.md.
 """

@@ -23,7 +23,15 @@ from typing import Callable, Iterable
 import numpy as np
 import torch
 
-from ..artifacts import Outputs, environment_info, load_checkpoint, remove_file, save_checkpoint, write_json
+from ..artifacts import (
+    Outputs,
+    atomic_folder,
+    environment_info,
+    load_checkpoint,
+    remove_file,
+    save_checkpoint,
+    write_json,
+)
 from ..data.agnews import load_agnews
 from ..data.corpus import Corpus, EncodedCorpus, encode_corpus
 from ..data.pretraining_text import pretraining_text
@@ -34,6 +42,7 @@ from ..model import hub
 from ..model.bilm import SOFTMAXES, TOKEN_ENCODERS, BiLM, BiLMConfig, Direction, LanguageModel
 from ..model.char_cnn import DEFAULT_FILTERS
 from ..model.classifier import recorded_source
+from ..model.hub import HubMixin
 from ..model.plan import plan_batch, step_loss
 from ..model.published import PUBLISHED_ARCHITECTURES, PublishedBiLMConfig
 from ..model.published_io import config_from_options, options_of, read_options
@@ -794,7 +803,7 @@ def train_published(model: PublishedBiLMWithSoftmax, loaded: PretrainData, confi
         model.vocab, model.card = loaded.vocab, lm_card(out, config, command)
         replace_different_models(config, lambda: model.bilm.config, keep=keep)
         with phase(out, "saving"):
-            model.save_pretrained(run.outputs.pretrained_dir)
+            save_folder(model, run.outputs)
             remove_file(run.outputs.published_lm)
         set_aside_stale(stale, run)
         out["bilm_config"], out["options"] = asdict(model.bilm.config), options_of(model.bilm.config)
@@ -802,6 +811,15 @@ def train_published(model: PublishedBiLMWithSoftmax, loaded: PretrainData, confi
         finish_lm_results(out, config, run, started, {"biLM": fitted.history}, ["published_lm"])
     distributed.barrier()
     return out
+
+
+def save_folder(model: HubMixin, outputs: Outputs) -> None:
+    """Write ``model`` (its :attr:`~elmo.model.hub.HubMixin.vocab` and ``card`` set) as the ``save_pretrained`` folder
+    ``bilm/`` of ``--models-dir`` (:attr:`~elmo.artifacts.Outputs.pretrained_dir`), the four files at once
+    (:func:`~elmo.artifacts.atomic_folder`: an interrupted run leaves the previous folder whole); its model card
+    loads it from that path."""
+    with atomic_folder(outputs.pretrained_dir, "--models-dir") as folder:
+        model.save_pretrained(folder, model_card_kwargs={"repo_id": str(outputs.pretrained_dir)})
 
 
 def lm_card(out: dict, config: PretrainArgs, command: str = "pretrain") -> dict:
@@ -855,7 +873,7 @@ def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult]
     bilm.vocab, bilm.card = vocab, lm_card(out, config, command)
     with phase(out, "saving"):
         save_bilm(bilm, vocab, outputs.bilm, {**meta, "card": bilm.card})
-        bilm.save_pretrained(outputs.pretrained_dir)
+        save_folder(bilm, outputs)
     set_aside_stale(stale or [], run)
     finish_lm_results(out, config, run, started, {d: out["directions"][d]["history"] for d in out["directions"]},
                       ["forward_lm", "backward_lm"])

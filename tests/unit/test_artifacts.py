@@ -13,6 +13,7 @@ import torch
 from elmo.artifacts import (
     FORMAT_VERSION,
     Outputs,
+    atomic_folder,
     atomic_hdf5,
     atomic_write,
     atomic_write_bytes,
@@ -168,3 +169,32 @@ def test_remove_file_also_removes_what_a_killed_atomic_write_left(tmp_path):
     remove_file(target)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in others)
     remove_file(tmp_path / "absent" / "z.pt")  # nothing there: nothing to do
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_a_folder_is_replaced_whole_or_not_at_all(tmp_path, umask):
+    """``atomic_folder``: the new folder takes the old one's place only once it is complete (the old one's files
+    gone with it); an error while writing leaves the old folder as it was; no temporary folder is left either way,
+    and a new folder gets 0o777 less the umask."""
+    folder = tmp_path / "models" / "bilm"
+    previous = os.umask(umask)
+    try:
+        with atomic_folder(folder) as new:
+            (new / "config.json").write_text("first")
+            assert not folder.exists()  # nothing visible before the block ends
+        assert mode(folder) == 0o777 & ~umask and (folder / "config.json").read_text() == "first"
+        (folder / "notes.txt").write_text("left by hand")
+        with pytest.raises(RuntimeError), atomic_folder(folder) as new:
+            (new / "config.json").write_text("second")
+            raise RuntimeError("killed mid-write")
+        assert sorted(p.name for p in folder.iterdir()) == ["config.json", "notes.txt"]
+        assert (folder / "config.json").read_text() == "first"
+        with atomic_folder(folder) as new:
+            (new / "config.json").write_text("second")
+        assert [p.name for p in folder.iterdir()] == ["config.json"] and (folder / "config.json").read_text() == "second"
+    finally:
+        os.umask(previous)
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["bilm"]  # no .bilm.*.tmp left
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ElmoError, match="file is a file, not a folder"), atomic_folder(tmp_path / "file" / "bilm"):
+        pass
