@@ -183,6 +183,18 @@ def models_dir_bilm(models_dir: str | Path) -> BiLMFiles:
                         f"{models_dir}` first") from None
 
 
+def inputs_of(models_dir: str | Path | None) -> dict[str, Path]:
+    """The files of the biLM ``models_dir`` holds that ``export`` reads (:attr:`~elmo.model.serialization.BiLMFiles.read`:
+    a ``save_pretrained`` folder's own files), keyed as :func:`~elmo.artifacts.refuse_overwriting_inputs` names them
+    (``--models-dir (bilm/config.json)``); none when there is no ``models_dir`` or it holds no biLM."""
+    try:
+        read = [] if models_dir is None else find_bilm(models_dir).read
+    except ElmoError:  # export --format hub --classifier: the classifier's biLM may be elsewhere
+        read = []
+    return {f"--models-dir ({f.relative_to(models_dir) if f.is_relative_to(models_dir) else f.name})": f
+            for f in read if f.is_file()}
+
+
 def export(config: ExportArgs) -> dict[str, Any]:
     """``python -m elmo export``: the biLM of ``config`` into ``config.out``; returns :func:`export_bilm`'s summary
     (``--format hub``: :func:`export_pretrained`'s). Raises :class:`ElmoError` when an output is one of the inputs
@@ -194,7 +206,7 @@ def export(config: ExportArgs) -> dict[str, Any]:
     trained = None if config.models_dir is None else models_dir_bilm(config.models_dir)
     refuse_overwriting_inputs({"--options-file": config.options_file, "--weight-file": config.weight_file,
                                "--vocab-file": config.vocab_file,
-                               **{f"--models-dir ({f.name})": f for f in (trained.read if trained else ()) if f.is_file()}},
+                               **inputs_of(config.models_dir)},
                               {f"--out ({name})": path for name, path in output_files(config.out).items()})
     if trained is not None:
         opened = open_bilm(*trained.files)
@@ -225,9 +237,7 @@ def export_pretrained(config: ExportArgs) -> dict[str, Any]:
     outputs = {f"--out ({name})": Path(config.out) / name for name in (hub.CONFIG, hub.WEIGHTS, hub.VOCAB, hub.CARD)}
     classifier = None if config.classifier is None else Path(config.models_dir) / config.classifier
     refuse_overwriting_inputs({"--options-file": config.options_file, "--weight-file": config.weight_file,
-                               "--classifier": classifier, **({} if config.models_dir is None else {
-                                   f"--models-dir ({name})": Path(config.models_dir) / name
-                                   for name in (hub.CONFIG, hub.WEIGHTS, hub.VOCAB)})}, outputs)
+                               "--classifier": classifier, **inputs_of(config.models_dir)}, outputs)
     if config.models_dir is None:
         model = open_bilm(config.options_file, config.weight_file).bilm
     elif classifier is not None:

@@ -134,3 +134,17 @@ def test_export_takes_any_published_bilm_a_models_dir_holds(capsys, tmp_path):
         assert all(torch.equal(a, b) for a, b in zip(again.state_dict().values(), published.state_dict().values()))
     err = refused(capsys, ["--out", str(tmp_path), "--models-dir", str(tmp_path)], tmp_path / "weights.hdf5")
     assert f"--out (options.json) {tmp_path / 'options.json'} is the same file as --models-dir (options.json)" in err
+
+
+def test_export_refuses_to_write_a_models_dirs_bilm_folder_over_itself(capsys, tmp_path):
+    """The ``bilm/`` folder the training commands write is what ``export --models-dir`` reads: neither format may
+    write into it (``--format hub --out models/bilm``, bilm-tf's ``vocab.txt`` there)."""
+    models = tmp_path / "models"
+    bilm = load_published_bilm(OPTIONS, WEIGHTS)
+    bilm.vocab = Vocabulary(list(SPECIALS) + ["The", "market"])  # as pretrain --architecture writes it
+    bilm.save_pretrained(models / "bilm")
+    files = sorted((models / "bilm").iterdir())
+    for form in ("hub", "bilm-tf"):
+        err = refused(capsys, ["--out", str(models / "bilm"), "--models-dir", str(models), "--format", form], *files)
+        name = "config.json" if form == "hub" else "vocab.txt"
+        assert f"--out ({name}) {models / 'bilm' / name} is the same file as --models-dir (bilm/{name})" in err, err
