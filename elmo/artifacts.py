@@ -236,8 +236,9 @@ def atomic_folder(folder: str | os.PathLike, flag: str | None = None) -> Iterato
     """A whole folder written at once: yields a new empty folder beside ``folder`` (``.<name>.<8 hex digits>.tmp``,
     ``0o777`` less the umask) to fill; when the block ends without an error it takes ``folder``'s place and the old
     folder, if any, is deleted (two renames, so a reader sees the old folder or the new one, never a mix of their
-    files); on an error it is deleted and ``folder`` is left as it was. For folders a command owns entirely (the
-    ``save_pretrained`` folder ``bilm/``): files someone else put in ``folder`` go with the old folder.
+    files); on an error it is deleted and ``folder`` is left as it was. After a write, the temporary folders a killed
+    run left beside ``folder`` are deleted too. For folders a command owns entirely (the ``save_pretrained`` folder
+    ``bilm/``): files someone else put in ``folder`` go with the old folder.
 
     Raises:
         ElmoError: the parent folder cannot be created or written, or the folders cannot be renamed (named).
@@ -273,6 +274,10 @@ def atomic_folder(folder: str | os.PathLike, flag: str | None = None) -> Iterato
         for leftover in (tmp, old):
             if leftover.is_dir():
                 shutil.rmtree(leftover, ignore_errors=True)
+    pattern = re.compile(rf"\.{re.escape(folder.name)}\.[0-9a-f]{{8}}(\.old)?\.tmp")
+    for leftover in folder.parent.glob(f".{glob.escape(folder.name)}.*.tmp"):  # what a killed run left
+        if pattern.fullmatch(leftover.name) and leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 def save_checkpoint(obj: dict[str, Any], path: str | os.PathLike) -> None:

@@ -189,6 +189,7 @@ def test_a_folder_is_replaced_whole_or_not_at_all(tmp_path, umask):
             raise RuntimeError("killed mid-write")
         assert sorted(p.name for p in folder.iterdir()) == ["config.json", "notes.txt"]
         assert (folder / "config.json").read_text() == "first"
+        (folder.parent / ".bilm.0123abcd.tmp").mkdir()  # what a run killed mid-write left
         with atomic_folder(folder) as new:
             (new / "config.json").write_text("second")
         assert [p.name for p in folder.iterdir()] == ["config.json"] and (folder / "config.json").read_text() == "second"
