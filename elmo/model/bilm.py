@@ -15,7 +15,7 @@ width ``2 * output_size``. Long sentences are computed in chunks (:class:`BiLMLa
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import torch
 from torch import nn
@@ -528,6 +528,61 @@ class BiLMLayers(nn.Module):
         x = self.layer_zero(self.token_vectors(self.tokens(ids, chars)))
         return x * length_mask(lengths.to(x.device), x.shape[1]).unsqueeze(-1).to(x.dtype)
 
+    def reading(self, lengths: torch.Tensor, device: torch.device, to_end: bool) -> Any:
+        """What both directions' reads share, made once per :meth:`contextual` call (the published one's plan)."""
+        return None
+
+    def contextual(self, x: torch.Tensor, lengths: torch.Tensor, states: States | None = None, carry: bool = False,
+                   boundaries: bool = False, token_layer: bool = True) -> tuple[torch.Tensor, States | None]:
+        """ELMo layers from token vectors (:meth:`token_vectors`), one way for both biLMs: each direction reads
+        ``<bos> x_1 .. x_n <eos>`` (``boundary_inputs``: ours with each direction's own boundary vectors, the published
+        one with ``<S>``, ``</S>`` through its one token layer; the backward one reversed) through its LSTM layers
+        (``read_direction``), and the boundaries are removed from the output unless ``boundaries``. With ``lengths`` on
+        the host (a CPU tensor, whatever the device) nothing is read back from the device.
+
+        Args:
+            x: ``(B, T, 2E)`` right-padded; lengths: ``(B,)`` int64 (0 allowed: the row reads the boundaries only);
+            states: initial :data:`States`, ``None`` = zeros; carry: read every sentence to its end (``<eos>``
+                forward, ``<bos>`` backward; otherwise that last step is skipped) and return the final states
+                (stateful use: ``lengths`` on the host); boundaries: keep the boundary positions, as AllenNLP's
+                ``_ElmoBiLm`` does (every sentence read to its end): ``(L + 1, B, T + 2, D)``, row b's ``<bos>`` at 0,
+                its tokens at ``1..n``, its ``<eos>`` at ``n + 1``; token_layer: ``False`` leaves layer 0 out.
+
+        Returns:
+            ``(layers (L + 1, B, T, D) float32, final states or None)``, zero at padded positions (``L`` layers without
+            ``token_layer``). Raises ElmoError: :attr:`chunk_size` < 1.
+        """
+        batch, longest, width = x.shape[0], x.shape[1], self.output_dim // 2
+        to_end = carry or boundaries
+        reading = self.reading(lengths, x.device, to_end)
+        host = lengths + 2 if lengths.device.type == "cpu" else None  # sentence lengths, kept on the host
+        lengths = lengths.to(x.device)
+        sentence = lengths + 2
+        first, span = (0, longest + 2) if boundaries else (1, longest)
+        skip = 0 if token_layer else 1
+        depth, finals = self.config.num_layers, []
+        layers = x.new_empty(depth + 1 - skip, batch, span, 2 * width, dtype=torch.float32)
+        for d in range(2):
+            half = slice(d * width, (d + 1) * width)
+            full = self.boundary_inputs(d, x, lengths, reading)
+            if token_layer:
+                layers[0, ..., half] = full[:, first:first + span]
+            inputs = full if d == 0 else reverse_padded(full, sentence)
+            del full
+            initial = None if states is None else states[d * depth:(d + 1) * depth]
+            hs, ends = self.read_direction(d, inputs, sentence if host is None else host, reading, initial,
+                                           longest + 1 + to_end, carry)
+            del inputs
+            for j, h in enumerate(hs, start=1 - skip):  # each layer written into its half and dropped
+                if to_end:
+                    h = (h if d == 0 else reverse_padded(h, sentence))[:, first:first + span]
+                else:  # reading position k of the backward stack is token n - k
+                    h = h[:, 1:1 + longest] if d == 0 else reverse_padded(h[:, 1:1 + longest], lengths)
+                layers[j, ..., half] = h
+            finals += ends
+        kept = length_mask(sentence, span) if boundaries else length_mask(lengths, longest)
+        return layers.mul_(kept.unsqueeze(-1).float()), finals if carry else None
+
 
 class BiLM(BiLMLayers, HubMixin):
     """A forward and a backward :class:`LanguageModel`, both sized by ``config`` (:class:`BiLMConfig`), whose states
@@ -647,47 +702,18 @@ class BiLM(BiLMLayers, HubMixin):
             raise ElmoError("this word biLM has no vocabulary: open it with open_bilm or load_bilm, which return it")
         return self.token_vectors(torch.tensor(self.vocab.encode(words), dtype=torch.long, device=device))
 
-    def contextual(self, x: torch.Tensor, lengths: torch.Tensor, states: States | None = None, carry: bool = False,
-                   boundaries: bool = False, token_layer: bool = True) -> tuple[torch.Tensor, States | None]:
-        """ELMo layers from token vectors (:meth:`token_vectors`), the one contract of both biLMs' ``contextual``: each
-        direction reads ``<bos> x_1 .. x_n <eos>`` (the backward one reversed; here with its own boundary vectors,
-        :meth:`LanguageModel.boundary_vectors`), and the boundaries are removed from the output unless ``boundaries``.
+    def boundary_inputs(self, d: int, x: torch.Tensor, lengths: torch.Tensor, reading: Any) -> torch.Tensor:
+        """Direction ``d``'s ``<bos> x_1 .. x_n <eos>`` ``(B, T + 2, E)`` (:func:`with_boundaries`): its half of ``x (B, T,
+        2E)``, its own boundary vectors (:meth:`LanguageModel.boundary_vectors`)."""
+        width, lm = self.config.output_size, (self.forward_lm, self.backward_lm)[d]
+        return with_boundaries(x[..., d * width:(d + 1) * width], lengths, lm.boundary_vectors())[0]
 
-        Args:
-            x: ``(B, T, 2E)`` right-padded; lengths: ``(B,)`` int64 (0 allowed: the row reads the boundaries only);
-            states: initial :data:`States`, ``None`` = zeros; carry: read every sentence to its end (``<eos>``
-                forward, ``<bos>`` backward; otherwise that last step is skipped) and return the final states
-                (stateful use: ``lengths`` on the host); boundaries: keep the boundary positions, as AllenNLP's
-                ``_ElmoBiLm`` does (every sentence read to its end): ``(L + 1, B, T + 2, D)``, row b's ``<bos>`` at 0,
-                its tokens at ``1..n``, its ``<eos>`` at ``n + 1``; token_layer: ``False`` leaves layer 0 out.
-
-        Returns:
-            ``(layers (L + 1, B, T, D) float32, final states or None)``, zero at padded positions (``L`` layers without
-            ``token_layer``). Raises ElmoError: :attr:`chunk_size` < 1.
-        """
-        batch, longest, width = x.shape[0], x.shape[1], self.config.output_size
-        lengths = lengths.to(x.device)
-        sentence, to_end = lengths + 2, carry or boundaries
-        first, span = (0, longest + 2) if boundaries else (1, longest)
-        skip = 0 if token_layer else 1
-        layers = x.new_empty(self.num_layers - skip, batch, span, 2 * width, dtype=torch.float32)
-        depth, finals = self.config.num_layers, []
-        for d, lm in enumerate((self.forward_lm, self.backward_lm)):
-            full = with_boundaries(x[..., d * width:(d + 1) * width], lengths, lm.boundary_vectors())[0]
-            inputs = full if d == 0 else reverse_padded(full, sentence)
-            initial = None if states is None else states[d * depth:(d + 1) * depth]
-            if carry:
-                outputs, ends = lm.read_to_ends(inputs, sentence.cpu(), initial)
-                finals += ends
-            else:  # without to_end the last step (<eos> forward, <bos> backward) is not read
-                outputs = lm.read(lambda a, b, inputs=inputs: inputs[:, a:b], batch, longest + 1 + to_end,
-                                  self.chunk_size, initial)
-            for j, h in enumerate(outputs[skip:]):
-                if to_end:
-                    h = (h if d == 0 else reverse_padded(h, sentence))[:, first:first + span]
-                else:  # reading position k of the backward stack is token n - k
-                    h = h[:, 1:] if d == 0 else reverse_padded(h[:, 1:], lengths)
-                layers[j, ..., d * width:(d + 1) * width] = h
-            del outputs, h
-        kept = length_mask(sentence, span) if boundaries else length_mask(lengths, longest)
-        return layers.mul_(kept.unsqueeze(-1).float()), finals if carry else None
+    def read_direction(self, d: int, inputs: torch.Tensor, sentence: torch.Tensor, reading: Any,
+                       initial: States | None, steps: int, carry: bool) -> tuple[Iterable[torch.Tensor], States]:
+        """Direction ``d``'s ``[h_1 .. h_L]``, each ``(B, >= steps, E)``, over ``inputs (B, T + 2, E)`` in reading order
+        (:meth:`LanguageModel.read`), or with ``carry`` each row to its ``sentence`` length and the final states."""
+        lm = (self.forward_lm, self.backward_lm)[d]
+        if carry:
+            outputs, ends = lm.read_to_ends(inputs, sentence.cpu(), initial)
+            return outputs[1:], ends
+        return lm.read(lambda a, b: inputs[:, a:b], inputs.shape[0], steps, self.chunk_size, initial)[1:], []

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -32,7 +32,7 @@ from torch import nn
 
 from ..data.chars import TF_BOS, TF_EOS, TF_MAX_CHARS, TF_NUM_CHARS, bilm_tf_char_table
 from ..errors import ElmoError
-from .bilm import BiLMLayers, States, length_mask, reverse_padded, with_boundaries
+from .bilm import BiLMLayers, States, reverse_padded, with_boundaries
 from .char_cnn import ACTIVATIONS, CharEncoder
 from .hub import HubMixin
 from .lstm import ProjectedLSTM, projected_stack
@@ -251,41 +251,34 @@ class PublishedBiLM(BiLMLayers, HubMixin):
         groups = [[*f.parameters(), *b.parameters()] for f, b in zip(self.forward_layers, self.backward_layers)]
         return [*reversed(groups), list(self.token_encoder.parameters())]
 
-    def contextual(self, x: torch.Tensor, lengths: torch.Tensor, states: States | None = None, carry: bool = False,
-                   boundaries: bool = False, token_layer: bool = True) -> tuple[torch.Tensor, States | None]:
-        """:meth:`elmo.model.bilm.BiLM.contextual` (the same arguments, returns and errors) for ``x (B, T, P)``, the
-        boundaries spelt ``<S>`` / ``</S>`` through the shared token layer (layer 0 = ``[x; x]``). With ``lengths`` on
-        the host (a CPU tensor, whatever the device) the reading plan is made there and nothing is read back from the
-        device (:func:`~elmo.model.plan.device_reading_plan`). Raises ElmoError: :attr:`chunk_size` < 1."""
-        batch, longest = x.shape[:2]
-        to_end = carry or boundaries  # every step read, the last ones (</S> forward, <S> backward) included
-        host = lengths.device.type == "cpu"  # then the plan is made on the host: nothing read from the device
-        read = (lengths.numpy().astype(np.int64) + (2 if to_end else 1)) if host else None
-        lengths = lengths.to(x.device)
-        full, sentence = self._with_boundaries(x, lengths, self.boundary_plan(x.device) if host else None)
-        order, restore, active = device_reading_plan(read, x.device) if host else \
-            _reading_plan(sentence if to_end else sentence - 1)
-        depth, width = self.config.num_layers, x.shape[-1]
-        first, span = (0, longest + 2) if boundaries else (1, longest)  # the positions of full kept
-        skip = 0 if token_layer else 1
-        layers = x.new_empty(depth + 1 - skip, batch, span, 2 * width, dtype=torch.float32)
-        if token_layer:
-            layers[0, ..., :width] = full if boundaries else x
-            layers[0, ..., width:] = full if boundaries else x
-        finals: States = []
-        for d, stack in enumerate((self.forward_layers, self.backward_layers)):
-            inputs = full if d == 0 else reverse_padded(full, sentence)
-            initial = None if states is None else [(h[order], c[order]) for h, c in states[d * depth:(d + 1) * depth]]
-            hs, ends = projected_stack(stack, inputs[order].transpose(0, 1), active, initial,
-                                       self.config.use_skip_connections, self.chunk_size)
-            del inputs
-            for j in range(1, depth + 1):  # each layer written into its half and dropped: no second copy of them all
-                h = hs.pop(0).transpose(0, 1)[restore]
-                h = h if d == 0 else reverse_padded(h, sentence)
-                layers[j - skip, ..., d * width:(d + 1) * width] = h[:, first:first + span]
-            finals += [(h[restore], c[restore]) for h, c in ends]
-        kept = length_mask(sentence, span) if boundaries else length_mask(lengths, longest)
-        return layers.mul_(kept.unsqueeze(-1).float()), finals if carry else None
+    def reading(self, lengths: torch.Tensor, device: torch.device, to_end: bool) -> dict:
+        """Both stacks' reading plan (:func:`~elmo.model.plan.device_reading_plan`) and the boundaries' spelling plan,
+        made on the host when ``lengths`` are there (nothing read from the device)."""
+        read = lengths + (2 if to_end else 1)
+        if lengths.device.type == "cpu":
+            return {"plan": device_reading_plan(read.numpy().astype(np.int64), device),
+                    "boundaries": self.boundary_plan(device)}
+        return {"plan": _reading_plan(read.to(device)), "boundaries": None}
+
+    def boundary_inputs(self, d: int, x: torch.Tensor, lengths: torch.Tensor, reading: dict) -> torch.Tensor:
+        """``<S> x_1 .. x_n </S>`` ``(B, T + 2, P)`` through the one token layer, made once for both directions."""
+        if "full" not in reading:
+            reading["full"] = self._with_boundaries(x, lengths, reading["boundaries"])[0]
+        return reading.pop("full") if d == 1 else reading["full"]
+
+    def read_direction(self, d: int, inputs: torch.Tensor, sentence: torch.Tensor, reading: dict,
+                       initial: States | None, steps: int, carry: bool) -> tuple[Iterator[torch.Tensor], States]:
+        """Direction ``d``'s ``h_1 .. h_L`` ``(B, T + 2, P)`` and final states, its stack run as ``reading`` plans, each
+        layer restored to the batch's row order one at a time (no second copy of them all)."""
+        order, restore, active = reading["plan"]
+        initial = None if initial is None else [(h[order], c[order]) for h, c in initial]
+        hs, ends = projected_stack((self.forward_layers, self.backward_layers)[d], inputs[order].transpose(0, 1),
+                                   active, initial, self.config.use_skip_connections, self.chunk_size)
+
+        def restored() -> Iterator[torch.Tensor]:
+            while hs:
+                yield hs.pop(0).transpose(0, 1)[restore]
+        return restored(), [(h[restore], c[restore]) for h, c in ends]
 
     def reading_states(self, chars: torch.Tensor, lengths: torch.Tensor, directions: Sequence[int] = (0, 1),
                        dropout: Callable[[torch.Tensor], torch.Tensor] | None = None,
