@@ -528,6 +528,19 @@ class BiLMLayers(nn.Module):
         x = self.layer_zero(self.token_vectors(self.tokens(ids, chars)))
         return x * length_mask(lengths.to(x.device), x.shape[1]).unsqueeze(-1).to(x.dtype)
 
+    @property
+    def output_dim(self) -> int:
+        """Width D of every ELMo layer: 2 × each direction's LSTM output width (``config.output_size``)."""
+        return 2 * self.config.output_size
+
+    def layer_groups(self) -> list[list[nn.Parameter]]:
+        """The parameters from the top down, for discriminative learning rates and gradual unfreezing: ``[LSTM layer
+        L of both directions, .., LSTM layer 1, the token layer]`` (each biLM's ``stacks`` and ``token_parameters``;
+        a training softmax is not part of ELMo)."""
+        forward, backward = self.stacks()
+        groups = [[*f.parameters(), *b.parameters()] for f, b in zip(forward, backward)]
+        return [*reversed(groups), self.token_parameters()]
+
     def reading(self, lengths: torch.Tensor, device: torch.device, to_end: bool) -> Any:
         """What both directions' reads share, made once per :meth:`contextual` call (the published one's plan)."""
         return None
@@ -630,13 +643,13 @@ class BiLM(BiLMLayers, HubMixin):
         :meth:`~elmo.model.published_lm.PublishedBiLMWithSoftmax.direction` gives the published one's."""
         return (self.forward_lm, self.backward_lm)[DIRECTIONS.index(name)]
 
-    def layer_groups(self) -> list[list[nn.Parameter]]:
-        """The parameters from the top down, for discriminative learning rates and gradual unfreezing: ``[LSTM layer
-        L of both directions, .., LSTM layer 1, both token encoders]`` (the LM softmaxes are not part of ELMo)."""
-        lms = (self.forward_lm, self.backward_lm)
-        groups = [[p for lm in lms for p in lm.layers[j].parameters()] for j in reversed(range(len(lms[0].layers)))]
-        groups.append([p for lm in lms for p in lm.embedding.parameters()])
-        return groups
+    def stacks(self) -> tuple[nn.ModuleList, nn.ModuleList]:
+        """The forward and the backward LSTM layers (:meth:`BiLMLayers.layer_groups`)."""
+        return self.forward_lm.layers, self.backward_lm.layers
+
+    def token_parameters(self) -> list[nn.Parameter]:
+        """Both directions' token encoders' parameters (:meth:`BiLMLayers.layer_groups`)."""
+        return [p for lm in (self.forward_lm, self.backward_lm) for p in lm.embedding.parameters()]
 
     def bilm_tf_blockers(self) -> list[str]:
         """Why bilm-tf's files (``options.json`` + ``weights.hdf5``) cannot hold this biLM; empty when they can. The
@@ -660,11 +673,6 @@ class BiLM(BiLMLayers, HubMixin):
             reasons.append(f"our character CNN is not bilm-tf's (our character numbering{width}, a layer normalisation "
                            "after the projection)")
         return reasons
-
-    @property
-    def output_dim(self) -> int:
-        """Width D of every ELMo layer: 2 × the LSTM output width."""
-        return 2 * self.config.output_size
 
     def tokens(self, ids: torch.Tensor, chars: torch.Tensor | None) -> torch.Tensor:
         """What the token layers read: ``chars`` for a character biLM, else ``ids``. Raises ElmoError: ``chars``

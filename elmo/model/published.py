@@ -187,11 +187,6 @@ class PublishedBiLM(BiLMLayers, HubMixin):
         self.register_buffer("boundary_chars", boundaries, persistent=False)
         self.host_boundary_chars = boundaries  # stays on the host (a training step's plan: plan.host_plan)
 
-    @property
-    def output_dim(self) -> int:
-        """Width D of every ELMo layer: 2 × ``projection_dim``."""
-        return 2 * self.config.projection_dim
-
     def hub_config(self) -> dict:
         """``{"config": PublishedBiLMConfig as a dict}``, its ``weights_digest`` left out (computed when loaded):
         :attr:`PublishedBiLMConfig.architecture`."""
@@ -246,10 +241,13 @@ class PublishedBiLM(BiLMLayers, HubMixin):
         """Layer 0 from :meth:`token_vectors`: ``[x; x]`` (one token layer read by both directions)."""
         return torch.cat([x, x], dim=-1)
 
-    def layer_groups(self) -> list[list[nn.Parameter]]:
-        """Parameters top down (fine-tuning): ``[LSTM layer L of both directions, .., layer 1, token encoder]``."""
-        groups = [[*f.parameters(), *b.parameters()] for f, b in zip(self.forward_layers, self.backward_layers)]
-        return [*reversed(groups), list(self.token_encoder.parameters())]
+    def stacks(self) -> tuple[nn.ModuleList, nn.ModuleList]:
+        """The forward and the backward :class:`ProjectedLSTM` layers."""
+        return self.forward_layers, self.backward_layers
+
+    def token_parameters(self) -> list[nn.Parameter]:
+        """The one token layer's parameters."""
+        return list(self.token_encoder.parameters())
 
     def reading(self, lengths: torch.Tensor, device: torch.device, to_end: bool) -> dict:
         """Both stacks' reading plan (:func:`~elmo.model.plan.device_reading_plan`) and the boundaries' spelling plan,
@@ -272,7 +270,7 @@ class PublishedBiLM(BiLMLayers, HubMixin):
         layer restored to the batch's row order one at a time (no second copy of them all)."""
         order, restore, active = reading["plan"]
         initial = None if initial is None else [(h[order], c[order]) for h, c in initial]
-        hs, ends = projected_stack((self.forward_layers, self.backward_layers)[d], inputs[order].transpose(0, 1),
+        hs, ends = projected_stack(self.stacks()[d], inputs[order].transpose(0, 1),
                                    active, initial, self.config.use_skip_connections, self.chunk_size)
 
         def restored() -> Iterator[torch.Tensor]:
@@ -306,7 +304,7 @@ class PublishedBiLM(BiLMLayers, HubMixin):
         states = []
         for d in directions:
             inputs = full if d == 0 else reverse_padded(full, sentence)
-            top = projected_stack((self.forward_layers, self.backward_layers)[d], inputs[order].transpose(0, 1),
+            top = projected_stack(self.stacks()[d], inputs[order].transpose(0, 1),
                                   active, None, self.config.use_skip_connections, self.chunk_size, dropout)[0][-1]
             states.append(top.transpose(0, 1)[restore][:, :x.shape[1] + 1])
         return states

@@ -283,7 +283,7 @@ def load_published_bilm(options_file: str | os.PathLike, weight_file: str | os.P
     bilm = PublishedBiLM(replace(config, weights_digest=digest.hexdigest()[:16]))
     bilm.load_state_dict(_join_highways(state), assign=True)
     for (direction, layer), array in biases.items():  # TF's B as read, for writing it back exactly (tf_datasets)
-        (bilm.forward_layers, bilm.backward_layers)[direction][layer].tf_bias = torch.from_numpy(array)
+        bilm.stacks()[direction][layer].tf_bias = torch.from_numpy(array)
     bilm.source = (str(Path(options_file).resolve()), str(Path(weight_file).resolve()))
     return bilm.eval()
 
@@ -293,7 +293,7 @@ def tf_bias(bilm: PublishedBiLM, direction: int, layer: int) -> np.ndarray:
     layer loaded from a file gives the file's values bit for bit (its ``tf_bias``, kept by :func:`load_published_bilm`
     as ``B + 1.0`` rounds in float32); any other gives ``bias - 1.0`` at the forget gate, which loads back as ``bias``
     to within one rounding of 1.0."""
-    lstm = (bilm.forward_layers, bilm.backward_layers)[direction][layer]
+    lstm = bilm.stacks()[direction][layer]
     bias = lstm.bias.detach().cpu().float().numpy()
     if lstm.tf_bias is not None:
         raw = lstm.tf_bias.detach().cpu().float().numpy()

@@ -94,7 +94,7 @@ def bilm_tf_initialization(bilm: PublishedBiLM, generator: torch.Generator) -> P
         if encoder.projection is not None:
             normal(encoder.projection.weight, width ** -0.5)
             encoder.projection.bias.zero_()
-    for lstm in (*bilm.forward_layers, *bilm.backward_layers):
+    for lstm in (lstm for stack in bilm.stacks() for lstm in stack):
         lstm.initialize(generator)
     return bilm
 
