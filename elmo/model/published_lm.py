@@ -211,25 +211,6 @@ class PublishedBiLMWithSoftmax(nn.Module, HubMixin):
                 losses.append(self.softmax.loss(top, targets, counts)[0])
         return torch.stack(losses).mean(), int((lengths + 1).sum()) if plan is None else plan.units
 
-    @torch.no_grad()
-    def predicted_states(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
-                         direction: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-        """One direction's top states ``(n, P)`` float32 at its ``n`` predicted positions and their targets ``(n,)``."""
-        [(top, targets)] = self._tops(ids, lengths, chars, [direction])
-        return top.float(), targets
-
-    @torch.no_grad()
-    def vocabulary_log_probs(self, states: torch.Tensor) -> torch.Tensor:
-        """Exact log-probabilities ``(n, V)`` float32 of every word after each of the ``n`` states ``(n, P)``."""
-        return self.softmax.log_prob(states)
-
-    @torch.no_grad()
-    def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
-                  direction: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`vocabulary_log_probs` of :meth:`predicted_states`: ``(n, V)`` float32 and the ``n`` word ids."""
-        states, targets = self.predicted_states(ids, lengths, chars, direction)
-        return self.vocabulary_log_probs(states), targets
-
     def direction(self, name: str) -> "PublishedDirection":
         """Direction ``"forward"`` or ``"backward"`` as a language model of its own (:class:`PublishedDirection`)."""
         return PublishedDirection(self, DIRECTION_NAMES.index(name))
@@ -253,16 +234,23 @@ class PublishedDirection(nn.Module):
         """``(mean NLL, n)`` of this direction (:meth:`PublishedBiLMWithSoftmax.forward`)."""
         return self.model(ids, lengths, chars, [self.index])
 
-    def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor,
-                  chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`PublishedBiLMWithSoftmax.log_probs` of this direction."""
-        return self.model.log_probs(ids, lengths, chars, self.index)
-
+    @torch.no_grad()
     def predicted_states(self, ids: torch.Tensor, lengths: torch.Tensor,
                          chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`PublishedBiLMWithSoftmax.predicted_states` of this direction."""
-        return self.model.predicted_states(ids, lengths, chars, self.index)
+        """This direction's top states ``(n, P)`` float32 at its ``n`` predicted positions and their targets ``(n,)``
+        (:meth:`~elmo.model.bilm.LanguageModel.predicted_states`)."""
+        [(top, targets)] = self.model._tops(ids, lengths, chars, [self.index])
+        return top.float(), targets
 
+    @torch.no_grad()
     def vocabulary_log_probs(self, states: torch.Tensor) -> torch.Tensor:
-        """:meth:`PublishedBiLMWithSoftmax.vocabulary_log_probs` (the directions share the softmax)."""
-        return self.model.vocabulary_log_probs(states)
+        """Exact log-probabilities ``(n, V)`` float32 of every word after each of the ``n`` states ``(n, P)`` (the
+        directions share the softmax)."""
+        return self.model.softmax.log_prob(states)
+
+    @torch.no_grad()
+    def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor,
+                  chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`vocabulary_log_probs` of :meth:`predicted_states`: ``(n, V)`` float32 and the ``n`` word ids."""
+        states, targets = self.predicted_states(ids, lengths, chars)
+        return self.vocabulary_log_probs(states), targets
