@@ -1,6 +1,6 @@
 """What a biLM *is* to its files and to the classifiers trained on it, pinned before the biLM classes are merged into
-one: the state-dict keys and shapes of ``bilstm.pt`` and of a published biLM, the config each writes
-(``config.json`` of ``save_pretrained``), the identities a classifier file records (:func:`bilm_fingerprint`, the
+one: the state-dict keys and shapes of ``bilstm.pt``, of a published biLM and of one with its training softmax (the
+``bilm/`` folder of ``pretrain --architecture``), the config each writes (``config.json`` of ``save_pretrained``), the identities a classifier file records (:func:`bilm_fingerprint`, the
 published weights' two digests) and the vectors (L+1, B, T, D) of a fixed batch.
 
 The pinned values are ``tests/fixtures/bilm_identity.json``. A change that moves them on purpose re-records them with
@@ -23,7 +23,8 @@ from elmo.model.bilm import BiLM, BiLMConfig
 from elmo.model.classifier import bilm_fingerprint
 from elmo.model.published import weights_digest
 from elmo.model.published_io import load_published_bilm
-from elmo.model.serialization import load_bilm, save_bilm
+from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
+from elmo.model.serialization import load_bilm, open_bilm, save_bilm
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 PINNED = FIXTURES / "bilm_identity.json"
@@ -103,9 +104,24 @@ def identity_of_published(folder: Path) -> dict:
             "vectors": vector_summary(published_layers(bilm))}
 
 
+def identity_of_published_lm(folder: Path) -> dict:
+    """The published biLM with a training softmax, as ``pretrain --architecture`` writes it (``bilm/``), and opened."""
+    vocab = Vocabulary(WORDS)
+    model = PublishedBiLMWithSoftmax(load_published_bilm(BILM_TF / "options.json", BILM_TF / "lm_weights.hdf5").config,
+                                     PublishedSoftmaxConfig(len(vocab), cutoffs=(6,)))
+    set_weights(model)
+    model.vocab = vocab
+    model.save_pretrained(folder / "bilm")
+    opened = open_bilm(folder).bilm
+    return {"state": shapes(model.state_dict()), "config_json": json.loads((folder / "bilm" / "config.json").read_text()),
+            "weights_digest": opened.config.weights_digest, "fingerprint": bilm_fingerprint(opened, vocab),
+            "vectors": vector_summary(published_layers(opened))}
+
+
 def identities(folder: Path) -> dict:
     return {**{kind: identity_of_ours(kind, folder / kind) for kind in OURS},
-            "published": identity_of_published(folder / "published")}
+            "published": identity_of_published(folder / "published"),
+            "published_lm": identity_of_published_lm(folder / "published_lm")}
 
 
 @pytest.fixture(scope="module")
@@ -118,13 +134,13 @@ def pinned() -> dict:
     return json.loads(PINNED.read_text())
 
 
-@pytest.mark.parametrize("kind", [*OURS, "published"])
+@pytest.mark.parametrize("kind", [*OURS, "published", "published_lm"])
 def test_keys_shapes_configs_and_identities_are_the_pinned_ones(measured, pinned, kind):
     now, then = measured[kind], pinned[kind]
     assert {k: v for k, v in now.items() if k != "vectors"} == {k: v for k, v in then.items() if k != "vectors"}
 
 
-@pytest.mark.parametrize("kind", [*OURS, "published"])
+@pytest.mark.parametrize("kind", [*OURS, "published", "published_lm"])
 def test_the_vectors_of_a_fixed_batch_are_the_pinned_ones(measured, pinned, kind):
     now, then = measured[kind]["vectors"], pinned[kind]["vectors"]
     assert len(now) == len(then)
