@@ -189,10 +189,18 @@ def remove_file(path: str | os.PathLike) -> None:
     killed mid-write (``.<name>.<8 hex digits>.tmp`` beside it, :func:`_new_file`'s names)."""
     path = Path(path)
     path.unlink(missing_ok=True)
-    pattern = re.compile(rf"\.{re.escape(path.name)}\.[0-9a-f]{{8}}\.tmp")
-    for leftover in path.parent.glob(f".{glob.escape(path.name)}.*.tmp") if path.parent.is_dir() else []:
-        if pattern.fullmatch(leftover.name):
+    for leftover in _leftovers(path):
+        if leftover.is_file():
             leftover.unlink(missing_ok=True)
+
+
+def _leftovers(path: Path) -> list[Path]:
+    """What atomic writes of ``path`` killed mid-write left beside it: ``.<name>.<8 hex digits>.tmp`` (a file,
+    :func:`_new_file`; a folder, :func:`atomic_folder`) and ``.<name>.<8 hex digits>.old.tmp`` (a replaced folder)."""
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.[0-9a-f]{{8}}(\.old)?\.tmp")
+    if not path.parent.is_dir():
+        return []
+    return [p for p in path.parent.glob(f".{glob.escape(path.name)}.*.tmp") if pattern.fullmatch(p.name)]
 
 
 @contextlib.contextmanager
@@ -245,14 +253,12 @@ def atomic_folder(folder: str | os.PathLike, flag: str | None = None) -> Iterato
     """
     folder = Path(folder)
     _make_folder(folder.parent, flag, folder)
-    mask = os.umask(0)
-    os.umask(mask)
     tmp = None
     try:
         for _ in range(100):
             tmp = folder.parent / f".{folder.name}.{secrets.token_hex(4)}.tmp"
             try:
-                tmp.mkdir(mode=0o777 & ~mask)
+                tmp.mkdir()  # 0o777 less the umask
                 break
             except FileExistsError:
                 tmp = None
@@ -274,9 +280,8 @@ def atomic_folder(folder: str | os.PathLike, flag: str | None = None) -> Iterato
         for leftover in (tmp, old):
             if leftover.is_dir():
                 shutil.rmtree(leftover, ignore_errors=True)
-    pattern = re.compile(rf"\.{re.escape(folder.name)}\.[0-9a-f]{{8}}(\.old)?\.tmp")
-    for leftover in folder.parent.glob(f".{glob.escape(folder.name)}.*.tmp"):  # what a killed run left
-        if pattern.fullmatch(leftover.name) and leftover.is_dir():
+    for leftover in _leftovers(folder):  # what a killed run left
+        if leftover.is_dir():
             shutil.rmtree(leftover, ignore_errors=True)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -118,10 +118,15 @@ class BiLMFiles:
 
     @property
     def read(self) -> list[Path]:
-        """The files opening it reads: :attr:`files`, a ``save_pretrained`` folder's configuration, weights and
-        vocabulary in place of the folder (what no command may write over)."""
-        return [f for path in self.files for f in ((path / hub.CONFIG, path / hub.WEIGHTS, path / hub.VOCAB)
-                                                   if path.is_dir() else (path,))]
+        """The files opening it reads (what no command may write over): :func:`files_read` of :attr:`files`."""
+        return files_read(self.files)
+
+
+def files_read(paths: Sequence[Path]) -> list[Path]:
+    """The files a biLM at ``paths`` is read from: each path, a ``save_pretrained`` folder's configuration, weights and
+    vocabulary in place of the folder."""
+    return [f for path in paths for f in ((path / hub.CONFIG, path / hub.WEIGHTS, path / hub.VOCAB)
+                                          if path.is_dir() else (path,))]
 
 
 def find_bilm(path: str | os.PathLike) -> BiLMFiles:

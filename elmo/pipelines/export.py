@@ -183,12 +183,13 @@ def models_dir_bilm(models_dir: str | Path) -> BiLMFiles:
                         f"{models_dir}` first") from None
 
 
-def inputs_of(models_dir: str | Path | None) -> dict[str, Path]:
+def inputs_of(models_dir: str | Path | None, found: BiLMFiles | None = None) -> dict[str, Path]:
     """The files of the biLM ``models_dir`` holds that ``export`` reads (:attr:`~elmo.model.serialization.BiLMFiles.read`:
     a ``save_pretrained`` folder's own files), keyed as :func:`~elmo.artifacts.refuse_overwriting_inputs` names them
-    (``--models-dir (bilm/config.json)``); none when there is no ``models_dir`` or it holds no biLM."""
+    (``--models-dir (bilm/config.json)``); none when there is no ``models_dir`` or it holds no biLM. ``found``: what
+    :func:`~elmo.model.serialization.find_bilm` already said of it."""
     try:
-        read = [] if models_dir is None else find_bilm(models_dir).read
+        read = [] if models_dir is None else (found or find_bilm(models_dir)).read
     except ElmoError:  # export --format hub --classifier: the classifier's biLM may be elsewhere
         read = []
     return {f"--models-dir ({f.relative_to(models_dir) if f.is_relative_to(models_dir) else f.name})": f
@@ -206,7 +207,7 @@ def export(config: ExportArgs) -> dict[str, Any]:
     trained = None if config.models_dir is None else models_dir_bilm(config.models_dir)
     refuse_overwriting_inputs({"--options-file": config.options_file, "--weight-file": config.weight_file,
                                "--vocab-file": config.vocab_file,
-                               **inputs_of(config.models_dir)},
+                               **inputs_of(config.models_dir, trained)},
                               {f"--out ({name})": path for name, path in output_files(config.out).items()})
     if trained is not None:
         opened = open_bilm(*trained.files)

@@ -38,7 +38,6 @@ from ..data.pretraining_text import pretraining_text
 from ..data.stream import StreamedCorpus, TextSource
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from ..model import hub
 from ..model.bilm import SOFTMAXES, TOKEN_ENCODERS, BiLM, BiLMConfig, Direction, LanguageModel
 from ..model.char_cnn import DEFAULT_FILTERS
 from ..model.classifier import recorded_source
@@ -53,7 +52,7 @@ from ..model.published_lm import (
     PublishedSoftmaxConfig,
 )
 from ..model.sampled_softmax import BILM_TF_SAMPLES
-from ..model.serialization import BiLMFiles, lm_checkpoint, models_in, save_bilm, saved_kind
+from ..model.serialization import BiLMFiles, files_read, lm_checkpoint, models_in, save_bilm, saved_kind
 from ..model.static import center_vectors, common_direction_cosine, copy_vectors, word2vec_vectors
 from ..runtime import distributed
 from ..runtime.device import peak_rss_mb, set_seed, steady_heap
@@ -644,9 +643,7 @@ def stale_classifiers(config: CommonArgs, written: Written, keep: Iterable = ())
             sources = [Path(f) for f in recorded_source(saved) or ()]
         except KeyError:
             continue
-        files = [f for source in sources for f in ((source / hub.CONFIG, source / hub.WEIGHTS) if source.is_dir()
-                                                    else (source,))]
-        if any(os.path.realpath(f) in replaced for f in files) or (not sources and (
+        if any(os.path.realpath(f) in replaced for f in files_read(sources)) or (not sources and (
                 os.path.realpath(out.bilm) in replaced or not out.bilm.is_file())):
             stale.append(path)
     return stale
