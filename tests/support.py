@@ -153,14 +153,23 @@ def hold_memory(mib: int) -> dict:
 
 
 def write_published_lm(model, vocab, path: Path) -> Path:
-    """``model`` (a ``PublishedBiLMWithSoftmax``) and ``vocab`` as a ``published_lm.pt``, the file earlier versions of
+    """``model`` (a ``PublishedBiLM`` with its training head) and ``vocab`` as a ``published_lm.pt``, the file earlier versions of
     ``pretrain --architecture`` and ``finetune`` wrote (this version reads it and writes a ``save_pretrained`` folder):
     the payload ``elmo.published_lm`` with bilm-tf's options, the softmax config, the vocabulary and the weights."""
-    from dataclasses import asdict
-
     from elmo.artifacts import payload, save_checkpoint
     from elmo.model.published_io import options_of
 
-    save_checkpoint(payload("published_lm", options=options_of(model.bilm.config), lm_config=asdict(model.config),
-                            vocab=list(vocab.itos), state_dict=model.state_dict(), meta={}), path)
+    save_checkpoint(payload("published_lm", options=options_of(model.config), lm_config=model.config.head,
+                            vocab=list(vocab.itos), meta={}, state_dict={k if k.startswith("softmax.") else f"bilm.{k}": v
+                                                                         for k, v in model.state_dict().items()}), path)
     return Path(path)
+
+
+def published_lm(config, vocab_size: int, seed: int = 0, **head):
+    """The published architecture ``config`` with a training head over ``vocab_size`` words (``head``: its other
+    fields) as ``pretrain --architecture`` trains it: a ``PublishedLM`` (``(loss, n)``; ``.bilm`` is the biLM)."""
+    from dataclasses import replace
+
+    from elmo.model.published import PublishedBiLM, PublishedLM
+
+    return PublishedLM(PublishedBiLM(replace(config, vocab_size=vocab_size, **head), seed=seed))

@@ -403,7 +403,7 @@ class LanguageModel(CachedWeights):
 
 class Direction(Protocol):
     """One direction of a biLM as a language model of its own: :class:`LanguageModel` (ours) or
-    :class:`~elmo.model.published_lm.PublishedDirection` (the published architecture's, sharing its token layer and
+    :class:`~elmo.model.published.PublishedLM` (the published architecture's, sharing its token layer and
     softmax). Training (:func:`~elmo.training.trainer.fit`) calls it for ``(mean NLL, n)``; held-out evaluation
     (:func:`~elmo.training.evaluation.evaluate_words`) reads ``predicted_states`` and ``vocabulary_log_probs``.
     Shapes: :meth:`LanguageModel.predicted_states`."""
@@ -640,7 +640,7 @@ class BiLM(BiLMLayers, HubMixin):
 
     def direction(self, name: str) -> LanguageModel:
         """One direction as a language model of its own (``"forward"`` or ``"backward"``), as
-        :meth:`~elmo.model.published_lm.PublishedBiLMWithSoftmax.direction` gives the published one's."""
+        :meth:`~elmo.model.published.PublishedBiLM.direction` gives the published one's."""
         return (self.forward_lm, self.backward_lm)[DIRECTIONS.index(name)]
 
     def stacks(self) -> tuple[nn.ModuleList, nn.ModuleList]:

@@ -1,8 +1,7 @@
 """Model folders as the rest of PyTorch shares them: ``model.save_pretrained(folder)`` writes ``config.json``,
 ``model.safetensors``, ``vocab.txt`` and a ``README.md`` model card; ``Class.from_pretrained(folder or Hub id)``
 reads them back; ``push_to_hub(repo_id)`` uploads them. :class:`HubMixin` adds this to :class:`~elmo.model.bilm.BiLM`,
-:class:`~elmo.model.published.PublishedBiLM` (and, with its training softmax,
-:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`), :class:`~elmo.model.elmo.Elmo` and
+:class:`~elmo.model.published.PublishedBiLM` (with its training softmax or without), :class:`~elmo.model.elmo.Elmo` and
 :class:`~elmo.model.classifier.ElmoClassifier` on huggingface_hub's ``PyTorchModelHubMixin`` (download, upload, card),
 with our own loading so that a bad file gets a one-line error. It is the one format the training commands write
 (``<models-dir>/bilm/``, :attr:`elmo.artifacts.Outputs.pretrained_dir`). ``config.json`` holds ``elmo_kind`` (which class),
@@ -115,6 +114,11 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
     def from_hub_config(cls, config: dict[str, Any], vocab: Vocabulary | None) -> "HubMixin":
         """The module :meth:`hub_config` describes, with fresh weights. Raises KeyError/TypeError/ElmoError."""
         raise NotImplementedError
+
+    @staticmethod
+    def renamed_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """A ``model.safetensors`` state with the names this class gives its weights (an earlier version's mapped)."""
+        return state
 
     def loaded(self, folder: Path) -> None:
         """Called on every :class:`HubMixin` inside a module after its weights were read from ``folder``."""
@@ -315,6 +319,7 @@ def load_weights(model: torch.nn.Module, file: Path, config_file: Path) -> None:
         state = load_file(str(file))
     except (SafetensorError, OSError, ValueError) as exc:
         raise ElmoError(f"{file}: not a complete safetensors file ({str(exc).splitlines()[0]})") from None
+    state = model.renamed_state(state) if isinstance(model, HubMixin) else state
     expected = model.state_dict()
     for key, tensor in expected.items():
         if key not in state:

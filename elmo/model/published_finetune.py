@@ -1,6 +1,6 @@
 """Fine-tuning a published (or exported) bilm-tf biLM as a language model on a domain's text (``python -m elmo
-finetune``): the loaded :class:`~elmo.model.published.PublishedBiLM` gets the training softmax of a
-:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax` over the domain vocabulary (the published files carry none),
+finetune``): the loaded :class:`~elmo.model.published.PublishedBiLM` gets a training softmax
+(:meth:`~elmo.model.published.PublishedBiLM.add_head`) over the domain vocabulary (the published files carry none),
 initialised by one of :data:`SOFTMAX_INITS`:
 
 * ``token-layer`` (:func:`init_softmax_from_token_layer`): word ``w``'s output row is ``alpha · x_w``, ``x_w (P,)`` its
@@ -13,7 +13,7 @@ initialised by one of :data:`SOFTMAX_INITS`:
 from __future__ import annotations
 
 import math
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import torch
@@ -24,7 +24,6 @@ from ..data.vocab import BOS_ID, EOS_ID, SPECIALS, Vocabulary
 from ..errors import ElmoError
 from .bilm import IGNORE_INDEX
 from .published import PublishedBiLM
-from .published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 from .sampled_softmax import SampledSoftmax
 
 #: ``--softmax-init``'s choices (module docstring)
@@ -33,16 +32,15 @@ SOFTMAX_INITS = ("token-layer", "random")
 SCALE_FIT_POSITIONS = 256
 
 
-def language_model_of(bilm: PublishedBiLM, config: PublishedSoftmaxConfig, seed: int = 0) -> PublishedBiLMWithSoftmax:
-    """A :class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax` around ``bilm`` (its weights, the biases as read
-    from bilm-tf's file and the files it came from kept; e.g. :func:`elmo.model.published_io.load_published_bilm`'s)
-    with the ``random`` softmax of ``seed``; ``config``: the training head (``vocab_size``: the domain vocabulary's)."""
-    model = PublishedBiLMWithSoftmax(bilm.config, config, seed=seed)
+def language_model_of(bilm: PublishedBiLM, seed: int = 0, **head: Any) -> PublishedBiLM:
+    """``bilm`` (its weights, the biases as read from bilm-tf's file and the files it came from kept; e.g.
+    :func:`elmo.model.published_io.load_published_bilm`'s) with the ``random`` training softmax of ``seed``
+    (:meth:`~elmo.model.published.PublishedBiLM.add_head`; ``head``: its fields, ``vocab_size`` the domain
+    vocabulary's), its weights made dense for fused Adam (the loader's may be views of transposed arrays)."""
     with torch.no_grad():
-        for p in bilm.parameters():  # the loader's may be views of transposed arrays: fused Adam wants them dense
+        for p in bilm.parameters():
             p.data = p.data.contiguous()
-    model.bilm = bilm
-    return model
+    return bilm.add_head(seed, **head)
 
 
 def target_counts(documents: Iterable[Sequence[str]], vocab: Vocabulary) -> np.ndarray:
@@ -85,19 +83,19 @@ def vocabulary_token_vectors(bilm: PublishedBiLM, vocab: Vocabulary) -> torch.Te
 
 
 @torch.no_grad()
-def sample_positions(model: PublishedBiLMWithSoftmax, sample: EncodedCorpus,
+def sample_positions(model: PublishedBiLM, sample: EncodedCorpus,
                      positions: int = SCALE_FIT_POSITIONS) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-layer states ``(n, P)`` float32 and target ids ``(n,)`` of up to ``positions`` predicted words per
     direction of ``sample`` (biLM in eval mode: no dropout)."""
     was_training = model.training
     model.eval()
     tops, targets = [], []
-    device = model.bilm.boundary_chars.device
+    device = model.boundary_chars.device
     for direction in (0, 1):
         kept = 0
         for _, batch in sample.eval_batches(64, 4096):
             ids, lengths = batch["ids"].to(device), batch["lengths"].to(device)
-            [top] = model.bilm.reading_states(batch["chars"].to(device), lengths, [direction])
+            [top] = model.reading_states(batch["chars"].to(device), lengths, [direction])
             target = model.targets(ids, lengths, direction)
             keep = target != IGNORE_INDEX
             tops.append(top[keep].float()[:positions - kept])
@@ -142,7 +140,7 @@ def fit_scales(scores: torch.Tensor, log_prior: torch.Tensor, targets: torch.Ten
 
 
 @torch.no_grad()
-def init_softmax_from_token_layer(model: PublishedBiLMWithSoftmax, vocab: Vocabulary, counts: np.ndarray,
+def init_softmax_from_token_layer(model: PublishedBiLM, vocab: Vocabulary, counts: np.ndarray,
                                   sample: EncodedCorpus) -> dict:
     """The ``token-layer`` initialisation (module docstring) of ``model.softmax``, in place.
 
@@ -161,7 +159,7 @@ def init_softmax_from_token_layer(model: PublishedBiLMWithSoftmax, vocab: Vocabu
                         "FinetuneArgs.softmax_init 'random'", field="FinetuneArgs.softmax_init")
     if len(counts) != len(vocab):
         raise ElmoError(f"target counts have {len(counts)} entries, the vocabulary {len(vocab)}")
-    vectors = vocabulary_token_vectors(model.bilm, vocab)
+    vectors = vocabulary_token_vectors(model, vocab)
     log_prior = unigram_log_probabilities(counts).to(vectors.device)
     with torch.enable_grad():
         hidden, targets = sample_positions(model, sample)

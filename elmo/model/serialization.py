@@ -23,7 +23,6 @@ from . import hub
 from .bilm import AnyBiLM, BiLM, BiLMConfig, LanguageModel
 from .published import PublishedBiLM, weights_digest
 from .published_io import config_from_options, load_published_bilm
-from .published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 
 
 def lm_checkpoint(lm: LanguageModel, vocab: Vocabulary, meta: dict[str, Any]) -> dict[str, Any]:
@@ -62,11 +61,11 @@ def load_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]
     return bilm.eval(), vocab, meta
 
 
-def load_published_lm(path: str | os.PathLike) -> tuple[PublishedBiLMWithSoftmax, Vocabulary, dict[str, Any]]:
+def load_published_lm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabulary, dict[str, Any]]:
     """Rebuild the model of a ``published_lm.pt`` as earlier versions of ``pretrain --architecture`` and ``finetune``
-    wrote it (``weights_only=True``; ``options``: bilm-tf's ``options.json``, ``lm_config``:
-    :class:`~elmo.model.published_lm.PublishedSoftmaxConfig`, ``state_dict``, ``vocab``, ``meta``):
-    ``(model, vocab, meta)``, eval mode, CPU.
+    wrote it (``weights_only=True``; ``options``: bilm-tf's ``options.json``, ``lm_config``: the training head's
+    fields, :data:`~elmo.model.published.HEAD_FIELDS`, ``state_dict``, ``vocab``, ``meta``): ``(model, vocab, meta)``,
+    the biLM with its training head, eval mode, CPU.
 
     Raises:
         ElmoError: missing or corrupt file, not an ``elmo.published_lm`` file, or weights that do not fit its options.
@@ -74,11 +73,11 @@ def load_published_lm(path: str | os.PathLike) -> tuple[PublishedBiLMWithSoftmax
     ckpt = load_checkpoint(path, "elmo.published_lm")
     try:
         vocab = Vocabulary(ckpt["vocab"])
-        config = PublishedSoftmaxConfig(**ckpt["lm_config"])
+        config = replace(config_from_options(ckpt["options"]), **ckpt["lm_config"])
         if len(vocab) != config.vocab_size:
             raise ElmoError(f"vocabulary has {len(vocab)} words but the softmax {config.vocab_size}")
-        model = PublishedBiLMWithSoftmax(config_from_options(ckpt["options"]), config)
-        model.load_state_dict(ckpt["state_dict"])
+        model = PublishedBiLM(config)
+        model.load_state_dict(PublishedBiLM.renamed_state(ckpt["state_dict"]))
     except (KeyError, TypeError, RuntimeError, ElmoError) as exc:
         raise ElmoError(f"{path}: inconsistent published_lm file: {str(exc).splitlines()[0]}") from None
     return model.eval(), vocab, ckpt.get("meta", {})
@@ -93,7 +92,7 @@ def published_lm_bilm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabular
         ElmoError: see :func:`load_published_lm`.
     """
     model, vocab, meta = load_published_lm(path)
-    bilm = model.bilm
+    bilm = model.without_head()
     bilm.config = replace(bilm.config, weights_digest=weights_digest(bilm))
     bilm.vocab, bilm.card = vocab, meta.get("card")
     bilm.source = (str(Path(path).resolve()),)
@@ -229,6 +228,8 @@ def open_bilm(path: str | os.PathLike, weight_file: str | os.PathLike | None = N
     if source.kind == "pretrained":
         model = hub.load_pretrained(source.files[0])
         bilm = getattr(model, "bilm", model)  # a biLM, or an Elmo layer's or a classifier's biLM
+        if model.hub_kind == "published_lm":  # the biLM without its training softmax
+            bilm = bilm.without_head()
         return OpenedBiLM(bilm, model.vocab, source, {"card": model.card})
     return OpenedBiLM(load_published_bilm(*source.files), None, source)
 

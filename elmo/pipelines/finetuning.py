@@ -28,14 +28,14 @@ from torch import nn
 from ..data.corpus import encode_corpus
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from ..model.bilm import SOFTMAXES, LanguageModel
+from ..model.bilm import DIRECTIONS, SOFTMAXES, LanguageModel
+from ..model.published import PublishedBiLM
 from ..model.published_finetune import (
     SOFTMAX_INITS,
     init_softmax_from_token_layer,
     language_model_of,
     target_counts,
 )
-from ..model.published_lm import DIRECTION_NAMES, PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 from ..model.serialization import OpenedBiLM, open_bilm
 from ..runtime import distributed
 from ..training.evaluation import perplexity
@@ -136,10 +136,11 @@ class FinetuneArgs(CommonArgs):
                                 model=None if opened is None else opened.bilm.config)
         return FinetuneText(**shared, model=opened.bilm.config, reads_cased=False, fixed_vocab=opened.vocab)
 
-    def lm_config(self, vocab_size: int) -> PublishedSoftmaxConfig:
-        """The training head: ``--softmax``, ``--softmax-samples``, ``--dropout``."""
-        return PublishedSoftmaxConfig(vocab_size=vocab_size, softmax=self.softmax, samples=self.softmax_samples,
-                                 dropout=self.dropout)
+    def head(self, vocab_size: int) -> dict:
+        """The training head (:meth:`~elmo.model.published.PublishedBiLM.add_head`): ``--softmax``,
+        ``--softmax-samples``, ``--dropout``."""
+        return {"vocab_size": vocab_size, "softmax": self.softmax, "samples": self.softmax_samples,
+                "dropout": self.dropout}
 
 
 @dataclass
@@ -208,7 +209,7 @@ def bilm_to_finetune(config: FinetuneArgs) -> OpenedBiLM:
     return opened
 
 
-def initial_softmax(model: PublishedBiLMWithSoftmax, loaded: PretrainData, config: FinetuneArgs) -> dict:
+def initial_softmax(model: PublishedBiLM, loaded: PretrainData, config: FinetuneArgs) -> dict:
     """Apply ``--softmax-init`` to ``model.softmax`` (:mod:`elmo.model.published_finetune`): ``token-layer`` counts the
     targets of the first :data:`COUNT_MAX_DOCS` training documents and fits its two scales on the first
     :data:`SCALE_FIT_DOCS`; ``random`` keeps the softmax's own initialisation. Returns what was done (``lm.json``)."""
@@ -218,7 +219,7 @@ def initial_softmax(model: PublishedBiLMWithSoftmax, loaded: PretrainData, confi
     counted = list(itertools.islice(loaded.sentences(), COUNT_MAX_DOCS))
     counts = target_counts(counted, vocab)
     sample = encode_corpus([d[:config.max_length] for d in counted[:SCALE_FIT_DOCS] if d], vocab,
-                           max_chars=model.bilm.config.max_chars, char_scheme="bilm_tf")
+                           max_chars=model.config.max_chars, char_scheme="bilm_tf")
     info = init_softmax_from_token_layer(model, vocab, counts, sample)
     return {**info, "counted_documents": len(counted)}
 
@@ -226,17 +227,17 @@ def initial_softmax(model: PublishedBiLMWithSoftmax, loaded: PretrainData, confi
 def held_out_perplexities(model: nn.Module, data: dict, run: StartedRun) -> dict[str, dict[str, float]]:
     """Each direction's exact full-vocabulary perplexity on val (and test) of ``model`` (either biLM's training model:
     ``direction(name)`` gives one direction's LM): ``{"val": {"forward_perplexity": ...}}``."""
-    return {split: {f"{d}_perplexity": perplexity(model.direction(d), data[split], run.device) for d in DIRECTION_NAMES}
+    return {split: {f"{d}_perplexity": perplexity(model.direction(d), data[split], run.device) for d in DIRECTIONS}
             for split in ("val", "test") if split in data}
 
 
 def say_perplexities(run: StartedRun, when: str, perplexities: dict[str, dict[str, float]]) -> None:
     """Print ``before: val forward perplexity 26.68, ...`` (``when``) from ``{split: {"<direction>_perplexity"}}``."""
     run.say(f"{when + ':':<7} " + ", ".join(f"{split} {d} perplexity {values[f'{d}_perplexity']:.2f}"
-                                            for split, values in perplexities.items() for d in DIRECTION_NAMES))
+                                            for split, values in perplexities.items() for d in DIRECTIONS))
 
 
-def parameter_groups(model: PublishedBiLMWithSoftmax | LanguageModel, config: FinetuneArgs) -> Unfreezing:
+def parameter_groups(model: PublishedBiLM | LanguageModel, config: FinetuneArgs) -> Unfreezing:
     """Two Adam groups: the language model but its softmax at ``--lr``, the softmax at ``--softmax-lr`` (both under
     the warm-up and ``--lr-gamma``), every parameter trained from the first step."""
     head = list(model.softmax.parameters())
@@ -267,7 +268,7 @@ def finetune(config: FinetuneArgs) -> dict:
             + f"{run.threads} threads, {run.precision} training")
     if not bilm.shared_token_layer:
         return finetune_directions(opened, loaded, config, run, stale)
-    model = language_model_of(bilm, config.lm_config(len(vocab)), seed=config.seed)
+    model = language_model_of(bilm, config.seed, **config.head(len(vocab)))
     init = initial_softmax(model, loaded, config)
     model.to(run.device)
     before = held_out_perplexities(model, loaded.data, run)
@@ -296,7 +297,7 @@ def finetune_directions(opened: OpenedBiLM, loaded: PretrainData, config: Finetu
                                                 "softmax_lr": config.softmax_lr}})
     started = time.perf_counter()
     fitted = {d: fit_direction(bilm.direction(d), loaded, config, run, groups=lambda lm: parameter_groups(lm, config))
-              for d in DIRECTION_NAMES}
+              for d in DIRECTIONS}
     out["train_seconds"] = time.perf_counter() - started
     if run.ctx.is_main:
         loaded.vocab.save_pickle(run.outputs.word2idx)

@@ -38,19 +38,13 @@ from ..data.pretraining_text import pretraining_text
 from ..data.stream import StreamedCorpus, TextSource
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from ..model.bilm import SOFTMAXES, TOKEN_ENCODERS, BiLM, BiLMConfig, Direction, LanguageModel
+from ..model.bilm import DIRECTIONS, SOFTMAXES, TOKEN_ENCODERS, BiLM, BiLMConfig, Direction, LanguageModel
 from ..model.char_cnn import DEFAULT_FILTERS
 from ..model.classifier import recorded_source
 from ..model.hub import HubMixin
 from ..model.plan import plan_batch, step_loss
-from ..model.published import PUBLISHED_ARCHITECTURES, PublishedBiLMConfig
+from ..model.published import DEFAULT_SOFTMAX, PUBLISHED_ARCHITECTURES, PublishedBiLM, PublishedBiLMConfig, PublishedLM
 from ..model.published_io import config_from_options, options_of, read_options
-from ..model.published_lm import (
-    DEFAULT_SOFTMAX,
-    DIRECTION_NAMES,
-    PublishedBiLMWithSoftmax,
-    PublishedSoftmaxConfig,
-)
 from ..model.sampled_softmax import BILM_TF_SAMPLES
 from ..model.serialization import BiLMFiles, files_read, lm_checkpoint, models_in, save_bilm, saved_kind
 from ..model.static import center_vectors, common_direction_cosine, copy_vectors, word2vec_vectors
@@ -102,7 +96,7 @@ class PretrainArgs(CommonArgs):
 
     * ``--architecture``: the preset the size flags start from: without it our biLM (:data:`OUR_PRESET`: word inputs,
       one token layer and one LM per direction, written as ``bilstm.pt``), else the published ELMo architecture, a name
-      of :data:`~elmo.model.published.PUBLISHED_ARCHITECTURES` or a bilm-tf options.json (:mod:`elmo.model.published_lm`:
+      of :data:`~elmo.model.published.PUBLISHED_ARCHITECTURES` or a bilm-tf options.json (:mod:`elmo.model.published`:
       one character CNN and one softmax shared by the directions, case kept, written as the ``save_pretrained`` folder
       ``bilm/`` (``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``), for ``python -m elmo export``). A size flag given overrides the preset (:data:`PRESET_FLAGS`; ``--proj-size 0``: no
       projection).
@@ -235,10 +229,11 @@ class PretrainArgs(CommonArgs):
         """The vocabulary of the text: ``build()`` on rank 0, shared with every rank (:func:`shared_vocabulary`)."""
         return shared_vocabulary(build)
 
-    def published_lm_config(self, vocab_size: int) -> PublishedSoftmaxConfig:
-        """The training head of the published architecture (``--softmax``, ``--softmax-samples``, ``--dropout``)."""
-        return PublishedSoftmaxConfig(vocab_size=vocab_size, softmax=self.softmax, samples=self.softmax_samples,
-                                      dropout=self.dropout)
+    def published_head(self, vocab_size: int) -> dict:
+        """The training head of the published architecture (``--softmax``, ``--softmax-samples``, ``--dropout``): its
+        :data:`~elmo.model.published.HEAD_FIELDS` (:meth:`~elmo.model.published.PublishedBiLM.add_head`)."""
+        return {"vocab_size": vocab_size, "softmax": self.softmax, "samples": self.softmax_samples,
+                "dropout": self.dropout}
 
     def model_config(self, vocab_size: int) -> BiLMConfig | PublishedBiLMConfig:
         """What is trained: the published architecture (``--architecture``) or our biLM (:meth:`bilm_config`)."""
@@ -276,8 +271,7 @@ class PretrainArgs(CommonArgs):
         if self.concurrent_directions == "on":
             raise ElmoError(f"--concurrent-directions on: --architecture {self.architecture} trains both directions "
                             "in one model (one token layer and one softmax shared by them); use auto or off")
-        self.published_config()
-        self.published_lm_config(vocab_size=10)
+        replace(self.published_config(), **self.published_head(vocab_size=10))
 
 
 def _flag(name: str) -> str:
@@ -553,7 +547,7 @@ MODEL_KINDS = {"bilstm": "ELMO.py's biLM", "published_lm": "pretrain --architect
                "pretrained": "a save_pretrained model", "bilm_tf": "bilm-tf's files"}
 #: the biLM a command writes into ``--models-dir``: ``None`` for ours (``bilstm.pt`` and the ``save_pretrained`` folder
 #: ``bilm/`` of a :class:`~elmo.model.bilm.BiLM`), else a function giving the config of the published architecture written (the
-#: folder of a :class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`)
+#: folder of a :class:`~elmo.model.published.PublishedBiLM` with its training head)
 Written = Callable[[], PublishedBiLMConfig] | None
 
 
@@ -564,7 +558,7 @@ def different_models(config: CommonArgs, written: Written) -> list[tuple[BiLMFil
     a ``published_lm`` folder or an earlier version's ``published_lm.pt`` of the same architecture for the published
     one."""
     found = []
-    own = BiLM.hub_kind if written is None else PublishedBiLMWithSoftmax.hub_kind
+    own = BiLM.hub_kind if written is None else "published_lm"
     for model in models_in(config.outputs.models):
         size = None
         try:
@@ -768,8 +762,8 @@ def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainDa
                        stale: list[Path] | None = None) -> dict:
     """``--architecture``: the published architecture, initialised as bilm-tf initialises it, trained and written by
     :func:`train_published`. Returns the ``lm.json`` content (on every rank)."""
-    model = PublishedBiLMWithSoftmax(config.published_config(), config.published_lm_config(len(loaded.vocab)),
-                                     seed=config.seed).to(run.device)
+    model = PublishedBiLM(replace(config.published_config(), **config.published_head(len(loaded.vocab))),
+                          seed=config.seed).to(run.device)
     if config.init_embeddings.startswith("word2vec"):
         run.say(f"--init-embeddings {config.init_embeddings} does not apply to the character encoder: it starts from "
                 "bilm-tf's initialisation")
@@ -777,11 +771,11 @@ def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainDa
     return train_published(model, loaded, config, run, out, stale or [], [config.architecture])
 
 
-def train_published(model: PublishedBiLMWithSoftmax, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
+def train_published(model: PublishedBiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
                     out: dict, stale: list[Path], keep: Iterable, command: str = "pretrain",
                     groups: Unfreezing | None = None) -> dict:
-    """Train the published architecture (:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax`, both directions
-    at once) with :func:`~elmo.training.trainer.fit` (early stopping on both directions' validation perplexity,
+    """Train the published architecture with its training head (:class:`~elmo.model.published.PublishedBiLM`, both
+    directions at once, :class:`~elmo.model.published.PublishedLM`) with :func:`~elmo.training.trainer.fit` (early stopping on both directions' validation perplexity,
     checkpoints, ``--resume``; ``groups``: the optimiser's, else one); then rank 0 evaluates each direction exactly
     and writes the model, with its softmax and vocabulary, as the ``save_pretrained`` folder ``bilm/`` of
     ``--models-dir`` (:class:`~elmo.model.hub.HubMixin`; an earlier version's ``published_lm.pt`` there is removed), ``lm.json``
@@ -789,22 +783,23 @@ def train_published(model: PublishedBiLMWithSoftmax, loaded: PretrainData, confi
     (on every rank)."""
     started = time.perf_counter()
     torch.manual_seed(config.seed + run.ctx.rank)  # one dropout and candidate stream per rank
-    fitted = fit(model, lm_objective(model, loaded, config, run), lm_train_config(config, loaded.data["train"]),
+    lm = PublishedLM(model)
+    fitted = fit(lm, lm_objective(lm, loaded, config, run), lm_train_config(config, loaded.data["train"]),
                  run.device, run.amp_dtype, checkpointing(config, "published_lm", vocab=loaded.vocab.fingerprint()),
                  Progress("biLM", "tok", config.quiet), groups)
     out["train_seconds"] = time.perf_counter() - started
     out.setdefault("phase_seconds", {})["training"] = out["train_seconds"]
     if run.ctx.is_main:
-        for name in DIRECTION_NAMES:
+        for name in DIRECTIONS:
             evaluate_direction(model.direction(name), fitted, loaded.data, run, loaded.vocab, out)
         model.vocab, model.card = loaded.vocab, lm_card(out, config, command)
-        replace_different_models(config, lambda: model.bilm.config, keep=keep)
+        replace_different_models(config, lambda: model.config, keep=keep)
         with phase(out, "saving"):
             save_folder(model, run.outputs)
             remove_file(run.outputs.published_lm)
         set_aside_stale(stale, run)
-        out["bilm_config"], out["options"] = asdict(model.bilm.config), options_of(model.bilm.config)
-        out["lm_config"] = asdict(model.config)
+        out["bilm_config"], out["options"] = model.config.saved(), options_of(model.config)
+        out["lm_config"] = model.config.head
         finish_lm_results(out, config, run, started, {"biLM": fitted.history}, ["published_lm"])
     distributed.barrier()
     return out
@@ -827,7 +822,7 @@ def lm_card(out: dict, config: PretrainArgs, command: str = "pretrain") -> dict:
     text = str(own) if own else f"AG News descriptions ({Path(config.data_dir) / 'train.csv'})"
     text += "".join(f", {docs[k]:,} {k} documents" for k in ("train", "val") if k in docs)
     text += "".join(f", plus {f}" for f in getattr(config, "extra_text", ()))
-    perplexity = {split: {d: out[split][f"{d}_perplexity"] for d in DIRECTION_NAMES if f"{d}_perplexity" in out[split]}
+    perplexity = {split: {d: out[split][f"{d}_perplexity"] for d in DIRECTIONS if f"{d}_perplexity" in out[split]}
                   for split in ("val", "test") if out.get(split)}
     return {"text": text, "train_tokens": out.get("train_tokens"), "perplexity": perplexity,
             "command": command_line(command, config)}

@@ -1,7 +1,7 @@
 """Training speed of the published ELMo architectures (``python -m lab bench --training``).
 
 For **elmo-small**, **elmo-medium** and **elmo-original** (:data:`~elmo.model.published.PUBLISHED_ARCHITECTURES`):
-:class:`~elmo.model.published_lm.PublishedBiLMWithSoftmax` (both directions on one token layer, one adaptive softmax,
+:class:`~elmo.model.published.PublishedLM` (both directions on one token layer, one adaptive softmax,
 the ``pretrain --architecture`` default) trained by the project's own loop, :func:`elmo.training.trainer.fit`
 (forward, backward, gradient clipping, fused Adam step), on the device present, in fp32 and in bf16 where the
 device has it natively (CUDA, or a CPU with AVX512-BF16/AMX). Each architecture and precision runs in its own
@@ -52,8 +52,7 @@ from elmo.data.vocab import BOS_ID, EOS_ID, Vocabulary
 from elmo.model.adaptive_softmax import adaptive_cutoffs
 from elmo.model.lstm import lstm_compute_dtypes, summary_dtype
 from elmo.model.plan import plan_batch, step_loss
-from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLMConfig
-from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
+from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM, PublishedBiLMConfig, PublishedLM
 from elmo.runtime.device import configure_threads, cpu_has_bf16, resolve_device, set_seed
 from elmo.training.trainer import Objective, Progress, TrainConfig, fit
 
@@ -103,9 +102,10 @@ def training_text(data_dir: str, windows: int, vocab_size: int) -> dict[str, Any
             "softmax_classes": max(vocab_size, len(vocab))}
 
 
-def training_flops(config: PublishedBiLMConfig, head: PublishedSoftmaxConfig, windows: Sequence[Sequence[str]],
+def training_flops(config: PublishedBiLMConfig, windows: Sequence[Sequence[str]],
                    ids: Sequence[Sequence[int]]) -> dict[str, float]:
-    """FLOPs (matrix products) of one training step on ``windows`` (token strings) with word ids ``ids``.
+    """FLOPs (matrix products) of one training step of ``config`` (with its training head) on ``windows`` (token
+    strings) with word ids ``ids``.
 
     Forward per part: ``token layer`` (:func:`~lab.bench.flops.published_word_flops` of every distinct word of the batch and
     the two sentence marks, one character each: convolutions over the characters read, highway, projection), ``LSTMs`` (both directions,
@@ -118,11 +118,11 @@ def training_flops(config: PublishedBiLMConfig, head: PublishedSoftmaxConfig, wi
     width = config.projection_dim
     forward = np.concatenate([np.asarray(i, dtype=np.int64) for i in ids] + [np.full(len(ids), EOS_ID)])
     backward = np.concatenate([np.asarray(i, dtype=np.int64) for i in ids] + [np.full(len(ids), BOS_ID)])
-    if head.softmax == "adaptive":
-        cutoffs = adaptive_cutoffs(head.cutoffs, head.vocab_size, width, head.div_value)
-        softmax = sum(adaptive_flops(width, head.vocab_size, cutoffs, head.div_value, t) for t in (forward, backward))
+    if config.softmax == "adaptive":
+        cutoffs = adaptive_cutoffs(config.cutoffs, config.vocab_size, width, config.div_value)
+        softmax = sum(adaptive_flops(width, config.vocab_size, cutoffs, config.div_value, t) for t in (forward, backward))
     else:
-        softmax = 2 * 2.0 * width * steps * (min(head.samples, head.vocab_size) + 1)
+        softmax = 2 * 2.0 * width * steps * (min(config.samples, config.vocab_size) + 1)
     parts = {"token layer": marks + sum(published_word_flops(config, w) for w in words),
              "LSTMs": 2 * published_lstm_flops(config, steps),
              "softmax": softmax}
@@ -145,7 +145,7 @@ def finish_row(row: dict[str, Any], peak_gflops: float) -> dict[str, Any]:
                                  "anchor_days": ANCHOR["days"]}}
 
 
-def profile_step(model: PublishedBiLMWithSoftmax, batch: dict, device: torch.device, amp: torch.dtype | None,
+def profile_step(model: PublishedLM, batch: dict, device: torch.device, amp: torch.dtype | None,
                  rows: int) -> dict[str, Any]:
     """Where the time of one training step goes (``torch.profiler`` over one :func:`fit` step on ``batch``, after the
     timed ones): self-time shares per :data:`TRAINING_OP_GROUPS` group (``other`` for the
@@ -174,7 +174,7 @@ READING_OPERATORS = ("aten::nonzero", "aten::_local_scalar_dense", "aten::item",
                      "aten::unique_consecutive", "aten::masked_select", "aten::repeat_interleave", "aten::bincount")
 
 
-def step_operators(model: PublishedBiLMWithSoftmax, batch: dict[str, torch.Tensor], device: torch.device,
+def step_operators(model: PublishedLM, batch: dict[str, torch.Tensor], device: torch.device,
                    amp: torch.dtype | None) -> dict[str, Any]:
     """What one training step's forward and backward pass dispatch, the way :func:`fit` runs them
     (:func:`~elmo.model.plan.step_loss` with the batch's host copies): ``operators``, the ATen operators
@@ -205,7 +205,7 @@ def step_operators(model: PublishedBiLMWithSoftmax, batch: dict[str, torch.Tenso
     return out
 
 
-def gpu_busy(model: PublishedBiLMWithSoftmax, batch: dict, device: torch.device,
+def gpu_busy(model: PublishedLM, batch: dict, device: torch.device,
              amp: torch.dtype | None) -> dict[str, float] | None:
     """How much of one :func:`fit` step on ``batch`` the GPU spends computing (``torch.profiler`` with CUDA activity,
     after one unprofiled step): ``wall_ms`` on the host clock, ``busy_ms`` the union of the kernels' and copies'
@@ -230,7 +230,7 @@ def gpu_busy(model: PublishedBiLMWithSoftmax, batch: dict, device: torch.device,
     return {"wall_ms": wall * 1e3, "busy_ms": busy / 1e3, "share": busy / 1e3 / (wall * 1e3)}
 
 
-def _fit(model: PublishedBiLMWithSoftmax, batches, device: torch.device, amp: torch.dtype | None,
+def _fit(model: PublishedLM, batches, device: torch.device, amp: torch.dtype | None,
          compile: bool = False, before_step: Callable[[], None] | None = None,
          after_last: Callable[[], None] | None = None) -> None:
     """One epoch of :func:`elmo.training.trainer.fit` over ``batches(epoch)``: the training step of ``pretrain``, its
@@ -268,8 +268,8 @@ def measure(name: str, precision: str, text: dict[str, Any], cfg: Any, batch: in
     device = resolve_device(cfg.device)
     amp = {"fp32": None, "bf16": torch.bfloat16}[precision]
     label, config = ARCHITECTURES[name][0] if name in ARCHITECTURES else name, config or ARCHITECTURES[name][1]
-    head = PublishedSoftmaxConfig(vocab_size=text["softmax_classes"])
-    model = PublishedBiLMWithSoftmax(config, head, seed=cfg.seed).to(device)
+    config = replace(config, vocab_size=text["softmax_classes"])
+    model = PublishedLM(PublishedBiLM(config, seed=cfg.seed)).to(device)
     vocab = Vocabulary(text["itos"])
     steps = cfg.training_warmup + cfg.training_steps
     windows = text["windows"][:steps * batch]
@@ -289,7 +289,7 @@ def measure(name: str, precision: str, text: dict[str, Any], cfg: Any, batch: in
          device, amp, compile, stamp, after_last)
     seconds = np.diff(stamps)[cfg.training_warmup:].tolist()
     operators = None if compile else step_operators(model.train(), corpus.collate(np.arange(batch)), device, amp)
-    flops = [training_flops(config, head, part, [vocab.encode(w) for w in part])
+    flops = [training_flops(config, part, [vocab.encode(w) for w in part])
              for part in (windows[i * batch:(i + 1) * batch] for i in range(cfg.training_warmup, steps))]
     ids = corpus.collate(np.arange(batch))
     row = {"model": label, "precision": precision, "device": str(device), "threads": threads, "batch_windows": batch,

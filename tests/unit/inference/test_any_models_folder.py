@@ -6,6 +6,7 @@ loading and ``TextClassifier.from_pretrained``; a folder holding none gives one 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import h5py
@@ -29,7 +30,6 @@ from elmo.model.classifier import (
 )
 from elmo.model.published import PublishedBiLM, PublishedBiLMConfig
 from elmo.model.published_io import save_published_bilm
-from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 from elmo.model.serialization import (
     BILM_FILES,
     load_bilm,
@@ -49,7 +49,7 @@ def published_lm_folder(folder, seed: int = 1, legacy: bool = False):
     """What ``pretrain --architecture`` writes into ``--models-dir`` (tiny, random weights): its ``save_pretrained``
     folder, or (``legacy``) an earlier version's ``published_lm.pt``."""
     vocab = Vocabulary(WORDS)
-    model = PublishedBiLMWithSoftmax(TINY, PublishedSoftmaxConfig(len(vocab)), seed=seed).eval()
+    model = PublishedBiLM(replace(TINY, vocab_size=len(vocab)), seed=seed).eval()
     if legacy:
         write_published_lm(model, vocab, Outputs(models=folder).published_lm)
     else:
@@ -66,7 +66,7 @@ def vectors(embedder: ElmoEmbedder) -> list[np.ndarray]:
 def test_a_pretrain_architecture_folder_opens_as_its_published_biLM(tmp_path, legacy):
     folder, model = published_lm_folder(tmp_path / "models", legacy=legacy)
     file = folder / ("published_lm.pt" if legacy else "bilm/config.json")
-    expected = vectors(ElmoEmbedder(bilm=model.bilm, device="cpu"))
+    expected = vectors(ElmoEmbedder(bilm=model, device="cpu"))
     for path in (folder, file, str(folder)):
         embedder = ElmoEmbedder.from_pretrained(path, device="cpu")
         assert isinstance(embedder.bilm, PublishedBiLM)
@@ -84,7 +84,7 @@ def test_a_pretrain_architecture_folder_opens_as_its_published_biLM(tmp_path, le
 
 def test_an_export_folder_opens_without_a_vocabulary(tmp_path):
     torch.manual_seed(0)
-    bilm = PublishedBiLMWithSoftmax(TINY, PublishedSoftmaxConfig(len(WORDS)), seed=3).bilm
+    bilm = PublishedBiLM(replace(TINY, vocab_size=len(WORDS)), seed=3).without_head()
     out = tmp_path / "out"
     save_published_bilm(bilm, out / "options.json", out / "weights.hdf5")
     expected = vectors(ElmoEmbedder(options_file=out / "options.json", weight_file=out / "weights.hdf5", device="cpu"))
@@ -130,7 +130,7 @@ def test_embed_models_dir_writes_a_published_lm_folders_vectors(tmp_path):
     (tmp_path / "in.txt").write_text("\n".join(" ".join(s) for s in SENTENCES) + "\n")
     assert run("embed", [str(tmp_path / "in.txt"), str(tmp_path / "out.hdf5"), "--all", "--models-dir", str(folder),
                          "--device", "cpu", "--quiet"]) == 0
-    expected = vectors(ElmoEmbedder(bilm=model.bilm, device="cpu"))
+    expected = vectors(ElmoEmbedder(bilm=model, device="cpu"))
     with h5py.File(tmp_path / "out.hdf5", "r") as out:
         for i, b in enumerate(expected):
             np.testing.assert_allclose(out[str(i)][...], b, atol=1e-6)

@@ -10,14 +10,13 @@ import collections
 import numpy as np
 import pytest
 import torch
-from support import needs_native_bf16
+from support import needs_native_bf16, published_lm
 
 from elmo.data.corpus import encode_corpus
 from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.errors import ElmoError
 from elmo.model.plan import step_loss, word_plan
-from elmo.model.published import PublishedBiLMConfig
-from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
+from elmo.model.published import PublishedBiLM, PublishedBiLMConfig, PublishedLM
 from elmo.runtime.device import autocast
 
 #: operators whose result's size or value the host must read from the device (a synchronisation on CUDA)
@@ -38,15 +37,15 @@ def batch_and_vocab(seed: int = 0, docs: int = 12, longest: int = 25) -> tuple[d
     return corpus.collate(np.arange(docs)), vocab
 
 
-def model_of(config: PublishedBiLMConfig, vocab: Vocabulary) -> PublishedBiLMWithSoftmax:
-    model = PublishedBiLMWithSoftmax(config, PublishedSoftmaxConfig(vocab_size=len(vocab), cutoffs=(20, 60)), seed=0)
+def model_of(config: PublishedBiLMConfig, vocab: Vocabulary) -> PublishedLM:
+    model = published_lm(config, len(vocab), cutoffs=(20, 60))
     model.bilm.chunk_size = 5  # several passes of the character CNN
     return model
 
 
 def with_host(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The batch as the trainer hands it to the loss with ``Objective.host_keys``."""
-    return {**batch, **{f"host_{k}": batch[k] for k in PublishedBiLMWithSoftmax.host_keys}}
+    return {**batch, **{f"host_{k}": batch[k] for k in PublishedBiLM.host_keys}}
 
 
 def step(config: PublishedBiLMConfig, precision: torch.dtype | None, planned: bool):
@@ -116,7 +115,7 @@ def test_a_target_outside_the_vocabulary_is_named():
     small = Vocabulary([*SPECIALS, "a"])  # the batch's ids run past its size
     model = model_of(CONFIG, small)
     with pytest.raises(ElmoError, match=rf"target\(s\) outside \[0, {len(small)}\)"):
-        model.host_plan({k: batch[k] for k in PublishedBiLMWithSoftmax.host_keys})
+        model.host_plan({k: batch[k] for k in PublishedBiLM.host_keys})
     with pytest.raises(ElmoError, match="host copy has no chars"):
         model.host_plan({k: batch[k] for k in ("ids", "lengths")})
 

@@ -24,7 +24,6 @@ from elmo.model.published_finetune import (
     vocabulary_token_vectors,
 )
 from elmo.model.published_io import load_published_bilm
-from elmo.model.published_lm import PublishedSoftmaxConfig
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +48,8 @@ def test_the_language_model_keeps_the_loaded_bilm_and_its_token_vectors_give_the
     docs, vocab = domain
     bilm = load_published_bilm(OPTIONS, WEIGHTS)
     reference = {k: v.clone() for k, v in bilm.state_dict().items()}
-    model = language_model_of(bilm, PublishedSoftmaxConfig(len(vocab), softmax="sampled", samples=20))
-    assert model.bilm is bilm and all(torch.equal(v, reference[k]) for k, v in model.bilm.state_dict().items())
+    model = language_model_of(bilm, vocab_size=len(vocab), softmax="sampled", samples=20)
+    assert model is bilm and all(torch.equal(v, reference[k]) for k, v in reference.items())
     assert all(p.is_contiguous() for p in model.parameters())
     vectors = vocabulary_token_vectors(bilm, vocab)
     assert vectors.shape == (len(vocab), bilm.config.projection_dim)
@@ -63,12 +62,12 @@ def test_the_language_model_keeps_the_loaded_bilm_and_its_token_vectors_give_the
 def test_token_layer_initialisation_is_at_least_as_good_as_the_unigram_model_on_its_sample(domain):
     docs, vocab = domain
     model = language_model_of(load_published_bilm(OPTIONS, WEIGHTS),
-                              PublishedSoftmaxConfig(len(vocab), softmax="sampled", samples=20))
+                              vocab_size=len(vocab), softmax="sampled", samples=20)
     sample = encode_corpus(docs[:40], vocab, max_chars=50, char_scheme="bilm_tf")
     info = init_softmax_from_token_layer(model, vocab, target_counts(docs, vocab), sample)
     assert info["method"] == "token-layer" and info["sample_positions"] == 2 * 256
     assert info["sample_perplexity"] <= info["unigram_sample_perplexity"]
-    vectors = vocabulary_token_vectors(model.bilm, vocab)
+    vectors = vocabulary_token_vectors(model, vocab)
     assert torch.allclose(model.softmax.weight, info["alpha"] * vectors)
     log_prior = unigram_log_probabilities(target_counts(docs, vocab))
     assert torch.allclose(model.softmax.bias, info["beta"] * log_prior)
@@ -76,8 +75,8 @@ def test_token_layer_initialisation_is_at_least_as_good_as_the_unigram_model_on_
 
 def test_token_layer_initialisation_needs_a_softmax_with_per_word_rows_and_biases(domain):
     docs, vocab = domain
-    model = language_model_of(load_published_bilm(OPTIONS, WEIGHTS), PublishedSoftmaxConfig(len(vocab), softmax="adaptive",
-                                                                                       cutoffs=(20,)))
+    model = language_model_of(load_published_bilm(OPTIONS, WEIGHTS), vocab_size=len(vocab),
+                              softmax="adaptive", cutoffs=(20,))
     sample = encode_corpus(docs[:4], vocab, max_chars=50, char_scheme="bilm_tf")
     with pytest.raises(ElmoError, match="softmax_init") as error:
         init_softmax_from_token_layer(model, vocab, target_counts(docs, vocab), sample)

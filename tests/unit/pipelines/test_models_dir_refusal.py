@@ -16,7 +16,6 @@ from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.errors import ElmoError
 from elmo.model.published import PublishedBiLM, PublishedBiLMConfig
 from elmo.model.published_io import options_of, save_published_bilm
-from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 from elmo.model.serialization import find_bilm
 from elmo.pipelines.pretraining import PretrainArgs, check_files, refuse_different_models, replace_different_models
 
@@ -28,7 +27,7 @@ def published_lm(folder, config: PublishedBiLMConfig = TINY, legacy: bool = Fals
     """The published architecture sized ``config`` (random weights) as ``pretrain --architecture`` writes it into
     ``folder``: a ``save_pretrained`` folder, or (``legacy``) an earlier version's ``published_lm.pt``."""
     vocab = Vocabulary(list(SPECIALS) + ["The", "market"])
-    model = PublishedBiLMWithSoftmax(config, PublishedSoftmaxConfig(len(vocab)))
+    model = PublishedBiLM(replace(config, vocab_size=len(vocab)))
     if legacy:
         write_published_lm(model, vocab, Outputs(models=folder).published_lm)
     else:

@@ -15,9 +15,8 @@ from elmo import ElmoEmbedder
 from elmo.cli import run
 from elmo.data.chars import batch_char_ids
 from elmo.errors import ElmoError
-from elmo.model.published import PUBLISHED_ARCHITECTURES
+from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM
 from elmo.model.published_io import load_published_bilm, options_of
-from elmo.model.published_lm import PublishedBiLMWithSoftmax
 from elmo.pipelines.pretraining import PretrainArgs
 
 TINY_OPTIONS = {"lstm": {"dim": 16, "projection_dim": 8, "n_layers": 2, "cell_clip": 3, "proj_clip": 3,
@@ -89,14 +88,14 @@ def test_pretrain_export_and_embed_give_the_trained_models_layers(tmp_path):
         assert all(np.isfinite(lm[split][f"{d}_perplexity"]) for d in ("forward", "backward"))
     assert lm["softmax"] == "sampled" and lm["options"] == TINY_OPTIONS
     assert not (tmp_path / "models" / "checkpoints").exists() and not (tmp_path / "models" / "bilstm.pt").exists()
-    model = PublishedBiLMWithSoftmax.from_pretrained(tmp_path / "models" / "bilm")  # its save_pretrained folder
+    model = PublishedBiLM.from_pretrained(tmp_path / "models" / "bilm")  # its save_pretrained folder
     vocab = model.vocab
     assert vocab.itos[:4] == ["<pad>", "<unk>", "<bos>", "<eos>"] and "Minister" in vocab.stoi  # case kept
     assert run("export", ["--models-dir", str(tmp_path / "models"), "--out", str(tmp_path / "out")]) == 0
     lines = (tmp_path / "out" / "vocab.txt").read_text(encoding="utf-8").split()
     assert lines[:3] == ["<S>", "</S>", "<UNK>"] and lines[3:] == vocab.itos[4:]
     sentences = [["Minister", "Zorgblatt", "said", "the", "quarterly", "profit", "fell", "."], ["Goal", "!"]]  # OOV
-    own = ElmoEmbedder(bilm=model.bilm, device="cpu").embed_batch(sentences)
+    own = ElmoEmbedder(bilm=model, device="cpu").embed_batch(sentences)
     exported = ElmoEmbedder(options_file=tmp_path / "out" / "options.json", weight_file=tmp_path / "out" / "weights.hdf5",
                             device="cpu").embed_batch(sentences)
     for a, b in zip(own, exported):
@@ -113,7 +112,7 @@ def test_lstm_fused_trains_without_clipping_and_the_export_reads_back_the_same_l
     assert run_in_process("pretrain", tmp_path, data, "--architecture", str(options), *flags, "--epochs", "1",
                           "--batch-size", "32", "--threads", "1", "--quiet", "--softmax", "sampled",
                           "--softmax-samples", "20", "--precision", "fp32") == 0
-    model = PublishedBiLMWithSoftmax.from_pretrained(tmp_path / "models" / "bilm").bilm
+    model = PublishedBiLM.from_pretrained(tmp_path / "models" / "bilm")
     assert run("export", ["--models-dir", str(tmp_path / "models"), "--out", str(tmp_path / "out"), "--quiet"]) == 0
     written = json.loads((tmp_path / "out" / "options.json").read_text())["lstm"]
     assert written["cell_clip"] is None and written["proj_clip"] is None
@@ -139,12 +138,12 @@ def test_size_flags_override_an_options_file_end_to_end(tmp_path):
     assert lm["softmax"] == "adaptive" and lm["options"]["lstm"] == {**TINY_OPTIONS["lstm"], "dim": 12, "n_layers": 1,
                                                                     "cell_clip": None, "proj_clip": None}
     assert lm["options"]["char_cnn"]["n_highway"] == 0
-    model = PublishedBiLMWithSoftmax.from_pretrained(tmp_path / "models" / "bilm")
-    assert type(model.softmax).__name__ == "AdaptiveSoftmax" and len(model.bilm.forward_layers) == 1
+    model = PublishedBiLM.from_pretrained(tmp_path / "models" / "bilm")
+    assert type(model.softmax).__name__ == "AdaptiveSoftmax" and len(model.forward_layers) == 1
     assert run("export", ["--models-dir", str(tmp_path / "models"), "--out", str(tmp_path / "out"), "--quiet"]) == 0
     loaded = load_published_bilm(tmp_path / "out" / "options.json", tmp_path / "out" / "weights.hdf5")
     sentences = [["Minister", "said", "."], ["Goal", "!"]]
     chars, lengths = batch_char_ids(sentences, 50, "bilm_tf"), torch.tensor([3, 2])
     with torch.no_grad():
-        ours, theirs = model.bilm(None, lengths, chars), loaded(None, lengths, chars)
+        ours, theirs = model(None, lengths, chars), loaded(None, lengths, chars)
     assert ours.shape == (2, 2, 3, 16) and (ours - theirs).abs().max() <= 1e-5

@@ -1,5 +1,5 @@
 """Resuming the published architecture's training (elmo.training.trainer.fit with a
-elmo.model.published_lm.PublishedBiLMWithSoftmax): the sampled softmax's candidates and dropout come from the generators
+elmo.model.published.PublishedLM): the sampled softmax's candidates and dropout come from the generators
 the checkpoint saves, so a run interrupted between checkpoints ends exactly like an uninterrupted one."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from support import published_lm
 
 from elmo.data.corpus import encode_corpus
 from elmo.data.vocab import Vocabulary
 from elmo.model.published import PublishedBiLMConfig
-from elmo.model.published_lm import PublishedBiLMWithSoftmax, PublishedSoftmaxConfig
 from elmo.training.evaluation import perplexity
 from elmo.training.state import Checkpointing
 from elmo.training.trainer import Objective, Progress, TrainConfig, fit
@@ -29,8 +29,7 @@ def model_and_data(seed: int = 0):
     docs = [list(rng.choice(words, size=rng.integers(2, 7))) for _ in range(24)]
     vocab = Vocabulary.build(docs, min_freq=1)
     corpus = encode_corpus(docs, vocab, max_chars=50, char_scheme="bilm_tf")
-    model = PublishedBiLMWithSoftmax(TINY, PublishedSoftmaxConfig(len(vocab), softmax="sampled", samples=5, dropout=0.3),
-                                   seed=seed)
+    model = published_lm(TINY, len(vocab), seed=seed, softmax="sampled", samples=5, dropout=0.3)
     return model, corpus
 
 
