@@ -19,9 +19,9 @@ from .model.char_cnn import CharEncoder
 from .model.classifier import ElmoClassifier
 from .model.elmo import Elmo
 from .model.mix import LAYER_MIXES, LearnedLayerFunction, ScalarMix, build_mix
-from .model.published import PublishedBiLM, PublishedBiLMConfig
+from .model.published import PublishedBiLM
 from .model.serialization import open_bilm
 
 __all__ = ["BiLM", "BiLMConfig", "CharEncoder", "Elmo", "ElmoClassifier", "ElmoEmbedder", "ElmoError", "LAYER_MIXES",
-           "LanguageModel", "LearnedLayerFunction", "PublishedBiLM", "PublishedBiLMConfig", "ScalarMix", "TextClassifier",
+           "LanguageModel", "LearnedLayerFunction", "PublishedBiLM", "ScalarMix", "TextClassifier",
            "Vocabulary", "batch_to_ids", "build_mix", "open_bilm"]

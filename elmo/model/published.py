@@ -29,7 +29,7 @@ exact. Word ids are :class:`~elmo.data.vocab.Vocabulary` ids (``<bos>`` ↔ ``<S
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -37,153 +37,31 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..data.chars import TF_BOS, TF_EOS, TF_MAX_CHARS, TF_NUM_CHARS, bilm_tf_char_table
+from ..data.chars import TF_BOS, TF_EOS, bilm_tf_char_table
 from ..data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabulary
 from ..errors import ElmoError
 from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax
-from .bilm import DIRECTIONS, BiLMLayers, States, check_head, length_mask, reverse_padded, with_boundaries
-from .char_cnn import ACTIVATIONS, CharEncoder
+from .bilm import DIRECTIONS, HEAD_FIELDS, BiLMConfig, BiLMLayers, States, length_mask, reverse_padded, with_boundaries
+from .char_cnn import CharEncoder
 from .dropout import FastDropout
 from .hub import HubMixin
 from .lstm import ProjectedLSTM, projected_stack
 from .plan import HostPlan, WordPlan, device_reading_plan, host_plan, word_plan
-from .sampled_softmax import BILM_TF_SAMPLES, SampledSoftmax
-
-#: the character CNN of every published model (widths 1-7, 2048 filters)
-PUBLISHED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
-#: ``--softmax``'s default: faster to a given held-out perplexity on the CPU (lab/experiments.md, ``softmax_choice``)
-DEFAULT_SOFTMAX = "adaptive"
-#: the :class:`PublishedBiLMConfig` fields of the training head, not of the biLM (``vocab_size`` 0: no head)
-HEAD_FIELDS = ("vocab_size", "softmax", "samples", "cutoffs", "div_value", "dropout")
-
-
-@dataclass(frozen=True)
-class PublishedBiLMConfig:
-    """bilm-tf's hyperparameters (its ``options.json``, read by :func:`elmo.model.published_io.read_options`).
-
-    Attributes:
-        char_dim: ``char_cnn.embedding.dim``; filters: ``char_cnn.filters`` ``(width, count)`` pairs; num_highway:
-            ``char_cnn.n_highway``; max_chars: ``char_cnn.max_characters_per_token``; activation:
-            ``char_cnn.activation`` (``relu`` or ``tanh``); n_characters: ``char_cnn.n_characters`` (261 when
-            training, 262 with the padding id; the weights have 261 rows either way);
-        hidden_size: ``lstm.dim`` (cells); projection_dim: ``lstm.projection_dim`` (= the token width); num_layers:
-            ``lstm.n_layers``; cell_clip, proj_clip: ``lstm.cell_clip``, ``lstm.proj_clip`` (``None`` or 0 = no
-            clipping, stored as ``None``; both off: the fused LSTM kernel, :class:`ProjectedLSTM`);
-            use_skip_connections: ``lstm.use_skip_connections``;
-        weights_digest: a hash of the weights (set by the loader) so that classifiers only load onto them;
-        vocab_size: ``0``, or the training softmax's classes V (the :class:`~elmo.data.vocab.Vocabulary` with its 4
-            specials; bilm-tf's ``n_tokens_vocab``), the head that ``pretrain --architecture`` and ``finetune`` train
-            (:data:`HEAD_FIELDS`, :meth:`PublishedBiLM.loss`); softmax: ``"sampled"`` or ``"adaptive"``
-            (:data:`~elmo.model.bilm.SOFTMAXES`); samples: the sampled softmax's candidates per batch and direction
-            (clipped to V; ``n_negative_samples_batch``); cutoffs, div_value: the adaptive softmax's cluster boundaries
-            (word ids) and tail shrink factor; dropout: on every LSTM layer's input and before the softmax, training
-            only (bilm-tf: 0.1).
-
-    Raises ElmoError, naming the option or field, for a value outside what is supported.
-    """
-
-    char_dim: int = 16
-    filters: tuple[tuple[int, int], ...] = field(default=PUBLISHED_FILTERS)
-    num_highway: int = 2
-    max_chars: int = TF_MAX_CHARS
-    activation: str = "relu"
-    hidden_size: int = 4096
-    projection_dim: int = 512
-    num_layers: int = 2
-    cell_clip: float | None = 3.0
-    proj_clip: float | None = 3.0
-    use_skip_connections: bool = True
-    n_characters: int = TF_NUM_CHARS
-    weights_digest: str = ""
-    vocab_size: int = 0
-    softmax: str = DEFAULT_SOFTMAX
-    samples: int = BILM_TF_SAMPLES
-    cutoffs: tuple[int, ...] = field(default=(1000, 5000, 15000))
-    div_value: float = 4.0
-    dropout: float = 0.1
-
-    def __post_init__(self):
-        object.__setattr__(self, "filters", tuple((int(w), int(n)) for w, n in self.filters))
-        object.__setattr__(self, "cutoffs", tuple(int(c) for c in self.cutoffs))
-        if self.vocab_size and self.vocab_size < 5:
-            raise ElmoError(f"PublishedBiLMConfig.vocab_size must be 0 (no training softmax) or >= 5 (4 specials and a "
-                            f"word), got {self.vocab_size}", field="PublishedBiLMConfig.vocab_size")
-        check_head("PublishedBiLMConfig", self.softmax, self.samples, self.dropout)
-        sizes = {"char_cnn.embedding.dim": self.char_dim, "char_cnn.n_highway": self.num_highway + 1,
-                 "lstm.dim": self.hidden_size, "lstm.projection_dim": self.projection_dim,
-                 "lstm.n_layers": self.num_layers}
-        for name, value in sizes.items():
-            if value < 1:
-                raise ElmoError(f"{name} must be positive, got {value - (name == 'char_cnn.n_highway')}")
-        if not self.filters or any(w < 1 or n < 1 for w, n in self.filters):
-            raise ElmoError(f"char_cnn.filters must be non-empty [width, count] pairs, got {list(self.filters)}")
-        if not 3 <= self.max_chars or max(w for w, _ in self.filters) > self.max_chars:
-            raise ElmoError(f"char_cnn.max_characters_per_token {self.max_chars} must be >= 3 and >= the widest "
-                            f"filter ({max(w for w, _ in self.filters)})")
-        if self.activation not in ACTIVATIONS:
-            raise ElmoError(f"char_cnn.activation {self.activation!r} is not supported (use {' or '.join(ACTIVATIONS)})")
-        if self.n_characters not in (261, 262):
-            raise ElmoError(f"char_cnn.n_characters must be 261 or 262 (bilm-tf's byte vocabulary), got {self.n_characters}")
-        if self.projection_dim > self.hidden_size:
-            raise ElmoError(f"lstm.projection_dim ({self.projection_dim}) must not exceed lstm.dim ({self.hidden_size})")
-        for name in ("cell_clip", "proj_clip"):
-            value = getattr(self, name)
-            if value == 0:  # AllenNLP's reading of 0: no clipping
-                object.__setattr__(self, name, None)
-            elif value is not None and not value > 0:
-                raise ElmoError(f"lstm.{name} must be positive, 0 or null (no clipping), got {value}")
-
-    def saved(self) -> dict:
-        """The biLM's config as a classifier's fingerprint hashes it: ``asdict`` without :data:`HEAD_FIELDS`
-        (:meth:`elmo.model.bilm.BiLMConfig.saved`)."""
-        return {k: v for k, v in asdict(self).items() if k not in HEAD_FIELDS}
-
-    @property
-    def architecture(self) -> dict:
-        """The biLM's config without :attr:`weights_digest` and the head, as ``config.json`` records it under
-        ``config`` (JSON values: lists for tuples)."""
-        return {k: [list(f) for f in v] if k == "filters" else v for k, v in self.saved().items()
-                if k != "weights_digest"}
-
-    @property
-    def head(self) -> dict:
-        """The training head's fields (:data:`HEAD_FIELDS`), as ``config.json`` records them under ``softmax``."""
-        return {k: list(v) if k == "cutoffs" else v for k, v in asdict(self).items() if k in HEAD_FIELDS}
-
-    @property
-    def output_size(self) -> int:
-        """Width of the token vectors and of each LSTM layer's output per direction (``projection_dim``)."""
-        return self.projection_dim
-
-    @property
-    def n_filters(self) -> int:
-        """Width of the concatenated max-pooled convolutions (2048 in the published models)."""
-        return sum(n for _, n in self.filters)
-
-    @property
-    def chars_per_token(self) -> int:
-        """Characters per token of ``chars`` (batches always carry them: this biLM reads characters only)."""
-        return self.max_chars
-
-    @property
-    def char_scheme(self) -> str:
-        """The character numbering of ``chars``: bilm-tf's (:func:`elmo.data.chars.bilm_tf_char_ids`)."""
-        return "bilm_tf"
-
+from .sampled_softmax import SampledSoftmax
 
 #: the published ELMo architectures (AllenNLP's file names without ``elmo_`` and the suffixes) by ``pretrain
 #: --architecture`` name: one char CNN (2048 filters, widths 1-7, 16-dim characters, 50 per token), clips of 3 and
 #: skip connections; the LSTM sizes and highway layers differ (https://allennlp.org/elmo)
 PUBLISHED_ARCHITECTURES = {
-    "elmo-small": ("2x1024_128_2048cnn_1xhighway", PublishedBiLMConfig(hidden_size=1024, projection_dim=128, num_highway=1)),
-    "elmo-medium": ("2x2048_256_2048cnn_1xhighway", PublishedBiLMConfig(hidden_size=2048, projection_dim=256, num_highway=1)),
-    "elmo-original": ("2x4096_512_2048cnn_2xhighway", PublishedBiLMConfig()),
+    "elmo-small": ("2x1024_128_2048cnn_1xhighway", BiLMConfig.bilm_tf(hidden_size=1024, projection_dim=128, num_highway=1)),
+    "elmo-medium": ("2x2048_256_2048cnn_1xhighway", BiLMConfig.bilm_tf(hidden_size=2048, projection_dim=256, num_highway=1)),
+    "elmo-original": ("2x4096_512_2048cnn_2xhighway", BiLMConfig.bilm_tf()),
 }
 
 
 def weights_digest(module: nn.Module) -> str:
     """A short hash of a module's weights (names, shapes and the first 4,096 values of each; a training ``softmax``
-    left out), which identifies a published biLM in :attr:`PublishedBiLMConfig.weights_digest` so that a classifier only loads onto it."""
+    left out), which identifies a published biLM in :attr:`BiLMConfig.weights_digest` so that a classifier only loads onto it."""
     digest = hashlib.sha256()
     for name, tensor in module.state_dict().items():
         if name.startswith("softmax."):  # a training head is not part of the biLM
@@ -194,7 +72,7 @@ def weights_digest(module: nn.Module) -> str:
 
 
 class PublishedBiLM(BiLMLayers, HubMixin):
-    """bilm-tf's biLM, sized by ``config`` (:class:`PublishedBiLMConfig`), with the
+    """bilm-tf's biLM, sized by ``config`` (:class:`BiLMConfig`), with the
     :class:`~elmo.model.bilm.AnyBiLM` interface; its layers are computed as our :class:`~elmo.model.bilm.BiLM`'s
     (:class:`~elmo.model.bilm.BiLMLayers`, whose shapes apply). Load the published weights with
     :func:`elmo.model.published_io.load_published_bilm`; ``save_pretrained`` / ``from_pretrained``
@@ -218,14 +96,14 @@ class PublishedBiLM(BiLMLayers, HubMixin):
         """Why bilm-tf's files cannot hold this biLM: never (:meth:`elmo.model.bilm.BiLM.bilm_tf_blockers`)."""
         return []
 
-    def __init__(self, config: PublishedBiLMConfig, seed: int = 0):
+    def __init__(self, config: BiLMConfig, seed: int = 0):
         super().__init__()
         self.config = replace(config, vocab_size=0)  # the head, if any, is added below
         # AnyBiLM.source: bilm-tf's options and weight files, or a published_lm.pt (one path)
         self.source: tuple[str, ...] | None = None
-        self.token_encoder = CharEncoder(config.projection_dim, config.char_dim, config.filters, config.num_highway,
+        self.token_encoder = CharEncoder(config.output_size, config.char_dim, config.char_filters, config.num_highway,
                                          config.max_chars, numbering="bilm_tf", activation=config.activation)
-        sizes = (config.projection_dim, config.hidden_size, config.projection_dim, config.cell_clip, config.proj_clip)
+        sizes = (config.output_size, config.hidden_size, config.output_size, config.cell_clip, config.proj_clip)
         self.forward_layers = nn.ModuleList(ProjectedLSTM(*sizes) for _ in range(config.num_layers))
         self.backward_layers = nn.ModuleList(ProjectedLSTM(*sizes) for _ in range(config.num_layers))
         boundaries = torch.from_numpy(bilm_tf_char_table([TF_BOS, TF_EOS], config.max_chars)).long()
@@ -237,7 +115,7 @@ class PublishedBiLM(BiLMLayers, HubMixin):
 
     def add_head(self, seed: int = 0, **head: Any) -> "PublishedBiLM":
         """Give this biLM (its weights kept) a training head: ``head``, values of :data:`HEAD_FIELDS` (``vocab_size``
-        required; the others default to :class:`PublishedBiLMConfig`'s), a ``softmax`` shared by both directions,
+        required; the others default to :class:`BiLMConfig`'s), a ``softmax`` shared by both directions,
         initialised from ``seed`` alone, and ``dropout``; saved as ``elmo_kind`` ``published_lm``. Returns the biLM.
 
         Raises:
@@ -245,17 +123,17 @@ class PublishedBiLM(BiLMLayers, HubMixin):
         """
         if unknown := sorted(set(head) - set(HEAD_FIELDS)):
             raise ElmoError(f"{unknown[0]} is not a field of the training head ({', '.join(HEAD_FIELDS)})")
-        defaults = {k: getattr(PublishedBiLMConfig, k) for k in HEAD_FIELDS if k != "vocab_size"}
+        defaults = {k: v for k, v in BiLMConfig.bilm_tf().head.items() if k != "vocab_size"}
         self.config = c = replace(self.config, **{**defaults, **head})
         if not c.vocab_size:
-            raise ElmoError("PublishedBiLMConfig.vocab_size: a training head needs the vocabulary's size",
-                            field="PublishedBiLMConfig.vocab_size")
+            raise ElmoError("BiLMConfig.vocab_size: a training head needs the vocabulary's size",
+                            field="BiLMConfig.vocab_size")
         self.hub_kind = "published_lm"
         self.dropout = FastDropout(c.dropout)
         with torch.random.fork_rng(devices=[]):  # the initial weights are a function of ``seed`` alone
             torch.manual_seed(seed)
-            self.softmax = SampledSoftmax(c.projection_dim, c.vocab_size, c.samples) if c.softmax == "sampled" else \
-                AdaptiveSoftmax(c.projection_dim, c.vocab_size, c.cutoffs, c.div_value)
+            self.softmax = SampledSoftmax(c.output_size, c.vocab_size, c.samples) if c.softmax == "sampled" else \
+                AdaptiveSoftmax(c.output_size, c.vocab_size, c.cutoffs, c.div_value)
         return self
 
     def without_head(self) -> "PublishedBiLM":
@@ -268,16 +146,16 @@ class PublishedBiLM(BiLMLayers, HubMixin):
         return self
 
     def hub_config(self) -> dict:
-        """``{"config": PublishedBiLMConfig as a dict}``, its ``weights_digest`` left out (computed when loaded):
-        :attr:`PublishedBiLMConfig.architecture`; with a training head also ``"softmax"``:
-        :attr:`PublishedBiLMConfig.head`."""
+        """``{"config": BiLMConfig as a dict}``, its ``weights_digest`` left out (computed when loaded):
+        :attr:`BiLMConfig.architecture`; with a training head also ``"softmax"``:
+        :attr:`BiLMConfig.head`."""
         return {"config": self.config.architecture, **({"softmax": self.config.head} if self.config.vocab_size else {})}
 
     @classmethod
     def from_hub_config(cls, config: dict, vocab: Vocabulary | None) -> "PublishedBiLM":
         """Inverse of :meth:`hub_config` (``vocab``, the training vocabulary if any, is not part of the biLM). Raises
         ElmoError: a training head without a vocabulary, or with one of another size."""
-        model = cls(PublishedBiLMConfig(**config["config"], **config.get("softmax", {})))
+        model = cls(BiLMConfig.bilm_tf(**config["config"], **config.get("softmax", {})))
         size = model.config.vocab_size
         if size and (vocab is None or len(vocab) != size):
             raise ElmoError(f"softmax.vocab_size is {size} but vocab.txt holds "
@@ -303,7 +181,7 @@ class PublishedBiLM(BiLMLayers, HubMixin):
                f"vocabulary of {c.vocab_size:,} words." if c.vocab_size else ""
         return (f"The published ELMo architecture (bilm-tf; Peters et al. 2018): a character CNN ({c.n_filters} filters, "
                 f"{c.num_highway} highway layers), {c.num_layers} LSTM layers per direction of {c.hidden_size} cells "
-                f"projected to {c.projection_dim} ({clip}), residual connections {'on' if c.use_skip_connections else 'off'}. "
+                f"projected to {c.output_size} ({clip}), residual connections {'on' if c.residual else 'off'}. "
                 f"Each token gets {self.num_layers} layers of {self.output_dim} numbers; "
                 f"{sum(p.numel() for k, p in self.named_parameters() if not k.startswith('softmax.')):,} "
                 f"parameters.{head}")
@@ -367,7 +245,7 @@ class PublishedBiLM(BiLMLayers, HubMixin):
         order, restore, active = reading["plan"]
         initial = None if initial is None else [(h[order], c[order]) for h, c in initial]
         hs, ends = projected_stack(self.stacks()[d], inputs[order].transpose(0, 1),
-                                   active, initial, self.config.use_skip_connections, self.chunk_size)
+                                   active, initial, self.config.residual, self.chunk_size)
 
         def restored() -> Iterator[torch.Tensor]:
             while hs:
@@ -401,7 +279,7 @@ class PublishedBiLM(BiLMLayers, HubMixin):
         for d in directions:
             inputs = full if d == 0 else reverse_padded(full, sentence)
             top = projected_stack(self.stacks()[d], inputs[order].transpose(0, 1),
-                                  active, None, self.config.use_skip_connections, self.chunk_size, dropout)[0][-1]
+                                  active, None, self.config.residual, self.chunk_size, dropout)[0][-1]
             states.append(top.transpose(0, 1)[restore][:, :x.shape[1] + 1])
         return states
 
@@ -418,7 +296,7 @@ class PublishedBiLM(BiLMLayers, HubMixin):
         """``(top (n, P), targets (n,))`` of each direction's predicted positions, dropout applied in training; with
         ``plan`` the positions are :attr:`~elmo.model.plan.HostPlan.kept`, not a boolean mask."""
         if not self.config.vocab_size:
-            raise ElmoError("this published biLM has no training softmax (PublishedBiLMConfig.vocab_size is 0): "
+            raise ElmoError("this published biLM has no training softmax (BiLMConfig.vocab_size is 0): "
                             "add_head gives it one")
         lengths = lengths.to(ids.device)
         states = self.reading_states(chars, lengths, directions, self.dropout if self.training else None, plan)
@@ -518,7 +396,7 @@ def bilm_tf_initialization(bilm: PublishedBiLM, generator: torch.Generator) -> P
     with torch.no_grad():
         uniform(encoder.char_embedding.weight, 1.0)
         encoder.char_embedding.weight[0].zero_()
-        for (w, _), conv in zip(config.filters, encoder.convs):
+        for (w, _), conv in zip(config.char_filters, encoder.convs):
             uniform(conv.weight, 0.05) if config.activation == "relu" else normal(conv.weight, (w * config.char_dim) ** -0.5)
             conv.bias.zero_()
         for highway in encoder.highways:
@@ -552,7 +430,7 @@ class PublishedLM(nn.Module):
 
     @property
     def vocab_size(self) -> int:
-        """V, the words the shared softmax predicts (:attr:`PublishedBiLMConfig.vocab_size`)."""
+        """V, the words the shared softmax predicts (:attr:`BiLMConfig.vocab_size`)."""
         return self.bilm.config.vocab_size
 
     def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan:

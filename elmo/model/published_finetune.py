@@ -73,7 +73,7 @@ def vocabulary_token_vectors(bilm: PublishedBiLM, vocab: Vocabulary) -> torch.Te
     device = bilm.boundary_chars.device
     words = vocab.itos[len(SPECIALS):]
     chars = torch.from_numpy(bilm_tf_char_table(words, bilm.config.max_chars)).long().to(device)
-    vectors = torch.zeros(len(vocab), bilm.config.projection_dim, device=device)
+    vectors = torch.zeros(len(vocab), bilm.config.output_size, device=device)
     if words:
         vectors[len(SPECIALS):] = bilm.token_vectors(chars).float()
     bounds = bilm.token_vectors(bilm.boundary_chars).float()

@@ -36,7 +36,8 @@ import torch
 from ..artifacts import atomic_hdf5, atomic_write_bytes, write_json
 from ..data.chars import TF_BOS, TF_EOS, TF_NUM_CHARS
 from ..errors import ElmoError
-from .published import PublishedBiLM, PublishedBiLMConfig
+from .bilm import BiLMConfig
+from .published import PublishedBiLM
 
 #: keys of bilm-tf's options files; "training" ones (written by bilm-tf's trainer) are accepted and ignored
 OPTION_KEYS = {
@@ -90,8 +91,9 @@ def _get(options: dict, key: str, kind: type | tuple, default: Any = ...) -> Any
     return value
 
 
-def config_from_options(options: Any) -> PublishedBiLMConfig:
-    """:class:`~elmo.model.published.PublishedBiLMConfig` of a parsed ``options.json``. Raises ElmoError: unknown
+def config_from_options(options: Any) -> BiLMConfig:
+    """The :class:`~elmo.model.bilm.BiLMConfig` (:meth:`~elmo.model.bilm.BiLMConfig.bilm_tf`) of a parsed
+    ``options.json``. Raises ElmoError: unknown
     keys (all named), a missing or mistyped key, or an unsupported value."""
     if not isinstance(options, dict):
         raise ElmoError(f"expected a JSON object, got {type(options).__name__}")
@@ -105,7 +107,7 @@ def config_from_options(options: Any) -> PublishedBiLMConfig:
     if not all(isinstance(f, list) and len(f) == 2 and all(type(v) is int for v in f) for f in filters):
         raise ElmoError(f"char_cnn.filters must be a list of [width, count] integer pairs, got {filters!r}")
     number = (int, float)
-    return PublishedBiLMConfig(
+    return BiLMConfig.bilm_tf(
         char_dim=_get(options, "char_cnn.embedding.dim", int), filters=tuple(map(tuple, filters)),
         num_highway=_get(options, "char_cnn.n_highway", int, 0),
         max_chars=_get(options, "char_cnn.max_characters_per_token", int),
@@ -117,7 +119,7 @@ def config_from_options(options: Any) -> PublishedBiLMConfig:
         use_skip_connections=_get(options, "lstm.use_skip_connections", bool, False))
 
 
-def read_options(path: str | os.PathLike) -> PublishedBiLMConfig:
+def read_options(path: str | os.PathLike) -> BiLMConfig:
     """:func:`config_from_options` of bilm-tf's ``options.json`` file. Raises ElmoError, starting with the file name:
     the file is missing, unreadable or not JSON, or as :func:`config_from_options`."""
     path = Path(path)
@@ -128,13 +130,13 @@ def read_options(path: str | os.PathLike) -> PublishedBiLMConfig:
         raise ElmoError(f"{path}: {exc}") from None
 
 
-def options_of(config: PublishedBiLMConfig) -> dict[str, Any]:
+def options_of(config: BiLMConfig) -> dict[str, Any]:
     """The ``options.json`` of ``config`` (inverse of :func:`config_from_options`; every key, clipping ``null`` when
     off), ``char_cnn.n_characters`` 262: bilm-tf's inference takes no other (261 at training; same weight rows)."""
-    return {"lstm": {"dim": config.hidden_size, "projection_dim": config.projection_dim, "n_layers": config.num_layers,
+    return {"lstm": {"dim": config.hidden_size, "projection_dim": config.output_size, "n_layers": config.num_layers,
                      "cell_clip": config.cell_clip, "proj_clip": config.proj_clip,
-                     "use_skip_connections": config.use_skip_connections},
-            "char_cnn": {"embedding": {"dim": config.char_dim}, "filters": [list(f) for f in config.filters],
+                     "use_skip_connections": config.residual},
+            "char_cnn": {"embedding": {"dim": config.char_dim}, "filters": [list(f) for f in config.char_filters],
                          "n_highway": config.num_highway, "n_characters": TF_NUM_CHARS,
                          "max_characters_per_token": config.max_chars, "activation": config.activation}}
 
@@ -143,11 +145,11 @@ def _cell(direction: int, layer: int) -> str:
     return f"RNN_{direction}/RNN/MultiRNNCell/Cell{layer}/LSTMCell"
 
 
-def expected_datasets(config: PublishedBiLMConfig) -> dict[str, tuple[int, ...]]:
+def expected_datasets(config: BiLMConfig) -> dict[str, tuple[int, ...]]:
     """Name → shape of every dataset the weights file of ``config`` must hold (see the module docstring)."""
-    width, proj, cells = config.n_filters, config.projection_dim, config.hidden_size
+    width, proj, cells = config.n_filters, config.output_size, config.hidden_size
     shapes: dict[str, tuple[int, ...]] = {"char_embed": (261, config.char_dim)}
-    for i, (w, n) in enumerate(config.filters):
+    for i, (w, n) in enumerate(config.char_filters):
         shapes |= {f"CNN/W_cnn_{i}": (1, w, config.char_dim, n), f"CNN/b_cnn_{i}": (n,)}
     for k in range(config.num_highway):
         for part in ("carry", "transform"):
@@ -167,11 +169,11 @@ def _gates(array: np.ndarray, order: list[int]) -> np.ndarray:
     return np.concatenate([array[k * len(array) // 4:(k + 1) * len(array) // 4] for k in order])
 
 
-def _lstm_from_tf(prefix: str, name: str, array: np.ndarray, config: PublishedBiLMConfig) -> dict[str, np.ndarray]:
+def _lstm_from_tf(prefix: str, name: str, array: np.ndarray, config: BiLMConfig) -> dict[str, np.ndarray]:
     if name == "W_0":
         weight = _gates(array.T, _TF_GATES)
-        return {f"{prefix}.input_weight": weight[:, :config.projection_dim],
-                f"{prefix}.recurrent_weight": weight[:, config.projection_dim:]}
+        return {f"{prefix}.input_weight": weight[:, :config.output_size],
+                f"{prefix}.recurrent_weight": weight[:, config.output_size:]}
     if name == "B":
         bias = array.copy()
         bias[2 * config.hidden_size:3 * config.hidden_size] += 1.0  # TF's LSTMCell forget_bias
@@ -179,7 +181,7 @@ def _lstm_from_tf(prefix: str, name: str, array: np.ndarray, config: PublishedBi
     return {f"{prefix}.projection": array.T}
 
 
-def state_from_tf(name: str, array: np.ndarray, config: PublishedBiLMConfig) -> dict[str, np.ndarray]:
+def state_from_tf(name: str, array: np.ndarray, config: BiLMConfig) -> dict[str, np.ndarray]:
     """The :class:`~elmo.model.published.PublishedBiLM` state-dict entries of one hdf5 dataset (layout conversion)."""
     parts = name.split("/")
     if name == "char_embed":
@@ -209,15 +211,15 @@ def _join_highways(state: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
     return out
 
 
-def unused_by_options(name: str, config: PublishedBiLMConfig) -> str:
+def unused_by_options(name: str, config: BiLMConfig) -> str:
     """Why a weights file's dataset ``name``, absent from :func:`expected_datasets`, does not fit the options,
     naming the options key and its value."""
-    width, proj, cells = config.n_filters, config.projection_dim, config.hidden_size
+    width, proj, cells = config.n_filters, config.output_size, config.hidden_size
     if re.fullmatch(r"CNN_high_\d+/.*", name):
         n = config.num_highway
         return f"char_cnn.n_highway is {n}: " + (f"highway layers CNN_high_0 .. CNN_high_{n - 1}" if n else "no highway layer")
     if re.fullmatch(r"CNN/[Wb]_cnn_\d+", name):
-        return f"char_cnn.filters has {len(config.filters)} filters: CNN/W_cnn_0 .. CNN/W_cnn_{len(config.filters) - 1}"
+        return f"char_cnn.filters has {len(config.char_filters)} filters: CNN/W_cnn_0 .. CNN/W_cnn_{len(config.char_filters) - 1}"
     if name.startswith("CNN_proj/") and width == proj:
         return (f"the char_cnn.filters' {width} outputs equal lstm.projection_dim {proj}, so the options have no "
                 "CNN_proj layer")
@@ -232,7 +234,7 @@ def unused_by_options(name: str, config: PublishedBiLMConfig) -> str:
     return "no key of the options file accounts for it"
 
 
-def _datasets(path: Path, config: PublishedBiLMConfig) -> Iterator[tuple[str, np.ndarray]]:
+def _datasets(path: Path, config: BiLMConfig) -> Iterator[tuple[str, np.ndarray]]:
     """``(name, float32 array)`` of every expected dataset, shape-checked; first refuses any unexpected dataset."""
     import h5py
 
@@ -310,7 +312,7 @@ def tf_datasets(bilm: PublishedBiLM) -> dict[str, np.ndarray]:
     config, p = bilm.config, {k: v.detach().cpu().float().numpy() for k, v in bilm.state_dict().items()}
     width = config.n_filters
     out = {"char_embed": p["token_encoder.char_embedding.weight"][1:]}
-    for i in range(len(config.filters)):
+    for i in range(len(config.char_filters)):
         out[f"CNN/W_cnn_{i}"] = p[f"token_encoder.convs.{i}.weight"].transpose(2, 1, 0)[None]
         out[f"CNN/b_cnn_{i}"] = p[f"token_encoder.convs.{i}.bias"]
     for k in range(config.num_highway):

@@ -64,7 +64,7 @@ def load_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]
 def load_published_lm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabulary, dict[str, Any]]:
     """Rebuild the model of a ``published_lm.pt`` as earlier versions of ``pretrain --architecture`` and ``finetune``
     wrote it (``weights_only=True``; ``options``: bilm-tf's ``options.json``, ``lm_config``: the training head's
-    fields, :data:`~elmo.model.published.HEAD_FIELDS`, ``state_dict``, ``vocab``, ``meta``): ``(model, vocab, meta)``,
+    fields, :data:`~elmo.model.bilm.HEAD_FIELDS`, ``state_dict``, ``vocab``, ``meta``): ``(model, vocab, meta)``,
     the biLM with its training head, eval mode, CPU.
 
     Raises:

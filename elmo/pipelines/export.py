@@ -26,8 +26,8 @@ from ..data.vocab import SPECIALS
 from ..errors import ElmoError
 from ..inference.text_classifier import TextClassifier
 from ..model import hub
-from ..model.bilm import AnyBiLM, BiLM
-from ..model.published import PublishedBiLM, PublishedBiLMConfig
+from ..model.bilm import AnyBiLM, BiLM, BiLMConfig
+from ..model.published import PublishedBiLM
 from ..model.published_io import (
     options_of,
     read_vocabulary,
@@ -98,14 +98,14 @@ def bilm_tf_refusal(bilm: BiLM) -> str:
             "it is: ElmoEmbedder.from_pretrained(models) or embed --models-dir models/ (docs/published_elmo.md, Exporting)")
 
 
-def allennlp_limits(config: PublishedBiLMConfig) -> list[str]:
+def allennlp_limits(config: BiLMConfig) -> list[str]:
     """What in ``config`` AllenNLP's ``_ElmoBiLm`` does not read (it needs skip connections and an LSTM projection,
     dataset ``W_P_0``); bilm-tf and this toolkit read both. Empty for every published model."""
     limits = []
-    if not config.use_skip_connections:
+    if not config.residual:
         limits.append("lstm.use_skip_connections is false (AllenNLP supports only biLMs with residual connections)")
-    if config.projection_dim >= config.hidden_size:
-        limits.append(f"lstm.projection_dim {config.projection_dim} equals lstm.dim, so there is no projection W_P_0 "
+    if config.output_size >= config.hidden_size:
+        limits.append(f"lstm.projection_dim {config.output_size} equals lstm.dim, so there is no projection W_P_0 "
                       "(AllenNLP's ElmoLstm reads one)")
     return limits
 

@@ -38,12 +38,12 @@ from ..data.pretraining_text import pretraining_text
 from ..data.stream import StreamedCorpus, TextSource
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from ..model.bilm import DIRECTIONS, SOFTMAXES, TOKEN_ENCODERS, BiLM, BiLMConfig, Direction, LanguageModel
+from ..model.bilm import DEFAULT_SOFTMAX, DIRECTIONS, SOFTMAXES, TOKEN_ENCODERS, BiLM, BiLMConfig, Direction, LanguageModel
 from ..model.char_cnn import DEFAULT_FILTERS
 from ..model.classifier import recorded_source
 from ..model.hub import HubMixin
 from ..model.plan import plan_batch, step_loss
-from ..model.published import DEFAULT_SOFTMAX, PUBLISHED_ARCHITECTURES, PublishedBiLM, PublishedBiLMConfig, PublishedLM
+from ..model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM, PublishedLM
 from ..model.published_io import config_from_options, options_of, read_options
 from ..model.sampled_softmax import BILM_TF_SAMPLES
 from ..model.serialization import BiLMFiles, files_read, lm_checkpoint, models_in, save_bilm, saved_kind
@@ -84,8 +84,8 @@ OUR_PRESET = {"hidden_size": 256, "num_layers": 2, "token_encoder": "word", "cha
               "residual": True, "proj_size": 0, "lstm": "fused"}
 #: ``--lstm clipped`` on our biLM: its cells and outputs clipped to this (bilm-tf's ``cell_clip`` and ``proj_clip``)
 OUR_CLIP = PUBLISHED_ARCHITECTURES["elmo-original"][1].cell_clip
-#: the size flags a published preset takes, by the config field each sets (besides ``--proj-size``,
-#: ``--embedding-dim``, ``--char-filters``)
+#: the size flags a published preset takes, by the bilm-tf name of the field each sets (besides ``--proj-size``,
+#: ``--embedding-dim``, ``--char-filters``; :data:`~elmo.model.bilm.BILM_TF_FIELDS`)
 PRESET_FLAGS = {"hidden_size": "hidden_size", "num_layers": "num_layers", "char_dim": "char_dim",
                 "num_highway": "num_highway", "max_chars": "max_chars", "residual": "use_skip_connections"}
 
@@ -183,7 +183,7 @@ class PretrainArgs(CommonArgs):
                           max_chars=self.size("max_chars"), residual=self.size("residual"), proj_size=self.size("proj_size"),
                           softmax=self.softmax, samples=self.softmax_samples, **clips)
 
-    def published_config(self) -> PublishedBiLMConfig | None:
+    def published_config(self) -> BiLMConfig | None:
         """The published config ``--architecture`` names (a preset, or an options.json read by
         :func:`~elmo.model.published_io.read_options`) with the size flags (:data:`PRESET_FLAGS`) and ``--lstm``
         applied; ``None`` without it. Raises :class:`ElmoError` (starting with the flag): an unknown name, a missing or
@@ -207,13 +207,13 @@ class PretrainArgs(CommonArgs):
         if self.char_filters:
             sizes["filters"] = self.filters()
         hidden = sizes.get("hidden_size", config.hidden_size)
-        width = (self.proj_size or hidden) if self.proj_size is not None else self.embedding_dim or config.projection_dim
+        width = (self.proj_size or hidden) if self.proj_size is not None else self.embedding_dim or config.output_size
         if self.embedding_dim is not None and self.embedding_dim != width:
             raise ElmoError(f"--embedding-dim ({self.embedding_dim}) must equal the LSTM output width ({width}: "
                             "--proj-size if set, else --hidden-size) so that layer 0 has the width of the LSTM layers")
         clips = {"cell_clip": None, "proj_clip": None} if self.lstm == "fused" else {}
         try:
-            return replace(config, **sizes, projection_dim=width, **clips)
+            return BiLMConfig.bilm_tf(**{**config.saved(), **sizes, "projection_dim": width, **clips})
         except ElmoError as exc:
             given = ", ".join(_flag(f) for f in [*PRESET_FLAGS, "char_filters", "proj_size", "embedding_dim"]
                               if getattr(self, f) not in (None, ()))
@@ -231,11 +231,11 @@ class PretrainArgs(CommonArgs):
 
     def published_head(self, vocab_size: int) -> dict:
         """The training head of the published architecture (``--softmax``, ``--softmax-samples``, ``--dropout``): its
-        :data:`~elmo.model.published.HEAD_FIELDS` (:meth:`~elmo.model.published.PublishedBiLM.add_head`)."""
+        :data:`~elmo.model.bilm.HEAD_FIELDS` (:meth:`~elmo.model.published.PublishedBiLM.add_head`)."""
         return {"vocab_size": vocab_size, "softmax": self.softmax, "samples": self.softmax_samples,
                 "dropout": self.dropout}
 
-    def model_config(self, vocab_size: int) -> BiLMConfig | PublishedBiLMConfig:
+    def model_config(self, vocab_size: int) -> BiLMConfig:
         """What is trained: the published architecture (``--architecture``) or our biLM (:meth:`bilm_config`)."""
         return self.published_config() or self.bilm_config(vocab_size)
 
@@ -548,7 +548,7 @@ MODEL_KINDS = {"bilstm": "ELMO.py's biLM", "published_lm": "pretrain --architect
 #: the biLM a command writes into ``--models-dir``: ``None`` for ours (``bilstm.pt`` and the ``save_pretrained`` folder
 #: ``bilm/`` of a :class:`~elmo.model.bilm.BiLM`), else a function giving the config of the published architecture written (the
 #: folder of a :class:`~elmo.model.published.PublishedBiLM` with its training head)
-Written = Callable[[], PublishedBiLMConfig] | None
+Written = Callable[[], BiLMConfig] | None
 
 
 def different_models(config: CommonArgs, written: Written) -> list[tuple[BiLMFiles, str]]:
@@ -567,7 +567,7 @@ def different_models(config: CommonArgs, written: Written) -> list[tuple[BiLMFil
                 if kind != own:
                     found.append((model, f"{MODEL_KINDS[model.kind]} ({kind}), a different model"))
                     continue
-                size = None if written is None else PublishedBiLMConfig(**saved["config"])
+                size = None if written is None else BiLMConfig.bilm_tf(**saved["config"])
             elif model.kind == "published_lm" and written is not None:
                 size = config_from_options(load_checkpoint(model.files[0], "elmo.published_lm")["options"])
             elif model.kind != "bilstm" or written is not None:

@@ -27,7 +27,6 @@ from elmo.errors import ElmoError
 from elmo.model.adaptive_softmax import adaptive_cutoffs
 from elmo.model.bilm import BiLMConfig
 from elmo.model.classifier import SequenceClassifier
-from elmo.model.published import PublishedBiLMConfig
 from elmo.runtime.device import configure_threads, cpu_has_bf16, resolve_precision
 
 from .children import peak_rss_mb
@@ -80,21 +79,21 @@ def task_encoder_flops(model: SequenceClassifier, positions: int) -> float:
     return 3.0 * per_position * positions
 
 
-def published_lstm_flops(config: PublishedBiLMConfig, steps: int) -> float:
+def published_lstm_flops(config: BiLMConfig, steps: int) -> float:
     """Forward FLOPs of ``steps`` steps of one direction of a published architecture's LSTM stack (all its layers:
     the gates' input and recurrent products, and the projection where it is narrower than the cells)."""
-    proj, cells = config.projection_dim, config.hidden_size
+    proj, cells = config.output_size, config.hidden_size
     per_step = 2 * 2 * proj * 4 * cells + (2 * cells * proj if proj < cells else 0)
     return float(per_step * steps * config.num_layers)
 
 
-def published_word_flops(config: PublishedBiLMConfig, word: str) -> float:
+def published_word_flops(config: BiLMConfig, word: str) -> float:
     """Forward FLOPs of one word's token vector in a published architecture: convolutions over the characters read,
     highway, projection."""
-    read = min(config.max_chars, len(word.encode("utf-8")[: config.max_chars - 2]) + 2 + max(w for w, _ in config.filters))
-    conv = sum(2 * config.char_dim * w * n * max(0, read - w + 1) for w, n in config.filters)
+    read = min(config.max_chars, len(word.encode("utf-8")[: config.max_chars - 2]) + 2 + max(w for w, _ in config.char_filters))
+    conv = sum(2 * config.char_dim * w * n * max(0, read - w + 1) for w, n in config.char_filters)
     width = config.n_filters
-    rest = config.num_highway * 2 * width * 2 * width + (2 * width * config.projection_dim if width != config.projection_dim else 0)
+    rest = config.num_highway * 2 * width * 2 * width + (2 * width * config.output_size if width != config.output_size else 0)
     return float(conv + rest)
 
 

@@ -67,8 +67,9 @@ import torch
 from elmo.artifacts import atomic_write_bytes, environment_info, write_json
 from elmo.errors import ElmoError
 from elmo.inference.embedder import ElmoEmbedder
+from elmo.model.bilm import BiLMConfig
 from elmo.model.lstm import lstm_compute_dtypes, summary_dtype
-from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM, PublishedBiLMConfig
+from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM
 from elmo.model.published_io import save_published_bilm
 from elmo.pipelines.common import command_line, option
 from elmo.pipelines.pretraining import PretrainArgs
@@ -94,7 +95,7 @@ LARGER_STEPS_EPOCHS = 2
 #: the architectures trained, the one the goals are about first
 ARCHITECTURES = {name: PUBLISHED_ARCHITECTURES[name][1] for name in ("elmo-original", "elmo-medium", "elmo-small")}
 #: ``--tiny``'s stand-ins for them
-TINY_ARCHITECTURES = {f"tiny-{name}": PublishedBiLMConfig(char_dim=2, filters=((1, 2), (2, width - 2)), num_highway=1,
+TINY_ARCHITECTURES = {f"tiny-{name}": BiLMConfig.bilm_tf(char_dim=2, filters=((1, 2), (2, width - 2)), num_highway=1,
                                                           hidden_size=2 * width, projection_dim=width, num_layers=2)
                       for name, width in (("original", 8), ("medium", 6), ("small", 4))}
 #: ``--tiny``'s sizes (the full run's are the flags' and :data:`SOFTMAX_CLASSES`)
@@ -393,7 +394,7 @@ def compile_part(cfg: GpuArgs, run: Run) -> None:
 
 
 def compiled_row(name: str, precision: str, text: dict[str, Any], bench: BenchArgs, batch: int, peak: float,
-                 config: PublishedBiLMConfig) -> dict[str, Any]:
+                 config: BiLMConfig) -> dict[str, Any]:
     """:func:`~lab.bench.published_training.measure` with ``compile`` on (a child process's target)."""
     return measure(name, precision, text, bench, batch, peak, config=config, compile=True, extras=False)
 

@@ -37,8 +37,9 @@ from elmo.artifacts import environment_info, write_json
 from elmo.data.agnews import read_agnews
 from elmo.data.text import tokenize
 from elmo.inference.embedder import CHUNK_BATCHES, ElmoEmbedder
+from elmo.model.bilm import BiLMConfig
 from elmo.model.lstm import ProjectedLSTM
-from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM, PublishedBiLMConfig
+from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM
 from elmo.model.published_io import save_published_bilm
 from elmo.runtime.device import configure_threads, cpu_has_bf16
 
@@ -67,7 +68,7 @@ def sentences_of(data_dir: str, count: int) -> list[list[str]]:
     return sentences[:count]
 
 
-def embedding_flops(config: PublishedBiLMConfig, sentences: list[list[str]], batch_size: int = BATCH) -> float:
+def embedding_flops(config: BiLMConfig, sentences: list[list[str]], batch_size: int = BATCH) -> float:
     """Matrix-product FLOPs of embedding ``sentences`` statelessly (the module docstring says what counts)."""
     steps = sum(len(s) + 1 for s in sentences)
     chunk = CHUNK_BATCHES * batch_size

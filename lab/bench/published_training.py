@@ -50,9 +50,10 @@ from elmo.data.corpus import encode_corpus
 from elmo.data.text import tokenize
 from elmo.data.vocab import BOS_ID, EOS_ID, Vocabulary
 from elmo.model.adaptive_softmax import adaptive_cutoffs
+from elmo.model.bilm import BiLMConfig
 from elmo.model.lstm import lstm_compute_dtypes, summary_dtype
 from elmo.model.plan import plan_batch, step_loss
-from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM, PublishedBiLMConfig, PublishedLM
+from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM, PublishedLM
 from elmo.runtime.device import configure_threads, cpu_has_bf16, resolve_device, set_seed
 from elmo.training.trainer import Objective, Progress, TrainConfig, fit
 
@@ -102,7 +103,7 @@ def training_text(data_dir: str, windows: int, vocab_size: int) -> dict[str, Any
             "softmax_classes": max(vocab_size, len(vocab))}
 
 
-def training_flops(config: PublishedBiLMConfig, windows: Sequence[Sequence[str]],
+def training_flops(config: BiLMConfig, windows: Sequence[Sequence[str]],
                    ids: Sequence[Sequence[int]]) -> dict[str, float]:
     """FLOPs (matrix products) of one training step of ``config`` (with its training head) on ``windows`` (token
     strings) with word ids ``ids``.
@@ -115,7 +116,7 @@ def training_flops(config: PublishedBiLMConfig, windows: Sequence[Sequence[str]]
     words = {w for window in windows for w in window}
     marks = 2 * published_word_flops(config, "x")  # <S> and </S>: one character each in bilm-tf's numbering
     steps = sum(len(w) + 1 for w in windows)
-    width = config.projection_dim
+    width = config.output_size
     forward = np.concatenate([np.asarray(i, dtype=np.int64) for i in ids] + [np.full(len(ids), EOS_ID)])
     backward = np.concatenate([np.asarray(i, dtype=np.int64) for i in ids] + [np.full(len(ids), BOS_ID)])
     if config.softmax == "adaptive":
@@ -252,7 +253,7 @@ def _fit(model: PublishedLM, batches, device: torch.device, amp: torch.dtype | N
 
 
 def measure(name: str, precision: str, text: dict[str, Any], cfg: Any, batch: int, start_peak: float, *,
-            config: PublishedBiLMConfig | None = None, compile: bool = False, extras: bool = True) -> dict[str, Any]:
+            config: BiLMConfig | None = None, compile: bool = False, extras: bool = True) -> dict[str, Any]:
     """One architecture in one precision (its own process): ``--training-warmup`` then ``--training-steps`` steps of
     :func:`fit`, each on a new batch of ``batch`` windows (``lstm_dtype``: the dtype the LSTMs computed in at the
     last step, :func:`~elmo.model.lstm.summary_dtype`); :func:`finish_row`'s figures against the larger of

@@ -28,7 +28,7 @@ from elmo.model.classifier import (
     load_classifier_bilm,
     published_record,
 )
-from elmo.model.published import PublishedBiLM, PublishedBiLMConfig
+from elmo.model.published import PublishedBiLM
 from elmo.model.published_io import save_published_bilm
 from elmo.model.serialization import (
     BILM_FILES,
@@ -38,7 +38,7 @@ from elmo.model.serialization import (
 )
 from elmo.pipelines.task import _load_bilm
 
-TINY = PublishedBiLMConfig(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
+TINY = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
 WORDS = list(SPECIALS) + ["The", "market", "rallied", "."]
 SENTENCES = [["The", "market", "rallied", "."], ["Zorgblatt", "fell"]]
 LOOKED_FOR = ("looked for bilstm.pt, published_lm.pt, bilm/config.json + bilm/model.safetensors, config.json + "

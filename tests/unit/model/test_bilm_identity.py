@@ -163,7 +163,7 @@ def test_a_published_lm_folder_of_an_earlier_version_opens_to_the_same_identity(
     assert opened.config.weights_digest == pinned["published_lm"]["weights_digest"]
     assert bilm_fingerprint(opened, Vocabulary(WORDS)) == pinned["published_lm"]["fingerprint"]
     assert vector_summary(published_layers(opened)) == measured["published_lm"]["vectors"]
-    assert PublishedBiLM.from_pretrained(folder / "bilm").softmax.head.weight.shape[1] == opened.config.projection_dim
+    assert PublishedBiLM.from_pretrained(folder / "bilm").softmax.head.weight.shape[1] == opened.config.output_size
 
 
 def test_a_saved_bilstm_pt_opens_to_the_same_vectors(tmp_path):

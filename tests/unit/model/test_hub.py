@@ -19,10 +19,10 @@ from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.model.bilm import BiLM, BiLMConfig
 from elmo.model.classifier import ClassifierConfig, ElmoClassifier, bilm_fingerprint
 from elmo.model.hub import load_pretrained
-from elmo.model.published import PublishedBiLM, PublishedBiLMConfig
+from elmo.model.published import PublishedBiLM
 from elmo.model.serialization import load_bilm, open_bilm
 
-TINY = PublishedBiLMConfig(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
+TINY = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
 WORDS = list(SPECIALS) + ["the", "market", "rallied", "."]
 SENTENCES = [["the", "market", "rallied", "."], ["zorgblatt", "fell"]]
 FILES = ["README.md", "config.json", "model.safetensors", "vocab.txt"]

@@ -6,6 +6,8 @@ here on the CPU). A CUDA test checks cuDNN itself where a GPU is present."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from support import needs_native_bf16
@@ -14,12 +16,12 @@ from elmo.data.vocab import SPECIALS
 from elmo.model.bilm import BiLM, BiLMConfig
 from elmo.model.classifier import MaskedBiLSTM
 from elmo.model.lstm import AutocastLSTM, lstm_compute_dtypes, summary_dtype
-from elmo.model.published import PublishedBiLM, PublishedBiLMConfig
+from elmo.model.published import PublishedBiLM
 from elmo.runtime.device import autocast
 
 pytestmark = pytest.mark.cpu_features
 
-TINY = PublishedBiLMConfig(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
+TINY = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
 WORDS = [*SPECIALS, "the", "market", "rallied"]
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16}
 
@@ -40,7 +42,7 @@ def run_bilm(bilm: BiLM) -> None:
 
 
 def run_published(lstm: str) -> PublishedBiLM:
-    config = TINY if lstm == "clipped" else PublishedBiLMConfig(**{**TINY.__dict__, "cell_clip": None, "proj_clip": None})
+    config = TINY if lstm == "clipped" else replace(TINY, cell_clip=None, proj_clip=None)
     torch.manual_seed(0)
     bilm = PublishedBiLM(config).eval()
     return bilm

@@ -6,6 +6,7 @@ nothing; on a GPU each one waits for every queued kernel, which is why the step 
 from __future__ import annotations
 
 import collections
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,17 +16,18 @@ from support import needs_native_bf16, published_lm
 from elmo.data.corpus import encode_corpus
 from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.errors import ElmoError
+from elmo.model.bilm import BiLMConfig
 from elmo.model.plan import step_loss, word_plan
-from elmo.model.published import PublishedBiLM, PublishedBiLMConfig, PublishedLM
+from elmo.model.published import PublishedBiLM, PublishedLM
 from elmo.runtime.device import autocast
 
 #: operators whose result's size or value the host must read from the device (a synchronisation on CUDA)
 READING_OPERATORS = {"aten::nonzero", "aten::_local_scalar_dense", "aten::item", "aten::_unique2", "aten::unique_dim",
                      "aten::unique_consecutive", "aten::masked_select", "aten::repeat_interleave", "aten::bincount",
                      "aten::_assert_async"}
-CONFIG = PublishedBiLMConfig(char_dim=4, filters=((1, 4), (2, 8), (3, 8)), num_highway=1, hidden_size=16,
+CONFIG = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8), (3, 8)), num_highway=1, hidden_size=16,
                              projection_dim=8)
-FUSED = PublishedBiLMConfig(**{**CONFIG.__dict__, "cell_clip": None, "proj_clip": None})
+FUSED = replace(CONFIG, cell_clip=None, proj_clip=None)
 
 
 def batch_and_vocab(seed: int = 0, docs: int = 12, longest: int = 25) -> tuple[dict[str, torch.Tensor], Vocabulary]:
@@ -37,7 +39,7 @@ def batch_and_vocab(seed: int = 0, docs: int = 12, longest: int = 25) -> tuple[d
     return corpus.collate(np.arange(docs)), vocab
 
 
-def model_of(config: PublishedBiLMConfig, vocab: Vocabulary) -> PublishedLM:
+def model_of(config: BiLMConfig, vocab: Vocabulary) -> PublishedLM:
     model = published_lm(config, len(vocab), cutoffs=(20, 60))
     model.bilm.chunk_size = 5  # several passes of the character CNN
     return model
@@ -48,7 +50,7 @@ def with_host(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {**batch, **{f"host_{k}": batch[k] for k in PublishedBiLM.host_keys}}
 
 
-def step(config: PublishedBiLMConfig, precision: torch.dtype | None, planned: bool):
+def step(config: BiLMConfig, precision: torch.dtype | None, planned: bool):
     batch, vocab = batch_and_vocab()
     model = model_of(config, vocab)
     torch.manual_seed(1)  # the dropout masks
@@ -59,7 +61,7 @@ def step(config: PublishedBiLMConfig, precision: torch.dtype | None, planned: bo
     return loss.detach(), units, [p.grad for p in model.parameters()]
 
 
-def assert_same_step(config: PublishedBiLMConfig, precision: torch.dtype | None) -> None:
+def assert_same_step(config: BiLMConfig, precision: torch.dtype | None) -> None:
     (loss, units, grads), (planned_loss, planned_units, planned_grads) = (step(config, precision, p) for p in (False, True))
     assert torch.equal(loss, planned_loss) and units == planned_units
     assert all(torch.equal(a, b) for a, b in zip(grads, planned_grads, strict=True))
@@ -77,7 +79,7 @@ def test_the_planned_step_is_the_same_step_in_bf16_on_a_cpu_with_native_bf16(con
     assert_same_step(config, torch.bfloat16)
 
 
-def operators_of_one_step(config: PublishedBiLMConfig, planned: bool) -> collections.Counter:
+def operators_of_one_step(config: BiLMConfig, planned: bool) -> collections.Counter:
     """The operators of a step's forward and backward pass and gradient clipping (the optimiser is left out: the
     CPU's fused Adam reads each parameter's step count from the host, where CUDA's keeps it on the device)."""
     batch, vocab = batch_and_vocab(1, docs=3, longest=6)

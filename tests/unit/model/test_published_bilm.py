@@ -157,8 +157,8 @@ def test_bf16_autocast_stays_close_to_fp32_on_a_cpu_with_native_bf16(bilm):
 
 def test_options_and_layout_of_the_fixture(bilm):
     config = read_options(OPTIONS)
-    assert (config.hidden_size, config.projection_dim, config.num_layers, config.num_highway) == (64, 16, 2, 2)
-    assert config.cell_clip == 3 and config.proj_clip == 3 and config.use_skip_connections and config.activation == "relu"
+    assert (config.hidden_size, config.output_size, config.num_layers, config.num_highway) == (64, 16, 2, 2)
+    assert config.cell_clip == 3 and config.proj_clip == 3 and config.residual and config.activation == "relu"
     with h5py.File(WEIGHTS, "r") as f:
         names = set()
         f.visititems(lambda name, node: names.add(name) if isinstance(node, h5py.Dataset) else None)

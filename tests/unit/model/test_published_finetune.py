@@ -52,7 +52,7 @@ def test_the_language_model_keeps_the_loaded_bilm_and_its_token_vectors_give_the
     assert model is bilm and all(torch.equal(v, reference[k]) for k, v in reference.items())
     assert all(p.is_contiguous() for p in model.parameters())
     vectors = vocabulary_token_vectors(bilm, vocab)
-    assert vectors.shape == (len(vocab), bilm.config.projection_dim)
+    assert vectors.shape == (len(vocab), bilm.config.output_size)
     words = vocab.itos[4:9]
     chars = batch_char_ids([words], 50, "bilm_tf")[0]
     assert torch.allclose(vectors[4:9], bilm.token_vectors(chars), atol=1e-6)

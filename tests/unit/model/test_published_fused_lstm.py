@@ -5,16 +5,19 @@ lengths, two layers with the residual connection, carried states and chunking; t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from torch import nn
 
+from elmo.model.bilm import BiLMConfig
 from elmo.model.lstm import ProjectedLSTM
-from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM, PublishedBiLMConfig
+from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM
 from elmo.model.published_io import config_from_options, options_of
 from lab.bench.published import random_weights
 
-TINY = PublishedBiLMConfig(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, max_chars=10, hidden_size=24,
+TINY = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, max_chars=10, hidden_size=24,
                            projection_dim=8, num_layers=2, cell_clip=None, proj_clip=None)
 
 
@@ -55,8 +58,8 @@ def test_fused_lstm_gives_the_loops_layers_states_and_gradients(chunk_size):
     bilm.chunk_size = chunk_size
     generator = torch.Generator().manual_seed(2)
     lengths = torch.tensor([3, 7, 0, 5, 1])  # ragged, unsorted, an empty sentence
-    x = torch.randn(5, 7, TINY.projection_dim, generator=generator)
-    states = [(torch.randn(5, TINY.projection_dim, generator=generator), torch.randn(5, TINY.hidden_size, generator=generator))
+    x = torch.randn(5, 7, TINY.output_size, generator=generator)
+    states = [(torch.randn(5, TINY.output_size, generator=generator), torch.randn(5, TINY.hidden_size, generator=generator))
               for _ in range(2 * TINY.num_layers)]
     fused, loop = (layers_states_and_gradients(bilm, x, lengths, states, f) for f in (True, False))
     assert torch.equal(fused[0][:, 2], torch.zeros_like(fused[0][:, 2]))  # padding and the empty sentence stay zero
@@ -92,12 +95,12 @@ def test_the_fused_path_reads_the_loops_training_states_with_dropout_and_both_di
 
 def test_fused_weights_are_nn_lstms_layout_of_our_parameters():
     layer = tiny_bilm().forward_layers[1]
-    lstm = nn.LSTM(TINY.projection_dim, TINY.hidden_size, proj_size=TINY.projection_dim)
+    lstm = nn.LSTM(TINY.output_size, TINY.hidden_size, proj_size=TINY.output_size)
     with torch.no_grad():
         for name, weight in zip(("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_hr_l0"),
                                 layer.fused_weights(torch.float32)):
             getattr(lstm, name).copy_(weight)
-        x = torch.randn(6, 3, TINY.projection_dim, generator=torch.Generator().manual_seed(6))
+        x = torch.randn(6, 3, TINY.output_size, generator=torch.Generator().manual_seed(6))
         layer.fused = False
         ours = layer(x, [3] * 6)[0]
     assert (lstm(x)[0].detach() - ours).abs().max() <= 1e-5
@@ -107,13 +110,13 @@ def test_fused_weights_are_nn_lstms_layout_of_our_parameters():
 def test_rows_that_run_no_step_keep_their_initial_state():
     layer = tiny_bilm().backward_layers[0]
     generator = torch.Generator().manual_seed(7)
-    x = torch.randn(4, 3, TINY.projection_dim, generator=generator)
-    state = (torch.randn(3, TINY.projection_dim, generator=generator), torch.randn(3, TINY.hidden_size, generator=generator))
+    x = torch.randn(4, 3, TINY.output_size, generator=generator)
+    state = (torch.randn(3, TINY.output_size, generator=generator), torch.randn(3, TINY.hidden_size, generator=generator))
     with torch.no_grad():
         fused = layer(x, [2, 1], state)
         layer.fused = False
         loop = layer(x, [2, 1], state)
-    assert fused[0].shape == (4, 3, TINY.projection_dim) and (fused[0][2:] == 0).all() and (fused[0][:, 2] == 0).all()
+    assert fused[0].shape == (4, 3, TINY.output_size) and (fused[0][2:] == 0).all() and (fused[0][:, 2] == 0).all()
     assert torch.equal(fused[1][0][2], state[0][2]) and torch.equal(fused[1][1][2], state[1][2])
     for a, b in zip((fused[0], *fused[1]), (loop[0], *loop[1])):
         assert (a - b).abs().max() <= 1e-5
@@ -122,7 +125,7 @@ def test_rows_that_run_no_step_keep_their_initial_state():
 @pytest.mark.cpu_features
 def test_bf16_autocast_runs_the_products_in_bf16_and_stays_close_to_the_loop():
     bilm = tiny_bilm(8)
-    x = torch.randn(3, 9, TINY.projection_dim, generator=torch.Generator().manual_seed(9))
+    x = torch.randn(3, 9, TINY.output_size, generator=torch.Generator().manual_seed(9))
     lengths = torch.tensor([9, 4, 6])
     results = {}
     for fused in (True, False):
@@ -151,7 +154,7 @@ def test_where_it_casts_for_the_kernel_every_tensor_reaches_it_in_bf16_with_auto
         return kernel(packed, sizes, states, weights, *rest)
     monkeypatch.setattr(torch, "lstm", spy)
     bilm = tiny_bilm(8)
-    x = torch.randn(3, 9, TINY.projection_dim, generator=torch.Generator().manual_seed(9), requires_grad=grad)
+    x = torch.randn(3, 9, TINY.output_size, generator=torch.Generator().manual_seed(9), requires_grad=grad)
     lengths = torch.tensor([9, 4, 6])
     with torch.set_grad_enabled(grad), torch.autocast("cpu", dtype=torch.bfloat16):
         layers, _ = bilm.contextual(x, lengths)
@@ -169,7 +172,7 @@ def test_where_it_casts_for_the_kernel_every_tensor_reaches_it_in_bf16_with_auto
 def test_which_layers_run_fused():
     assert not any(layer.fused for layer in PublishedBiLM(PUBLISHED_ARCHITECTURES["elmo-small"][1]).forward_layers)
     assert all(layer.fused for layer in PublishedBiLM(TINY).backward_layers)
-    one_clip = PublishedBiLM(PublishedBiLMConfig(**{**TINY.__dict__, "proj_clip": 3.0}))
+    one_clip = PublishedBiLM(replace(TINY, proj_clip=3.0))
     assert not any(layer.fused for layer in one_clip.forward_layers)
     options = options_of(TINY)
     options["lstm"].update(cell_clip=0, proj_clip=0)  # AllenNLP's reading of 0: no clipping

@@ -13,10 +13,10 @@ from support import published_lm
 from elmo.data.chars import batch_char_ids
 from elmo.data.vocab import Vocabulary
 from elmo.errors import ElmoError
-from elmo.model.bilm import IGNORE_INDEX
-from elmo.model.published import PublishedBiLM, PublishedBiLMConfig
+from elmo.model.bilm import IGNORE_INDEX, BiLMConfig
+from elmo.model.published import PublishedBiLM
 
-TINY = PublishedBiLMConfig(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
+TINY = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
 SENTENCES = [["The", "cat", "sat", "on", "the", "mat", "."], ["A", "dog", "ran", "."], ["The", "dog", "sat", "."]] * 4
 
 
@@ -89,7 +89,7 @@ def test_targets_are_the_next_word_in_each_reading_order():
 def test_bad_training_heads_are_refused_naming_the_field():
     for kwargs, field in (({"softmax": "full"}, "softmax"), ({"samples": 0}, "softmax_samples"),
                           ({"dropout": 1.0}, "dropout"), ({"vocab_size": 3}, "vocab_size")):
-        with pytest.raises(ElmoError, match=f"PublishedBiLMConfig.{field}"):
+        with pytest.raises(ElmoError, match=f"BiLMConfig.{field}"):
             replace(TINY, **{"vocab_size": 10, **kwargs})
 
 

@@ -16,7 +16,7 @@ from published_reference import FIXTURES, OPTIONS, TOLERANCE, WEIGHTS
 from elmo import ElmoEmbedder, ElmoError
 from elmo.data.vocab import SPECIALS
 from elmo.model.bilm import BiLM, BiLMConfig
-from elmo.model.published import PublishedBiLM, PublishedBiLMConfig
+from elmo.model.published import PublishedBiLM
 from elmo.model.published_io import (
     VOCAB_SPECIALS,
     load_published_bilm,
@@ -106,10 +106,10 @@ def test_reading_a_vocabulary_file_names_its_problems(tmp_path):
 # --- round trip: a random published biLM through the files and ElmoEmbedder -----------------------------------------
 
 TINY = {
-    "projected": PublishedBiLMConfig(char_dim=4, filters=((1, 4), (2, 6), (3, 6)), num_highway=1, hidden_size=12,
+    "projected": BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 6), (3, 6)), num_highway=1, hidden_size=12,
                                      projection_dim=6, num_layers=2, cell_clip=3.0, proj_clip=3.0,
                                      use_skip_connections=True),
-    "plain": PublishedBiLMConfig(char_dim=3, filters=((1, 4), (3, 4)), num_highway=0, hidden_size=8, projection_dim=8,
+    "plain": BiLMConfig.bilm_tf(char_dim=3, filters=((1, 4), (3, 4)), num_highway=0, hidden_size=8, projection_dim=8,
                                  num_layers=2, cell_clip=None, proj_clip=None, use_skip_connections=False,
                                  activation="tanh"),
 }
@@ -118,7 +118,7 @@ SENTENCES = [["The", "cat", "sat", "on", "the", "mat", "."],
              ["a"]]
 
 
-def random_bilm(config: PublishedBiLMConfig, seed: int = 0) -> PublishedBiLM:
+def random_bilm(config: BiLMConfig, seed: int = 0) -> PublishedBiLM:
     """Random weights of ``config``, biases too (the forget-gate conversion must matter)."""
     bilm = random_weights(PublishedBiLM(config), seed)
     generator = torch.Generator().manual_seed(seed + 1)
@@ -140,7 +140,7 @@ def test_a_random_published_bilm_read_back_by_elmo_embedder_gives_the_same_layer
     loaded = ElmoEmbedder(options_file=tmp_path / "options.json", weight_file=tmp_path / "weights.hdf5", device="cpu")
     got = loaded.embed_batch(SENTENCES)
     for ours, theirs, sentence in zip(expected, got, SENTENCES):
-        assert ours.shape == theirs.shape == (3, len(sentence), 2 * TINY[kind].projection_dim)
+        assert ours.shape == theirs.shape == (3, len(sentence), 2 * TINY[kind].output_size)
         assert np.abs(ours - theirs).max() < TOLERANCE
     # and the exported files, exported again, are the same file
     export_bilm(loaded.bilm, tmp_path / "again")

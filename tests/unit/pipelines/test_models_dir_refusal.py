@@ -14,16 +14,17 @@ from elmo.artifacts import Outputs
 from elmo.cli import run
 from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.errors import ElmoError
-from elmo.model.published import PublishedBiLM, PublishedBiLMConfig
+from elmo.model.bilm import BiLMConfig
+from elmo.model.published import PublishedBiLM
 from elmo.model.published_io import options_of, save_published_bilm
 from elmo.model.serialization import find_bilm
 from elmo.pipelines.pretraining import PretrainArgs, check_files, refuse_different_models, replace_different_models
 
-TINY = PublishedBiLMConfig(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
+TINY = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
 WIDER = replace(TINY, hidden_size=32)
 
 
-def published_lm(folder, config: PublishedBiLMConfig = TINY, legacy: bool = False):
+def published_lm(folder, config: BiLMConfig = TINY, legacy: bool = False):
     """The published architecture sized ``config`` (random weights) as ``pretrain --architecture`` writes it into
     ``folder``: a ``save_pretrained`` folder, or (``legacy``) an earlier version's ``published_lm.pt``."""
     vocab = Vocabulary(list(SPECIALS) + ["The", "market"])
@@ -35,7 +36,7 @@ def published_lm(folder, config: PublishedBiLMConfig = TINY, legacy: bool = Fals
         model.save_pretrained(Outputs(models=folder).pretrained_dir)
 
 
-def options_file(path, config: PublishedBiLMConfig = TINY) -> str:
+def options_file(path, config: BiLMConfig = TINY) -> str:
     path.write_text(json.dumps(options_of(config)))
     return str(path)
 

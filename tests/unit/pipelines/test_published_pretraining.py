@@ -28,9 +28,9 @@ TINY_OPTIONS = {"lstm": {"dim": 16, "projection_dim": 8, "n_layers": 2, "cell_cl
 def test_architecture_takes_the_published_names_or_an_options_file_and_refuses_anything_else(tmp_path, capsys):
     assert PretrainArgs().published_config() is None
     small = PretrainArgs(architecture="elmo-small").published_config()
-    assert (small.hidden_size, small.projection_dim, small.num_highway, small.n_filters) == (1024, 128, 1, 2048)
+    assert (small.hidden_size, small.output_size, small.num_highway, small.n_filters) == (1024, 128, 1, 2048)
     original = PretrainArgs(architecture="elmo-original").published_config()
-    assert (original.hidden_size, original.projection_dim, original.num_highway) == (4096, 512, 2)
+    assert (original.hidden_size, original.output_size, original.num_highway) == (4096, 512, 2)
     assert set(PUBLISHED_ARCHITECTURES) == {"elmo-small", "elmo-medium", "elmo-original"}
     options = tmp_path / "options.json"
     options.write_text(json.dumps(TINY_OPTIONS))
@@ -62,11 +62,11 @@ def test_the_size_flags_override_the_published_preset_and_default_to_it():
     assert PretrainArgs(architecture="elmo-small").published_config() == preset
     given = PretrainArgs(architecture="elmo-small", hidden_size=512, num_layers=3, residual=False, char_dim=8,
                          char_filters=("1:4", "3:8"), num_highway=0, max_chars=30, embedding_dim=64).published_config()
-    assert (given.hidden_size, given.num_layers, given.use_skip_connections, given.char_dim, given.filters,
-            given.num_highway, given.max_chars, given.projection_dim) == (512, 3, False, 8, ((1, 4), (3, 8)), 0, 30, 64)
+    assert (given.hidden_size, given.num_layers, given.residual, given.char_dim, given.char_filters,
+            given.num_highway, given.max_chars, given.output_size) == (512, 3, False, 8, ((1, 4), (3, 8)), 0, 30, 64)
     assert (given.cell_clip, given.proj_clip, given.activation) == (3.0, 3.0, "relu")  # the preset's
     unprojected = PretrainArgs(architecture="elmo-small", hidden_size=96, proj_size=0, lstm="fused").published_config()
-    assert (unprojected.projection_dim, unprojected.cell_clip, unprojected.proj_clip) == (96, None, None)
+    assert (unprojected.output_size, unprojected.cell_clip, unprojected.proj_clip) == (96, None, None)
     # the same flags size our biLM; left out, our preset's
     ours = PretrainArgs(hidden_size=96, proj_size=32, softmax="sampled", softmax_samples=50).bilm_config(100)
     assert (ours.hidden_size, ours.proj_size, ours.embedding_dim, ours.softmax, ours.samples) == (96, 32, 32, "sampled", 50)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from elmo.artifacts import Outputs, payload, save_checkpoint
-from elmo.model.published import PublishedBiLMConfig
+from elmo.model.bilm import BiLMConfig
 from elmo.pipelines.pretraining import PretrainArgs, stale_classifiers
 
-PUBLISHED = PublishedBiLMConfig  # the published architecture written (its default size)
+PUBLISHED = BiLMConfig.bilm_tf  # the published architecture written (its default size)
 
 
 def classifier(path: Path, **record) -> Path:

@@ -14,8 +14,8 @@ from support import published_lm
 from elmo.data.corpus import encode_corpus
 from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.errors import ElmoError
+from elmo.model.bilm import BiLMConfig
 from elmo.model.plan import plan_batch, step_loss
-from elmo.model.published import PublishedBiLMConfig
 from elmo.training.trainer import prepared
 
 
@@ -66,7 +66,7 @@ def test_an_error_while_making_a_batch_reaches_the_caller_and_stopping_early_end
 
 def test_a_step_with_the_plan_made_before_it_is_the_step_planned_inside_it_bit_for_bit():
     torch.manual_seed(0)
-    config = PublishedBiLMConfig(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
+    config = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
     model = published_lm(config, 40, cutoffs=(10,))
     vocab = Vocabulary(list(SPECIALS) + [f"w{i}" for i in range(36)])
     windows = [[f"w{(3 * i + j) % 36}" for j in range(1 + i % 5)] for i in range(6)]

@@ -11,12 +11,12 @@ from support import published_lm
 
 from elmo.data.corpus import encode_corpus
 from elmo.data.vocab import Vocabulary
-from elmo.model.published import PublishedBiLMConfig
+from elmo.model.bilm import BiLMConfig
 from elmo.training.evaluation import perplexity
 from elmo.training.state import Checkpointing
 from elmo.training.trainer import Objective, Progress, TrainConfig, fit
 
-TINY = PublishedBiLMConfig(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=8, projection_dim=4)
+TINY = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=8, projection_dim=4)
 
 
 class Crash(Exception):
