@@ -153,16 +153,24 @@ def hold_memory(mib: int) -> dict:
 
 
 def write_published_lm(model, vocab, path: Path) -> Path:
-    """``model`` (a ``PublishedBiLM`` with its training head) and ``vocab`` as a ``published_lm.pt``, the file earlier versions of
+    """``model`` (a ``BiLM`` with its training head) and ``vocab`` as a ``published_lm.pt``, the file earlier versions of
     ``pretrain --architecture`` and ``finetune`` wrote (this version reads it and writes a ``save_pretrained`` folder):
     the payload ``elmo.published_lm`` with bilm-tf's options, the softmax config, the vocabulary and the weights."""
     from elmo.artifacts import payload, save_checkpoint
     from elmo.model.published_io import options_of
 
     save_checkpoint(payload("published_lm", options=options_of(model.config), lm_config=model.config.head,
-                            vocab=list(vocab.itos), meta={}, state_dict={k if k.startswith("softmax.") else f"bilm.{k}": v
-                                                                         for k, v in model.state_dict().items()}), path)
+                            vocab=list(vocab.itos), meta={},
+                            state_dict={old_name(k): v for k, v in model.state_dict().items()}), path)
     return Path(path)
+
+
+def old_name(key: str) -> str:
+    """The name an earlier version's ``published_lm.pt`` (or ``published_lm`` folder) gave a weight of the published
+    architecture with its training head: the biLM under ``bilm.``, its LSTM layers as ``forward_layers.j``."""
+    import re
+
+    return key if key.startswith("softmax.") else "bilm." + re.sub(r"^(forward|backward)_lm\.layers\.", r"\1_layers.", key)
 
 
 def published_lm(config, vocab_size: int, seed: int = 0, **head):
@@ -170,6 +178,6 @@ def published_lm(config, vocab_size: int, seed: int = 0, **head):
     fields) as ``pretrain --architecture`` trains it: a ``PublishedLM`` (``(loss, n)``; ``.bilm`` is the biLM)."""
     from dataclasses import replace
 
-    from elmo.model.published import PublishedBiLM, PublishedLM
+    from elmo.model.bilm import BiLM, PublishedLM
 
-    return PublishedLM(PublishedBiLM(replace(config, vocab_size=vocab_size, **head), seed=seed))
+    return PublishedLM(BiLM(replace(config, vocab_size=vocab_size, **head), seed=seed))

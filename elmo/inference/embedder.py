@@ -28,7 +28,7 @@ from ..data.corpus import EncodedCorpus, encode_corpus
 from ..data.text import tokenize
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from ..model.bilm import CHUNK_SIZE, AnyBiLM, States
+from ..model.bilm import CHUNK_SIZE, BiLM, States
 from ..model.serialization import open_bilm
 from ..runtime.device import autocast, resolve_device, resolve_precision
 
@@ -99,7 +99,7 @@ class ElmoEmbedder:
             weight_file: bilm-tf's ``weights.hdf5``. Neither with ``bilm``.
         cuda_device: AllenNLP's (-1 = CPU, k >= 0 = GPU k) or device: ours (``"auto"``, ``"cpu"``, ``"cuda"``); at
             most one (default: a GPU when present).
-        bilm: our :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.published.PublishedBiLM`, moved to
+        bilm: a :class:`~elmo.model.bilm.BiLM` of either architecture, moved to
             the device in eval mode; vocab: our biLM's :class:`~elmo.data.vocab.Vocabulary` (a published has none).
         stateful: ``False``: every sentence starts from zero LSTM states, so its vectors depend on it alone.
             ``True``: bilm-tf / AllenNLP's behaviour — row r of each call starts from the states row r of the previous
@@ -120,7 +120,7 @@ class ElmoEmbedder:
     """
 
     def __init__(self, options_file: str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
-                 cuda_device: int | None = None, *, bilm: AnyBiLM | None = None,
+                 cuda_device: int | None = None, *, bilm: BiLM | None = None,
                  vocab: Vocabulary | None = None, device: str | torch.device | None = None, stateful: bool = False,
                  precision: str = "fp32", vocab_to_cache: Sequence[str] | None = None, max_tokens: int = 16384,
                  chunk_size: int | None = CHUNK_SIZE):

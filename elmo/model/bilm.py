@@ -1,27 +1,54 @@
-"""The bidirectional language model (biLM) of ELMo (Peters et al. 2018, §3.1 and eq. 1).
+"""The bidirectional language model (biLM) of ELMo (Peters et al. 2018, §3.1 and eq. 1), in both architectures.
 
 Two *separate* language models read each sentence: the forward one reads ``<bos> t_1 .. t_N`` and predicts
-``t_1 .. t_N <eos>``, the backward one reads ``<eos> t_N .. t_1`` and predicts ``t_N .. t_1 <bos>``. Each is a token
-encoder (a word embedding, or the character CNN with ``token_encoder="char"``, :mod:`elmo.model.char_cnn`) → a stack
-of unidirectional LSTM layers (optionally projected, ``proj_size``, and residual, ``residual``, §3.1) → a softmax
-(adaptive, Grave et al. 2017, :class:`~elmo.model.adaptive_softmax.AdaptiveSoftmax`, or sampled). The backward model
+``t_1 .. t_N <eos>``, the backward one reads ``<eos> t_N .. t_1`` and predicts ``t_N .. t_1 <bos>``. The backward model
 reverses every sentence *within its own length*, so backward state k lines up with token k. Batches are right-padded,
 so padding never reaches a real state; padded positions are excluded from every loss and masked.
 
+**Ours** (:class:`BiLMConfig`): per direction a token encoder (a word embedding, or the character CNN with
+``token_encoder="char"``, :mod:`elmo.model.char_cnn`) → a stack of unidirectional LSTM layers (optionally projected,
+``proj_size``, and residual, ``residual``, §3.1) → a softmax (adaptive, Grave et al. 2017,
+:class:`~elmo.model.adaptive_softmax.AdaptiveSoftmax`, or sampled); text lower-cased.
+
+**bilm-tf's** (``shared_token_layer``, :meth:`BiLMConfig.bilm_tf`, :data:`PUBLISHED_ARCHITECTURES`), the architecture of
+the published ELMo weights (AllenNLP's ``elmo_2x4096_512_2048cnn_2xhighway`` and its smaller siblings;
+:mod:`elmo.model.published_io` reads their files and computes the reference implementation's vectors,
+``docs/published_elmo.md``, "What exact means here"), text read as written:
+
+1. **Token layer** (:class:`~elmo.model.char_cnn.CharEncoder`): bilm-tf character ids
+   (:func:`elmo.data.chars.bilm_tf_char_ids`) → character embedding → max-pooled convolutions, ``char_cnn.activation``
+   → highway layers in TensorFlow's form ``y = g ⊙ relu(W_t x + b_t) + (1 − g) ⊙ x``, ``g = σ(W_c x + b_c)`` → a
+   linear projection. One token layer serves both directions: ``h_0 = [x; x]``.
+2. **LSTM layers** (:class:`~elmo.model.lstm.ProjectedLSTM`), per direction: TensorFlow's ``LSTMCell`` with
+   ``num_proj`` (forget bias + 1.0, cell clipped to ``±cell_clip``, output projected and clipped to ``±proj_clip``;
+   without clipping, PyTorch's fused LSTM kernel); with ``residual`` every layer but the first adds its input.
+3. **Sentence boundaries** ``<S>`` and ``</S>`` are added around every sentence before the LSTMs and removed after.
+4. **Training** (``pretrain --architecture``, ``finetune``): **one softmax** over the training vocabulary shared by
+   both directions (:meth:`BiLM.add_head`); the loss is the mean of the two directions' (:meth:`BiLM.loss`,
+   :class:`PublishedLM`); word ids are :class:`~elmo.data.vocab.Vocabulary` ids (``<bos>`` ↔ ``<S>``, ``<eos>`` ↔
+   ``</S>``, ``<unk>`` ↔ ``<UNK>``).
+
+bilm-tf and AllenNLP (``ElmoEmbedder(stateful=True)``) are *stateful*, row r's final states starting row r of the next
+batch: :meth:`BiLM.contextual` with ``carry=True``; ``forward`` is stateless.
+
 The ELMo layers for token k (eq. 1): ``h_{k,0} = [x^fwd_k ; x^bwd_k]``, ``h_{k,j} = [→h_{k,j} ; ←h_{k,j}]``, all of
-width ``2 * output_size``. Long sentences are computed in chunks (:class:`BiLMLayers`); training never chunks.
+width ``2 * output_size``. Long sentences are computed in chunks (:attr:`BiLM.chunk_size`); training never chunks.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Protocol, Sequence
+import re
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
-from ..data.chars import TF_MAX_CHARS, TF_NUM_CHARS, char_table, word_char_ids
+from ..data.chars import TF_BOS, TF_EOS, TF_MAX_CHARS, TF_NUM_CHARS, bilm_tf_char_table, char_table, word_char_ids
 from ..data.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD_ID, Vocabulary
 from ..errors import ElmoError
 from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax, cluster_counts
@@ -29,10 +56,10 @@ from .char_cnn import ACTIVATIONS, DEFAULT_FILTERS, WORDS_PER_PASS, WORDS_PER_PA
 from .dropout import FastDropout
 from .hub import HubMixin
 from .lstm import AutocastLSTM, CachedWeights, ProjectedLSTM, autocast_dtype, cached, projected_stack, step_chunks
-from .plan import HostPlan, device_reading_plan, predicted_positions
+from .plan import HostPlan, WordPlan, device_reading_plan, host_plan, predicted_positions, word_plan
 from .sampled_softmax import BILM_TF_SAMPLES, SampledSoftmax
 
-#: the default ``chunk_size`` of both biLMs (:class:`BiLMLayers`)
+#: the default ``chunk_size`` of a biLM (:attr:`BiLM.chunk_size`)
 CHUNK_SIZE = 256
 DIRECTIONS = ("forward", "backward")
 #: LSTM states of a biLM: ``[(h, c)]`` for the forward layers 1..L then the backward ones, ``h (B, output width)``,
@@ -251,6 +278,16 @@ class BiLMConfig:
         return "bilm_tf" if self.shared_token_layer else "elmo"
 
 
+#: the published ELMo architectures (AllenNLP's file names without ``elmo_`` and the suffixes) by ``pretrain
+#: --architecture`` name: one char CNN (2048 filters, widths 1-7, 16-dim characters, 50 per token), clips of 3 and
+#: skip connections; the LSTM sizes and highway layers differ (https://allennlp.org/elmo)
+PUBLISHED_ARCHITECTURES = {
+    "elmo-small": ("2x1024_128_2048cnn_1xhighway", BiLMConfig.bilm_tf(hidden_size=1024, projection_dim=128, num_highway=1)),
+    "elmo-medium": ("2x2048_256_2048cnn_1xhighway", BiLMConfig.bilm_tf(hidden_size=2048, projection_dim=256, num_highway=1)),
+    "elmo-original": ("2x4096_512_2048cnn_2xhighway", BiLMConfig.bilm_tf()),
+}
+
+
 def reverse_index(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
     """Gather index ``(B, T = max_len)`` int64 that reverses each row within ``lengths (B,)`` int64 and leaves padding
     in place: ``idx[b, t] = lengths[b] - 1 - t`` for ``t < lengths[b]``, else ``t``; its own inverse."""
@@ -291,7 +328,9 @@ def with_boundaries(x: torch.Tensor, lengths: torch.Tensor, bounds: torch.Tensor
 
 class LanguageModel(CachedWeights):
     """One direction of the biLM, ``"forward"`` (predict the next word) or ``"backward"``, sized by ``config``
-    (:class:`BiLMConfig`): token encoder → L unidirectional LSTM layers → softmax.
+    (:class:`BiLMConfig`): token encoder → L unidirectional LSTM layers → softmax. Of bilm-tf's architecture
+    (``shared_token_layer``) only the LSTM layers: its token layer and softmax are the :class:`BiLM`'s, and
+    :class:`PublishedLM` is its direction as a language model.
 
     Methods take right-padded word ids ``ids (B, T)``, ``lengths (B,)`` and, for a character encoder,
     ``chars (B, T, C)`` (:func:`elmo.data.chars.word_char_ids` per token; the ids are then only prediction targets).
@@ -303,7 +342,9 @@ class LanguageModel(CachedWeights):
         if direction not in DIRECTIONS:
             raise ElmoError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
         self.config, self.direction = config, direction
-        if config.token_encoder == "char":
+        if config.shared_token_layer:
+            pass
+        elif config.token_encoder == "char":
             self.embedding = CharEncoder(config.embedding_dim, config.char_dim, config.char_filters, config.num_highway,
                                          config.max_chars, layer_norm=True)
             start, _ = (BOS, EOS) if direction == "forward" else (EOS, BOS)
@@ -312,14 +353,18 @@ class LanguageModel(CachedWeights):
             self.embedding = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=PAD_ID)
         sizes = [config.embedding_dim] + [config.output_size] * config.num_layers
         # one LSTM per layer (not one multi-layer nn.LSTM), so every layer's states are exposed
+        # bilm-tf's cells are filled by a loader or bilm_tf_initialization; ours clipped: bilm-tf's initialisation
         self.layers = nn.ModuleList(
+            ProjectedLSTM(i, config.hidden_size, config.output_size, config.cell_clip, config.proj_clip)
+            if config.shared_token_layer else
             ProjectedLSTM(i, config.hidden_size, config.output_size, config.cell_clip, config.proj_clip).initialize()
             if config.clipped else AutocastLSTM(i, config.hidden_size, batch_first=True, proj_size=config.proj_size)
             for i in sizes[:-1])
         self.dropout = FastDropout(config.dropout)
-        self.softmax = SampledSoftmax(config.output_size, config.vocab_size, config.samples) \
-            if config.softmax == "sampled" else \
-            AdaptiveSoftmax(config.output_size, config.vocab_size, config.cutoffs, config.div_value)
+        if not config.shared_token_layer:
+            self.softmax = SampledSoftmax(config.output_size, config.vocab_size, config.samples) \
+                if config.softmax == "sampled" else \
+                AdaptiveSoftmax(config.output_size, config.vocab_size, config.cutoffs, config.div_value)
 
     @property
     def vocab_size(self) -> int:
@@ -503,7 +548,7 @@ class LanguageModel(CachedWeights):
 
 class Direction(Protocol):
     """One direction of a biLM as a language model of its own: :class:`LanguageModel` (ours) or
-    :class:`~elmo.model.published.PublishedLM` (the published architecture's, sharing its token layer and
+    :class:`PublishedLM` (bilm-tf's architecture's, sharing its token layer and
     softmax). Training (:func:`~elmo.training.trainer.fit`) calls it for ``(mean NLL, n)``; held-out evaluation
     (:func:`~elmo.training.evaluation.evaluate_words`) reads ``predicted_states`` and ``vocabulary_log_probs``.
     Shapes: :meth:`LanguageModel.predicted_states`."""
@@ -527,78 +572,199 @@ class Direction(Protocol):
     def eval(self) -> Any: ...
 
 
-class AnyBiLM(Protocol):
-    """What every biLM offers, whatever its architecture: :class:`BiLM` (ours) and
-    :class:`~elmo.model.published.PublishedBiLM` (bilm-tf's). Code that takes either is typed with this and asks these
-    members, never the class. Shapes: :class:`BiLMLayers`. ``contextual`` (:meth:`BiLM.contextual`) of token vectors
-    (``token_vectors`` of a batch, or ``word_vectors`` of distinct words gathered) is the embedder's and ``Elmo``'s
-    one path."""
-
-    config: Any
-    vocab: Vocabulary | None
-    #: where the biLM was read from, as a classifier file records it (``None``: found through its models folder)
-    source: tuple[str, ...] | None
-    #: whether it reads text as written (else lower-cased, and its vocabulary is the task's)
-    cased: bool
-    #: whether both directions read one token layer (trained together), else one per direction (trained apart)
-    shared_token_layer: bool
-
-    @property
-    def num_layers(self) -> int: ...
-
-    @property
-    def output_dim(self) -> int: ...
-
-    def __call__(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor: ...
-
-    def token_layer(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor: ...
-
-    def lstm_layers(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor: ...
-
-    def token_vectors(self, tokens: torch.Tensor) -> torch.Tensor: ...
-
-    def word_vectors(self, words: Sequence[str]) -> torch.Tensor: ...
-
-    def contextual(self, x: torch.Tensor, lengths: torch.Tensor, states: States | None = None, carry: bool = False,
-                   boundaries: bool = False, token_layer: bool = True) -> tuple[torch.Tensor, States | None]: ...
-
-    def layer_groups(self) -> list[list[nn.Parameter]]: ...
-
-    def bilm_tf_blockers(self) -> list[str]: ...
-
-    def parameters(self, recurse: bool = True) -> Any: ...
-
-
 def words_per_pass(device_type: str, chunk_size: int | None) -> int:
     """The most distinct words through a character CNN at a time on ``device_type`` with ``chunk_size`` positions per
-    chunk (:attr:`BiLMLayers.words_per_pass`)."""
+    chunk (:attr:`BiLM.words_per_pass`)."""
     if device_type == "cuda":
         return WORDS_PER_PASS_GPU
     return WORDS_PER_PASS if chunk_size is None else min(WORDS_PER_PASS, chunk_size)
 
 
-class BiLMLayers(nn.Module):
-    """The ELMo layers (eq. 1) of a biLM from its token layer and its LSTMs, computed the same way by :class:`BiLM` and
-    :class:`~elmo.model.published.PublishedBiLM`: :meth:`forward` is ``contextual(token_vectors(tokens))``, each
-    biLM giving ``tokens`` (what its token layer reads), ``token_vectors``, ``layer_zero`` and ``contextual``.
+class BiLM(nn.Module, HubMixin):
+    """A biLM of either architecture, sized by ``config`` (:class:`BiLMConfig`): a forward and a backward
+    :class:`LanguageModel`, whose states form the ELMo layers (eq. 1). Ours has a token encoder and a softmax per
+    direction; bilm-tf's (``config.shared_token_layer``, module docstring) one character CNN ``token_encoder`` read by
+    both directions and, with ``config.vocab_size``, one training ``softmax`` (:meth:`add_head`; then bilm-tf's
+    initial weights, :func:`bilm_tf_initialization`, and a softmax drawn from ``seed`` alone). ``save_pretrained`` /
+    ``from_pretrained`` (:class:`~elmo.model.hub.HubMixin`) write and read it as a folder; ``elmo_kind`` is ``bilm``
+    (ours), ``published_bilm`` or ``published_lm`` (with the head).
 
     Shapes: ``ids (B, T)`` int64 right-padded word ids (0 = ``<pad>``, no boundary tokens; a character biLM reads
     only ``chars``), ``lengths (B,)`` int64 in ``[1, T]``, ``chars (B, T, C)`` int64 character ids in the biLM's
-    numbering; layers ``(L + 1, B, T, D)`` float32 with ``D = output_dim``, zero at padded positions.
+    numbering (:attr:`BiLMConfig.char_scheme`, bilm-tf's *without* the sentence boundaries); layers
+    ``(L + 1, B, T, D)`` float32 with ``D = output_dim``, zero at padded positions.
 
     Attributes:
         chunk_size: a longer sentence is computed in chunks of this many positions at most, LSTM states carried across
             (:attr:`words_per_pass` follows it): memory bounded by the chunk, the same vectors to float rounding.
             :data:`CHUNK_SIZE` by default, ``None`` = one pass; not part of the model file.
+        source: where it was read from as a classifier file records it: bilm-tf's options and weight files, a
+            ``published_lm.pt`` or a folder (bilm-tf's architecture); ``None``: found through its models folder.
     """
 
-    config: Any
+    hub_kind = "bilm"
     chunk_size: int | None = CHUNK_SIZE
+    #: the batch entries a training step's plan is made from, as they were on the host (``Objective.host_keys``)
+    host_keys = ("ids", "lengths", "chars")
+
+    def __init__(self, config: BiLMConfig, seed: int = 0):
+        super().__init__()
+        shared = config.shared_token_layer
+        self.config = replace(config, vocab_size=0) if shared else config  # the head, if any, is added below
+        self.source: tuple[str, ...] | None = None
+        if shared:
+            self.hub_kind = "published_bilm"
+            self.token_encoder = CharEncoder(config.output_size, config.char_dim, config.char_filters,
+                                             config.num_highway, config.max_chars, numbering="bilm_tf",
+                                             activation=config.activation)
+        self.forward_lm = LanguageModel(self.config, "forward")
+        self.backward_lm = LanguageModel(self.config, "backward")
+        if shared:
+            boundaries = torch.from_numpy(bilm_tf_char_table([TF_BOS, TF_EOS], config.max_chars)).long()
+            self.register_buffer("boundary_chars", boundaries, persistent=False)
+            self.host_boundary_chars = boundaries  # stays on the host (a training step's plan: plan.host_plan)
+            if config.vocab_size:
+                bilm_tf_initialization(self, torch.Generator().manual_seed(seed))
+                self.add_head(seed, **{k: getattr(config, k) for k in HEAD_FIELDS})
+
+    @property
+    def cased(self) -> bool:
+        """Whether it reads text as written (bilm-tf's architecture), else lower-cased with the task's vocabulary."""
+        return self.config.shared_token_layer
+
+    @property
+    def shared_token_layer(self) -> bool:
+        """Whether both directions read one token layer (trained together), else one per direction (trained apart)."""
+        return self.config.shared_token_layer
+
+    # ------------------------------------------------------------------ the training head of bilm-tf's architecture
+
+    def add_head(self, seed: int = 0, **head: Any) -> "BiLM":
+        """Give this biLM of bilm-tf's architecture (its weights kept) a training head: ``head``, values of
+        :data:`HEAD_FIELDS` (``vocab_size`` required; the others default to :meth:`BiLMConfig.bilm_tf`'s), a
+        ``softmax`` shared by both directions, initialised from ``seed`` alone, and ``dropout``; saved as
+        ``elmo_kind`` ``published_lm``. Returns the biLM.
+
+        Raises:
+            ElmoError: a field out of range, or not of the head, named; our architecture (a softmax per direction).
+        """
+        if not self.shared_token_layer:
+            raise ElmoError("add_head: our biLM keeps a softmax per direction (forward_lm.softmax, backward_lm.softmax)")
+        if unknown := sorted(set(head) - set(HEAD_FIELDS)):
+            raise ElmoError(f"{unknown[0]} is not a field of the training head ({', '.join(HEAD_FIELDS)})")
+        defaults = {k: v for k, v in BiLMConfig.bilm_tf().head.items() if k != "vocab_size"}
+        self.config = c = replace(self.config, **{**defaults, **head})
+        if not c.vocab_size:
+            raise ElmoError("BiLMConfig.vocab_size: a training head needs the vocabulary's size",
+                            field="BiLMConfig.vocab_size")
+        self.hub_kind = "published_lm"
+        self.dropout = FastDropout(c.dropout)
+        with torch.random.fork_rng(devices=[]):  # the initial weights are a function of ``seed`` alone
+            torch.manual_seed(seed)
+            self.softmax = SampledSoftmax(c.output_size, c.vocab_size, c.samples) if c.softmax == "sampled" else \
+                AdaptiveSoftmax(c.output_size, c.vocab_size, c.cutoffs, c.div_value)
+        return self
+
+    def without_head(self) -> "BiLM":
+        """This biLM without the training head of :meth:`add_head`, its weights kept
+        (:func:`~elmo.model.serialization.open_bilm`'s: the ELMo layers read none). Returns it."""
+        if self.shared_token_layer:
+            for name in ("softmax", "dropout"):
+                self.__dict__.pop(name, None)
+                self._modules.pop(name, None)
+            self.config, self.hub_kind = replace(self.config, vocab_size=0), "published_bilm"
+        return self
+
+    # ------------------------------------------------------------------ files (HubMixin)
+
+    def hub_config(self) -> dict:
+        """``{"config": BiLMConfig.architecture}`` (bilm-tf's architecture: its ``weights_digest`` left out, computed
+        when loaded; with a training head also ``"softmax"``: :attr:`BiLMConfig.head`)."""
+        head = {"softmax": self.config.head} if self.shared_token_layer and self.config.vocab_size else {}
+        return {"config": self.config.architecture, **head}
+
+    @classmethod
+    def from_hub_config(cls, config: dict, vocab: Vocabulary | None) -> "BiLM":
+        """Inverse of :meth:`hub_config`. Raises ElmoError: our biLM without its vocabulary, or with one of another
+        size; a training head likewise (bilm-tf's architecture needs none otherwise)."""
+        shared = config.get("elmo_kind", cls.hub_kind) != cls.hub_kind
+        bilm = cls(BiLMConfig.bilm_tf(**config["config"], **config.get("softmax", {})) if shared
+                   else BiLMConfig(**config["config"]))
+        size = bilm.config.vocab_size
+        if (size or not shared) and (vocab is None or len(vocab) != size):
+            raise ElmoError(f"{'softmax' if shared else 'config'}.vocab_size is {size} but vocab.txt holds "
+                            f"{'no vocabulary' if vocab is None else f'{len(vocab)} words'}")
+        if not shared:
+            bilm.vocab = vocab
+        return bilm
+
+    @staticmethod
+    def renamed_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """A ``model.safetensors`` (or ``published_lm.pt``) state with this version's names
+        (:meth:`~elmo.model.hub.HubMixin.renamed_state`); a ``published_lm`` file of an earlier version also kept the
+        biLM under ``bilm.``."""
+        return HubMixin.renamed_state({k.removeprefix("bilm."): v for k, v in state.items()})
+
+    def loaded(self, folder: Path) -> None:
+        """After ``from_pretrained``: bilm-tf's architecture gets its weights' digest and ``source`` (the folder)."""
+        if self.shared_token_layer:
+            self.config = replace(self.config, weights_digest=weights_digest(self))
+            self.source = (str(folder.resolve()),)
+
+    def describe(self) -> str:
+        """The model card's paragraph (and the training softmax it was saved with)."""
+        c = self.config
+        if not c.shared_token_layer:
+            return (f"A biLM (ELMo, Peters et al. 2018) trained with the elmo toolkit: two {c.num_layers}-layer LSTM "
+                    f"language models, forward and backward, {c.hidden_size} cells per direction, {c.token_encoder} "
+                    f"input, a vocabulary of {c.vocab_size:,} words. Each token gets {self.num_layers} layers of "
+                    f"{self.output_dim} numbers; {self.parameter_count():,} parameters.")
+        clip = "no clipping" if not c.clipped else f"cell clip {c.cell_clip}, projection clip {c.proj_clip}"
+        head = f" Saved with the {c.softmax} softmax it was trained with, shared by both directions, over a " \
+               f"vocabulary of {c.vocab_size:,} words." if c.vocab_size else ""
+        return (f"The published ELMo architecture (bilm-tf; Peters et al. 2018): a character CNN ({c.n_filters} filters, "
+                f"{c.num_highway} highway layers), {c.num_layers} LSTM layers per direction of {c.hidden_size} cells "
+                f"projected to {c.output_size} ({clip}), residual connections {'on' if c.residual else 'off'}. "
+                f"Each token gets {self.num_layers} layers of {self.output_dim} numbers; "
+                f"{sum(p.numel() for k, p in self.named_parameters() if not k.startswith('softmax.')):,} "
+                f"parameters.{head}")
+
+    def bilm_tf_blockers(self) -> list[str]:
+        """Why bilm-tf's files (``options.json`` + ``weights.hdf5``) cannot hold this biLM; empty when they can (bilm-tf's
+        architecture). Ours: the LSTMs would map exactly, the token layer does not: bilm-tf's is one for both
+        directions, its word-input variant is read by neither AllenNLP nor our loader, and its character CNN is not
+        ours (docs/published_elmo.md, "Exporting")."""
+        if self.shared_token_layer:
+            return []
+        pairs = zip(self.forward_lm.embedding.parameters(), self.backward_lm.embedding.parameters())
+        apart = max((float((a.detach() - b.detach()).abs().max()) for a, b in pairs if a.numel()), default=0.0)
+        kind = "word embedding" if self.config.token_encoder == "word" else "character CNN"
+        reasons = []
+        if apart > 0:
+            reasons.append(f"bilm-tf's format has one token layer that both directions read (layer 0 is [x; x]), but "
+                           f"our forward and backward LMs each trained their own {kind} (they differ by up to {apart:.3g})")
+        if self.config.token_encoder == "word":
+            reasons.append("bilm-tf's word-input variant (options without char_cnn, the token embeddings in a second hdf5 "
+                           "file) is read by bilm-tf alone: AllenNLP's _ElmoBiLm (and this toolkit's loader) always "
+                           "builds the character CNN from char_cnn")
+        else:
+            width = "" if self.config.max_chars == TF_MAX_CHARS else \
+                f", {self.config.max_chars} characters per token instead of {TF_MAX_CHARS}"
+            reasons.append(f"our character CNN is not bilm-tf's (our character numbering{width}, a layer normalisation "
+                           "after the projection)")
+        return reasons
+
+    # ------------------------------------------------------------------ the ELMo layers
 
     @property
     def num_layers(self) -> int:
         """Number of ELMo layers, L + 1 (token layer included)."""
         return self.config.num_layers + 1
+
+    @property
+    def output_dim(self) -> int:
+        """Width D of every ELMo layer: 2 × each direction's LSTM output width (``config.output_size``)."""
+        return 2 * self.config.output_size
 
     @property
     def words_per_pass(self) -> int:
@@ -620,46 +786,96 @@ class BiLMLayers(nn.Module):
         return self.contextual(self.token_vectors(self.tokens(ids, chars)), lengths, token_layer=False)[0]
 
     def token_layer(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
-        """Layer 0 of :meth:`forward` without running the LSTMs: ``(B, T, D)``, zero at padding.
+        """Layer 0 of :meth:`forward` without running the LSTMs: ``(B, T, D)``, zero at padding: ``[x^fwd; x^bwd]``,
+        or ``[x; x]`` for one token layer read by both directions.
 
         Raises:
             ElmoError: ``chars`` missing for a character biLM.
         """
-        x = self.layer_zero(self.token_vectors(self.tokens(ids, chars)))
+        x = self.token_vectors(self.tokens(ids, chars))
+        x = torch.cat([x, x], dim=-1) if self.shared_token_layer else x
         return x * length_mask(lengths.to(x.device), x.shape[1]).unsqueeze(-1).to(x.dtype)
-
-    @property
-    def output_dim(self) -> int:
-        """Width D of every ELMo layer: 2 × each direction's LSTM output width (``config.output_size``)."""
-        return 2 * self.config.output_size
 
     def layer_groups(self) -> list[list[nn.Parameter]]:
         """The parameters from the top down, for discriminative learning rates and gradual unfreezing: ``[LSTM layer
-        L of both directions, .., LSTM layer 1, the token layer]`` (each biLM's ``stacks`` and ``token_parameters``;
-        a training softmax is not part of ELMo)."""
-        forward, backward = self.stacks()
-        groups = [[*f.parameters(), *b.parameters()] for f, b in zip(forward, backward)]
+        L of both directions, .., LSTM layer 1, the token layer]`` (a training softmax is not part of ELMo)."""
+        groups = [[*f.parameters(), *b.parameters()] for f, b in zip(*self.stacks())]
         return [*reversed(groups), self.token_parameters()]
 
-    def reading(self, lengths: torch.Tensor, device: torch.device, to_end: bool) -> Any:
-        """What both directions' reads share, made once per :meth:`contextual` call (the published one's plan)."""
-        return None
+    def direction(self, name: str) -> "LanguageModel | PublishedLM":
+        """One direction (``"forward"`` or ``"backward"``) as a language model of its own: our
+        :class:`LanguageModel`, or a :class:`PublishedLM` over the shared token layer and softmax."""
+        if self.shared_token_layer:
+            return PublishedLM(self, (DIRECTIONS.index(name),))
+        return (self.forward_lm, self.backward_lm)[DIRECTIONS.index(name)]
+
+    def stacks(self) -> tuple[nn.ModuleList, nn.ModuleList]:
+        """The forward and the backward LSTM layers."""
+        return self.forward_lm.layers, self.backward_lm.layers
+
+    def token_parameters(self) -> list[nn.Parameter]:
+        """The token layer's parameters: the one token encoder's, or both directions' encoders'."""
+        if self.shared_token_layer:
+            return list(self.token_encoder.parameters())
+        return [p for lm in (self.forward_lm, self.backward_lm) for p in lm.embedding.parameters()]
+
+    def tokens(self, ids: torch.Tensor | None, chars: torch.Tensor | None) -> torch.Tensor:
+        """What the token layers read: ``chars`` for a character biLM, else ``ids``. Raises ElmoError: ``chars``
+        missing for a character biLM."""
+        if self.config.token_encoder == "word":
+            return ids
+        if chars is None:
+            raise ElmoError(f"this biLM reads characters: pass chars (B, T, C) in its numbering "
+                            f"({self.config.char_scheme}: elmo.data.chars.batch_char_ids)")
+        return chars
+
+    def token_vectors(self, tokens: torch.Tensor, plan: WordPlan | None = None) -> torch.Tensor:
+        """Context-free token vectors of ``tokens``: word ids ``(...)`` for a word biLM, character ids ``(..., C)`` for
+        a character one (:attr:`words_per_pass` distinct words at a time; ``plan``: as
+        :meth:`~elmo.model.char_cnn.CharEncoder.forward`): ``[x^fwd; x^bwd]`` ``(..., 2E)``, or the one token layer's
+        ``x`` ``(..., E)`` float32 (layer 0 is then ``[x; x]``)."""
+        if self.shared_token_layer:
+            flat = tokens.reshape(-1, tokens.shape[-1])
+            return self.token_encoder(flat, self.words_per_pass, plan).reshape(*tokens.shape[:-1], -1)
+        lms = (self.forward_lm, self.backward_lm)
+        if self.config.token_encoder == "char":
+            return torch.cat([lm.embedding(tokens, self.words_per_pass) for lm in lms], dim=-1)
+        return torch.cat([lm.embedding(tokens) for lm in lms], dim=-1)
+
+    def word_vectors(self, words: Sequence[str]) -> torch.Tensor:
+        """:meth:`token_vectors` ``(len(words), ...)`` of distinct ``words`` on the biLM's device (``vocab_to_cache``
+        of :class:`~elmo.model.elmo.Elmo` and of the embedder): bilm-tf's architecture spells them as written (the
+        CNN once per word, planned on the host so nothing is read back); ours lower-cases them as in training: their
+        embedding rows (``<unk>``'s outside :attr:`vocab`) or their spellings. Raises ElmoError: a word biLM without
+        its vocabulary."""
+        device = next(self.parameters()).device
+        if self.shared_token_layer:
+            table = bilm_tf_char_table(words, self.config.max_chars).astype(np.int64)
+            plan = word_plan(table, self.words_per_pass, self.token_encoder.max_width).to(device)
+            return self.token_vectors(torch.from_numpy(table).to(device), plan)
+        words = [w.lower() for w in words]
+        if self.config.token_encoder == "char":
+            tokens = torch.from_numpy(char_table(words, self.config.max_chars).astype("int64"))
+            return self.token_vectors(tokens.to(device).unsqueeze(0))[0]
+        if self.vocab is None:
+            raise ElmoError("this word biLM has no vocabulary: open it with open_bilm or load_bilm, which return it")
+        return self.token_vectors(torch.tensor(self.vocab.encode(words), dtype=torch.long, device=device))
 
     def contextual(self, x: torch.Tensor, lengths: torch.Tensor, states: States | None = None, carry: bool = False,
                    boundaries: bool = False, token_layer: bool = True) -> tuple[torch.Tensor, States | None]:
-        """ELMo layers from token vectors (:meth:`token_vectors`), one way for both biLMs: each direction reads
-        ``<bos> x_1 .. x_n <eos>`` (``boundary_inputs``: ours with each direction's own boundary vectors, the published
-        one with ``<S>``, ``</S>`` through its one token layer; the backward one reversed) through its LSTM layers
-        (``read_direction``), and the boundaries are removed from the output unless ``boundaries``. With ``lengths`` on
-        the host (a CPU tensor, whatever the device) nothing is read back from the device.
+        """ELMo layers from token vectors (:meth:`token_vectors`), the embedder's and ``Elmo``'s one path: each
+        direction reads ``<bos> x_1 .. x_n <eos>`` (:meth:`boundary_inputs`; the backward one reversed) through its
+        LSTM layers (:meth:`read_direction`), and the boundaries are removed from the output unless ``boundaries``.
+        With ``lengths`` on the host (a CPU tensor, whatever the device) nothing is read back from the device.
 
         Args:
-            x: ``(B, T, 2E)`` right-padded; lengths: ``(B,)`` int64 (0 allowed: the row reads the boundaries only);
-            states: initial :data:`States`, ``None`` = zeros; carry: read every sentence to its end (``<eos>``
-                forward, ``<bos>`` backward; otherwise that last step is skipped) and return the final states
-                (stateful use: ``lengths`` on the host); boundaries: keep the boundary positions, as AllenNLP's
-                ``_ElmoBiLm`` does (every sentence read to its end): ``(L + 1, B, T + 2, D)``, row b's ``<bos>`` at 0,
-                its tokens at ``1..n``, its ``<eos>`` at ``n + 1``; token_layer: ``False`` leaves layer 0 out.
+            x: ``(B, T, E')`` right-padded (``E'``: :meth:`token_vectors`' width); lengths: ``(B,)`` int64 (0 allowed:
+                the row reads the boundaries only); states: initial :data:`States`, ``None`` = zeros; carry: read every
+                sentence to its end (``<eos>`` forward, ``<bos>`` backward; otherwise that last step is skipped) and
+                return the final states (stateful use: ``lengths`` on the host); boundaries: keep the boundary
+                positions, as AllenNLP's ``_ElmoBiLm`` does (every sentence read to its end): ``(L + 1, B, T + 2, D)``,
+                row b's ``<bos>`` at 0, its tokens at ``1..n``, its ``<eos>`` at ``n + 1``; token_layer: ``False``
+                leaves layer 0 out.
 
         Returns:
             ``(layers (L + 1, B, T, D) float32, final states or None)``, zero at padded positions (``L`` layers without
@@ -696,132 +912,276 @@ class BiLMLayers(nn.Module):
         kept = length_mask(sentence, span) if boundaries else length_mask(lengths, longest)
         return layers.mul_(kept.unsqueeze(-1).float()), finals if carry else None
 
+    def reading(self, lengths: torch.Tensor, device: torch.device, to_end: bool) -> dict | None:
+        """What both directions' reads share, made once per :meth:`contextual` call: for bilm-tf's architecture both
+        stacks' reading plan (:func:`~elmo.model.plan.device_reading_plan`) and the boundaries' spelling plan, made on
+        the host when ``lengths`` are there (nothing read from the device); ours: nothing."""
+        if not self.shared_token_layer:
+            return None
+        read = lengths + (2 if to_end else 1)
+        if lengths.device.type == "cpu":
+            return {"plan": device_reading_plan(read.numpy().astype(np.int64), device),
+                    "boundaries": self.boundary_plan(device)}
+        return {"plan": _reading_plan(read.to(device)), "boundaries": None}
 
-class BiLM(BiLMLayers, HubMixin):
-    """A forward and a backward :class:`LanguageModel`, both sized by ``config`` (:class:`BiLMConfig`), whose states
-    form the ELMo layers (:class:`BiLMLayers`). ``save_pretrained`` / ``from_pretrained``
-    (:class:`~elmo.model.hub.HubMixin`) write and read it as a folder with its vocabulary."""
-
-    hub_kind = "bilm"
-
-    def __init__(self, config: BiLMConfig):
-        super().__init__()
-        self.config = config
-        self.forward_lm = LanguageModel(config, "forward")
-        self.backward_lm = LanguageModel(config, "backward")
-
-    def hub_config(self) -> dict:
-        """``{"config": BiLMConfig as a dict}`` (:class:`~elmo.model.hub.HubMixin`)."""
-        return {"config": self.config.saved()}
-
-    @classmethod
-    def from_hub_config(cls, config: dict, vocab: Vocabulary | None) -> "BiLM":
-        """Inverse of :meth:`hub_config`. Raises ElmoError: no vocabulary, or one of another size."""
-        bilm = cls(BiLMConfig(**config["config"]))
-        if vocab is None or len(vocab) != bilm.config.vocab_size:
-            raise ElmoError(f"config.vocab_size is {bilm.config.vocab_size} but vocab.txt holds "
-                            f"{'no vocabulary' if vocab is None else f'{len(vocab)} words'}")
-        bilm.vocab = vocab
-        return bilm
-
-    def describe(self) -> str:
-        """The model card's paragraph."""
-        c = self.config
-        return (f"A biLM (ELMo, Peters et al. 2018) trained with the elmo toolkit: two {c.num_layers}-layer LSTM language "
-                f"models, forward and backward, {c.hidden_size} cells per direction, {c.token_encoder} input, a vocabulary of "
-                f"{c.vocab_size:,} words. Each token gets {self.num_layers} layers of {self.output_dim} numbers; "
-                f"{self.parameter_count():,} parameters.")
-
-    #: ``source``, ``cased``, ``shared_token_layer``: see :class:`AnyBiLM`; ours is found through its models folder
-    source: tuple[str, ...] | None = None
-    cased = False
-    #: ``pretrain`` and ``finetune`` fit the two directions one at a time
-    shared_token_layer = False
-
-    def direction(self, name: str) -> LanguageModel:
-        """One direction as a language model of its own (``"forward"`` or ``"backward"``), as
-        :meth:`~elmo.model.published.PublishedBiLM.direction` gives the published one's."""
-        return (self.forward_lm, self.backward_lm)[DIRECTIONS.index(name)]
-
-    def stacks(self) -> tuple[nn.ModuleList, nn.ModuleList]:
-        """The forward and the backward LSTM layers (:meth:`BiLMLayers.layer_groups`)."""
-        return self.forward_lm.layers, self.backward_lm.layers
-
-    def token_parameters(self) -> list[nn.Parameter]:
-        """Both directions' token encoders' parameters (:meth:`BiLMLayers.layer_groups`)."""
-        return [p for lm in (self.forward_lm, self.backward_lm) for p in lm.embedding.parameters()]
-
-    def bilm_tf_blockers(self) -> list[str]:
-        """Why bilm-tf's files (``options.json`` + ``weights.hdf5``) cannot hold this biLM; empty when they can. The
-        LSTMs would map exactly, the token layer does not: bilm-tf's is one for both directions, its word-input variant
-        is read by neither AllenNLP nor our loader, and its character CNN is not ours (docs/published_elmo.md,
-        "Exporting")."""
-        pairs = zip(self.forward_lm.embedding.parameters(), self.backward_lm.embedding.parameters())
-        apart = max((float((a.detach() - b.detach()).abs().max()) for a, b in pairs if a.numel()), default=0.0)
-        kind = "word embedding" if self.config.token_encoder == "word" else "character CNN"
-        reasons = []
-        if apart > 0:
-            reasons.append(f"bilm-tf's format has one token layer that both directions read (layer 0 is [x; x]), but "
-                           f"our forward and backward LMs each trained their own {kind} (they differ by up to {apart:.3g})")
-        if self.config.token_encoder == "word":
-            reasons.append("bilm-tf's word-input variant (options without char_cnn, the token embeddings in a second hdf5 "
-                           "file) is read by bilm-tf alone: AllenNLP's _ElmoBiLm (and this toolkit's loader) always "
-                           "builds the character CNN from char_cnn")
-        else:
-            width = "" if self.config.max_chars == TF_MAX_CHARS else \
-                f", {self.config.max_chars} characters per token instead of {TF_MAX_CHARS}"
-            reasons.append(f"our character CNN is not bilm-tf's (our character numbering{width}, a layer normalisation "
-                           "after the projection)")
-        return reasons
-
-    def tokens(self, ids: torch.Tensor, chars: torch.Tensor | None) -> torch.Tensor:
-        """What the token layers read: ``chars`` for a character biLM, else ``ids``. Raises ElmoError: ``chars``
-        missing for a character biLM."""
-        if self.config.token_encoder == "word":
-            return ids
-        if chars is None:
-            raise ElmoError("this biLM reads characters (BiLMConfig.token_encoder is 'char'): pass chars (B, T, C)")
-        return chars
-
-    def token_vectors(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Context-free token vectors ``(..., 2E)`` of ``tokens``, ``[x^fwd; x^bwd]`` (layer 0): word ids ``(...)``
-        for a word biLM, character ids ``(..., C)`` for a character one (:attr:`words_per_pass` at a time)."""
-        lms = (self.forward_lm, self.backward_lm)
-        if self.config.token_encoder == "char":
-            return torch.cat([lm.embedding(tokens, self.words_per_pass) for lm in lms], dim=-1)
-        return torch.cat([lm.embedding(tokens) for lm in lms], dim=-1)
-
-    @staticmethod
-    def layer_zero(x: torch.Tensor) -> torch.Tensor:
-        """Layer 0 from :meth:`token_vectors`: the vectors themselves (one token layer per direction)."""
-        return x
-
-    def word_vectors(self, words: Sequence[str]) -> torch.Tensor:
-        """Token vectors ``(len(words), 2E)`` of ``words``, lower-cased as in training: their word-embedding rows
-        (``<unk>``'s outside :attr:`vocab`) or their spellings through the character CNN, on the biLM's device
-        (``vocab_to_cache`` of :class:`~elmo.model.elmo.Elmo` and of the embedder). Raises ElmoError: a word biLM
-        without its vocabulary."""
-        device = next(self.parameters()).device
-        words = [w.lower() for w in words]
-        if self.config.token_encoder == "char":
-            tokens = torch.from_numpy(char_table(words, self.config.max_chars).astype("int64"))
-            return self.token_vectors(tokens.to(device).unsqueeze(0))[0]
-        if self.vocab is None:
-            raise ElmoError("this word biLM has no vocabulary: open it with open_bilm or load_bilm, which return it")
-        return self.token_vectors(torch.tensor(self.vocab.encode(words), dtype=torch.long, device=device))
-
-    def boundary_inputs(self, d: int, x: torch.Tensor, lengths: torch.Tensor, reading: Any) -> torch.Tensor:
-        """Direction ``d``'s ``<bos> x_1 .. x_n <eos>`` ``(B, T + 2, E)`` (:func:`with_boundaries`): its half of ``x (B, T,
-        2E)``, its own boundary vectors (:meth:`LanguageModel.boundary_vectors`)."""
+    def boundary_inputs(self, d: int, x: torch.Tensor, lengths: torch.Tensor, reading: dict | None) -> torch.Tensor:
+        """Direction ``d``'s ``<bos> x_1 .. x_n <eos>`` ``(B, T + 2, E)`` (:func:`with_boundaries`): ours, its half of
+        ``x (B, T, 2E)`` and its own boundary vectors (:meth:`LanguageModel.boundary_vectors`); bilm-tf's, ``<S>`` and
+        ``</S>`` through the one token layer, made once for both directions."""
+        if self.shared_token_layer:
+            if "full" not in reading:
+                reading["full"] = self._with_boundaries(x, lengths, reading["boundaries"])[0]
+            return reading.pop("full") if d == 1 else reading["full"]
         width, lm = self.config.output_size, (self.forward_lm, self.backward_lm)[d]
         return with_boundaries(x[..., d * width:(d + 1) * width], lengths, lm.boundary_vectors())[0]
 
-    def read_direction(self, d: int, inputs: torch.Tensor, sentence: torch.Tensor, reading: Any,
+    def read_direction(self, d: int, inputs: torch.Tensor, sentence: torch.Tensor, reading: dict | None,
                        initial: States | None, steps: int, carry: bool) -> tuple[Iterable[torch.Tensor], States]:
-        """Direction ``d``'s ``[h_1 .. h_L]``, each ``(B, >= steps, E)``, over ``inputs (B, T + 2, E)`` in reading order
-        (:meth:`LanguageModel.read`), or with ``carry`` each row to its ``sentence`` length and the final states."""
+        """Direction ``d``'s ``[h_1 .. h_L]``, each ``(B, >= steps, E)``, over ``inputs (B, T + 2, E)`` in reading order,
+        and, with ``carry`` (each row read to its ``sentence`` length), the final states: ours through
+        :meth:`LanguageModel.read` / :meth:`LanguageModel.read_to_ends`; bilm-tf's stack run as ``reading`` plans,
+        each layer restored to the batch's row order one at a time (no second copy of them all)."""
         lm = (self.forward_lm, self.backward_lm)[d]
-        if carry:
-            outputs, ends = lm.read_to_ends(inputs, sentence.cpu(), initial)
-            return outputs[1:], ends
-        return lm.read(lambda a, b: inputs[:, a:b], inputs.shape[0], steps, self.chunk_size, initial)[1:], []
+        if not self.shared_token_layer:
+            if carry:
+                outputs, ends = lm.read_to_ends(inputs, sentence.cpu(), initial)
+                return outputs[1:], ends
+            return lm.read(lambda a, b: inputs[:, a:b], inputs.shape[0], steps, self.chunk_size, initial)[1:], []
+        order, restore, active = reading["plan"]
+        initial = None if initial is None else [(h[order], c[order]) for h, c in initial]
+        hs, ends = projected_stack(lm.layers, inputs[order].transpose(0, 1), active, initial, self.config.residual,
+                                   self.chunk_size)
+
+        def restored() -> Iterator[torch.Tensor]:
+            while hs:
+                yield hs.pop(0).transpose(0, 1)[restore]
+        return restored(), [(h[restore], c[restore]) for h, c in ends]
+
+    # ------------------------------------------------------------------ training bilm-tf's architecture
+
+    def reading_states(self, chars: torch.Tensor, lengths: torch.Tensor, directions: Sequence[int] = (0, 1),
+                       dropout: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                       plan: HostPlan | None = None) -> list[torch.Tensor]:
+        """bilm-tf's architecture: the top LSTM layer of each direction in its own reading order, what the shared
+        softmax reads (:meth:`loss`, held-out perplexity), differentiable down to the character CNN. Raises
+        ElmoError: ``chars`` missing.
+
+        Args:
+            chars: ``(B, T, C)`` bilm-tf character ids without the sentence boundaries; lengths: ``(B,)`` int64;
+            directions: which stacks run, 0 = forward, 1 = backward; dropout: on every LSTM layer's input (bilm-tf's
+                ``DropoutWrapper(input_keep_prob)`` in training; the residual connection adds the dropped input, as
+                TF's wrapper order does), ``None`` = none; plan: the batch's :class:`~elmo.model.plan.HostPlan` on the
+                device: the same states, nothing read back.
+
+        Returns:
+            One ``(B, T + 1, P)`` float32 tensor per entry of ``directions``, zero past ``n``: forward position k is
+            the state after ``<S> t_1 .. t_k`` (predicting ``t_{k+1}``, ``</S>`` at ``k = n``), backward position k
+            after ``</S> t_n .. t_{n-k+1}`` (predicting ``t_{n-k}``, ``<S>`` at ``k = n``).
+        """
+        x = self.token_vectors(self.tokens(None, chars), None if plan is None else plan.words)
+        lengths = lengths.to(x.device)
+        full, sentence = self._with_boundaries(x, lengths, None if plan is None else plan.boundaries)
+        order, restore, active = _reading_plan(sentence - 1) if plan is None else (plan.order, plan.restore, plan.active)
+        states = []
+        for d in directions:
+            inputs = full if d == 0 else reverse_padded(full, sentence)
+            top = projected_stack(self.stacks()[d], inputs[order].transpose(0, 1),
+                                  active, None, self.config.residual, self.chunk_size, dropout)[0][-1]
+            states.append(top.transpose(0, 1)[restore][:, :x.shape[1] + 1])
+        return states
+
+    def targets(self, ids: torch.Tensor, lengths: torch.Tensor, direction: int) -> torch.Tensor:
+        """One direction's targets ``(B, T + 1)`` int64 in its reading order, ``IGNORE_INDEX`` past ``n + 1``."""
+        batch = ids.shape[0]
+        full = torch.cat([ids.new_full((batch, 1), BOS_ID), ids, ids.new_full((batch, 1), PAD_ID)], dim=1)
+        full[torch.arange(batch, device=ids.device), lengths + 1] = EOS_ID
+        full = full if direction == 0 else reverse_padded(full, lengths + 2)
+        return full[:, 1:].masked_fill(~length_mask(lengths + 1, ids.shape[1] + 1), IGNORE_INDEX)
+
+    def predicted_tops(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None,
+                       directions: Sequence[int], plan: HostPlan | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """``(top (n, P), targets (n,))`` of each direction's predicted positions, dropout applied in training; with
+        ``plan`` the positions are :attr:`~elmo.model.plan.HostPlan.kept`, not a boolean mask. Raises ElmoError: no
+        training head."""
+        if not (self.shared_token_layer and self.config.vocab_size):
+            raise ElmoError("this biLM has no shared training softmax (BiLMConfig.vocab_size is 0, or each direction "
+                            "has its own: direction(name)); add_head gives bilm-tf's architecture one")
+        lengths = lengths.to(ids.device)
+        states = self.reading_states(chars, lengths, directions, self.dropout if self.training else None, plan)
+        out = []
+        for d, top in zip(directions, states):
+            targets = self.targets(ids, lengths, d)
+            if plan is None:
+                keep = targets != IGNORE_INDEX
+                out.append((self.dropout(top[keep]), targets[keep]))
+            else:
+                out.append((self.dropout(top.reshape(-1, top.shape[-1]).index_select(0, plan.kept)),
+                            targets.reshape(-1).index_select(0, plan.kept)))
+        return out
+
+    def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan:
+        """bilm-tf's architecture: :func:`~elmo.model.plan.host_plan` of a batch's CPU copies of :attr:`host_keys`, on
+        the host (:func:`~elmo.model.plan.step_loss` moves it to the batch's device).
+
+        Raises:
+            ElmoError: a copy missing or not on the CPU; a target outside the vocabulary.
+        """
+        missing = [k for k in self.host_keys if k not in host]
+        if missing:
+            raise ElmoError(f"BiLM.host_plan: the batch's host copy has no {', '.join(missing)}")
+        adaptive = isinstance(self.softmax, AdaptiveSoftmax)
+        return host_plan(host["ids"], host["lengths"], host["chars"], self.host_boundary_chars, self.words_per_pass,
+                         self.token_encoder.max_width, tuple(self.softmax.cutoffs) if adaptive else None)
+
+    def loss(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
+             directions: Sequence[int] = (0, 1), plan: HostPlan | None = None) -> tuple[torch.Tensor, int]:
+        """Training loss ``(loss, n)`` of bilm-tf's architecture with its head (:meth:`add_head`): the mean over
+        ``directions`` of each direction's mean negative log-likelihood, nats per predicted word (in eval mode exact:
+        ``exp(loss)`` is the batch's perplexity; in training the sampled softmax's estimate), and
+        ``n = sum(lengths + 1)``, the words each direction predicts. ``ids (B, T)`` int64
+        :class:`~elmo.data.vocab.Vocabulary` ids (the targets), ``chars`` as :meth:`reading_states`; with ``plan``
+        (the batch's :meth:`host_plan`) nothing is read back from the device (:func:`~elmo.model.plan.step_loss`);
+        loss and gradients are the same bit for bit.
+
+        Source: Peters et al. (2018) §3.1 and bilm-tf's ``bilm/training.py``: ``0.5 * (loss_fwd + loss_bwd)``, each
+        sentence read from zero LSTM states (unlike bilm-tf). Raises ElmoError: ``chars`` missing; no head.
+        """
+        losses = []
+        for d, (top, targets) in zip(directions, self.predicted_tops(ids, lengths, chars, directions, plan)):
+            if isinstance(self.softmax, SampledSoftmax):
+                losses.append(self.softmax(top, targets))
+            else:
+                counts = None if plan is None else plan.cluster_counts[d]
+                losses.append(self.softmax.loss(top, targets, counts)[0])
+        return torch.stack(losses).mean(), int((lengths + 1).sum()) if plan is None else plan.units
+
+    def boundary_plan(self, device: torch.device) -> WordPlan:
+        """The :class:`~elmo.model.plan.WordPlan` of the ``<S>``, ``</S>`` spellings, made on the host per device."""
+        plans, key = self.__dict__.setdefault("_boundary_plans", {}), (device, self.words_per_pass)
+        if key not in plans:
+            plans[key] = word_plan(self.host_boundary_chars.numpy(), self.words_per_pass,
+                                   self.token_encoder.max_width).to(device)
+        return plans[key]
+
+    def _with_boundaries(self, x: torch.Tensor, lengths: torch.Tensor,
+                         plan: WordPlan | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """:func:`with_boundaries` with the ``<S>``, ``</S>`` spellings through the one token layer."""
+        return with_boundaries(x, lengths, self.token_vectors(self.boundary_chars.to(x.device), plan))
+
+
+for _kind in ("published_bilm", "published_lm"):  # bilm-tf's architecture, without and with its training head
+    HubMixin.kinds[_kind] = BiLM
+
+
+def weights_digest(bilm: nn.Module) -> str:
+    """A short hash of a biLM's weights (names as earlier versions gave them, ``forward_layers.j``; shapes and the first
+    4,096 values of each; a training ``softmax`` left out), which identifies one of bilm-tf's architecture in
+    :attr:`BiLMConfig.weights_digest` so that a classifier only loads onto it."""
+    digest = hashlib.sha256()
+    for name, tensor in bilm.state_dict().items():
+        if name.startswith("softmax."):  # a training head is not part of the biLM
+            continue
+        name = re.sub(r"^(forward|backward)_lm\.layers\.", r"\1_layers.", name)
+        values = tensor.detach().float().reshape(-1)[:4096].cpu().numpy()
+        digest.update(f"{name}{tuple(tensor.shape)}".encode() + values.tobytes())
+    return digest.hexdigest()[:16]
+
+
+def bilm_tf_initialization(bilm: BiLM, generator: torch.Generator) -> BiLM:
+    """``bilm`` (bilm-tf's architecture) with bilm-tf's initial weights (``bilm/training.py``), drawn in place from
+    ``generator``: character embeddings U(-1, 1) (row 0, a masked token's, zero); convolutions U(-0.05, 0.05) for relu
+    (Kim et al. 2015), N(0, 1/(width·char_dim)) for tanh, biases 0; highway ``W_carry``, ``W_transform`` and the
+    projection N(0, 1/F), ``b_carry`` -2 (carry gate mostly closed), other biases 0; LSTM weights Glorot-uniform (TF's
+    default) over TF's ``W_0`` ``(I + P, 4H)`` and ``W_P_0`` ``(H, P)``, bias 0 plus TF's forget-gate bias 1.0."""
+    config, encoder = bilm.config, bilm.token_encoder
+
+    def uniform(p: torch.Tensor, bound: float) -> None:
+        p.copy_(torch.rand(p.shape, generator=generator) * 2 * bound - bound)
+
+    def normal(p: torch.Tensor, std: float) -> None:
+        p.copy_(torch.randn(p.shape, generator=generator) * std)
+
+    width = config.n_filters
+    with torch.no_grad():
+        uniform(encoder.char_embedding.weight, 1.0)
+        encoder.char_embedding.weight[0].zero_()
+        for (w, _), conv in zip(config.char_filters, encoder.convs):
+            uniform(conv.weight, 0.05) if config.activation == "relu" else normal(conv.weight, (w * config.char_dim) ** -0.5)
+            conv.bias.zero_()
+        for highway in encoder.highways:
+            normal(highway.weight, width ** -0.5)
+            highway.bias.zero_()
+            highway.bias[width:].fill_(-2.0)  # [transform; carry]
+        if encoder.projection is not None:
+            normal(encoder.projection.weight, width ** -0.5)
+            encoder.projection.bias.zero_()
+    for lstm in (lstm for stack in bilm.stacks() for lstm in stack):
+        lstm.initialize(generator)
+    return bilm
+
+
+class PublishedLM(nn.Module):
+    """A :class:`BiLM` of bilm-tf's architecture with its training head as a language model over ``directions`` (0
+    forward, 1 backward): what :func:`~elmo.training.trainer.fit` trains (``forward`` → ``(loss, n)``,
+    :meth:`BiLM.loss`; ``host_keys`` and ``host_plan`` for :func:`~elmo.model.plan.step_loss`) and, for one
+    direction, the :class:`Direction` that :mod:`elmo.training.evaluation` reads for per-direction held-out
+    perplexities (``predicted_states``, ``vocabulary_log_probs``, ``log_probs``). Its state is the biLM's under
+    ``bilm.``; a training checkpoint of an earlier version (the softmax beside the biLM, :meth:`BiLM.renamed_state`)
+    loads too."""
+
+    def __init__(self, bilm: BiLM, directions: Sequence[int] = (0, 1)):
+        super().__init__()
+        self.bilm, self.directions = bilm, tuple(directions)
+        self.direction = DIRECTIONS[self.directions[0]] if len(self.directions) == 1 else "both"
+        self.host_keys = bilm.host_keys
+        self._register_load_state_dict_pre_hook(_renamed_training_state)
+
+    @property
+    def vocab_size(self) -> int:
+        """V, the words the shared softmax predicts (:attr:`BiLMConfig.vocab_size`)."""
+        return self.bilm.config.vocab_size
+
+    def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan:
+        """:meth:`BiLM.host_plan`."""
+        return self.bilm.host_plan(host)
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
+                plan: HostPlan | None = None) -> tuple[torch.Tensor, int]:
+        """``(mean NLL, n)`` over :attr:`directions` (:meth:`BiLM.loss`)."""
+        return self.bilm.loss(ids, lengths, chars, self.directions, plan)
+
+    @torch.no_grad()
+    def predicted_states(self, ids: torch.Tensor, lengths: torch.Tensor,
+                         chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The first direction's top states ``(n, P)`` float32 at its ``n`` predicted positions and their targets
+        ``(n,)`` (:meth:`LanguageModel.predicted_states`)."""
+        [(top, targets)] = self.bilm.predicted_tops(ids, lengths, chars, self.directions[:1])
+        return top.float(), targets
+
+    @torch.no_grad()
+    def vocabulary_log_probs(self, states: torch.Tensor) -> torch.Tensor:
+        """Exact log-probabilities ``(n, V)`` float32 of every word after each of the ``n`` states ``(n, P)`` (the
+        directions share the softmax)."""
+        return self.bilm.softmax.log_prob(states)
+
+    @torch.no_grad()
+    def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor,
+                  chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`vocabulary_log_probs` of :meth:`predicted_states`: ``(n, V)`` float32 and the ``n`` word ids."""
+        states, targets = self.predicted_states(ids, lengths, chars)
+        return self.vocabulary_log_probs(states), targets
+
+
+def _renamed_training_state(state: dict[str, torch.Tensor], prefix: str, *_: Any) -> None:
+    """:class:`PublishedLM`'s state-dict pre-hook: the keys of an earlier version's training checkpoint renamed in
+    place (:meth:`BiLM.renamed_state` under ``bilm.``)."""
+    for key in [k for k in state if k.startswith(prefix)]:
+        new = f"{prefix}bilm." + next(iter(BiLM.renamed_state({key[len(prefix):]: None})))
+        if new != key:
+            state[new] = state.pop(key)
+
+
+def _reading_plan(read: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """How a batch whose row b reads ``read[b]`` steps runs: ``(order, restore, active)``: the rows sorted longest
+    first (each step then runs a prefix of them), the inverse permutation, and the rows running at each step."""
+    return device_reading_plan(read.cpu().numpy(), read.device)  # the one read: the lengths

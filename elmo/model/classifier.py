@@ -16,13 +16,12 @@ from ..artifacts import environment_info, load_checkpoint, payload
 from ..data.agnews import CLASS_NAMES
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from .bilm import AnyBiLM, BiLMConfig, length_mask, reverse_padded
+from .bilm import BiLM, BiLMConfig, length_mask, reverse_padded
 from .dropout import FastDropout
 from .elmo import Elmo
 from .hub import HubMixin, from_nested_config, nested_config
 from .lstm import AutocastLSTM
 from .mix import LAYER_MIXES, LEARNED_FUNCTIONS
-from .published import PublishedBiLM
 from .serialization import open_bilm
 from .static import STATIC_METHODS
 
@@ -234,7 +233,7 @@ class ElmoClassifier(SequenceClassifier, HubMixin):
     """:class:`~elmo.model.elmo.Elmo` (biLM + layer mix) + the shared head (:class:`SequenceClassifier`).
 
     Args:
-        bilm: a trained :class:`~elmo.model.bilm.BiLM` or a published :class:`~elmo.model.published.PublishedBiLM`,
+        bilm: a :class:`~elmo.model.bilm.BiLM`, trained here or published,
             always in eval mode; frozen (run without autograd) unless ``config.unfreeze_bilm`` (``config``:
             :class:`ClassifierConfig`), then trained in place (pass a copy to keep the original).
         vocab_size: rows of the task token embedding x_k (the ids' vocabulary); default: our biLM's vocabulary size.
@@ -247,7 +246,7 @@ class ElmoClassifier(SequenceClassifier, HubMixin):
     #: names of the classes in output order (``config.json``'s ``class_names``; AG News's by default)
     class_names: list[str] = list(CLASS_NAMES)
 
-    def __init__(self, bilm: AnyBiLM, config: ClassifierConfig, vocab_size: int | None = None):
+    def __init__(self, bilm: BiLM, config: ClassifierConfig, vocab_size: int | None = None):
         super().__init__(config)
         self.vocab_size = vocab_size or getattr(bilm.config, "vocab_size", None)
         self.elmo = Elmo(bilm, num_output_representations=1, mix=config.mix, dropout=config.elmo_dropout,
@@ -258,7 +257,7 @@ class ElmoClassifier(SequenceClassifier, HubMixin):
         self.build_head(bilm.output_dim, vocab_size or bilm.config.vocab_size)
 
     @property
-    def bilm(self) -> AnyBiLM:
+    def bilm(self) -> BiLM:
         """The biLM inside :attr:`elmo`."""
         return self.elmo.bilm
 
@@ -304,7 +303,7 @@ class ElmoClassifier(SequenceClassifier, HubMixin):
     def load_task_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Inverse of :meth:`task_state_dict`, also reading older files' ``mix.*`` keys. Raises ``RuntimeError`` on
         mismatching keys or shapes."""
-        state = {("elmo.mixes.0." + k[4:] if k.startswith("mix.") else k): v for k, v in state.items()}
+        state = self.renamed_state({("elmo.mixes.0." + k[4:] if k.startswith("mix.") else k): v for k, v in state.items()})
         missing, unexpected = self.load_state_dict(state, strict=False)
         missing = [k for k in missing if self.config.unfreeze_bilm or not k.startswith("elmo.bilm.")]
         if missing or unexpected:
@@ -341,7 +340,7 @@ class StaticEmbeddingClassifier(SequenceClassifier):
 LATER_BILM_FIELDS = ("token_encoder", "char_dim", "char_filters", "num_highway", "max_chars", "residual", "proj_size")
 
 
-def bilm_fingerprint(bilm: AnyBiLM, vocab: Vocabulary) -> str:
+def bilm_fingerprint(bilm: BiLM, vocab: Vocabulary) -> str:
     """A short hash of the biLM's config and vocabulary (for a published biLM: its config, which includes a
     digest of its weights, and the task vocabulary); a classifier only loads onto the same."""
     config, default = bilm.config.saved(), asdict(BiLMConfig(vocab_size=1))
@@ -359,7 +358,7 @@ def classifier_checkpoint(model: ElmoClassifier, fingerprint: str, class_names: 
                    state_dict=model.task_state_dict(), **extra)
 
 
-def load_classifier(path: str | os.PathLike, bilm: AnyBiLM, vocab: Vocabulary) -> tuple[ElmoClassifier, list[str]]:
+def load_classifier(path: str | os.PathLike, bilm: BiLM, vocab: Vocabulary) -> tuple[ElmoClassifier, list[str]]:
     """Rebuild an :class:`ElmoClassifier` from a ``classifier*.pt`` (loaded ``weights_only=True``) on its biLM.
 
     Args:
@@ -389,7 +388,7 @@ def load_classifier(path: str | os.PathLike, bilm: AnyBiLM, vocab: Vocabulary) -
     return model.to(device).eval(), model.class_names
 
 
-def published_record(bilm: AnyBiLM, vocab: Vocabulary) -> dict[str, Any]:
+def published_record(bilm: BiLM, vocab: Vocabulary) -> dict[str, Any]:
     """What a classifier file records to find a published biLM again, with ``"vocab"`` the task vocabulary:
     ``{"bilm_tf": {"options_file", "weight_file"}, "vocab"}`` for bilm-tf's files, ``{"bilm_source", "vocab"}`` for a
     ``published_lm.pt`` or ``save_pretrained`` folder, ``{}`` for our biLM (``bilstm.pt`` holds its vocabulary)."""
@@ -401,7 +400,7 @@ def published_record(bilm: AnyBiLM, vocab: Vocabulary) -> dict[str, Any]:
     return {"bilm_tf": {"options_file": str(options), "weight_file": str(weights)}, "vocab": list(vocab.itos)}
 
 
-def load_classifier_bilm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabulary] | None:
+def load_classifier_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary] | None:
     """The published biLM and task vocabulary a ``classifier*.pt`` records (:func:`published_record`), or ``None`` for
     our ``bilstm.pt``. Raises ElmoError on a missing or corrupt classifier file or recorded biLM files."""
     ckpt = load_checkpoint(path, "elmo.classifier")

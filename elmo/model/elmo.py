@@ -22,7 +22,7 @@ from torch import nn
 
 from ..data.vocab import PAD_ID, Vocabulary
 from ..errors import ElmoError
-from .bilm import AnyBiLM, length_mask
+from .bilm import BiLM, length_mask
 from .dropout import FastDropout
 from .hub import HubMixin, from_nested_config, nested_config
 from .lstm import cached, compute_dtype
@@ -34,12 +34,12 @@ ELMO_ARGS = ("num_output_representations", "mix", "dropout", "do_layer_norm", "r
              "keep_sentence_boundaries", "scalar_mix_parameters", "vocab_to_cache")
 
 
-def open_elmo_bilm(source: str | os.PathLike | AnyBiLM,
-                   weight_file: str | os.PathLike | None) -> AnyBiLM:
+def open_elmo_bilm(source: str | os.PathLike | BiLM,
+                   weight_file: str | os.PathLike | None) -> BiLM:
     """The biLM of :class:`Elmo`'s first two arguments.
 
     Args:
-        source: a biLM object (:class:`~elmo.model.bilm.BiLM`, :class:`~elmo.model.published.PublishedBiLM`); bilm-tf's
+        source: a biLM object (:class:`~elmo.model.bilm.BiLM`); bilm-tf's
             ``options.json`` with ``weight_file`` (:func:`~elmo.model.published_io.load_published_bilm`); or alone a
             models folder, ``bilstm.pt``, ``published_lm.pt``, a ``save_pretrained`` folder or Hub id
             (:func:`~elmo.model.serialization.open_bilm`).
@@ -55,8 +55,8 @@ def open_elmo_bilm(source: str | os.PathLike | AnyBiLM,
                             "pass num_output_representations=... by name)")
         return source
     if not isinstance(source, (str, os.PathLike)):
-        raise ElmoError(f"Elmo's first argument must be bilm-tf's options file, a models folder or a biLM (BiLM, "
-                        f"PublishedBiLM), got {type(source).__name__}")
+        raise ElmoError(f"Elmo's first argument must be bilm-tf's options file, a models folder or a biLM (BiLM), "
+                        f"got {type(source).__name__}")
     path = Path(source)
     if weight_file is None:
         if path.suffix == ".json" and not path.is_dir():
@@ -107,7 +107,7 @@ class Elmo(nn.Module, HubMixin):
 
     hub_kind = "elmo"
 
-    def __init__(self, options_file: str | os.PathLike | AnyBiLM, weight_file: str | os.PathLike | None = None,
+    def __init__(self, options_file: str | os.PathLike | BiLM, weight_file: str | os.PathLike | None = None,
                  num_output_representations: int = 1, requires_grad: bool = False, do_layer_norm: bool = False,
                  dropout: float = 0.5, vocab_to_cache: Sequence[str] | None = None, keep_sentence_boundaries: bool = False,
                  scalar_mix_parameters: Sequence[float] | None = None, *, mix: str = "trainable_lambda", seed: int = 0,

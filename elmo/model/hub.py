@@ -1,7 +1,7 @@
 """Model folders as the rest of PyTorch shares them: ``model.save_pretrained(folder)`` writes ``config.json``,
 ``model.safetensors``, ``vocab.txt`` and a ``README.md`` model card; ``Class.from_pretrained(folder or Hub id)``
 reads them back; ``push_to_hub(repo_id)`` uploads them. :class:`HubMixin` adds this to :class:`~elmo.model.bilm.BiLM`,
-:class:`~elmo.model.published.PublishedBiLM` (with its training softmax or without), :class:`~elmo.model.elmo.Elmo` and
+(of either architecture; bilm-tf's with its training softmax or without), :class:`~elmo.model.elmo.Elmo` and
 :class:`~elmo.model.classifier.ElmoClassifier` on huggingface_hub's ``PyTorchModelHubMixin`` (download, upload, card),
 with our own loading so that a bad file gets a one-line error. It is the one format the training commands write
 (``<models-dir>/bilm/``, :attr:`elmo.artifacts.Outputs.pretrained_dir`). ``config.json`` holds ``elmo_kind`` (which class),
@@ -85,6 +85,10 @@ def hub_failure(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
+#: the names earlier versions gave the LSTM layers of bilm-tf's architecture, now ``forward_lm.layers.j``
+OLD_LAYERS = re.compile(r"(^|\.)(forward|backward)_layers\.")
+
+
 class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPER, model_card_template=CARD_TEMPLATE,
                tags=["elmo", "bilm", "contextual-embeddings"], license="mit"):
     """``save_pretrained`` / ``from_pretrained`` / ``push_to_hub`` for our modules (module docstring); a subclass sets
@@ -117,8 +121,10 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
 
     @staticmethod
     def renamed_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """A ``model.safetensors`` state with the names this class gives its weights (an earlier version's mapped)."""
-        return state
+        """A ``model.safetensors`` state with the names this version gives the weights: earlier versions named the
+        LSTM layers of bilm-tf's architecture ``forward_layers.j`` / ``backward_layers.j`` (:data:`OLD_LAYERS`),
+        inside any module (an ``Elmo`` layer's or a classifier's biLM too)."""
+        return {OLD_LAYERS.sub(r"\1\2_lm.layers.", k): v for k, v in state.items()}
 
     def loaded(self, folder: Path) -> None:
         """Called on every :class:`HubMixin` inside a module after its weights were read from ``folder``."""

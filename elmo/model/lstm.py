@@ -206,7 +206,7 @@ class CachedWeights(nn.Module):
 
 class ProjectedLSTM(CachedWeights):
     """One direction of one layer: TensorFlow's ``LSTMCell(num_proj, cell_clip, proj_clip)`` (step 2 of
-    :mod:`elmo.model.published`'s docstring), over a whole time-major batch.
+    :mod:`elmo.model.bilm`'s docstring), over a whole time-major batch.
 
     Args:
         input_size: I; hidden_size: H cells; projection_dim: P outputs (``P == H``: no projection);

@@ -50,7 +50,7 @@ class WordPlan:
 class HostPlan:
     """One batch's plan, its tensors on the host until :meth:`to`. Our biLM's plan has ``units`` and ``cluster_counts``
     (adaptive softmax) or ``kept`` (sampled) (:meth:`~elmo.model.bilm.LanguageModel.host_plan`); the published
-    architecture's (:meth:`~elmo.model.published.PublishedBiLM.host_plan`) has every field.
+    architecture's (:meth:`~elmo.model.bilm.BiLM.host_plan`) has every field.
 
     Attributes:
         units: ``sum(lengths + 1)``, the words each direction predicts.

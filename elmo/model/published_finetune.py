@@ -1,6 +1,6 @@
 """Fine-tuning a published (or exported) bilm-tf biLM as a language model on a domain's text (``python -m elmo
-finetune``): the loaded :class:`~elmo.model.published.PublishedBiLM` gets a training softmax
-(:meth:`~elmo.model.published.PublishedBiLM.add_head`) over the domain vocabulary (the published files carry none),
+finetune``): the loaded :class:`~elmo.model.bilm.BiLM` gets a training softmax
+(:meth:`~elmo.model.bilm.BiLM.add_head`) over the domain vocabulary (the published files carry none),
 initialised by one of :data:`SOFTMAX_INITS`:
 
 * ``token-layer`` (:func:`init_softmax_from_token_layer`): word ``w``'s output row is ``alpha · x_w``, ``x_w (P,)`` its
@@ -22,8 +22,7 @@ from ..data.chars import bilm_tf_char_table
 from ..data.corpus import EncodedCorpus
 from ..data.vocab import BOS_ID, EOS_ID, SPECIALS, Vocabulary
 from ..errors import ElmoError
-from .bilm import IGNORE_INDEX
-from .published import PublishedBiLM
+from .bilm import IGNORE_INDEX, BiLM
 from .sampled_softmax import SampledSoftmax
 
 #: ``--softmax-init``'s choices (module docstring)
@@ -32,10 +31,10 @@ SOFTMAX_INITS = ("token-layer", "random")
 SCALE_FIT_POSITIONS = 256
 
 
-def language_model_of(bilm: PublishedBiLM, seed: int = 0, **head: Any) -> PublishedBiLM:
+def language_model_of(bilm: BiLM, seed: int = 0, **head: Any) -> BiLM:
     """``bilm`` (its weights, the biases as read from bilm-tf's file and the files it came from kept; e.g.
     :func:`elmo.model.published_io.load_published_bilm`'s) with the ``random`` training softmax of ``seed``
-    (:meth:`~elmo.model.published.PublishedBiLM.add_head`; ``head``: its fields, ``vocab_size`` the domain
+    (:meth:`~elmo.model.bilm.BiLM.add_head`; ``head``: its fields, ``vocab_size`` the domain
     vocabulary's), its weights made dense for fused Adam (the loader's may be views of transposed arrays)."""
     with torch.no_grad():
         for p in bilm.parameters():
@@ -64,9 +63,9 @@ def unigram_log_probabilities(counts: np.ndarray) -> torch.Tensor:
 
 
 @torch.no_grad()
-def vocabulary_token_vectors(bilm: PublishedBiLM, vocab: Vocabulary) -> torch.Tensor:
+def vocabulary_token_vectors(bilm: BiLM, vocab: Vocabulary) -> torch.Tensor:
     """The token-layer vector ``x_w`` of every vocabulary id, ``(V, P)`` float32 on the biLM's device: the words'
-    from their characters (:meth:`~elmo.model.published.PublishedBiLM.token_vectors`, eval mode), ``<bos>``/``<eos>``
+    from their characters (:meth:`~elmo.model.bilm.BiLM.token_vectors`, eval mode), ``<bos>``/``<eos>``
     from bilm-tf's ``<S>``/``</S>`` characters, zero for ``<pad>`` and ``<unk>``."""
     was_training = bilm.training
     bilm.eval()
@@ -83,7 +82,7 @@ def vocabulary_token_vectors(bilm: PublishedBiLM, vocab: Vocabulary) -> torch.Te
 
 
 @torch.no_grad()
-def sample_positions(model: PublishedBiLM, sample: EncodedCorpus,
+def sample_positions(model: BiLM, sample: EncodedCorpus,
                      positions: int = SCALE_FIT_POSITIONS) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-layer states ``(n, P)`` float32 and target ids ``(n,)`` of up to ``positions`` predicted words per
     direction of ``sample`` (biLM in eval mode: no dropout)."""
@@ -140,7 +139,7 @@ def fit_scales(scores: torch.Tensor, log_prior: torch.Tensor, targets: torch.Ten
 
 
 @torch.no_grad()
-def init_softmax_from_token_layer(model: PublishedBiLM, vocab: Vocabulary, counts: np.ndarray,
+def init_softmax_from_token_layer(model: BiLM, vocab: Vocabulary, counts: np.ndarray,
                                   sample: EncodedCorpus) -> dict:
     """The ``token-layer`` initialisation (module docstring) of ``model.softmax``, in place.
 

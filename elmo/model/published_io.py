@@ -1,7 +1,7 @@
 """Read and write the published ELMo files: bilm-tf's ``options.json``, ``weights.hdf5`` and ``vocab.txt``.
 
 :func:`load_published_bilm` turns AllenNLP's published files (e.g. ``elmo_2x4096_512_2048cnn_2xhighway_options.json``
-and ``_weights.hdf5``) into a :class:`~elmo.model.published.PublishedBiLM`; :func:`save_published_bilm` writes them
+and ``_weights.hdf5``) into a :class:`~elmo.model.bilm.BiLM`; :func:`save_published_bilm` writes them
 back (``python -m elmo export``), bit for bit for an unchanged loaded biLM. The hdf5 datasets, their shapes and what
 each becomes (bilm-tf's TensorFlow variable names; d = 0 forward, 1 backward; F = the filters' total,
 P = ``projection_dim``, H = ``lstm.dim``; ``docs/published_elmo.md``):
@@ -36,8 +36,7 @@ import torch
 from ..artifacts import atomic_hdf5, atomic_write_bytes, write_json
 from ..data.chars import TF_BOS, TF_EOS, TF_NUM_CHARS
 from ..errors import ElmoError
-from .bilm import BiLMConfig
-from .published import PublishedBiLM
+from .bilm import BiLM, BiLMConfig
 
 #: keys of bilm-tf's options files; "training" ones (written by bilm-tf's trainer) are accepted and ignored
 OPTION_KEYS = {
@@ -182,7 +181,7 @@ def _lstm_from_tf(prefix: str, name: str, array: np.ndarray, config: BiLMConfig)
 
 
 def state_from_tf(name: str, array: np.ndarray, config: BiLMConfig) -> dict[str, np.ndarray]:
-    """The :class:`~elmo.model.published.PublishedBiLM` state-dict entries of one hdf5 dataset (layout conversion)."""
+    """The :class:`~elmo.model.bilm.BiLM` state-dict entries of one hdf5 dataset (layout conversion)."""
     parts = name.split("/")
     if name == "char_embed":
         return {"token_encoder.char_embedding.weight": np.concatenate([np.zeros_like(array[:1]), array])}
@@ -195,7 +194,7 @@ def state_from_tf(name: str, array: np.ndarray, config: BiLMConfig) -> dict[str,
         return {f"token_encoder.highways.{k}.{'weight' if kind == 'W' else 'bias'}.{part}": array.T}
     if parts[0] == "CNN_proj":
         return {"token_encoder.projection." + ("weight" if parts[1] == "W_proj" else "bias"): array.T}
-    direction = ("forward_layers", "backward_layers")[int(parts[0][-1])]
+    direction = ("forward_lm.layers", "backward_lm.layers")[int(parts[0][-1])]
     return _lstm_from_tf(f"{direction}.{parts[3][4:]}", parts[-1], array, config)
 
 
@@ -265,8 +264,8 @@ def _datasets(path: Path, config: BiLMConfig) -> Iterator[tuple[str, np.ndarray]
                 raise ElmoError(f"{path}: dataset {name} cannot be read as float32: {exc}") from None
 
 
-def load_published_bilm(options_file: str | os.PathLike, weight_file: str | os.PathLike) -> PublishedBiLM:
-    """A :class:`~elmo.model.published.PublishedBiLM` from bilm-tf's ``options.json`` and ``weights.hdf5``, in eval
+def load_published_bilm(options_file: str | os.PathLike, weight_file: str | os.PathLike) -> BiLM:
+    """A :class:`~elmo.model.bilm.BiLM` from bilm-tf's ``options.json`` and ``weights.hdf5``, in eval
     mode on the CPU, float32; its ``config.weights_digest`` identifies the weights.
 
     Raises:
@@ -282,7 +281,7 @@ def load_published_bilm(options_file: str | os.PathLike, weight_file: str | os.P
         state |= state_from_tf(name, array, config)
         if match := re.fullmatch(r"RNN_(\d)/RNN/MultiRNNCell/Cell(\d+)/LSTMCell/B", name):
             biases[int(match[1]), int(match[2])] = array
-    bilm = PublishedBiLM(replace(config, weights_digest=digest.hexdigest()[:16]))
+    bilm = BiLM(replace(config, weights_digest=digest.hexdigest()[:16]))
     bilm.load_state_dict(_join_highways(state), assign=True)
     for (direction, layer), array in biases.items():  # TF's B as read, for writing it back exactly (tf_datasets)
         bilm.stacks()[direction][layer].tf_bias = torch.from_numpy(array)
@@ -290,7 +289,7 @@ def load_published_bilm(options_file: str | os.PathLike, weight_file: str | os.P
     return bilm.eval()
 
 
-def tf_bias(bilm: PublishedBiLM, direction: int, layer: int) -> np.ndarray:
+def tf_bias(bilm: BiLM, direction: int, layer: int) -> np.ndarray:
     """TF's ``B`` ``(4H,)`` of one LSTM layer (gates i, j, f, o; without the forget bias 1.0), float32. An unchanged
     layer loaded from a file gives the file's values bit for bit (its ``tf_bias``, kept by :func:`load_published_bilm`
     as ``B + 1.0`` rounds in float32); any other gives ``bias - 1.0`` at the forget gate, which loads back as ``bias``
@@ -306,7 +305,7 @@ def tf_bias(bilm: PublishedBiLM, direction: int, layer: int) -> np.ndarray:
     return tf
 
 
-def tf_datasets(bilm: PublishedBiLM) -> dict[str, np.ndarray]:
+def tf_datasets(bilm: BiLM) -> dict[str, np.ndarray]:
     """Name → float32 array of ``bilm``'s hdf5 datasets in bilm-tf's layout (module docstring); for an unchanged
     biLM from :func:`load_published_bilm`, exactly the file's datasets (:func:`tf_bias`)."""
     config, p = bilm.config, {k: v.detach().cpu().float().numpy() for k, v in bilm.state_dict().items()}
@@ -321,7 +320,7 @@ def tf_datasets(bilm: PublishedBiLM) -> dict[str, np.ndarray]:
                 f"CNN_high_{k}/b_transform": b[:width], f"CNN_high_{k}/b_carry": b[width:]}
     if "token_encoder.projection.weight" in p:
         out |= {"CNN_proj/W_proj": p["token_encoder.projection.weight"].T, "CNN_proj/b_proj": p["token_encoder.projection.bias"]}
-    for d, direction in enumerate(("forward_layers", "backward_layers")):
+    for d, direction in enumerate(("forward_lm.layers", "backward_lm.layers")):
         for layer in range(config.num_layers):
             prefix, cell = f"{direction}.{layer}", _cell(d, layer)
             weight = np.concatenate([p[f"{prefix}.input_weight"], p[f"{prefix}.recurrent_weight"]], axis=1)
@@ -381,7 +380,7 @@ def write_vocabulary(path: str | os.PathLike, words: Iterable[str] = ()) -> int:
     return len(lines)
 
 
-def save_published_bilm(bilm: PublishedBiLM, options_file: str | os.PathLike, weight_file: str | os.PathLike,
+def save_published_bilm(bilm: BiLM, options_file: str | os.PathLike, weight_file: str | os.PathLike,
                         vocab_file: str | os.PathLike | None = None, words: Iterable[str] = ()) -> dict[str, int]:
     """Write ``bilm`` as bilm-tf's ``weights.hdf5`` (:func:`tf_datasets`), then ``vocab.txt`` if ``vocab_file`` is
     given (:func:`write_vocabulary` of ``words``), then ``options.json`` (:func:`options_of`), each atomically.

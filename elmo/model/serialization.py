@@ -20,8 +20,7 @@ from ..artifacts import PRETRAINED_FILES, Outputs, environment_info, load_checkp
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from . import hub
-from .bilm import AnyBiLM, BiLM, BiLMConfig, LanguageModel
-from .published import PublishedBiLM, weights_digest
+from .bilm import BiLM, BiLMConfig, LanguageModel, weights_digest
 from .published_io import config_from_options, load_published_bilm
 
 
@@ -61,7 +60,7 @@ def load_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]
     return bilm.eval(), vocab, meta
 
 
-def load_published_lm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabulary, dict[str, Any]]:
+def load_published_lm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]]:
     """Rebuild the model of a ``published_lm.pt`` as earlier versions of ``pretrain --architecture`` and ``finetune``
     wrote it (``weights_only=True``; ``options``: bilm-tf's ``options.json``, ``lm_config``: the training head's
     fields, :data:`~elmo.model.bilm.HEAD_FIELDS`, ``state_dict``, ``vocab``, ``meta``): ``(model, vocab, meta)``,
@@ -76,14 +75,14 @@ def load_published_lm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabular
         config = replace(config_from_options(ckpt["options"]), **ckpt["lm_config"])
         if len(vocab) != config.vocab_size:
             raise ElmoError(f"vocabulary has {len(vocab)} words but the softmax {config.vocab_size}")
-        model = PublishedBiLM(config)
-        model.load_state_dict(PublishedBiLM.renamed_state(ckpt["state_dict"]))
+        model = BiLM(config)
+        model.load_state_dict(BiLM.renamed_state(ckpt["state_dict"]))
     except (KeyError, TypeError, RuntimeError, ElmoError) as exc:
         raise ElmoError(f"{path}: inconsistent published_lm file: {str(exc).splitlines()[0]}") from None
     return model.eval(), vocab, ckpt.get("meta", {})
 
 
-def published_lm_bilm(path: str | os.PathLike) -> tuple[PublishedBiLM, Vocabulary, dict[str, Any]]:
+def published_lm_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]]:
     """``(bilm, vocab, meta)`` of a ``published_lm.pt``: :func:`load_published_lm` without the softmax. The biLM's
     ``vocab`` and ``card`` are set as by :func:`load_bilm`, ``source`` is ``(path,)`` and ``config.weights_digest``
     identifies the weights (as :func:`load_published_bilm`'s, so that a classifier only loads onto them).
@@ -193,7 +192,7 @@ class OpenedBiLM:
     """What :func:`open_bilm` returns: the biLM (eval mode, on the CPU), its vocabulary (``None`` for bilm-tf's
     character-only files), where it came from (:class:`BiLMFiles`) and the file's ``meta`` (``{}`` for bilm-tf's)."""
 
-    bilm: AnyBiLM
+    bilm: BiLM
     vocab: Vocabulary | None
     source: BiLMFiles
     meta: dict[str, Any] = field(default_factory=dict)

@@ -26,8 +26,7 @@ from ..data.vocab import SPECIALS
 from ..errors import ElmoError
 from ..inference.text_classifier import TextClassifier
 from ..model import hub
-from ..model.bilm import AnyBiLM, BiLM, BiLMConfig
-from ..model.published import PublishedBiLM
+from ..model.bilm import BiLM, BiLMConfig
 from ..model.published_io import (
     options_of,
     read_vocabulary,
@@ -110,7 +109,7 @@ def allennlp_limits(config: BiLMConfig) -> list[str]:
     return limits
 
 
-def bilm_tf_difference(bilm: PublishedBiLM, out_dir: str | Path) -> tuple[Path, str] | None:
+def bilm_tf_difference(bilm: BiLM, out_dir: str | Path) -> tuple[Path, str] | None:
     """What :func:`export_bilm` would replace in ``out_dir`` that is not ``bilm``'s own earlier export: ``None`` if it
     holds none of :data:`EXPORT_FILES` or holds ``bilm`` (same ``options.json``, every ``weights.hdf5`` dataset bit for
     bit; ``vocab.txt``, unread by a character biLM, may differ); else ``(file, what it is)``, the first other file."""
@@ -150,8 +149,8 @@ def refuse_another_model(difference: tuple[Path, str] | None, overwrite: bool) -
                         "replace it")
 
 
-def export_bilm(bilm: AnyBiLM, out_dir: str | Path, words: Iterable[str] = ()) -> dict[str, Any]:
-    """Write ``bilm`` (a :class:`~elmo.model.published.PublishedBiLM`, any device) into ``out_dir`` (created if missing)
+def export_bilm(bilm: BiLM, out_dir: str | Path, words: Iterable[str] = ()) -> dict[str, Any]:
+    """Write ``bilm`` (a :class:`~elmo.model.bilm.BiLM`, any device) into ``out_dir`` (created if missing)
     as bilm-tf's files (module docstring; source: bilm-tf's layout, :mod:`elmo.model.published_io`), ``words`` listed
     in ``vocab.txt`` after ``<S>``, ``</S>``, ``<UNK>``.
 

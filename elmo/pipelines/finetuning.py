@@ -28,8 +28,7 @@ from torch import nn
 from ..data.corpus import encode_corpus
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from ..model.bilm import DIRECTIONS, SOFTMAXES, LanguageModel
-from ..model.published import PublishedBiLM
+from ..model.bilm import DIRECTIONS, SOFTMAXES, BiLM, LanguageModel
 from ..model.published_finetune import (
     SOFTMAX_INITS,
     init_softmax_from_token_layer,
@@ -137,7 +136,7 @@ class FinetuneArgs(CommonArgs):
         return FinetuneText(**shared, model=opened.bilm.config, reads_cased=False, fixed_vocab=opened.vocab)
 
     def head(self, vocab_size: int) -> dict:
-        """The training head (:meth:`~elmo.model.published.PublishedBiLM.add_head`): ``--softmax``,
+        """The training head (:meth:`~elmo.model.bilm.BiLM.add_head`): ``--softmax``,
         ``--softmax-samples``, ``--dropout``."""
         return {"vocab_size": vocab_size, "softmax": self.softmax, "samples": self.softmax_samples,
                 "dropout": self.dropout}
@@ -209,7 +208,7 @@ def bilm_to_finetune(config: FinetuneArgs) -> OpenedBiLM:
     return opened
 
 
-def initial_softmax(model: PublishedBiLM, loaded: PretrainData, config: FinetuneArgs) -> dict:
+def initial_softmax(model: BiLM, loaded: PretrainData, config: FinetuneArgs) -> dict:
     """Apply ``--softmax-init`` to ``model.softmax`` (:mod:`elmo.model.published_finetune`): ``token-layer`` counts the
     targets of the first :data:`COUNT_MAX_DOCS` training documents and fits its two scales on the first
     :data:`SCALE_FIT_DOCS`; ``random`` keeps the softmax's own initialisation. Returns what was done (``lm.json``)."""
@@ -237,7 +236,7 @@ def say_perplexities(run: StartedRun, when: str, perplexities: dict[str, dict[st
                                             for split, values in perplexities.items() for d in DIRECTIONS))
 
 
-def parameter_groups(model: PublishedBiLM | LanguageModel, config: FinetuneArgs) -> Unfreezing:
+def parameter_groups(model: BiLM | LanguageModel, config: FinetuneArgs) -> Unfreezing:
     """Two Adam groups: the language model but its softmax at ``--lr``, the softmax at ``--softmax-lr`` (both under
     the warm-up and ``--lr-gamma``), every parameter trained from the first step."""
     head = list(model.softmax.parameters())

@@ -38,12 +38,22 @@ from ..data.pretraining_text import pretraining_text
 from ..data.stream import StreamedCorpus, TextSource
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from ..model.bilm import DEFAULT_SOFTMAX, DIRECTIONS, SOFTMAXES, TOKEN_ENCODERS, BiLM, BiLMConfig, Direction, LanguageModel
+from ..model.bilm import (
+    DEFAULT_SOFTMAX,
+    DIRECTIONS,
+    PUBLISHED_ARCHITECTURES,
+    SOFTMAXES,
+    TOKEN_ENCODERS,
+    BiLM,
+    BiLMConfig,
+    Direction,
+    LanguageModel,
+    PublishedLM,
+)
 from ..model.char_cnn import DEFAULT_FILTERS
 from ..model.classifier import recorded_source
 from ..model.hub import HubMixin
 from ..model.plan import plan_batch, step_loss
-from ..model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM, PublishedLM
 from ..model.published_io import config_from_options, options_of, read_options
 from ..model.sampled_softmax import BILM_TF_SAMPLES
 from ..model.serialization import BiLMFiles, files_read, lm_checkpoint, models_in, save_bilm, saved_kind
@@ -96,7 +106,7 @@ class PretrainArgs(CommonArgs):
 
     * ``--architecture``: the preset the size flags start from: without it our biLM (:data:`OUR_PRESET`: word inputs,
       one token layer and one LM per direction, written as ``bilstm.pt``), else the published ELMo architecture, a name
-      of :data:`~elmo.model.published.PUBLISHED_ARCHITECTURES` or a bilm-tf options.json (:mod:`elmo.model.published`:
+      of :data:`~elmo.model.bilm.PUBLISHED_ARCHITECTURES` or a bilm-tf options.json (:mod:`elmo.model.bilm`:
       one character CNN and one softmax shared by the directions, case kept, written as the ``save_pretrained`` folder
       ``bilm/`` (``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``), for ``python -m elmo export``). A size flag given overrides the preset (:data:`PRESET_FLAGS`; ``--proj-size 0``: no
       projection).
@@ -231,7 +241,7 @@ class PretrainArgs(CommonArgs):
 
     def published_head(self, vocab_size: int) -> dict:
         """The training head of the published architecture (``--softmax``, ``--softmax-samples``, ``--dropout``): its
-        :data:`~elmo.model.bilm.HEAD_FIELDS` (:meth:`~elmo.model.published.PublishedBiLM.add_head`)."""
+        :data:`~elmo.model.bilm.HEAD_FIELDS` (:meth:`~elmo.model.bilm.BiLM.add_head`)."""
         return {"vocab_size": vocab_size, "softmax": self.softmax, "samples": self.softmax_samples,
                 "dropout": self.dropout}
 
@@ -547,7 +557,7 @@ MODEL_KINDS = {"bilstm": "ELMO.py's biLM", "published_lm": "pretrain --architect
                "pretrained": "a save_pretrained model", "bilm_tf": "bilm-tf's files"}
 #: the biLM a command writes into ``--models-dir``: ``None`` for ours (``bilstm.pt`` and the ``save_pretrained`` folder
 #: ``bilm/`` of a :class:`~elmo.model.bilm.BiLM`), else a function giving the config of the published architecture written (the
-#: folder of a :class:`~elmo.model.published.PublishedBiLM` with its training head)
+#: folder of a :class:`~elmo.model.bilm.BiLM` with its training head)
 Written = Callable[[], BiLMConfig] | None
 
 
@@ -762,7 +772,7 @@ def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainDa
                        stale: list[Path] | None = None) -> dict:
     """``--architecture``: the published architecture, initialised as bilm-tf initialises it, trained and written by
     :func:`train_published`. Returns the ``lm.json`` content (on every rank)."""
-    model = PublishedBiLM(replace(config.published_config(), **config.published_head(len(loaded.vocab))),
+    model = BiLM(replace(config.published_config(), **config.published_head(len(loaded.vocab))),
                           seed=config.seed).to(run.device)
     if config.init_embeddings.startswith("word2vec"):
         run.say(f"--init-embeddings {config.init_embeddings} does not apply to the character encoder: it starts from "
@@ -771,11 +781,11 @@ def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainDa
     return train_published(model, loaded, config, run, out, stale or [], [config.architecture])
 
 
-def train_published(model: PublishedBiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
+def train_published(model: BiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
                     out: dict, stale: list[Path], keep: Iterable, command: str = "pretrain",
                     groups: Unfreezing | None = None) -> dict:
-    """Train the published architecture with its training head (:class:`~elmo.model.published.PublishedBiLM`, both
-    directions at once, :class:`~elmo.model.published.PublishedLM`) with :func:`~elmo.training.trainer.fit` (early stopping on both directions' validation perplexity,
+    """Train the published architecture with its training head (:class:`~elmo.model.bilm.BiLM`, both
+    directions at once, :class:`~elmo.model.bilm.PublishedLM`) with :func:`~elmo.training.trainer.fit` (early stopping on both directions' validation perplexity,
     checkpoints, ``--resume``; ``groups``: the optimiser's, else one); then rank 0 evaluates each direction exactly
     and writes the model, with its softmax and vocabulary, as the ``save_pretrained`` folder ``bilm/`` of
     ``--models-dir`` (:class:`~elmo.model.hub.HubMixin`; an earlier version's ``published_lm.pt`` there is removed), ``lm.json``

@@ -21,7 +21,7 @@ from ..data.pretraining_text import pretraining_text
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..inference.class_probabilities import class_probabilities
-from ..model.bilm import AnyBiLM
+from ..model.bilm import BiLM
 from ..model.classifier import ClassifierConfig, SequenceClassifier, StaticClassifierConfig, bilm_fingerprint
 from ..model.serialization import open_bilm
 from ..model.static import copy_vectors, word2vec_vectors
@@ -96,7 +96,7 @@ class TaskData:
     the biLM's :func:`~elmo.model.classifier.bilm_fingerprint`."""
 
     run: StartedRun
-    bilm: AnyBiLM
+    bilm: BiLM
     vocab: Vocabulary
     corpora: dict[str, Corpus]
     data: dict[str, EncodedCorpus]
@@ -116,7 +116,7 @@ class TaskData:
         return model.to(self.run.device)
 
 
-def _load_bilm(run: StartedRun, published: tuple[str, str] | None) -> tuple[AnyBiLM, Vocabulary | None, str]:
+def _load_bilm(run: StartedRun, published: tuple[str, str] | None) -> tuple[BiLM, Vocabulary | None, str]:
     """``(bilm, its vocabulary or None for a published biLM, where from)`` of ``published`` or ``--models-dir`` (as
     :func:`prepare` says). Raises :class:`ElmoError` for missing or invalid files."""
     opened = open_bilm(*published) if published is not None else open_bilm(run.outputs.models)

@@ -67,9 +67,8 @@ import torch
 from elmo.artifacts import atomic_write_bytes, environment_info, write_json
 from elmo.errors import ElmoError
 from elmo.inference.embedder import ElmoEmbedder
-from elmo.model.bilm import BiLMConfig
+from elmo.model.bilm import PUBLISHED_ARCHITECTURES, BiLM, BiLMConfig
 from elmo.model.lstm import lstm_compute_dtypes, summary_dtype
-from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM
 from elmo.model.published_io import save_published_bilm
 from elmo.pipelines.common import command_line, option
 from elmo.pipelines.pretraining import PretrainArgs
@@ -240,7 +239,7 @@ def inference_part(cfg: GpuArgs, run: Run) -> None:
                                   "large": {"batch": large, "rows": {}}})
     with tempfile.TemporaryDirectory(prefix="elmo-gpu-") as tmp:
         options, weights = Path(tmp) / "options.json", Path(tmp) / "weights.hdf5"
-        save_published_bilm(random_weights(PublishedBiLM(config), cfg.seed), options, weights)
+        save_published_bilm(random_weights(BiLM(config), cfg.seed), options, weights)
         for rows, batch in ((part["rows"], BATCH), (part["large"]["rows"], large)):
             for precision in ("bf16", "fp32"):
                 def row(precision=precision, batch=batch) -> dict[str, Any]:

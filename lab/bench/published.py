@@ -37,16 +37,15 @@ from elmo.artifacts import environment_info, write_json
 from elmo.data.agnews import read_agnews
 from elmo.data.text import tokenize
 from elmo.inference.embedder import CHUNK_BATCHES, ElmoEmbedder
-from elmo.model.bilm import BiLMConfig
+from elmo.model.bilm import PUBLISHED_ARCHITECTURES, BiLM, BiLMConfig
 from elmo.model.lstm import ProjectedLSTM
-from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM
 from elmo.model.published_io import save_published_bilm
 from elmo.runtime.device import configure_threads, cpu_has_bf16
 
 from .children import in_child, peak_rss_mb
 from .flops import cpu_matmul_peaks, published_lstm_flops, published_word_flops
 
-#: the published architectures measured (:data:`~elmo.model.published.PUBLISHED_ARCHITECTURES` without ``elmo-``)
+#: the published architectures measured (:data:`~elmo.model.bilm.PUBLISHED_ARCHITECTURES` without ``elmo-``)
 ARCHITECTURES = {name: PUBLISHED_ARCHITECTURES[f"elmo-{name}"] for name in ("small", "original")}
 BATCH = 64
 #: ``torch.profiler`` operator names → the part of the work they are
@@ -88,15 +87,15 @@ def random_layer_weights(layer: ProjectedLSTM, generator: torch.Generator | None
         layer.bias.zero_()
 
 
-def random_weights(bilm: PublishedBiLM, seed: int = 0) -> PublishedBiLM:
-    """Random weights of the right scale for ``bilm``, returned (real ones come from the hdf5 file; formerly
-    ``PublishedBiLM.reset_parameters``)."""
+def random_weights(bilm: BiLM, seed: int = 0) -> BiLM:
+    """Random weights of the right scale for ``bilm`` (bilm-tf's architecture), returned (real ones come from the hdf5
+    file)."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for p in bilm.token_encoder.parameters():
             p.copy_(torch.randn(p.shape, generator=generator) * (p[0].numel() ** -0.5 if p.dim() > 1 else 0.1))
         bilm.token_encoder.char_embedding.weight[0].zero_()
-    for layer in (*bilm.forward_layers, *bilm.backward_layers):
+    for layer in (*bilm.forward_lm.layers, *bilm.backward_lm.layers):
         random_layer_weights(layer, generator)
     return bilm
 
@@ -104,7 +103,7 @@ def random_weights(bilm: PublishedBiLM, seed: int = 0) -> PublishedBiLM:
 def write_weights(name: str, folder: str, seed: int) -> dict[str, Any]:
     """Random weights of architecture ``name`` in the published layout: ``<folder>/<name>_{options.json,weights.hdf5}``."""
     config = ARCHITECTURES[name][1]
-    bilm = random_weights(PublishedBiLM(config), seed)
+    bilm = random_weights(BiLM(config), seed)
     options, weights = Path(folder) / f"{name}_options.json", Path(folder) / f"{name}_weights.hdf5"
     save_published_bilm(bilm, options, weights)
     return {"options_file": str(options), "weight_file": str(weights), "weights_mb": weights.stat().st_size / 2**20,

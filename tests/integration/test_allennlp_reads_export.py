@@ -1,5 +1,5 @@
 """AllenNLP's own ELMo code reads what ``python -m elmo export`` writes: ``allennlp.modules.elmo._ElmoBiLm`` on the
-exported ``options.json`` + ``weights.hdf5`` gives the layers our trained :class:`~elmo.model.published.PublishedBiLM`
+exported ``options.json`` + ``weights.hdf5`` gives the layers our trained :class:`~elmo.model.bilm.BiLM`
 (its ``save_pretrained`` folder) computes, for a tiny ``pretrain --architecture`` run and for a ``finetune`` of its export.
 
 Needs AllenNLP 2.10.1 without its dependencies, plus the few small packages that its package ``__init__`` files import

@@ -14,7 +14,6 @@ from elmo.cli import main
 from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.model.bilm import BiLM, BiLMConfig
 from elmo.model.hub import load_pretrained
-from elmo.model.published import PublishedBiLM
 from elmo.model.published_io import load_published_bilm, save_published_bilm
 
 TINY = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
@@ -24,7 +23,7 @@ WIDER = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, 
 def bilm_tf_files(folder: Path, seed: int, config: BiLMConfig = TINY) -> list[str]:
     """A random published biLM written as bilm-tf's files into ``folder``; its ``--options-file`` / ``--weight-file``."""
     torch.manual_seed(seed)
-    bilm = PublishedBiLM(config).eval()
+    bilm = BiLM(config).eval()
     for p in bilm.parameters():
         torch.nn.init.normal_(p, std=0.3)
     folder.mkdir()

@@ -28,7 +28,6 @@ from elmo.model.classifier import (
     load_classifier_bilm,
     published_record,
 )
-from elmo.model.published import PublishedBiLM
 from elmo.model.published_io import save_published_bilm
 from elmo.model.serialization import (
     BILM_FILES,
@@ -49,7 +48,7 @@ def published_lm_folder(folder, seed: int = 1, legacy: bool = False):
     """What ``pretrain --architecture`` writes into ``--models-dir`` (tiny, random weights): its ``save_pretrained``
     folder, or (``legacy``) an earlier version's ``published_lm.pt``."""
     vocab = Vocabulary(WORDS)
-    model = PublishedBiLM(replace(TINY, vocab_size=len(vocab)), seed=seed).eval()
+    model = BiLM(replace(TINY, vocab_size=len(vocab)), seed=seed).eval()
     if legacy:
         write_published_lm(model, vocab, Outputs(models=folder).published_lm)
     else:
@@ -69,7 +68,7 @@ def test_a_pretrain_architecture_folder_opens_as_its_published_biLM(tmp_path, le
     expected = vectors(ElmoEmbedder(bilm=model, device="cpu"))
     for path in (folder, file, str(folder)):
         embedder = ElmoEmbedder.from_pretrained(path, device="cpu")
-        assert isinstance(embedder.bilm, PublishedBiLM)
+        assert embedder.bilm.shared_token_layer
         for a, b in zip(vectors(embedder), expected):
             np.testing.assert_array_equal(a, b)
     opened = open_bilm(folder)
@@ -84,7 +83,7 @@ def test_a_pretrain_architecture_folder_opens_as_its_published_biLM(tmp_path, le
 
 def test_an_export_folder_opens_without_a_vocabulary(tmp_path):
     torch.manual_seed(0)
-    bilm = PublishedBiLM(replace(TINY, vocab_size=len(WORDS)), seed=3).without_head()
+    bilm = BiLM(replace(TINY, vocab_size=len(WORDS)), seed=3).without_head()
     out = tmp_path / "out"
     save_published_bilm(bilm, out / "options.json", out / "weights.hdf5")
     expected = vectors(ElmoEmbedder(options_file=out / "options.json", weight_file=out / "weights.hdf5", device="cpu"))
@@ -139,7 +138,7 @@ def test_embed_models_dir_writes_a_published_lm_folders_vectors(tmp_path):
 def test_classify_opens_a_published_lm_folder_and_its_classifier_finds_that_biLM_again(tmp_path):
     folder = published_lm_folder(tmp_path / "models")[0]
     bilm, vocab, where = _load_bilm(SimpleNamespace(outputs=Outputs(models=folder)), None)
-    assert isinstance(bilm, PublishedBiLM) and where == str(folder / "bilm")
+    assert bilm.shared_token_layer and where == str(folder / "bilm")
     assert vocab is None  # a published biLM: the task vocabulary is built from the cased training split
     task_vocab = Vocabulary(list(SPECIALS) + ["Stocks", "rallied"])
     torch.manual_seed(0)
@@ -152,7 +151,7 @@ def test_classify_opens_a_published_lm_folder_and_its_classifier_finds_that_biLM
     again, again_vocab = load_classifier_bilm(folder / "classifier.pt")
     assert bilm_fingerprint(again, again_vocab) == bilm_fingerprint(bilm, task_vocab)
     classifier = TextClassifier.from_pretrained(folder, device="cpu", precision="fp32")  # `python -m elmo predict`
-    assert isinstance(classifier.model.bilm, PublishedBiLM) and classifier.predict(["Stocks rallied"])[0] in "abcd"
+    assert classifier.model.bilm.shared_token_layer and classifier.predict(["Stocks rallied"])[0] in "abcd"
 
 
 def test_embed_models_dir_takes_a_save_pretrained_folder_and_help_and_docs_list_every_kind(tmp_path, capsys, monkeypatch):

@@ -11,18 +11,17 @@ import pytest
 import torch
 
 from elmo.inference.embedder import ElmoEmbedder
-from elmo.model.bilm import BiLMConfig
+from elmo.model.bilm import BiLM, BiLMConfig, _reading_plan
 from elmo.model.plan import reading_plan
-from elmo.model.published import PublishedBiLM, _reading_plan
 
 READING_OPERATORS = {"aten::nonzero", "aten::_local_scalar_dense", "aten::item", "aten::_unique2", "aten::unique_dim",
                      "aten::masked_select", "aten::bincount"}
 SENTENCES = [["The", "market", "rallied", "."], ["Stocks", "fell"], ["a"] * 7]
 
 
-def published() -> PublishedBiLM:
+def published() -> BiLM:
     torch.manual_seed(0)
-    bilm = PublishedBiLM(BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16,
+    bilm = BiLM(BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16,
                                              projection_dim=8)).eval()
     for p in bilm.parameters():
         torch.nn.init.normal_(p, std=0.3)

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from support import old_name
 
 from elmo.data.chars import TF_MAX_CHARS, batch_char_ids
 from elmo.data.vocab import SPECIALS, Vocabulary
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM, BiLMConfig, weights_digest
 from elmo.model.classifier import bilm_fingerprint
-from elmo.model.published import PublishedBiLM, weights_digest
 from elmo.model.published_io import load_published_bilm
 from elmo.model.serialization import load_bilm, open_bilm, save_bilm
 
@@ -107,7 +107,7 @@ def identity_of_published_lm(folder: Path) -> dict:
     """The published biLM with a training softmax, as ``pretrain --architecture`` writes it (``bilm/``), and opened."""
     vocab = Vocabulary(WORDS)
     config = load_published_bilm(BILM_TF / "options.json", BILM_TF / "lm_weights.hdf5").config
-    model = PublishedBiLM(replace(config, vocab_size=len(vocab), cutoffs=(6,)))
+    model = BiLM(replace(config, vocab_size=len(vocab), cutoffs=(6,)))
     set_weights(model)
     model.vocab = vocab
     model.save_pretrained(folder / "bilm")
@@ -136,8 +136,8 @@ def pinned() -> dict:
 @pytest.mark.parametrize("kind", [*OURS, "published", "published_lm"])
 def test_keys_shapes_configs_and_identities_are_the_pinned_ones(measured, pinned, kind):
     now, then = measured[kind], pinned[kind]
-    if kind == "published_lm":  # pinned as earlier versions named the weights: one map renames them all
-        then = {**then, "state": PublishedBiLM.renamed_state(then["state"])}
+    if kind.startswith("published"):  # pinned as earlier versions named the weights: one map renames them all
+        then = {**then, "state": BiLM.renamed_state(then["state"])}
     assert {k: v for k, v in now.items() if k != "vectors"} == {k: v for k, v in then.items() if k != "vectors"}
 
 
@@ -156,14 +156,14 @@ def test_a_published_lm_folder_of_an_earlier_version_opens_to_the_same_identity(
     folder = tmp_path / "published_lm"
     identity_of_published_lm(folder)
     state = load_file(str(folder / "bilm" / "model.safetensors"))
-    old = {k if k.startswith("softmax.") else f"bilm.{k}": v for k, v in state.items()}
+    old = {old_name(k): v for k, v in state.items()}
     assert shapes(old) == pinned["published_lm"]["state"]
     save_file(old, str(folder / "bilm" / "model.safetensors"))
     opened = open_bilm(folder).bilm
     assert opened.config.weights_digest == pinned["published_lm"]["weights_digest"]
     assert bilm_fingerprint(opened, Vocabulary(WORDS)) == pinned["published_lm"]["fingerprint"]
     assert vector_summary(published_layers(opened)) == measured["published_lm"]["vectors"]
-    assert PublishedBiLM.from_pretrained(folder / "bilm").softmax.head.weight.shape[1] == opened.config.output_size
+    assert BiLM.from_pretrained(folder / "bilm").softmax.head.weight.shape[1] == opened.config.output_size
 
 
 def test_a_saved_bilstm_pt_opens_to_the_same_vectors(tmp_path):

@@ -1,4 +1,4 @@
-"""Both biLM families answer :class:`~elmo.model.bilm.AnyBiLM`'s questions themselves (code that takes either asks
+"""Both biLM families answer :class:`~elmo.model.bilm.BiLM`'s questions themselves (code that takes either asks
 them instead of the class): the layer groups for fine-tuning, whether bilm-tf's files can hold it, whether it reads
 cased text, where it was read from."""
 
@@ -28,7 +28,7 @@ def test_layer_groups_cover_the_elmo_layers_parameters_once_from_the_top_down(ki
     softmax = set() if kind == "published" else {id(p) for lm in (bilm.forward_lm, bilm.backward_lm)
                                                  for p in lm.softmax.parameters()}
     assert set(seen) == {id(p) for p in bilm.parameters()} - softmax
-    top = bilm.forward_layers[-1] if kind == "published" else bilm.forward_lm.layers[-1]
+    top = bilm.forward_lm.layers[-1]
     assert {id(p) for p in top.parameters()} <= {id(p) for p in groups[0]}
 
 

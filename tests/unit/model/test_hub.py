@@ -19,7 +19,6 @@ from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.model.bilm import BiLM, BiLMConfig
 from elmo.model.classifier import ClassifierConfig, ElmoClassifier, bilm_fingerprint
 from elmo.model.hub import load_pretrained
-from elmo.model.published import PublishedBiLM
 from elmo.model.serialization import load_bilm, open_bilm
 
 TINY = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
@@ -35,9 +34,9 @@ def our_bilm(seed: int = 0) -> BiLM:
     return bilm
 
 
-def published_bilm(seed: int = 0) -> PublishedBiLM:
+def published_bilm(seed: int = 0) -> BiLM:
     torch.manual_seed(seed)
-    bilm = PublishedBiLM(TINY).eval()
+    bilm = BiLM(TINY).eval()
     for p in bilm.parameters():
         torch.nn.init.normal_(p, std=0.3)
     return bilm
@@ -113,7 +112,7 @@ def test_files_follow_the_umask_and_a_second_save_replaces_the_first(tmp_path):
     finally:
         os.umask(old)
     assert all(os.stat(tmp_path / "saved" / f).st_mode & 0o777 == 0o640 for f in os.listdir(tmp_path / "saved"))
-    assert isinstance(load_pretrained(tmp_path / "saved"), PublishedBiLM)
+    assert load_pretrained(tmp_path / "saved").shared_token_layer
     assert not (tmp_path / "saved" / "vocab.txt").exists()  # the first model's vocabulary is not left behind
 
 

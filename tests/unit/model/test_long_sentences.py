@@ -14,7 +14,6 @@ from elmo.data.chars import batch_char_ids
 from elmo.model.bilm import CHUNK_SIZE, BiLM, BiLMConfig
 from elmo.model.char_cnn import CharEncoder
 from elmo.model.lstm import ProjectedLSTM, step_chunks
-from elmo.model.published import PublishedBiLM
 from lab.bench.published import random_weights
 
 #: chunked and one-pass vectors agree to float rounding: the same arithmetic, but the matrix products of a chunk have
@@ -30,10 +29,10 @@ OURS = {
 }
 
 
-def published_bilm() -> PublishedBiLM:
+def published_bilm() -> BiLM:
     config = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8), (3, 8)), num_highway=1, hidden_size=16,
                                  projection_dim=8, num_layers=2, cell_clip=3.0, proj_clip=3.0)
-    return random_weights(PublishedBiLM(config), 0).eval()
+    return random_weights(BiLM(config), 0).eval()
 
 
 def published_batch() -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,7 +16,6 @@ from elmo.data.vocab import SPECIALS
 from elmo.model.bilm import BiLM, BiLMConfig
 from elmo.model.classifier import MaskedBiLSTM
 from elmo.model.lstm import AutocastLSTM, lstm_compute_dtypes, summary_dtype
-from elmo.model.published import PublishedBiLM
 from elmo.runtime.device import autocast
 
 pytestmark = pytest.mark.cpu_features
@@ -41,10 +40,10 @@ def run_bilm(bilm: BiLM) -> None:
     bilm(ids, lengths, chars)
 
 
-def run_published(lstm: str) -> PublishedBiLM:
+def run_published(lstm: str) -> BiLM:
     config = TINY if lstm == "clipped" else replace(TINY, cell_clip=None, proj_clip=None)
     torch.manual_seed(0)
-    bilm = PublishedBiLM(config).eval()
+    bilm = BiLM(config).eval()
     return bilm
 
 

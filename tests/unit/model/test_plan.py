@@ -16,9 +16,8 @@ from support import needs_native_bf16, published_lm
 from elmo.data.corpus import encode_corpus
 from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.errors import ElmoError
-from elmo.model.bilm import BiLMConfig
+from elmo.model.bilm import BiLM, BiLMConfig, PublishedLM
 from elmo.model.plan import step_loss, word_plan
-from elmo.model.published import PublishedBiLM, PublishedLM
 from elmo.runtime.device import autocast
 
 #: operators whose result's size or value the host must read from the device (a synchronisation on CUDA)
@@ -47,7 +46,7 @@ def model_of(config: BiLMConfig, vocab: Vocabulary) -> PublishedLM:
 
 def with_host(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The batch as the trainer hands it to the loss with ``Objective.host_keys``."""
-    return {**batch, **{f"host_{k}": batch[k] for k in PublishedBiLM.host_keys}}
+    return {**batch, **{f"host_{k}": batch[k] for k in BiLM.host_keys}}
 
 
 def step(config: BiLMConfig, precision: torch.dtype | None, planned: bool):
@@ -117,7 +116,7 @@ def test_a_target_outside_the_vocabulary_is_named():
     small = Vocabulary([*SPECIALS, "a"])  # the batch's ids run past its size
     model = model_of(CONFIG, small)
     with pytest.raises(ElmoError, match=rf"target\(s\) outside \[0, {len(small)}\)"):
-        model.host_plan({k: batch[k] for k in PublishedBiLM.host_keys})
+        model.host_plan({k: batch[k] for k in BiLM.host_keys})
     with pytest.raises(ElmoError, match="host copy has no chars"):
         model.host_plan({k: batch[k] for k in ("ids", "lengths")})
 

@@ -17,9 +17,9 @@ from support import needs_native_bf16
 
 from elmo import ElmoError
 from elmo.data.chars import TF_BOS, TF_EOS, batch_char_ids, bilm_tf_char_ids, bilm_tf_char_table
+from elmo.model.bilm import BiLM
 from elmo.model.char_cnn import CharEncoder
 from elmo.model.elmo import Elmo
-from elmo.model.published import PublishedBiLM
 from elmo.model.published_io import (
     expected_datasets,
     load_published_bilm,
@@ -31,7 +31,7 @@ from lab.bench.published import random_layer_weights, random_weights
 
 
 @pytest.fixture(scope="module")
-def bilm() -> PublishedBiLM:
+def bilm() -> BiLM:
     return load_published_bilm(OPTIONS, WEIGHTS)
 
 
@@ -109,7 +109,7 @@ def naive_token_vectors(encoder: CharEncoder, chars: torch.Tensor) -> torch.Tens
 
 @pytest.mark.parametrize("activation", ["relu", "tanh"])
 def test_char_encoder_equals_the_plain_computation_for_every_word_length(bilm, activation):
-    model = random_weights(PublishedBiLM(replace(bilm.config, activation=activation)), 3)
+    model = random_weights(BiLM(replace(bilm.config, activation=activation)), 3)
     words = ["a", "the", "Winfrey", "•", "x" * 44, "y" * 45, "z" * 48, "w" * 70, "bio-identical", TF_BOS]
     chars = torch.from_numpy(bilm_tf_char_table(words)).long()
     with torch.no_grad():

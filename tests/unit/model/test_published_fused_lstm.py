@@ -11,9 +11,8 @@ import pytest
 import torch
 from torch import nn
 
-from elmo.model.bilm import BiLMConfig
+from elmo.model.bilm import PUBLISHED_ARCHITECTURES, BiLM, BiLMConfig
 from elmo.model.lstm import ProjectedLSTM
-from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM
 from elmo.model.published_io import config_from_options, options_of
 from lab.bench.published import random_weights
 
@@ -21,22 +20,22 @@ TINY = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, m
                            projection_dim=8, num_layers=2, cell_clip=None, proj_clip=None)
 
 
-def tiny_bilm(seed: int = 0) -> PublishedBiLM:
+def tiny_bilm(seed: int = 0) -> BiLM:
     """:data:`TINY` with random weights and a random LSTM bias (so the gate mapping shows in the bias too)."""
-    bilm, generator = random_weights(PublishedBiLM(TINY), seed), torch.Generator().manual_seed(seed + 1)
+    bilm, generator = random_weights(BiLM(TINY), seed), torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
-        for layer in (*bilm.forward_layers, *bilm.backward_layers):
+        for layer in (*bilm.forward_lm.layers, *bilm.backward_lm.layers):
             layer.bias.normal_(generator=generator)
     return bilm
 
 
-def set_fused(bilm: PublishedBiLM, fused: bool) -> None:
-    for layer in (*bilm.forward_layers, *bilm.backward_layers):
+def set_fused(bilm: BiLM, fused: bool) -> None:
+    for layer in (*bilm.forward_lm.layers, *bilm.backward_lm.layers):
         layer.fused = fused
 
 
-def layers_states_and_gradients(bilm: PublishedBiLM, x: torch.Tensor, lengths: torch.Tensor, states, fused: bool):
-    """:meth:`PublishedBiLM.contextual` with ``carry=True`` from ``states`` (both directions' layers, their final
+def layers_states_and_gradients(bilm: BiLM, x: torch.Tensor, lengths: torch.Tensor, states, fused: bool):
+    """:meth:`BiLM.contextual` with ``carry=True`` from ``states`` (both directions' layers, their final
     states), and the gradients of a weighted sum of them with respect to ``x``, the initial states and every
     parameter."""
     set_fused(bilm, fused)
@@ -94,7 +93,7 @@ def test_the_fused_path_reads_the_loops_training_states_with_dropout_and_both_di
 
 
 def test_fused_weights_are_nn_lstms_layout_of_our_parameters():
-    layer = tiny_bilm().forward_layers[1]
+    layer = tiny_bilm().forward_lm.layers[1]
     lstm = nn.LSTM(TINY.output_size, TINY.hidden_size, proj_size=TINY.output_size)
     with torch.no_grad():
         for name, weight in zip(("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_hr_l0"),
@@ -108,7 +107,7 @@ def test_fused_weights_are_nn_lstms_layout_of_our_parameters():
 
 
 def test_rows_that_run_no_step_keep_their_initial_state():
-    layer = tiny_bilm().backward_layers[0]
+    layer = tiny_bilm().backward_lm.layers[0]
     generator = torch.Generator().manual_seed(7)
     x = torch.randn(4, 3, TINY.output_size, generator=generator)
     state = (torch.randn(3, TINY.output_size, generator=generator), torch.randn(3, TINY.hidden_size, generator=generator))
@@ -160,7 +159,7 @@ def test_where_it_casts_for_the_kernel_every_tensor_reaches_it_in_bf16_with_auto
         layers, _ = bilm.contextual(x, lengths)
     assert len(seen) == 2 * TINY.num_layers, seen
     assert all(not enabled and dtypes == {torch.bfloat16} for enabled, dtypes in seen), seen
-    assert {layer.compute_dtype for layer in (*bilm.forward_layers, *bilm.backward_layers)} == {torch.bfloat16}
+    assert {layer.compute_dtype for layer in (*bilm.forward_lm.layers, *bilm.backward_lm.layers)} == {torch.bfloat16}
     with torch.no_grad():
         exact = bilm.contextual(x.detach(), lengths)[0]
     assert layers.dtype == torch.float32 and 0 < (layers.detach() - exact).abs().max() < 0.05
@@ -170,10 +169,10 @@ def test_where_it_casts_for_the_kernel_every_tensor_reaches_it_in_bf16_with_auto
 
 
 def test_which_layers_run_fused():
-    assert not any(layer.fused for layer in PublishedBiLM(PUBLISHED_ARCHITECTURES["elmo-small"][1]).forward_layers)
-    assert all(layer.fused for layer in PublishedBiLM(TINY).backward_layers)
-    one_clip = PublishedBiLM(replace(TINY, proj_clip=3.0))
-    assert not any(layer.fused for layer in one_clip.forward_layers)
+    assert not any(layer.fused for layer in BiLM(PUBLISHED_ARCHITECTURES["elmo-small"][1]).forward_lm.layers)
+    assert all(layer.fused for layer in BiLM(TINY).backward_lm.layers)
+    one_clip = BiLM(replace(TINY, proj_clip=3.0))
+    assert not any(layer.fused for layer in one_clip.forward_lm.layers)
     options = options_of(TINY)
     options["lstm"].update(cell_clip=0, proj_clip=0)  # AllenNLP's reading of 0: no clipping
     zero = config_from_options(options)

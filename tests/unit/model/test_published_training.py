@@ -1,4 +1,4 @@
-"""Training the published architecture (elmo.model.published_lm, PublishedBiLM.reading_states): the loss falls,
+"""Training the published architecture (elmo.model.bilm, BiLM.reading_states): the loss falls,
 gradients reach every part, the training path computes the inference path's states, and the inference caches follow
 the optimiser."""
 
@@ -13,8 +13,7 @@ from support import published_lm
 from elmo.data.chars import batch_char_ids
 from elmo.data.vocab import Vocabulary
 from elmo.errors import ElmoError
-from elmo.model.bilm import IGNORE_INDEX, BiLMConfig
-from elmo.model.published import PublishedBiLM
+from elmo.model.bilm import IGNORE_INDEX, BiLM, BiLMConfig
 
 TINY = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
 SENTENCES = [["The", "cat", "sat", "on", "the", "mat", "."], ["A", "dog", "ran", "."], ["The", "dog", "sat", "."]] * 4
@@ -47,7 +46,7 @@ def test_the_loss_falls_gradients_reach_every_part_and_the_inference_caches_foll
             reached = {name for name, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
             parts = ["token_encoder.char_embedding", "token_encoder.convs.0", "token_encoder.convs.1",
                      "token_encoder.highways.0", "token_encoder.projection"]
-            parts += [f"{d}_layers.{j}.{w}" for d in ("forward", "backward") for j in (0, 1)
+            parts += [f"{d}_lm.layers.{j}.{w}" for d in ("forward", "backward") for j in (0, 1)
                       for w in ("input_weight", "recurrent_weight", "bias", "projection")]
             assert all(any(name.startswith(f"bilm.{part}") for name in reached) for part in parts), reached
             assert any(name.startswith("bilm.softmax.") for name in reached)
@@ -80,7 +79,7 @@ def test_the_training_states_are_the_elmo_layers_of_inference():
 
 def test_targets_are_the_next_word_in_each_reading_order():
     vocab, ids, lengths, _ = batch([["a", "b", "c"], ["d"]], Vocabulary(["<pad>", "<unk>", "<bos>", "<eos>", *"abcd"]))
-    model = PublishedBiLM(replace(TINY, vocab_size=len(vocab)))
+    model = BiLM(replace(TINY, vocab_size=len(vocab)))
     ignore = IGNORE_INDEX
     assert model.targets(ids, lengths, 0).tolist() == [[4, 5, 6, 3], [7, 3, ignore, ignore]]
     assert model.targets(ids, lengths, 1).tolist() == [[6, 5, 4, 2], [7, 2, ignore, ignore]]
@@ -107,8 +106,8 @@ def test_a_training_state_that_keeps_the_softmax_beside_the_bilm_loads():
 
 def test_a_biLM_without_its_head_has_no_loss_and_says_so():
     vocab, ids, lengths, chars = batch(SENTENCES[:1])
-    bilm = PublishedBiLM(replace(TINY, vocab_size=len(vocab))).without_head()
+    bilm = BiLM(replace(TINY, vocab_size=len(vocab))).without_head()
     assert bilm.config.vocab_size == 0 and not hasattr(bilm, "softmax") and "softmax." not in str(bilm.state_dict())
-    with pytest.raises(ElmoError, match="no training softmax"):
+    with pytest.raises(ElmoError, match="no shared training softmax"):
         bilm.loss(ids, lengths, chars)
     assert bilm.add_head(3, vocab_size=len(vocab)).hub_kind == "published_lm" and bilm.loss(ids, lengths, chars)[1] > 0

@@ -16,7 +16,6 @@ from published_reference import FIXTURES, OPTIONS, TOLERANCE, WEIGHTS
 from elmo import ElmoEmbedder, ElmoError
 from elmo.data.vocab import SPECIALS
 from elmo.model.bilm import BiLM, BiLMConfig
-from elmo.model.published import PublishedBiLM
 from elmo.model.published_io import (
     VOCAB_SPECIALS,
     load_published_bilm,
@@ -63,7 +62,7 @@ def test_the_published_fixture_exported_again_has_exactly_its_datasets_and_optio
 def test_writing_back_a_changed_bias_subtracts_the_forget_bias(tmp_path):
     bilm = load_published_bilm(OPTIONS, WEIGHTS)
     with torch.no_grad():
-        bilm.backward_layers[1].bias.add_(0.25)  # e.g. fine-tuned: the loaded TF bias no longer applies
+        bilm.backward_lm.layers[1].bias.add_(0.25)  # e.g. fine-tuned: the loaded TF bias no longer applies
     name = "RNN_1/RNN/MultiRNNCell/Cell1/LSTMCell/B"
     written, original = tf_datasets(bilm)[name], datasets_of(WEIGHTS)[name]
     assert np.abs(written - (original + 0.25)).max() < 1e-6
@@ -118,12 +117,12 @@ SENTENCES = [["The", "cat", "sat", "on", "the", "mat", "."],
              ["a"]]
 
 
-def random_bilm(config: BiLMConfig, seed: int = 0) -> PublishedBiLM:
+def random_bilm(config: BiLMConfig, seed: int = 0) -> BiLM:
     """Random weights of ``config``, biases too (the forget-gate conversion must matter)."""
-    bilm = random_weights(PublishedBiLM(config), seed)
+    bilm = random_weights(BiLM(config), seed)
     generator = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
-        for layer in (*bilm.forward_layers, *bilm.backward_layers):
+        for layer in (*bilm.forward_lm.layers, *bilm.backward_lm.layers):
             layer.bias.copy_(torch.randn(layer.bias.shape, generator=generator) * 0.5)
     return bilm.eval()
 

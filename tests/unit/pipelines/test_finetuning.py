@@ -17,7 +17,6 @@ from elmo import ElmoEmbedder
 from elmo.cli import run
 from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.model.bilm import BiLM, BiLMConfig
-from elmo.model.published import PublishedBiLM
 from elmo.model.serialization import save_bilm
 
 #: a few steps: 380 training lines in batches of 32 (12 steps an epoch), 2 epochs, fp32 so the numbers are exact
@@ -54,7 +53,7 @@ def test_finetune_lowers_the_held_out_perplexity_and_exports_the_changed_bilm(tm
             assert np.isfinite(before) and after < before, (split, d, before, after)
     assert lm["finetune"]["softmax_init"]["method"] == "token-layer" and lm["softmax"] == "sampled"
     assert lm["vocab_size"] > 40 and not (tmp_path / "models" / "checkpoints").exists()
-    model = PublishedBiLM.from_pretrained(tmp_path / "models" / "bilm")
+    model = BiLM.from_pretrained(tmp_path / "models" / "bilm")
     vocab = model.vocab
     assert "Minister" in vocab.stoi and len(vocab) == lm["vocab_size"]  # the domain's vocabulary, case kept
 

@@ -14,8 +14,7 @@ from elmo.artifacts import Outputs
 from elmo.cli import run
 from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.errors import ElmoError
-from elmo.model.bilm import BiLMConfig
-from elmo.model.published import PublishedBiLM
+from elmo.model.bilm import BiLM, BiLMConfig
 from elmo.model.published_io import options_of, save_published_bilm
 from elmo.model.serialization import find_bilm
 from elmo.pipelines.pretraining import PretrainArgs, check_files, refuse_different_models, replace_different_models
@@ -28,7 +27,7 @@ def published_lm(folder, config: BiLMConfig = TINY, legacy: bool = False):
     """The published architecture sized ``config`` (random weights) as ``pretrain --architecture`` writes it into
     ``folder``: a ``save_pretrained`` folder, or (``legacy``) an earlier version's ``published_lm.pt``."""
     vocab = Vocabulary(list(SPECIALS) + ["The", "market"])
-    model = PublishedBiLM(replace(config, vocab_size=len(vocab)))
+    model = BiLM(replace(config, vocab_size=len(vocab)))
     if legacy:
         write_published_lm(model, vocab, Outputs(models=folder).published_lm)
     else:
@@ -66,7 +65,7 @@ def test_a_models_dir_holding_a_different_model_is_refused_naming_its_file(tmp_p
     if held in ("published_lm", "wider published_lm", "published folder", "wider published folder"):
         published_lm(folder, WIDER if held.startswith("wider") else TINY, legacy="folder" not in held)
     elif held == "published_bilm folder":
-        PublishedBiLM(TINY).save_pretrained(Outputs(models=folder).pretrained_dir)
+        BiLM(TINY).save_pretrained(Outputs(models=folder).pretrained_dir)
     else:
         files = {"bilstm": ["bilstm.pt"], "pretrained": ["config.json", "model.safetensors"],
                  "bilm_tf": ["options.json", "weights.hdf5"], "broken published_lm": ["published_lm.pt"]}[held]
@@ -75,7 +74,7 @@ def test_a_models_dir_holding_a_different_model_is_refused_naming_its_file(tmp_p
     before = sorted(p.name for p in folder.iterdir())
     extra = {"pretrain": [], "pretrain --architecture": ["--architecture", options_file(tmp_path / "arch.json")]}
     if command == "finetune":
-        save_published_bilm(PublishedBiLM(TINY), tmp_path / "o.json", tmp_path / "w.hdf5")
+        save_published_bilm(BiLM(TINY), tmp_path / "o.json", tmp_path / "w.hdf5")
         argv = ["--options-file", str(tmp_path / "o.json"), "--weight-file", str(tmp_path / "w.hdf5")]
     else:
         argv = extra[command]

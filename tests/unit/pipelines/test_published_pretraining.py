@@ -15,7 +15,7 @@ from elmo import ElmoEmbedder
 from elmo.cli import run
 from elmo.data.chars import batch_char_ids
 from elmo.errors import ElmoError
-from elmo.model.published import PUBLISHED_ARCHITECTURES, PublishedBiLM
+from elmo.model.bilm import PUBLISHED_ARCHITECTURES, BiLM
 from elmo.model.published_io import load_published_bilm, options_of
 from elmo.pipelines.pretraining import PretrainArgs
 
@@ -88,7 +88,7 @@ def test_pretrain_export_and_embed_give_the_trained_models_layers(tmp_path):
         assert all(np.isfinite(lm[split][f"{d}_perplexity"]) for d in ("forward", "backward"))
     assert lm["softmax"] == "sampled" and lm["options"] == TINY_OPTIONS
     assert not (tmp_path / "models" / "checkpoints").exists() and not (tmp_path / "models" / "bilstm.pt").exists()
-    model = PublishedBiLM.from_pretrained(tmp_path / "models" / "bilm")  # its save_pretrained folder
+    model = BiLM.from_pretrained(tmp_path / "models" / "bilm")  # its save_pretrained folder
     vocab = model.vocab
     assert vocab.itos[:4] == ["<pad>", "<unk>", "<bos>", "<eos>"] and "Minister" in vocab.stoi  # case kept
     assert run("export", ["--models-dir", str(tmp_path / "models"), "--out", str(tmp_path / "out")]) == 0
@@ -112,12 +112,12 @@ def test_lstm_fused_trains_without_clipping_and_the_export_reads_back_the_same_l
     assert run_in_process("pretrain", tmp_path, data, "--architecture", str(options), *flags, "--epochs", "1",
                           "--batch-size", "32", "--threads", "1", "--quiet", "--softmax", "sampled",
                           "--softmax-samples", "20", "--precision", "fp32") == 0
-    model = PublishedBiLM.from_pretrained(tmp_path / "models" / "bilm")
+    model = BiLM.from_pretrained(tmp_path / "models" / "bilm")
     assert run("export", ["--models-dir", str(tmp_path / "models"), "--out", str(tmp_path / "out"), "--quiet"]) == 0
     written = json.loads((tmp_path / "out" / "options.json").read_text())["lstm"]
     assert written["cell_clip"] is None and written["proj_clip"] is None
     loaded = load_published_bilm(tmp_path / "out" / "options.json", tmp_path / "out" / "weights.hdf5")
-    assert all(layer.fused for bilm in (model, loaded) for layer in (*bilm.forward_layers, *bilm.backward_layers))
+    assert all(layer.fused for bilm in (model, loaded) for layer in (*bilm.forward_lm.layers, *bilm.backward_lm.layers))
     sentences = [["Minister", "Zorgblatt", "said", "the", "quarterly", "profit", "fell", "."], ["Goal", "!"], ["a"]]
     chars, lengths = batch_char_ids(sentences, 50, "bilm_tf"), torch.tensor([len(s) for s in sentences])
     with torch.no_grad():
@@ -138,8 +138,8 @@ def test_size_flags_override_an_options_file_end_to_end(tmp_path):
     assert lm["softmax"] == "adaptive" and lm["options"]["lstm"] == {**TINY_OPTIONS["lstm"], "dim": 12, "n_layers": 1,
                                                                     "cell_clip": None, "proj_clip": None}
     assert lm["options"]["char_cnn"]["n_highway"] == 0
-    model = PublishedBiLM.from_pretrained(tmp_path / "models" / "bilm")
-    assert type(model.softmax).__name__ == "AdaptiveSoftmax" and len(model.forward_layers) == 1
+    model = BiLM.from_pretrained(tmp_path / "models" / "bilm")
+    assert type(model.softmax).__name__ == "AdaptiveSoftmax" and len(model.forward_lm.layers) == 1
     assert run("export", ["--models-dir", str(tmp_path / "models"), "--out", str(tmp_path / "out"), "--quiet"]) == 0
     loaded = load_published_bilm(tmp_path / "out" / "options.json", tmp_path / "out" / "weights.hdf5")
     sentences = [["Minister", "said", "."], ["Goal", "!"]]

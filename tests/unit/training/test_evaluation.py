@@ -104,7 +104,7 @@ def test_a_gpu_scores_blocks_as_large_as_a_gigabyte_of_log_probabilities_allows(
     assert gpu_scored_rows(10**7) == SCORED_ROWS
     lm = LanguageModel(BiLMConfig(vocab_size=V, embedding_dim=8, hidden_size=8, cutoffs=(10,)), "forward")
     assert lm.vocab_size == V
-    from elmo.model.published import PublishedBiLM
-    published = PublishedBiLM(BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4),), num_highway=1, hidden_size=8,
+    from elmo.model.bilm import BiLM
+    published = BiLM(BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4),), num_highway=1, hidden_size=8,
                                                   projection_dim=4, vocab_size=V))
     assert published.direction("backward").vocab_size == V

@@ -1,5 +1,5 @@
 """Resuming the published architecture's training (elmo.training.trainer.fit with a
-elmo.model.published.PublishedLM): the sampled softmax's candidates and dropout come from the generators
+elmo.model.bilm.PublishedLM): the sampled softmax's candidates and dropout come from the generators
 the checkpoint saves, so a run interrupted between checkpoints ends exactly like an uninterrupted one."""
 
 from __future__ import annotations
