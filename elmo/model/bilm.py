@@ -156,11 +156,10 @@ class BiLMConfig:
     def __post_init__(self):
         self.cutoffs = tuple(int(c) for c in self.cutoffs)
         self.char_filters = tuple((int(w), int(n)) for w, n in self.char_filters)
-        if self.shared_token_layer and self.vocab_size == 0:
-            pass  # bilm-tf's architecture without a training softmax
-        elif self.vocab_size < (5 if self.shared_token_layer else 1):
-            raise ElmoError(f"BiLMConfig.vocab_size must be {'0 (no training softmax) or >= 5' if self.shared_token_layer else 'positive'}"
-                            f", got {self.vocab_size}", field="BiLMConfig.vocab_size")
+        shared = self.shared_token_layer  # bilm-tf's architecture: 0 is no training softmax
+        if not (shared and self.vocab_size == 0) and self.vocab_size < (5 if shared else 1):
+            raise ElmoError(f"BiLMConfig.vocab_size must be {'0 (no training softmax) or >= 5' if shared else 'positive'}, "
+                            f"got {self.vocab_size}", field="BiLMConfig.vocab_size")
         for name in ("embedding_dim", "hidden_size", "num_layers", "char_dim", "max_chars"):
             if getattr(self, name) <= 0:
                 raise ElmoError(f"BiLMConfig.{name} must be positive, got {getattr(self, name)}",
@@ -317,7 +316,7 @@ def length_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
 
 def with_boundaries(x: torch.Tensor, lengths: torch.Tensor, bounds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``<bos> x_1 .. x_n <eos>`` of right-padded token vectors ``x (B, T, W)``, ``bounds (2, W)`` the boundaries'
-    vectors: ``(B, T + 2, W)`` float32, zero past ``<eos>``, and the lengths ``n + 2`` (both biLMs' ``contextual``)."""
+    vectors: ``(B, T + 2, W)`` float32, zero past ``<eos>``, and the lengths ``n + 2`` (:meth:`BiLM.contextual`, both architectures)."""
     batch, longest, width = x.shape
     mask = length_mask(lengths, longest).unsqueeze(-1)
     end = torch.zeros(batch, 1, width, device=x.device)

@@ -1,4 +1,4 @@
-"""The character-level token encoder of both biLMs (Peters et al. 2018, §3.1; Józefowicz et al. 2016).
+"""The character-level token encoder of both biLM architectures (Peters et al. 2018, §3.1; Józefowicz et al. 2016).
 
 :class:`CharEncoder` gives every word, OOV included, its own token vector x_k: character embedding → 1-d convolutions
 of several widths, each max-pooled over the word, then an activation → highway layers (Srivastava et al. 2015) in
@@ -9,7 +9,7 @@ token width → optionally a layer normalisation. Two configurations:
   (:func:`elmo.data.chars.word_char_ids`), a layer normalisation (not the paper's) keeping x_k at the word embeddings'
   unit scale (unnormalised ReLU features saturated the LSTM gates: docs/commands.md), CPU-sized defaults (widths 1-5,
   384 filters, 1 highway layer; the paper: widths 1-7, 2048 filters, 2 highway layers).
-* **bilm-tf's** (:class:`~elmo.model.bilm.BiLM`, one encoder for both directions): bilm-tf's numbering
+* **bilm-tf's** (``BiLMConfig.shared_token_layer``, one encoder for both directions): bilm-tf's numbering
   (:func:`elmo.data.chars.bilm_tf_char_ids`), ``char_cnn.activation``, no normalisation, a projection only when the
   filters' width differs from the token width.
 
