@@ -178,6 +178,7 @@ def published_lm(config, vocab_size: int, seed: int = 0, **head):
     fields) as ``pretrain --architecture`` trains it: a ``PublishedLM`` (``(loss, n)``; ``.bilm`` is the biLM)."""
     from dataclasses import replace
 
-    from elmo.model.bilm import BiLM, PublishedLM
+    from elmo.model.bilm import BiLM
+    from elmo.model.language_model import PublishedLM
 
     return PublishedLM(BiLM(replace(config, vocab_size=vocab_size, **head), seed=seed))

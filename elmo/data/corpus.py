@@ -178,7 +178,7 @@ def encode_corpus(documents: Iterable[Sequence[str]], vocab: Vocabulary, labels:
                   max_length: int | None = None, max_chars: int | None = None,
                   char_scheme: str = "elmo") -> EncodedCorpus:
     """Token ids of tokenised documents (OOV → ``<unk>``), truncated to ``max_length``; with ``max_chars`` (a
-    character biLM, :attr:`elmo.model.bilm.BiLMConfig.chars_per_token`) batches also carry ``chars`` numbered by
+    character biLM, :attr:`elmo.model.bilm_config.BiLMConfig.chars_per_token`) batches also carry ``chars`` numbered by
     ``char_scheme`` (:meth:`EncodedCorpus.attach_chars`). Raises ElmoError on an empty document or unknown scheme."""
     documents = documents if isinstance(documents, list) else list(documents)
     encoded = EncodedCorpus((vocab.encode(t) for t in documents), labels, max_length=max_length)

@@ -28,7 +28,8 @@ from ..data.corpus import EncodedCorpus, encode_corpus
 from ..data.text import tokenize
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from ..model.bilm import CHUNK_SIZE, BiLM, States
+from ..model.bilm import CHUNK_SIZE, BiLM
+from ..model.language_model import States
 from ..model.serialization import open_bilm
 from ..runtime.device import autocast, resolve_device, resolve_precision
 

@@ -5,12 +5,12 @@ Two *separate* language models read each sentence: the forward one reads ``<bos>
 reverses every sentence *within its own length*, so backward state k lines up with token k. Batches are right-padded,
 so padding never reaches a real state; padded positions are excluded from every loss and masked.
 
-**Ours** (:class:`BiLMConfig`): per direction a token encoder (a word embedding, or the character CNN with
+**Ours** (:class:`~elmo.model.bilm_config.BiLMConfig`): per direction a token encoder (a word embedding, or the character CNN with
 ``token_encoder="char"``, :mod:`elmo.model.char_cnn`) → a stack of unidirectional LSTM layers (optionally projected,
 ``proj_size``, and residual, ``residual``, §3.1) → a softmax (adaptive, Grave et al. 2017,
 :class:`~elmo.model.adaptive_softmax.AdaptiveSoftmax`, or sampled); text lower-cased.
 
-**bilm-tf's** (``shared_token_layer``, :meth:`BiLMConfig.bilm_tf`, :data:`PUBLISHED_ARCHITECTURES`), the architecture of
+**bilm-tf's** (``shared_token_layer``, :meth:`~elmo.model.bilm_config.BiLMConfig.bilm_tf`, :data:`~elmo.model.bilm_config.PUBLISHED_ARCHITECTURES`), the architecture of
 the published ELMo weights (AllenNLP's ``elmo_2x4096_512_2048cnn_2xhighway`` and its smaller siblings;
 :mod:`elmo.model.published_io` reads their files and computes the reference implementation's vectors,
 ``docs/published_elmo.md``, "What exact means here"), text read as written:
@@ -25,7 +25,7 @@ the published ELMo weights (AllenNLP's ``elmo_2x4096_512_2048cnn_2xhighway`` and
 3. **Sentence boundaries** ``<S>`` and ``</S>`` are added around every sentence before the LSTMs and removed after.
 4. **Training** (``pretrain --architecture``, ``finetune``): **one softmax** over the training vocabulary shared by
    both directions (:meth:`BiLM.add_head`); the loss is the mean of the two directions' (:meth:`BiLM.loss`,
-   :class:`PublishedLM`); word ids are :class:`~elmo.data.vocab.Vocabulary` ids (``<bos>`` ↔ ``<S>``, ``<eos>`` ↔
+   :class:`~elmo.model.language_model.PublishedLM`); word ids are :class:`~elmo.data.vocab.Vocabulary` ids (``<bos>`` ↔ ``<S>``, ``<eos>`` ↔
    ``</S>``, ``<unk>`` ↔ ``<UNK>``).
 
 bilm-tf and AllenNLP (``ElmoEmbedder(stateful=True)``) are *stateful*, row r's final states starting row r of the next
@@ -38,537 +38,30 @@ width ``2 * output_size``. Long sentences are computed in chunks (:attr:`BiLM.ch
 from __future__ import annotations
 
 import hashlib
-import json
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from ..data.chars import TF_BOS, TF_EOS, TF_MAX_CHARS, TF_NUM_CHARS, bilm_tf_char_table, char_table, word_char_ids
-from ..data.vocab import BOS, BOS_ID, EOS, EOS_ID, PAD_ID, Vocabulary
+from ..data.chars import TF_BOS, TF_EOS, TF_MAX_CHARS, bilm_tf_char_table, char_table
+from ..data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabulary
 from ..errors import ElmoError
-from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax, cluster_counts
-from .char_cnn import ACTIVATIONS, DEFAULT_FILTERS, WORDS_PER_PASS, WORDS_PER_PASS_GPU, CharEncoder
+from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax
+from .bilm_config import HEAD_FIELDS, BiLMConfig
+from .char_cnn import WORDS_PER_PASS, WORDS_PER_PASS_GPU, CharEncoder
 from .dropout import FastDropout
 from .hub import HubMixin
-from .lstm import AutocastLSTM, CachedWeights, ProjectedLSTM, autocast_dtype, cached, projected_stack, step_chunks
-from .plan import HostPlan, WordPlan, device_reading_plan, host_plan, predicted_positions, word_plan
-from .sampled_softmax import BILM_TF_SAMPLES, SampledSoftmax
+from .language_model import DIRECTIONS, LanguageModel, PublishedLM, States, length_mask, reverse_padded, with_boundaries
+from .lstm import projected_stack
+from .plan import HostPlan, WordPlan, device_reading_plan, host_plan, word_plan
+from .sampled_softmax import SampledSoftmax
 
 #: the default ``chunk_size`` of a biLM (:attr:`BiLM.chunk_size`)
 CHUNK_SIZE = 256
-DIRECTIONS = ("forward", "backward")
-#: LSTM states of a biLM: ``[(h, c)]`` for the forward layers 1..L then the backward ones, ``h (B, output width)``,
-#: ``c (B, cells)`` float32, row b = batch row b (stateful use: :meth:`BiLM.contextual` with ``carry=True``)
-States = list[tuple[torch.Tensor, torch.Tensor]]
-TOKEN_ENCODERS = ("word", "char")
-#: the training softmaxes (``pretrain --softmax``); sampled is bilm-tf's (:mod:`elmo.model.sampled_softmax`)
-SOFTMAXES = ("adaptive", "sampled")
-
-
-def check_head(owner: str, softmax: str, samples: int, dropout: float) -> None:
-    """Check a training head's ``softmax``, ``samples`` and ``dropout`` (of ``owner``, a config class name). Raises
-    ElmoError naming ``owner.field`` (``samples`` as ``softmax_samples``, its flag's name)."""
-    if softmax not in SOFTMAXES:
-        raise ElmoError(f"{owner}.softmax must be one of {', '.join(SOFTMAXES)}, got {softmax!r}", field=f"{owner}.softmax")
-    if samples < 1:
-        raise ElmoError(f"{owner}.softmax_samples must be >= 1, got {samples}", field=f"{owner}.softmax_samples")
-    if not 0.0 <= dropout < 1.0:
-        raise ElmoError(f"{owner}.dropout must be in [0, 1), got {dropout}", field=f"{owner}.dropout")
-
-
-#: ``--softmax``'s default: faster to a given held-out perplexity on the CPU (lab/experiments.md, ``softmax_choice``)
-DEFAULT_SOFTMAX = "adaptive"
-#: the :class:`BiLMConfig` fields a saved config may lack, with the defaults it then has (:meth:`BiLMConfig.saved`)
-ADDED_FIELDS = {"softmax": "adaptive", "samples": BILM_TF_SAMPLES, "cell_clip": None, "proj_clip": None,
-                "shared_token_layer": False, "activation": "relu", "n_characters": TF_NUM_CHARS, "weights_digest": ""}
-#: the fields of the training head of bilm-tf's architecture (``vocab_size`` 0: none), which its ``config.json``
-#: records apart from the biLM's (:attr:`BiLMConfig.head`)
-HEAD_FIELDS = ("vocab_size", "softmax", "samples", "cutoffs", "div_value", "dropout")
-#: bilm-tf's names (its ``options.json``, :func:`~elmo.model.published_io.read_options`) of the fields of its
-#: architecture → :class:`BiLMConfig`'s, in the order its ``config.json`` and a classifier's fingerprint record them
-BILM_TF_FIELDS = {"char_dim": "char_dim", "filters": "char_filters", "num_highway": "num_highway",
-                  "max_chars": "max_chars", "activation": "activation", "hidden_size": "hidden_size",
-                  "projection_dim": "embedding_dim", "num_layers": "num_layers", "cell_clip": "cell_clip",
-                  "proj_clip": "proj_clip", "use_skip_connections": "residual", "n_characters": "n_characters",
-                  "weights_digest": "weights_digest"}
-#: the character CNN of every published model (widths 1-7, 2048 filters)
-PUBLISHED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
-
-
-@dataclass
-class BiLMConfig:
-    """Sizes of a biLM, both architectures: ours (one token encoder and one softmax per direction, text lower-cased)
-    or bilm-tf's (``shared_token_layer``: the published ELMo's, :meth:`bilm_tf`).
-
-    Attributes:
-        vocab_size: number of words including the 4 specials (the softmax's output classes); bilm-tf's architecture:
-            ``0`` when it has no training softmax (its published files), else >= 5.
-        embedding_dim: token vector width; must equal ``output_size`` so layer 0 is as wide as the LSTM layers.
-        hidden_size: LSTM cells per direction; num_layers: LSTM layers L per direction (the paper uses 2).
-        dropout: on embeddings, between layers and before the softmax (training only).
-        softmax: ``"adaptive"`` or ``"sampled"`` (:data:`SOFTMAXES`); both give exact held-out perplexities.
-        cutoffs, div_value: the adaptive softmax's cluster boundaries (word ids, clipped to the vocabulary) and the
-            factor by which each tail cluster's projection shrinks; samples: the sampled softmax's candidates per batch.
-        cell_clip, proj_clip: ``None`` (both): ``nn.LSTM`` (:class:`~elmo.model.lstm.AutocastLSTM`, the fused kernel);
-            otherwise bilm-tf's cell and initialisation (:class:`~elmo.model.lstm.ProjectedLSTM`, a per-step loop),
-            its cell and output clipped to these bounds.
-        token_encoder: ``"word"`` (embedding table) or ``"char"`` (:class:`~elmo.model.char_cnn.CharEncoder`, §3.1);
-            char_dim, char_filters, num_highway, max_chars: the character CNN's sizes (char only).
-        residual: a residual connection around every LSTM layer but the first (§3.1).
-        proj_size: > 0: ``hidden_size`` cells projected to ``proj_size`` (< ``hidden_size``) outputs; 0 = none.
-        shared_token_layer: bilm-tf's architecture: one character CNN in bilm-tf's numbering read by both directions
-            (layer 0 is ``[x; x]``), :class:`~elmo.model.lstm.ProjectedLSTM` cells, one softmax shared by the
-            directions, text read as written; activation: its CNN's (``relu`` or ``tanh``); n_characters: bilm-tf's
-            ``char_cnn.n_characters`` (261 when training, 262 with the padding id; the weights have 261 rows either
-            way); weights_digest: a hash of its weights (set by the loaders) so that classifiers only load onto them.
-
-    Raises ElmoError naming ``BiLMConfig.<field>`` for a value out of range.
-    """
-
-    vocab_size: int
-    embedding_dim: int = 256
-    hidden_size: int = 256
-    num_layers: int = 2
-    dropout: float = 0.2
-    cutoffs: tuple[int, ...] = field(default=(1000, 5000, 15000))
-    div_value: float = 4.0
-    token_encoder: str = "word"
-    char_dim: int = 16
-    char_filters: tuple[tuple[int, int], ...] = field(default=DEFAULT_FILTERS)
-    num_highway: int = 1
-    max_chars: int = 20
-    residual: bool = False
-    proj_size: int = 0
-    softmax: str = "adaptive"
-    samples: int = BILM_TF_SAMPLES
-    cell_clip: float | None = None
-    proj_clip: float | None = None
-    shared_token_layer: bool = False
-    activation: str = "relu"
-    n_characters: int = TF_NUM_CHARS
-    weights_digest: str = ""
-
-    def __post_init__(self):
-        self.cutoffs = tuple(int(c) for c in self.cutoffs)
-        self.char_filters = tuple((int(w), int(n)) for w, n in self.char_filters)
-        shared = self.shared_token_layer  # bilm-tf's architecture: 0 is no training softmax
-        if not (shared and self.vocab_size == 0) and self.vocab_size < (5 if shared else 1):
-            raise ElmoError(f"BiLMConfig.vocab_size must be {'0 (no training softmax) or >= 5' if shared else 'positive'}, "
-                            f"got {self.vocab_size}", field="BiLMConfig.vocab_size")
-        for name in ("embedding_dim", "hidden_size", "num_layers", "char_dim", "max_chars"):
-            if getattr(self, name) <= 0:
-                raise ElmoError(f"BiLMConfig.{name} must be positive, got {getattr(self, name)}",
-                                field=f"BiLMConfig.{name}")
-        if self.token_encoder not in TOKEN_ENCODERS or (self.shared_token_layer and self.token_encoder != "char"):
-            raise ElmoError(f"BiLMConfig.token_encoder must be one of {TOKEN_ENCODERS} ('char' for bilm-tf's "
-                            f"architecture), got {self.token_encoder!r}", field="BiLMConfig.token_encoder")
-        check_head("BiLMConfig", self.softmax, self.samples, self.dropout)
-        for name in ("cell_clip", "proj_clip"):
-            if getattr(self, name) is not None and not getattr(self, name) > 0:
-                raise ElmoError(f"BiLMConfig.{name} must be positive or None (no clipping), got {getattr(self, name)}",
-                                field=f"BiLMConfig.{name}")
-        if not 0 <= self.proj_size < self.hidden_size:
-            raise ElmoError(f"BiLMConfig.proj_size must be 0 (none) or smaller than BiLMConfig.hidden_size "
-                            f"({self.hidden_size}), got {self.proj_size}", field="BiLMConfig.proj_size")
-        if self.embedding_dim != self.output_size:
-            raise ElmoError(
-                f"BiLMConfig.embedding_dim ({self.embedding_dim}) must equal the LSTM output width "
-                f"({self.output_size}: BiLMConfig.proj_size if set, else BiLMConfig.hidden_size) so that layer 0 "
-                "has the width of the LSTM layers", field="BiLMConfig.embedding_dim")
-        if self.token_encoder == "char" and self.char_filters and max(w for w, _ in self.char_filters) > self.max_chars:
-            raise ElmoError(f"BiLMConfig.char_filters: the widest filter ({max(w for w, _ in self.char_filters)}) "
-                            f"exceeds BiLMConfig.max_chars ({self.max_chars})", field="BiLMConfig.max_chars")
-        if self.activation not in ACTIVATIONS or self.n_characters not in (261, 262):
-            raise ElmoError(f"BiLMConfig.activation must be one of {ACTIVATIONS} and BiLMConfig.n_characters 261 or "
-                            f"262, got {self.activation!r}, {self.n_characters}", field="BiLMConfig.activation")
-
-    @classmethod
-    def bilm_tf(cls, *, char_dim: int = 16, filters: Sequence[Sequence[int]] = PUBLISHED_FILTERS, num_highway: int = 2,
-                max_chars: int = TF_MAX_CHARS, activation: str = "relu", hidden_size: int = 4096,
-                projection_dim: int = 512, num_layers: int = 2, cell_clip: float | None = 3.0,
-                proj_clip: float | None = 3.0, use_skip_connections: bool = True, n_characters: int = TF_NUM_CHARS,
-                weights_digest: str = "", vocab_size: int = 0, softmax: str = DEFAULT_SOFTMAX,
-                samples: int = BILM_TF_SAMPLES, cutoffs: Sequence[int] = (1000, 5000, 15000), div_value: float = 4.0,
-                dropout: float = 0.1) -> "BiLMConfig":
-        """bilm-tf's architecture (``shared_token_layer``) from its options' names (:data:`BILM_TF_FIELDS`; the
-        Original model's sizes by default) and a training head (:data:`HEAD_FIELDS`; bilm-tf's dropout 0.1).
-        ``projection_dim`` is the token and LSTM output width (= ``hidden_size``: no projection); a clip of 0 or
-        ``None`` is none (AllenNLP's reading of 0). Raises ElmoError naming the option for a value it cannot take."""
-        filters = tuple((int(w), int(n)) for w, n in filters)
-        sizes = {"char_cnn.embedding.dim": char_dim, "char_cnn.n_highway": num_highway + 1, "lstm.dim": hidden_size,
-                 "lstm.projection_dim": projection_dim, "lstm.n_layers": num_layers}
-        for name, value in sizes.items():
-            if value < 1:
-                raise ElmoError(f"{name} must be positive, got {value - (name == 'char_cnn.n_highway')}")
-        if not filters or any(w < 1 or n < 1 for w, n in filters):
-            raise ElmoError(f"char_cnn.filters must be non-empty [width, count] pairs, got {[list(f) for f in filters]}")
-        if not 3 <= max_chars or max(w for w, _ in filters) > max_chars:
-            raise ElmoError(f"char_cnn.max_characters_per_token {max_chars} must be >= 3 and >= the widest "
-                            f"filter ({max(w for w, _ in filters)})")
-        if activation not in ACTIVATIONS:
-            raise ElmoError(f"char_cnn.activation {activation!r} is not supported (use {' or '.join(ACTIVATIONS)})")
-        if n_characters not in (261, 262):
-            raise ElmoError(f"char_cnn.n_characters must be 261 or 262 (bilm-tf's byte vocabulary), got {n_characters}")
-        if projection_dim > hidden_size:
-            raise ElmoError(f"lstm.projection_dim ({projection_dim}) must not exceed lstm.dim ({hidden_size})")
-        for name, value in (("cell_clip", cell_clip), ("proj_clip", proj_clip)):
-            if value is not None and value != 0 and not value > 0:
-                raise ElmoError(f"lstm.{name} must be positive, 0 or null (no clipping), got {value}")
-        return cls(vocab_size=vocab_size, embedding_dim=projection_dim, hidden_size=hidden_size, num_layers=num_layers,
-                   dropout=dropout, cutoffs=cutoffs, div_value=div_value, token_encoder="char", char_dim=char_dim,
-                   char_filters=filters, num_highway=num_highway, max_chars=max_chars, residual=use_skip_connections,
-                   proj_size=projection_dim if projection_dim < hidden_size else 0, softmax=softmax, samples=samples,
-                   cell_clip=cell_clip or None, proj_clip=proj_clip or None, shared_token_layer=True,
-                   activation=activation, n_characters=n_characters, weights_digest=weights_digest)
-
-    @property
-    def output_size(self) -> int:
-        """Width of each LSTM layer's output per direction: ``proj_size`` if set, else ``hidden_size``."""
-        return self.proj_size or self.hidden_size
-
-    def saved(self) -> dict[str, Any]:
-        """The config as files record it (``bilstm.pt``, ``forward.pt``, ``config.json``) and as a classifier's
-        fingerprint hashes it: ``asdict`` without the fields of :data:`ADDED_FIELDS` at their defaults, so that files
-        and fingerprints of biLMs without those fields stay the same; bilm-tf's architecture: its
-        :data:`BILM_TF_FIELDS` by bilm-tf's names (the head left out)."""
-        if self.shared_token_layer:
-            return {old: getattr(self, new) for old, new in BILM_TF_FIELDS.items()}
-        return {k: v for k, v in asdict(self).items() if k not in ADDED_FIELDS or v != ADDED_FIELDS[k]}
-
-    @property
-    def architecture(self) -> dict[str, Any]:
-        """What ``config.json`` records under ``config``: :meth:`saved` (bilm-tf's architecture: without
-        ``weights_digest``, computed when loaded), JSON values."""
-        saved = self.saved()
-        if self.shared_token_layer:
-            saved.pop("weights_digest")
-        return json.loads(json.dumps(saved))
-
-    @property
-    def head(self) -> dict[str, Any]:
-        """The training head's fields (:data:`HEAD_FIELDS`), as the ``config.json`` of bilm-tf's architecture
-        records them under ``softmax``."""
-        return {k: list(v) if k == "cutoffs" else v for k, v in asdict(self).items() if k in HEAD_FIELDS}
-
-    @property
-    def n_filters(self) -> int:
-        """Width of the concatenated max-pooled convolutions (2048 in the published models)."""
-        return sum(n for _, n in self.char_filters)
-
-    @property
-    def clipped(self) -> bool:
-        """Whether the LSTMs are bilm-tf's clipped cell (a clip set), else ``nn.LSTM``."""
-        return self.cell_clip is not None or self.proj_clip is not None
-
-    @property
-    def chars_per_token(self) -> int | None:
-        """``max_chars`` when the biLM reads characters (batches must carry ``chars``), else ``None``."""
-        return self.max_chars if self.token_encoder == "char" else None
-
-    @property
-    def char_scheme(self) -> str:
-        """The character numbering of ``chars`` (:data:`elmo.data.chars.CHAR_SCHEMES`): ``"bilm_tf"`` for bilm-tf's
-        architecture, else ours, ``"elmo"``."""
-        return "bilm_tf" if self.shared_token_layer else "elmo"
-
-
-#: the published ELMo architectures (AllenNLP's file names without ``elmo_`` and the suffixes) by ``pretrain
-#: --architecture`` name: one char CNN (2048 filters, widths 1-7, 16-dim characters, 50 per token), clips of 3 and
-#: skip connections; the LSTM sizes and highway layers differ (https://allennlp.org/elmo)
-PUBLISHED_ARCHITECTURES = {
-    "elmo-small": ("2x1024_128_2048cnn_1xhighway", BiLMConfig.bilm_tf(hidden_size=1024, projection_dim=128, num_highway=1)),
-    "elmo-medium": ("2x2048_256_2048cnn_1xhighway", BiLMConfig.bilm_tf(hidden_size=2048, projection_dim=256, num_highway=1)),
-    "elmo-original": ("2x4096_512_2048cnn_2xhighway", BiLMConfig.bilm_tf()),
-}
-
-
-def reverse_index(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
-    """Gather index ``(B, T = max_len)`` int64 that reverses each row within ``lengths (B,)`` int64 and leaves padding
-    in place: ``idx[b, t] = lengths[b] - 1 - t`` for ``t < lengths[b]``, else ``t``; its own inverse."""
-    positions = torch.arange(max_len, device=lengths.device).unsqueeze(0)
-    lengths = lengths.unsqueeze(1)
-    return torch.where(positions < lengths, lengths - 1 - positions, positions)
-
-
-def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """Reverse each row of a right-padded ``x (B, T)`` or ``(B, T, D)`` within ``lengths (B,)`` int64 (padding stays at
-    the end); its own inverse. A 3-d ``x`` moves whole ``D``-wide rows (``index_select``, backward ``index_add_``),
-    several times faster than a per-element ``gather`` and its ``scatter_add_`` (lab/performance.md)."""
-    index = reverse_index(lengths, x.shape[1])
-    if x.dim() == 2:
-        return x.gather(1, index)
-    rows = index + torch.arange(0, x.shape[0] * x.shape[1], x.shape[1], device=index.device).unsqueeze(1)
-    return x.flatten(0, 1).index_select(0, rows.flatten()).view_as(x)
-
-
-
-
-
-def length_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
-    """``(B, T)`` bool mask, True at real tokens."""
-    return torch.arange(max_len, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
-
-
-def with_boundaries(x: torch.Tensor, lengths: torch.Tensor, bounds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``<bos> x_1 .. x_n <eos>`` of right-padded token vectors ``x (B, T, W)``, ``bounds (2, W)`` the boundaries'
-    vectors: ``(B, T + 2, W)`` float32, zero past ``<eos>``, and the lengths ``n + 2`` (:meth:`BiLM.contextual`, both architectures)."""
-    batch, longest, width = x.shape
-    mask = length_mask(lengths, longest).unsqueeze(-1)
-    end = torch.zeros(batch, 1, width, device=x.device)
-    full = torch.cat([bounds[0].float().expand(batch, 1, -1), x.float() * mask, end], dim=1)
-    full[torch.arange(batch, device=x.device), lengths + 1] = bounds[1].float()
-    return full, lengths + 2
-
-
-class LanguageModel(CachedWeights):
-    """One direction of the biLM, ``"forward"`` (predict the next word) or ``"backward"``, sized by ``config``
-    (:class:`BiLMConfig`): token encoder → L unidirectional LSTM layers → softmax. Of bilm-tf's architecture
-    (``shared_token_layer``) only the LSTM layers: its token layer and softmax are the :class:`BiLM`'s, and
-    :class:`PublishedLM` is its direction as a language model.
-
-    Methods take right-padded word ids ``ids (B, T)``, ``lengths (B,)`` and, for a character encoder,
-    ``chars (B, T, C)`` (:func:`elmo.data.chars.word_char_ids` per token; the ids are then only prediction targets).
-    Raises ElmoError: unknown ``direction``; ``chars`` missing for a character model.
-    """
-
-    def __init__(self, config: BiLMConfig, direction: str):
-        super().__init__()
-        if direction not in DIRECTIONS:
-            raise ElmoError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
-        self.config, self.direction = config, direction
-        if config.shared_token_layer:
-            pass
-        elif config.token_encoder == "char":
-            self.embedding = CharEncoder(config.embedding_dim, config.char_dim, config.char_filters, config.num_highway,
-                                         config.max_chars, layer_norm=True)
-            start, _ = (BOS, EOS) if direction == "forward" else (EOS, BOS)
-            self.register_buffer("start_chars", torch.tensor(word_char_ids(start, config.max_chars)), persistent=False)
-        else:
-            self.embedding = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=PAD_ID)
-        sizes = [config.embedding_dim] + [config.output_size] * config.num_layers
-        # one LSTM per layer (not one multi-layer nn.LSTM), so every layer's states are exposed
-        # bilm-tf's cells are filled by a loader or bilm_tf_initialization; ours clipped: bilm-tf's initialisation
-        self.layers = nn.ModuleList(
-            ProjectedLSTM(i, config.hidden_size, config.output_size, config.cell_clip, config.proj_clip)
-            if config.shared_token_layer else
-            ProjectedLSTM(i, config.hidden_size, config.output_size, config.cell_clip, config.proj_clip).initialize()
-            if config.clipped else AutocastLSTM(i, config.hidden_size, batch_first=True, proj_size=config.proj_size)
-            for i in sizes[:-1])
-        self.dropout = FastDropout(config.dropout)
-        if not config.shared_token_layer:
-            self.softmax = SampledSoftmax(config.output_size, config.vocab_size, config.samples) \
-                if config.softmax == "sampled" else \
-                AdaptiveSoftmax(config.output_size, config.vocab_size, config.cutoffs, config.div_value)
-
-    @property
-    def vocab_size(self) -> int:
-        """V, the words the softmax predicts (:attr:`BiLMConfig.vocab_size`)."""
-        return self.config.vocab_size
-
-    def reading_order(self, ids: torch.Tensor, lengths: torch.Tensor,
-                      chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """The sequence this model reads and the words it must predict. Raises ElmoError: ``chars`` missing.
-
-        Args:
-            ids: ``(B, T)`` int64, right-padded with 0, no boundary tokens; lengths: ``(B,)`` int64 (>= 1);
-            chars: ``(B, T, C)`` int64 character ids (character encoder only).
-
-        Returns:
-            ``(inputs, targets, input_chars)``: ``(B, T + 1)`` int64 each, and ``(B, T + 1, C)`` or ``None``, in the
-            module docstring's reading order; targets at padded positions are ``IGNORE_INDEX``.
-        """
-        if self.config.token_encoder == "char" and chars is None:
-            raise ElmoError("this biLM reads characters (BiLMConfig.token_encoder is 'char'): pass chars (B, T, C)")
-        batch, max_len = ids.shape
-        if self.direction == "backward":
-            ids = reverse_padded(ids, lengths)
-            chars = None if chars is None else reverse_padded(chars, lengths)
-        start, end = (BOS_ID, EOS_ID) if self.direction == "forward" else (EOS_ID, BOS_ID)
-        inputs = torch.cat([ids.new_full((batch, 1), start), ids], dim=1)
-        targets = torch.cat([ids, ids.new_full((batch, 1), PAD_ID)], dim=1)
-        targets.scatter_(1, lengths.unsqueeze(1), end)
-        targets = targets.masked_fill(~length_mask(lengths + 1, max_len + 1), IGNORE_INDEX)
-        input_chars = None
-        if self.config.token_encoder == "char":
-            column = self.start_chars.to(chars.device).expand(batch, 1, -1)
-            input_chars = torch.cat([column, chars], dim=1)
-        return inputs, targets, input_chars
-
-    def states(self, inputs: torch.Tensor, input_chars: torch.Tensor | None = None,
-               chunk_size: int | None = None) -> list[torch.Tensor]:
-        """Token vectors and LSTM outputs of ``inputs (B, S)`` int64 ids in reading order (and ``input_chars
-        (B, S, C)``, character encoder only), ``chunk_size`` as :meth:`read`. Raises ElmoError: ``chunk_size`` < 1.
-
-        Returns:
-            ``[x, h_1, .., h_L]``, each ``(B, S, output_size)``, before dropout (which only feeds the next layer in
-            training); with ``residual``, ``h_j`` (j >= 2) includes the skip connection ``+ h_{j-1}``.
-        """
-        tokens = input_chars if self.config.token_encoder == "char" else inputs
-        return self.read(lambda a, b: self.embedding(tokens[:, a:b]), *inputs.shape, chunk_size)
-
-    def read(self, vectors: Callable[[int, int], torch.Tensor], batch: int, steps: int, chunk_size: int | None = None,
-             initial: States | None = None) -> list[torch.Tensor]:
-        """The LSTM layers over token vectors in reading order, at most ``chunk_size`` positions at a time.
-
-        Args:
-            vectors: ``(first, last) -> (B, last - first, E)``, those positions' token vectors; batch, steps: ``B``,
-                ``S``; chunk_size: ``None`` (one pass) or, for ``S > chunk_size``, the most positions computed at a
-                time, the LSTM states carried across (:func:`step_chunks`; the same vectors to float rounding);
-                initial: each layer's ``(h (B, output_size), c (B, hidden_size))``, ``None`` = zeros.
-
-        Returns:
-            ``[x, h_1, .., h_L]`` as :meth:`states` (with each row's final states: :meth:`read_to_ends`).
-        """
-        spans = step_chunks([batch] * steps, chunk_size)
-        outputs: list[torch.Tensor] = []
-        carried = [None] * len(self.layers) if initial is None else [(h.unsqueeze(0), c.unsqueeze(0)) for h, c in initial]
-        for first, last in spans:
-            x = vectors(first, last)
-            pieces = [x]
-            for j, lstm in enumerate(self.layers):
-                h, carried[j] = (lstm.batch_first if self.config.clipped else lstm)(self.dropout(x), carried[j])
-                x = h + x if self.config.residual and j > 0 else h
-                pieces.append(x)
-            if len(spans) == 1:
-                outputs = pieces
-                break
-            if not outputs:  # filled chunk by chunk: no list of pieces to concatenate at the end
-                outputs = [p.new_empty(batch, steps, p.shape[-1]) for p in pieces]
-            for out, piece in zip(outputs, pieces):
-                out[:, first:last] = piece
-        return outputs
-
-    def read_to_ends(self, x: torch.Tensor, lengths: torch.Tensor,
-                     initial: States | None = None) -> list[torch.Tensor]:
-        """:meth:`read` of ``x (B, S, E)`` whose row b reads its first ``lengths[b]`` positions (a CPU ``(B,)``
-        tensor), each row's final states taken after its own last position (stateful use): the packed sequence of
-        ``nn.LSTM``. Outputs zero past a row's end."""
-        steps = x.shape[1]
-        if self.config.clipped:  # the rows sorted longest first, each step running the rows not yet ended
-            order, restore, active = device_reading_plan(lengths.numpy().astype("int64"), x.device)
-            states = None if initial is None else [(h[order].float(), c[order].float()) for h, c in initial]
-            hs, ends = projected_stack(self.layers, x[order].transpose(0, 1), active, states, self.config.residual)
-            return [x, *(h.transpose(0, 1)[restore] for h in hs)], [(h[restore], c[restore]) for h, c in ends]
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        outputs, finals = [x], []
-        for j, lstm in enumerate(self.layers):
-            out, (h, c) = lstm(packed, None if initial is None else
-                               tuple(t.unsqueeze(0).to(packed.data.dtype) for t in initial[j]))
-            if self.config.residual and j > 0:
-                out = out._replace(data=out.data + packed.data)
-            packed = out
-            outputs.append(nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=steps)[0])
-            finals.append((h[0], c[0]))
-        return outputs, finals
-
-    def boundary_vectors(self) -> torch.Tensor:
-        """``(2, E)``: this direction's token vectors of ``<bos>`` and ``<eos>`` (for :meth:`BiLM.contextual`),
-        cached while the token layer's weights are unchanged (:func:`~elmo.model.lstm.cached`)."""
-        params = list(self.embedding.parameters())
-
-        def make() -> list[torch.Tensor]:
-            if self.config.token_encoder == "char":
-                chars = torch.tensor([word_char_ids(w, self.config.max_chars) for w in (BOS, EOS)])
-                return [self.embedding(chars.to(params[0].device).unsqueeze(0))[0]]
-            return [self.embedding(torch.tensor([BOS_ID, EOS_ID], device=params[0].device))]
-        return cached(self._cache, "boundaries", params, autocast_dtype(params[0].device.type) or torch.float32, make)[0]
-
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
-                plan: HostPlan | None = None) -> tuple[torch.Tensor, int]:
-        """Training loss of ``ids``, ``lengths``, ``chars`` (as :meth:`reading_order`); with ``plan``, the batch's
-        :meth:`host_plan`, nothing is read from the device.
-
-        Returns:
-            ``(loss, n)``: mean negative log-likelihood in nats per predicted word (with the adaptive softmax, a
-            normalised distribution, ``exp(loss)`` is the batch's perplexity) and the int ``n = sum(lengths + 1)`` of
-            predicted words (boundary word included): without ``plan``, the step's one read from the device
-            (:meth:`~elmo.model.adaptive_softmax.AdaptiveSoftmax.loss`).
-        """
-        inputs, targets, input_chars = self.reading_order(ids, lengths, chars)
-        top = self.dropout(self.states(inputs, input_chars)[-1])
-        if self.config.softmax == "sampled":
-            targets = targets.flatten()
-            kept = (targets != IGNORE_INDEX).nonzero()[:, 0] if plan is None else plan.kept
-            loss = self.softmax(top.flatten(0, 1).index_select(0, kept), targets.index_select(0, kept))
-            return loss, int((lengths + 1).sum()) if plan is None else plan.units
-        counts = None if plan is None else plan.cluster_counts[DIRECTIONS.index(self.direction)]
-        loss, n = self.softmax.loss(top.flatten(0, 1), targets.flatten(), counts)
-        return loss, n if plan is None else plan.units
-
-    #: the batch entries a training step's plan is made from, as they were on the host (``Objective.host_keys``)
-    host_keys = ("ids", "lengths")
-
-    def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan:
-        """The :class:`~elmo.model.plan.HostPlan` (for :func:`~elmo.model.plan.step_loss`) of a batch from its CPU
-        ``ids (B, T)`` and ``lengths (B,)``: the words predicted and this direction's words per softmax cluster
-        (:func:`~elmo.model.adaptive_softmax.cluster_counts`; boundary word ``<eos>`` forward, ``<bos>`` backward).
-        Raises ElmoError: a host copy missing; a word id outside the vocabulary."""
-        missing = [k for k in self.host_keys if k not in host]
-        if missing:
-            raise ElmoError(f"LanguageModel.host_plan: the batch's host copy has no {', '.join(missing)}")
-        ids, lengths = host["ids"], host["lengths"]
-        if self.config.softmax == "sampled":
-            return HostPlan(int((lengths.numpy() + 1).sum()), None,
-                            kept=predicted_positions(lengths, ids.shape[1]))
-        last = EOS_ID if self.direction == "forward" else BOS_ID
-        return HostPlan(int((lengths.numpy() + 1).sum()),
-                        {DIRECTIONS.index(self.direction): cluster_counts(ids, lengths, last, self.softmax.cutoffs)})
-
-    @torch.no_grad()
-    def predicted_states(self, ids: torch.Tensor, lengths: torch.Tensor,
-                         chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The top layer's state at every predicted position and the word it predicts (evaluation; no dropout in eval
-        mode): ``(states (n, D) float32, targets (n,) int64)`` over the batch's ``n = sum(lengths + 1)`` predicted
-        positions, the input of :meth:`vocabulary_log_probs`."""
-        inputs, targets, input_chars = self.reading_order(ids, lengths, chars)
-        top = self.states(inputs, input_chars)[-1]
-        keep = targets != IGNORE_INDEX
-        return top[keep].float(), targets[keep]
-
-    @torch.no_grad()
-    def vocabulary_log_probs(self, states: torch.Tensor) -> torch.Tensor:
-        """Exact log-probabilities ``(n, V)`` float32 of every word of the vocabulary after each of the ``n``
-        states ``(n, D)`` of :meth:`predicted_states` (the adaptive softmax's full distribution)."""
-        return self.softmax.log_prob(states)
-
-    @torch.no_grad()
-    def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor,
-                  chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Exact full-vocabulary log-probabilities of every predicted word (evaluation): ``(log_probs (n, V) float32,
-        targets (n,) int64)`` over the batch's ``n`` predicted positions (:meth:`predicted_states`)."""
-        states, targets = self.predicted_states(ids, lengths, chars)
-        return self.vocabulary_log_probs(states), targets
-
-
-class Direction(Protocol):
-    """One direction of a biLM as a language model of its own: :class:`LanguageModel` (ours) or
-    :class:`PublishedLM` (bilm-tf's architecture's, sharing its token layer and
-    softmax). Training (:func:`~elmo.training.trainer.fit`) calls it for ``(mean NLL, n)``; held-out evaluation
-    (:func:`~elmo.training.evaluation.evaluate_words`) reads ``predicted_states`` and ``vocabulary_log_probs``.
-    Shapes: :meth:`LanguageModel.predicted_states`."""
-
-    #: ``"forward"`` or ``"backward"``
-    direction: str
-
-    @property
-    def vocab_size(self) -> int: ...
-
-    def __call__(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> tuple[torch.Tensor, int]: ...
-
-    def predicted_states(self, ids: torch.Tensor, lengths: torch.Tensor,
-                         chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]: ...
-
-    def vocabulary_log_probs(self, states: torch.Tensor) -> torch.Tensor: ...
-
-    def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor,
-                  chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]: ...
-
-    def eval(self) -> Any: ...
 
 
 def words_per_pass(device_type: str, chunk_size: int | None) -> int:
@@ -580,8 +73,8 @@ def words_per_pass(device_type: str, chunk_size: int | None) -> int:
 
 
 class BiLM(nn.Module, HubMixin):
-    """A biLM of either architecture, sized by ``config`` (:class:`BiLMConfig`): a forward and a backward
-    :class:`LanguageModel`, whose states form the ELMo layers (eq. 1). Ours has a token encoder and a softmax per
+    """A biLM of either architecture, sized by ``config`` (:class:`~elmo.model.bilm_config.BiLMConfig`): a forward and a backward
+    :class:`~elmo.model.language_model.LanguageModel`, whose states form the ELMo layers (eq. 1). Ours has a token encoder and a softmax per
     direction; bilm-tf's (``config.shared_token_layer``, module docstring) one character CNN ``token_encoder`` read by
     both directions and, with ``config.vocab_size``, one training ``softmax`` (:meth:`add_head`; then bilm-tf's
     initial weights, :func:`bilm_tf_initialization`, and a softmax drawn from ``seed`` alone). ``save_pretrained`` /
@@ -590,7 +83,7 @@ class BiLM(nn.Module, HubMixin):
 
     Shapes: ``ids (B, T)`` int64 right-padded word ids (0 = ``<pad>``, no boundary tokens; a character biLM reads
     only ``chars``), ``lengths (B,)`` int64 in ``[1, T]``, ``chars (B, T, C)`` int64 character ids in the biLM's
-    numbering (:attr:`BiLMConfig.char_scheme`, bilm-tf's *without* the sentence boundaries); layers
+    numbering (:attr:`~elmo.model.bilm_config.BiLMConfig.char_scheme`, bilm-tf's *without* the sentence boundaries); layers
     ``(L + 1, B, T, D)`` float32 with ``D = output_dim``, zero at padded positions.
 
     Attributes:
@@ -640,7 +133,7 @@ class BiLM(nn.Module, HubMixin):
 
     def add_head(self, seed: int = 0, **head: Any) -> "BiLM":
         """Give this biLM of bilm-tf's architecture (its weights kept) a training head: ``head``, values of
-        :data:`HEAD_FIELDS` (``vocab_size`` required; the others default to :meth:`BiLMConfig.bilm_tf`'s), a
+        :data:`~elmo.model.bilm_config.HEAD_FIELDS` (``vocab_size`` required; the others default to :meth:`~elmo.model.bilm_config.BiLMConfig.bilm_tf`'s), a
         ``softmax`` shared by both directions, initialised from ``seed`` alone, and ``dropout``; saved as
         ``elmo_kind`` ``published_lm``. Returns the biLM.
 
@@ -678,7 +171,7 @@ class BiLM(nn.Module, HubMixin):
 
     def hub_config(self) -> dict:
         """``{"config": BiLMConfig.architecture}`` (bilm-tf's architecture: its ``weights_digest`` left out, computed
-        when loaded; with a training head also ``"softmax"``: :attr:`BiLMConfig.head`)."""
+        when loaded; with a training head also ``"softmax"``: :attr:`~elmo.model.bilm_config.BiLMConfig.head`)."""
         head = {"softmax": self.config.head} if self.shared_token_layer and self.config.vocab_size else {}
         return {"config": self.config.architecture, **head}
 
@@ -803,7 +296,7 @@ class BiLM(nn.Module, HubMixin):
 
     def direction(self, name: str) -> "LanguageModel | PublishedLM":
         """One direction (``"forward"`` or ``"backward"``) as a language model of its own: our
-        :class:`LanguageModel`, or a :class:`PublishedLM` over the shared token layer and softmax."""
+        :class:`~elmo.model.language_model.LanguageModel`, or a :class:`~elmo.model.language_model.PublishedLM` over the shared token layer and softmax."""
         if self.shared_token_layer:
             return PublishedLM(self, (DIRECTIONS.index(name),))
         return (self.forward_lm, self.backward_lm)[DIRECTIONS.index(name)]
@@ -924,8 +417,8 @@ class BiLM(nn.Module, HubMixin):
         return {"plan": _reading_plan(read.to(device)), "boundaries": None}
 
     def boundary_inputs(self, d: int, x: torch.Tensor, lengths: torch.Tensor, reading: dict | None) -> torch.Tensor:
-        """Direction ``d``'s ``<bos> x_1 .. x_n <eos>`` ``(B, T + 2, E)`` (:func:`with_boundaries`): ours, its half of
-        ``x (B, T, 2E)`` and its own boundary vectors (:meth:`LanguageModel.boundary_vectors`); bilm-tf's, ``<S>`` and
+        """Direction ``d``'s ``<bos> x_1 .. x_n <eos>`` ``(B, T + 2, E)`` (:func:`~elmo.model.language_model.with_boundaries`): ours, its half of
+        ``x (B, T, 2E)`` and its own boundary vectors (:meth:`~elmo.model.language_model.LanguageModel.boundary_vectors`); bilm-tf's, ``<S>`` and
         ``</S>`` through the one token layer, made once for both directions."""
         if self.shared_token_layer:
             if "full" not in reading:
@@ -938,7 +431,7 @@ class BiLM(nn.Module, HubMixin):
                        initial: States | None, steps: int, carry: bool) -> tuple[Iterable[torch.Tensor], States]:
         """Direction ``d``'s ``[h_1 .. h_L]``, each ``(B, >= steps, E)``, over ``inputs (B, T + 2, E)`` in reading order,
         and, with ``carry`` (each row read to its ``sentence`` length), the final states: ours through
-        :meth:`LanguageModel.read` / :meth:`LanguageModel.read_to_ends`; bilm-tf's stack run as ``reading`` plans,
+        :meth:`~elmo.model.language_model.LanguageModel.read` / :meth:`~elmo.model.language_model.LanguageModel.read_to_ends`; bilm-tf's stack run as ``reading`` plans,
         each layer restored to the batch's row order one at a time (no second copy of them all)."""
         lm = (self.forward_lm, self.backward_lm)[d]
         if not self.shared_token_layer:
@@ -1064,7 +557,7 @@ class BiLM(nn.Module, HubMixin):
 
     def _with_boundaries(self, x: torch.Tensor, lengths: torch.Tensor,
                          plan: WordPlan | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """:func:`with_boundaries` with the ``<S>``, ``</S>`` spellings through the one token layer."""
+        """:func:`~elmo.model.language_model.with_boundaries` with the ``<S>``, ``</S>`` spellings through the one token layer."""
         return with_boundaries(x, lengths, self.token_vectors(self.boundary_chars.to(x.device), plan))
 
 
@@ -1075,7 +568,7 @@ for _kind in ("published_bilm", "published_lm"):  # bilm-tf's architecture, with
 def weights_digest(bilm: nn.Module) -> str:
     """A short hash of a biLM's weights (names as earlier versions gave them, ``forward_layers.j``; shapes and the first
     4,096 values of each; a training ``softmax`` left out), which identifies one of bilm-tf's architecture in
-    :attr:`BiLMConfig.weights_digest` so that a classifier only loads onto it."""
+    :attr:`~elmo.model.bilm_config.BiLMConfig.weights_digest` so that a classifier only loads onto it."""
     digest = hashlib.sha256()
     for name, tensor in bilm.state_dict().items():
         if name.startswith("softmax."):  # a training head is not part of the biLM
@@ -1117,67 +610,6 @@ def bilm_tf_initialization(bilm: BiLM, generator: torch.Generator) -> BiLM:
     for lstm in (lstm for stack in bilm.stacks() for lstm in stack):
         lstm.initialize(generator)
     return bilm
-
-
-class PublishedLM(nn.Module):
-    """A :class:`BiLM` of bilm-tf's architecture with its training head as a language model over ``directions`` (0
-    forward, 1 backward): what :func:`~elmo.training.trainer.fit` trains (``forward`` → ``(loss, n)``,
-    :meth:`BiLM.loss`; ``host_keys`` and ``host_plan`` for :func:`~elmo.model.plan.step_loss`) and, for one
-    direction, the :class:`Direction` that :mod:`elmo.training.evaluation` reads for per-direction held-out
-    perplexities (``predicted_states``, ``vocabulary_log_probs``, ``log_probs``). Its state is the biLM's under
-    ``bilm.``; a training checkpoint of an earlier version (the softmax beside the biLM, :meth:`BiLM.renamed_state`)
-    loads too."""
-
-    def __init__(self, bilm: BiLM, directions: Sequence[int] = (0, 1)):
-        super().__init__()
-        self.bilm, self.directions = bilm, tuple(directions)
-        self.direction = DIRECTIONS[self.directions[0]] if len(self.directions) == 1 else "both"
-        self.host_keys = bilm.host_keys
-        self._register_load_state_dict_pre_hook(_renamed_training_state)
-
-    @property
-    def vocab_size(self) -> int:
-        """V, the words the shared softmax predicts (:attr:`BiLMConfig.vocab_size`)."""
-        return self.bilm.config.vocab_size
-
-    def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan:
-        """:meth:`BiLM.host_plan`."""
-        return self.bilm.host_plan(host)
-
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
-                plan: HostPlan | None = None) -> tuple[torch.Tensor, int]:
-        """``(mean NLL, n)`` over :attr:`directions` (:meth:`BiLM.loss`)."""
-        return self.bilm.loss(ids, lengths, chars, self.directions, plan)
-
-    @torch.no_grad()
-    def predicted_states(self, ids: torch.Tensor, lengths: torch.Tensor,
-                         chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The first direction's top states ``(n, P)`` float32 at its ``n`` predicted positions and their targets
-        ``(n,)`` (:meth:`LanguageModel.predicted_states`)."""
-        [(top, targets)] = self.bilm.predicted_tops(ids, lengths, chars, self.directions[:1])
-        return top.float(), targets
-
-    @torch.no_grad()
-    def vocabulary_log_probs(self, states: torch.Tensor) -> torch.Tensor:
-        """Exact log-probabilities ``(n, V)`` float32 of every word after each of the ``n`` states ``(n, P)`` (the
-        directions share the softmax)."""
-        return self.bilm.softmax.log_prob(states)
-
-    @torch.no_grad()
-    def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor,
-                  chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`vocabulary_log_probs` of :meth:`predicted_states`: ``(n, V)`` float32 and the ``n`` word ids."""
-        states, targets = self.predicted_states(ids, lengths, chars)
-        return self.vocabulary_log_probs(states), targets
-
-
-def _renamed_training_state(state: dict[str, torch.Tensor], prefix: str, *_: Any) -> None:
-    """:class:`PublishedLM`'s state-dict pre-hook: the keys of an earlier version's training checkpoint renamed in
-    place (:meth:`BiLM.renamed_state` under ``bilm.``)."""
-    for key in [k for k in state if k.startswith(prefix)]:
-        new = f"{prefix}bilm." + next(iter(BiLM.renamed_state({key[len(prefix):]: None})))
-        if new != key:
-            state[new] = state.pop(key)
 
 
 def _reading_plan(read: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[int]]:

@@ -16,10 +16,12 @@ from ..artifacts import environment_info, load_checkpoint, payload
 from ..data.agnews import CLASS_NAMES
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from .bilm import BiLM, BiLMConfig, length_mask, reverse_padded
+from .bilm import BiLM
+from .bilm_config import BiLMConfig
 from .dropout import FastDropout
 from .elmo import Elmo
 from .hub import HubMixin, from_nested_config, nested_config
+from .language_model import length_mask, reverse_padded
 from .lstm import AutocastLSTM
 from .mix import LAYER_MIXES, LEARNED_FUNCTIONS
 from .serialization import open_bilm

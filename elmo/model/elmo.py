@@ -22,9 +22,10 @@ from torch import nn
 
 from ..data.vocab import PAD_ID, Vocabulary
 from ..errors import ElmoError
-from .bilm import BiLM, length_mask
+from .bilm import BiLM
 from .dropout import FastDropout
 from .hub import HubMixin, from_nested_config, nested_config
+from .language_model import length_mask
 from .lstm import cached, compute_dtype
 from .mix import LAYER_MIXES, LEARNED_FUNCTIONS, ScalarMix, build_mix, normalize_layers, normalize_layers_over_batch
 from .serialization import open_bilm

@@ -49,7 +49,7 @@ class WordPlan:
 @dataclass
 class HostPlan:
     """One batch's plan, its tensors on the host until :meth:`to`. Our biLM's plan has ``units`` and ``cluster_counts``
-    (adaptive softmax) or ``kept`` (sampled) (:meth:`~elmo.model.bilm.LanguageModel.host_plan`); the published
+    (adaptive softmax) or ``kept`` (sampled) (:meth:`~elmo.model.language_model.LanguageModel.host_plan`); the published
     architecture's (:meth:`~elmo.model.bilm.BiLM.host_plan`) has every field.
 
     Attributes:

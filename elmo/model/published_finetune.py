@@ -22,7 +22,8 @@ from ..data.chars import bilm_tf_char_table
 from ..data.corpus import EncodedCorpus
 from ..data.vocab import BOS_ID, EOS_ID, SPECIALS, Vocabulary
 from ..errors import ElmoError
-from .bilm import IGNORE_INDEX, BiLM
+from .adaptive_softmax import IGNORE_INDEX
+from .bilm import BiLM
 from .sampled_softmax import SampledSoftmax
 
 #: ``--softmax-init``'s choices (module docstring)

@@ -36,7 +36,8 @@ import torch
 from ..artifacts import atomic_hdf5, atomic_write_bytes, write_json
 from ..data.chars import TF_BOS, TF_EOS, TF_NUM_CHARS
 from ..errors import ElmoError
-from .bilm import BiLM, BiLMConfig
+from .bilm import BiLM
+from .bilm_config import BiLMConfig
 
 #: keys of bilm-tf's options files; "training" ones (written by bilm-tf's trainer) are accepted and ignored
 OPTION_KEYS = {
@@ -91,7 +92,7 @@ def _get(options: dict, key: str, kind: type | tuple, default: Any = ...) -> Any
 
 
 def config_from_options(options: Any) -> BiLMConfig:
-    """The :class:`~elmo.model.bilm.BiLMConfig` (:meth:`~elmo.model.bilm.BiLMConfig.bilm_tf`) of a parsed
+    """The :class:`~elmo.model.bilm_config.BiLMConfig` (:meth:`~elmo.model.bilm_config.BiLMConfig.bilm_tf`) of a parsed
     ``options.json``. Raises ElmoError: unknown
     keys (all named), a missing or mistyped key, or an unsupported value."""
     if not isinstance(options, dict):

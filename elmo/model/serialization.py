@@ -20,7 +20,9 @@ from ..artifacts import PRETRAINED_FILES, Outputs, environment_info, load_checkp
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from . import hub
-from .bilm import BiLM, BiLMConfig, LanguageModel, weights_digest
+from .bilm import BiLM, weights_digest
+from .bilm_config import BiLMConfig
+from .language_model import LanguageModel
 from .published_io import config_from_options, load_published_bilm
 
 
@@ -63,7 +65,7 @@ def load_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]
 def load_published_lm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]]:
     """Rebuild the model of a ``published_lm.pt`` as earlier versions of ``pretrain --architecture`` and ``finetune``
     wrote it (``weights_only=True``; ``options``: bilm-tf's ``options.json``, ``lm_config``: the training head's
-    fields, :data:`~elmo.model.bilm.HEAD_FIELDS`, ``state_dict``, ``vocab``, ``meta``): ``(model, vocab, meta)``,
+    fields, :data:`~elmo.model.bilm_config.HEAD_FIELDS`, ``state_dict``, ``vocab``, ``meta``): ``(model, vocab, meta)``,
     the biLM with its training head, eval mode, CPU.
 
     Raises:

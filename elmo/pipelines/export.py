@@ -26,7 +26,8 @@ from ..data.vocab import SPECIALS
 from ..errors import ElmoError
 from ..inference.text_classifier import TextClassifier
 from ..model import hub
-from ..model.bilm import BiLM, BiLMConfig
+from ..model.bilm import BiLM
+from ..model.bilm_config import BiLMConfig
 from ..model.published_io import (
     options_of,
     read_vocabulary,

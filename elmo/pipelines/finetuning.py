@@ -28,7 +28,9 @@ from torch import nn
 from ..data.corpus import encode_corpus
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from ..model.bilm import DIRECTIONS, SOFTMAXES, BiLM, LanguageModel
+from ..model.bilm import BiLM
+from ..model.bilm_config import SOFTMAXES
+from ..model.language_model import DIRECTIONS, LanguageModel
 from ..model.published_finetune import (
     SOFTMAX_INITS,
     init_softmax_from_token_layer,

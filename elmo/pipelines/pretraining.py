@@ -38,21 +38,12 @@ from ..data.pretraining_text import pretraining_text
 from ..data.stream import StreamedCorpus, TextSource
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
-from ..model.bilm import (
-    DEFAULT_SOFTMAX,
-    DIRECTIONS,
-    PUBLISHED_ARCHITECTURES,
-    SOFTMAXES,
-    TOKEN_ENCODERS,
-    BiLM,
-    BiLMConfig,
-    Direction,
-    LanguageModel,
-    PublishedLM,
-)
+from ..model.bilm import BiLM
+from ..model.bilm_config import DEFAULT_SOFTMAX, PUBLISHED_ARCHITECTURES, SOFTMAXES, TOKEN_ENCODERS, BiLMConfig
 from ..model.char_cnn import DEFAULT_FILTERS
 from ..model.classifier import recorded_source
 from ..model.hub import HubMixin
+from ..model.language_model import DIRECTIONS, Direction, LanguageModel, PublishedLM
 from ..model.plan import plan_batch, step_loss
 from ..model.published_io import config_from_options, options_of, read_options
 from ..model.sampled_softmax import BILM_TF_SAMPLES
@@ -95,7 +86,7 @@ OUR_PRESET = {"hidden_size": 256, "num_layers": 2, "token_encoder": "word", "cha
 #: ``--lstm clipped`` on our biLM: its cells and outputs clipped to this (bilm-tf's ``cell_clip`` and ``proj_clip``)
 OUR_CLIP = PUBLISHED_ARCHITECTURES["elmo-original"][1].cell_clip
 #: the size flags a published preset takes, by the bilm-tf name of the field each sets (besides ``--proj-size``,
-#: ``--embedding-dim``, ``--char-filters``; :data:`~elmo.model.bilm.BILM_TF_FIELDS`)
+#: ``--embedding-dim``, ``--char-filters``; :data:`~elmo.model.bilm_config.BILM_TF_FIELDS`)
 PRESET_FLAGS = {"hidden_size": "hidden_size", "num_layers": "num_layers", "char_dim": "char_dim",
                 "num_highway": "num_highway", "max_chars": "max_chars", "residual": "use_skip_connections"}
 
@@ -106,7 +97,7 @@ class PretrainArgs(CommonArgs):
 
     * ``--architecture``: the preset the size flags start from: without it our biLM (:data:`OUR_PRESET`: word inputs,
       one token layer and one LM per direction, written as ``bilstm.pt``), else the published ELMo architecture, a name
-      of :data:`~elmo.model.bilm.PUBLISHED_ARCHITECTURES` or a bilm-tf options.json (:mod:`elmo.model.bilm`:
+      of :data:`~elmo.model.bilm_config.PUBLISHED_ARCHITECTURES` or a bilm-tf options.json (:mod:`elmo.model.bilm`:
       one character CNN and one softmax shared by the directions, case kept, written as the ``save_pretrained`` folder
       ``bilm/`` (``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``), for ``python -m elmo export``). A size flag given overrides the preset (:data:`PRESET_FLAGS`; ``--proj-size 0``: no
       projection).
@@ -182,7 +173,7 @@ class PretrainArgs(CommonArgs):
         return filters
 
     def bilm_config(self, vocab_size: int) -> BiLMConfig:
-        """Our biLM's :class:`~elmo.model.bilm.BiLMConfig` from these flags. Raises :class:`ElmoError` on bad sizes."""
+        """Our biLM's :class:`~elmo.model.bilm_config.BiLMConfig` from these flags. Raises :class:`ElmoError` on bad sizes."""
         output = self.size("proj_size") or self.size("hidden_size")
         clipped = self.size("lstm") == "clipped"  # at bilm-tf's bounds, those of the published presets
         clips = {"cell_clip": OUR_CLIP if clipped else None, "proj_clip": OUR_CLIP if clipped else None}
@@ -241,7 +232,7 @@ class PretrainArgs(CommonArgs):
 
     def published_head(self, vocab_size: int) -> dict:
         """The training head of the published architecture (``--softmax``, ``--softmax-samples``, ``--dropout``): its
-        :data:`~elmo.model.bilm.HEAD_FIELDS` (:meth:`~elmo.model.bilm.BiLM.add_head`)."""
+        :data:`~elmo.model.bilm_config.HEAD_FIELDS` (:meth:`~elmo.model.bilm.BiLM.add_head`)."""
         return {"vocab_size": vocab_size, "softmax": self.softmax, "samples": self.softmax_samples,
                 "dropout": self.dropout}
 
@@ -785,7 +776,7 @@ def train_published(model: BiLM, loaded: PretrainData, config: PretrainArgs, run
                     out: dict, stale: list[Path], keep: Iterable, command: str = "pretrain",
                     groups: Unfreezing | None = None) -> dict:
     """Train the published architecture with its training head (:class:`~elmo.model.bilm.BiLM`, both
-    directions at once, :class:`~elmo.model.bilm.PublishedLM`) with :func:`~elmo.training.trainer.fit` (early stopping on both directions' validation perplexity,
+    directions at once, :class:`~elmo.model.language_model.PublishedLM`) with :func:`~elmo.training.trainer.fit` (early stopping on both directions' validation perplexity,
     checkpoints, ``--resume``; ``groups``: the optimiser's, else one); then rank 0 evaluates each direction exactly
     and writes the model, with its softmax and vocabulary, as the ``save_pretrained`` folder ``bilm/`` of
     ``--models-dir`` (:class:`~elmo.model.hub.HubMixin`; an earlier version's ``published_lm.pt`` there is removed), ``lm.json``

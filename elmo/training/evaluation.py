@@ -10,7 +10,7 @@ import torch
 
 from ..data.corpus import EncodedCorpus
 from ..errors import ElmoError
-from ..model.bilm import Direction
+from ..model.language_model import Direction
 from ..runtime import distributed
 from ..runtime.device import to_device
 from .metrics import word_prediction_metrics
@@ -18,8 +18,8 @@ from .metrics import word_prediction_metrics
 
 def perplexity(lm: torch.nn.Module, corpus: EncodedCorpus, device: torch.device, max_tokens: int = 8192) -> float:
     """Held-out perplexity exp(mean NLL per predicted word), boundary words included, of ``lm(ids, lengths, chars) ->
-    (mean NLL, n)`` (a :class:`~elmo.model.bilm.Direction`, or both directions of a
-    :class:`~elmo.model.bilm.PublishedLM`): exact, as the adaptive softmax
+    (mean NLL, n)`` (a :class:`~elmo.model.language_model.Direction`, or both directions of a
+    :class:`~elmo.model.language_model.PublishedLM`): exact, as the adaptive softmax
     is a normalised distribution over the whole vocabulary. Works on an :class:`~elmo.data.corpus.EncodedCorpus` or a
     :class:`~elmo.data.stream.StreamedCorpus`; under ``torchrun`` each rank evaluates its share of the batches and the
     sums are all-reduced. Raises ElmoError on an empty corpus."""

@@ -3,7 +3,7 @@
 Counts are of matrix products only (2 FLOPs per multiply-add), computed from the sizes; each function says whether
 it counts the **forward** pass or **training** (forward + backward = 3 × forward):
 
-* training: :func:`bilm_lstm_flops` (our biLM's LSTM stack, :class:`~elmo.model.bilm.BiLMConfig`),
+* training: :func:`bilm_lstm_flops` (our biLM's LSTM stack, :class:`~elmo.model.bilm_config.BiLMConfig`),
   :func:`bilm_softmax_flops` (its adaptive softmax), :func:`task_encoder_flops` (a classifier's task encoder);
 * forward: :func:`adaptive_flops` (any adaptive softmax, given its width, cutoffs and targets),
   :func:`published_lstm_flops` (one direction of a published architecture's LSTM stack) and
@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from elmo.errors import ElmoError
 from elmo.model.adaptive_softmax import adaptive_cutoffs
-from elmo.model.bilm import BiLMConfig
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.classifier import SequenceClassifier
 from elmo.runtime.device import configure_threads, cpu_has_bf16, resolve_precision
 

@@ -67,7 +67,8 @@ import torch
 from elmo.artifacts import atomic_write_bytes, environment_info, write_json
 from elmo.errors import ElmoError
 from elmo.inference.embedder import ElmoEmbedder
-from elmo.model.bilm import PUBLISHED_ARCHITECTURES, BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import PUBLISHED_ARCHITECTURES, BiLMConfig
 from elmo.model.lstm import lstm_compute_dtypes, summary_dtype
 from elmo.model.published_io import save_published_bilm
 from elmo.pipelines.common import command_line, option

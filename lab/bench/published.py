@@ -37,7 +37,8 @@ from elmo.artifacts import environment_info, write_json
 from elmo.data.agnews import read_agnews
 from elmo.data.text import tokenize
 from elmo.inference.embedder import CHUNK_BATCHES, ElmoEmbedder
-from elmo.model.bilm import PUBLISHED_ARCHITECTURES, BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import PUBLISHED_ARCHITECTURES, BiLMConfig
 from elmo.model.lstm import ProjectedLSTM
 from elmo.model.published_io import save_published_bilm
 from elmo.runtime.device import configure_threads, cpu_has_bf16
@@ -45,7 +46,7 @@ from elmo.runtime.device import configure_threads, cpu_has_bf16
 from .children import in_child, peak_rss_mb
 from .flops import cpu_matmul_peaks, published_lstm_flops, published_word_flops
 
-#: the published architectures measured (:data:`~elmo.model.bilm.PUBLISHED_ARCHITECTURES` without ``elmo-``)
+#: the published architectures measured (:data:`~elmo.model.bilm_config.PUBLISHED_ARCHITECTURES` without ``elmo-``)
 ARCHITECTURES = {name: PUBLISHED_ARCHITECTURES[f"elmo-{name}"] for name in ("small", "original")}
 BATCH = 64
 #: ``torch.profiler`` operator names → the part of the work they are

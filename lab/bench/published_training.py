@@ -1,7 +1,7 @@
 """Training speed of the published ELMo architectures (``python -m lab bench --training``).
 
-For **elmo-small**, **elmo-medium** and **elmo-original** (:data:`~elmo.model.bilm.PUBLISHED_ARCHITECTURES`):
-:class:`~elmo.model.bilm.PublishedLM` (both directions on one token layer, one adaptive softmax,
+For **elmo-small**, **elmo-medium** and **elmo-original** (:data:`~elmo.model.bilm_config.PUBLISHED_ARCHITECTURES`):
+:class:`~elmo.model.language_model.PublishedLM` (both directions on one token layer, one adaptive softmax,
 the ``pretrain --architecture`` default) trained by the project's own loop, :func:`elmo.training.trainer.fit`
 (forward, backward, gradient clipping, fused Adam step), on the device present, in fp32 and in bf16 where the
 device has it natively (CUDA, or a CPU with AVX512-BF16/AMX). Each architecture and precision runs in its own
@@ -50,7 +50,9 @@ from elmo.data.corpus import encode_corpus
 from elmo.data.text import tokenize
 from elmo.data.vocab import BOS_ID, EOS_ID, Vocabulary
 from elmo.model.adaptive_softmax import adaptive_cutoffs
-from elmo.model.bilm import PUBLISHED_ARCHITECTURES, BiLM, BiLMConfig, PublishedLM
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import PUBLISHED_ARCHITECTURES, BiLMConfig
+from elmo.model.language_model import PublishedLM
 from elmo.model.lstm import lstm_compute_dtypes, summary_dtype
 from elmo.model.plan import plan_batch, step_loss
 from elmo.runtime.device import configure_threads, cpu_has_bf16, resolve_device, set_seed

@@ -58,8 +58,11 @@ from elmo.errors import ElmoError
 from elmo.inference.class_probabilities import class_probabilities
 from elmo.inference.embedder import ElmoEmbedder
 from elmo.inference.layer_cache import compute_layers
-from elmo.model.bilm import IGNORE_INDEX, BiLM, BiLMConfig, LanguageModel, length_mask
+from elmo.model.adaptive_softmax import IGNORE_INDEX
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.classifier import ElmoClassifier
+from elmo.model.language_model import LanguageModel, length_mask
 from elmo.model.mix import LAYER_MIXES
 from elmo.model.serialization import load_bilm
 from elmo.model.static import word2vec_vectors
@@ -159,10 +162,10 @@ class NaiveLM(nn.Module):
 
     One multi-layer ``nn.LSTM``, ``nn.Dropout``, and a full softmax: a ``Linear(H, V)`` and
     cross-entropy over the whole vocabulary at every position, padding included (masked from the
-    loss). Same sizes as :class:`~elmo.model.bilm.LanguageModel` (forward direction).
+    loss). Same sizes as :class:`~elmo.model.language_model.LanguageModel` (forward direction).
 
     Args:
-        config: :class:`~elmo.model.bilm.BiLMConfig` (word token encoder, no projection).
+        config: :class:`~elmo.model.bilm_config.BiLMConfig` (word token encoder, no projection).
     """
 
     def __init__(self, config: BiLMConfig):

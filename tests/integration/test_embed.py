@@ -17,7 +17,8 @@ from support import run_script, write_tiny_agnews
 
 from elmo import ElmoEmbedder
 from elmo.data.vocab import SPECIALS, Vocabulary
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.serialization import save_bilm
 
 pytestmark = pytest.mark.slow

@@ -35,7 +35,7 @@ def test_finetune_killed_mid_epoch_then_resumed_ends_exactly_like_an_uninterrupt
     out.mkdir()
     # forward calls: 2 before training (one held-out batch per direction), 12 steps + 1 validation in epoch 1, then
     # step 8 of epoch 2, after the checkpoint of step 5
-    code = KILLER.format(root=str(ROOT), module="elmo.model.bilm", cls="PublishedLM", at=23,
+    code = KILLER.format(root=str(ROOT), module="elmo.model.language_model", cls="PublishedLM", at=23,
                          sig="SIGKILL", command="finetune")
     killed = subprocess.run([sys.executable, "-c", code, "--data-dir", str(tmp_path / "absent"), "--models-dir",
                              str(out / "models"), "--results-dir", str(out / "results"), "--images-dir",

@@ -93,7 +93,7 @@ def test_sigkill_mid_epoch_then_resume_gives_the_uninterrupted_metrics_bit_for_b
 DIRECTION_KILLER = """
 import os, signal, time
 from elmo.artifacts import load_checkpoint
-from elmo.model.bilm import LanguageModel
+from elmo.model.language_model import LanguageModel
 from elmo.pipelines import pretraining
 
 train = pretraining.train_direction

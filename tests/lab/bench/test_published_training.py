@@ -13,7 +13,7 @@ import pytest
 import lab.bench.published_training as training
 from elmo.data.vocab import BOS_ID, EOS_ID
 from elmo.errors import ElmoError
-from elmo.model.bilm import BiLMConfig
+from elmo.model.bilm_config import BiLMConfig
 from lab.bench.speed import BenchArgs, bench
 
 TINY = BiLMConfig.bilm_tf(char_dim=2, filters=((1, 2), (2, 2)), num_highway=1, hidden_size=8, projection_dim=4,

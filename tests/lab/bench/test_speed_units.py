@@ -14,7 +14,7 @@ import torch
 import lab.bench.speed as speed
 from elmo.cli import COMMANDS, add_flags
 from elmo.data.corpus import EncodedCorpus
-from elmo.model.bilm import BiLMConfig
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.classifier import StaticClassifierConfig, StaticEmbeddingClassifier
 from elmo.model.mix import LAYER_MIXES
 from elmo.pipelines.classification import ClassifyArgs

@@ -15,7 +15,8 @@ from published_reference import FIXTURES, OPTIONS, WEIGHTS
 
 from elmo.cli import main
 from elmo.data.vocab import SPECIALS, Vocabulary
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.published_io import load_published_bilm
 from elmo.model.serialization import save_bilm
 

@@ -12,7 +12,8 @@ import torch
 
 from elmo.cli import main
 from elmo.data.vocab import SPECIALS, Vocabulary
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.hub import load_pretrained
 from elmo.model.published_io import load_published_bilm, save_published_bilm
 

@@ -19,7 +19,8 @@ from elmo import ElmoEmbedder, ElmoError, TextClassifier
 from elmo.artifacts import Outputs, save_checkpoint
 from elmo.cli import run
 from elmo.data.vocab import SPECIALS, Vocabulary
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.classifier import (
     ClassifierConfig,
     ElmoClassifier,

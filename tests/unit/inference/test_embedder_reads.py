@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from elmo.inference.embedder import ElmoEmbedder
-from elmo.model.bilm import BiLM, BiLMConfig, _reading_plan
+from elmo.model.bilm import BiLM, _reading_plan
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.plan import reading_plan
 
 READING_OPERATORS = {"aten::nonzero", "aten::_local_scalar_dense", "aten::item", "aten::_unique2", "aten::unique_dim",

@@ -11,7 +11,8 @@ from elmo import Elmo
 from elmo.data.corpus import EncodedCorpus
 from elmo.errors import ElmoError
 from elmo.inference.layer_cache import cache_bytes, compute_layers, should_cache
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.runtime.device import autocast
 
 V = 30

@@ -11,7 +11,8 @@ from published_reference import FIXTURES, OPTIONS, TOLERANCE, WEIGHTS, reference
 
 from elmo import ElmoEmbedder, ElmoError
 from elmo.data.vocab import SPECIALS, Vocabulary
-from elmo.model.bilm import CHUNK_SIZE, BiLM, BiLMConfig
+from elmo.model.bilm import CHUNK_SIZE, BiLM
+from elmo.model.bilm_config import BiLMConfig
 
 #: chunked and one-pass vectors agree to float rounding (the products of a chunk have fewer rows, which BLAS may
 #: round differently by an ulp or two)

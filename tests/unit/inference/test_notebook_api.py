@@ -9,7 +9,8 @@ import torch
 from elmo import ElmoEmbedder, ElmoError
 from elmo.data.text import tokenize
 from elmo.data.vocab import SPECIALS, Vocabulary
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.serialization import save_bilm
 
 WORDS = list(SPECIALS) + ["the", "market", "rallied", "on", "friday", "team", "won", "match", "."]

@@ -11,7 +11,8 @@ from published_reference import OPTIONS, TOLERANCE, WEIGHTS, reference_batches, 
 from elmo import ElmoEmbedder, ElmoError
 from elmo.data.chars import batch_char_ids
 from elmo.data.vocab import SPECIALS, Vocabulary
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.serialization import load_bilm, save_bilm
 
 

@@ -8,7 +8,10 @@ import torch
 from elmo.data.chars import batch_char_ids, char_table
 from elmo.data.vocab import BOS_ID, EOS_ID, SPECIALS, UNK_ID
 from elmo.errors import ElmoError
-from elmo.model.bilm import IGNORE_INDEX, BiLM, BiLMConfig, LanguageModel, reverse_padded
+from elmo.model.adaptive_softmax import IGNORE_INDEX
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
+from elmo.model.language_model import LanguageModel, reverse_padded
 
 V = 40
 WORDS = list(SPECIALS) + [f"w{i}" for i in range(V - 4)]

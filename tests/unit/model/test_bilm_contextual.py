@@ -11,7 +11,9 @@ import torch
 from elmo.data.chars import batch_char_ids
 from elmo.data.vocab import SPECIALS, UNK_ID, Vocabulary
 from elmo.errors import ElmoError
-from elmo.model.bilm import BiLM, BiLMConfig, reverse_padded
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
+from elmo.model.language_model import reverse_padded
 
 WORDS = [*SPECIALS, "the", "market", "rallied", "stocks", "fell", "on", "news"]
 

@@ -20,7 +20,8 @@ from support import old_name
 
 from elmo.data.chars import TF_MAX_CHARS, batch_char_ids
 from elmo.data.vocab import SPECIALS, Vocabulary
-from elmo.model.bilm import BiLM, BiLMConfig, weights_digest
+from elmo.model.bilm import BiLM, weights_digest
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.classifier import bilm_fingerprint
 from elmo.model.published_io import load_published_bilm
 from elmo.model.serialization import load_bilm, open_bilm, save_bilm

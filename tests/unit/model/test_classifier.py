@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.classifier import ClassifierConfig, ElmoClassifier, MaskedBiLSTM, masked_mean_max
 from elmo.model.mix import LAYER_MIXES
 

@@ -8,7 +8,8 @@ import torch
 
 from elmo import Elmo, ElmoError
 from elmo.data.vocab import SPECIALS
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 
 WORDS = list(SPECIALS) + ["the", "market", "rallied", "on", "friday", "team", "won", "match", "."]
 

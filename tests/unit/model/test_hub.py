@@ -16,7 +16,8 @@ from support import CLASSIFY, SMALL, run_in_process
 from elmo import Elmo, ElmoEmbedder, ElmoError, TextClassifier
 from elmo.cli import run
 from elmo.data.vocab import SPECIALS, Vocabulary
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.classifier import ClassifierConfig, ElmoClassifier, bilm_fingerprint
 from elmo.model.hub import load_pretrained
 from elmo.model.serialization import load_bilm, open_bilm

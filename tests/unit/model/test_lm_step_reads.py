@@ -12,7 +12,8 @@ import torch
 
 from elmo.errors import ElmoError
 from elmo.model.adaptive_softmax import cluster_counts
-from elmo.model.bilm import BiLMConfig, LanguageModel
+from elmo.model.bilm_config import BiLMConfig
+from elmo.model.language_model import LanguageModel
 
 READING_OPERATORS = {"aten::nonzero", "aten::_local_scalar_dense", "aten::item", "aten::_unique2", "aten::unique_dim",
                      "aten::masked_select", "aten::bincount"}

@@ -11,7 +11,8 @@ import torch
 
 from elmo import ElmoError
 from elmo.data.chars import batch_char_ids
-from elmo.model.bilm import CHUNK_SIZE, BiLM, BiLMConfig
+from elmo.model.bilm import CHUNK_SIZE, BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.char_cnn import CharEncoder
 from elmo.model.lstm import ProjectedLSTM, step_chunks
 from lab.bench.published import random_weights

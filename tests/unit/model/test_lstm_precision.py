@@ -13,7 +13,8 @@ import torch
 from support import needs_native_bf16
 
 from elmo.data.vocab import SPECIALS
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.classifier import MaskedBiLSTM
 from elmo.model.lstm import AutocastLSTM, lstm_compute_dtypes, summary_dtype
 from elmo.runtime.device import autocast

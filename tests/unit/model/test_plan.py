@@ -16,7 +16,9 @@ from support import needs_native_bf16, published_lm
 from elmo.data.corpus import encode_corpus
 from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.errors import ElmoError
-from elmo.model.bilm import BiLM, BiLMConfig, PublishedLM
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
+from elmo.model.language_model import PublishedLM
 from elmo.model.plan import step_loss, word_plan
 from elmo.runtime.device import autocast
 

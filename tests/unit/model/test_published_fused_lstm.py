@@ -11,7 +11,8 @@ import pytest
 import torch
 from torch import nn
 
-from elmo.model.bilm import PUBLISHED_ARCHITECTURES, BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import PUBLISHED_ARCHITECTURES, BiLMConfig
 from elmo.model.lstm import ProjectedLSTM
 from elmo.model.published_io import config_from_options, options_of
 from lab.bench.published import random_weights

@@ -13,7 +13,9 @@ from support import published_lm
 from elmo.data.chars import batch_char_ids
 from elmo.data.vocab import Vocabulary
 from elmo.errors import ElmoError
-from elmo.model.bilm import IGNORE_INDEX, BiLM, BiLMConfig
+from elmo.model.adaptive_softmax import IGNORE_INDEX
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 
 TINY = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
 SENTENCES = [["The", "cat", "sat", "on", "the", "mat", "."], ["A", "dog", "ran", "."], ["The", "dog", "sat", "."]] * 4

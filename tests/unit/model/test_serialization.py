@@ -9,7 +9,8 @@ from elmo.artifacts import load_checkpoint, save_checkpoint
 from elmo.data.chars import char_table
 from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.errors import ElmoError
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.serialization import lm_checkpoint, load_bilm, save_bilm
 
 V = 40

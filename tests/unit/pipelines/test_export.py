@@ -15,7 +15,8 @@ from published_reference import FIXTURES, OPTIONS, TOLERANCE, WEIGHTS
 
 from elmo import ElmoEmbedder, ElmoError
 from elmo.data.vocab import SPECIALS
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.published_io import (
     VOCAB_SPECIALS,
     load_published_bilm,

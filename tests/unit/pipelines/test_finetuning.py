@@ -16,7 +16,8 @@ from support import make_rows, run_in_process, write_csv
 from elmo import ElmoEmbedder
 from elmo.cli import run
 from elmo.data.vocab import SPECIALS, Vocabulary
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.serialization import save_bilm
 
 #: a few steps: 380 training lines in batches of 32 (12 steps an epoch), 2 epochs, fp32 so the numbers are exact

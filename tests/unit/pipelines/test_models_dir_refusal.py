@@ -14,7 +14,8 @@ from elmo.artifacts import Outputs
 from elmo.cli import run
 from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.errors import ElmoError
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.published_io import options_of, save_published_bilm
 from elmo.model.serialization import find_bilm
 from elmo.pipelines.pretraining import PretrainArgs, check_files, refuse_different_models, replace_different_models

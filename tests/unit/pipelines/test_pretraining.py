@@ -12,7 +12,8 @@ from support import TOPIC_WORDS, make_rows, run_in_process
 from elmo.data.chars import batch_char_ids
 from elmo.data.text import tokenize
 from elmo.data.vocab import Vocabulary
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.static import word2vec_vectors
 from elmo.pipelines.pretraining import PretrainArgs, init_embeddings
 

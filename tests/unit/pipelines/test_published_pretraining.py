@@ -15,7 +15,8 @@ from elmo import ElmoEmbedder
 from elmo.cli import run
 from elmo.data.chars import batch_char_ids
 from elmo.errors import ElmoError
-from elmo.model.bilm import PUBLISHED_ARCHITECTURES, BiLM
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import PUBLISHED_ARCHITECTURES
 from elmo.model.published_io import load_published_bilm, options_of
 from elmo.pipelines.pretraining import PretrainArgs
 

@@ -11,7 +11,8 @@ from support import make_rows
 import elmo.pipelines.pretraining as pretraining
 from elmo.data.text import tokenize
 from elmo.data.vocab import Vocabulary
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.pipelines.classification import ClassifyArgs
 from elmo.pipelines.common import (
     DEFAULT_BATCH_SIZE,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from elmo.artifacts import Outputs, payload, save_checkpoint
-from elmo.model.bilm import BiLMConfig
+from elmo.model.bilm_config import BiLMConfig
 from elmo.pipelines.pretraining import PretrainArgs, stale_classifiers
 
 PUBLISHED = BiLMConfig.bilm_tf  # the published architecture written (its default size)

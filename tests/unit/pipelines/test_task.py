@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from elmo.errors import ElmoError
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.classifier import ClassifierConfig, ElmoClassifier, StaticClassifierConfig, StaticEmbeddingClassifier
 
 

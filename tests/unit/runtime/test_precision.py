@@ -10,7 +10,8 @@ from support import needs_native_bf16
 import elmo.runtime.device as device_module
 from elmo.data.corpus import EncodedCorpus
 from elmo.errors import ElmoError
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.runtime.device import (
     autocast,
     cpu_has_bf16,

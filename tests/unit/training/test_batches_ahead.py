@@ -14,7 +14,7 @@ from support import published_lm
 from elmo.data.corpus import encode_corpus
 from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.errors import ElmoError
-from elmo.model.bilm import BiLMConfig
+from elmo.model.bilm_config import BiLMConfig
 from elmo.model.plan import plan_batch, step_loss
 from elmo.training.trainer import prepared
 

@@ -10,7 +10,9 @@ import torch
 
 from elmo.data.corpus import EncodedCorpus
 from elmo.errors import ElmoError
-from elmo.model.bilm import BiLM, BiLMConfig, LanguageModel
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
+from elmo.model.language_model import LanguageModel
 from elmo.training.evaluation import evaluate_words, perplexity
 
 V = 40

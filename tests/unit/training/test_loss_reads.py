@@ -13,7 +13,8 @@ import torch
 from elmo.artifacts import load_checkpoint
 from elmo.data.corpus import EncodedCorpus
 from elmo.errors import ElmoError
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.training import trainer
 from elmo.training.state import Checkpointing
 from elmo.training.trainer import Objective, Progress, TrainConfig, fit

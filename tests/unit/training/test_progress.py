@@ -10,7 +10,8 @@ import torch
 from elmo.data.corpus import EncodedCorpus
 from elmo.data.stream import StreamedCorpus, TextSource
 from elmo.data.vocab import Vocabulary
-from elmo.model.bilm import BiLM, BiLMConfig
+from elmo.model.bilm import BiLM
+from elmo.model.bilm_config import BiLMConfig
 from elmo.training import trainer
 from elmo.training.trainer import Objective, Progress, TrainConfig, batch_count, fit
 

@@ -1,5 +1,5 @@
 """Resuming the published architecture's training (elmo.training.trainer.fit with a
-elmo.model.bilm.PublishedLM): the sampled softmax's candidates and dropout come from the generators
+elmo.model.language_model.PublishedLM): the sampled softmax's candidates and dropout come from the generators
 the checkpoint saves, so a run interrupted between checkpoints ends exactly like an uninterrupted one."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from support import published_lm
 
 from elmo.data.corpus import encode_corpus
 from elmo.data.vocab import Vocabulary
-from elmo.model.bilm import BiLMConfig
+from elmo.model.bilm_config import BiLMConfig
 from elmo.training.evaluation import perplexity
 from elmo.training.state import Checkpointing
 from elmo.training.trainer import Objective, Progress, TrainConfig, fit
