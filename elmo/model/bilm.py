@@ -5,12 +5,12 @@ Two *separate* language models read each sentence: the forward one reads ``<bos>
 reverses every sentence *within its own length*, so backward state k lines up with token k. Batches are right-padded,
 so padding never reaches a real state; padded positions are excluded from every loss and masked.
 
-**Ours** (:class:`~elmo.model.bilm_config.BiLMConfig`): per direction a token encoder (a word embedding, or the character CNN with
+**Ours** (:class:`BiLMConfig`): per direction a token encoder (a word embedding, or the character CNN with
 ``token_encoder="char"``, :mod:`elmo.model.char_cnn`) → a stack of unidirectional LSTM layers (optionally projected,
 ``proj_size``, and residual, ``residual``, §3.1) → a softmax (adaptive, Grave et al. 2017,
 :class:`~elmo.model.adaptive_softmax.AdaptiveSoftmax`, or sampled); text lower-cased.
 
-**bilm-tf's** (``shared_token_layer``, :meth:`~elmo.model.bilm_config.BiLMConfig.bilm_tf`, :data:`~elmo.model.bilm_config.PUBLISHED_ARCHITECTURES`), the architecture of
+**bilm-tf's** (``shared_token_layer``, :meth:`BiLMConfig.bilm_tf`, ``PUBLISHED_ARCHITECTURES``), the architecture of
 the published ELMo weights (AllenNLP's ``elmo_2x4096_512_2048cnn_2xhighway`` and its smaller siblings;
 :mod:`elmo.model.published_io` reads their files and computes the reference implementation's vectors,
 ``docs/published_elmo.md``, "What exact means here"), text read as written:
@@ -25,7 +25,7 @@ the published ELMo weights (AllenNLP's ``elmo_2x4096_512_2048cnn_2xhighway`` and
 3. **Sentence boundaries** ``<S>`` and ``</S>`` are added around every sentence before the LSTMs and removed after.
 4. **Training** (``pretrain --architecture``, ``finetune``): **one softmax** over the training vocabulary shared by
    both directions (:meth:`BiLM.add_head`); the loss is the mean of the two directions' (:meth:`BiLM.loss`,
-   :class:`~elmo.model.language_model.PublishedLM`); word ids are :class:`~elmo.data.vocab.Vocabulary` ids (``<bos>`` ↔ ``<S>``, ``<eos>`` ↔
+   :class:`PublishedLM`); word ids are :class:`~elmo.data.vocab.Vocabulary` ids (``<bos>`` ↔ ``<S>``, ``<eos>`` ↔
    ``</S>``, ``<unk>`` ↔ ``<UNK>``).
 
 bilm-tf and AllenNLP (``ElmoEmbedder(stateful=True)``) are *stateful*, row r's final states starting row r of the next
@@ -73,8 +73,8 @@ def words_per_pass(device_type: str, chunk_size: int | None) -> int:
 
 
 class BiLM(nn.Module, HubMixin):
-    """A biLM of either architecture, sized by ``config`` (:class:`~elmo.model.bilm_config.BiLMConfig`): a forward and a backward
-    :class:`~elmo.model.language_model.LanguageModel`, whose states form the ELMo layers (eq. 1). Ours has a token encoder and a softmax per
+    """A biLM of either architecture, sized by ``config`` (:class:`BiLMConfig`): a forward and a backward
+    :class:`LanguageModel`, whose states form the ELMo layers (eq. 1). Ours has a token encoder and a softmax per
     direction; bilm-tf's (``config.shared_token_layer``, module docstring) one character CNN ``token_encoder`` read by
     both directions and, with ``config.vocab_size``, one training ``softmax`` (:meth:`add_head`; then bilm-tf's
     initial weights, :func:`bilm_tf_initialization`, and a softmax drawn from ``seed`` alone). ``save_pretrained`` /
@@ -83,7 +83,7 @@ class BiLM(nn.Module, HubMixin):
 
     Shapes: ``ids (B, T)`` int64 right-padded word ids (0 = ``<pad>``, no boundary tokens; a character biLM reads
     only ``chars``), ``lengths (B,)`` int64 in ``[1, T]``, ``chars (B, T, C)`` int64 character ids in the biLM's
-    numbering (:attr:`~elmo.model.bilm_config.BiLMConfig.char_scheme`, bilm-tf's *without* the sentence boundaries); layers
+    numbering (:attr:`BiLMConfig.char_scheme`, bilm-tf's *without* the sentence boundaries); layers
     ``(L + 1, B, T, D)`` float32 with ``D = output_dim``, zero at padded positions.
 
     Attributes:
@@ -133,7 +133,7 @@ class BiLM(nn.Module, HubMixin):
 
     def add_head(self, seed: int = 0, **head: Any) -> "BiLM":
         """Give this biLM of bilm-tf's architecture (its weights kept) a training head: ``head``, values of
-        :data:`~elmo.model.bilm_config.HEAD_FIELDS` (``vocab_size`` required; the others default to :meth:`~elmo.model.bilm_config.BiLMConfig.bilm_tf`'s), a
+        :data:`HEAD_FIELDS` (``vocab_size`` required; the others default to :meth:`BiLMConfig.bilm_tf`'s), a
         ``softmax`` shared by both directions, initialised from ``seed`` alone, and ``dropout``; saved as
         ``elmo_kind`` ``published_lm``. Returns the biLM.
 
@@ -171,7 +171,7 @@ class BiLM(nn.Module, HubMixin):
 
     def hub_config(self) -> dict:
         """``{"config": BiLMConfig.architecture}`` (bilm-tf's architecture: its ``weights_digest`` left out, computed
-        when loaded; with a training head also ``"softmax"``: :attr:`~elmo.model.bilm_config.BiLMConfig.head`)."""
+        when loaded; with a training head also ``"softmax"``: :attr:`BiLMConfig.head`)."""
         head = {"softmax": self.config.head} if self.shared_token_layer and self.config.vocab_size else {}
         return {"config": self.config.architecture, **head}
 
@@ -296,7 +296,7 @@ class BiLM(nn.Module, HubMixin):
 
     def direction(self, name: str) -> "LanguageModel | PublishedLM":
         """One direction (``"forward"`` or ``"backward"``) as a language model of its own: our
-        :class:`~elmo.model.language_model.LanguageModel`, or a :class:`~elmo.model.language_model.PublishedLM` over the shared token layer and softmax."""
+        :class:`LanguageModel`, or a :class:`PublishedLM` over the shared token layer and softmax."""
         if self.shared_token_layer:
             return PublishedLM(self, (DIRECTIONS.index(name),))
         return (self.forward_lm, self.backward_lm)[DIRECTIONS.index(name)]
@@ -417,8 +417,8 @@ class BiLM(nn.Module, HubMixin):
         return {"plan": _reading_plan(read.to(device)), "boundaries": None}
 
     def boundary_inputs(self, d: int, x: torch.Tensor, lengths: torch.Tensor, reading: dict | None) -> torch.Tensor:
-        """Direction ``d``'s ``<bos> x_1 .. x_n <eos>`` ``(B, T + 2, E)`` (:func:`~elmo.model.language_model.with_boundaries`): ours, its half of
-        ``x (B, T, 2E)`` and its own boundary vectors (:meth:`~elmo.model.language_model.LanguageModel.boundary_vectors`); bilm-tf's, ``<S>`` and
+        """Direction ``d``'s ``<bos> x_1 .. x_n <eos>`` ``(B, T + 2, E)`` (:func:`with_boundaries`): ours, its half of
+        ``x (B, T, 2E)`` and its own boundary vectors (:meth:`LanguageModel.boundary_vectors`); bilm-tf's, ``<S>`` and
         ``</S>`` through the one token layer, made once for both directions."""
         if self.shared_token_layer:
             if "full" not in reading:
@@ -431,7 +431,7 @@ class BiLM(nn.Module, HubMixin):
                        initial: States | None, steps: int, carry: bool) -> tuple[Iterable[torch.Tensor], States]:
         """Direction ``d``'s ``[h_1 .. h_L]``, each ``(B, >= steps, E)``, over ``inputs (B, T + 2, E)`` in reading order,
         and, with ``carry`` (each row read to its ``sentence`` length), the final states: ours through
-        :meth:`~elmo.model.language_model.LanguageModel.read` / :meth:`~elmo.model.language_model.LanguageModel.read_to_ends`; bilm-tf's stack run as ``reading`` plans,
+        :meth:`LanguageModel.read` / :meth:`LanguageModel.read_to_ends`; bilm-tf's stack run as ``reading`` plans,
         each layer restored to the batch's row order one at a time (no second copy of them all)."""
         lm = (self.forward_lm, self.backward_lm)[d]
         if not self.shared_token_layer:
@@ -557,7 +557,7 @@ class BiLM(nn.Module, HubMixin):
 
     def _with_boundaries(self, x: torch.Tensor, lengths: torch.Tensor,
                          plan: WordPlan | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """:func:`~elmo.model.language_model.with_boundaries` with the ``<S>``, ``</S>`` spellings through the one token layer."""
+        """:func:`with_boundaries` with the ``<S>``, ``</S>`` spellings through the one token layer."""
         return with_boundaries(x, lengths, self.token_vectors(self.boundary_chars.to(x.device), plan))
 
 
@@ -568,7 +568,7 @@ for _kind in ("published_bilm", "published_lm"):  # bilm-tf's architecture, with
 def weights_digest(bilm: nn.Module) -> str:
     """A short hash of a biLM's weights (names as earlier versions gave them, ``forward_layers.j``; shapes and the first
     4,096 values of each; a training ``softmax`` left out), which identifies one of bilm-tf's architecture in
-    :attr:`~elmo.model.bilm_config.BiLMConfig.weights_digest` so that a classifier only loads onto it."""
+    :attr:`BiLMConfig.weights_digest` so that a classifier only loads onto it."""
     digest = hashlib.sha256()
     for name, tensor in bilm.state_dict().items():
         if name.startswith("softmax."):  # a training head is not part of the biLM

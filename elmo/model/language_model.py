@@ -60,7 +60,8 @@ def length_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
 
 def with_boundaries(x: torch.Tensor, lengths: torch.Tensor, bounds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``<bos> x_1 .. x_n <eos>`` of right-padded token vectors ``x (B, T, W)``, ``bounds (2, W)`` the boundaries'
-    vectors: ``(B, T + 2, W)`` float32, zero past ``<eos>``, and the lengths ``n + 2`` (:meth:`~elmo.model.bilm.BiLM.contextual`, both architectures)."""
+    vectors: ``(B, T + 2, W)`` float32, zero past ``<eos>``, and the lengths ``n + 2``
+    (:meth:`~elmo.model.bilm.BiLM.contextual`, both architectures)."""
     batch, longest, width = x.shape
     mask = length_mask(lengths, longest).unsqueeze(-1)
     end = torch.zeros(batch, 1, width, device=x.device)
@@ -71,7 +72,7 @@ def with_boundaries(x: torch.Tensor, lengths: torch.Tensor, bounds: torch.Tensor
 
 class LanguageModel(CachedWeights):
     """One direction of the biLM, ``"forward"`` (predict the next word) or ``"backward"``, sized by ``config``
-    (:class:`~elmo.model.bilm_config.BiLMConfig`): token encoder → L unidirectional LSTM layers → softmax. Of bilm-tf's architecture
+    (:class:`BiLMConfig`): token encoder → L unidirectional LSTM layers → softmax. Of bilm-tf's architecture
     (``shared_token_layer``) only the LSTM layers: its token layer and softmax are the :class:`~elmo.model.bilm.BiLM`'s, and
     :class:`PublishedLM` is its direction as a language model.
 
@@ -111,7 +112,7 @@ class LanguageModel(CachedWeights):
 
     @property
     def vocab_size(self) -> int:
-        """V, the words the softmax predicts (:attr:`~elmo.model.bilm_config.BiLMConfig.vocab_size`)."""
+        """V, the words the softmax predicts (:attr:`BiLMConfig.vocab_size`)."""
         return self.config.vocab_size
 
     def reading_order(self, ids: torch.Tensor, lengths: torch.Tensor,
@@ -211,8 +212,9 @@ class LanguageModel(CachedWeights):
         return outputs, finals
 
     def boundary_vectors(self) -> torch.Tensor:
-        """``(2, E)``: this direction's token vectors of ``<bos>`` and ``<eos>`` (for :meth:`~elmo.model.bilm.BiLM.contextual`),
-        cached while the token layer's weights are unchanged (:func:`~elmo.model.lstm.cached`)."""
+        """``(2, E)``: this direction's token vectors of ``<bos>`` and ``<eos>`` (for
+        :meth:`~elmo.model.bilm.BiLM.contextual`), cached while the token layer's weights are unchanged
+        (:func:`~elmo.model.lstm.cached`)."""
         params = list(self.embedding.parameters())
 
         def make() -> list[torch.Tensor]:
@@ -316,13 +318,13 @@ class Direction(Protocol):
 
 
 class PublishedLM(nn.Module):
-    """A :class:`~elmo.model.bilm.BiLM` of bilm-tf's architecture with its training head as a language model over ``directions`` (0
-    forward, 1 backward): what :func:`~elmo.training.trainer.fit` trains (``forward`` → ``(loss, n)``,
-    :meth:`~elmo.model.bilm.BiLM.loss`; ``host_keys`` and ``host_plan`` for :func:`~elmo.model.plan.step_loss`) and, for one
-    direction, the :class:`Direction` that :mod:`elmo.training.evaluation` reads for per-direction held-out
-    perplexities (``predicted_states``, ``vocabulary_log_probs``, ``log_probs``). Its state is the biLM's under
-    ``bilm.``; a training checkpoint of an earlier version (the softmax beside the biLM, :meth:`~elmo.model.bilm.BiLM.renamed_state`)
-    loads too."""
+    """A :class:`~elmo.model.bilm.BiLM` of bilm-tf's architecture with its training head as a language model over
+    ``directions`` (0 forward, 1 backward): what :func:`~elmo.training.trainer.fit` trains (``forward`` →
+    ``(loss, n)``, :meth:`~elmo.model.bilm.BiLM.loss`; ``host_keys`` and ``host_plan`` for
+    :func:`~elmo.model.plan.step_loss`) and, for one direction, the :class:`Direction` that
+    :mod:`elmo.training.evaluation` reads for per-direction held-out perplexities (``predicted_states``,
+    ``vocabulary_log_probs``, ``log_probs``). Its state is the biLM's under ``bilm.``; a training checkpoint of an
+    earlier version (the softmax beside the biLM, :meth:`~elmo.model.bilm.BiLM.renamed_state`) loads too."""
 
     def __init__(self, bilm: nn.Module, directions: Sequence[int] = (0, 1)):
         super().__init__()
@@ -333,7 +335,7 @@ class PublishedLM(nn.Module):
 
     @property
     def vocab_size(self) -> int:
-        """V, the words the shared softmax predicts (:attr:`~elmo.model.bilm_config.BiLMConfig.vocab_size`)."""
+        """V, the words the shared softmax predicts (:attr:`BiLMConfig.vocab_size`)."""
         return self.bilm.config.vocab_size
 
     def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan:

@@ -226,8 +226,8 @@ def initial_softmax(model: BiLM, loaded: PretrainData, config: FinetuneArgs) -> 
 
 
 def held_out_perplexities(model: nn.Module, data: dict, run: StartedRun) -> dict[str, dict[str, float]]:
-    """Each direction's exact full-vocabulary perplexity on val (and test) of ``model`` (either architecture's training model:
-    ``direction(name)`` gives one direction's LM): ``{"val": {"forward_perplexity": ...}}``."""
+    """Each direction's exact full-vocabulary perplexity on val (and test) of ``model`` (either architecture's
+    training model: ``direction(name)`` gives one direction's LM): ``{"val": {"forward_perplexity": ...}}``."""
     return {split: {f"{d}_perplexity": perplexity(model.direction(d), data[split], run.device) for d in DIRECTIONS}
             for split in ("val", "test") if split in data}
 

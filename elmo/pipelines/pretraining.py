@@ -99,8 +99,8 @@ class PretrainArgs(CommonArgs):
       one token layer and one LM per direction, written as ``bilstm.pt``), else the published ELMo architecture, a name
       of :data:`~elmo.model.bilm_config.PUBLISHED_ARCHITECTURES` or a bilm-tf options.json (:mod:`elmo.model.bilm`:
       one character CNN and one softmax shared by the directions, case kept, written as the ``save_pretrained`` folder
-      ``bilm/`` (``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``), for ``python -m elmo export``). A size flag given overrides the preset (:data:`PRESET_FLAGS`; ``--proj-size 0``: no
-      projection).
+      ``bilm/`` (``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``), for ``python -m elmo export``).
+      A size flag given overrides the preset (:data:`PRESET_FLAGS`; ``--proj-size 0``: no projection).
     * ``--init-embeddings``: ``word2vec`` copies skip-gram vectors of the training text (unit std) into both LMs'
       token embeddings, ``word2vec-centered`` minus their mean, ``none`` keeps them random; ``auto`` is ``word2vec``
       unless the vectors share one direction (:data:`AUTO_INIT_MAX_COSINE`), then random. Character encoders start
@@ -173,7 +173,8 @@ class PretrainArgs(CommonArgs):
         return filters
 
     def bilm_config(self, vocab_size: int) -> BiLMConfig:
-        """Our biLM's :class:`~elmo.model.bilm_config.BiLMConfig` from these flags. Raises :class:`ElmoError` on bad sizes."""
+        """Our biLM's :class:`~elmo.model.bilm_config.BiLMConfig` from these flags. Raises :class:`ElmoError` on bad
+        sizes."""
         output = self.size("proj_size") or self.size("hidden_size")
         clipped = self.size("lstm") == "clipped"  # at bilm-tf's bounds, those of the published presets
         clips = {"cell_clip": OUR_CLIP if clipped else None, "proj_clip": OUR_CLIP if clipped else None}
@@ -775,12 +776,12 @@ def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainDa
 def train_published(model: BiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
                     out: dict, stale: list[Path], keep: Iterable, command: str = "pretrain",
                     groups: Unfreezing | None = None) -> dict:
-    """Train the published architecture with its training head (:class:`~elmo.model.bilm.BiLM`, both
-    directions at once, :class:`~elmo.model.language_model.PublishedLM`) with :func:`~elmo.training.trainer.fit` (early stopping on both directions' validation perplexity,
-    checkpoints, ``--resume``; ``groups``: the optimiser's, else one); then rank 0 evaluates each direction exactly
-    and writes the model, with its softmax and vocabulary, as the ``save_pretrained`` folder ``bilm/`` of
-    ``--models-dir`` (:class:`~elmo.model.hub.HubMixin`; an earlier version's ``published_lm.pt`` there is removed), ``lm.json``
-    (``out`` completed) and the plots as :func:`write_outputs` does (``keep``, ``stale``, ``command``). Returns ``out``
+    """Train the published architecture with its training head (:class:`~elmo.model.bilm.BiLM`, both directions at
+    once, :class:`~elmo.model.language_model.PublishedLM`) with :func:`~elmo.training.trainer.fit` (early stopping on
+    both directions' validation perplexity, checkpoints, ``--resume``; ``groups``: the optimiser's, else one); then
+    rank 0 evaluates each direction exactly and writes the model, with its softmax and vocabulary, as the
+    ``save_pretrained`` folder ``bilm/`` of ``--models-dir`` (:class:`~elmo.model.hub.HubMixin`; an earlier
+    version's ``published_lm.pt`` there is removed), ``lm.json`` (``out`` completed) and the plots as :func:`write_outputs` does (``keep``, ``stale``, ``command``). Returns ``out``
     (on every rank)."""
     started = time.perf_counter()
     torch.manual_seed(config.seed + run.ctx.rank)  # one dropout and candidate stream per rank
