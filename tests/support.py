@@ -168,9 +168,9 @@ def write_published_lm(model, vocab, path: Path) -> Path:
 def old_name(key: str) -> str:
     """The name an earlier version's ``published_lm.pt`` (or ``published_lm`` folder) gave a weight of the published
     architecture with its training head: the biLM under ``bilm.``, its LSTM layers as ``forward_layers.j``."""
-    import re
+    from elmo.model.hub import earlier_key
 
-    return key if key.startswith("softmax.") else "bilm." + re.sub(r"^(forward|backward)_lm\.layers\.", r"\1_layers.", key)
+    return key if key.startswith("softmax.") else "bilm." + earlier_key(key)
 
 
 def published_lm(config, vocab_size: int, seed: int = 0, **head):

@@ -38,7 +38,6 @@ width ``2 * output_size``. Long sentences are computed in chunks (:attr:`BiLM.ch
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -54,7 +53,7 @@ from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax
 from .bilm_config import HEAD_FIELDS, BiLMConfig
 from .char_cnn import WORDS_PER_PASS, WORDS_PER_PASS_GPU, CharEncoder
 from .dropout import FastDropout
-from .hub import HubMixin
+from .hub import HubMixin, earlier_key
 from .language_model import DIRECTIONS, LanguageModel, PublishedLM, States, length_mask, reverse_padded, with_boundaries
 from .lstm import projected_stack
 from .plan import HostPlan, WordPlan, device_reading_plan, host_plan, word_plan
@@ -573,7 +572,7 @@ def weights_digest(bilm: nn.Module) -> str:
     for name, tensor in bilm.state_dict().items():
         if name.startswith("softmax."):  # a training head is not part of the biLM
             continue
-        name = re.sub(r"^(forward|backward)_lm\.layers\.", r"\1_layers.", name)
+        name = earlier_key(name)
         values = tensor.detach().float().reshape(-1)[:4096].cpu().numpy()
         digest.update(f"{name}{tuple(tensor.shape)}".encode() + values.tobytes())
     return digest.hexdigest()[:16]

@@ -87,6 +87,17 @@ def hub_failure(exc: BaseException) -> str:
 
 #: the names earlier versions gave the LSTM layers of bilm-tf's architecture, now ``forward_lm.layers.j``
 OLD_LAYERS = re.compile(r"(^|\.)(forward|backward)_layers\.")
+NEW_LAYERS = re.compile(r"(^|\.)(forward|backward)_lm\.layers\.")
+
+
+def renamed_key(key: str) -> str:
+    """This version's name of a weight an earlier version named ``key`` (:data:`OLD_LAYERS`), at any depth."""
+    return OLD_LAYERS.sub(r"\1\2_lm.layers.", key)
+
+
+def earlier_key(key: str) -> str:
+    """The name earlier versions gave the weight this version names ``key``: the inverse of :func:`renamed_key`."""
+    return NEW_LAYERS.sub(r"\1\2_layers.", key)
 
 
 class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPER, model_card_template=CARD_TEMPLATE,
@@ -124,7 +135,7 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
         """A ``model.safetensors`` state with the names this version gives the weights: earlier versions named the
         LSTM layers of bilm-tf's architecture ``forward_layers.j`` / ``backward_layers.j`` (:data:`OLD_LAYERS`),
         inside any module (an ``Elmo`` layer's or a classifier's biLM too)."""
-        return {OLD_LAYERS.sub(r"\1\2_lm.layers.", k): v for k, v in state.items()}
+        return {renamed_key(k): v for k, v in state.items()}
 
     def loaded(self, folder: Path) -> None:
         """Called on every :class:`HubMixin` inside a module after its weights were read from ``folder``."""

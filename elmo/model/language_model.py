@@ -19,7 +19,7 @@ from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax, cluster_counts
 from .bilm_config import BiLMConfig
 from .char_cnn import CharEncoder
 from .dropout import FastDropout
-from .hub import HubMixin
+from .hub import renamed_key
 from .lstm import AutocastLSTM, CachedWeights, ProjectedLSTM, autocast_dtype, cached, projected_stack, step_chunks
 from .plan import HostPlan, device_reading_plan, predicted_positions
 from .sampled_softmax import SampledSoftmax
@@ -373,6 +373,6 @@ def _renamed_training_state(state: dict[str, torch.Tensor], prefix: str, *_: Any
     """:class:`PublishedLM`'s state-dict pre-hook: the keys of an earlier version's training checkpoint renamed in
     place (:meth:`~elmo.model.bilm.BiLM.renamed_state` under ``bilm.``)."""
     for key in [k for k in state if k.startswith(prefix)]:
-        new = f"{prefix}bilm." + next(iter(HubMixin.renamed_state({key[len(prefix):].removeprefix("bilm."): None})))
+        new = f"{prefix}bilm." + renamed_key(key[len(prefix):].removeprefix("bilm."))
         if new != key:
             state[new] = state.pop(key)

@@ -228,9 +228,8 @@ def open_bilm(path: str | os.PathLike, weight_file: str | os.PathLike | None = N
         return OpenedBiLM(published, vocab, source, meta)
     if source.kind == "pretrained":
         model = hub.load_pretrained(source.files[0])
-        bilm = getattr(model, "bilm", model)  # a biLM, or an Elmo layer's or a classifier's biLM
-        if model.hub_kind == "published_lm":  # the biLM without its training softmax
-            bilm = bilm.without_head()
+        # a biLM, or an Elmo layer's or a classifier's biLM; without a training softmax, which the layers never read
+        bilm = getattr(model, "bilm", model).without_head()
         return OpenedBiLM(bilm, model.vocab, source, {"card": model.card})
     return OpenedBiLM(load_published_bilm(*source.files), None, source)
 

@@ -53,6 +53,7 @@ from .pretraining import (
     say_stale,
     stale_classifiers,
     train_published,
+    training_head,
     write_outputs,
 )
 
@@ -136,12 +137,6 @@ class FinetuneArgs(CommonArgs):
             return FinetuneText(**shared, architecture=self.options_file,
                                 model=None if opened is None else opened.bilm.config)
         return FinetuneText(**shared, model=opened.bilm.config, reads_cased=False, fixed_vocab=opened.vocab)
-
-    def head(self, vocab_size: int) -> dict:
-        """The training head (:meth:`~elmo.model.bilm.BiLM.add_head`): ``--softmax``,
-        ``--softmax-samples``, ``--dropout``."""
-        return {"vocab_size": vocab_size, "softmax": self.softmax, "samples": self.softmax_samples,
-                "dropout": self.dropout}
 
 
 @dataclass
@@ -269,7 +264,7 @@ def finetune(config: FinetuneArgs) -> dict:
             + f"{run.threads} threads, {run.precision} training")
     if not bilm.shared_token_layer:
         return finetune_directions(opened, loaded, config, run, stale)
-    model = language_model_of(bilm, config.seed, **config.head(len(vocab)))
+    model = language_model_of(bilm, config.seed, **training_head(config, len(vocab)))
     init = initial_softmax(model, loaded, config)
     model.to(run.device)
     before = held_out_perplexities(model, loaded.data, run)

@@ -231,12 +231,6 @@ class PretrainArgs(CommonArgs):
         """The vocabulary of the text: ``build()`` on rank 0, shared with every rank (:func:`shared_vocabulary`)."""
         return shared_vocabulary(build)
 
-    def published_head(self, vocab_size: int) -> dict:
-        """The training head of the published architecture (``--softmax``, ``--softmax-samples``, ``--dropout``): its
-        :data:`~elmo.model.bilm_config.HEAD_FIELDS` (:meth:`~elmo.model.bilm.BiLM.add_head`)."""
-        return {"vocab_size": vocab_size, "softmax": self.softmax, "samples": self.softmax_samples,
-                "dropout": self.dropout}
-
     def model_config(self, vocab_size: int) -> BiLMConfig:
         """What is trained: the published architecture (``--architecture``) or our biLM (:meth:`bilm_config`)."""
         return self.published_config() or self.bilm_config(vocab_size)
@@ -273,7 +267,15 @@ class PretrainArgs(CommonArgs):
         if self.concurrent_directions == "on":
             raise ElmoError(f"--concurrent-directions on: --architecture {self.architecture} trains both directions "
                             "in one model (one token layer and one softmax shared by them); use auto or off")
-        replace(self.published_config(), **self.published_head(vocab_size=10))
+        replace(self.published_config(), **training_head(self, vocab_size=10))
+
+
+def training_head(flags: CommonArgs, vocab_size: int) -> dict:
+    """The training head of bilm-tf's architecture from ``--softmax``, ``--softmax-samples`` and ``--dropout`` (of
+    ``pretrain --architecture`` or ``finetune``): its :data:`~elmo.model.bilm_config.HEAD_FIELDS`
+    (:meth:`~elmo.model.bilm.BiLM.add_head`) for a vocabulary of ``vocab_size`` words."""
+    return {"vocab_size": vocab_size, "softmax": flags.softmax, "samples": flags.softmax_samples,
+            "dropout": flags.dropout}
 
 
 def _flag(name: str) -> str:
@@ -764,7 +766,7 @@ def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainDa
                        stale: list[Path] | None = None) -> dict:
     """``--architecture``: the published architecture, initialised as bilm-tf initialises it, trained and written by
     :func:`train_published`. Returns the ``lm.json`` content (on every rank)."""
-    model = BiLM(replace(config.published_config(), **config.published_head(len(loaded.vocab))),
+    model = BiLM(replace(config.published_config(), **training_head(config, len(loaded.vocab))),
                           seed=config.seed).to(run.device)
     if config.init_embeddings.startswith("word2vec"):
         run.say(f"--init-embeddings {config.init_embeddings} does not apply to the character encoder: it starts from "
