@@ -132,11 +132,14 @@ def resolve_precision(name: str, device: torch.device, native_bf16: bool | None 
     ``auto``: on CUDA bf16 where the GPU supports it, else fp16 (with a gradient scaler in training); on a CPU bf16
     when it has native bf16 (``native_bf16``, default :func:`cpu_has_bf16`), else fp32. Weights, optimiser state, the
     LM softmax's log-probabilities and every loss stay fp32 either way; only matrix products and the LSTM kernels run
-    in the lower precision. Raises ElmoError for an unknown name, fp16 on a CPU (no fast fp16 kernels there) or bf16
-    on a CPU without native bf16 (oneDNN cannot run the LSTMs in bf16 there).
+    in the lower precision. On CUDA it turns TF32 off for cuDNN and matrix products (cuDNN's LSTMs and convolutions
+    use TF32 by default), so that what computes in fp32 does. Raises ElmoError for an unknown name, fp16 on a CPU (no
+    fast fp16 kernels there) or bf16 on a CPU without native bf16 (oneDNN cannot run the LSTMs in bf16 there).
     """
     if name not in PRECISIONS:
         raise ElmoError(f"--precision: unknown precision {name!r} (use {', '.join(PRECISIONS)})")
+    if device.type == "cuda":
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     if device.type == "cpu" and native_bf16 is None and name in ("auto", "bf16", "fp16"):
         native_bf16 = cpu_has_bf16()
     if name == "auto":

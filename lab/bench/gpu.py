@@ -32,7 +32,7 @@ among them that read the device back, and on CUDA the synchronisations ``torch.c
   perplexities and accuracies of the JSON they write (copied with their stdout to ``--out``/default_run/), each
   process's peak CUDA memory (read at its exit, :func:`run_with_peak`) and peak resident memory;
 * ``larger_steps``, only when ``--parts`` names it (:func:`larger_steps_part`): ``pretrain --architecture elmo-small``
-  at bilm-tf's 128 windows a step and at 16 times that with the learning rate scaled (:data:`LARGER_STEPS`), the
+  at bilm-tf's 128 windows a step and at 2 and 4 times that with the learning rate scaled (:data:`LARGER_STEPS`), the
   held-out perplexities at the same number of tokens;
 * ``compile``: training's first row again through ``torch.compile`` (``TrainConfig.compile``), in a process of its
   own that is ended when the budget runs out, beside the row without it.
@@ -73,7 +73,7 @@ from elmo.model.lstm import lstm_compute_dtypes, summary_dtype
 from elmo.model.published_io import save_published_bilm
 from elmo.pipelines.common import command_line, option
 from elmo.pipelines.pretraining import PretrainArgs
-from elmo.runtime.device import configure_threads, resolve_device
+from elmo.runtime.device import configure_threads, resolve_device, resolve_precision
 
 from .children import in_child, run_script
 from .flops import GPU_PEAK_SIZE, matmul_gflops, precision_refusal, synchronize
@@ -87,9 +87,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SHARES = {"training": 150, "inference": 40, "default_run": None, "larger_steps": 240, "compile": 60}
 #: the ``larger_steps`` part's runs of ``pretrain --architecture elmo-small --lstm fused`` on AG News, each
 #: ``(tokens per step, learning rate as a multiple of the default, warm-up steps)``: bilm-tf's 128 windows (2,688
-#: tokens) with the defaults, then 16 times the words per step with the rate scaled by the square root or linearly and
-#: the warm-up kept at the same number of tokens (You et al. 2019; Goyal et al. 2017)
-LARGER_STEPS = {"base": (2688, 1.0, 300), "sqrt": (43008, 4.0, 19), "linear": (43008, 16.0, 19)}
+#: tokens) with the defaults, then 2 and 4 times the words per step with the rate scaled by the square root and the
+#: warm-up kept at the same number of tokens (You et al. 2019). 16 times the words had too few steps in two epochs of
+#: AG News for square-root or linear scaling (lab/performance.md, "Larger steps at the same number of tokens")
+LARGER_STEPS = {"base": (2688, 1.0, 300), "sqrt_2x": (5376, 2 ** 0.5, 150), "sqrt_4x": (10752, 2.0, 75)}
 #: epochs of every ``larger_steps`` run: the runs compare at the same number of training tokens
 LARGER_STEPS_EPOCHS = 2
 #: the architectures trained, the one the goals are about first
@@ -483,6 +484,7 @@ def measure_gpu(cfg: GpuArgs) -> dict[str, Any]:
         raise ElmoError(f"--data-dir {cfg.data_dir} has no train.csv and test.csv (python -m elmo fetch downloads them)")
     threads = configure_threads(cfg.threads)
     device = resolve_device(cfg.device)
+    resolve_precision("fp32", device)  # TF32 off on CUDA, as in every run of the library: the record says so
     if device.type != "cuda" and not cfg.tiny:
         raise ElmoError(f"python -m lab gpu measures a GPU and found none (--device {cfg.device}); --tiny runs it "
                         "at tiny sizes on any device")

@@ -192,10 +192,10 @@ def test_larger_steps_compares_scaled_learning_rates_at_the_same_tokens(tmp_path
                                     parts=("larger_steps",)))
     assert r["order"] == ["larger_steps"] and r["skipped"] == []
     runs = r["parts"]["larger_steps"]["runs"]
-    assert list(runs) == list(gpu.LARGER_STEPS) == ["base", "sqrt", "linear"]
+    assert list(runs) == list(gpu.LARGER_STEPS) == ["base", "sqrt_2x", "sqrt_4x"]
     base = runs["base"]
-    assert "test_change" not in base and base["tokens_per_step"] < runs["sqrt"]["tokens_per_step"]
-    for name in ("sqrt", "linear"):
+    assert "test_change" not in base and base["tokens_per_step"] < runs["sqrt_2x"]["tokens_per_step"]
+    for name in ("sqrt_2x", "sqrt_4x"):
         run = runs[name]
         assert run["test_change"] == pytest.approx(run["test_mean"] / base["test_mean"] - 1)
         assert f"--lr {0.004 * gpu.LARGER_STEPS[name][1]:g}" in run["command"]

@@ -36,6 +36,16 @@ def test_auto_on_a_cpu_is_bf16_exactly_when_the_cpu_has_native_bf16(native):
     assert resolve_precision("fp32", CPU, native_bf16=native) is None
 
 
+def test_on_cuda_fp32_means_fp32_not_tf32(monkeypatch):
+    for flags in (torch.backends.cudnn, torch.backends.cuda.matmul):
+        monkeypatch.setattr(flags, "allow_tf32", True)  # cuDNN's default, and a user's choice for products
+    assert resolve_precision("fp32", CUDA) is None
+    assert torch.backends.cudnn.allow_tf32 is False and torch.backends.cuda.matmul.allow_tf32 is False
+    monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", True)
+    resolve_precision("fp32", CPU, native_bf16=False)  # a CPU run leaves the CUDA flags alone
+    assert torch.backends.cudnn.allow_tf32 is True
+
+
 def test_explicit_bf16_on_a_cpu_without_native_bf16_is_an_error_that_names_fp32_and_auto():
     assert resolve_precision("bf16", CPU, native_bf16=True) is torch.bfloat16
     with pytest.raises(ElmoError, match="native bf16") as error:
