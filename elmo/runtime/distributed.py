@@ -134,20 +134,14 @@ def _collective_device() -> torch.device:
 
 
 def broadcast_words(words: list[str] | None) -> list[str]:
-    """Rank 0's ``words`` on every rank (the vocabulary every rank must share), sent as UTF-8 bytes; ``words`` is
-    ignored (may be ``None``) on the other ranks."""
+    """Rank 0's ``words`` on every rank (the vocabulary every rank must share); ``words`` is ignored (may be ``None``)
+    on the other ranks."""
     if not _CONTEXT.enabled:
         assert words is not None
         return words
-    device = _collective_device()
-    payload = "\n".join(words).encode("utf-8") if _CONTEXT.is_main else b""
-    size = torch.tensor([len(payload)], dtype=torch.int64, device=device)
-    dist.broadcast(size, src=0)
-    data = torch.zeros(int(size.item()), dtype=torch.uint8, device=device)
-    if _CONTEXT.is_main:
-        data.copy_(torch.frombuffer(bytearray(payload), dtype=torch.uint8))
-    dist.broadcast(data, src=0)
-    return bytes(data.cpu().numpy()).decode("utf-8").split("\n")
+    sent = [words if _CONTEXT.is_main else None]
+    dist.broadcast_object_list(sent, src=0, device=_collective_device())
+    return sent[0]
 
 
 def gather_objects(obj: Any) -> list[Any]:
