@@ -88,8 +88,8 @@ SHARES = {"training": 150, "inference": 40, "default_run": None, "larger_steps":
 #: the ``larger_steps`` part's runs of ``pretrain --architecture elmo-small --lstm fused`` on AG News, each
 #: ``(tokens per step, learning rate as a multiple of the default, warm-up steps)``: bilm-tf's 128 windows (2,688
 #: tokens) with the defaults, then 2 and 4 times the words per step with the rate scaled by the square root and the
-#: warm-up kept at the same number of tokens (You et al. 2019). 16 times the words had too few steps in two epochs of
-#: AG News for square-root or linear scaling (lab/performance.md, "Larger steps at the same number of tokens")
+#: warm-up kept at the same number of tokens (You et al. 2019). 16 times the words, with square-root or linear scaling,
+#: lost more (lab/experiments.md, gpu_larger_steps)
 LARGER_STEPS = {"base": (2688, 1.0, 300), "sqrt_2x": (5376, 2 ** 0.5, 150), "sqrt_4x": (10752, 2.0, 75)}
 #: epochs of every ``larger_steps`` run: the runs compare at the same number of training tokens
 LARGER_STEPS_EPOCHS = 2
