@@ -28,6 +28,16 @@ from .serialization import open_bilm
 from .static import STATIC_METHODS
 
 
+def _check_fields(config: Any, *checks: tuple[str, bool, str]) -> None:
+    """Raise ElmoError ``<Class>.<field> must be <rule>, got <value>`` (:attr:`ElmoError.field` ``<Class>.<field>``; a
+    ``str`` value as its ``repr``) for the first of ``checks``, ``(field, ok, rule)``, that is not ``ok``."""
+    for name, ok, rule in checks:
+        if not ok:
+            value, where = getattr(config, name), f"{type(config).__name__}.{name}"
+            raise ElmoError(f"{where} must be {rule}, got {value!r}" if isinstance(value, str) else
+                            f"{where} must be {rule}, got {value}", field=where)
+
+
 @dataclass
 class SequenceClassifierConfig:
     """Sizes of the task head every representation shares (:class:`SequenceClassifier` shows where each applies).
@@ -50,20 +60,10 @@ class SequenceClassifierConfig:
     seed: int = 0
 
     def __post_init__(self):
-        owner = type(self).__name__
-        if self.token_embedding_dim < 0:
-            raise ElmoError(f"{owner}.token_embedding_dim must be >= 0, got {self.token_embedding_dim}",
-                            field=f"{owner}.token_embedding_dim")
-        if self.encoder_hidden <= 0:
-            raise ElmoError(f"{owner}.encoder_hidden must be positive, got {self.encoder_hidden}",
-                            field=f"{owner}.encoder_hidden")
-        if self.encoder_projection < 0:
-            raise ElmoError(f"{owner}.encoder_projection must be >= 0, got {self.encoder_projection}",
-                            field=f"{owner}.encoder_projection")
-        if self.num_classes < 2:
-            raise ElmoError(f"{owner}.num_classes must be >= 2, got {self.num_classes}", field=f"{owner}.num_classes")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ElmoError(f"{owner}.dropout must be in [0, 1), got {self.dropout}", field=f"{owner}.dropout")
+        _check_fields(self, ("token_embedding_dim", self.token_embedding_dim >= 0, ">= 0"),
+                     ("encoder_hidden", self.encoder_hidden > 0, "positive"),
+                     ("encoder_projection", self.encoder_projection >= 0, ">= 0"),
+                     ("num_classes", self.num_classes >= 2, ">= 2"), ("dropout", 0.0 <= self.dropout < 1.0, "in [0, 1)"))
 
     @property
     def representation(self) -> str:
@@ -96,17 +96,10 @@ class ClassifierConfig(SequenceClassifierConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.mix not in LAYER_MIXES:
-            raise ElmoError(f"ClassifierConfig.mix must be one of {', '.join(LAYER_MIXES)}, got {self.mix!r}",
-                            field="ClassifierConfig.mix")
-        if not 0.0 <= self.elmo_dropout < 1.0:
-            raise ElmoError(f"ClassifierConfig.elmo_dropout must be in [0, 1), got {self.elmo_dropout}",
-                            field="ClassifierConfig.elmo_dropout")
-        if self.mix_l2 < 0:
-            raise ElmoError(f"ClassifierConfig.mix_l2 must be >= 0, got {self.mix_l2}", field="ClassifierConfig.mix_l2")
-        if self.learned_function not in LEARNED_FUNCTIONS:
-            raise ElmoError(f"ClassifierConfig.learned_function must be one of {', '.join(LEARNED_FUNCTIONS)}, "
-                            f"got {self.learned_function!r}", field="ClassifierConfig.learned_function")
+        _check_fields(self, ("mix", self.mix in LAYER_MIXES, f"one of {', '.join(LAYER_MIXES)}"),
+                     ("elmo_dropout", 0.0 <= self.elmo_dropout < 1.0, "in [0, 1)"), ("mix_l2", self.mix_l2 >= 0, ">= 0"),
+                     ("learned_function", self.learned_function in LEARNED_FUNCTIONS,
+                      f"one of {', '.join(LEARNED_FUNCTIONS)}"))
 
     @classmethod
     def from_saved(cls, saved: dict) -> "ClassifierConfig":
@@ -142,9 +135,7 @@ class StaticClassifierConfig(SequenceClassifierConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.vectors not in STATIC_METHODS:
-            raise ElmoError(f"StaticClassifierConfig.vectors must be one of {', '.join(STATIC_METHODS)}, "
-                            f"got {self.vectors!r}", field="StaticClassifierConfig.vectors")
+        _check_fields(self, ("vectors", self.vectors in STATIC_METHODS, f"one of {', '.join(STATIC_METHODS)}"))
 
     @property
     def representation(self) -> str:

@@ -62,11 +62,13 @@ def load_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]
     return bilm.eval(), vocab, meta
 
 
-def load_published_lm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]]:
-    """Rebuild the model of a ``published_lm.pt`` as earlier versions of ``pretrain --architecture`` and ``finetune``
-    wrote it (``weights_only=True``; ``options``: bilm-tf's ``options.json``, ``lm_config``: the training head's
-    fields, :data:`~elmo.model.bilm_config.HEAD_FIELDS`, ``state_dict``, ``vocab``, ``meta``): ``(model, vocab, meta)``,
-    the biLM with its training head, eval mode, CPU.
+def published_lm_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]]:
+    """``(bilm, vocab, meta)`` of a ``published_lm.pt`` as earlier versions of ``pretrain --architecture`` and
+    ``finetune`` wrote it (``weights_only=True``; ``options``: bilm-tf's ``options.json``, ``lm_config``: the training
+    head's fields, :data:`~elmo.model.bilm_config.HEAD_FIELDS`, ``state_dict``, ``vocab``, ``meta``): the biLM without
+    its softmax, eval mode, CPU, ``vocab`` and ``card`` set as by :func:`load_bilm`, ``source`` ``(path,)`` and
+    ``config.weights_digest`` identifying the weights (as :func:`load_published_bilm`'s, so that a classifier only
+    loads onto them).
 
     Raises:
         ElmoError: missing or corrupt file, not an ``elmo.published_lm`` file, or weights that do not fit its options.
@@ -81,22 +83,10 @@ def load_published_lm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[s
         model.load_state_dict(BiLM.renamed_state(ckpt["state_dict"]))
     except (KeyError, TypeError, RuntimeError, ElmoError) as exc:
         raise ElmoError(f"{path}: inconsistent published_lm file: {str(exc).splitlines()[0]}") from None
-    return model.eval(), vocab, ckpt.get("meta", {})
-
-
-def published_lm_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]]:
-    """``(bilm, vocab, meta)`` of a ``published_lm.pt``: :func:`load_published_lm` without the softmax. The biLM's
-    ``vocab`` and ``card`` are set as by :func:`load_bilm`, ``source`` is ``(path,)`` and ``config.weights_digest``
-    identifies the weights (as :func:`load_published_bilm`'s, so that a classifier only loads onto them).
-
-    Raises:
-        ElmoError: see :func:`load_published_lm`.
-    """
-    model, vocab, meta = load_published_lm(path)
     bilm = model.without_head()
     bilm.config = replace(bilm.config, weights_digest=weights_digest(bilm))
-    bilm.vocab, bilm.card = vocab, meta.get("card")
-    bilm.source = (str(Path(path).resolve()),)
+    meta = ckpt.get("meta", {})
+    bilm.vocab, bilm.card, bilm.source = vocab, meta.get("card"), (str(Path(path).resolve()),)
     return bilm.eval(), vocab, meta
 
 
@@ -220,12 +210,9 @@ def open_bilm(path: str | os.PathLike, weight_file: str | os.PathLike | None = N
         ElmoError: ``path`` holds no biLM (:func:`find_bilm`), or corrupt or inconsistent files (the loaders).
     """
     source = find_bilm(path) if weight_file is None else BiLMFiles("bilm_tf", (Path(path), Path(weight_file)))
-    if source.kind == "bilstm":
-        bilm, vocab, meta = load_bilm(source.files[0])
+    if source.kind in ("bilstm", "published_lm"):
+        bilm, vocab, meta = (load_bilm if source.kind == "bilstm" else published_lm_bilm)(source.files[0])
         return OpenedBiLM(bilm, vocab, source, meta)
-    if source.kind == "published_lm":
-        published, vocab, meta = published_lm_bilm(source.files[0])
-        return OpenedBiLM(published, vocab, source, meta)
     if source.kind == "pretrained":
         model = hub.load_pretrained(source.files[0])
         # a biLM, or an Elmo layer's or a classifier's biLM; without a training softmax, which the layers never read
