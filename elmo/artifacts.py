@@ -159,29 +159,35 @@ def _make_folder(folder: Path, flag: str | None = None, named: Path | None = Non
                         f"{exc.strerror or exc}") from None
 
 
+def _beside(path: Path, make: Callable[[Path], Any]) -> Any:
+    """``make(tmp)`` for the first free temporary name ``tmp`` beside ``path`` (``.<name>.<8 hex digits>.tmp``;
+    ``make`` raises ``FileExistsError`` when it is taken). Raises ``OSError`` (``FileExistsError`` after 100 taken)."""
+    for _ in range(100):
+        try:
+            return make(path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp")
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {path}")
+
+
 def _new_file(path: Path) -> tuple[int, str]:
-    """``(fd, name)`` of a new empty file beside ``path`` (``.<name>.<random>.tmp``) with the permissions ``path`` will
+    """``(fd, name)`` of a new empty file beside ``path`` (:func:`_beside`) with the permissions ``path`` will
     have: those of the file it replaces, else ``0o666`` less the umask (what ``open()`` gives; ``tempfile.mkstemp``
     would give ``0o600``). Raises ``OSError`` when the folder cannot be written."""
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode) & 0o777
     except OSError:
         mode = None
-    for _ in range(100):
-        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp")
+    fd, tmp = _beside(path, lambda tmp: (os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                                                 0o666), str(tmp)))
+    if mode is not None:
         try:
-            fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
-        except FileExistsError:
-            continue
-        if mode is not None:
-            try:
-                os.fchmod(fd, mode)
-            except OSError:
-                os.close(fd)
-                os.remove(tmp)
-                raise
-        return fd, tmp
-    raise FileExistsError(f"no free temporary name beside {path}")
+            os.fchmod(fd, mode)
+        except OSError:
+            os.close(fd)
+            os.remove(tmp)
+            raise
+    return fd, tmp
 
 
 def remove_file(path: str | os.PathLike) -> None:
@@ -253,17 +259,8 @@ def atomic_folder(folder: str | os.PathLike, flag: str | None = None) -> Iterato
     """
     folder = Path(folder)
     _make_folder(folder.parent, flag, folder)
-    tmp = None
     try:
-        for _ in range(100):
-            tmp = folder.parent / f".{folder.name}.{secrets.token_hex(4)}.tmp"
-            try:
-                tmp.mkdir()  # 0o777 less the umask
-                break
-            except FileExistsError:
-                tmp = None
-        if tmp is None:
-            raise FileExistsError(f"no free temporary name beside {folder}")
+        tmp = _beside(folder, lambda tmp: (tmp.mkdir(), tmp)[1])  # 0o777 less the umask
     except OSError as exc:
         raise ElmoError(f"cannot write to {folder.parent}: {exc.strerror or exc}") from None
     old = tmp.with_name(tmp.name[:-len(".tmp")] + ".old.tmp")

@@ -159,11 +159,8 @@ class ElmoEmbedder:
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike = "models", device: str | torch.device = "auto",
                         precision: str = "fp32") -> "ElmoEmbedder":
-        """The biLM a models folder (or one of its files) holds, ``device`` and ``precision`` as above; looked for in
-        this order (:func:`~elmo.model.serialization.open_bilm`): our ``bilstm.pt`` (``python ELMO.py``), the
-        ``published_lm.pt`` of earlier versions, a ``save_pretrained`` folder (``pretrain --architecture`` and
-        ``finetune`` write one: its biLM, the softmax left out), bilm-tf's ``options.json`` + ``weights.hdf5``
-        (``export``).
+        """The biLM a models folder (or one of its files) holds, whichever kind
+        (:func:`~elmo.model.serialization.open_bilm`, the softmax left out), ``device`` and ``precision`` as above.
 
         Raises:
             ElmoError: the folder holds none of them, a file is corrupt or not an ELMo biLM; an unknown precision.

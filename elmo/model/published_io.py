@@ -51,19 +51,6 @@ _TF_GATES, _OUR_GATES = [0, 2, 3, 1], [0, 3, 1, 2]  # TF (i, j, f, o) -> ours (i
 VOCAB_SPECIALS = (TF_BOS, TF_EOS, "<UNK>")
 
 
-def _read_json(path: Path) -> Any:
-    if not path.is_file():
-        raise ElmoError(f"{path}: options file not found")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ElmoError(f"{path}: cannot read the options file: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise ElmoError(f"{path}: the options file is not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise ElmoError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
-
-
 def _unknown_keys(options: dict) -> list[str]:
     unknown = [k for k in options if k not in OPTION_KEYS and k not in TRAINING_KEYS]
     for section, known in OPTION_KEYS.items():
@@ -123,7 +110,16 @@ def read_options(path: str | os.PathLike) -> BiLMConfig:
     """:func:`config_from_options` of bilm-tf's ``options.json`` file. Raises ElmoError, starting with the file name:
     the file is missing, unreadable or not JSON, or as :func:`config_from_options`."""
     path = Path(path)
-    options = _read_json(path)
+    if not path.is_file():
+        raise ElmoError(f"{path}: options file not found")
+    try:
+        options = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ElmoError(f"{path}: cannot read the options file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ElmoError(f"{path}: the options file is not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ElmoError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
     try:
         return config_from_options(options)
     except ElmoError as exc:

@@ -134,17 +134,8 @@ def find_bilm(path: str | os.PathLike) -> BiLMFiles:
         return BiLMFiles("pretrained", (Path(path),))
     path = Path(path)
     if path.is_dir():
-        outputs = Outputs(models=path)
-        if outputs.bilm.is_file():
-            return BiLMFiles("bilstm", (outputs.bilm,))
-        if outputs.published_lm.is_file():
-            return BiLMFiles("published_lm", (outputs.published_lm,))
-        for folder in (outputs.pretrained_dir, path):
-            if (folder / hub.CONFIG).is_file() and (folder / hub.WEIGHTS).is_file():
-                return BiLMFiles("pretrained", (folder,))
-        options, weights = path / "options.json", path / "weights.hdf5"
-        if options.is_file() and weights.is_file():
-            return BiLMFiles("bilm_tf", (options, weights))
+        if found := models_in(path):  # a save_pretrained folder is opened as the folder
+            return BiLMFiles("pretrained", (found[0].files[0].parent,)) if found[0].kind == "pretrained" else found[0]
     elif path.is_file():
         if path.name == Outputs(models=path.parent).published_lm.name:
             return BiLMFiles("published_lm", (path,))
