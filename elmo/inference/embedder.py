@@ -82,10 +82,8 @@ def _device(cuda_device: int | None, device: str | torch.device | None) -> str |
     """AllenNLP's ``cuda_device`` (-1 = CPU, k = ``cuda:k``) or our ``device``; ``"auto"`` when neither is given."""
     if device is not None and cuda_device is not None:
         raise ElmoError("give cuda_device or device, not both")
-    if device is not None:
-        return device
     if cuda_device is None:
-        return "auto"
+        return "auto" if device is None else device
     return "cpu" if cuda_device < 0 else f"cuda:{cuda_device}"
 
 

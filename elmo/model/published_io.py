@@ -28,7 +28,7 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -165,46 +165,46 @@ def _gates(array: np.ndarray, order: list[int]) -> np.ndarray:
     return np.concatenate([array[k * len(array) // 4:(k + 1) * len(array) // 4] for k in order])
 
 
-def _lstm_from_tf(prefix: str, name: str, array: np.ndarray, config: BiLMConfig) -> dict[str, np.ndarray]:
-    if name == "W_0":
-        weight = _gates(array.T, _TF_GATES)
-        return {f"{prefix}.input_weight": weight[:, :config.output_size],
-                f"{prefix}.recurrent_weight": weight[:, config.output_size:]}
-    if name == "B":
-        bias = array.copy()
-        bias[2 * config.hidden_size:3 * config.hidden_size] += 1.0  # TF's LSTMCell forget_bias
-        return {f"{prefix}.bias": _gates(bias, _TF_GATES)}
-    return {f"{prefix}.projection": array.T}
+def _bias_from_tf(array: np.ndarray, config: BiLMConfig) -> np.ndarray:
+    """Our LSTM bias of TF's ``B``: TF's ``LSTMCell`` forget bias 1.0 added, the gates in our order."""
+    bias = array.copy()
+    bias[2 * config.hidden_size:3 * config.hidden_size] += 1.0
+    return _gates(bias, _TF_GATES)
 
 
-def state_from_tf(name: str, array: np.ndarray, config: BiLMConfig) -> dict[str, np.ndarray]:
-    """The :class:`~elmo.model.bilm.BiLM` state-dict entries of one hdf5 dataset (layout conversion)."""
-    parts = name.split("/")
-    if name == "char_embed":
-        return {"token_encoder.char_embedding.weight": np.concatenate([np.zeros_like(array[:1]), array])}
-    if parts[0] == "CNN":
-        i = parts[1].split("_")[-1]
-        key = f"token_encoder.convs.{i}." + ("weight" if parts[1].startswith("W") else "bias")
-        return {key: array[0].transpose(2, 1, 0) if array.ndim == 4 else array}
-    if parts[0].startswith("CNN_high_"):
-        k, (kind, part) = parts[0].split("_")[-1], parts[1].split("_")
-        return {f"token_encoder.highways.{k}.{'weight' if kind == 'W' else 'bias'}.{part}": array.T}
-    if parts[0] == "CNN_proj":
-        return {"token_encoder.projection." + ("weight" if parts[1] == "W_proj" else "bias"): array.T}
-    direction = ("forward_lm.layers", "backward_lm.layers")[int(parts[0][-1])]
-    return _lstm_from_tf(f"{direction}.{parts[3][4:]}", parts[-1], array, config)
+_Conversion = tuple[tuple[str, ...], tuple[str, ...], Callable[..., tuple], Callable[..., tuple]]
 
 
-def _join_highways(state: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
-    """Tensors of a converted state dict; each highway layer's ``[transform; carry]`` halves concatenated."""
-    out = {}
-    for key in sorted(state):
-        if key.endswith(".transform"):
-            base = key[: -len(".transform")]
-            out[base] = torch.from_numpy(np.ascontiguousarray(np.concatenate([state[key], state[base + ".carry"]])))
-        elif not key.endswith(".carry"):
-            out[key] = torch.from_numpy(np.ascontiguousarray(state[key]))
-    return out
+def _layout(config: BiLMConfig, bilm: BiLM | None = None) -> list[_Conversion]:
+    """What each hdf5 dataset becomes (module docstring), in bilm-tf's order: ``(datasets, state keys, to ours, to
+    bilm-tf)``, where ``to ours`` maps the datasets' arrays to the :class:`~elmo.model.bilm.BiLM` state entries' and
+    ``to bilm-tf`` back (``B``'s: :func:`tf_bias` of ``bilm``)."""
+    width, proj = config.n_filters, config.output_size
+    same, transposed = (lambda *a: a), (lambda *a: tuple(x.T for x in a))
+    layout: list[_Conversion] = [(("char_embed",), ("token_encoder.char_embedding.weight",),
+                                 lambda a: (np.concatenate([np.zeros_like(a[:1]), a]),), lambda w: (w[1:],))]
+    for i in range(len(config.char_filters)):
+        layout += [((f"CNN/W_cnn_{i}",), (f"token_encoder.convs.{i}.weight",), lambda a: (a[0].transpose(2, 1, 0),),
+                    lambda w: (w.transpose(2, 1, 0)[None],)),
+                   ((f"CNN/b_cnn_{i}",), (f"token_encoder.convs.{i}.bias",), same, same)]
+    for k in range(config.num_highway):  # Linear(F, 2F): the transform half, then the carry half
+        layout += [((f"CNN_high_{k}/{part}_transform", f"CNN_high_{k}/{part}_carry"),
+                    (f"token_encoder.highways.{k}.{key}",), lambda t, c: (np.concatenate([t.T, c.T]),),
+                    lambda w: (w[:width].T, w[width:].T)) for part, key in (("W", "weight"), ("b", "bias"))]
+    if width != proj:
+        layout += [(("CNN_proj/W_proj", "CNN_proj/b_proj"), ("token_encoder.projection.weight",
+                                                             "token_encoder.projection.bias"), transposed, transposed)]
+    for d, direction in enumerate(("forward_lm.layers", "backward_lm.layers")):
+        for layer in range(config.num_layers):
+            prefix, cell = f"{direction}.{layer}", _cell(d, layer)
+            layout += [((f"{cell}/W_0",), (f"{prefix}.input_weight", f"{prefix}.recurrent_weight"),
+                        lambda w: tuple(np.split(_gates(w.T, _TF_GATES), [proj], axis=1)),
+                        lambda i, r: (_gates(np.concatenate([i, r], axis=1), _OUR_GATES).T,)),
+                       ((f"{cell}/B",), (f"{prefix}.bias",), lambda b: (_bias_from_tf(b, config),),
+                        lambda _, d=d, layer=layer: (tf_bias(bilm, d, layer),))]
+            if proj < config.hidden_size:
+                layout.append(((f"{cell}/W_P_0",), (f"{prefix}.projection",), transposed, transposed))
+    return layout
 
 
 def unused_by_options(name: str, config: BiLMConfig) -> str:
@@ -270,16 +270,17 @@ def load_published_bilm(options_file: str | os.PathLike, weight_file: str | os.P
             (both shapes named) or not numeric, or one the options do not account for (:func:`unused_by_options`).
     """
     config = read_options(options_file)
-    state: dict[str, np.ndarray] = {}
+    arrays: dict[str, np.ndarray] = {}
     biases: dict[tuple[int, int], np.ndarray] = {}
     digest = hashlib.sha256()
     for name, array in _datasets(Path(weight_file), config):
         digest.update(f"{name}{array.shape}".encode() + array.reshape(-1)[:4096].tobytes())
-        state |= state_from_tf(name, array, config)
+        arrays[name] = array
         if match := re.fullmatch(r"RNN_(\d)/RNN/MultiRNNCell/Cell(\d+)/LSTMCell/B", name):
             biases[int(match[1]), int(match[2])] = array
     bilm = BiLM(replace(config, weights_digest=digest.hexdigest()[:16]))
-    bilm.load_state_dict(_join_highways(state), assign=True)
+    bilm.load_state_dict({key: torch.from_numpy(np.ascontiguousarray(value)) for names, keys, to_ours, _ in _layout(config)
+                          for key, value in zip(keys, to_ours(*(arrays[n] for n in names)))}, assign=True)
     for (direction, layer), array in biases.items():  # TF's B as read, for writing it back exactly (tf_datasets)
         bilm.stacks()[direction][layer].tf_bias = torch.from_numpy(array)
     bilm.source = (str(Path(options_file).resolve()), str(Path(weight_file).resolve()))
@@ -295,7 +296,7 @@ def tf_bias(bilm: BiLM, direction: int, layer: int) -> np.ndarray:
     bias = lstm.bias.detach().cpu().float().numpy()
     if lstm.tf_bias is not None:
         raw = lstm.tf_bias.detach().cpu().float().numpy()
-        if np.array_equal(_lstm_from_tf("", "B", raw, bilm.config)[".bias"], bias):
+        if np.array_equal(_bias_from_tf(raw, bilm.config), bias):
             return raw.copy()
     tf = _gates(bias, _OUR_GATES)
     tf[2 * bilm.config.hidden_size:3 * bilm.config.hidden_size] -= 1.0
@@ -305,26 +306,9 @@ def tf_bias(bilm: BiLM, direction: int, layer: int) -> np.ndarray:
 def tf_datasets(bilm: BiLM) -> dict[str, np.ndarray]:
     """Name → float32 array of ``bilm``'s hdf5 datasets in bilm-tf's layout (module docstring); for an unchanged
     biLM from :func:`load_published_bilm`, exactly the file's datasets (:func:`tf_bias`)."""
-    config, p = bilm.config, {k: v.detach().cpu().float().numpy() for k, v in bilm.state_dict().items()}
-    width = config.n_filters
-    out = {"char_embed": p["token_encoder.char_embedding.weight"][1:]}
-    for i in range(len(config.char_filters)):
-        out[f"CNN/W_cnn_{i}"] = p[f"token_encoder.convs.{i}.weight"].transpose(2, 1, 0)[None]
-        out[f"CNN/b_cnn_{i}"] = p[f"token_encoder.convs.{i}.bias"]
-    for k in range(config.num_highway):
-        w, b = p[f"token_encoder.highways.{k}.weight"], p[f"token_encoder.highways.{k}.bias"]
-        out |= {f"CNN_high_{k}/W_transform": w[:width].T, f"CNN_high_{k}/W_carry": w[width:].T,
-                f"CNN_high_{k}/b_transform": b[:width], f"CNN_high_{k}/b_carry": b[width:]}
-    if "token_encoder.projection.weight" in p:
-        out |= {"CNN_proj/W_proj": p["token_encoder.projection.weight"].T, "CNN_proj/b_proj": p["token_encoder.projection.bias"]}
-    for d, direction in enumerate(("forward_lm.layers", "backward_lm.layers")):
-        for layer in range(config.num_layers):
-            prefix, cell = f"{direction}.{layer}", _cell(d, layer)
-            weight = np.concatenate([p[f"{prefix}.input_weight"], p[f"{prefix}.recurrent_weight"]], axis=1)
-            out |= {f"{cell}/W_0": _gates(weight, _OUR_GATES).T, f"{cell}/B": tf_bias(bilm, d, layer)}
-            if f"{prefix}.projection" in p:
-                out[f"{cell}/W_P_0"] = p[f"{prefix}.projection"].T
-    return {k: np.ascontiguousarray(v, dtype=np.float32) for k, v in out.items()}
+    p = {k: v.detach().cpu().float().numpy() for k, v in bilm.state_dict().items()}
+    return {name: np.ascontiguousarray(array, dtype=np.float32) for names, keys, _, to_tf in _layout(bilm.config, bilm)
+            for name, array in zip(names, to_tf(*(p[k] for k in keys)))}
 
 
 def vocabulary_lines(words: Iterable[str]) -> list[str]:
