@@ -229,10 +229,8 @@ class ElmoClassifier(SequenceClassifier, HubMixin):
         bilm: a :class:`~elmo.model.bilm.BiLM`, trained here or published,
             always in eval mode; frozen (run without autograd) unless ``config.unfreeze_bilm`` (``config``:
             :class:`ClassifierConfig`), then trained in place (pass a copy to keep the original).
-        vocab_size: rows of the task token embedding x_k (the ids' vocabulary); default: our biLM's vocabulary size.
-
-    Raises:
-        ElmoError: a published biLM (which has no vocabulary) without ``vocab_size``.
+        vocab_size: rows of the task token embedding x_k (the ids' vocabulary); default: the biLM's
+            ``config.vocab_size`` (0 for a published biLM without its softmax: give the task vocabulary's size).
     """
 
     hub_kind = "elmo_classifier"
@@ -241,13 +239,11 @@ class ElmoClassifier(SequenceClassifier, HubMixin):
 
     def __init__(self, bilm: BiLM, config: ClassifierConfig, vocab_size: int | None = None):
         super().__init__(config)
-        self.vocab_size = vocab_size or getattr(bilm.config, "vocab_size", None)
+        self.vocab_size = vocab_size or bilm.config.vocab_size
         self.elmo = Elmo(bilm, num_output_representations=1, mix=config.mix, dropout=config.elmo_dropout,
                          do_layer_norm=config.layer_norm, requires_grad=config.unfreeze_bilm, seed=config.seed,
                          learned_function=config.learned_function)
-        if vocab_size is None and not hasattr(bilm.config, "vocab_size"):
-            raise ElmoError("a published biLM has no vocabulary: pass vocab_size (the task vocabulary's size)")
-        self.build_head(bilm.output_dim, vocab_size or bilm.config.vocab_size)
+        self.build_head(bilm.output_dim, self.vocab_size)
 
     @property
     def bilm(self) -> BiLM:
