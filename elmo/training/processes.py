@@ -100,13 +100,11 @@ def run_side_by_side(runs: Sequence[ChildRun]) -> list[Finished]:
                 if outcomes[i]["outcome"] == "failed" and failed is None and not ctrl_c["stop"]:
                     failed = outcomes[i]
                     _interrupt(processes[j] for j in waiting)
-    if failed is not None:
-        raise ElmoError(failed["message"], field=failed.get("field"))
     # after Ctrl-C, a child it reached before its training started dies with a traceback: stopped, not failed
     outcomes = [{"outcome": "interrupted", "message": _stopped(run.label)} if o is not None and o.get("crashed") else o
                 for run, o in zip(runs, outcomes)]
-    errors = [o for o in outcomes if o is not None and o["outcome"] == "failed"]
-    if errors:  # an error a child raised while it stopped
+    errors = [o for o in (failed, *outcomes) if o is not None and o["outcome"] == "failed"]
+    if errors:  # the first failure, else an error a child raised while it stopped
         raise ElmoError(errors[0]["message"], field=errors[0].get("field"))
     stopped = [o["message"] for o in outcomes if o is not None and o["outcome"] == "interrupted"]
     if stopped or len(processes) < len(runs):
