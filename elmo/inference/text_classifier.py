@@ -14,7 +14,6 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..artifacts import Outputs
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..model import hub
@@ -53,7 +52,7 @@ class TextClassifier:
         classifier was trained on another biLM.
         """
         directory = Path(path)
-        file = Outputs(models=directory).models / classifier
+        file = directory / classifier
         if not file.is_file() and (hub.is_hub_id(path) or (directory / hub.CONFIG).is_file()):
             model = hub.load_pretrained(path)
             if not isinstance(model, ElmoClassifier):
