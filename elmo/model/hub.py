@@ -311,19 +311,6 @@ def read_config(folder: Path) -> dict[str, Any]:
     return config
 
 
-def build(config: dict[str, Any], vocab: Vocabulary | None, file: Path) -> HubMixin:
-    """The module a ``config.json`` describes (:meth:`HubMixin.from_hub_config` of its ``elmo_kind``), fresh weights.
-    Raises ElmoError (``file: ...``) naming the missing or bad key."""
-    try:
-        return from_nested_config(config, vocab)
-    except KeyError as exc:
-        raise ElmoError(f"{file}: no key {exc}") from None
-    except (TypeError, ValueError) as exc:
-        raise ElmoError(f"{file}: a key does not fit {config.get('elmo_kind')}: {str(exc).splitlines()[0]}") from None
-    except ElmoError as exc:
-        raise ElmoError(f"{file}: {exc}") from None
-
-
 def load_weights(model: torch.nn.Module, file: Path, config_file: Path) -> None:
     """Read ``model.safetensors`` into ``model``, every key and shape checked. Raises ElmoError: a truncated or
     unreadable file; a key missing, extra or of another shape (naming key and files)."""
@@ -366,8 +353,16 @@ def load_pretrained(path: str | os.PathLike, **download: Any) -> HubMixin:
     folder = hub_folder(path, **download)
     config = read_config(folder)
     vocab = read_vocab(folder)
-    model = build(config, vocab, folder / CONFIG)
-    load_weights(model, folder / WEIGHTS, folder / CONFIG)
+    file = folder / CONFIG
+    try:  # the module config.json describes, fresh weights
+        model = from_nested_config(config, vocab)
+    except KeyError as exc:
+        raise ElmoError(f"{file}: no key {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise ElmoError(f"{file}: a key does not fit {config.get('elmo_kind')}: {str(exc).splitlines()[0]}") from None
+    except ElmoError as exc:
+        raise ElmoError(f"{file}: {exc}") from None
+    load_weights(model, folder / WEIGHTS, file)
     model.vocab, model.card = vocab, config.get("card") or {}
     for module in model.modules():
         if isinstance(module, HubMixin):
