@@ -22,6 +22,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from ..data.batching import bucket_batches
 from ..data.corpus import EncodedCorpus, encode_corpus
@@ -236,10 +237,8 @@ class ElmoEmbedder:
     @torch.no_grad()
     def _run(self, vectors: torch.Tensor, ids: list[list[int]], lengths: np.ndarray) -> np.ndarray:
         """``(L + 1, B, T, D)`` float32 layers of one batch of type-id rows (carrying states when stateful)."""
-        index = np.zeros((len(ids), int(lengths.max())), dtype=np.int64)
-        for row, x in enumerate(ids):
-            index[row, : len(x)] = x
-        x = vectors[torch.from_numpy(index).to(self.device)]
+        index = pad_sequence([torch.tensor(row, dtype=torch.long) for row in ids], batch_first=True)
+        x = vectors[index.to(self.device)]
         states = self._initial_states(len(ids)) if self.stateful else None
         with autocast(self.device, self.amp_dtype):
             layers, final = self.bilm.contextual(x, torch.from_numpy(lengths), states, carry=self.stateful)
