@@ -178,8 +178,8 @@ def _new_file(path: Path) -> tuple[int, str]:
         mode = stat.S_IMODE(os.stat(path).st_mode) & 0o777
     except OSError:
         mode = None
-    fd, tmp = _beside(path, lambda tmp: (os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
-                                                 0o666), str(tmp)))
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    fd, tmp = _beside(path, lambda tmp: (os.open(tmp, flags, 0o666), str(tmp)))
     if mode is not None:
         try:
             os.fchmod(fd, mode)
