@@ -275,7 +275,7 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
         """
         download = {k: kwargs[k] for k in ("revision", "cache_dir", "token", "force_download", "local_files_only")
                     if k in kwargs}
-        model = load_pretrained(hub_folder(pretrained_model_name_or_path, **download))
+        model = load_pretrained(pretrained_model_name_or_path, **download)
         if not isinstance(model, cls):
             raise ElmoError(f"{pretrained_model_name_or_path}: holds a {type(model).__name__} (elmo_kind "
                             f"{model.hub_kind!r}), not a {cls.__name__}")
