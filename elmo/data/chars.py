@@ -31,6 +31,8 @@ TF_BOS_CHAR, TF_EOS_CHAR, TF_BOW_CHAR, TF_EOW_CHAR, TF_PAD_CHAR = 257, 258, 259,
 TF_NUM_CHARS = 262  # ids 0..261: 0 only in a padded (masked) token
 TF_MAX_CHARS = 50
 TF_BOS, TF_EOS = "<S>", "</S>"
+#: the sentence-boundary tokens' marks in each numbering
+_MARKS, _TF_MARKS = {BOS: BOS_CHAR, EOS: EOS_CHAR}, {TF_BOS: TF_BOS_CHAR, TF_EOS: TF_EOS_CHAR}
 
 
 def word_char_ids(word: str, max_chars: int) -> list[int]:
@@ -39,12 +41,14 @@ def word_char_ids(word: str, max_chars: int) -> list[int]:
     ``<unk>`` included, is spelled byte by byte, keeping its first ``C - 2`` bytes."""
     if word == PAD:
         return [CHAR_PAD] * max_chars
-    if word in (BOS, EOS):
-        body = [BOS_CHAR if word == BOS else EOS_CHAR]
-    else:
-        body = [b + 1 for b in word.encode("utf-8")[: max_chars - 2]]
-    ids = [BOW_CHAR, *body, EOW_CHAR]
-    return ids + [CHAR_PAD] * (max_chars - len(ids))
+    return _spell(word, max_chars, _MARKS, BOW_CHAR, EOW_CHAR, CHAR_PAD)
+
+
+def _spell(word: str, max_chars: int, marks: dict[str, int], bow: int, eow: int, pad: int) -> list[int]:
+    """``[bow, byte + 1 (its first max_chars - 2 UTF-8 bytes) or marks[word], eow, pad, ...]``, ``max_chars`` long."""
+    body = [marks[word]] if word in marks else [b + 1 for b in word.encode("utf-8", "ignore")[: max_chars - 2]]
+    ids = [bow, *body, eow]
+    return ids + [pad] * (max_chars - len(ids))
 
 
 def char_table(words: Sequence[str], max_chars: int) -> np.ndarray:
@@ -95,12 +99,7 @@ def bilm_tf_char_ids(word: str, max_chars: int = TF_MAX_CHARS) -> list[int]:
     ``C = max_chars`` (50 in the published models) ints in ``[1, TF_NUM_CHARS)``, ``[BOW, byte + 1, .., EOW, PAD, ..]``.
     ``<S>`` / ``</S>`` get the sentence-boundary marks; every other string, case kept, is spelled as UTF-8 bytes, those
     past ``C - 2`` dropped."""
-    if word in (TF_BOS, TF_EOS):
-        body = [TF_BOS_CHAR if word == TF_BOS else TF_EOS_CHAR]
-    else:
-        body = [b + 1 for b in word.encode("utf-8", "ignore")[: max_chars - 2]]
-    ids = [TF_BOW_CHAR, *body, TF_EOW_CHAR]
-    return ids + [TF_PAD_CHAR] * (max_chars - len(ids))
+    return _spell(word, max_chars, _TF_MARKS, TF_BOW_CHAR, TF_EOW_CHAR, TF_PAD_CHAR)
 
 
 def bilm_tf_char_table(words: Sequence[str], max_chars: int = TF_MAX_CHARS) -> np.ndarray:
