@@ -47,7 +47,7 @@ import torch
 from torch import nn
 
 from ..data.chars import TF_BOS, TF_EOS, TF_MAX_CHARS, bilm_tf_char_table, char_table
-from ..data.vocab import BOS_ID, EOS_ID, PAD_ID, Vocabulary
+from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax
 from .bilm_config import HEAD_FIELDS, BiLMConfig
@@ -61,14 +61,6 @@ from .sampled_softmax import SampledSoftmax
 
 #: the default ``chunk_size`` of a biLM (:attr:`BiLM.chunk_size`)
 CHUNK_SIZE = 256
-
-
-def words_per_pass(device_type: str, chunk_size: int | None) -> int:
-    """The most distinct words through a character CNN at a time on ``device_type`` with ``chunk_size`` positions per
-    chunk (:attr:`BiLM.words_per_pass`)."""
-    if device_type == "cuda":
-        return WORDS_PER_PASS_GPU
-    return WORDS_PER_PASS if chunk_size is None else min(WORDS_PER_PASS, chunk_size)
 
 
 class BiLM(nn.Module, HubMixin):
@@ -261,7 +253,9 @@ class BiLM(nn.Module, HubMixin):
     def words_per_pass(self) -> int:
         """The most distinct words through a character CNN at a time: ``min(chunk_size, WORDS_PER_PASS)`` on a CPU,
         :data:`~elmo.model.char_cnn.WORDS_PER_PASS_GPU` on a GPU, where launches, not memory, bound the pass."""
-        return words_per_pass(next(self.parameters()).device.type, self.chunk_size)
+        if next(self.parameters()).device.type == "cuda":
+            return WORDS_PER_PASS_GPU
+        return WORDS_PER_PASS if self.chunk_size is None else min(WORDS_PER_PASS, self.chunk_size)
 
     def forward(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
         """ELMo layers of every token, stateless (zero initial LSTM states): ``(L + 1, B, T, D)``, layer 0 =
@@ -409,11 +403,8 @@ class BiLM(nn.Module, HubMixin):
         the host when ``lengths`` are there (nothing read from the device); ours: nothing."""
         if not self.shared_token_layer:
             return None
-        read = lengths + (2 if to_end else 1)
-        if lengths.device.type == "cpu":
-            return {"plan": device_reading_plan(read.numpy().astype(np.int64), device),
-                    "boundaries": self.boundary_plan(device)}
-        return {"plan": _reading_plan(read.to(device)), "boundaries": None}
+        return {"plan": device_reading_plan(lengths + (2 if to_end else 1), device),
+                "boundaries": self.boundary_plan(device) if lengths.device.type == "cpu" else None}
 
     def boundary_inputs(self, d: int, x: torch.Tensor, lengths: torch.Tensor, reading: dict | None) -> torch.Tensor:
         """Direction ``d``'s ``<bos> x_1 .. x_n <eos>`` ``(B, T + 2, E)`` (:func:`with_boundaries`): ours, its half of
@@ -472,7 +463,8 @@ class BiLM(nn.Module, HubMixin):
         x = self.token_vectors(self.tokens(None, chars), None if plan is None else plan.words)
         lengths = lengths.to(x.device)
         full, sentence = self._with_boundaries(x, lengths, None if plan is None else plan.boundaries)
-        order, restore, active = _reading_plan(sentence - 1) if plan is None else (plan.order, plan.restore, plan.active)
+        order, restore, active = device_reading_plan(sentence - 1) if plan is None else \
+            (plan.order, plan.restore, plan.active)
         states = []
         for d in directions:
             inputs = full if d == 0 else reverse_padded(full, sentence)
@@ -482,12 +474,8 @@ class BiLM(nn.Module, HubMixin):
         return states
 
     def targets(self, ids: torch.Tensor, lengths: torch.Tensor, direction: int) -> torch.Tensor:
-        """One direction's targets ``(B, T + 1)`` int64 in its reading order, ``IGNORE_INDEX`` past ``n + 1``."""
-        batch = ids.shape[0]
-        full = torch.cat([ids.new_full((batch, 1), BOS_ID), ids, ids.new_full((batch, 1), PAD_ID)], dim=1)
-        full[torch.arange(batch, device=ids.device), lengths + 1] = EOS_ID
-        full = full if direction == 0 else reverse_padded(full, lengths + 2)
-        return full[:, 1:].masked_fill(~length_mask(lengths + 1, ids.shape[1] + 1), IGNORE_INDEX)
+        """Direction ``direction``'s (0 forward, 1 backward) targets (:meth:`LanguageModel.targets`)."""
+        return (self.forward_lm, self.backward_lm)[direction].targets(ids, lengths)
 
     def predicted_tops(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None,
                        directions: Sequence[int], plan: HostPlan | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -609,9 +597,3 @@ def bilm_tf_initialization(bilm: BiLM, generator: torch.Generator) -> BiLM:
     for lstm in (lstm for stack in bilm.stacks() for lstm in stack):
         lstm.initialize(generator)
     return bilm
-
-
-def _reading_plan(read: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    """How a batch whose row b reads ``read[b]`` steps runs: ``(order, restore, active)``: the rows sorted longest
-    first (each step then runs a prefix of them), the inverse permutation, and the rows running at each step."""
-    return device_reading_plan(read.cpu().numpy(), read.device)  # the one read: the lengths

@@ -50,9 +50,6 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return x.flatten(0, 1).index_select(0, rows.flatten()).view_as(x)
 
 
-
-
-
 def length_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
     """``(B, T)`` bool mask, True at real tokens."""
     return torch.arange(max_len, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)
@@ -70,7 +67,32 @@ def with_boundaries(x: torch.Tensor, lengths: torch.Tensor, bounds: torch.Tensor
     return full, lengths + 2
 
 
-class LanguageModel(CachedWeights):
+class Scoring:
+    """Exact full-vocabulary scores of a :class:`Direction` from its ``predicted_states`` and ``softmax`` (evaluation;
+    shapes: :meth:`LanguageModel.predicted_states`)."""
+
+    @property
+    def vocab_size(self) -> int:
+        """V, the words the softmax predicts (:attr:`BiLMConfig.vocab_size`)."""
+        return self.config.vocab_size
+
+    @torch.no_grad()
+    def vocabulary_log_probs(self, states: torch.Tensor) -> torch.Tensor:
+        """Exact log-probabilities ``(n, V)`` float32 of every word of the vocabulary after each of the ``n``
+        states ``(n, D)`` of :meth:`predicted_states` (the softmax's full distribution; bilm-tf's architecture: the
+        one its directions share)."""
+        return self.softmax.log_prob(states)
+
+    @torch.no_grad()
+    def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor,
+                  chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Exact full-vocabulary log-probabilities of every predicted word (evaluation): ``(log_probs (n, V) float32,
+        targets (n,) int64)`` over the batch's ``n`` predicted positions (:meth:`predicted_states`)."""
+        states, targets = self.predicted_states(ids, lengths, chars)
+        return self.vocabulary_log_probs(states), targets
+
+
+class LanguageModel(CachedWeights, Scoring):
     """One direction of the biLM, ``"forward"`` (predict the next word) or ``"backward"``, sized by ``config``
     (:class:`BiLMConfig`): token encoder → L unidirectional LSTM layers → softmax. Of bilm-tf's architecture
     (``shared_token_layer``) only the LSTM layers: its token layer and softmax are the :class:`~elmo.model.bilm.BiLM`'s, and
@@ -110,10 +132,14 @@ class LanguageModel(CachedWeights):
                 if config.softmax == "sampled" else \
                 AdaptiveSoftmax(config.output_size, config.vocab_size, config.cutoffs, config.div_value)
 
-    @property
-    def vocab_size(self) -> int:
-        """V, the words the softmax predicts (:attr:`BiLMConfig.vocab_size`)."""
-        return self.config.vocab_size
+    def targets(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """The words this direction predicts, ``(B, T + 1)`` int64 in its reading order, of ``ids (B, T)`` and
+        ``lengths (B,)``: forward ``t_1 .. t_n <eos>``, backward ``t_n .. t_1 <bos>``, ``IGNORE_INDEX`` past ``n + 1``."""
+        batch = ids.shape[0]
+        full = torch.cat([ids.new_full((batch, 1), BOS_ID), ids, ids.new_full((batch, 1), PAD_ID)], dim=1)
+        full[torch.arange(batch, device=ids.device), lengths + 1] = EOS_ID
+        full = full if self.direction == "forward" else reverse_padded(full, lengths + 2)
+        return full[:, 1:].masked_fill(~length_mask(lengths + 1, ids.shape[1] + 1), IGNORE_INDEX)
 
     def reading_order(self, ids: torch.Tensor, lengths: torch.Tensor,
                       chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
@@ -129,15 +155,12 @@ class LanguageModel(CachedWeights):
         """
         if self.config.token_encoder == "char" and chars is None:
             raise ElmoError("this biLM reads characters (BiLMConfig.token_encoder is 'char'): pass chars (B, T, C)")
-        batch, max_len = ids.shape
+        targets = self.targets(ids, lengths)
         if self.direction == "backward":
             ids = reverse_padded(ids, lengths)
             chars = None if chars is None else reverse_padded(chars, lengths)
-        start, end = (BOS_ID, EOS_ID) if self.direction == "forward" else (EOS_ID, BOS_ID)
-        inputs = torch.cat([ids.new_full((batch, 1), start), ids], dim=1)
-        targets = torch.cat([ids, ids.new_full((batch, 1), PAD_ID)], dim=1)
-        targets.scatter_(1, lengths.unsqueeze(1), end)
-        targets = targets.masked_fill(~length_mask(lengths + 1, max_len + 1), IGNORE_INDEX)
+        batch = ids.shape[0]
+        inputs = torch.cat([ids.new_full((batch, 1), BOS_ID if self.direction == "forward" else EOS_ID), ids], dim=1)
         input_chars = None
         if self.config.token_encoder == "char":
             column = self.start_chars.to(chars.device).expand(batch, 1, -1)
@@ -195,7 +218,7 @@ class LanguageModel(CachedWeights):
         ``nn.LSTM``. Outputs zero past a row's end."""
         steps = x.shape[1]
         if self.config.clipped:  # the rows sorted longest first, each step running the rows not yet ended
-            order, restore, active = device_reading_plan(lengths.numpy().astype("int64"), x.device)
+            order, restore, active = device_reading_plan(lengths, x.device)
             states = None if initial is None else [(h[order].float(), c[order].float()) for h, c in initial]
             hs, ends = projected_stack(self.layers, x[order].transpose(0, 1), active, states, self.config.residual)
             return [x, *(h.transpose(0, 1)[restore] for h in hs)], [(h[restore], c[restore]) for h, c in ends]
@@ -276,20 +299,6 @@ class LanguageModel(CachedWeights):
         keep = targets != IGNORE_INDEX
         return top[keep].float(), targets[keep]
 
-    @torch.no_grad()
-    def vocabulary_log_probs(self, states: torch.Tensor) -> torch.Tensor:
-        """Exact log-probabilities ``(n, V)`` float32 of every word of the vocabulary after each of the ``n``
-        states ``(n, D)`` of :meth:`predicted_states` (the adaptive softmax's full distribution)."""
-        return self.softmax.log_prob(states)
-
-    @torch.no_grad()
-    def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor,
-                  chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Exact full-vocabulary log-probabilities of every predicted word (evaluation): ``(log_probs (n, V) float32,
-        targets (n,) int64)`` over the batch's ``n`` predicted positions (:meth:`predicted_states`)."""
-        states, targets = self.predicted_states(ids, lengths, chars)
-        return self.vocabulary_log_probs(states), targets
-
 
 class Direction(Protocol):
     """One direction of a biLM as a language model of its own: :class:`LanguageModel` (ours) or
@@ -317,7 +326,7 @@ class Direction(Protocol):
     def eval(self) -> Any: ...
 
 
-class PublishedLM(nn.Module):
+class PublishedLM(nn.Module, Scoring):
     """A :class:`~elmo.model.bilm.BiLM` of bilm-tf's architecture with its training head as a language model over
     ``directions`` (0 forward, 1 backward): what :func:`~elmo.training.trainer.fit` trains (``forward`` →
     ``(loss, n)``, :meth:`~elmo.model.bilm.BiLM.loss`; ``host_keys`` and ``host_plan`` for
@@ -334,9 +343,14 @@ class PublishedLM(nn.Module):
         self._register_load_state_dict_pre_hook(_renamed_training_state)
 
     @property
-    def vocab_size(self) -> int:
-        """V, the words the shared softmax predicts (:attr:`BiLMConfig.vocab_size`)."""
-        return self.bilm.config.vocab_size
+    def config(self) -> BiLMConfig:
+        """The biLM's :class:`BiLMConfig` (its training head's included)."""
+        return self.bilm.config
+
+    @property
+    def softmax(self) -> nn.Module:
+        """The training softmax the directions share."""
+        return self.bilm.softmax
 
     def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan:
         """:meth:`~elmo.model.bilm.BiLM.host_plan`."""
@@ -354,19 +368,6 @@ class PublishedLM(nn.Module):
         ``(n,)`` (:meth:`LanguageModel.predicted_states`)."""
         [(top, targets)] = self.bilm.predicted_tops(ids, lengths, chars, self.directions[:1])
         return top.float(), targets
-
-    @torch.no_grad()
-    def vocabulary_log_probs(self, states: torch.Tensor) -> torch.Tensor:
-        """Exact log-probabilities ``(n, V)`` float32 of every word after each of the ``n`` states ``(n, P)`` (the
-        directions share the softmax)."""
-        return self.bilm.softmax.log_prob(states)
-
-    @torch.no_grad()
-    def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor,
-                  chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`vocabulary_log_probs` of :meth:`predicted_states`: ``(n, V)`` float32 and the ``n`` word ids."""
-        states, targets = self.predicted_states(ids, lengths, chars)
-        return self.vocabulary_log_probs(states), targets
 
 
 def _renamed_training_state(state: dict[str, torch.Tensor], prefix: str, *_: Any) -> None:

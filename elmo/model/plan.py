@@ -110,8 +110,13 @@ def plan_batch(lm: PlannedLM) -> Callable[[dict], dict]:
     return prepare
 
 
-def device_reading_plan(read: np.ndarray, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    """:func:`reading_plan` with ``order`` and ``restore`` as int64 tensors on ``device``."""
+def device_reading_plan(read: torch.Tensor | np.ndarray,
+                        device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """:func:`reading_plan` of ``read``, an array or a tensor (on a device: the one read back), with ``order`` and
+    ``restore`` as int64 tensors on ``device`` (default: ``read``'s)."""
+    if isinstance(read, torch.Tensor):
+        device = read.device if device is None else device
+        read = read.cpu().numpy().astype(np.int64)
     order, restore, active = reading_plan(read)
     return move(torch.from_numpy(order), device), move(torch.from_numpy(restore), device), active
 

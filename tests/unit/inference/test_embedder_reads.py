@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from elmo.inference.embedder import ElmoEmbedder
-from elmo.model.bilm import BiLM, _reading_plan
+from elmo.model.bilm import BiLM
 from elmo.model.bilm_config import BiLMConfig
-from elmo.model.plan import reading_plan
+from elmo.model.plan import device_reading_plan, reading_plan
 
 READING_OPERATORS = {"aten::nonzero", "aten::_local_scalar_dense", "aten::item", "aten::_unique2", "aten::unique_dim",
                      "aten::masked_select", "aten::bincount"}
@@ -43,7 +43,7 @@ def test_the_host_reading_plan_is_the_devices():
     rng = np.random.default_rng(0)
     for _ in range(20):
         read = rng.integers(0, 9, size=rng.integers(1, 12))
-        order, restore, active = _reading_plan(torch.from_numpy(read))
+        order, restore, active = device_reading_plan(torch.from_numpy(read))
         host_order, host_restore, host_active = reading_plan(read)
         assert torch.equal(order, torch.from_numpy(host_order)) and active == host_active
         assert torch.equal(restore, torch.from_numpy(host_restore))
