@@ -7,7 +7,7 @@ masks, sentence boundaries). Shapes: :class:`~elmo.model.bilm.BiLM`.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 from torch import nn
@@ -67,9 +67,15 @@ def with_boundaries(x: torch.Tensor, lengths: torch.Tensor, bounds: torch.Tensor
     return full, lengths + 2
 
 
-class Scoring:
-    """Exact full-vocabulary scores of a :class:`Direction` from its ``predicted_states`` and ``softmax`` (evaluation;
-    shapes: :meth:`LanguageModel.predicted_states`)."""
+class Direction(nn.Module):
+    """One direction of a biLM as a language model of its own: :class:`LanguageModel` (ours) or :class:`PublishedLM`
+    (bilm-tf's architecture's, sharing its token layer and softmax). Training (:func:`~elmo.training.trainer.fit`)
+    calls it for ``(mean NLL, n)``; held-out evaluation (:func:`~elmo.training.evaluation.evaluate_words`) reads
+    ``predicted_states`` and :meth:`vocabulary_log_probs`, scored here from a subclass's ``config``, ``softmax`` and
+    ``predicted_states``. Shapes: :meth:`LanguageModel.predicted_states`."""
+
+    #: ``"forward"`` or ``"backward"``
+    direction: str
 
     @property
     def vocab_size(self) -> int:
@@ -92,7 +98,7 @@ class Scoring:
         return self.vocabulary_log_probs(states), targets
 
 
-class LanguageModel(CachedWeights, Scoring):
+class LanguageModel(CachedWeights, Direction):
     """One direction of the biLM, ``"forward"`` (predict the next word) or ``"backward"``, sized by ``config``
     (:class:`BiLMConfig`): token encoder → L unidirectional LSTM layers → softmax. Of bilm-tf's architecture
     (``shared_token_layer``) only the LSTM layers: its token layer and softmax are the :class:`~elmo.model.bilm.BiLM`'s, and
@@ -300,33 +306,7 @@ class LanguageModel(CachedWeights, Scoring):
         return top[keep].float(), targets[keep]
 
 
-class Direction(Protocol):
-    """One direction of a biLM as a language model of its own: :class:`LanguageModel` (ours) or
-    :class:`PublishedLM` (bilm-tf's architecture's, sharing its token layer and
-    softmax). Training (:func:`~elmo.training.trainer.fit`) calls it for ``(mean NLL, n)``; held-out evaluation
-    (:func:`~elmo.training.evaluation.evaluate_words`) reads ``predicted_states`` and ``vocabulary_log_probs``.
-    Shapes: :meth:`LanguageModel.predicted_states`."""
-
-    #: ``"forward"`` or ``"backward"``
-    direction: str
-
-    @property
-    def vocab_size(self) -> int: ...
-
-    def __call__(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> tuple[torch.Tensor, int]: ...
-
-    def predicted_states(self, ids: torch.Tensor, lengths: torch.Tensor,
-                         chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]: ...
-
-    def vocabulary_log_probs(self, states: torch.Tensor) -> torch.Tensor: ...
-
-    def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor,
-                  chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]: ...
-
-    def eval(self) -> Any: ...
-
-
-class PublishedLM(nn.Module, Scoring):
+class PublishedLM(Direction):
     """A :class:`~elmo.model.bilm.BiLM` of bilm-tf's architecture with its training head as a language model over
     ``directions`` (0 forward, 1 backward): what :func:`~elmo.training.trainer.fit` trains (``forward`` →
     ``(loss, n)``, :meth:`~elmo.model.bilm.BiLM.loss`; ``host_keys`` and ``host_plan`` for

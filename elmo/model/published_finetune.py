@@ -18,11 +18,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
-from ..data.chars import bilm_tf_char_table
 from ..data.corpus import EncodedCorpus
 from ..data.vocab import BOS_ID, EOS_ID, SPECIALS, Vocabulary
 from ..errors import ElmoError
-from .adaptive_softmax import IGNORE_INDEX
 from .bilm import BiLM
 from .sampled_softmax import SampledSoftmax
 
@@ -70,12 +68,10 @@ def vocabulary_token_vectors(bilm: BiLM, vocab: Vocabulary) -> torch.Tensor:
     from bilm-tf's ``<S>``/``</S>`` characters, zero for ``<pad>`` and ``<unk>``."""
     was_training = bilm.training
     bilm.eval()
-    device = bilm.boundary_chars.device
     words = vocab.itos[len(SPECIALS):]
-    chars = torch.from_numpy(bilm_tf_char_table(words, bilm.config.max_chars)).long().to(device)
-    vectors = torch.zeros(len(vocab), bilm.config.output_size, device=device)
+    vectors = torch.zeros(len(vocab), bilm.config.output_size, device=bilm.boundary_chars.device)
     if words:
-        vectors[len(SPECIALS):] = bilm.token_vectors(chars).float()
+        vectors[len(SPECIALS):] = bilm.word_vectors(words).float()
     bounds = bilm.token_vectors(bilm.boundary_chars).float()
     vectors[BOS_ID], vectors[EOS_ID] = bounds[0], bounds[1]
     bilm.train(was_training)
@@ -94,12 +90,10 @@ def sample_positions(model: BiLM, sample: EncodedCorpus,
     for direction in (0, 1):
         kept = 0
         for _, batch in sample.eval_batches(64, 4096):
-            ids, lengths = batch["ids"].to(device), batch["lengths"].to(device)
-            [top] = model.reading_states(batch["chars"].to(device), lengths, [direction])
-            target = model.targets(ids, lengths, direction)
-            keep = target != IGNORE_INDEX
-            tops.append(top[keep].float()[:positions - kept])
-            targets.append(target[keep][:positions - kept])
+            [(top, target)] = model.predicted_tops(batch["ids"].to(device), batch["lengths"].to(device),
+                                                   batch["chars"].to(device), [direction])
+            tops.append(top.float()[:positions - kept])
+            targets.append(target[:positions - kept])
             kept += len(targets[-1])
             if kept >= positions:
                 break
