@@ -111,14 +111,13 @@ class BiLM(nn.Module, HubMixin):
                 self.add_head(seed, **{k: getattr(config, k) for k in HEAD_FIELDS})
 
     @property
-    def cased(self) -> bool:
-        """Whether it reads text as written (bilm-tf's architecture), else lower-cased with the task's vocabulary."""
-        return self.config.shared_token_layer
-
-    @property
     def shared_token_layer(self) -> bool:
         """Whether both directions read one token layer (trained together), else one per direction (trained apart)."""
         return self.config.shared_token_layer
+
+    #: whether it reads text as written (bilm-tf's architecture, :attr:`shared_token_layer`), else lower-cased with the
+    #: task's vocabulary
+    cased = shared_token_layer
 
     # ------------------------------------------------------------------ the training head of bilm-tf's architecture
 

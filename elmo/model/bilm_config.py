@@ -18,18 +18,6 @@ from .sampled_softmax import BILM_TF_SAMPLES
 TOKEN_ENCODERS = ("word", "char")
 #: the training softmaxes (``pretrain --softmax``); sampled is bilm-tf's (:mod:`elmo.model.sampled_softmax`)
 SOFTMAXES = ("adaptive", "sampled")
-
-
-def check_head(owner: str, softmax: str, samples: int, dropout: float) -> None:
-    """Check a training head's ``softmax``, ``samples`` and ``dropout`` (of ``owner``, a config class name). Raises
-    ElmoError naming ``owner.field`` (``samples`` as ``softmax_samples``, its flag's name)."""
-    if softmax not in SOFTMAXES:
-        raise ElmoError(f"{owner}.softmax must be one of {', '.join(SOFTMAXES)}, got {softmax!r}", field=f"{owner}.softmax")
-    if samples < 1:
-        raise ElmoError(f"{owner}.softmax_samples must be >= 1, got {samples}", field=f"{owner}.softmax_samples")
-    if not 0.0 <= dropout < 1.0:
-        raise ElmoError(f"{owner}.dropout must be in [0, 1), got {dropout}", field=f"{owner}.dropout")
-
 #: ``--softmax``'s default: faster to a given held-out perplexity on the CPU (lab/experiments.md, ``softmax_choice``)
 DEFAULT_SOFTMAX = "adaptive"
 #: the :class:`BiLMConfig` fields a saved config may lack, with the defaults it then has (:meth:`BiLMConfig.saved`)
@@ -116,7 +104,14 @@ class BiLMConfig:
         if self.token_encoder not in TOKEN_ENCODERS or (self.shared_token_layer and self.token_encoder != "char"):
             raise ElmoError(f"BiLMConfig.token_encoder must be one of {TOKEN_ENCODERS} ('char' for bilm-tf's "
                             f"architecture), got {self.token_encoder!r}", field="BiLMConfig.token_encoder")
-        check_head("BiLMConfig", self.softmax, self.samples, self.dropout)
+        if self.softmax not in SOFTMAXES:  # samples named as its flag, softmax_samples
+            raise ElmoError(f"BiLMConfig.softmax must be one of {', '.join(SOFTMAXES)}, got {self.softmax!r}",
+                            field="BiLMConfig.softmax")
+        if self.samples < 1:
+            raise ElmoError(f"BiLMConfig.softmax_samples must be >= 1, got {self.samples}",
+                            field="BiLMConfig.softmax_samples")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ElmoError(f"BiLMConfig.dropout must be in [0, 1), got {self.dropout}", field="BiLMConfig.dropout")
         for name in ("cell_clip", "proj_clip"):
             if getattr(self, name) is not None and not getattr(self, name) > 0:
                 raise ElmoError(f"BiLMConfig.{name} must be positive or None (no clipping), got {getattr(self, name)}",

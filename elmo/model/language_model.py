@@ -31,19 +31,13 @@ DIRECTIONS = ("forward", "backward")
 States = list[tuple[torch.Tensor, torch.Tensor]]
 
 
-def reverse_index(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
-    """Gather index ``(B, T = max_len)`` int64 that reverses each row within ``lengths (B,)`` int64 and leaves padding
-    in place: ``idx[b, t] = lengths[b] - 1 - t`` for ``t < lengths[b]``, else ``t``; its own inverse."""
-    positions = torch.arange(max_len, device=lengths.device).unsqueeze(0)
-    lengths = lengths.unsqueeze(1)
-    return torch.where(positions < lengths, lengths - 1 - positions, positions)
-
-
 def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """Reverse each row of a right-padded ``x (B, T)`` or ``(B, T, D)`` within ``lengths (B,)`` int64 (padding stays at
-    the end); its own inverse. A 3-d ``x`` moves whole ``D``-wide rows (``index_select``, backward ``index_add_``),
-    several times faster than a per-element ``gather`` and its ``scatter_add_`` (lab/performance.md)."""
-    index = reverse_index(lengths, x.shape[1])
+    the end; ``index[b, t] = lengths[b] - 1 - t`` for ``t < lengths[b]``, else ``t``); its own inverse. A 3-d ``x``
+    moves whole ``D``-wide rows (``index_select``, backward ``index_add_``), several times faster than a per-element
+    ``gather`` and its ``scatter_add_`` (lab/performance.md)."""
+    positions, ends = torch.arange(x.shape[1], device=lengths.device).unsqueeze(0), lengths.unsqueeze(1)
+    index = torch.where(positions < ends, ends - 1 - positions, positions)
     if x.dim() == 2:
         return x.gather(1, index)
     rows = index + torch.arange(0, x.shape[0] * x.shape[1], x.shape[1], device=index.device).unsqueeze(1)

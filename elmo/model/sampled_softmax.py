@@ -103,13 +103,9 @@ class SampledSoftmax(nn.Module):
         # index_select, not indexing: the repeated targets' gradients add up in a fixed order with any threads
         rows, bias = self.weight.index_select(0, targets), self.bias.index_select(0, targets)
         true = (hidden.float() * rows.float()).sum(-1) + bias.float() - log_q[targets]
-        sampled = self.logits_of(hidden, candidates) - log_q[candidates]
+        sampled = F.linear(hidden, self.weight[candidates], self.bias[candidates]).float() - log_q[candidates]
         sampled = sampled.masked_fill(targets.unsqueeze(1) == candidates.unsqueeze(0), torch.finfo(sampled.dtype).min)
         return torch.cat([true.unsqueeze(1), sampled], dim=1)
-
-    def logits_of(self, hidden: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        """Logits ``(n, len(ids))`` float32 of the words ``ids`` only."""
-        return F.linear(hidden, self.weight[ids], self.bias[ids]).float()
 
     def forward(self, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean loss over the ``n`` positions of ``hidden (n, D)`` with ``targets (n,)`` int64 word ids in ``[0, V)``,
