@@ -15,10 +15,8 @@ the published ELMo weights (AllenNLP's ``elmo_2x4096_512_2048cnn_2xhighway`` and
 :mod:`elmo.model.published_io` reads their files and computes the reference implementation's vectors,
 ``docs/published_elmo.md``, "What exact means here"), text read as written:
 
-1. **Token layer** (:class:`~elmo.model.char_cnn.CharEncoder`): bilm-tf character ids
-   (:func:`elmo.data.chars.bilm_tf_char_ids`) → character embedding → max-pooled convolutions, ``char_cnn.activation``
-   → highway layers in TensorFlow's form ``y = g ⊙ relu(W_t x + b_t) + (1 − g) ⊙ x``, ``g = σ(W_c x + b_c)`` → a
-   linear projection. One token layer serves both directions: ``h_0 = [x; x]``.
+1. **Token layer**: the character CNN in bilm-tf's configuration (:mod:`elmo.model.char_cnn`) over bilm-tf character
+   ids (:func:`elmo.data.chars.bilm_tf_char_ids`), one for both directions: ``h_0 = [x; x]``.
 2. **LSTM layers** (:class:`~elmo.model.lstm.ProjectedLSTM`), per direction: TensorFlow's ``LSTMCell`` with
    ``num_proj`` (forget bias + 1.0, cell clipped to ``±cell_clip``, output projected and clipped to ``±proj_clip``;
    without clipping, PyTorch's fused LSTM kernel); with ``residual`` every layer but the first adds its input.

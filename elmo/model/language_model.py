@@ -20,7 +20,7 @@ from .bilm_config import BiLMConfig
 from .char_cnn import CharEncoder
 from .dropout import FastDropout
 from .hub import renamed_key
-from .lstm import AutocastLSTM, CachedWeights, ProjectedLSTM, autocast_dtype, cached, projected_stack, step_chunks
+from .lstm import AutocastLSTM, CachedWeights, ProjectedLSTM, cached, compute_dtype, projected_stack, step_chunks
 from .plan import HostPlan, device_reading_plan, predicted_positions
 from .sampled_softmax import SampledSoftmax
 
@@ -245,7 +245,7 @@ class LanguageModel(CachedWeights, Direction):
                 chars = torch.tensor([word_char_ids(w, self.config.max_chars) for w in (BOS, EOS)])
                 return [self.embedding(chars.to(params[0].device).unsqueeze(0))[0]]
             return [self.embedding(torch.tensor([BOS_ID, EOS_ID], device=params[0].device))]
-        return cached(self._cache, "boundaries", params, autocast_dtype(params[0].device.type) or torch.float32, make)[0]
+        return cached(self._cache, "boundaries", params, compute_dtype(params[0].device.type), make)[0]
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
                 plan: HostPlan | None = None) -> tuple[torch.Tensor, int]:
@@ -281,12 +281,11 @@ class LanguageModel(CachedWeights, Direction):
         if missing:
             raise ElmoError(f"LanguageModel.host_plan: the batch's host copy has no {', '.join(missing)}")
         ids, lengths = host["ids"], host["lengths"]
+        units = int((lengths.numpy() + 1).sum())
         if self.config.softmax == "sampled":
-            return HostPlan(int((lengths.numpy() + 1).sum()), None,
-                            kept=predicted_positions(lengths, ids.shape[1]))
-        last = EOS_ID if self.direction == "forward" else BOS_ID
-        return HostPlan(int((lengths.numpy() + 1).sum()),
-                        {DIRECTIONS.index(self.direction): cluster_counts(ids, lengths, last, self.softmax.cutoffs)})
+            return HostPlan(units, None, kept=predicted_positions(lengths, ids.shape[1]))
+        counts = cluster_counts(ids, lengths, EOS_ID if self.direction == "forward" else BOS_ID, self.softmax.cutoffs)
+        return HostPlan(units, {DIRECTIONS.index(self.direction): counts})
 
     @torch.no_grad()
     def predicted_states(self, ids: torch.Tensor, lengths: torch.Tensor,

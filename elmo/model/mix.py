@@ -158,10 +158,9 @@ def build_mix(mix: str, num_layers: int, dim: int, seed: int = 0, layer_norm: bo
         generator = torch.Generator().manual_seed(seed)
         return ScalarMix(num_layers, trainable=False, weights=torch.randn(num_layers, generator=generator),
                          layer_norm=layer_norm)
-    if mix == "learned_function" and learned_function == "gate":
-        return GatedLayerMix(num_layers, dim, layer_norm=layer_norm)
     if mix == "learned_function":
-        return LearnedLayerFunction(num_layers, dim, layer_norm=layer_norm)
+        kind = GatedLayerMix if learned_function == "gate" else LearnedLayerFunction
+        return kind(num_layers, dim, layer_norm=layer_norm)
     raise ElmoError(f"unknown layer mix {mix!r}; choose from {', '.join(LAYER_MIXES)}")
 
 
