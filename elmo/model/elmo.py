@@ -142,13 +142,11 @@ class Elmo(nn.Module, HubMixin):
         for p in self.bilm.parameters():
             p.requires_grad_(requires_grad)
         # layer_norm=False: the layers are normalised once in forward (per token or over the batch), then mixed
-        if fixed is None:
-            self.mixes = nn.ModuleList(build_mix(mix, bilm.num_layers, bilm.output_dim, seed=seed + i, layer_norm=False,
-                                                 learned_function=learned_function)
-                                       for i in range(num_output_representations))
-        else:
-            self.mixes = nn.ModuleList(ScalarMix(bilm.num_layers, trainable=False, weights=torch.tensor(fixed))
-                                       for _ in range(num_output_representations))
+        self.mixes = nn.ModuleList(
+            build_mix(mix, bilm.num_layers, bilm.output_dim, seed=seed + i, layer_norm=False,
+                      learned_function=learned_function) if fixed is None
+            else ScalarMix(bilm.num_layers, trainable=False, weights=torch.tensor(fixed))
+            for i in range(num_output_representations))
         self.dropout = FastDropout(dropout) if dropout else nn.Identity()  # p = 0 draws no random numbers
 
     @property
@@ -318,7 +316,7 @@ class Elmo(nn.Module, HubMixin):
     def _word_vectors(self) -> torch.Tensor:
         """``(len(vocab_to_cache), P)`` float32 token vectors of :attr:`vocab_to_cache` on the biLM's device, computed
         once and again when the character CNN's weights, dtype or device change (:func:`~elmo.model.lstm.cached`)."""
-        params = self.bilm.layer_groups()[-1]  # the token layer's
+        params = self.bilm.token_parameters()
         make = lambda: [self.bilm.word_vectors(self.vocab_to_cache).float()]  # noqa: E731
         return cached(self._word_cache, "vectors", params, compute_dtype(params[0].device.type), make)[0]
 

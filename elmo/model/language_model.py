@@ -143,11 +143,8 @@ class LanguageModel(CachedWeights, Direction):
 
     def reading_order(self, ids: torch.Tensor, lengths: torch.Tensor,
                       chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """The sequence this model reads and the words it must predict. Raises ElmoError: ``chars`` missing.
-
-        Args:
-            ids: ``(B, T)`` int64, right-padded with 0, no boundary tokens; lengths: ``(B,)`` int64 (>= 1);
-            chars: ``(B, T, C)`` int64 character ids (character encoder only).
+        """The sequence this model reads and the words it must predict, of ``ids``, ``lengths`` (>= 1) and ``chars`` as
+        the class docstring says. Raises ElmoError: ``chars`` missing.
 
         Returns:
             ``(inputs, targets, input_chars)``: ``(B, T + 1)`` int64 each, and ``(B, T + 1, C)`` or ``None``, in the
@@ -303,10 +300,9 @@ class PublishedLM(Direction):
     """A :class:`~elmo.model.bilm.BiLM` of bilm-tf's architecture with its training head as a language model over
     ``directions`` (0 forward, 1 backward): what :func:`~elmo.training.trainer.fit` trains (``forward`` →
     ``(loss, n)``, :meth:`~elmo.model.bilm.BiLM.loss`; ``host_keys`` and ``host_plan`` for
-    :func:`~elmo.model.plan.step_loss`) and, for one direction, the :class:`Direction` that
-    :mod:`elmo.training.evaluation` reads for per-direction held-out perplexities (``predicted_states``,
-    ``vocabulary_log_probs``, ``log_probs``). Its state is the biLM's under ``bilm.``; a training checkpoint of an
-    earlier version (the softmax beside the biLM, :meth:`~elmo.model.bilm.BiLM.renamed_state`) loads too."""
+    :func:`~elmo.model.plan.step_loss`) and, for one direction, the :class:`Direction` of per-direction held-out
+    perplexities. Its state is the biLM's under ``bilm.``; a training checkpoint of an earlier version (the softmax
+    beside the biLM, :meth:`~elmo.model.bilm.BiLM.renamed_state`) loads too."""
 
     def __init__(self, bilm: nn.Module, directions: Sequence[int] = (0, 1)):
         super().__init__()
