@@ -61,6 +61,14 @@ from .sampled_softmax import SampledSoftmax
 CHUNK_SIZE = 256
 
 
+def words_per_pass(device_type: str, chunk_size: int | None) -> int:
+    """The most distinct words through a character CNN at a time on ``device_type`` with ``chunk_size`` positions per
+    chunk (:attr:`BiLM.words_per_pass`)."""
+    if device_type == "cuda":
+        return WORDS_PER_PASS_GPU
+    return WORDS_PER_PASS if chunk_size is None else min(WORDS_PER_PASS, chunk_size)
+
+
 class BiLM(nn.Module, HubMixin):
     """A biLM of either architecture, sized by ``config`` (:class:`BiLMConfig`): a forward and a backward
     :class:`LanguageModel`, whose states form the ELMo layers (eq. 1). Ours has a token encoder and a softmax per
@@ -250,9 +258,7 @@ class BiLM(nn.Module, HubMixin):
     def words_per_pass(self) -> int:
         """The most distinct words through a character CNN at a time: ``min(chunk_size, WORDS_PER_PASS)`` on a CPU,
         :data:`~elmo.model.char_cnn.WORDS_PER_PASS_GPU` on a GPU, where launches, not memory, bound the pass."""
-        if next(self.parameters()).device.type == "cuda":
-            return WORDS_PER_PASS_GPU
-        return WORDS_PER_PASS if self.chunk_size is None else min(WORDS_PER_PASS, self.chunk_size)
+        return words_per_pass(next(self.parameters()).device.type, self.chunk_size)
 
     def forward(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
         """ELMo layers of every token, stateless (zero initial LSTM states): ``(L + 1, B, T, D)``, layer 0 =
