@@ -99,16 +99,13 @@ class LearnedLayerFunction(nn.Module):
             layers = normalize_layers(layers)
         return self.net(torch.cat(list(layers), dim=-1))
 
-    def lambdas(self) -> None:
-        """No scalar weights exist for this layer mix."""
-        return None
-
 
 class GatedLayerMix(nn.Module):
     """Token-wise scalar mix: γ Σ_j a_{k,j} h_{k,j}, a_k = softmax(w + g([h_{k,0}; ..; h_{k,L}])).
 
     g (``(L+1)·D → hidden → L+1``, GELU) adds per-token logits to the global w; g's output layer and w start at zero
     and γ at 1 (the uniform average). ``dim``: layer width D; ``num_layers``, ``layer_norm``: as for :class:`ScalarMix`.
+    :meth:`lambdas`: softmax(w), the layer weights of a token whose gate output is zero (the global part).
     """
 
     def __init__(self, num_layers: int, dim: int, hidden: int = GATE_HIDDEN, layer_norm: bool = False):
@@ -134,9 +131,7 @@ class GatedLayerMix(nn.Module):
             layers = normalize_layers(layers)
         return self.gamma.to(layers.dtype) * torch.einsum("btl,lbtd->btd", a, layers)
 
-    def lambdas(self) -> list[float]:
-        """softmax(w): the layer weights of a token whose gate output is zero (the global part), for logging."""
-        return torch.softmax(self.weights.detach().float(), dim=0).tolist()
+    lambdas = ScalarMix.lambdas
 
 
 def build_mix(mix: str, num_layers: int, dim: int, seed: int = 0, layer_norm: bool = False,
