@@ -21,6 +21,7 @@ import torch
 from ..data.corpus import EncodedCorpus
 from ..data.vocab import BOS_ID, EOS_ID, SPECIALS, Vocabulary
 from ..errors import ElmoError
+from .adaptive_softmax import IGNORE_INDEX
 from .bilm import BiLM
 from .sampled_softmax import SampledSoftmax
 
@@ -90,10 +91,12 @@ def sample_positions(model: BiLM, sample: EncodedCorpus,
     for direction in (0, 1):
         kept = 0
         for _, batch in sample.eval_batches(64, 4096):
-            [(top, target)] = model.predicted_tops(batch["ids"].to(device), batch["lengths"].to(device),
-                                                   batch["chars"].to(device), [direction])
-            tops.append(top.float()[:positions - kept])
-            targets.append(target[:positions - kept])
+            ids, lengths = batch["ids"].to(device), batch["lengths"].to(device)
+            [top] = model.reading_states(batch["chars"].to(device), lengths, [direction])
+            target = model.targets(ids, lengths, direction)
+            keep = target != IGNORE_INDEX
+            tops.append(top[keep].float()[:positions - kept])
+            targets.append(target[keep][:positions - kept])
             kept += len(targets[-1])
             if kept >= positions:
                 break
