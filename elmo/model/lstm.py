@@ -314,6 +314,10 @@ class ProjectedLSTM(CachedWeights):
             step_weights = (pack_weight(w_step, batch), pack_weight(w_step.t(), batch)) if fast else None
             proj_weights = (pack_weight(w_proj.detach(), batch), pack_weight(w_proj.detach().t(), batch)) \
                 if fast and w_proj is not None and w_proj.requires_grad else None
+            # bf16/fp16 with a projection: h stays in the products' dtype between steps, as the projection returns it
+            # (the same values as cast to float32 and back: two kernels a step fewer); outputs and states in float32
+            low = w_proj is not None and w_proj.dtype != torch.float32
+            h = h.to(w_proj.dtype) if low else h
             for first, last in step_chunks(active, chunk_size):
                 with record_function("elmo.lstm_input_products"):  # only the positions that run (no padding)
                     packed = torch.cat([x_steps[t][:active[t]] for t in range(first, last)]) if last > first else x[:0, 0]
@@ -337,7 +341,8 @@ class ProjectedLSTM(CachedWeights):
                         h_new = _clip(DeferredProduct.apply(h_new, None, *proj_weights, tape.projection_grads),
                                       self.proj_clip)
                     elif w_proj is not None:
-                        h_new = _clip(matmul(h_new, w_proj), self.proj_clip)
+                        h_new = _clip(F.linear(h_new.to(w_proj.dtype), w_proj) if low else matmul(h_new, w_proj),
+                                      self.proj_clip)
                     if grad:  # no in-place writes into one tensor, whose backward would copy it at every step
                         steps_out.append(F.pad(h_new, (0, 0, 0, batch - n)))
                     else:
@@ -347,8 +352,8 @@ class ProjectedLSTM(CachedWeights):
                 del packed, gates_all, gates_step  # before the next chunk's products: one chunk's alive at a time
                 gates_x = None  # noqa: F841 (the last step's piece is a view of the whole chunk's products)
             if steps_out:
-                out = torch.cat([torch.stack(steps_out), out[len(steps_out):]])
-        return out, (h, c)
+                out = torch.cat([torch.stack(steps_out).float(), out[len(steps_out):]])
+        return out, (h.float(), c)
 
     def fused_weights(self, dtype: torch.dtype) -> list[torch.Tensor]:
         """This layer as ``nn.LSTM(proj_size=P)``'s weights in ``dtype``: ``[weight_ih (4H, I), weight_hh (4H, P),
