@@ -41,15 +41,14 @@ from ..model.serialization import OpenedBiLM, open_bilm
 from ..runtime import distributed
 from ..training.evaluation import perplexity
 from ..training.trainer import Unfreezing
-from .common import CommonArgs, StartedRun, option, refuse_overwriting, resolve_batch_size, start
+from .common import CommonArgs, StartedRun, option, resolve_batch_size, start
 from .pretraining import (
     PretrainArgs,
     PretrainData,
+    check_lm_files,
     fit_direction,
     lm_summary,
     load_data,
-    new_model_files,
-    refuse_different_models,
     say_stale,
     stale_classifiers,
     train_published,
@@ -166,25 +165,6 @@ class FinetuneText(PretrainArgs):
         """Nothing: ``finetune`` reads the options file (:func:`bilm_to_finetune`; errors name ``--options-file``)."""
 
 
-def check_files(config: FinetuneArgs, opened: OpenedBiLM) -> None:
-    """As :func:`~elmo.pipelines.pretraining.check_files`, the inputs being the biLM's files, the text files or AG News
-    in ``--data-dir``, and the only model allowed in ``--models-dir`` one of the kind and architecture of ``opened``.
-    Raises :class:`ElmoError` naming the output and the input it would write over, or the different model's file."""
-    out, shared = config.outputs, opened.bilm.shared_token_layer
-    written = (lambda: opened.bilm.config) if shared else None
-    refuse_different_models(config, written)
-    models = [*new_model_files(config, written), out.checkpoint("published_lm")] if shared else \
-        [out.word2idx, out.lm("forward"), out.lm("backward"), *new_model_files(config, written),
-         out.checkpoint("forward_lm"), out.checkpoint("backward_lm")]
-    refuse_overwriting(config, {**{f"--options-file ({f.name})": f for f in opened.source.read if f.is_file()},
-                                "--options-file": config.options_file, "--weight-file": config.weight_file,
-                                "--train-file": config.train_file, "--val-file": config.val_file,
-                                "--test-file": config.test_file},
-                       [*models, out.result("lm"), out.image("lm_loss"), out.image("lm_confusion_forward"),
-                        out.image("lm_confusion_backward")],
-                       agnews=config.train_file is None)
-
-
 def bilm_to_finetune(config: FinetuneArgs) -> OpenedBiLM:
     """The biLM of ``--options-file`` (and ``--weight-file``) opened by :func:`~elmo.model.serialization.open_bilm`.
     Raises :class:`ElmoError` naming the flag and file: missing or invalid files; ``--softmax``, ``--softmax-samples``
@@ -246,22 +226,24 @@ def parameter_groups(model: BiLM | LanguageModel, config: FinetuneArgs) -> Unfre
 def finetune(config: FinetuneArgs) -> dict:
     """``python -m elmo finetune`` (module docstring). Returns the ``lm.json`` content (on every rank under
     ``torchrun``; rank 0 alone writes files). Raises :class:`ElmoError`: a missing or invalid biLM or text file (named
-    with its flag), an output that is an input (:func:`check_files`), an unwritable output folder, bad flags."""
+    with its flag), an output that is an input (the biLM's files, the text) or a different model in ``--models-dir``
+    (:func:`~elmo.pipelines.pretraining.check_lm_files`), an unwritable output folder, bad flags."""
     opened = bilm_to_finetune(config)
-    check_files(config, opened)
+    bilm, out = opened.bilm, config.outputs
+    written = bilm.config if bilm.shared_token_layer else None  # the published architecture, else ours
+    check_lm_files(config, written, {**{f"--options-file ({f.name})": f for f in opened.source.read if f.is_file()},
+                                     "--options-file": config.options_file, "--weight-file": config.weight_file,
+                                     "--train-file": config.train_file, "--val-file": config.val_file,
+                                     "--test-file": config.test_file},
+                   [out.checkpoint("forward_lm"), out.checkpoint("backward_lm")])
     text = config.pretrain_args(opened)
     run = start(config, kernel_cache_entries=32)
-    bilm = opened.bilm
-    written = (lambda: bilm.config) if bilm.shared_token_layer else None
     stale = stale_classifiers(config, written, keep=opened.source.read) if run.ctx.is_main else []
     say_stale(stale, run)
     loaded = load_data(text, run)
     resolve_batch_size(config, loaded.train_documents, run.say)
     vocab = loaded.vocab
-    run.say(f"fine-tuning {opened.where} on {loaded.source}: {loaded.train_tokens:,} training tokens, vocabulary "
-            f"{len(vocab):,} (" + ", ".join(f"OOV {k} {v:.2%}" for k, v in loaded.oov.items()) + f"), device "
-            f"{run.device}, " + (f"{run.ctx.world_size} processes × " if run.ctx.enabled else "")
-            + f"{run.threads} threads, {run.precision} training")
+    run.say(f"fine-tuning {opened.where} on {loaded.source}: {loaded.described(run)}")
     if not bilm.shared_token_layer:
         return finetune_directions(opened, loaded, config, run, stale)
     model = language_model_of(bilm, config.seed, **training_head(config, len(vocab)))

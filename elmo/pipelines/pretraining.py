@@ -25,6 +25,7 @@ import torch
 
 from ..artifacts import (
     Outputs,
+    PathArg,
     atomic_folder,
     environment_info,
     load_checkpoint,
@@ -228,8 +229,13 @@ class PretrainArgs(CommonArgs):
         return self.architecture is not None
 
     def vocabulary(self, build: Callable[[], Vocabulary]) -> Vocabulary:
-        """The vocabulary of the text: ``build()`` on rank 0, shared with every rank (:func:`shared_vocabulary`)."""
-        return shared_vocabulary(build)
+        """The vocabulary of the text: ``build()`` on rank 0, its word list broadcast to every rank (``torchrun`` ranks
+        must encode alike)."""
+        ctx = distributed.context()
+        vocab = build() if ctx.is_main else None
+        if not ctx.enabled:
+            return vocab
+        return Vocabulary(distributed.broadcast_words(vocab.itos if vocab is not None else None))
 
     def model_config(self, vocab_size: int) -> BiLMConfig:
         """What is trained: the published architecture (``--architecture``) or our biLM (:meth:`bilm_config`)."""
@@ -307,15 +313,6 @@ def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainAr
         f"a word vector with the vectors' mean {info['common_direction_cosine']:.3f}"
         + (", removed" if centered else "") + ")")
     return info
-
-
-def shared_vocabulary(build: Callable[[], Vocabulary]) -> Vocabulary:
-    """``build()`` on rank 0, its word list broadcast to every rank (``torchrun`` ranks must encode alike)."""
-    ctx = distributed.context()
-    vocab = build() if ctx.is_main else None
-    if not ctx.enabled:
-        return vocab
-    return Vocabulary(distributed.broadcast_words(vocab.itos if vocab is not None else None))
 
 
 def pretraining_splits(config: PretrainArgs) -> tuple[tuple[Corpus, Corpus, Corpus], dict]:
@@ -412,6 +409,14 @@ class PretrainData:
         train = self.data["train"]
         return len(train) if isinstance(train, EncodedCorpus) else self.counts["train"]
 
+    def described(self, run: StartedRun) -> str:
+        """The log's ``12,345 training tokens, vocabulary 6,789 (OOV val 1.23%, ...), device cpu, 4 threads, bf16
+        training`` (``N processes ×`` under ``torchrun``)."""
+        return (f"{self.train_tokens:,} training tokens, vocabulary {len(self.vocab):,} ("
+                + ", ".join(f"OOV {k} {v:.2%}" for k, v in self.oov.items()) + f"), device {run.device}, "
+                + (f"{run.ctx.world_size} processes × " if run.ctx.enabled else "")
+                + f"{run.threads} threads, {run.precision} training")
+
 
 def load_data(config: PretrainArgs, run: StartedRun) -> PretrainData:
     """AG News (:func:`prepare_data`) or ``--train-file`` (:func:`prepare_stream`), summarised the same way."""
@@ -459,11 +464,6 @@ def fit_direction(lm: LanguageModel, loaded: PretrainData, config: PretrainArgs,
                Progress(f"{lm.direction} LM", "tok", config.quiet, bar), None if groups is None else groups(lm))
 
 
-def train_directions(bilm: BiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun) -> dict[str, FitResult]:
-    """Train the forward LM, then the backward LM (:func:`fit_direction`)."""
-    return {lm.direction: fit_direction(lm, loaded, config, run) for lm in (bilm.forward_lm, bilm.backward_lm)}
-
-
 def direction_threads(config: PretrainArgs, run: StartedRun) -> int | None:
     """``--concurrent-directions``: each direction's CPU threads when the two LMs train side by side (half the run's,
     at least 1), or ``None`` when they train in turn: ``off``, ``--architecture``, ``torchrun``, a non-CPU device, or
@@ -497,7 +497,7 @@ class DirectionJob:
 
 
 def train_direction(job: DirectionJob) -> dict:
-    """In a child process (:func:`train_side_by_side`): train one direction as :func:`train_directions` does
+    """In a child process (:func:`train_side_by_side`): train one direction as :func:`pretrain` does in turn
     (:func:`fit_direction`: the same seeding, batches, checkpoint and ``--resume``) on this process's threads, then
     evaluate it exactly (:func:`measure_direction`). Returns ``{"state": the best epoch's weights, "history",
     "best_epoch", "best_value", "measured"}``. Raises :class:`ElmoError` as :func:`~elmo.training.trainer.fit`;
@@ -549,43 +549,35 @@ def train_side_by_side(bilm: BiLM, loaded: PretrainData, config: PretrainArgs, r
 #: what :func:`different_models` calls each kind of :func:`~elmo.model.serialization.models_in`
 MODEL_KINDS = {"bilstm": "ELMO.py's biLM", "published_lm": "pretrain --architecture's or finetune's biLM",
                "pretrained": "a save_pretrained model", "bilm_tf": "bilm-tf's files"}
-#: the biLM a command writes into ``--models-dir``: ``None`` for ours (``bilstm.pt`` and the ``save_pretrained`` folder
-#: ``bilm/`` of a :class:`~elmo.model.bilm.BiLM`), else a function giving the config of the published architecture written (the
-#: folder of a :class:`~elmo.model.bilm.BiLM` with its training head)
-Written = Callable[[], BiLMConfig] | None
 
 
-def different_models(config: CommonArgs, written: Written) -> list[tuple[BiLMFiles, str]]:
+def different_models(config: CommonArgs, written: BiLMConfig | None) -> list[tuple[BiLMFiles, str]]:
     """The models in ``--models-dir`` (:func:`~elmo.model.serialization.models_in`) other than the one a command
-    writes there (``written``), each with what it is: another kind, the published architecture of another size, or
-    a file that does not load. The model written replaces its own kind: ``bilstm.pt`` and a ``bilm`` folder for ours,
-    a ``published_lm`` folder or an earlier version's ``published_lm.pt`` of the same architecture for the published
-    one."""
-    found = []
-    own = BiLM.hub_kind if written is None else "published_lm"
+    writes there, each with what it is: another kind, the published architecture of another size, or a file that does
+    not load. ``written``: the config of the published architecture written (the folder of a
+    :class:`~elmo.model.bilm.BiLM` with its training head), ``None`` for ours (``bilstm.pt`` and the
+    ``save_pretrained`` folder ``bilm/``). The model written replaces its own kind: ``bilstm.pt`` and a ``bilm`` folder
+    for ours, a ``published_lm`` folder or an earlier version's ``published_lm.pt`` of the same architecture for the
+    published one."""
+    own, found = BiLM.hub_kind if written is None else "published_lm", []
     for model in models_in(config.outputs.models):
-        size = None
         try:
-            if model.kind == "pretrained":
-                kind, saved = saved_kind(model.files[0].parent)
-                if kind != own:
-                    found.append((model, f"{MODEL_KINDS[model.kind]} ({kind}), a different model"))
-                    continue
-                size = None if written is None else BiLMConfig.bilm_tf(**saved["config"])
-            elif model.kind == "published_lm" and written is not None:
-                size = config_from_options(load_checkpoint(model.files[0], "elmo.published_lm")["options"])
-            elif model.kind != "bilstm" or written is not None:
-                found.append((model, f"{MODEL_KINDS[model.kind]}, a different model"))
+            kind, saved = saved_kind(model.files[0].parent) if model.kind == "pretrained" else \
+                ({"bilstm": BiLM.hub_kind}.get(model.kind, model.kind), None)
+            if kind != own:
+                found.append((model, MODEL_KINDS[model.kind] + (f" ({kind})" if saved else "") + ", a different model"))
                 continue
+            if written is not None:
+                size = BiLMConfig.bilm_tf(**saved["config"]) if saved else \
+                    config_from_options(load_checkpoint(model.files[0], "elmo.published_lm")["options"])
+                if size.architecture != written.architecture:
+                    found.append((model, "a biLM of another architecture"))
         except (ElmoError, KeyError, TypeError):
             found.append((model, "a file that does not load"))
-            continue
-        if size is not None and size.architecture != written().architecture:
-            found.append((model, "a biLM of another architecture"))
     return found
 
 
-def refuse_different_models(config: CommonArgs, written: Written) -> None:
+def refuse_different_models(config: CommonArgs, written: BiLMConfig | None) -> None:
     """Before anything is written, unless ``--overwrite`` or ``--resume``: stop if ``--models-dir`` holds any of
     :func:`different_models`. Raises :class:`ElmoError`: one line naming the file, what it is, and the two ways on."""
     if config.overwrite or config.resume:
@@ -596,22 +588,22 @@ def refuse_different_models(config: CommonArgs, written: Written) -> None:
                         "or give --overwrite to replace it")
 
 
-def replace_different_models(config: CommonArgs, written: Written, keep: Iterable = ()) -> None:
-    """``--overwrite``, just before the new model (``written``) is saved: delete :func:`overwritten_models`, so that
-    the folder opens as the new model (:func:`~elmo.model.serialization.open_bilm`)."""
+def replace_different_models(config: CommonArgs, written: BiLMConfig | None, keep: Iterable = ()) -> None:
+    """``--overwrite``, just before the new model (``written``: :func:`different_models`) is saved: delete
+    :func:`overwritten_models`, so that the folder opens as the new model (:func:`~elmo.model.serialization.open_bilm`)."""
     for path in overwritten_models(config, written, keep):
         remove_file(path)
 
 
-def new_model_files(config: CommonArgs, written: Written) -> list[Path]:
-    """The model files a command writes or replaces in ``--models-dir`` (``written``): ours ``bilstm.pt`` and the
-    ``save_pretrained`` folder beside it; the published architecture its folder and an earlier version's
-    ``published_lm.pt``, removed once the folder is written."""
+def new_model_files(config: CommonArgs, written: BiLMConfig | None) -> list[Path]:
+    """The model files a command writes or replaces in ``--models-dir`` (``written``: :func:`different_models`): ours
+    ``bilstm.pt`` and the ``save_pretrained`` folder beside it; the published architecture its folder and an earlier
+    version's ``published_lm.pt``, removed once the folder is written."""
     out = config.outputs
     return [out.bilm, *out.pretrained] if written is None else [*out.pretrained, out.published_lm]
 
 
-def overwritten_models(config: CommonArgs, written: Written, keep: Iterable = ()) -> list[Path]:
+def overwritten_models(config: CommonArgs, written: BiLMConfig | None, keep: Iterable = ()) -> list[Path]:
     """The files :func:`replace_different_models` deletes: with ``--overwrite`` (else none), those of
     :func:`different_models` (a model of the kind written is replaced by the new files), never one of the command's
     inputs ``keep``."""
@@ -622,24 +614,20 @@ def overwritten_models(config: CommonArgs, written: Written, keep: Iterable = ()
             if os.path.realpath(path) not in kept]
 
 
-def stale_classifiers(config: CommonArgs, written: Written, keep: Iterable = ()) -> list[Path]:
+def stale_classifiers(config: CommonArgs, written: BiLMConfig | None, keep: Iterable = ()) -> list[Path]:
     """The classifier files of ``--models-dir`` (:meth:`~elmo.artifacts.Outputs.classifiers`) that the new biLM
-    (``written``) leaves without the biLM they were trained on: trained on a file it replaces or one ``--overwrite``
-    deletes (:func:`new_model_files`, :func:`overwritten_models`; ``keep``: the command's inputs), or on a
-    ``bilstm.pt`` the folder no longer holds (they would load onto the new biLM). Not counted: classifiers recording a
-    biLM elsewhere (``classify --options-file``) and files that do not load as classifiers."""
+    (``written``: :func:`different_models`) leaves without the biLM they were trained on: trained on a file it replaces
+    or one ``--overwrite`` deletes (:func:`new_model_files`, :func:`overwritten_models`; ``keep``: the command's
+    inputs), or on a ``bilstm.pt`` the folder no longer holds (they would load onto the new biLM). Not counted:
+    classifiers recording a biLM elsewhere (``classify --options-file``) and files that do not load as classifiers."""
     out = config.outputs
     replaced = {os.path.realpath(path)
                 for path in [*new_model_files(config, written), *overwritten_models(config, written, keep)]}
     stale = []
     for path in out.classifiers():
         try:
-            saved = load_checkpoint(path, "elmo.classifier")
-        except ElmoError:
-            continue
-        try:
-            sources = [Path(f) for f in recorded_source(saved) or ()]
-        except KeyError:
+            sources = [Path(f) for f in recorded_source(load_checkpoint(path, "elmo.classifier")) or ()]
+        except (ElmoError, KeyError):
             continue
         if any(os.path.realpath(f) in replaced for f in files_read(sources)) or (not sources and (
                 os.path.realpath(out.bilm) in replaced or not out.bilm.is_file())):
@@ -677,23 +665,31 @@ def set_aside_stale(stale: list[Path], run: StartedRun) -> None:
               file=sys.stderr, flush=True)
 
 
-def check_files(config: PretrainArgs) -> None:
-    """Before anything is written: refuse an output (model files, training checkpoints, ``lm.json``, plots) that is an
-    input (``--train-file``, ``--val-file``, ``--test-file``, AG News in ``--data-dir``), and a different model in
-    ``--models-dir`` (:func:`refuse_different_models`). Raises :class:`ElmoError` naming the output and the input it
-    would write over, or the different model's file."""
-    refuse_different_models(config, None if config.architecture is None else config.published_config)
+def check_lm_files(config: CommonArgs, written: BiLMConfig | None, inputs: dict[str, PathArg],
+                   training: list[Path]) -> None:
+    """Before ``pretrain`` or ``finetune`` writes anything: refuse a different model in ``--models-dir``
+    (:func:`refuse_different_models`; ``written`` as there) and an output (the model files, our biLM's ``training``
+    files, ``lm.json``, the plots) that is one of the ``inputs`` (keyed by flag) or, without ``--train-file``, AG News
+    in ``--data-dir``. Raises :class:`ElmoError` naming the different model's file, or the output and the input it
+    would write over."""
+    refuse_different_models(config, written)
     out = config.outputs
-    training = [path for name in ("forward_lm", "backward_lm")  # checkpoints; logs and results of side-by-side runs
-                for path in (out.checkpoint(name), out.log(name), out.checkpoint(f"{name}.result"))]
-    models = [out.word2idx, out.lm("forward"), out.lm("backward"), *new_model_files(config, None), *training] \
-        if config.architecture is None \
-        else [*new_model_files(config, config.published_config), out.checkpoint("published_lm")]
-    refuse_overwriting(config, {"--train-file": config.train_file, "--val-file": config.val_file,
-                                "--test-file": config.test_file, "--architecture": config.architecture},
-                       [*models, out.result("lm"), out.image("lm_loss"), out.image("lm_confusion_forward"),
-                        out.image("lm_confusion_backward")],
+    models = [*new_model_files(config, written), out.checkpoint("published_lm")] if written is not None else \
+        [out.word2idx, out.lm("forward"), out.lm("backward"), *new_model_files(config, written), *training]
+    refuse_overwriting(config, inputs, [*models, out.result("lm"), out.image("lm_loss"),
+                                        out.image("lm_confusion_forward"), out.image("lm_confusion_backward")],
                        agnews=config.train_file is None)
+
+
+def check_files(config: PretrainArgs) -> None:
+    """:func:`check_lm_files` for ``pretrain``: the inputs ``--train-file``, ``--val-file``, ``--test-file`` and
+    ``--architecture``; our biLM's training files, the checkpoints and the logs and results of side-by-side runs."""
+    out = config.outputs
+    check_lm_files(config, config.published_config(),
+                   {"--train-file": config.train_file, "--val-file": config.val_file, "--test-file": config.test_file,
+                    "--architecture": config.architecture},
+                   [path for name in ("forward_lm", "backward_lm")
+                    for path in (out.checkpoint(name), out.log(name), out.checkpoint(f"{name}.result"))])
 
 
 def pretrain(config: PretrainArgs) -> dict:
@@ -704,8 +700,7 @@ def pretrain(config: PretrainArgs) -> dict:
     steady_heap()
     run = start(config, kernel_cache_entries=32)
     ctx, outputs, say = run.ctx, run.outputs, run.say
-    stale = stale_classifiers(config, None if config.architecture is None else config.published_config,
-                              keep=[config.architecture]) if ctx.is_main else []
+    stale = stale_classifiers(config, config.published_config(), keep=[config.architecture]) if ctx.is_main else []
     say_stale(stale, run)
     threads_each = direction_threads(config, run)
     phases: dict = {}
@@ -714,10 +709,7 @@ def pretrain(config: PretrainArgs) -> dict:
     resolve_batch_size(config, loaded.train_documents, say)
     vocab = loaded.vocab
     say(f"data: {loaded.source}: " + " / ".join(f"{n} {k}" for k, n in loaded.counts.items()) + " documents, "
-        f"{loaded.train_tokens:,} training tokens, vocabulary {len(vocab):,} ("
-        + ", ".join(f"OOV {k} {v:.2%}" for k, v in loaded.oov.items()) + f"), device {run.device}, "
-        + (f"{ctx.world_size} processes × " if ctx.enabled else "") + f"{run.threads} threads, "
-        f"{run.precision} training")
+        + loaded.described(run))
     if config.architecture is not None:
         return pretrain_published(config, run, loaded, phases, stale)
     if ctx.is_main:
@@ -734,7 +726,8 @@ def pretrain(config: PretrainArgs) -> dict:
                                    "threads_per_direction": threads_each or run.threads}) | phases
     started = time.perf_counter()
     if threads_each is None:
-        fitted, measured = train_directions(bilm, loaded, config, run), None
+        fitted = {lm.direction: fit_direction(lm, loaded, config, run) for lm in (bilm.forward_lm, bilm.backward_lm)}
+        measured = None
     else:
         say(f"training the forward and backward LMs side by side: two processes of {threads_each} thread(s) each "
             f"(--concurrent-directions {config.concurrent_directions})")
@@ -783,8 +776,8 @@ def train_published(model: BiLM, loaded: PretrainData, config: PretrainArgs, run
     both directions' validation perplexity, checkpoints, ``--resume``; ``groups``: the optimiser's, else one); then
     rank 0 evaluates each direction exactly and writes the model, with its softmax and vocabulary, as the
     ``save_pretrained`` folder ``bilm/`` of ``--models-dir`` (:class:`~elmo.model.hub.HubMixin`; an earlier
-    version's ``published_lm.pt`` there is removed), ``lm.json`` (``out`` completed) and the plots as :func:`write_outputs` does (``keep``, ``stale``, ``command``). Returns ``out``
-    (on every rank)."""
+    version's ``published_lm.pt`` there is removed), ``lm.json`` (``out`` completed) and the plots as
+    :func:`write_outputs` does (``keep``, ``stale``, ``command``). Returns ``out`` (on every rank)."""
     started = time.perf_counter()
     torch.manual_seed(config.seed + run.ctx.rank)  # one dropout and candidate stream per rank
     lm = PublishedLM(model)
@@ -797,14 +790,13 @@ def train_published(model: BiLM, loaded: PretrainData, config: PretrainArgs, run
         for name in DIRECTIONS:
             evaluate_direction(model.direction(name), fitted, loaded.data, run, loaded.vocab, out)
         model.vocab, model.card = loaded.vocab, lm_card(out, config, command)
-        replace_different_models(config, lambda: model.config, keep=keep)
+        replace_different_models(config, model.config, keep=keep)
         with phase(out, "saving"):
             save_folder(model, run.outputs)
             remove_file(run.outputs.published_lm)
-        set_aside_stale(stale, run)
         out["bilm_config"], out["options"] = model.config.saved(), options_of(model.config)
         out["lm_config"] = model.config.head
-        finish_lm_results(out, config, run, started, {"biLM": fitted.history}, ["published_lm"])
+        finish_lm_results(out, config, run, started, {"biLM": fitted.history}, ["published_lm"], stale)
     distributed.barrier()
     return out
 
@@ -833,10 +825,11 @@ def lm_card(out: dict, config: PretrainArgs, command: str = "pretrain") -> dict:
 
 
 def finish_lm_results(out: dict, config: PretrainArgs, run: StartedRun, started: float,
-                      histories: dict[str, list[dict]], checkpoints: list[str]) -> None:
-    """Rank 0, after the model files: complete and write ``lm.json`` (throughput; ``lstm_dtype``, per history the dtype
+                      histories: dict[str, list[dict]], checkpoints: list[str], stale: list[Path]) -> None:
+    """Rank 0, after the model files: set ``stale`` aside (:func:`set_aside_stale`), complete and write ``lm.json`` (throughput; ``lstm_dtype``, per history the dtype
     its LSTMs computed in at the last step; seconds, flags, environment), plot the loss curves of ``histories``, delete
     the training ``checkpoints`` and print the table."""
+    set_aside_stale(stale, run)
     out["tokens_per_second"] = {d: out["directions"][d]["tokens_per_second"] for d in out["directions"]}
     out["lstm_dtype"] = {d: rows[-1].get("lstm_dtype") if rows else None for d, rows in histories.items()}
     out["seconds"] = time.perf_counter() - started
@@ -856,8 +849,8 @@ def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult]
     """Rank 0: evaluate both directions exactly (unless ``measured`` holds that: :func:`train_side_by_side`), then,
     after deleting :func:`overwritten_models` (never the inputs ``keep``), write ``forward.pt``, ``backward.pt``,
     ``bilstm.pt`` and the same biLM as the ``save_pretrained`` folder ``bilm/`` (``config.json``,
-    ``model.safetensors``, ``vocab.txt``, ``README.md``), then set ``stale`` aside (:func:`set_aside_stale`) and
-    :func:`finish_lm_results`; ``command``: what the model card says made it."""
+    ``model.safetensors``, ``vocab.txt``, ``README.md``), then :func:`finish_lm_results` (``stale``); ``command``:
+    what the model card says made it."""
     outputs, vocab = run.outputs, loaded.vocab
     meta = {**environment_info(config.seed), "config": asdict(config)}
     replace_different_models(config, None, keep)
@@ -870,9 +863,8 @@ def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult]
     with phase(out, "saving"):
         save_bilm(bilm, vocab, outputs.bilm, {**meta, "card": bilm.card})
         save_folder(bilm, outputs)
-    set_aside_stale(stale or [], run)
     finish_lm_results(out, config, run, started, {d: out["directions"][d]["history"] for d in out["directions"]},
-                      ["forward_lm", "backward_lm"])
+                      ["forward_lm", "backward_lm"], stale or [])
 
 
 def measure_direction(lm: Direction, data: dict, device: torch.device) -> dict:

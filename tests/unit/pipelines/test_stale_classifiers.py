@@ -10,7 +10,7 @@ from elmo.artifacts import Outputs, payload, save_checkpoint
 from elmo.model.bilm_config import BiLMConfig
 from elmo.pipelines.pretraining import PretrainArgs, stale_classifiers
 
-PUBLISHED = BiLMConfig.bilm_tf  # the published architecture written (its default size)
+PUBLISHED = BiLMConfig.bilm_tf()  # the published architecture written (its default size)
 
 
 def classifier(path: Path, **record) -> Path:
