@@ -14,7 +14,6 @@ import json
 import sys
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -176,11 +175,10 @@ def context_sensitivity(bilm: BiLM, vocab: Vocabulary, corpus: Corpus, words: Se
     return out
 
 
-def head_mismatch(config: BaselinesArgs, classification_json: Path) -> list[str]:
-    """The head/training flags in which this run differs from the ELMo run in ``classification.json``."""
-    if not classification_json.is_file():
-        return []
-    elmo_config = json.loads(classification_json.read_text(encoding="utf-8")).get("config", {})
+def head_mismatch(config: BaselinesArgs, elmo_run: dict) -> list[str]:
+    """The head/training flags in which this run differs from the ELMo run ``elmo_run`` (the content of
+    ``classification.json``, ``{}`` without one)."""
+    elmo_config = elmo_run.get("config", {})
     return [k for k in HEAD_KEYS if k in elmo_config and elmo_config[k] != getattr(config, k)]
 
 
@@ -200,13 +198,6 @@ def static_baseline(task: TaskData, config: BaselinesArgs, method: str) -> dict:
     model = task.to_device(StaticEmbeddingClassifier(torch.from_numpy(vectors), config.static_classifier_config(method)))
     checkpoint = checkpointing(config, f"baseline_{method}", vocab=vocab.fingerprint())
     return {**train_and_evaluate(model, task.data, config, run, checkpoint), "embedding": info}
-
-
-def trained_lambdas(classification_json: Path) -> list[float] | None:
-    """The trainable-λ weights of the ELMo run in ``classification.json`` (``None`` without one)."""
-    if not classification_json.is_file():
-        return None
-    return json.loads(classification_json.read_text(encoding="utf-8")).get("trainable_lambda", {}).get("lambdas")
 
 
 def check_files(config: BaselinesArgs) -> None:
@@ -232,7 +223,8 @@ def baselines(config: BaselinesArgs) -> dict:
     outputs, say = task.run.outputs, task.run.say
     train, val, test = task.corpora["train"], task.corpora["val"], task.corpora["test"]
     classification_json = outputs.result("classification")
-    mismatch = head_mismatch(config, classification_json)
+    elmo_run = json.loads(classification_json.read_text(encoding="utf-8")) if classification_json.is_file() else {}
+    mismatch = head_mismatch(config, elmo_run)
     if mismatch:
         print(f"warning: these flags differ from the classification.py run in {classification_json}: "
               f"{', '.join(mismatch)}; the comparison is not like for like", file=sys.stderr)
@@ -245,8 +237,8 @@ def baselines(config: BaselinesArgs) -> dict:
                        f"{method} (test accuracy {entry['test']['accuracy']:.3f})")
         say(f"{method}: test accuracy {entry['test']['accuracy']:.4f}, macro-F1 {entry['test']['f1']:.4f}")
         say(format_confusion(entry["test"]["confusion_matrix"]))
-    out["context"] = context_sensitivity(task.bilm, task.vocab, test, config.context_words,
-                                        trained_lambdas(classification_json), max_length=config.max_length)
+    out["context"] = context_sensitivity(task.bilm, task.vocab, test, config.context_words,  # trainable λ's weights
+                                        elmo_run.get("trainable_lambda", {}).get("lambdas"), max_length=config.max_length)
     for item in out["context"]:
         cos = item["cosine"]
         say(f"'{item['word']}' ({' vs '.join(f'{n} {t}' for t, n in item['occurrences'].items())} occurrences): "

@@ -128,37 +128,25 @@ def _not_utf8(path: str | os.PathLike, from_line: int) -> str:
     return f"{path} is not UTF-8 text: embed reads a UTF-8 text file, one sentence per line"
 
 
-def read_sentences(path: str | os.PathLike) -> Iterator[str]:
-    """The stripped lines of ``path``, one at a time (checked by :func:`count_sentences` first)."""
-    with open(path, encoding="utf-8-sig") as handle:
-        for line in handle:
-            yield line.strip()
-
-
-def _reduce(vectors: np.ndarray, output_format: str) -> np.ndarray:
-    """``(L + 1, n, D)`` → what ``--all`` / ``--top`` / ``--average`` writes."""
-    if output_format == "top":
-        return vectors[-1]
-    return vectors.mean(axis=0) if output_format == "average" else vectors
-
-
 def write_embeddings(embedder: ElmoEmbedder, config: EmbedArgs, total: int, out: Any) -> dict[str, Any]:
     """Embed every line of ``config.input_file`` into the open hdf5 file ``out``; returns counts."""
     import h5py
 
-    sentences = read_sentences(config.input_file)
-    lines: deque[str] = deque()  # the lines read ahead by embed_sentences, not yet written
+    fmt = config.output_format
+    lines: deque[str] = deque()  # the stripped lines read ahead by embed_sentences, not yet written
 
-    def tokens() -> Iterator[list[str]]:
-        for line in sentences:
-            lines.append(line)
-            yield line.split()
+    def tokens() -> Iterator[list[str]]:  # the file was checked by count_sentences first
+        with open(config.input_file, encoding="utf-8-sig") as handle:
+            for line in handle:
+                lines.append(line.strip())
+                yield lines[-1].split()
 
     index: dict[str, str] = {}
     n_tokens = 0
     vectors = embedder.embed_sentences(tokens(), config.batch_size)
     for i, layers in enumerate(tqdm(vectors, total=total, unit=" sentences", disable=config.quiet, file=sys.stderr)):
-        out.create_dataset(str(i), data=_reduce(layers, config.output_format).astype(np.float32, copy=False))
+        kept = layers[-1] if fmt == "top" else layers.mean(axis=0) if fmt == "average" else layers  # (L + 1, n, D)
+        out.create_dataset(str(i), data=kept.astype(np.float32, copy=False))
         line = lines.popleft()
         n_tokens += layers.shape[1]
         if not config.forget_sentences:

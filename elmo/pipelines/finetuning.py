@@ -274,8 +274,8 @@ def finetune_directions(opened: OpenedBiLM, loaded: PretrainData, config: Finetu
                                    "finetune": {"options_file": config.options_file, "lr": config.lr,
                                                 "softmax_lr": config.softmax_lr}})
     started = time.perf_counter()
-    fitted = {d: fit_direction(bilm.direction(d), loaded, config, run, groups=lambda lm: parameter_groups(lm, config))
-              for d in DIRECTIONS}
+    fitted = {lm.direction: fit_direction(lm, loaded, config, run, groups=parameter_groups(lm, config))
+              for lm in map(bilm.direction, DIRECTIONS)}
     out["train_seconds"] = time.perf_counter() - started
     if run.ctx.is_main:
         loaded.vocab.save_pickle(run.outputs.word2idx)

@@ -4,7 +4,7 @@ Read and split the data → vocabulary on the training split → ``--init-embedd
 (:func:`elmo.training.trainer.fit`, early stopping on validation perplexity) → exact full-vocabulary evaluation → write
 ``word2idx.pkl``, ``forward.pt``, ``backward.pt``, ``bilstm.pt``, the same biLM as the ``save_pretrained`` folder
 ``bilm/``, ``results/lm.json`` and the plots. ``--architecture``
-(:func:`pretrain_published`) trains the published ELMo architecture instead, written as the ``save_pretrained``
+(:func:`train_published`) trains the published ELMo architecture instead, written as the ``save_pretrained``
 folder ``bilm/`` (``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``) alone
 (docs/make_your_own_elmo.md).
 """
@@ -453,15 +453,18 @@ def lm_objective(lm: torch.nn.Module, loaded: PretrainData, config: PretrainArgs
         monitor="perplexity", maximize=False, host_keys=lm.host_keys, prepare=plan_batch(lm))
 
 
-def fit_direction(lm: LanguageModel, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
-                  bar: bool = True, groups: Callable[[LanguageModel], Unfreezing] | None = None) -> FitResult:
-    """Train one LM (early stopping on validation perplexity), dropout seeded with ``--seed`` + rank (rank 0 = a single
-    process), training state in the checkpoint ``<direction>_lm`` (``--resume``); ``bar=False``: per-epoch lines, no
-    progress bar; ``groups``: the LM's optimiser groups (``finetune``), else one."""
+def fit_direction(lm: LanguageModel | PublishedLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
+                  bar: bool = True, groups: Unfreezing | None = None) -> FitResult:
+    """Train one LM (early stopping on validation perplexity), dropout (and sampled candidates) seeded with ``--seed`` +
+    rank (rank 0 = a single process), training state in the checkpoint ``<direction>_lm`` (``--resume``; a
+    :class:`~elmo.model.language_model.PublishedLM` of both directions: ``published_lm``, shown as ``biLM``);
+    ``bar=False``: per-epoch lines, no progress bar; ``groups``: the LM's optimiser groups (``finetune``), else one."""
+    both = lm.direction == "both"
     torch.manual_seed(config.seed + run.ctx.rank)
     return fit(lm, lm_objective(lm, loaded, config, run), lm_train_config(config, loaded.data["train"]), run.device,
-               run.amp_dtype, checkpointing(config, f"{lm.direction}_lm", vocab=loaded.vocab.fingerprint()),
-               Progress(f"{lm.direction} LM", "tok", config.quiet, bar), None if groups is None else groups(lm))
+               run.amp_dtype, checkpointing(config, "published_lm" if both else f"{lm.direction}_lm",
+                                            vocab=loaded.vocab.fingerprint()),
+               Progress("biLM" if both else f"{lm.direction} LM", "tok", config.quiet, bar), groups)
 
 
 def direction_threads(config: PretrainArgs, run: StartedRun) -> int | None:
@@ -710,8 +713,13 @@ def pretrain(config: PretrainArgs) -> dict:
     vocab = loaded.vocab
     say(f"data: {loaded.source}: " + " / ".join(f"{n} {k}" for k, n in loaded.counts.items()) + " documents, "
         + loaded.described(run))
-    if config.architecture is not None:
-        return pretrain_published(config, run, loaded, phases, stale)
+    if config.architecture is not None:  # the published architecture, initialised as bilm-tf initialises it
+        model = BiLM(replace(config.published_config(), **training_head(config, len(vocab))), seed=config.seed)
+        if config.init_embeddings.startswith("word2vec"):
+            say(f"--init-embeddings {config.init_embeddings} does not apply to the character encoder: it starts from "
+                "bilm-tf's initialisation")
+        out = lm_summary(loaded, run, {"architecture": config.architecture, "softmax": config.softmax}) | phases
+        return train_published(model.to(run.device), loaded, config, run, out, stale, [config.architecture])
     if ctx.is_main:
         vocab.save_pickle(outputs.word2idx)
     bilm_config = config.bilm_config(len(vocab))
@@ -755,35 +763,18 @@ def lm_summary(loaded: PretrainData, run: StartedRun, extra: dict) -> dict:
     return out
 
 
-def pretrain_published(config: PretrainArgs, run: StartedRun, loaded: PretrainData, phases: dict | None = None,
-                       stale: list[Path] | None = None) -> dict:
-    """``--architecture``: the published architecture, initialised as bilm-tf initialises it, trained and written by
-    :func:`train_published`. Returns the ``lm.json`` content (on every rank)."""
-    model = BiLM(replace(config.published_config(), **training_head(config, len(loaded.vocab))),
-                          seed=config.seed).to(run.device)
-    if config.init_embeddings.startswith("word2vec"):
-        run.say(f"--init-embeddings {config.init_embeddings} does not apply to the character encoder: it starts from "
-                "bilm-tf's initialisation")
-    out = lm_summary(loaded, run, {"architecture": config.architecture, "softmax": config.softmax}) | (phases or {})
-    return train_published(model, loaded, config, run, out, stale or [], [config.architecture])
-
-
 def train_published(model: BiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
                     out: dict, stale: list[Path], keep: Iterable, command: str = "pretrain",
                     groups: Unfreezing | None = None) -> dict:
     """Train the published architecture with its training head (:class:`~elmo.model.bilm.BiLM`, both directions at
-    once, :class:`~elmo.model.language_model.PublishedLM`) with :func:`~elmo.training.trainer.fit` (early stopping on
-    both directions' validation perplexity, checkpoints, ``--resume``; ``groups``: the optimiser's, else one); then
+    once, :class:`~elmo.model.language_model.PublishedLM`) with :func:`fit_direction` (early stopping on both
+    directions' validation perplexity, checkpoints, ``--resume``; ``groups``: the optimiser's, else one); then
     rank 0 evaluates each direction exactly and writes the model, with its softmax and vocabulary, as the
     ``save_pretrained`` folder ``bilm/`` of ``--models-dir`` (:class:`~elmo.model.hub.HubMixin`; an earlier
     version's ``published_lm.pt`` there is removed), ``lm.json`` (``out`` completed) and the plots as
     :func:`write_outputs` does (``keep``, ``stale``, ``command``). Returns ``out`` (on every rank)."""
     started = time.perf_counter()
-    torch.manual_seed(config.seed + run.ctx.rank)  # one dropout and candidate stream per rank
-    lm = PublishedLM(model)
-    fitted = fit(lm, lm_objective(lm, loaded, config, run), lm_train_config(config, loaded.data["train"]),
-                 run.device, run.amp_dtype, checkpointing(config, "published_lm", vocab=loaded.vocab.fingerprint()),
-                 Progress("biLM", "tok", config.quiet), groups)
+    fitted = fit_direction(PublishedLM(model), loaded, config, run, groups=groups)
     out["train_seconds"] = time.perf_counter() - started
     out.setdefault("phase_seconds", {})["training"] = out["train_seconds"]
     if run.ctx.is_main:
