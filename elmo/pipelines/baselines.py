@@ -34,14 +34,12 @@ from ..runtime.device import set_seed, to_device
 from ..training.metrics import classification_metrics
 from .common import (
     checkpointing,
-    format_confusion,
     format_results_table,
     option,
     refuse_overwriting,
     remove_checkpoints,
 )
-from .plots import plot_confusion
-from .task import HeadArgs, TaskData, prepare, train_and_evaluate
+from .task import HeadArgs, TaskData, prepare, report_test, train_and_evaluate
 
 BASELINE_METHODS = (*STATIC_METHODS, "tfidf_logreg")
 #: Words whose meaning changes with the AG News topic; the first two that occur in two topics are demonstrated.
@@ -233,10 +231,7 @@ def baselines(config: BaselinesArgs) -> dict:
         entry = tfidf_logreg(train, val, test, config.seed, task.text) if method == "tfidf_logreg" else \
             static_baseline(task, config, method)
         out[method] = entry
-        plot_confusion(entry["test"]["confusion_matrix"], CLASS_NAMES, CLASS_NAMES, outputs.image(f"confusion_{method}"),
-                       f"{method} (test accuracy {entry['test']['accuracy']:.3f})")
-        say(f"{method}: test accuracy {entry['test']['accuracy']:.4f}, macro-F1 {entry['test']['f1']:.4f}")
-        say(format_confusion(entry["test"]["confusion_matrix"]))
+        report_test(task.run, method, entry)
     out["context"] = context_sensitivity(task.bilm, task.vocab, test, config.context_words,  # trainable λ's weights
                                         elmo_run.get("trainable_lambda", {}).get("lambdas"), max_length=config.max_length)
     for item in out["context"]:

@@ -29,15 +29,14 @@ from ..runtime.device import set_seed
 from .common import (
     checkpointing,
     command_line,
-    format_confusion,
     format_results_table,
     option,
     phase,
     refuse_overwriting,
     remove_checkpoints,
 )
-from .plots import plot_confusion, plot_curves
-from .task import HeadArgs, TaskData, prepare, train_and_evaluate
+from .plots import plot_curves
+from .task import HeadArgs, TaskData, prepare, report_test, train_and_evaluate
 
 
 @dataclass
@@ -120,15 +119,6 @@ def train_mix(task: TaskData, config: ClassifyArgs, mix: str) -> tuple[dict, Elm
     return entry, model
 
 
-def report_mix(task: TaskData, mix: str, entry: dict) -> None:
-    """Rank 0: the confusion-matrix plot and the printed result of one layer mix."""
-    lam = "" if entry["lambdas"] is None else f", λ = {np.round(entry['lambdas'], 3).tolist()}, γ = {entry['gamma']:.3f}"
-    task.run.say(f"{mix}: test accuracy {entry['test']['accuracy']:.4f}, macro-F1 {entry['test']['f1']:.4f}{lam}")
-    task.run.say(format_confusion(entry["test"]["confusion_matrix"]))
-    plot_confusion(entry["test"]["confusion_matrix"], CLASS_NAMES, CLASS_NAMES, task.run.outputs.image(f"confusion_{mix}"),
-                   f"{mix} (test accuracy {entry['test']['accuracy']:.3f})")
-
-
 def check_files(config: ClassifyArgs) -> None:
     """Before anything is written: no output (``classifier*.pt``, the training checkpoints, ``classification.json``,
     the plots) is an input (``--options-file``, ``--weight-file``, ``bilstm.pt``, AG News in ``--data-dir``). Raises
@@ -172,8 +162,10 @@ def classify(config: ClassifyArgs) -> dict:
                     "mix_results": {k: out[mix][k]["f1"] for k in ("val", "test")},
                     "card": classifier_card(task, config, out[mix]), **published_record(task.bilm, task.vocab)})
                 save_checkpoint(payloads[mix], outputs.classifier(mix))
-            with phase(phases, "plots"):
-                report_mix(task, mix, out[mix])
+            with phase(phases, "plots"):  # and the printed result, with the mix's λ and γ
+                lam = out[mix]["lambdas"]
+                report_test(run, mix, out[mix],
+                            "" if lam is None else f", λ = {np.round(lam, 3).tolist()}, γ = {out[mix]['gamma']:.3f}")
     if not run.ctx.is_main:
         distributed.barrier()  # wait for rank 0's files, so the job ends as one
         return out

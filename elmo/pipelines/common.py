@@ -65,10 +65,8 @@ def resolve_batch_size(config: CommonArgs, train_documents: int | None, say: Cal
     """Set and return ``config.batch_size`` as :func:`auto_batch_size` chooses, before training, so the checkpoints and
     results JSON record (and ``--resume`` compares) the size that ran; say it (why: :func:`auto_batch_reason`)."""
     chosen = auto_batch_size(config.batch_size, train_documents)
-    why = ""
-    if config.batch_size is None and train_documents is not None and chosen < DEFAULT_BATCH_SIZE:
-        why = f" ({auto_batch_reason(train_documents)})"
-    say(f"batches: up to {chosen} documents{why} and {config.max_tokens:,} tokens, padding included "
+    why = auto_batch_reason(train_documents) if config.batch_size is None and train_documents is not None else ""
+    say(f"batches: up to {chosen} documents{f' ({why})' if why else ''} and {config.max_tokens:,} tokens, padding included "
         "(--batch-size, --max-tokens)")
     config.batch_size = chosen
     return chosen
@@ -251,6 +249,17 @@ def refuse_overwriting(config: CommonArgs, inputs: Mapping[str, PathArg], output
     (:func:`~elmo.artifacts.refuse_overwriting_inputs`). Raises :class:`ElmoError` naming both flags and paths."""
     data = {f"--data-dir ({name})": Path(config.data_dir) / name for name in ("train.csv", "test.csv")} if agnews else {}
     refuse_overwriting_inputs({**data, **inputs}, config.outputs.labelled(*outputs))
+
+
+def refuse_another_model(flag: str, folder: Path, found: tuple[Any, str] | None, overwrite: bool) -> None:
+    """Stop before anything is written when ``folder`` (given as ``flag``: ``--out``, ``--models-dir``) holds another
+    model's file, ``found`` = ``(file, what it is)`` (:func:`~elmo.pipelines.export.bilm_tf_difference`,
+    :meth:`~elmo.model.hub.HubMixin.saved_difference`, :func:`~elmo.pipelines.pretraining.different_models`), unless
+    ``overwrite``. Raises :class:`ElmoError`: one line naming the file, what it is and the two ways on (another
+    ``flag``, ``--overwrite``)."""
+    if found is not None and not overwrite:
+        file, what = found
+        raise ElmoError(f"{flag} {folder} holds {file} ({what}): choose another {flag}, or give --overwrite to replace it")
 
 
 def format_confusion(cm: list[list[int]]) -> str:

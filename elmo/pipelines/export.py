@@ -35,7 +35,7 @@ from ..model.published_io import (
     tf_datasets,
 )
 from ..model.serialization import BILM_FILES, BiLMFiles, find_bilm, open_bilm
-from .common import option
+from .common import option, refuse_another_model
 
 #: what ``export`` writes into its folder, bilm-tf's names: options, weights, vocabulary
 EXPORT_FILES = ("options.json", "weights.hdf5", "vocab.txt")
@@ -48,7 +48,7 @@ class ExportArgs:
     """Flags of ``python -m elmo export`` (which biLMs: module docstring).
 
     ``--out`` is created if missing; the files there of the names ``--format`` writes are replaced only when they are
-    this model's own earlier export (:func:`refuse_another_model`), or with ``--overwrite``. ``--vocab-file``: UTF-8,
+    this model's own earlier export (:func:`~elmo.pipelines.common.refuse_another_model`), or with ``--overwrite``. ``--vocab-file``: UTF-8,
     one token per line, listed in ``vocab.txt`` after ``<S>``, ``</S>`` and ``<UNK>``.
     """
 
@@ -140,16 +140,6 @@ def bilm_tf_difference(bilm: BiLM, out_dir: str | Path) -> tuple[Path, str] | No
     return None
 
 
-def refuse_another_model(difference: tuple[Path, str] | None, overwrite: bool) -> None:
-    """Stop before anything is written when ``--out`` holds another model's file (a :func:`bilm_tf_difference` or
-    :meth:`~elmo.model.hub.HubMixin.saved_difference`), unless ``overwrite``. Raises :class:`ElmoError`: one line
-    naming the file, what it is and the two ways on (another ``--out``, ``--overwrite``)."""
-    if difference is not None and not overwrite:
-        file, what = difference
-        raise ElmoError(f"--out {file.parent} holds {file} ({what}): choose another --out, or give --overwrite to "
-                        "replace it")
-
-
 def export_bilm(bilm: BiLM, out_dir: str | Path, words: Iterable[str] = ()) -> dict[str, Any]:
     """Write ``bilm`` (a :class:`~elmo.model.bilm.BiLM`, any device) into ``out_dir`` (created if missing)
     as bilm-tf's files (module docstring; source: bilm-tf's layout, :mod:`elmo.model.published_io`), ``words`` listed
@@ -218,7 +208,7 @@ def export(config: ExportArgs) -> dict[str, Any]:
         bilm = open_bilm(config.options_file, config.weight_file).bilm
         words = read_vocabulary(config.vocab_file) if config.vocab_file is not None else []
     if not bilm.bilm_tf_blockers():
-        refuse_another_model(bilm_tf_difference(bilm, config.out), config.overwrite)
+        refuse_another_model("--out", Path(config.out), bilm_tf_difference(bilm, config.out), config.overwrite)
     summary = export_bilm(bilm, config.out, words)
     if not config.quiet:
         print(f"wrote {summary['weight_file']} ({summary['datasets']} datasets, {summary['parameters']:,} numbers), "
@@ -248,7 +238,7 @@ def export_pretrained(config: ExportArgs) -> dict[str, Any]:
         model.card = {**(bilm_card or {}), **(saved.get("card") or {})}
     else:
         model = open_bilm(config.models_dir).bilm
-    refuse_another_model(model.saved_difference(config.out), config.overwrite)
+    refuse_another_model("--out", Path(config.out), model.saved_difference(config.out), config.overwrite)
     pushed = model.save_pretrained(config.out, push_to_hub=config.push_to_hub is not None, repo_id=config.push_to_hub)
     files = sorted(f.name for f in outputs.values() if f.is_file())
     if not config.quiet:

@@ -20,7 +20,6 @@ import dataclasses
 import itertools
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 from torch import nn
@@ -244,43 +243,32 @@ def finetune(config: FinetuneArgs) -> dict:
     resolve_batch_size(config, loaded.train_documents, run.say)
     vocab = loaded.vocab
     run.say(f"fine-tuning {opened.where} on {loaded.source}: {loaded.described(run)}")
-    if not bilm.shared_token_layer:
-        return finetune_directions(opened, loaded, config, run, stale)
-    model = language_model_of(bilm, config.seed, **training_head(config, len(vocab)))
-    init = initial_softmax(model, loaded, config)
+    shared = bilm.shared_token_layer  # the published architecture (a new softmax), else ours (module docstring)
+    model = language_model_of(bilm, config.seed, **training_head(config, len(vocab))) if shared else bilm
+    init = initial_softmax(model, loaded, config) if shared else None
     model.to(run.device)
     before = held_out_perplexities(model, loaded.data, run)
     say_perplexities(run, "before", before)
-    out = lm_summary(loaded, run, {"architecture": config.options_file, "softmax": config.softmax, "before": before,
-                                   "finetune": {"options_file": config.options_file, "weight_file": config.weight_file,
-                                                "softmax_init": init, "lr": config.lr,
-                                                "softmax_lr": config.softmax_lr}})
-    train_published(model, loaded, config, run, out, stale, opened.source.read, "finetune",
-                    parameter_groups(model, config))
+    if shared:
+        out = lm_summary(loaded, run, {"architecture": config.options_file, "softmax": config.softmax, "before": before,
+                                       "finetune": {"options_file": config.options_file, "weight_file":
+                                                    config.weight_file, "softmax_init": init, "lr": config.lr,
+                                                    "softmax_lr": config.softmax_lr}})
+        train_published(model, loaded, config, run, out, stale, opened.source.read, "finetune",
+                        parameter_groups(model, config))
+    else:  # each direction trained further, then written and reported as pretrain does
+        out = lm_summary(loaded, run, {"softmax": bilm.config.softmax, "before": before,
+                                       "finetune": {"options_file": config.options_file, "lr": config.lr,
+                                                    "softmax_lr": config.softmax_lr}})
+        started = time.perf_counter()
+        fitted = {lm.direction: fit_direction(lm, loaded, config, run, groups=parameter_groups(lm, config))
+                  for lm in map(bilm.direction, DIRECTIONS)}
+        out["train_seconds"] = time.perf_counter() - started
+        if run.ctx.is_main:
+            loaded.vocab.save_pickle(run.outputs.word2idx)
+            write_outputs(bilm, loaded, fitted, config, run, out, started, stale=stale, command="finetune",
+                          keep=opened.source.read)
+        distributed.barrier()
     if run.ctx.is_main:
         say_perplexities(run, "after", {split: out[split] for split in before})
-    return out
-
-
-def finetune_directions(opened: OpenedBiLM, loaded: PretrainData, config: FinetuneArgs, run: StartedRun,
-                        stale: list[Path]) -> dict:
-    """Our biLM (``opened``; module docstring): each direction trained further
-    (:func:`~elmo.pipelines.pretraining.fit_direction`), then written and reported, with the perplexities ``before``,
-    as ``pretrain`` does (:func:`~elmo.pipelines.pretraining.write_outputs`). Returns the ``lm.json`` content."""
-    bilm = opened.bilm.to(run.device)
-    before = held_out_perplexities(bilm, loaded.data, run)
-    say_perplexities(run, "before", before)
-    out = lm_summary(loaded, run, {"softmax": bilm.config.softmax, "before": before,
-                                   "finetune": {"options_file": config.options_file, "lr": config.lr,
-                                                "softmax_lr": config.softmax_lr}})
-    started = time.perf_counter()
-    fitted = {lm.direction: fit_direction(lm, loaded, config, run, groups=parameter_groups(lm, config))
-              for lm in map(bilm.direction, DIRECTIONS)}
-    out["train_seconds"] = time.perf_counter() - started
-    if run.ctx.is_main:
-        loaded.vocab.save_pickle(run.outputs.word2idx)
-        write_outputs(bilm, loaded, fitted, config, run, out, started, stale=stale, command="finetune",
-                      keep=opened.source.read)
-        say_perplexities(run, "after", {split: out[split] for split in before})
-    distributed.barrier()
     return out

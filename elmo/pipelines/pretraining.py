@@ -63,6 +63,7 @@ from .common import (
     command_line,
     option,
     phase,
+    refuse_another_model,
     refuse_overwriting,
     remove_checkpoints,
     resolve_batch_size,
@@ -582,13 +583,10 @@ def different_models(config: CommonArgs, written: BiLMConfig | None) -> list[tup
 
 def refuse_different_models(config: CommonArgs, written: BiLMConfig | None) -> None:
     """Before anything is written, unless ``--overwrite`` or ``--resume``: stop if ``--models-dir`` holds any of
-    :func:`different_models`. Raises :class:`ElmoError`: one line naming the file, what it is, and the two ways on."""
-    if config.overwrite or config.resume:
-        return
-    if found := different_models(config, written):
-        model, what = found[0]
-        raise ElmoError(f"--models-dir {config.outputs.models} holds {model} ({what}): choose another --models-dir, "
-                        "or give --overwrite to replace it")
+    :func:`different_models` (:func:`~elmo.pipelines.common.refuse_another_model`: raises :class:`ElmoError`)."""
+    if not (config.overwrite or config.resume):
+        found = different_models(config, written)
+        refuse_another_model("--models-dir", config.outputs.models, found[0] if found else None, False)
 
 
 def replace_different_models(config: CommonArgs, written: BiLMConfig | None, keep: Iterable = ()) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..data.agnews import NUM_CLASSES, labelled_draw, load_agnews
+from ..data.agnews import CLASS_NAMES, NUM_CLASSES, labelled_draw, load_agnews
 from ..data.corpus import Corpus, EncodedCorpus, encode_corpus
 from ..data.pretraining_text import pretraining_text
 from ..data.vocab import Vocabulary
@@ -29,7 +29,8 @@ from ..runtime import distributed
 from ..training.metrics import classification_metrics
 from ..training.state import Checkpointing
 from ..training.trainer import Objective, Progress, TrainConfig, Unfreezing, fit
-from .common import CommonArgs, StartedRun, option, resolve_batch_size, start
+from .common import CommonArgs, StartedRun, format_confusion, option, resolve_batch_size, start
+from .plots import plot_confusion
 
 #: the task vocabulary with a published biLM (which has none): training words seen this often, at most this many
 TASK_MIN_FREQ, TASK_MAX_VOCAB = 2, 50000
@@ -238,6 +239,16 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
     entry.update({"best_epoch": fitted.best_epoch, "history": fitted.history, "train_seconds": seconds,
                   "test_predictions": np.asarray(predictions["test"]).tolist()})
     return entry
+
+
+def report_test(run: StartedRun, name: str, entry: dict[str, Any], extra: str = "") -> None:
+    """Rank 0: print the test accuracy and macro-F1 of ``name`` (a layer mix or a baseline; ``extra`` after them) and
+    its test confusion matrix, and plot that as ``confusion_<name>.png``."""
+    test = entry["test"]
+    run.say(f"{name}: test accuracy {test['accuracy']:.4f}, macro-F1 {test['f1']:.4f}{extra}")
+    run.say(format_confusion(test["confusion_matrix"]))
+    plot_confusion(test["confusion_matrix"], CLASS_NAMES, CLASS_NAMES, run.outputs.image(f"confusion_{name}"),
+                   f"{name} (test accuracy {test['accuracy']:.3f})")
 
 
 def fine_tuning(model: SequenceClassifier, config: HeadArgs) -> Unfreezing | None:
