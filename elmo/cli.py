@@ -132,13 +132,16 @@ class _PerParse:
 
 
 class StoreOnce(_PerParse, argparse.Action):
-    """A flag with one value, refused when given twice (argparse's own keeps the last one without a word)."""
+    """A flag with one value, refused when given twice (argparse's own keeps the last one without a word). With
+    ``nargs=0``, one flag of a choice the command requires (``embed``'s ``--all`` / ``--top`` / ``--average``): it sets
+    its field to ``True`` (no ``--no-flag``; default ``argparse.SUPPRESS``); the command's ``check`` refuses none or
+    several."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
         if self.given_before(namespace):
             parser.error(f"{self.option_strings[0]} was given twice: give it once")
-        setattr(namespace, self.dest, values)
+        setattr(namespace, self.dest, True if self.nargs == 0 else values)
 
 
 class BooleanOnce(_PerParse, argparse.BooleanOptionalAction):
@@ -149,20 +152,6 @@ class BooleanOnce(_PerParse, argparse.BooleanOptionalAction):
         if self.given_before(namespace):
             parser.error(f"{self.option_strings[0]} / {self.option_strings[1]} was given twice: give it once")
         super().__call__(parser, namespace, values, option_string)
-
-
-class OneOfOnce(_PerParse, argparse.Action):
-    """One flag of a choice the command requires (``embed``'s ``--all`` / ``--top`` / ``--average``): sets its field
-    to ``True`` (no ``--no-flag``), refused when given twice; the command's ``check`` refuses none or several."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None):
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        if self.given_before(namespace):
-            parser.error(f"{self.option_strings[0]} was given twice: give it once")
-        setattr(namespace, self.dest, True)
 
 
 class ExtendList(_PerParse, argparse.Action):
@@ -178,7 +167,7 @@ def add_flags(parser: argparse.ArgumentParser, args_cls: type, lab: bool = False
     """Add one ``--flag`` per field of the arguments dataclass ``args_cls`` (booleans also get ``--no-flag``; metadata
     ``positional=True``: a positional argument; ``lab=True``: only with ``lab``). A flag given twice is refused
     (:class:`StoreOnce`, :class:`BooleanOnce`) except a list flag, which appends (:class:`ExtendList`). Booleans marked
-    ``one_of=TITLE`` (:class:`OneOfOnce`) are listed together under ``TITLE (one is required)`` in ``--help``."""
+    ``one_of=TITLE`` (:class:`StoreOnce` with ``nargs=0``) are listed together under ``TITLE (one is required)`` in ``--help``."""
     hints = typing.get_type_hints(args_cls)
     groups: dict[str, Any] = {}
     for f in dataclasses.fields(args_cls):
@@ -197,7 +186,7 @@ def add_flags(parser: argparse.ArgumentParser, args_cls: type, lab: bool = False
         elif kind is bool and f.metadata.get("one_of"):
             title = f.metadata["one_of"]
             group = groups.get(title) or groups.setdefault(title, parser.add_argument_group(f"{title} (one is required)"))
-            group.add_argument(flag, action=OneOfOnce, help=f.metadata.get("help"))
+            group.add_argument(flag, action=StoreOnce, nargs=0, default=argparse.SUPPRESS, help=f.metadata.get("help"))
         elif kind is bool:
             parser.add_argument(flag, action=BooleanOnce, default=f.default, help=f.metadata.get("help"))
         else:
