@@ -228,10 +228,9 @@ def baselines(config: BaselinesArgs) -> dict:
               f"{', '.join(mismatch)}; the comparison is not like for like", file=sys.stderr)
     out: dict[str, Any] = {}
     for method in config.methods:
-        entry = tfidf_logreg(train, val, test, config.seed, task.text) if method == "tfidf_logreg" else \
+        out[method] = tfidf_logreg(train, val, test, config.seed, task.text) if method == "tfidf_logreg" else \
             static_baseline(task, config, method)
-        out[method] = entry
-        report_test(task.run, method, entry)
+        report_test(task.run, method, out[method])
     out["context"] = context_sensitivity(task.bilm, task.vocab, test, config.context_words,  # trainable λ's weights
                                         elmo_run.get("trainable_lambda", {}).get("lambdas"), max_length=config.max_length)
     for item in out["context"]:

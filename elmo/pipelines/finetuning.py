@@ -228,13 +228,13 @@ def finetune(config: FinetuneArgs) -> dict:
     with its flag), an output that is an input (the biLM's files, the text) or a different model in ``--models-dir``
     (:func:`~elmo.pipelines.pretraining.check_lm_files`), an unwritable output folder, bad flags."""
     opened = bilm_to_finetune(config)
-    bilm, out = opened.bilm, config.outputs
+    bilm = opened.bilm
     written = bilm.config if bilm.shared_token_layer else None  # the published architecture, else ours
     check_lm_files(config, written, {**{f"--options-file ({f.name})": f for f in opened.source.read if f.is_file()},
                                      "--options-file": config.options_file, "--weight-file": config.weight_file,
                                      "--train-file": config.train_file, "--val-file": config.val_file,
                                      "--test-file": config.test_file},
-                   [out.checkpoint("forward_lm"), out.checkpoint("backward_lm")])
+                   [config.outputs.checkpoint(f"{d}_lm") for d in DIRECTIONS])
     text = config.pretrain_args(opened)
     run = start(config, kernel_cache_entries=32)
     stale = stale_classifiers(config, written, keep=opened.source.read) if run.ctx.is_main else []

@@ -720,8 +720,7 @@ def pretrain(config: PretrainArgs) -> dict:
         return train_published(model.to(run.device), loaded, config, run, out, stale, [config.architecture])
     if ctx.is_main:
         vocab.save_pickle(outputs.word2idx)
-    bilm_config = config.bilm_config(len(vocab))
-    bilm = BiLM(bilm_config)
+    bilm = BiLM(config.bilm_config(len(vocab)))
     # Rank 0's weights reach every rank when fit() wraps the model (DDP broadcasts them): only rank 0 runs Word2Vec.
     with phase(phases, "word2vec"):
         out_init = init_embeddings(bilm, vocab, loaded.sentences(), config, say, run.word2vec_workers) \
