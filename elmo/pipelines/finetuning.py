@@ -22,8 +22,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from torch import nn
-
 from ..data.corpus import encode_corpus
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
@@ -199,13 +197,6 @@ def initial_softmax(model: BiLM, loaded: PretrainData, config: FinetuneArgs) -> 
     return {**info, "counted_documents": len(counted)}
 
 
-def held_out_perplexities(model: nn.Module, data: dict, run: StartedRun) -> dict[str, dict[str, float]]:
-    """Each direction's exact full-vocabulary perplexity on val (and test) of ``model`` (either architecture's
-    training model: ``direction(name)`` gives one direction's LM): ``{"val": {"forward_perplexity": ...}}``."""
-    return {split: {f"{d}_perplexity": perplexity(model.direction(d), data[split], run.device) for d in DIRECTIONS}
-            for split in ("val", "test") if split in data}
-
-
 def say_perplexities(run: StartedRun, when: str, perplexities: dict[str, dict[str, float]]) -> None:
     """Print ``before: val forward perplexity 26.68, ...`` (``when``) from ``{split: {"<direction>_perplexity"}}``."""
     run.say(f"{when + ':':<7} " + ", ".join(f"{split} {d} perplexity {values[f'{d}_perplexity']:.2f}"
@@ -247,7 +238,8 @@ def finetune(config: FinetuneArgs) -> dict:
     model = language_model_of(bilm, config.seed, **training_head(config, len(vocab))) if shared else bilm
     init = initial_softmax(model, loaded, config) if shared else None
     model.to(run.device)
-    before = held_out_perplexities(model, loaded.data, run)
+    before = {split: {f"{d}_perplexity": perplexity(model.direction(d), loaded.data[split], run.device)
+                      for d in DIRECTIONS} for split in ("val", "test") if split in loaded.data}  # exact, each direction
     say_perplexities(run, "before", before)
     if shared:
         out = lm_summary(loaded, run, {"architecture": config.options_file, "softmax": config.softmax, "before": before,
