@@ -355,11 +355,10 @@ def prepare_stream(config: PretrainArgs) -> tuple[Vocabulary, dict[str, Streamed
     lowercase = not config.cased  # the published architecture reads cased text
 
     def open_source(path: str, max_docs: int | None = None) -> TextSource:
-        if Path(path).suffix.lower() != ".csv":
-            return TextSource(path, None, max_docs, lowercase)
-        if config.text_column is None:
+        csv = Path(path).suffix.lower() == ".csv"
+        if csv and config.text_column is None:
             raise ElmoError(f"{path}: a CSV file: name the column holding the text with --text-column")
-        return TextSource(path, config.text_column, max_docs, lowercase)
+        return TextSource(path, config.text_column if csv else None, max_docs, lowercase)
 
     source = open_source(config.train_file, config.max_docs)
     holdout = config.val_file is None
@@ -860,9 +859,8 @@ def measure_direction(lm: Direction, data: dict, device: torch.device) -> dict:
     test (if any). Returns ``{"val": metrics[, "test": metrics], "targets": (n,), "top5": (n, 5)}``, the test (else val)
     word ids as CPU tensors that a child process can hand back through ``torch.load(weights_only=True)``."""
     measured = {}
-    measured["val"], targets, top5 = evaluate_words(lm, data["val"], device)
-    if "test" in data:
-        measured["test"], targets, top5 = evaluate_words(lm, data["test"], device)
+    for split in [name for name in ("val", "test") if name in data]:
+        measured[split], targets, top5 = evaluate_words(lm, data[split], device)
     return {**measured, "targets": torch.from_numpy(targets), "top5": torch.from_numpy(top5)}
 
 
@@ -873,13 +871,10 @@ def evaluate_direction(lm: Direction, fitted: FitResult, data: dict, run: Starte
     key = f"{lm.direction}_perplexity"
     with phase(out, "evaluation"):
         measured = measured or measure_direction(lm, data, run.device)
-    val_metrics, targets, top5 = measured["val"], np.asarray(measured["targets"]), np.asarray(measured["top5"])
-    out["val"][key] = val_metrics["perplexity"]
-    out["val"][f"{lm.direction}_words"] = val_metrics
-    shown, split = val_metrics, "val"
-    if "test" in measured:
-        shown, split = measured["test"], "test"
-        out["test"][key], out["test"][f"{lm.direction}_words"] = shown["perplexity"], shown
+    split = "test" if "test" in measured else "val"  # the split shown
+    for name in [name for name in ("val", "test") if name in measured]:
+        out[name][key], out[name][f"{lm.direction}_words"] = measured[name]["perplexity"], measured[name]
+    shown, targets, top5 = measured[split], np.asarray(measured["targets"]), np.asarray(measured["top5"])
     speeds = [row["units_per_second"] for row in fitted.history]
     out["directions"][lm.direction] = {"best_epoch": fitted.best_epoch, "history": fitted.history,
                                        "tokens_per_second": float(np.median(speeds))}
@@ -888,7 +883,7 @@ def evaluate_direction(lm: Direction, fitted: FitResult, data: dict, run: Starte
         plot_confusion(top_words_confusion(targets, top5[:, 0], top), vocab.decode(top), vocab.decode(top) + ["other"],
                        run.outputs.image(f"lm_confusion_{lm.direction}"),
                        f"{lm.direction} LM on {split}: 20 most frequent words")
-    run.say(f"{lm.direction} LM: val perplexity {val_metrics['perplexity']:.2f}, {split} perplexity "
+    run.say(f"{lm.direction} LM: val perplexity {out['val'][key]:.2f}, {split} perplexity "
         f"{shown['perplexity']:.2f}, {split} top-1 {shown['top1_accuracy']:.3f}, top-5 {shown['top5_accuracy']:.3f}")
 
 
