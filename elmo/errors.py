@@ -2,10 +2,13 @@
 
 Every failure a user can cause (a missing file, a malformed CSV row, a bad flag, a checkpoint that is not ours)
 raises :class:`ElmoError` with a message that names the file, line or argument, and records the config field or
-argument in :attr:`ElmoError.field`; :mod:`elmo.cli` spells it as the flag and exits with status 2.
+argument in :attr:`ElmoError.field`; :mod:`elmo.cli` spells it as the flag and exits with status 2. A config
+dataclass checks its fields' ranges with :func:`check_fields`.
 """
 
 from __future__ import annotations
+
+from typing import Any, Callable
 
 
 class ElmoError(Exception):
@@ -26,3 +29,16 @@ class ElmoError(Exception):
     def __init__(self, message: str = "", field: str | None = None):
         super().__init__(message)
         self.field = field
+
+
+def check_fields(config: Any, *checks: tuple[str, bool | Callable[[Any], bool], str]) -> None:
+    """Raise :class:`ElmoError` ``<Owner>.<field> must be <rule>, got <value>`` (a ``str`` value as its ``repr``;
+    :attr:`ElmoError.field` ``"<Owner>.<field>"``, ``<Owner>`` the class of ``config``) for the first of ``checks``,
+    ``(field, ok, rule)``, that fails: ``ok`` is whether ``config.<field>`` is valid, or a test ``ok(value)`` of it,
+    called only when the checks before it pass (for a value that could make the test raise TypeError)."""
+    for name, ok, rule in checks:
+        value = getattr(config, name)
+        if not (ok(value) if callable(ok) else ok):
+            where = f"{type(config).__name__}.{name}"
+            raise ElmoError(f"{where} must be {rule}, got {value!r}" if isinstance(value, str) else
+                            f"{where} must be {rule}, got {value}", field=where)

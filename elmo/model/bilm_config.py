@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from ..data.chars import TF_MAX_CHARS, TF_NUM_CHARS
-from ..errors import ElmoError
+from ..errors import ElmoError, check_fields
 from .char_cnn import ACTIVATIONS, DEFAULT_FILTERS
 from .sampled_softmax import BILM_TF_SAMPLES
 
@@ -94,31 +94,21 @@ class BiLMConfig:
         self.cutoffs = tuple(int(c) for c in self.cutoffs)
         self.char_filters = tuple((int(w), int(n)) for w, n in self.char_filters)
         shared = self.shared_token_layer  # bilm-tf's architecture: 0 is no training softmax
-        if not (shared and self.vocab_size == 0) and self.vocab_size < (5 if shared else 1):
-            raise ElmoError(f"BiLMConfig.vocab_size must be {'0 (no training softmax) or >= 5' if shared else 'positive'}, "
-                            f"got {self.vocab_size}", field="BiLMConfig.vocab_size")
-        for name in ("embedding_dim", "hidden_size", "num_layers", "char_dim", "max_chars"):
-            if getattr(self, name) <= 0:
-                raise ElmoError(f"BiLMConfig.{name} must be positive, got {getattr(self, name)}",
-                                field=f"BiLMConfig.{name}")
-        if self.token_encoder not in TOKEN_ENCODERS or (self.shared_token_layer and self.token_encoder != "char"):
-            raise ElmoError(f"BiLMConfig.token_encoder must be one of {TOKEN_ENCODERS} ('char' for bilm-tf's "
-                            f"architecture), got {self.token_encoder!r}", field="BiLMConfig.token_encoder")
-        if self.softmax not in SOFTMAXES:  # samples named as its flag, softmax_samples
-            raise ElmoError(f"BiLMConfig.softmax must be one of {', '.join(SOFTMAXES)}, got {self.softmax!r}",
-                            field="BiLMConfig.softmax")
-        if self.samples < 1:
+        check_fields(self, ("vocab_size", lambda v: (shared and v == 0) or not v < (5 if shared else 1),
+                            "0 (no training softmax) or >= 5" if shared else "positive"),
+                     *((name, lambda v: not v <= 0, "positive")
+                       for name in ("embedding_dim", "hidden_size", "num_layers", "char_dim", "max_chars")),
+                     ("token_encoder", lambda v: v in TOKEN_ENCODERS and not (shared and v != "char"),
+                      f"one of {TOKEN_ENCODERS} ('char' for bilm-tf's architecture)"),
+                     ("softmax", lambda v: v in SOFTMAXES, f"one of {', '.join(SOFTMAXES)}"))
+        if self.samples < 1:  # named as its flag, softmax_samples
             raise ElmoError(f"BiLMConfig.softmax_samples must be >= 1, got {self.samples}",
                             field="BiLMConfig.softmax_samples")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ElmoError(f"BiLMConfig.dropout must be in [0, 1), got {self.dropout}", field="BiLMConfig.dropout")
-        for name in ("cell_clip", "proj_clip"):
-            if getattr(self, name) is not None and not getattr(self, name) > 0:
-                raise ElmoError(f"BiLMConfig.{name} must be positive or None (no clipping), got {getattr(self, name)}",
-                                field=f"BiLMConfig.{name}")
-        if not 0 <= self.proj_size < self.hidden_size:
-            raise ElmoError(f"BiLMConfig.proj_size must be 0 (none) or smaller than BiLMConfig.hidden_size "
-                            f"({self.hidden_size}), got {self.proj_size}", field="BiLMConfig.proj_size")
+        check_fields(self, ("dropout", lambda v: 0.0 <= v < 1.0, "in [0, 1)"),
+                     *((name, lambda v: v is None or v > 0, "positive or None (no clipping)")
+                       for name in ("cell_clip", "proj_clip")),
+                     ("proj_size", lambda v: 0 <= v < self.hidden_size,
+                      f"0 (none) or smaller than BiLMConfig.hidden_size ({self.hidden_size})"))
         if self.embedding_dim != self.output_size:
             raise ElmoError(
                 f"BiLMConfig.embedding_dim ({self.embedding_dim}) must equal the LSTM output width "

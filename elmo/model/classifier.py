@@ -15,7 +15,7 @@ from torch import nn
 from ..artifacts import environment_info, load_checkpoint, payload
 from ..data.agnews import CLASS_NAMES
 from ..data.vocab import Vocabulary
-from ..errors import ElmoError
+from ..errors import ElmoError, check_fields
 from .bilm import BiLM
 from .bilm_config import BiLMConfig
 from .dropout import FastDropout
@@ -26,16 +26,6 @@ from .lstm import AutocastLSTM
 from .mix import LAYER_MIXES, LEARNED_FUNCTIONS
 from .serialization import open_bilm
 from .static import STATIC_METHODS
-
-
-def _check_fields(config: Any, *checks: tuple[str, bool, str]) -> None:
-    """Raise ElmoError ``<Class>.<field> must be <rule>, got <value>`` (:attr:`ElmoError.field` ``<Class>.<field>``; a
-    ``str`` value as its ``repr``) for the first of ``checks``, ``(field, ok, rule)``, that is not ``ok``."""
-    for name, ok, rule in checks:
-        if not ok:
-            value, where = getattr(config, name), f"{type(config).__name__}.{name}"
-            raise ElmoError(f"{where} must be {rule}, got {value!r}" if isinstance(value, str) else
-                            f"{where} must be {rule}, got {value}", field=where)
 
 
 @dataclass
@@ -60,7 +50,7 @@ class SequenceClassifierConfig:
     seed: int = 0
 
     def __post_init__(self):
-        _check_fields(self, ("token_embedding_dim", self.token_embedding_dim >= 0, ">= 0"),
+        check_fields(self, ("token_embedding_dim", self.token_embedding_dim >= 0, ">= 0"),
                      ("encoder_hidden", self.encoder_hidden > 0, "positive"),
                      ("encoder_projection", self.encoder_projection >= 0, ">= 0"),
                      ("num_classes", self.num_classes >= 2, ">= 2"), ("dropout", 0.0 <= self.dropout < 1.0, "in [0, 1)"))
@@ -96,7 +86,7 @@ class ClassifierConfig(SequenceClassifierConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        _check_fields(self, ("mix", self.mix in LAYER_MIXES, f"one of {', '.join(LAYER_MIXES)}"),
+        check_fields(self, ("mix", self.mix in LAYER_MIXES, f"one of {', '.join(LAYER_MIXES)}"),
                      ("elmo_dropout", 0.0 <= self.elmo_dropout < 1.0, "in [0, 1)"), ("mix_l2", self.mix_l2 >= 0, ">= 0"),
                      ("learned_function", self.learned_function in LEARNED_FUNCTIONS,
                       f"one of {', '.join(LEARNED_FUNCTIONS)}"))
@@ -135,7 +125,7 @@ class StaticClassifierConfig(SequenceClassifierConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        _check_fields(self, ("vectors", self.vectors in STATIC_METHODS, f"one of {', '.join(STATIC_METHODS)}"))
+        check_fields(self, ("vectors", self.vectors in STATIC_METHODS, f"one of {', '.join(STATIC_METHODS)}"))
 
     @property
     def representation(self) -> str:

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..errors import ElmoError
+from ..errors import ElmoError, check_fields
 from ..model.lstm import lstm_compute_dtypes, summary_dtype
 from ..runtime import distributed
 from ..runtime.device import Batch, autocast, to_device
@@ -60,13 +60,9 @@ class TrainConfig:
     compile: bool = False
 
     def __post_init__(self):
-        checks = (("epochs", self.epochs >= 1, ">= 1"), ("lr", self.lr > 0, "positive"),
-                  ("clip_norm", self.clip_norm > 0, "positive"), ("patience", self.patience >= 1, ">= 1"),
-                  ("lr_gamma", 0 < self.lr_gamma <= 1, "in (0, 1]"), ("warmup_steps", self.warmup_steps >= 0, ">= 0"))
-        for name, ok, rule in checks:
-            if not ok:
-                raise ElmoError(f"TrainConfig.{name} must be {rule}, got {getattr(self, name)}",
-                                field=f"TrainConfig.{name}")
+        check_fields(self, ("epochs", self.epochs >= 1, ">= 1"), ("lr", self.lr > 0, "positive"),
+                     ("clip_norm", self.clip_norm > 0, "positive"), ("patience", self.patience >= 1, ">= 1"),
+                     ("lr_gamma", 0 < self.lr_gamma <= 1, "in (0, 1]"), ("warmup_steps", self.warmup_steps >= 0, ">= 0"))
 
     def lr_factor(self, epoch: int, step: int) -> float:
         """The learning-rate multiplier at 0-based ``step`` of 0-based ``epoch`` (a function of the
