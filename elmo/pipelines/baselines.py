@@ -33,6 +33,7 @@ from ..model.static import STATIC_METHODS, svd_vectors, word2vec_vectors
 from ..runtime.device import set_seed, to_device
 from ..training.metrics import classification_metrics
 from .common import (
+    at_least,
     checkpointing,
     format_results_table,
     option,
@@ -67,9 +68,7 @@ class BaselinesArgs(HeadArgs):
         super().check()
         if not self.methods:
             raise ElmoError("--methods needs at least one method")
-        for name in ("static_dim", "w2v_window", "w2v_epochs", "svd_window"):
-            if getattr(self, name) < 1:
-                raise ElmoError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        at_least(self, 1, "static_dim", "w2v_window", "w2v_epochs", "svd_window")
 
 
 def tfidf_logreg(train: Corpus, val: Corpus, test: Corpus, seed: int = 0, text: Corpus | None = None) -> dict:

@@ -72,6 +72,14 @@ def resolve_batch_size(config: CommonArgs, train_documents: int | None, say: Cal
     return chosen
 
 
+def at_least(config: Any, least: int, *names: str) -> None:
+    """Check that each field ``names`` of ``config`` (an arguments dataclass) not ``None`` is at least ``least``, in
+    order. Raises :class:`ElmoError` naming the first that is not: ``--max-docs must be >= 1, got 0``."""
+    for name in names:
+        if getattr(config, name) is not None and getattr(config, name) < least:
+            raise ElmoError(f"--{name.replace('_', '-')} must be >= {least}, got {getattr(config, name)}")
+
+
 def option(default: Any, help: str, **kwargs) -> Any:
     """A dataclass field carrying its ``--flag`` help text (and argparse extras such as ``choices``). ``lab=True``: only
     experiments set it, the user commands take no flag for it (:func:`elmo.cli.add_flags`); ``one_of=TITLE``: a boolean
@@ -155,15 +163,11 @@ class CommonArgs:
 
     def check(self) -> None:
         """Validate sizes common to both scripts. Raises :class:`ElmoError` naming the flag."""
-        for name in ("epochs", "batch_size", "max_length", "max_tokens", "patience", "checkpoint_every"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ElmoError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
-        if self.max_docs is not None and self.max_docs < 1:
-            raise ElmoError(f"--max-docs must be >= 1, got {self.max_docs}")
+        at_least(self, 1, "epochs", "batch_size", "max_length", "max_tokens", "patience", "checkpoint_every",
+                 "max_docs")
         if self.lr <= 0 or self.clip_norm <= 0:
             raise ElmoError(f"--lr and --clip-norm must be positive, got {self.lr}, {self.clip_norm}")
-        if self.threads is not None and self.threads < 1:
-            raise ElmoError(f"--threads must be >= 1, got {self.threads}")
+        at_least(self, 1, "threads")
         if not 0.0 < self.text_fraction <= 1.0:
             raise ElmoError(f"--text-fraction must be in (0, 1], got {self.text_fraction}")
 

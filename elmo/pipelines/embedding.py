@@ -35,7 +35,7 @@ from ..model.bilm import CHUNK_SIZE
 from ..model.serialization import find_bilm, open_bilm
 from ..runtime.device import PRECISIONS, configure_threads
 from ..training.state import Interrupted
-from .common import option
+from .common import at_least, option
 
 OUTPUT_FORMATS = ("all", "top", "average")
 
@@ -78,10 +78,7 @@ class EmbedArgs:
         if (self.models_dir is None) == (self.options_file is None and self.weight_file is None):
             raise ElmoError("give the published ELMo (--options-file and --weight-file) or our own biLM "
                             "(--models-dir), not both and not neither")
-        if self.batch_size < 1:
-            raise ElmoError(f"--batch-size must be >= 1, got {self.batch_size}")
-        if self.chunk_size < 1:
-            raise ElmoError(f"--chunk-size must be >= 1, got {self.chunk_size}")
+        at_least(self, 1, "batch_size", "chunk_size")
 
     @property
     def output_format(self) -> str:

@@ -230,8 +230,8 @@ def finetune(config: FinetuneArgs) -> dict:
     run = start(config, kernel_cache_entries=32)
     stale = stale_classifiers(config, written, keep=opened.source.read) if run.ctx.is_main else []
     say_stale(stale, run)
-    loaded = load_data(text, run)
-    resolve_batch_size(config, loaded.train_documents, run.say)
+    loaded = load_data(text)
+    resolve_batch_size(config, loaded.counts["train"], run.say)
     vocab = loaded.vocab
     run.say(f"fine-tuning {opened.where} on {loaded.source}: {loaded.described(run)}")
     shared = bilm.shared_token_layer  # the published architecture (a new softmax), else ours (module docstring)

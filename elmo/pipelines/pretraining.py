@@ -59,6 +59,7 @@ from ..training.trainer import FitResult, Objective, Progress, TrainConfig, Unfr
 from .common import (
     CommonArgs,
     StartedRun,
+    at_least,
     checkpointing,
     command_line,
     option,
@@ -177,15 +178,11 @@ class PretrainArgs(CommonArgs):
     def bilm_config(self, vocab_size: int) -> BiLMConfig:
         """Our biLM's :class:`~elmo.model.bilm_config.BiLMConfig` from these flags. Raises :class:`ElmoError` on bad
         sizes."""
-        output = self.size("proj_size") or self.size("hidden_size")
-        clipped = self.size("lstm") == "clipped"  # at bilm-tf's bounds, those of the published presets
-        clips = {"cell_clip": OUR_CLIP if clipped else None, "proj_clip": OUR_CLIP if clipped else None}
-        return BiLMConfig(vocab_size=vocab_size, embedding_dim=self.embedding_dim or output,
-                          hidden_size=self.size("hidden_size"), num_layers=self.size("num_layers"), dropout=self.dropout,
-                          token_encoder=self.size("token_encoder"), char_dim=self.size("char_dim"),
-                          char_filters=self.filters(), num_highway=self.size("num_highway"),
-                          max_chars=self.size("max_chars"), residual=self.size("residual"), proj_size=self.size("proj_size"),
-                          softmax=self.softmax, samples=self.softmax_samples, **clips)
+        sizes = {name: self.size(name) for name in OUR_PRESET if name != "lstm"} | {"char_filters": self.filters()}
+        clip = OUR_CLIP if self.size("lstm") == "clipped" else None  # at bilm-tf's bounds, the published presets'
+        output = sizes["proj_size"] or sizes["hidden_size"]
+        return BiLMConfig(vocab_size=vocab_size, embedding_dim=self.embedding_dim or output, dropout=self.dropout,
+                          softmax=self.softmax, samples=self.softmax_samples, cell_clip=clip, proj_clip=clip, **sizes)
 
     def published_config(self) -> BiLMConfig | None:
         """The published config ``--architecture`` names (a preset, or an options.json read by
@@ -219,8 +216,8 @@ class PretrainArgs(CommonArgs):
         try:
             return BiLMConfig.bilm_tf(**{**config.saved(), **sizes, "projection_dim": width, **clips})
         except ElmoError as exc:
-            given = ", ".join(_flag(f) for f in [*PRESET_FLAGS, "char_filters", "proj_size", "embedding_dim"]
-                              if getattr(self, f) not in (None, ()))
+            named = [*PRESET_FLAGS, "char_filters", "proj_size", "embedding_dim"]
+            given = ", ".join("--" + f.replace("_", "-") for f in named if getattr(self, f) not in (None, ()))
             raise ElmoError(f"--architecture {self.architecture}" + (f" with {given}" if given else "")
                             + f": {exc}") from None
 
@@ -264,10 +261,8 @@ class PretrainArgs(CommonArgs):
     def _check_architecture(self) -> None:
         """Check the size flags and that the config they give builds (:meth:`bilm_config` or :meth:`published_config`
         and its softmax). Raises :class:`ElmoError`."""
-        for name in ("embedding_dim", "hidden_size", "num_layers", "char_dim", "max_chars", "num_highway", "proj_size"):
-            least = 0 if name in ("num_highway", "proj_size") else 1
-            if getattr(self, name) is not None and getattr(self, name) < least:
-                raise ElmoError(f"{_flag(name)} must be >= {least}, got {getattr(self, name)}")
+        at_least(self, 1, "embedding_dim", "hidden_size", "num_layers", "char_dim", "max_chars")
+        at_least(self, 0, "num_highway", "proj_size")
         if self.architecture is None:
             self.bilm_config(vocab_size=10)
             return
@@ -283,10 +278,6 @@ def training_head(flags: CommonArgs, vocab_size: int) -> dict:
     (:meth:`~elmo.model.bilm.BiLM.add_head`) for a vocabulary of ``vocab_size`` words."""
     return {"vocab_size": vocab_size, "softmax": flags.softmax, "samples": flags.softmax_samples,
             "dropout": flags.dropout}
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
 
 
 def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainArgs, say=print, workers: int = 1) -> dict:
@@ -316,42 +307,60 @@ def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainAr
     return info
 
 
-def pretraining_splits(config: PretrainArgs) -> tuple[tuple[Corpus, Corpus, Corpus], dict]:
+@dataclass
+class PretrainData:
+    """The encoded (or streamed) splits, the vocabulary and what the log and ``lm.json`` say of them: ``counts``, the
+    documents per split (``"train"``: those ``--batch-size``'s default adapts to,
+    :func:`~elmo.pipelines.common.auto_batch_size`; ``--train-file``: its non-blank lines outside the held-out
+    share)."""
+
+    vocab: Vocabulary
+    data: dict[str, EncodedCorpus | StreamedCorpus]
+    source: str
+    counts: dict[str, int]
+    train_tokens: int
+    oov: dict[str, float]
+    sentences: Callable[[], Iterable]
+    skipped_lines: int | None = None
+    text_stats: dict | None = None  # AG News: what the pre-training text holds (--text-fraction, --extra-text)
+
+    def described(self, run: StartedRun) -> str:
+        """The log's ``12,345 training tokens, vocabulary 6,789 (OOV val 1.23%, ...), device cpu, 4 threads, bf16
+        training`` (``N processes ×`` under ``torchrun``)."""
+        return (f"{self.train_tokens:,} training tokens, vocabulary {len(self.vocab):,} ("
+                + ", ".join(f"OOV {k} {v:.2%}" for k, v in self.oov.items()) + f"), device {run.device}, "
+                + (f"{run.ctx.world_size} processes × " if run.ctx.enabled else "")
+                + f"{run.threads} threads, {run.precision} training")
+
+
+def prepare_data(config: PretrainArgs) -> tuple[tuple[Corpus, Corpus, Corpus], Vocabulary, dict[str, EncodedCorpus],
+                                                dict]:
     """AG News train / val / test, the training split replaced by the pre-training text
-    (:func:`elmo.data.pretraining_text.pretraining_text`: ``--text-fraction`` of it plus ``--extra-text``). Returns
-    ``((text, val, test), what the pre-training text holds)``. Raises :class:`ElmoError`: bad data or flags
+    (:func:`elmo.data.pretraining_text.pretraining_text`: ``--text-fraction`` of it plus ``--extra-text``), the
+    vocabulary built on that text, every split encoded: ``((text, val, test), vocab, {"train", "val", "test":
+    EncodedCorpus}, what the pre-training text holds)``. Raises :class:`ElmoError`: bad data or flags
     (:func:`elmo.data.agnews.load_agnews`), an unreadable ``--extra-text`` file."""
     train, val, test = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs,
                                    config.skip_bad_rows, config.download)
     text, stats = pretraining_text(train, [val, test], config.text_fraction, config.seed, config.extra_text)
-    if config.cased:
-        return (text.cased(), val.cased(), test.cased()), stats
-    return (text, val, test), stats
-
-
-def prepare_data(config: PretrainArgs, splits: tuple[Corpus, Corpus, Corpus] | None = None
-                 ) -> tuple[tuple[Corpus, Corpus, Corpus], Vocabulary, dict[str, EncodedCorpus]]:
-    """The splits of :func:`pretraining_splits` (``splits`` when already read), the vocabulary built on the
-    pre-training text, every split encoded: ``((text, val, test), vocab, {"train", "val", "test": EncodedCorpus})``.
-    Raises :class:`ElmoError` as :func:`pretraining_splits`."""
-    splits = pretraining_splits(config)[0] if splits is None else splits
+    splits = (text.cased(), val.cased(), test.cased()) if config.cased else (text, val, test)
     vocab = config.vocabulary(lambda: Vocabulary.build(splits[0].tokens, config.min_freq, config.max_vocab))
     model = config.model_config(len(vocab))
     data = {name: encode_corpus(c.tokens, vocab, c.labels, config.max_length, model.chars_per_token, model.char_scheme)
             for name, c in zip(("train", "val", "test"), splits)}
-    return splits, vocab, data
+    return splits, vocab, data, stats
 
 
 #: --train-file: Word2Vec (--init-embeddings word2vec) trains on at most this many leading documents.
 WORD2VEC_MAX_DOCS = 100_000
 
 
-def prepare_stream(config: PretrainArgs) -> tuple[Vocabulary, dict[str, StreamedCorpus], dict, Callable[[], Iterable]]:
+def prepare_stream(config: PretrainArgs) -> PretrainData:
     """``--train-file``: the vocabulary from one streaming pass over the training documents, and the streamed corpora
-    (:mod:`elmo.data.stream`). Returns ``(vocab, {"train", "val"[, "test"]: StreamedCorpus}, stats,
-    word2vec_sentences)``: stats, the training documents and tokens counted in that pass (tokens: rank 0 only) and the
-    skipped lines; ``word2vec_sentences()`` yields the first :data:`WORD2VEC_MAX_DOCS` training documents. Raises
-    :class:`ElmoError`: missing or unreadable files, a missing ``--text-column``, no training text."""
+    (:mod:`elmo.data.stream`), their training documents and tokens counted in that pass (tokens: rank 0 only), the
+    OOV rates of the held-out ones (rank 0) and the skipped lines; ``sentences()`` yields the first
+    :data:`WORD2VEC_MAX_DOCS` training documents. Raises :class:`ElmoError`: missing or unreadable files, a missing
+    ``--text-column``, no training text."""
     lowercase = not config.cased  # the published architecture reads cased text
 
     def open_source(path: str, max_docs: int | None = None) -> TextSource:
@@ -372,11 +381,11 @@ def prepare_stream(config: PretrainArgs) -> tuple[Vocabulary, dict[str, Streamed
             yield doc
 
     vocab = config.vocabulary(lambda: Vocabulary.build(counted(), config.min_freq, config.max_vocab))
-    if distributed.context().is_main and stats["train_documents"] == 0:
+    is_main = distributed.context().is_main
+    if is_main and stats["train_documents"] == 0:
         raise ElmoError(f"{config.train_file}: no training text (every line is blank or held out)")
     # counted on rank 0; every rank needs it for the batch size (auto_batch_size)
-    stats["train_documents"] = int(distributed.broadcast_words([str(stats["train_documents"])])[0])
-    stats["skipped_lines"] = source.skipped
+    documents, skipped = int(distributed.broadcast_words([str(stats["train_documents"])])[0]), source.skipped
     model = config.model_config(len(vocab))
     common = {"vocab": vocab, "max_length": config.max_length, "buffer_tokens": config.stream_buffer,
               "max_chars": model.chars_per_token, "char_scheme": model.char_scheme}
@@ -385,85 +394,43 @@ def prepare_stream(config: PretrainArgs) -> tuple[Vocabulary, dict[str, Streamed
             else StreamedCorpus(open_source(config.val_file), **common)}
     if config.test_file is not None:
         data["test"] = StreamedCorpus(open_source(config.test_file), **common)
-    return vocab, data, stats, lambda: itertools.islice(data["train"].pieces(), WORD2VEC_MAX_DOCS)
+    oov = {name: vocab.oov_rate(data[name].pieces()) for name in data if name != "train" and is_main}
+    return PretrainData(vocab, data, f"{config.train_file} (streamed)", {"train": documents}, stats["train_tokens"],
+                        oov, lambda: itertools.islice(data["train"].pieces(), WORD2VEC_MAX_DOCS), skipped)
 
 
-@dataclass
-class PretrainData:
-    """The encoded (or streamed) splits, the vocabulary and what the log and ``lm.json`` say of them."""
-
-    vocab: Vocabulary
-    data: dict[str, EncodedCorpus | StreamedCorpus]
-    source: str
-    counts: dict[str, int]
-    train_tokens: int
-    oov: dict[str, float]
-    sentences: Callable[[], Iterable]
-    skipped_lines: int | None = None
-    text_stats: dict | None = None  # AG News: what the pre-training text holds (--text-fraction, --extra-text)
-
-    @property
-    def train_documents(self) -> int:
-        """The training documents ``--batch-size``'s default adapts to (:func:`~elmo.pipelines.common.auto_batch_size`):
-        the encoded split's, or ``--train-file``'s non-blank lines outside the held-out share."""
-        train = self.data["train"]
-        return len(train) if isinstance(train, EncodedCorpus) else self.counts["train"]
-
-    def described(self, run: StartedRun) -> str:
-        """The log's ``12,345 training tokens, vocabulary 6,789 (OOV val 1.23%, ...), device cpu, 4 threads, bf16
-        training`` (``N processes ×`` under ``torchrun``)."""
-        return (f"{self.train_tokens:,} training tokens, vocabulary {len(self.vocab):,} ("
-                + ", ".join(f"OOV {k} {v:.2%}" for k, v in self.oov.items()) + f"), device {run.device}, "
-                + (f"{run.ctx.world_size} processes × " if run.ctx.enabled else "")
-                + f"{run.threads} threads, {run.precision} training")
-
-
-def load_data(config: PretrainArgs, run: StartedRun) -> PretrainData:
+def load_data(config: PretrainArgs) -> PretrainData:
     """AG News (:func:`prepare_data`) or ``--train-file`` (:func:`prepare_stream`), summarised the same way."""
     if config.train_file is not None:
-        vocab, data, stats, sentences = prepare_stream(config)
-        oov = {name: vocab.oov_rate(data[name].pieces()) for name in data if name != "train" and run.ctx.is_main}
-        return PretrainData(vocab, data, f"{config.train_file} (streamed)", {"train": stats["train_documents"]},
-                            stats["train_tokens"], oov, sentences, stats["skipped_lines"])
-    splits, text_stats = pretraining_splits(config)
-    (train, val, test), vocab, data = prepare_data(config, splits)
+        return prepare_stream(config)
+    (train, val, test), vocab, data, text_stats = prepare_data(config)
     oov = {name: vocab.oov_rate(c.tokens) for name, c in (("val", val), ("test", test))}
     return PretrainData(vocab, data, config.data_dir, {k: len(v) for k, v in data.items()}, data["train"].num_tokens,
                         oov, lambda: train.tokens, text_stats=text_stats)
 
 
-def lm_train_config(config: PretrainArgs, train: EncodedCorpus | StreamedCorpus) -> TrainConfig:
-    """A biLM run's optimisation settings, the warm-up at most one epoch (else a small corpus would train at a fraction
-    of ``--lr`` throughout)."""
-    steps = len(train.batches(config.batch_size, config.max_tokens)) if isinstance(train, EncodedCorpus) else None
-    warmup = config.warmup_steps if steps is None else min(config.warmup_steps, steps)
-    return TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience,
-                       lr_gamma=config.lr_gamma, warmup_steps=warmup)
-
-
-def lm_objective(lm: torch.nn.Module, loaded: PretrainData, config: PretrainArgs, run: StartedRun) -> Objective:
-    """A language model's :class:`~elmo.training.trainer.Objective`: the training text's shuffled batches (this
-    rank's share), its ``(loss, predicted words)``, early stopping on the validation perplexity."""
-    data = loaded.data
-    return Objective(
+def fit_direction(lm: LanguageModel | PublishedLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
+                  bar: bool = True, groups: Unfreezing | None = None) -> FitResult:
+    """Train one LM on the training text's shuffled batches (this rank's share), early stopping on validation
+    perplexity, the warm-up at most one epoch (else a small corpus would train at a fraction of ``--lr`` throughout),
+    dropout (and sampled candidates) seeded with ``--seed`` + rank (rank 0 = a single process), training state in the
+    checkpoint ``<direction>_lm`` (``--resume``; a :class:`~elmo.model.language_model.PublishedLM` of both directions:
+    ``published_lm``, shown as ``biLM``); ``bar=False``: per-epoch lines, no progress bar; ``groups``: the LM's
+    optimiser groups (``finetune``), else one."""
+    both, data = lm.direction == "both", loaded.data
+    torch.manual_seed(config.seed + run.ctx.rank)
+    objective = Objective(
         batches=lambda epoch: data["train"].epoch_batches(config.batch_size, config.max_tokens, config.seed + epoch,
                                                           run.ctx.shard),
         loss_fn=lambda model, batch: step_loss(lm, model, batch),  # planned on the host: no device reads
         validate=lambda: {"perplexity": perplexity(lm, data["val"], run.device)},
         monitor="perplexity", maximize=False, host_keys=lm.host_keys, prepare=plan_batch(lm))
-
-
-def fit_direction(lm: LanguageModel | PublishedLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
-                  bar: bool = True, groups: Unfreezing | None = None) -> FitResult:
-    """Train one LM (early stopping on validation perplexity), dropout (and sampled candidates) seeded with ``--seed`` +
-    rank (rank 0 = a single process), training state in the checkpoint ``<direction>_lm`` (``--resume``; a
-    :class:`~elmo.model.language_model.PublishedLM` of both directions: ``published_lm``, shown as ``biLM``);
-    ``bar=False``: per-epoch lines, no progress bar; ``groups``: the LM's optimiser groups (``finetune``), else one."""
-    both = lm.direction == "both"
-    torch.manual_seed(config.seed + run.ctx.rank)
-    return fit(lm, lm_objective(lm, loaded, config, run), lm_train_config(config, loaded.data["train"]), run.device,
-               run.amp_dtype, checkpointing(config, "published_lm" if both else f"{lm.direction}_lm",
-                                            vocab=loaded.vocab.fingerprint()),
+    steps = len(data["train"].batches(config.batch_size, config.max_tokens)) \
+        if isinstance(data["train"], EncodedCorpus) else config.warmup_steps
+    train_config = TrainConfig(epochs=config.epochs, lr=config.lr, clip_norm=config.clip_norm, patience=config.patience,
+                               lr_gamma=config.lr_gamma, warmup_steps=min(config.warmup_steps, steps))
+    return fit(lm, objective, train_config, run.device, run.amp_dtype,
+               checkpointing(config, "published_lm" if both else f"{lm.direction}_lm", vocab=loaded.vocab.fingerprint()),
                Progress("biLM" if both else f"{lm.direction} LM", "tok", config.quiet, bar), groups)
 
 
@@ -705,8 +672,8 @@ def pretrain(config: PretrainArgs) -> dict:
     threads_each = direction_threads(config, run)
     phases: dict = {}
     with phase(phases, "data"):  # read, split, vocabulary, encoded
-        loaded = load_data(config, run)
-    resolve_batch_size(config, loaded.train_documents, say)
+        loaded = load_data(config)
+    resolve_batch_size(config, loaded.counts["train"], say)
     vocab = loaded.vocab
     say(f"data: {loaded.source}: " + " / ".join(f"{n} {k}" for k, n in loaded.counts.items()) + " documents, "
         + loaded.described(run))

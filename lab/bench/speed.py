@@ -260,7 +260,7 @@ def _lm_start(cfg: BenchArgs) -> _LMStart:
     device, amp_dtype = _setup(cfg)
     started = time.perf_counter()
     pre = PretrainArgs(data_dir=cfg.data_dir, seed=cfg.seed, batch_size=DEFAULT_BATCH_SIZE)  # the full corpus's
-    _, vocab, data = prepare_data(pre)
+    _, vocab, data, _ = prepare_data(pre)
     load_seconds = time.perf_counter() - started
     batches = data["train"].batches(pre.batch_size, pre.max_tokens, shuffle=True, seed=cfg.seed)
     return _LMStart(device, amp_dtype, pre, vocab, data, load_seconds, batches)
