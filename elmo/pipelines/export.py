@@ -162,17 +162,6 @@ def export_bilm(bilm: BiLM, out_dir: str | Path, words: Iterable[str] = ()) -> d
             "vocab_file": str(files["vocab.txt"]), **written, "allennlp_limits": allennlp_limits(bilm.config)}
 
 
-def models_dir_bilm(models_dir: str | Path) -> BiLMFiles:
-    """Which biLM ``--models-dir`` holds (:func:`~elmo.model.serialization.find_bilm`, nothing read yet). Raises
-    :class:`ElmoError` naming ``--models-dir`` when it holds none, with the command that trains one that exports."""
-    try:
-        return find_bilm(models_dir)
-    except ElmoError:
-        raise ElmoError(f"--models-dir {models_dir} holds no biLM: looked for {', '.join(BILM_FILES)}; train the "
-                        f"published architecture with `python -m elmo pretrain --architecture elmo-small --models-dir "
-                        f"{models_dir}` first") from None
-
-
 def inputs_of(models_dir: str | Path | None, found: BiLMFiles | None = None) -> dict[str, Path]:
     """The files of the biLM ``models_dir`` holds that ``export`` reads (:attr:`~elmo.model.serialization.BiLMFiles.read`:
     a ``save_pretrained`` folder's own files), keyed as :func:`~elmo.artifacts.refuse_overwriting_inputs` names them
@@ -194,7 +183,12 @@ def export(config: ExportArgs) -> dict[str, Any]:
     and no ``--overwrite`` is given, or cannot be written."""
     if config.format == "hub":
         return export_pretrained(config)
-    trained = None if config.models_dir is None else models_dir_bilm(config.models_dir)
+    try:  # which biLM --models-dir holds, nothing read yet
+        trained = None if config.models_dir is None else find_bilm(config.models_dir)
+    except ElmoError:
+        raise ElmoError(f"--models-dir {config.models_dir} holds no biLM: looked for {', '.join(BILM_FILES)}; train "
+                        "the published architecture with `python -m elmo pretrain --architecture elmo-small "
+                        f"--models-dir {config.models_dir}` first") from None
     refuse_overwriting_inputs({"--options-file": config.options_file, "--weight-file": config.weight_file,
                                "--vocab-file": config.vocab_file,
                                **inputs_of(config.models_dir, trained)},

@@ -53,13 +53,11 @@ from .pretraining import (
     write_outputs,
 )
 
-_PRETRAIN_FIELDS = {f.name: f for f in dataclasses.fields(PretrainArgs)}
-
 
 def same_as_pretrain(name: str) -> dataclasses.Field:
     """The field ``name`` of :class:`~elmo.pipelines.pretraining.PretrainArgs` (default, help, choices): shared flags
     read the text alike and have the same help; a ``finetune`` flag even where ``pretrain`` marks it ``lab``."""
-    f = _PRETRAIN_FIELDS[name]
+    f = {f.name: f for f in dataclasses.fields(PretrainArgs)}[name]
     return option(f.default, f.metadata["help"], **{k: v for k, v in f.metadata.items() if k not in ("help", "lab")})
 
 

@@ -160,15 +160,11 @@ class PretrainArgs(CommonArgs):
     concurrent_directions: str = option("auto", "train both directions at once", choices=CONCURRENT_DIRECTIONS)
     overwrite: bool = option(False, "replace a different model in --models-dir (else refused)")
 
-    def size(self, name: str):
-        """The flag ``name``'s value, or our preset's (:data:`OUR_PRESET`) when it was left out."""
-        value = getattr(self, name)
-        return OUR_PRESET[name] if value is None or value == () else value
-
     def filters(self) -> tuple[tuple[int, int], ...]:
         """``--char-filters`` as ``(width, count)`` pairs (our preset's when left out). Raises :class:`ElmoError`."""
+        given = OUR_PRESET["char_filters"] if self.char_filters == () else self.char_filters
         try:
-            filters = tuple(tuple(int(v) for v in f.split(":")) for f in self.size("char_filters"))
+            filters = tuple(tuple(int(v) for v in f.split(":")) for f in given)
             if any(len(f) != 2 for f in filters):
                 raise ValueError
         except ValueError:
@@ -176,10 +172,11 @@ class PretrainArgs(CommonArgs):
         return filters
 
     def bilm_config(self, vocab_size: int) -> BiLMConfig:
-        """Our biLM's :class:`~elmo.model.bilm_config.BiLMConfig` from these flags. Raises :class:`ElmoError` on bad
-        sizes."""
-        sizes = {name: self.size(name) for name in OUR_PRESET if name != "lstm"} | {"char_filters": self.filters()}
-        clip = OUR_CLIP if self.size("lstm") == "clipped" else None  # at bilm-tf's bounds, the published presets'
+        """Our biLM's :class:`~elmo.model.bilm_config.BiLMConfig` from these flags, each left out our preset's
+        (:data:`OUR_PRESET`). Raises :class:`ElmoError` on bad sizes."""
+        sizes = {name: OUR_PRESET[name] if getattr(self, name) in (None, ()) else getattr(self, name)
+                 for name in OUR_PRESET} | {"char_filters": self.filters()}
+        clip = OUR_CLIP if sizes.pop("lstm") == "clipped" else None  # at bilm-tf's bounds, the published presets'
         output = sizes["proj_size"] or sizes["hidden_size"]
         return BiLMConfig(vocab_size=vocab_size, embedding_dim=self.embedding_dim or output, dropout=self.dropout,
                           softmax=self.softmax, samples=self.softmax_samples, cell_clip=clip, proj_clip=clip, **sizes)
