@@ -779,7 +779,8 @@ def finish_lm_results(out: dict, config: PretrainArgs, run: StartedRun, started:
                       histories: dict[str, list[dict]], checkpoints: list[str], stale: list[Path]) -> None:
     """Rank 0, after the model files: set ``stale`` aside (:func:`set_aside_stale`), complete and write ``lm.json`` (throughput; ``lstm_dtype``, per history the dtype
     its LSTMs computed in at the last step; seconds, flags, environment), plot the loss curves of ``histories``, delete
-    the training ``checkpoints`` and print the table."""
+    the training ``checkpoints`` and print a table of each direction's perplexities, word-prediction accuracy and
+    speed."""
     set_aside_stale(stale, run)
     out["tokens_per_second"] = {d: out["directions"][d]["tokens_per_second"] for d in out["directions"]}
     out["lstm_dtype"] = {d: rows[-1].get("lstm_dtype") if rows else None for d, rows in histories.items()}
@@ -791,7 +792,13 @@ def finish_lm_results(out: dict, config: PretrainArgs, run: StartedRun, started:
     out["config"], out["meta"] = asdict(config), environment_info(config.seed)
     write_json(run.outputs.result("lm"), out)
     remove_checkpoints(config, checkpoints)
-    run.say("\n" + format_lm_table(out))
+    split = "test" if out["test"] else "val"
+    lines = [f"direction   val ppl  {split:>5} ppl  {split:>5} top-1  {split:>5} top-5   tokens/s"]
+    for d in [d for d in DIRECTIONS if f"{d}_perplexity" in out["val"]]:
+        w = out[split][f"{d}_words"]
+        lines.append(f"{d:<10}{out['val'][f'{d}_perplexity']:>8.2f}{out[split][f'{d}_perplexity']:>11.2f}"
+                     f"{w['top1_accuracy']:>13.3f}{w['top5_accuracy']:>13.3f}{out['tokens_per_second'][d]:>11,.0f}")
+    run.say("\n" + "\n".join(lines))
 
 
 def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult], config: PretrainArgs,
@@ -849,15 +856,3 @@ def evaluate_direction(lm: Direction, fitted: FitResult, data: dict, run: Starte
                        f"{lm.direction} LM on {split}: 20 most frequent words")
     run.say(f"{lm.direction} LM: val perplexity {out['val'][key]:.2f}, {split} perplexity "
         f"{shown['perplexity']:.2f}, {split} top-1 {shown['top1_accuracy']:.3f}, top-5 {shown['top5_accuracy']:.3f}")
-
-
-def format_lm_table(out: dict) -> str:
-    """A small text table of perplexities and word-prediction accuracy."""
-    split = "test" if out["test"] else "val"
-    lines = [f"direction   val ppl  {split:>5} ppl  {split:>5} top-1  {split:>5} top-5   tokens/s"]
-    for d in ("forward", "backward"):
-        if f"{d}_perplexity" in out["val"]:
-            w = out[split][f"{d}_words"]
-            lines.append(f"{d:<10}{out['val'][f'{d}_perplexity']:>8.2f}{out[split][f'{d}_perplexity']:>11.2f}"
-                         f"{w['top1_accuracy']:>13.3f}{w['top5_accuracy']:>13.3f}{out['tokens_per_second'][d]:>11,.0f}")
-    return "\n".join(lines)
