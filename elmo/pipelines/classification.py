@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,10 +79,11 @@ class ClassifyArgs(HeadArgs):
         return None if self.options_file is None else (self.options_file, self.weight_file)
 
     def classifier_config(self, mix: str) -> ClassifierConfig:
-        """The head's config plus the ELMo options (ELMo dropout, mix L2, fine-tuning) for the layer mix ``mix``.
-        Raises :class:`ElmoError` on a value out of range, naming the ``ClassifierConfig`` field."""
-        return replace(super().classifier_config(mix), elmo_dropout=self.elmo_dropout, mix_l2=self.mix_l2,
-                       unfreeze_bilm=self.unfreeze_bilm, learned_function=self.learned_function)
+        """The :class:`~elmo.model.classifier.ClassifierConfig` of the layer mix ``mix``: the head's sizes plus the ELMo
+        options. Raises :class:`ElmoError` on a bad size, an unknown mix or a value out of range, naming the field."""
+        return ClassifierConfig(mix=mix, layer_norm=self.layer_norm, elmo_dropout=self.elmo_dropout, mix_l2=self.mix_l2,
+                                unfreeze_bilm=self.unfreeze_bilm, learned_function=self.learned_function,
+                                **self.head_sizes())
 
 
 def attach_layer_cache(task: TaskData, mode: str) -> float | None:

@@ -22,7 +22,7 @@ from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..inference.class_probabilities import class_probabilities
 from ..model.bilm import BiLM
-from ..model.classifier import ClassifierConfig, SequenceClassifier, StaticClassifierConfig, bilm_fingerprint
+from ..model.classifier import SequenceClassifier, StaticClassifierConfig, bilm_fingerprint
 from ..model.serialization import open_bilm
 from ..model.static import copy_vectors, word2vec_vectors
 from ..runtime import distributed
@@ -76,11 +76,6 @@ class HeadArgs(CommonArgs):
         return {"num_classes": NUM_CLASSES, "encoder_hidden": self.encoder_hidden,
                 "encoder_projection": self.encoder_projection, "dropout": self.dropout,
                 "token_embedding_dim": self.token_embedding_dim if self.concat_token_embedding else 0, "seed": self.seed}
-
-    def classifier_config(self, mix: str) -> ClassifierConfig:
-        """The :class:`~elmo.model.classifier.ClassifierConfig` of the ELMo classifier with the layer mix ``mix``.
-        Raises :class:`ElmoError` on a bad size or an unknown mix, naming the field."""
-        return ClassifierConfig(mix=mix, layer_norm=self.layer_norm, **self.head_sizes())
 
     def static_classifier_config(self, vectors: str) -> StaticClassifierConfig:
         """The :class:`~elmo.model.classifier.StaticClassifierConfig` of the head on the static ``vectors``
