@@ -218,7 +218,8 @@ def finetune(config: FinetuneArgs) -> dict:
     (:func:`~elmo.pipelines.pretraining.check_lm_files`), an unwritable output folder, bad flags."""
     opened = bilm_to_finetune(config)
     bilm = opened.bilm
-    written = bilm.config if bilm.shared_token_layer else None  # the published architecture, else ours
+    shared = bilm.shared_token_layer  # the published architecture (a new softmax), else ours (module docstring)
+    written = bilm.config if shared else None
     check_lm_files(config, written, {**{f"--options-file ({f.name})": f for f in opened.source.read if f.is_file()},
                                      "--options-file": config.options_file, "--weight-file": config.weight_file,
                                      "--train-file": config.train_file, "--val-file": config.val_file,
@@ -230,26 +231,22 @@ def finetune(config: FinetuneArgs) -> dict:
     say_stale(stale, run)
     loaded = load_data(text)
     resolve_batch_size(config, loaded.counts["train"], run.say)
-    vocab = loaded.vocab
     run.say(f"fine-tuning {opened.where} on {loaded.source}: {loaded.described(run)}")
-    shared = bilm.shared_token_layer  # the published architecture (a new softmax), else ours (module docstring)
-    model = language_model_of(bilm, config.seed, **training_head(config, len(vocab))) if shared else bilm
+    model = language_model_of(bilm, config.seed, **training_head(config, len(loaded.vocab))) if shared else bilm
     init = initial_softmax(model, loaded, config) if shared else None
     model.to(run.device)
     before = {split: {f"{d}_perplexity": perplexity(model.direction(d), loaded.data[split], run.device)
                       for d in DIRECTIONS} for split in ("val", "test") if split in loaded.data}  # exact, each direction
     say_perplexities(run, "before", before)
+    head = {"architecture": config.options_file, "softmax": config.softmax} if shared else \
+        {"softmax": bilm.config.softmax}
+    new_softmax = {"weight_file": config.weight_file, "softmax_init": init} if shared else {}
+    tuned = {"options_file": config.options_file, **new_softmax, "lr": config.lr, "softmax_lr": config.softmax_lr}
+    out = lm_summary(loaded, run, {**head, "before": before, "finetune": tuned})
     if shared:
-        out = lm_summary(loaded, run, {"architecture": config.options_file, "softmax": config.softmax, "before": before,
-                                       "finetune": {"options_file": config.options_file, "weight_file":
-                                                    config.weight_file, "softmax_init": init, "lr": config.lr,
-                                                    "softmax_lr": config.softmax_lr}})
         train_published(model, loaded, config, run, out, stale, opened.source.read, "finetune",
                         parameter_groups(model, config))
     else:  # each direction trained further, then written and reported as pretrain does
-        out = lm_summary(loaded, run, {"softmax": bilm.config.softmax, "before": before,
-                                       "finetune": {"options_file": config.options_file, "lr": config.lr,
-                                                    "softmax_lr": config.softmax_lr}})
         started = time.perf_counter()
         fitted = {lm.direction: fit_direction(lm, loaded, config, run, groups=parameter_groups(lm, config))
                   for lm in map(bilm.direction, DIRECTIONS)}
