@@ -46,10 +46,9 @@ BASELINE_METHODS = (*STATIC_METHODS, "tfidf_logreg")
 #: Words whose meaning changes with the AG News topic; the first two that occur in two topics are demonstrated.
 CONTEXT_WORDS = ("strike", "race", "record", "court", "crash", "shares", "apple")
 #: Head settings that must match classification.py's for the comparison to be fair.
-HEAD_KEYS = ("encoder_hidden", "encoder_projection", "token_embedding_dim", "token_embedding_init", "dropout", "weight_decay", "epochs", "batch_size",
-             "labelled_fraction",
-             "max_tokens", "lr", "clip_norm", "patience", "seed", "val_fraction", "max_docs", "max_length",
-             "concat_token_embedding")
+HEAD_KEYS = ("encoder_hidden", "encoder_projection", "token_embedding_dim", "token_embedding_init", "dropout",
+             "weight_decay", "epochs", "batch_size", "labelled_fraction", "max_tokens", "lr", "clip_norm", "patience",
+             "seed", "val_fraction", "max_docs", "max_length", "concat_token_embedding")
 
 
 @dataclass
