@@ -314,9 +314,10 @@ class ProjectedLSTM(CachedWeights):
             step_weights = (pack_weight(w_step, batch), pack_weight(w_step.t(), batch)) if fast else None
             proj_weights = (pack_weight(w_proj.detach(), batch), pack_weight(w_proj.detach().t(), batch)) \
                 if fast and w_proj is not None and w_proj.requires_grad else None
-            # bf16/fp16 with a projection: h stays in the products' dtype between steps, as the projection returns it
-            # (the same values as cast to float32 and back: two kernels a step fewer); outputs and states in float32
-            low = w_proj is not None and w_proj.dtype != torch.float32
+            # Inference in bf16/fp16 with a projection: h stays in the products' dtype between steps, as the projection
+            # returns it (the values cast to float32 and back: two kernels a step fewer); outputs and states in float32.
+            # Not in training, where h's two gradients must add up in float32 before the cast, as they do here.
+            low = w_proj is not None and w_proj.dtype != torch.float32 and not grad
             h = h.to(w_proj.dtype) if low else h
             for first, last in step_chunks(active, chunk_size):
                 with record_function("elmo.lstm_input_products"):  # only the positions that run (no padding)

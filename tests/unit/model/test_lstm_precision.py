@@ -157,3 +157,18 @@ def test_bf16_on_cuda_runs_cudnn_in_bfloat16(family):
             model = MaskedBiLSTM(6, 4).to(device)
             model(torch.randn(2, 5, 6, device=device), torch.tensor([5, 3], device=device))
     assert set(lstm_compute_dtypes(model).values()) == {"bfloat16"}
+
+
+def test_the_clipped_bf16_loop_gives_the_same_outputs_with_and_without_autograd():
+    # Without autograd the projected state stays in bf16 between steps; with it, it goes through float32: same values.
+    from elmo.model.lstm import ProjectedLSTM
+
+    layer = ProjectedLSTM(6, 12, 4, 3.0, 3.0).initialize(torch.Generator().manual_seed(0))
+    x, active = torch.randn(9, 3, 6, generator=torch.Generator().manual_seed(1)), [3] * 5 + [2, 2, 1, 1]
+    results = []
+    for grad in (True, False):
+        with torch.autocast("cpu", dtype=torch.bfloat16), torch.set_grad_enabled(grad):
+            out, (h, c) = layer(x.clone().requires_grad_(grad), active)
+        results.append([t.detach() for t in (out, h, c)])
+        assert out.dtype == h.dtype == c.dtype == torch.float32 and layer.compute_dtype == torch.bfloat16
+    assert all(torch.equal(a, b) for a, b in zip(*results))
