@@ -353,7 +353,7 @@ class ProjectedLSTM(CachedWeights):
                 del packed, gates_all, gates_step  # before the next chunk's products: one chunk's alive at a time
                 gates_x = None  # noqa: F841 (the last step's piece is a view of the whole chunk's products)
             if steps_out:
-                out = torch.cat([torch.stack(steps_out).float(), out[len(steps_out):]])
+                out = torch.cat([torch.stack(steps_out), out[len(steps_out):]])
         return out, (h.float(), c)
 
     def fused_weights(self, dtype: torch.dtype) -> list[torch.Tensor]:
