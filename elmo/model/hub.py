@@ -1,12 +1,12 @@
-"""Model folders as the rest of PyTorch shares them: ``model.save_pretrained(folder)`` writes ``config.json``,
-``model.safetensors``, ``vocab.txt`` and a ``README.md`` model card; ``Class.from_pretrained(folder or Hub id)``
-reads them back; ``push_to_hub(repo_id)`` uploads them. :class:`HubMixin` adds this to :class:`~elmo.model.bilm.BiLM`,
-(of either architecture; bilm-tf's with its training softmax or without), :class:`~elmo.model.elmo.Elmo` and
-:class:`~elmo.model.classifier.ElmoClassifier` on huggingface_hub's ``PyTorchModelHubMixin`` (download, upload, card),
-with our own loading so that a bad file gets a one-line error. It is the one format the training commands write
-(``<models-dir>/bilm/``, :attr:`elmo.artifacts.Outputs.pretrained_dir`). ``config.json`` holds ``elmo_kind`` (which class),
-``format_version``, :meth:`HubMixin.hub_config` and ``card`` (:attr:`HubMixin.card`). Weights are float32
-safetensors, read without pickles or code. Details: docs/library.md.
+"""Model folders as PyTorch shares them (the one place that lays them out; details: docs/library.md):
+``model.save_pretrained(folder)`` writes ``config.json``, ``model.safetensors``, ``vocab.txt`` and a ``README.md``
+model card, ``Class.from_pretrained(folder or Hub id)`` reads them back, ``push_to_hub(repo_id)`` uploads them.
+:class:`HubMixin` adds this to :class:`~elmo.model.bilm.BiLM` (either architecture; bilm-tf's with its training softmax
+or without), :class:`~elmo.model.elmo.Elmo` and :class:`~elmo.model.classifier.ElmoClassifier` on huggingface_hub's
+``PyTorchModelHubMixin`` (download, upload, card), with our own loading so that a bad file gets a one-line error. The
+training commands write it (``<models-dir>/bilm/``, :attr:`elmo.artifacts.Outputs.pretrained_dir`). ``config.json``
+holds ``elmo_kind`` (which class), ``format_version``, :meth:`HubMixin.hub_config` and ``card`` (:attr:`HubMixin.card`);
+the weights are float32 safetensors, read without pickles or code.
 """
 
 from __future__ import annotations
@@ -65,21 +65,6 @@ def is_hub_id(path: str | os.PathLike) -> bool:
     return bool(re.fullmatch(r"[\w.-]+/[\w.-]+", str(path))) and not Path(path).exists()
 
 
-def hub_folder(model_id: str | os.PathLike, **download: Any) -> Path:
-    """The local folder of ``model_id``: itself when it is a folder, else the Hub snapshot of its four files
-    (``huggingface_hub.snapshot_download`` with ``download``: ``revision``, ``cache_dir``, ``token``, ...). Raises
-    ElmoError, with the reason in one line, when it is neither a folder here nor a downloadable Hub model."""
-    if Path(model_id).is_dir():
-        return Path(model_id)
-    if not is_hub_id(model_id):
-        raise ElmoError(f"{model_id}: no such folder (nor a Hub model id, owner/name)")
-    try:
-        return Path(snapshot_download(str(model_id), allow_patterns=[CONFIG, WEIGHTS, VOCAB, CARD], **download))
-    except Exception as exc:  # network, authentication, missing repository: one line, whatever the cause
-        raise ElmoError(f"{model_id}: no such folder, and the Hub model could not be downloaded: "
-                        f"{hub_failure(exc)}") from None
-
-
 def hub_failure(exc: BaseException) -> str:
     """Why a Hub call failed, in one line, whatever the HTTP client: ``exc``'s first message line, else its type."""
     return str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -103,13 +88,10 @@ def earlier_key(key: str) -> str:
 class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPER, model_card_template=CARD_TEMPLATE,
                tags=["elmo", "bilm", "contextual-embeddings"], license="mit"):
     """``save_pretrained`` / ``from_pretrained`` / ``push_to_hub`` for our modules (module docstring); a subclass sets
-    :attr:`hub_kind` and defines :meth:`hub_config` and :meth:`from_hub_config`.
-
-    Attributes:
-        vocab: the :class:`~elmo.data.vocab.Vocabulary` written as ``vocab.txt`` (``None``: none is written);
-        card: model-card facts from the training run (``text``, ``train_tokens``, ``perplexity``, ``accuracy``,
-            ``command``), set by the loaders.
-    """
+    :attr:`hub_kind` and defines :meth:`hub_config` and :meth:`from_hub_config`. :attr:`vocab`: the
+    :class:`~elmo.data.vocab.Vocabulary` written as ``vocab.txt`` (``None``: none is written); :attr:`card`: model-card
+    facts from the training run (``text``, ``train_tokens``, ``perplexity``, ``accuracy``, ``command``), set by the
+    loaders."""
 
     hub_kind: ClassVar[str] = ""
     kinds: ClassVar[dict[str, type]] = {}
@@ -132,9 +114,7 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
 
     @staticmethod
     def renamed_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """A ``model.safetensors`` state with the names this version gives the weights: earlier versions named the
-        LSTM layers of bilm-tf's architecture ``forward_layers.j`` / ``backward_layers.j`` (:data:`OLD_LAYERS`),
-        inside any module (an ``Elmo`` layer's or a classifier's biLM too)."""
+        """A ``model.safetensors`` state with this version's names (:func:`renamed_key` of each, at any depth)."""
         return {renamed_key(k): v for k, v in state.items()}
 
     def loaded(self, folder: Path) -> None:
@@ -142,45 +122,36 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
 
     def save_pretrained(self, save_directory: str | os.PathLike, *, push_to_hub: bool = False, repo_id: str | None = None,
                         **kwargs: Any) -> str | None:
-        """Write ``model.safetensors``, ``vocab.txt`` (:meth:`saved_vocab`; else an old one is removed), ``README.md``
-        and, last, ``config.json`` into ``save_directory`` (created if missing), each atomically with the umask's
-        permissions, replacing files of these names whichever model wrote them (Hugging Face's convention;
-        ``python -m elmo export --format hub`` refuses another model's folder without ``--overwrite``;
+        """Write the four files into ``save_directory`` (created if missing), each atomically with the umask's
+        permissions, ``vocab.txt`` only with a vocabulary (:meth:`saved_vocab`; else an old one is removed) and
+        ``config.json`` last, replacing files of these names whichever model wrote them (Hugging Face's convention;
         :meth:`saved_difference` tells first). ``push_to_hub=True`` then uploads the folder to ``repo_id`` (default: the
         folder's name; needs ``hf auth login``) with the other ``kwargs`` of ``push_to_hub``; returns the commit URL
-        when pushed, else ``None``.
-
-        Raises:
-            ElmoError: the folder (or a part of its path) is a file or unwritable; the push failed (folder written).
-        """
-        target = Path(save_directory)
-        check_writable(target, flags=("save_directory",))
-        card_repo = (kwargs.pop("model_card_kwargs", None) or {}).get("repo_id") or repo_id or target.name
-        kwargs.pop("config", None)  # push_to_hub passes it; config.json is ours
-        self._save_pretrained(target, card_repo)
-        if push_to_hub:
-            try:
-                return self.push_to_hub(repo_id or target.name, model_card_kwargs={"repo_id": repo_id or target.name},
-                                        **kwargs)
-            except Exception as exc:  # network, authentication, permissions: one line, as hub_folder says it
-                raise ElmoError(f"wrote {target}, but could not push it to the Hub model {repo_id or target.name}: "
-                                f"{hub_failure(exc)}") from None
-        return None
-
-    def _save_pretrained(self, save_directory: Path, repo_id: str = "path/to/folder") -> None:
-        """The four files (``PyTorchModelHubMixin``'s hook; :meth:`save_pretrained`)."""
+        when pushed, else ``None``. Raises ElmoError: the folder (or a part of its path) is a file or unwritable; the
+        push failed (folder written)."""
         from safetensors.torch import save
 
-        atomic_write_bytes(save_directory / WEIGHTS, save(self.saved_state(), metadata={"format": "pt",
-                                                                                         "elmo_kind": self.hub_kind}))
+        target = Path(save_directory)
+        repo = repo_id or target.name
+        check_writable(target, flags=("save_directory",))
+        card_repo = (kwargs.pop("model_card_kwargs", None) or {}).get("repo_id") or repo
+        kwargs.pop("config", None)  # push_to_hub passes it; config.json is ours
+        atomic_write_bytes(target / WEIGHTS, save(self.saved_state(), metadata={"format": "pt", "elmo_kind": self.hub_kind}))
         vocab = self.saved_vocab()
         if vocab is not None:
-            atomic_write_bytes(save_directory / VOCAB, ("\n".join(vocab.itos) + "\n").encode("utf-8"))
+            atomic_write_bytes(target / VOCAB, ("\n".join(vocab.itos) + "\n").encode("utf-8"))
         else:
-            (save_directory / VOCAB).unlink(missing_ok=True)  # one left by another model would not be this one's
-        atomic_write_bytes(save_directory / CARD, str(self.generate_model_card(repo_id=repo_id)).encode("utf-8"))
+            (target / VOCAB).unlink(missing_ok=True)  # one left by another model would not be this one's
+        atomic_write_bytes(target / CARD, str(self.generate_model_card(repo_id=card_repo)).encode("utf-8"))
         config = {**self.saved_config(), "card": self.card or {}}
-        atomic_write_bytes(save_directory / CONFIG, (json.dumps(config, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+        atomic_write_bytes(target / CONFIG, (json.dumps(config, indent=2, sort_keys=True) + "\n").encode("utf-8"))
+        if push_to_hub:
+            try:
+                return self.push_to_hub(repo, model_card_kwargs={"repo_id": repo}, **kwargs)
+            except Exception as exc:  # network, authentication, permissions: one line, as load_pretrained says it
+                raise ElmoError(f"wrote {target}, but could not push it to the Hub model {repo}: "
+                                f"{hub_failure(exc)}") from None
+        return None
 
     def saved_state(self) -> dict[str, torch.Tensor]:
         """The tensors ``model.safetensors`` holds: the state dict on the CPU, floating point ones as float32."""
@@ -267,12 +238,9 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: str | os.PathLike, **kwargs: Any) -> "HubMixin":
         """The module saved in a folder or a Hub model id (``owner/name``; ``revision``, ``cache_dir``, ``token``,
-        ``force_download``, ``local_files_only`` as ``huggingface_hub`` takes them), in eval mode on the CPU.
-
-        Raises:
-            ElmoError: one line naming the file and the key: no such folder or Hub model; ``config.json`` or
-                ``model.safetensors`` missing, truncated or not matching each other; another kind of model.
-        """
+        ``force_download``, ``local_files_only`` as ``huggingface_hub`` takes them), in eval mode on the CPU. Raises
+        ElmoError, one line naming the file and the key: no such folder or Hub model; ``config.json`` or
+        ``model.safetensors`` missing, truncated or not matching each other; another kind of model."""
         download = {k: kwargs[k] for k in ("revision", "cache_dir", "token", "force_download", "local_files_only")
                     if k in kwargs}
         model = load_pretrained(pretrained_model_name_or_path, **download)
@@ -311,49 +279,29 @@ def read_config(folder: Path) -> dict[str, Any]:
     return config
 
 
-def load_weights(model: torch.nn.Module, file: Path, config_file: Path) -> None:
-    """Read ``model.safetensors`` into ``model``, every key and shape checked. Raises ElmoError: a truncated or
-    unreadable file; a key missing, extra or of another shape (naming key and files)."""
+def load_pretrained(path: str | os.PathLike, **download: Any) -> HubMixin:
+    """Whichever module a ``save_pretrained`` folder holds, in eval mode on the CPU, with its :attr:`~HubMixin.vocab`
+    and :attr:`~HubMixin.card`; ``path`` that is no folder here is read as a Hub model id, the snapshot of its four
+    files (``huggingface_hub.snapshot_download`` with ``download``: ``revision``, ``cache_dir``, ``token``, ...).
+    Raises ElmoError as :meth:`HubMixin.from_pretrained` (a failed download too, in one line); every key and shape of
+    ``model.safetensors`` is checked."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 
-    if not file.is_file():
-        raise ElmoError(f"{file} not found: not a folder written by save_pretrained")
+    folder = Path(path)
+    if not folder.is_dir():
+        if not is_hub_id(path):
+            raise ElmoError(f"{path}: no such folder (nor a Hub model id, owner/name)")
+        try:
+            folder = Path(snapshot_download(str(path), allow_patterns=list(PRETRAINED_FILES), **download))
+        except Exception as exc:  # network, authentication, missing repository: one line, whatever the cause
+            raise ElmoError(f"{path}: no such folder, and the Hub model could not be downloaded: "
+                            f"{hub_failure(exc)}") from None
+    config, file, weights, vocab_file = read_config(folder), folder / CONFIG, folder / WEIGHTS, folder / VOCAB
     try:
-        state = load_file(str(file))
-    except (SafetensorError, OSError, ValueError) as exc:
-        raise ElmoError(f"{file}: not a complete safetensors file ({str(exc).splitlines()[0]})") from None
-    state = model.renamed_state(state) if isinstance(model, HubMixin) else state
-    expected = model.state_dict()
-    for key, tensor in expected.items():
-        if key not in state:
-            raise ElmoError(f"{file}: no key {key!r}, which the model of {config_file} has")
-        if tuple(state[key].shape) != tuple(tensor.shape):
-            raise ElmoError(f"{file}: key {key!r} has shape {tuple(state[key].shape)}, but the model of {config_file} "
-                            f"needs {tuple(tensor.shape)}")
-    if extra := sorted(set(state) - set(expected)):
-        raise ElmoError(f"{file}: key {extra[0]!r} is not in the model of {config_file}")
-    model.load_state_dict(state)
-
-
-def read_vocab(folder: Path) -> Vocabulary | None:
-    """``vocab.txt`` (one word per line) of a saved folder, ``None`` when there is none. Raises ElmoError."""
-    file = folder / VOCAB
-    if not file.is_file():
-        return None
-    try:
-        return Vocabulary(file.read_text(encoding="utf-8").splitlines())
+        vocab = Vocabulary(vocab_file.read_text(encoding="utf-8").splitlines()) if vocab_file.is_file() else None
     except (OSError, UnicodeDecodeError, ElmoError) as exc:
-        raise ElmoError(f"{file}: {exc}") from None
-
-
-def load_pretrained(path: str | os.PathLike, **download: Any) -> HubMixin:
-    """Whichever module a ``save_pretrained`` folder (or Hub model id) holds, in eval mode on the CPU, with its
-    :attr:`~HubMixin.vocab` and :attr:`~HubMixin.card`. Raises ElmoError as :meth:`HubMixin.from_pretrained`."""
-    folder = hub_folder(path, **download)
-    config = read_config(folder)
-    vocab = read_vocab(folder)
-    file = folder / CONFIG
+        raise ElmoError(f"{vocab_file}: {exc}") from None
     try:  # the module config.json describes, fresh weights
         model = from_nested_config(config, vocab)
     except KeyError as exc:
@@ -362,7 +310,22 @@ def load_pretrained(path: str | os.PathLike, **download: Any) -> HubMixin:
         raise ElmoError(f"{file}: a key does not fit {config.get('elmo_kind')}: {str(exc).splitlines()[0]}") from None
     except ElmoError as exc:
         raise ElmoError(f"{file}: {exc}") from None
-    load_weights(model, folder / WEIGHTS, file)
+    if not weights.is_file():
+        raise ElmoError(f"{weights} not found: not a folder written by save_pretrained")
+    try:
+        state = load_file(str(weights))
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise ElmoError(f"{weights}: not a complete safetensors file ({str(exc).splitlines()[0]})") from None
+    state, expected = model.renamed_state(state), model.state_dict()
+    for key, tensor in expected.items():
+        if key not in state:
+            raise ElmoError(f"{weights}: no key {key!r}, which the model of {file} has")
+        if tuple(state[key].shape) != tuple(tensor.shape):
+            raise ElmoError(f"{weights}: key {key!r} has shape {tuple(state[key].shape)}, but the model of {file} "
+                            f"needs {tuple(tensor.shape)}")
+    if extra := sorted(set(state) - set(expected)):
+        raise ElmoError(f"{weights}: key {extra[0]!r} is not in the model of {file}")
+    model.load_state_dict(state)
     model.vocab, model.card = vocab, config.get("card") or {}
     for module in model.modules():
         if isinstance(module, HubMixin):
