@@ -79,9 +79,8 @@ def _get(options: dict, key: str, kind: type | tuple, default: Any = ...) -> Any
 
 
 def config_from_options(options: Any) -> BiLMConfig:
-    """The :class:`~elmo.model.bilm_config.BiLMConfig` (:meth:`~elmo.model.bilm_config.BiLMConfig.bilm_tf`) of a parsed
-    ``options.json``. Raises ElmoError: unknown
-    keys (all named), a missing or mistyped key, or an unsupported value."""
+    """The :meth:`~elmo.model.bilm_config.BiLMConfig.bilm_tf` config of a parsed ``options.json``. Raises ElmoError:
+    unknown keys (all named), a missing or mistyped key, or an unsupported value."""
     if not isinstance(options, dict):
         raise ElmoError(f"expected a JSON object, got {type(options).__name__}")
     if unknown := _unknown_keys(options):
@@ -263,26 +262,18 @@ def _datasets(path: Path, config: BiLMConfig) -> Iterator[tuple[str, np.ndarray]
 
 def load_published_bilm(options_file: str | os.PathLike, weight_file: str | os.PathLike) -> BiLM:
     """A :class:`~elmo.model.bilm.BiLM` from bilm-tf's ``options.json`` and ``weights.hdf5``, in eval
-    mode on the CPU, float32; its ``config.weights_digest`` identifies the weights.
-
-    Raises:
-        ElmoError: as :func:`read_options`; the weight file is missing or not HDF5; a dataset is missing, misshapen
-            (both shapes named) or not numeric, or one the options do not account for (:func:`unused_by_options`).
-    """
+    mode on the CPU, float32; its ``config.weights_digest`` identifies the weights. Raises ElmoError: as
+    :func:`read_options`; the weight file is missing or not HDF5; a dataset is missing, misshapen (both shapes named)
+    or not numeric, or one the options do not account for (:func:`unused_by_options`)."""
     config = read_options(options_file)
-    arrays: dict[str, np.ndarray] = {}
-    biases: dict[tuple[int, int], np.ndarray] = {}
-    digest = hashlib.sha256()
-    for name, array in _datasets(Path(weight_file), config):
-        digest.update(f"{name}{array.shape}".encode() + array.reshape(-1)[:4096].tobytes())
-        arrays[name] = array
-        if match := re.fullmatch(r"RNN_(\d)/RNN/MultiRNNCell/Cell(\d+)/LSTMCell/B", name):
-            biases[int(match[1]), int(match[2])] = array
+    arrays = dict(_datasets(Path(weight_file), config))
+    digest = hashlib.sha256(b"".join(f"{n}{a.shape}".encode() + a.reshape(-1)[:4096].tobytes() for n, a in arrays.items()))
     bilm = BiLM(replace(config, weights_digest=digest.hexdigest()[:16]))
     bilm.load_state_dict({key: torch.from_numpy(np.ascontiguousarray(value)) for names, keys, to_ours, _ in _layout(config)
                           for key, value in zip(keys, to_ours(*(arrays[n] for n in names)))}, assign=True)
-    for (direction, layer), array in biases.items():  # TF's B as read, for writing it back exactly (tf_datasets)
-        bilm.stacks()[direction][layer].tf_bias = torch.from_numpy(array)
+    for d, stack in enumerate(bilm.stacks()):  # TF's B as read, for writing it back exactly (tf_datasets)
+        for layer, lstm in enumerate(stack):
+            lstm.tf_bias = torch.from_numpy(arrays[f"{_cell(d, layer)}/B"])
     bilm.source = (str(Path(options_file).resolve()), str(Path(weight_file).resolve()))
     return bilm.eval()
 
@@ -351,11 +342,8 @@ def read_vocabulary(path: str | os.PathLike) -> list[str]:
 def write_vocabulary(path: str | os.PathLike, words: Iterable[str] = ()) -> int:
     """Write bilm-tf's vocabulary file (:func:`vocabulary_lines`), UTF-8, atomically; returns the number of lines.
     bilm-tf's ``Batcher`` needs it even for a character-input biLM, and without ``<S>`` and ``</S>`` its
-    ``UnicodeCharsVocabulary`` would write their characters over the last word's row.
-
-    Raises:
-        ElmoError: as :func:`vocabulary_lines`; the folder cannot be written.
-    """
+    ``UnicodeCharsVocabulary`` would write their characters over the last word's row. Raises ElmoError: as
+    :func:`vocabulary_lines`; the folder cannot be written."""
     lines = vocabulary_lines(words)
     atomic_write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
     return len(lines)
@@ -364,15 +352,10 @@ def write_vocabulary(path: str | os.PathLike, words: Iterable[str] = ()) -> int:
 def save_published_bilm(bilm: BiLM, options_file: str | os.PathLike, weight_file: str | os.PathLike,
                         vocab_file: str | os.PathLike | None = None, words: Iterable[str] = ()) -> dict[str, int]:
     """Write ``bilm`` as bilm-tf's ``weights.hdf5`` (:func:`tf_datasets`), then ``vocab.txt`` if ``vocab_file`` is
-    given (:func:`write_vocabulary` of ``words``), then ``options.json`` (:func:`options_of`), each atomically.
-
-    Returns:
-        ``{"datasets", "parameters", "vocabulary"}``: how many datasets, numbers and vocabulary lines were written.
-
-    Raises:
-        ElmoError: a bad vocabulary word (:func:`vocabulary_lines`); an unwritable folder (a path part that is a file
-            is named).
-    """
+    given (:func:`write_vocabulary` of ``words``), then ``options.json`` (:func:`options_of`), each atomically;
+    returns how many datasets, numbers and vocabulary lines were written (``"datasets"``, ``"parameters"``,
+    ``"vocabulary"``). Raises ElmoError: a bad vocabulary word (:func:`vocabulary_lines`, before anything is written);
+    an unwritable folder (a path part that is a file is named)."""
     datasets = tf_datasets(bilm)
     lines = vocabulary_lines(words) if vocab_file is not None else []  # checked before anything is written
     with atomic_hdf5(weight_file) as out:
