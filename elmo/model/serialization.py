@@ -41,11 +41,8 @@ def save_bilm(bilm: BiLM, vocab: Vocabulary, path: str | os.PathLike, meta: dict
 
 def load_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]]:
     """Rebuild the biLM from ``bilstm.pt`` alone (``weights_only=True``): ``(bilm, vocab, meta)``, the biLM in eval mode
-    on the CPU with its ``vocab`` and ``card`` (``meta["card"]``) set for ``save_pretrained``.
-
-    Raises:
-        ElmoError: missing/corrupt file, not an ``elmo.bilm`` checkpoint, or weights that do not fit the stored config.
-    """
+    on the CPU with its ``vocab`` and ``card`` (``meta["card"]``) set for ``save_pretrained``. Raises ElmoError:
+    missing/corrupt file, not an ``elmo.bilm`` checkpoint, or weights that do not fit the stored config."""
     ckpt = load_checkpoint(path, "elmo.bilm")
     try:
         config = BiLMConfig(**ckpt["config"])
@@ -63,16 +60,11 @@ def load_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]
 
 
 def published_lm_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[str, Any]]:
-    """``(bilm, vocab, meta)`` of a ``published_lm.pt`` as earlier versions of ``pretrain --architecture`` and
-    ``finetune`` wrote it (``weights_only=True``; ``options``: bilm-tf's ``options.json``, ``lm_config``: the training
-    head's fields, :data:`~elmo.model.bilm_config.HEAD_FIELDS`, ``state_dict``, ``vocab``, ``meta``): the biLM without
-    its softmax, eval mode, CPU, ``vocab`` and ``card`` set as by :func:`load_bilm`, ``source`` ``(path,)`` and
-    ``config.weights_digest`` identifying the weights (as :func:`load_published_bilm`'s, so that a classifier only
-    loads onto them).
-
-    Raises:
-        ElmoError: missing or corrupt file, not an ``elmo.published_lm`` file, or weights that do not fit its options.
-    """
+    """:func:`load_bilm` of a ``published_lm.pt`` as earlier versions of ``pretrain --architecture`` and ``finetune``
+    wrote it (``options``: bilm-tf's ``options.json``, ``lm_config``: :data:`~elmo.model.bilm_config.HEAD_FIELDS`,
+    ``state_dict``, ``vocab``, ``meta``): the biLM without its softmax, ``source`` ``(path,)``, ``config.weights_digest``
+    identifying the weights (as :func:`load_published_bilm`'s, so that a classifier only loads onto them). Raises
+    ElmoError: missing or corrupt file, not an ``elmo.published_lm`` file, or weights that do not fit its options."""
     ckpt = load_checkpoint(path, "elmo.published_lm")
     try:
         vocab = Vocabulary(ckpt["vocab"])
@@ -121,16 +113,12 @@ def files_read(paths: Sequence[Path]) -> list[Path]:
 
 
 def find_bilm(path: str | os.PathLike) -> BiLMFiles:
-    """Which biLM ``path`` holds, without reading it: a folder's first of :data:`BILM_FILES` (``bilm/``: the
-    ``save_pretrained`` folder the training commands write, :attr:`~elmo.artifacts.Outputs.pretrained_dir`; then the
-    folder itself as one); a Hub model id
-    (``owner/name``, not a path here); a file ``published_lm.pt``; a ``save_pretrained`` folder's ``config.json`` or
-    ``model.safetensors`` (the folder); an ``options.json`` (any ``*.json``, ``weights.hdf5`` beside it) or
-    ``weights.hdf5`` (any ``*.hdf5``, ``options.json`` beside it); any other file is read as our ``bilstm.pt``.
-
-    Raises:
-        ElmoError: ``path`` missing or a folder holding none (one line naming it and what was looked for).
-    """
+    """Which biLM ``path`` holds, without reading it: a folder's first of :data:`BILM_FILES` (``bilm/``:
+    :attr:`~elmo.artifacts.Outputs.pretrained_dir`); a Hub model id (``owner/name``, not a path here); a file
+    ``published_lm.pt``; a ``save_pretrained`` folder's ``config.json`` or ``model.safetensors`` (the folder); an
+    ``options.json`` (any ``*.json``, ``weights.hdf5`` beside it) or ``weights.hdf5`` (any ``*.hdf5``, ``options.json``
+    beside it); any other file is read as our ``bilstm.pt``. Raises ElmoError: ``path`` missing or a folder holding
+    none (one line naming it and what was looked for)."""
     if hub.is_hub_id(path):
         return BiLMFiles("pretrained", (Path(path),))
     path = Path(path)
@@ -188,19 +176,13 @@ class OpenedBiLM:
 
 
 def open_bilm(path: str | os.PathLike, weight_file: str | os.PathLike | None = None) -> OpenedBiLM:
-    """Open any biLM the project reads: the one way every command and class of the library opens one.
-
-    Args:
-        path: a folder or one of its files (:func:`find_bilm`): our ``bilstm.pt`` (:func:`load_bilm`), an earlier
-            version's ``published_lm.pt`` (:func:`published_lm_bilm`), a ``save_pretrained`` folder or Hub model id
-            (the biLM of a saved biLM, of ``pretrain --architecture``'s or ``finetune``'s biLM with its softmax, of an
-            ``Elmo`` layer or of a classifier), or bilm-tf's ``options.json`` + ``weights.hdf5``
-            (:func:`load_published_bilm`).
-        weight_file: bilm-tf's weight file (any name); ``path`` is then its options file (any name).
-
-    Raises:
-        ElmoError: ``path`` holds no biLM (:func:`find_bilm`), or corrupt or inconsistent files (the loaders).
-    """
+    """Open any biLM the project reads: the one way every command and class of the library opens one. ``path``: a
+    folder or one of its files (:func:`find_bilm`): our ``bilstm.pt`` (:func:`load_bilm`), an earlier version's
+    ``published_lm.pt`` (:func:`published_lm_bilm`), a ``save_pretrained`` folder or Hub model id (the biLM of a saved
+    biLM, of ``pretrain --architecture``'s or ``finetune``'s biLM with its softmax, of an ``Elmo`` layer or of a
+    classifier), or bilm-tf's ``options.json`` + ``weights.hdf5`` (:func:`load_published_bilm`); ``weight_file``:
+    bilm-tf's weight file (any name), ``path`` then its options file (any name). Raises ElmoError: ``path`` holds no
+    biLM (:func:`find_bilm`), or corrupt or inconsistent files (the loaders)."""
     source = find_bilm(path) if weight_file is None else BiLMFiles("bilm_tf", (Path(path), Path(weight_file)))
     if source.kind in ("bilstm", "published_lm"):
         bilm, vocab, meta = (load_bilm if source.kind == "bilstm" else published_lm_bilm)(source.files[0])
