@@ -70,19 +70,15 @@ def hub_failure(exc: BaseException) -> str:
     return str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-#: the names earlier versions gave the LSTM layers of bilm-tf's architecture, now ``forward_lm.layers.j``
-OLD_LAYERS = re.compile(r"(^|\.)(forward|backward)_layers\.")
-NEW_LAYERS = re.compile(r"(^|\.)(forward|backward)_lm\.layers\.")
-
-
 def renamed_key(key: str) -> str:
-    """This version's name of a weight an earlier version named ``key`` (:data:`OLD_LAYERS`), at any depth."""
-    return OLD_LAYERS.sub(r"\1\2_lm.layers.", key)
+    """This version's name of a weight an earlier version named ``key``, at any depth: earlier versions named the LSTM
+    layers of bilm-tf's architecture ``forward_layers.j`` / ``backward_layers.j``, now ``forward_lm.layers.j``."""
+    return re.sub(r"(^|\.)(forward|backward)_layers\.", r"\1\2_lm.layers.", key)
 
 
 def earlier_key(key: str) -> str:
     """The name earlier versions gave the weight this version names ``key``: the inverse of :func:`renamed_key`."""
-    return NEW_LAYERS.sub(r"\1\2_layers.", key)
+    return re.sub(r"(^|\.)(forward|backward)_lm\.layers\.", r"\1\2_layers.", key)
 
 
 class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPER, model_card_template=CARD_TEMPLATE,
@@ -165,9 +161,9 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
 
     def saved_difference(self, save_directory: str | os.PathLike) -> tuple[Path, str] | None:
         """``(file, what it is)`` for the first file :meth:`save_pretrained` would replace in ``save_directory`` that is
-        not this model's; ``None`` when the folder holds none of the four files, or this model's own earlier save (the
-        same kind, configuration, vocabulary and weights bit for bit; the card may differ). Raises nothing: an
-        unreadable file is a difference (``"a file that does not load"``)."""
+        not this model's; ``None`` when there is none of the four, or this model's own earlier save (same kind,
+        configuration, vocabulary and weights bit for bit; the card may differ). Raises nothing: an unreadable file is
+        a difference (``"a file that does not load"``)."""
         from safetensors import SafetensorError
         from safetensors.torch import load_file
 
@@ -280,11 +276,10 @@ def read_config(folder: Path) -> dict[str, Any]:
 
 
 def load_pretrained(path: str | os.PathLike, **download: Any) -> HubMixin:
-    """Whichever module a ``save_pretrained`` folder holds, in eval mode on the CPU, with its :attr:`~HubMixin.vocab`
-    and :attr:`~HubMixin.card`; ``path`` that is no folder here is read as a Hub model id, the snapshot of its four
-    files (``huggingface_hub.snapshot_download`` with ``download``: ``revision``, ``cache_dir``, ``token``, ...).
-    Raises ElmoError as :meth:`HubMixin.from_pretrained` (a failed download too, in one line); every key and shape of
-    ``model.safetensors`` is checked."""
+    """Whichever module a ``save_pretrained`` folder (or the Hub snapshot of a model id's four files:
+    ``huggingface_hub.snapshot_download`` with ``download``: ``revision``, ``cache_dir``, ``token``, ...) holds, in eval
+    mode on the CPU, with its :attr:`~HubMixin.vocab` and :attr:`~HubMixin.card`, every key and shape of
+    ``model.safetensors`` checked. Raises ElmoError as :meth:`HubMixin.from_pretrained`, a failed download in one line."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
 

@@ -207,8 +207,7 @@ def _layout(config: BiLMConfig, bilm: BiLM | None = None) -> list[_Conversion]:
 
 
 def unused_by_options(name: str, config: BiLMConfig) -> str:
-    """Why a weights file's dataset ``name``, absent from :func:`expected_datasets`, does not fit the options,
-    naming the options key and its value."""
+    """Why dataset ``name`` (not in :func:`expected_datasets`) does not fit the options, naming the key and its value."""
     width, proj, cells = config.n_filters, config.output_size, config.hidden_size
     if re.fullmatch(r"CNN_high_\d+/.*", name):
         n = config.num_highway
