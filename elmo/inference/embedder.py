@@ -71,23 +71,6 @@ def _check_sentences(sentences: Sequence[Sequence[str]], lowercase: bool = True)
     return out
 
 
-def _row(layers: np.ndarray, row: int, length: int) -> np.ndarray:
-    """Sentence ``row`` of a batch's ``(L + 1, B, T, D)`` layers: the batch's own array when it is its only row and
-    fills it (no second copy of a long document's vectors), else a copy (so that the batch's array is freed)."""
-    if layers.shape[1] == 1 and length == layers.shape[2]:
-        return layers[:, 0]
-    return layers[:, row, :length].copy()
-
-
-def _device(cuda_device: int | None, device: str | torch.device | None) -> str | torch.device:
-    """AllenNLP's ``cuda_device`` (-1 = CPU, k = ``cuda:k``) or our ``device``; ``"auto"`` when neither is given."""
-    if device is not None and cuda_device is not None:
-        raise ElmoError("give cuda_device or device, not both")
-    if cuda_device is None:
-        return "auto" if device is None else device
-    return "cpu" if cuda_device < 0 else f"cuda:{cuda_device}"
-
-
 class ElmoEmbedder:
     """Contextual vectors of every biLM layer for tokenised sentences, with AllenNLP's ``ElmoEmbedder`` interface: h_0
     (token vectors), h_1 .. h_L (LSTM layers), each ``D = bilm.output_dim`` wide (both directions; paper eq. 1).
@@ -124,7 +107,10 @@ class ElmoEmbedder:
                  vocab: Vocabulary | None = None, device: str | torch.device | None = None, stateful: bool = False,
                  precision: str = "fp32", vocab_to_cache: Sequence[str] | None = None, max_tokens: int = 16384,
                  chunk_size: int | None = CHUNK_SIZE):
-        target = _device(cuda_device, device)
+        if device is not None and cuda_device is not None:
+            raise ElmoError("give cuda_device or device, not both")
+        if cuda_device is not None:  # AllenNLP's: -1 = CPU, k = cuda:k
+            device = "cpu" if cuda_device < 0 else f"cuda:{cuda_device}"
         if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
             raise ElmoError(f"chunk_size must be a positive number of tokens or None, got {chunk_size!r}",
                             field="chunk_size")
@@ -140,7 +126,7 @@ class ElmoEmbedder:
             raise ElmoError("our biLM needs its vocabulary (load_bilm returns it)")
         if vocab is not None:
             bilm.vocab = vocab
-        self.device = resolve_device(target)
+        self.device = resolve_device("auto" if device is None else device)
         self.amp_dtype = resolve_precision(precision, self.device)
         self.bilm = bilm.to(self.device).eval()
         self.bilm.chunk_size = chunk_size
@@ -158,12 +144,9 @@ class ElmoEmbedder:
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike = "models", device: str | torch.device = "auto",
                         precision: str = "fp32") -> "ElmoEmbedder":
-        """The biLM a models folder (or one of its files) holds, whichever kind
-        (:func:`~elmo.model.serialization.open_bilm`, the softmax left out), ``device`` and ``precision`` as above.
-
-        Raises:
-            ElmoError: the folder holds none of them, a file is corrupt or not an ELMo biLM; an unknown precision.
-        """
+        """The biLM a models folder (or one of its files) holds, whichever kind (:func:`~elmo.model.serialization.open_bilm`,
+        the softmax left out), ``device`` and ``precision`` as above. Raises ElmoError: the folder holds none of them, a
+        file is corrupt or not an ELMo biLM; an unknown precision."""
         opened = open_bilm(path)
         return cls(bilm=opened.bilm, vocab=opened.vocab, device=device, precision=precision)
 
@@ -230,8 +213,9 @@ class ElmoEmbedder:
             batches = bucket_batches(lengths, size, self.max_tokens if batch_size else None)
         for index in batches:
             layers = self._run(vectors, [ids[j] for j in index], lengths[index])
-            for row, j in enumerate(index):
-                out[rows[j]] = _row(layers, row, lengths[j])
+            for row, j in enumerate(index):  # a batch's only row, when it fills it: no second copy of a long document
+                whole = len(index) == 1 and lengths[j] == layers.shape[2]
+                out[rows[j]] = layers[:, 0] if whole else layers[:, row, :lengths[j]].copy()  # the copy frees the batch
         return out
 
     @torch.no_grad()
@@ -279,14 +263,8 @@ class ElmoEmbedder:
     def embed_sentences(self, sentences: Iterable[Sequence[str]], batch_size: int = 64) -> Iterator[np.ndarray]:
         """Embed any iterable of token lists lazily, reading ``CHUNK_BATCHES * batch_size`` at a time (memory does not
         grow with their number); up to ``batch_size`` sentences of similar length per forward pass, within the
-        ``max_tokens`` budget (stateful mode: consecutive groups of ``batch_size``).
-
-        Yields:
-            ``(L + 1, n_i, D)`` float32 arrays, one per sentence, in the order given.
-
-        Raises:
-            ElmoError: ``batch_size < 1`` or malformed input.
-        """
+        ``max_tokens`` budget (stateful mode: consecutive groups of ``batch_size``). Yields ``(L + 1, n_i, D)`` float32
+        arrays, one per sentence, in the order given. Raises ElmoError: ``batch_size < 1`` or malformed input."""
         if batch_size < 1:
             raise ElmoError(f"batch_size must be >= 1, got {batch_size}")
         iterator = iter(sentences)

@@ -38,14 +38,11 @@ def cache_bytes(bilm: BiLM, num_tokens: int, dtype: torch.dtype) -> int:
 def should_cache(mode: str, bilm: BiLM, num_tokens: int, dtype: torch.dtype,
                  directory: str | None = None, device: torch.device | None = None) -> tuple[str | None, str]:
     """Where ``--cache-layers mode`` keeps the layers of ``num_tokens`` tokens, and why (a line for the log), as
-    ``("device" | "disk" | "memory" | None, why)``; ``None``: no cache, the biLM runs in every step.
-
-    ``auto`` picks ``"device"`` when the models run on a GPU and the layers fit in half its free memory (written once
-    and gathered there, never through the host), else ``"disk"`` (in ``directory`` or the system's temporary folder)
-    when the file fits in half its free space, else ``"memory"`` when it fits in half the available memory, else no
-    cache; ``device``, ``disk``, ``memory`` (``on``) and ``off`` force a choice. Raises ElmoError on an unknown
-    ``mode``, or ``device`` without a GPU.
-    """
+    ``("device" | "disk" | "memory" | None, why)``; ``None``: no cache, the biLM runs in every step. ``auto`` picks
+    ``"device"`` when the models run on a GPU and the layers fit in half its free memory (written once and gathered
+    there, never through the host), else ``"disk"`` (in ``directory`` or the system's temporary folder) when the file
+    fits in half its free space, else ``"memory"`` when it fits in half the available memory, else no cache; the other
+    modes force a choice (``on``: ``memory``). Raises ElmoError on an unknown ``mode``, or ``device`` without a GPU."""
     if mode not in CACHE_MODES:
         raise ElmoError(f"--cache-layers: unknown mode {mode!r} (use {', '.join(CACHE_MODES)})")
     size = cache_bytes(bilm, num_tokens, dtype)
@@ -76,17 +73,13 @@ def should_cache(mode: str, bilm: BiLM, num_tokens: int, dtype: torch.dtype,
 @torch.no_grad()
 def compute_layers(bilm: BiLM, corpus: EncodedCorpus, device: torch.device, amp_dtype: torch.dtype | None = None,
                    kind: str = "memory", directory: str | None = None) -> MemoryLayerStore | DiskLayerStore:
-    """The biLM's LSTM layers of every token of ``corpus``, as a store of ``(num_tokens, L, D)`` rows in the corpus's
-    flat token order: row ``corpus.offsets[i] + k`` holds h_1..h_L of token k of document i
-    (:meth:`elmo.model.bilm.BiLM.forward` layers 1..L). Raises ElmoError on an unknown ``kind``, and the disk store's
-    errors (no space, no folder).
-
-    Args:
-        bilm: the frozen biLM (eval mode, on ``device``); corpus: the documents, with chars attached for a character
-            biLM; amp_dtype: autocast dtype (:func:`elmo.runtime.device.resolve_precision`), stored as its
-            :func:`cache_dtype`; kind: ``"memory"``, ``"device"`` (on ``device``) or ``"disk"``
-            (:mod:`elmo.data.layer_store`); directory: the disk store's folder.
-    """
+    """The frozen ``bilm``'s (eval mode, on ``device``) LSTM layers of every token of ``corpus`` (chars attached for
+    a character biLM), as a store of ``(num_tokens, L, D)`` rows in the corpus's flat token order: row
+    ``corpus.offsets[i] + k`` holds h_1..h_L of token k of document i (:meth:`elmo.model.bilm.BiLM.forward` layers
+    1..L), computed under ``amp_dtype`` autocast (:func:`elmo.runtime.device.resolve_precision`) and stored as its
+    :func:`cache_dtype`. ``kind``: ``"memory"``, ``"device"`` (on ``device``) or ``"disk"`` (in ``directory``;
+    :mod:`elmo.data.layer_store`). Raises ElmoError on an unknown ``kind``, and the disk store's errors (no space, no
+    folder)."""
     if kind not in ("memory", "device", "disk"):
         raise ElmoError(f"compute_layers: kind must be 'memory', 'device' or 'disk', got {kind!r}")
     bilm.eval()

@@ -44,13 +44,11 @@ class TextClassifier:
                         device: str | torch.device = "auto", precision: str = "auto") -> "TextClassifier":
         """Load ``classifier.pt`` (or another ``classifier_<mix>.pt``) from a models directory with the biLM it was
         trained on: the published biLM it records (bilm-tf's files given by ``--options-file``, or the folder or
-        ``published_lm.pt`` it was opened from), else the directory's (:func:`~elmo.model.serialization.open_bilm`: ``bilstm.pt`` first).
-        Also loads a classifier's ``save_pretrained`` folder or Hub model id (:mod:`elmo.model.hub`).
-
+        ``published_lm.pt`` it was opened from), else the directory's (:func:`~elmo.model.serialization.open_bilm`:
+        ``bilstm.pt`` first); or a classifier's ``save_pretrained`` folder or Hub model id (:mod:`elmo.model.hub`).
         ``precision`` as in :class:`~elmo.inference.embedder.ElmoEmbedder`; the default matches ``classification.py``'s,
         so the scores equal those the training run reported. Raises ElmoError when a file is missing or corrupt, or the
-        classifier was trained on another biLM.
-        """
+        classifier was trained on another biLM."""
         directory = Path(path)
         file = directory / classifier
         if not file.is_file() and (hub.is_hub_id(path) or (directory / hub.CONFIG).is_file()):

@@ -48,6 +48,8 @@ class SequenceClassifierConfig:
     token_embedding_dim: int = 0
     dropout: float = 0.3
     seed: int = 0
+    #: the field naming what the head reads (a subclass's: its layer mix, or its static vectors)
+    representation_field = ""
 
     def __post_init__(self):
         check_fields(self, ("token_embedding_dim", self.token_embedding_dim >= 0, ">= 0"),
@@ -57,8 +59,8 @@ class SequenceClassifierConfig:
 
     @property
     def representation(self) -> str:
-        """The name of what the head reads (a layer mix, or the static vectors), for progress lines."""
-        raise NotImplementedError
+        """The name of what the head reads (:attr:`representation_field`'s value), for progress lines."""
+        return getattr(self, self.representation_field)
 
 
 @dataclass
@@ -83,6 +85,7 @@ class ClassifierConfig(SequenceClassifierConfig):
     mix_l2: float = 0.0
     unfreeze_bilm: bool = False
     learned_function: str = "gate"
+    representation_field = "mix"
 
     def __post_init__(self):
         super().__post_init__()
@@ -97,17 +100,10 @@ class ClassifierConfig(SequenceClassifierConfig):
         0.4.0) as :attr:`unfreeze_bilm`, and a file without ``learned_function`` holds ``mlp``. Raises ElmoError on a
         value out of range, TypeError on an unknown key."""
         saved = dict(saved)
-        if "setting" in saved:
-            saved.setdefault("mix", saved["setting"])
-            del saved["setting"]
-        if "fine_tune" in saved:
-            saved.setdefault("unfreeze_bilm", saved.pop("fine_tune"))
+        for old, new in (("setting", "mix"), ("fine_tune", "unfreeze_bilm")):
+            if old in saved:
+                saved.setdefault(new, saved.pop(old))
         return cls(**{"learned_function": "mlp", **saved})
-
-    @property
-    def representation(self) -> str:
-        """The layer mix."""
-        return self.mix
 
 
 @dataclass
@@ -122,15 +118,11 @@ class StaticClassifierConfig(SequenceClassifierConfig):
     """
 
     vectors: str = "word2vec"
+    representation_field = "vectors"
 
     def __post_init__(self):
         super().__post_init__()
         check_fields(self, ("vectors", self.vectors in STATIC_METHODS, f"one of {', '.join(STATIC_METHODS)}"))
-
-    @property
-    def representation(self) -> str:
-        """The static vectors."""
-        return self.vectors
 
 
 def masked_mean_max(states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -338,19 +330,11 @@ def classifier_checkpoint(model: ElmoClassifier, fingerprint: str, class_names: 
 
 
 def load_classifier(path: str | os.PathLike, bilm: BiLM, vocab: Vocabulary) -> tuple[ElmoClassifier, list[str]]:
-    """Rebuild an :class:`ElmoClassifier` from a ``classifier*.pt`` (loaded ``weights_only=True``) on its biLM.
-
-    Args:
-        path: the classifier file; bilm, vocab: the biLM and vocabulary it was trained on
-            (:func:`~elmo.model.serialization.load_bilm`); a fine-tuned classifier's biLM weights go into a copy.
-
-    Returns:
-        ``(model, class_names)``, the model in eval mode on the biLM's device.
-
-    Raises:
-        ElmoError: missing/corrupt file, not a classifier, trained on a different biLM (:func:`bilm_fingerprint`),
-            or weights that do not fit the stored config.
-    """
+    """Rebuild an :class:`ElmoClassifier` from the ``classifier*.pt`` at ``path`` (loaded ``weights_only=True``) on
+    ``bilm`` and ``vocab``, those it was trained on (:func:`~elmo.model.serialization.load_bilm`; a fine-tuned
+    classifier's biLM weights go into a copy). Returns ``(model, class_names)``, the model in eval mode on the biLM's
+    device. Raises ElmoError: missing/corrupt file, not a classifier, trained on a different biLM
+    (:func:`bilm_fingerprint`), or weights that do not fit the stored config."""
     ckpt = load_checkpoint(path, "elmo.classifier")
     fingerprint = bilm_fingerprint(bilm, vocab)
     if ckpt.get("bilm_fingerprint") != fingerprint:

@@ -37,18 +37,11 @@ ELMO_ARGS = ("num_output_representations", "mix", "dropout", "do_layer_norm", "r
 
 def open_elmo_bilm(source: str | os.PathLike | BiLM,
                    weight_file: str | os.PathLike | None) -> BiLM:
-    """The biLM of :class:`Elmo`'s first two arguments.
-
-    Args:
-        source: a biLM object (:class:`~elmo.model.bilm.BiLM`); bilm-tf's
-            ``options.json`` with ``weight_file`` (:func:`~elmo.model.published_io.load_published_bilm`); or alone a
-            models folder, ``bilstm.pt``, ``published_lm.pt``, a ``save_pretrained`` folder or Hub id
-            (:func:`~elmo.model.serialization.open_bilm`).
-        weight_file: bilm-tf's ``weights.hdf5`` with an options file; ``None`` otherwise.
-
-    Raises:
-        ElmoError: one line: ``weight_file`` misplaced or missing, ``source`` of another type, a bad path (named).
-    """
+    """The biLM of :class:`Elmo`'s first two arguments: a :class:`~elmo.model.bilm.BiLM` object (``weight_file``
+    ``None``); bilm-tf's ``options.json`` with its ``weights.hdf5`` (:func:`~elmo.model.published_io.load_published_bilm`);
+    or alone a models folder, ``bilstm.pt``, ``published_lm.pt``, a ``save_pretrained`` folder or Hub id
+    (:func:`~elmo.model.serialization.open_bilm`). Raises ElmoError (one line): ``weight_file`` misplaced or missing,
+    ``source`` of another type, a bad path (named)."""
     if isinstance(source, nn.Module):
         if weight_file is not None:
             raise ElmoError(f"Elmo got a biLM object and weight_file={weight_file!r}: the weights are the biLM's, leave "
@@ -128,7 +121,16 @@ class Elmo(nn.Module, HubMixin):
             raise ElmoError("scalar_mix_parameters fix a scalar mix's weights: use them with mix='trainable_lambda' or "
                             "'frozen_lambda', not 'learned_function'")
         bilm = open_elmo_bilm(options_file, weight_file)
-        fixed = None if scalar_mix_parameters is None else _mix_parameters(scalar_mix_parameters, bilm.num_layers)
+        fixed, n = None, bilm.num_layers
+        if scalar_mix_parameters is not None:  # one float per layer; a wrong count names both (as AllenNLP)
+            try:
+                fixed = [float(w) for w in scalar_mix_parameters]
+            except (TypeError, ValueError):
+                raise ElmoError(f"scalar_mix_parameters must be {n} numbers, "
+                                f"got {str(scalar_mix_parameters)[:60]!r}") from None
+            if len(fixed) != n:
+                raise ElmoError(f"scalar_mix_parameters has {len(fixed)} values, but the biLM has {n} layers to mix "
+                                f"(token layer + LSTM layers): give {n}")
         if bilm.config.chars_per_token is None and (keep_sentence_boundaries or vocab_to_cache):
             raise ElmoError("keep_sentence_boundaries and vocab_to_cache go with AllenNLP's call elmo(character_ids), "
                             "which needs a character biLM: this one reads word ids")
@@ -238,25 +240,20 @@ class Elmo(nn.Module, HubMixin):
         if self.keep_sentence_boundaries:
             raise ElmoError("keep_sentence_boundaries applies to AllenNLP's call elmo(character_ids); "
                             "elmo(ids, lengths, chars) returns the tokens alone")
-        return self._forward_ids(inputs, lengths, chars, layers)
-
-    def _forward_ids(self, ids: torch.Tensor, lengths: torch.Tensor | None, chars: torch.Tensor | None,
-                     layers: torch.Tensor | None) -> dict[str, list[torch.Tensor] | torch.Tensor]:
-        """:meth:`forward`'s project call (its arguments checked)."""
         if lengths is None:
-            lengths = (ids != PAD_ID).sum(dim=1)
+            lengths = (inputs != PAD_ID).sum(dim=1)
         if lengths.device.type == "cpu" and bool((lengths < 1).any()):
             raise ElmoError("Elmo got an empty sequence (a row with no token)")
-        mask = torch.arange(ids.shape[1], device=ids.device).unsqueeze(0) < lengths.unsqueeze(1)
+        mask = torch.arange(inputs.shape[1], device=inputs.device).unsqueeze(0) < lengths.unsqueeze(1)
         if layers is not None:
             if self.requires_grad:
                 raise ElmoError("cached biLM layers cannot be used while fine-tuning the biLM")
             with torch.no_grad():
-                h0 = self.bilm.token_layer(ids, lengths, chars)
+                h0 = self.bilm.token_layer(inputs, lengths, chars)
             layers = torch.cat([h0.unsqueeze(0), layers])  # (L+1, B, T, D) in h0's dtype: cat casts as it copies
         else:
             with torch.set_grad_enabled(torch.is_grad_enabled() and self.requires_grad):
-                layers = self.bilm(ids, lengths, chars)  # (L+1, B, T, D)
+                layers = self.bilm(inputs, lengths, chars)  # (L+1, B, T, D)
         if self.do_layer_norm:
             layers = normalize_layers(layers)
         keep = mask.unsqueeze(-1)
@@ -329,15 +326,3 @@ class Elmo(nn.Module, HubMixin):
     def layer_groups(self) -> list[list[nn.Parameter]]:
         """The biLM's parameters from the top down, as :meth:`elmo.model.bilm.BiLM.layer_groups` gives them."""
         return self.bilm.layer_groups()
-
-
-def _mix_parameters(values: Sequence[float], num_layers: int) -> list[float]:
-    """``scalar_mix_parameters`` as one float per layer; ElmoError names both counts (as AllenNLP) or the bad value."""
-    try:
-        weights = [float(w) for w in values]
-    except (TypeError, ValueError):
-        raise ElmoError(f"scalar_mix_parameters must be {num_layers} numbers, got {str(values)[:60]!r}") from None
-    if len(weights) != num_layers:
-        raise ElmoError(f"scalar_mix_parameters has {len(weights)} values, but the biLM has {num_layers} layers to mix "
-                        f"(token layer + LSTM layers): give {num_layers}")
-    return weights
