@@ -2,16 +2,8 @@
 
 :class:`ElmoEmbedder` has AllenNLP's interface and takes the published ELMo files (bilm-tf's ``options.json`` +
 ``weights.hdf5``), a models folder holding any biLM the project writes (:meth:`ElmoEmbedder.from_pretrained`) or a
-biLM object::
-
-    from elmo import ElmoEmbedder
-    e = ElmoEmbedder(options_file="elmo_2x4096_512_2048cnn_2xhighway_options.json",
-                     weight_file="elmo_2x4096_512_2048cnn_2xhighway_weights.hdf5")
-    v = e.embed_sentence(["The", "cat", "sat", "on", "the", "mat", "."])   # numpy (3, 7, 1024)
-    ours = ElmoEmbedder.from_pretrained("models")                           # whatever models/ holds: (3, 7, D)
-
-Tokens are lower-cased for our biLM (trained lower-cased) and kept as given for the published models. Stateless by
-default (``stateful=True``: bilm-tf / AllenNLP's behaviour); no maximum length (``chunk_size``).
+biLM object (examples: docs/published_elmo.md, docs/library.md). Tokens are lower-cased for our biLM (trained
+lower-cased) and kept as given for the published models.
 """
 
 from __future__ import annotations
@@ -82,12 +74,11 @@ class ElmoEmbedder:
             weight_file: bilm-tf's ``weights.hdf5``. Neither with ``bilm``.
         cuda_device: AllenNLP's (-1 = CPU, k >= 0 = GPU k) or device: ours (``"auto"``, ``"cpu"``, ``"cuda"``); at
             most one (default: a GPU when present).
-        bilm: a :class:`~elmo.model.bilm.BiLM` of either architecture, moved to
-            the device in eval mode; vocab: our biLM's :class:`~elmo.data.vocab.Vocabulary` (a published has none).
-        stateful: ``False``: every sentence starts from zero LSTM states, so its vectors depend on it alone.
-            ``True``: bilm-tf / AllenNLP's behaviour — row r of each call starts from the states row r of the previous
-            call ended with (``<S> .. </S>`` read whole); a smaller call updates only its first rows, a larger one
-            starts its new rows from zeros; batches keep the given order. :meth:`reset_states` forgets the states.
+        bilm: a :class:`~elmo.model.bilm.BiLM` of either architecture, moved to the device in eval mode; vocab: our
+            biLM's :class:`~elmo.data.vocab.Vocabulary` (a published has none).
+        stateful: ``False``: every sentence starts from zero LSTM states, so its vectors depend on it alone. ``True``:
+            bilm-tf / AllenNLP's states carried row by row from call to call, batches in the given order (the rule:
+            docs/published_elmo.md, "Stateless and stateful"); :meth:`reset_states` forgets them.
         precision: ``"fp32"`` (default, AllenNLP's), ``"auto"`` (bf16 where native or on GPUs:
             :func:`elmo.runtime.device.resolve_precision`), ``"bf16"`` or ``"fp16"`` (CUDA); output is float32.
         vocab_to_cache: words whose token vectors are computed once here (as AllenNLP's); others once per distinct
@@ -97,9 +88,8 @@ class ElmoEmbedder:
             states: the same vectors (to float rounding), in memory bounded by the chunk. Sets ``bilm.chunk_size``
             (default :data:`elmo.model.bilm.CHUNK_SIZE`; ``None``: one pass whatever the length).
 
-    Raises:
-        ElmoError: bad files (:func:`is_published`, :func:`~elmo.model.serialization.open_bilm`); both files and
-            ``bilm``; our biLM without ``vocab``; a bad device, precision or ``chunk_size``.
+    Raises ElmoError: bad files (:func:`is_published`, :func:`~elmo.model.serialization.open_bilm`); both files and
+    ``bilm``; our biLM without ``vocab``; a bad device, precision or ``chunk_size``.
     """
 
     def __init__(self, options_file: str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
@@ -207,10 +197,8 @@ class ElmoEmbedder:
         vectors = self._token_table(list(types))
         lengths = np.array([len(x) for x in ids], dtype=np.int64)
         size = batch_size or len(rows)
-        if self.stateful:
-            batches = [np.arange(s, min(s + size, len(rows))) for s in range(0, len(rows), size)]
-        else:
-            batches = bucket_batches(lengths, size, self.max_tokens if batch_size else None)
+        batches = ([np.arange(s, min(s + size, len(rows))) for s in range(0, len(rows), size)] if self.stateful
+                   else bucket_batches(lengths, size, self.max_tokens if batch_size else None))
         for index in batches:
             layers = self._run(vectors, [ids[j] for j in index], lengths[index])
             for row, j in enumerate(index):  # a batch's only row, when it fills it: no second copy of a long document

@@ -55,8 +55,7 @@ class TextClassifier:
             model = hub.load_pretrained(path)
             if not isinstance(model, ElmoClassifier):
                 raise ElmoError(f"{path} holds a {type(model).__name__}, not a classifier, and no {classifier}")
-            model.to(resolve_device(device))
-            return cls(model, model.vocab, model.class_names, precision=precision)
+            return cls(model.to(resolve_device(device)), model.vocab, model.class_names, precision=precision)
         if not file.is_file():
             raise ElmoError(f"{file} not found: train it with `python classification.py --models-dir {directory}`")
         published = load_classifier_bilm(file)  # trained on the published ELMo (--options-file)?
@@ -64,8 +63,7 @@ class TextClassifier:
             opened = open_bilm(directory)
             published = opened.bilm, opened.vocab
         bilm, vocab = published
-        bilm.to(resolve_device(device))
-        model, names = load_classifier(file, bilm, vocab)
+        model, names = load_classifier(file, bilm.to(resolve_device(device)), vocab)
         return cls(model, vocab, names, precision=precision)
 
     def predict_proba(self, texts: Sequence[str]) -> np.ndarray:

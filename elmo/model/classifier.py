@@ -38,8 +38,7 @@ class SequenceClassifierConfig:
         token_embedding_dim: width of the task's trainable token embedding x_k (paper §3.3); 0: none.
         dropout: rate on the representation and on the pooled vector; seed: draws the ``frozen_lambda`` mix's weights.
 
-    Raises:
-        ElmoError: a size or rate out of range, naming the field (:attr:`ElmoError.field`).
+    Raises ElmoError: a size or rate out of range, naming the field (:attr:`ElmoError.field`).
     """
 
     num_classes: int = 4
@@ -75,8 +74,7 @@ class ClassifierConfig(SequenceClassifierConfig):
         mix_l2: λ of the penalty λ‖w‖² on the scalar-mix weights (§3.3).
         learned_function: the ``learned_function`` mix's network, one of :data:`~elmo.model.mix.LEARNED_FUNCTIONS`.
 
-    Raises:
-        ElmoError: a value out of range or not one of the choices, naming the field.
+    Raises ElmoError: a value out of range or not one of the choices, naming the field.
     """
 
     mix: str = "trainable_lambda"
@@ -108,14 +106,9 @@ class ClassifierConfig(SequenceClassifierConfig):
 
 @dataclass
 class StaticClassifierConfig(SequenceClassifierConfig):
-    """The static-embedding classifier (:class:`StaticEmbeddingClassifier`): :class:`SequenceClassifierConfig` plus:
-
-    Attributes:
-        vectors: one of :data:`~elmo.model.static.STATIC_METHODS` (``word2vec``, ``svd``).
-
-    Raises:
-        ElmoError: a value out of range or unknown vectors, naming the field.
-    """
+    """The static-embedding classifier (:class:`StaticEmbeddingClassifier`): :class:`SequenceClassifierConfig` plus
+    ``vectors``, one of :data:`~elmo.model.static.STATIC_METHODS` (``word2vec``, ``svd``). Raises ElmoError: a value out
+    of range or unknown vectors, naming the field."""
 
     vectors: str = "word2vec"
     representation_field = "vectors"
@@ -186,13 +179,10 @@ class SequenceClassifier(nn.Module):
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
                 layers: torch.Tensor | None = None) -> torch.Tensor:
-        """Unnormalised class logits ``(B, C)``.
-
-        Args:
-            ids: ``(B, T)`` int64 right-padded token ids; lengths: ``(B,)`` int64, each >= 1; chars: ``(B, T, C)``
-            character ids (read by a character biLM only); layers: ``(L, B, T, D)`` cached biLM LSTM layers
-            (:mod:`elmo.inference.layer_cache`; ELMo only, else ignored). :meth:`features` takes the same.
-        """
+        """Unnormalised class logits ``(B, C)`` of ``ids``, ``(B, T)`` int64 right-padded token ids, with ``lengths``
+        ``(B,)`` int64, each >= 1, ``chars`` ``(B, T, C)`` character ids (read by a character biLM only) and ``layers``
+        ``(L, B, T, D)`` cached biLM LSTM layers (:mod:`elmo.inference.layer_cache`; ELMo only, else ignored), as
+        :meth:`features` takes them."""
         x = self.features(ids, lengths, chars, layers)
         if self.token_embedding is not None:
             x = torch.cat([x, self.token_embedding(ids).to(x.dtype)], dim=-1)
@@ -208,11 +198,11 @@ class ElmoClassifier(SequenceClassifier, HubMixin):
     """:class:`~elmo.model.elmo.Elmo` (biLM + layer mix) + the shared head (:class:`SequenceClassifier`).
 
     Args:
-        bilm: a :class:`~elmo.model.bilm.BiLM`, trained here or published,
-            always in eval mode; frozen (run without autograd) unless ``config.unfreeze_bilm`` (``config``:
-            :class:`ClassifierConfig`), then trained in place (pass a copy to keep the original).
-        vocab_size: rows of the task token embedding x_k (the ids' vocabulary); default: the biLM's
-            ``config.vocab_size`` (0 for a published biLM without its softmax: give the task vocabulary's size).
+        bilm: a :class:`~elmo.model.bilm.BiLM`, trained here or published, always in eval mode; frozen (run without
+            autograd) unless ``config.unfreeze_bilm`` (``config``: :class:`ClassifierConfig`), then trained in place
+            (pass a copy to keep the original).
+        vocab_size: rows of the task token embedding x_k (the ids' vocabulary); default: the biLM's ``config.vocab_size``
+            (0 for a published biLM without its softmax: give the task vocabulary's size).
     """
 
     hub_kind = "elmo_classifier"
@@ -287,11 +277,8 @@ class ElmoClassifier(SequenceClassifier, HubMixin):
 
 
 class StaticEmbeddingClassifier(SequenceClassifier):
-    """A frozen static embedding matrix (Word2Vec, SVD; :mod:`elmo.model.static`) + the shared head.
-
-    Args:
-        vectors: ``(V, D)`` float tensor, row ``i`` for vocabulary id ``i``; config: :class:`StaticClassifierConfig`.
-    """
+    """A frozen static embedding matrix ``vectors`` (Word2Vec, SVD; :mod:`elmo.model.static`), a ``(V, D)`` float
+    tensor, row ``i`` for vocabulary id ``i``, + the shared head (``config``: :class:`StaticClassifierConfig`)."""
 
     def __init__(self, vectors: torch.Tensor, config: StaticClassifierConfig):
         super().__init__(config)

@@ -2,12 +2,8 @@
 
 :class:`Elmo` is the piece a task model embeds: a drop-in for AllenNLP 2.10.1's ``allennlp.modules.elmo.Elmo`` (the
 same constructor and call, the same vectors on the same weights, to 1e-5; tests/unit/model/test_elmo_allennlp.py) that
-also takes the project's biLMs, call ``elmo(ids, lengths, chars)`` and layer mixes (:mod:`elmo.model.mix`)::
-
-    from elmo import Elmo, batch_to_ids          # was: from allennlp.modules.elmo import Elmo, batch_to_ids
-    elmo = Elmo(options_file, weight_file, 2, dropout=0)
-    embeddings = elmo(batch_to_ids([["First", "sentence", "."], ["Another", "."]]))
-    # {"elmo_representations": [2 × (2, 3, 1024)], "mask": (2, 3) bool}
+also takes the project's biLMs, call ``elmo(ids, lengths, chars)`` and layer mixes (:mod:`elmo.model.mix`); examples
+in docs/published_elmo.md and docs/library.md.
 """
 
 from __future__ import annotations
@@ -92,9 +88,7 @@ class Elmo(nn.Module, HubMixin):
         learned_function: (keyword) the network of ``mix="learned_function"``: ``"gate"`` (token-wise scalar mix,
             :class:`~elmo.model.mix.GatedLayerMix`) or ``"mlp"`` (:class:`~elmo.model.mix.LearnedLayerFunction`).
 
-    Raises:
-        ElmoError: one line, naming an argument that is invalid or conflicts with another; :func:`open_elmo_bilm`'s.
-
+    Raises ElmoError (one line) naming an argument that is invalid or conflicts with another, or :func:`open_elmo_bilm`'s.
     Unlike AllenNLP's ``Elmo``, the biLM is stateless (each batch starts from zero LSTM states; AllenNLP's carry over,
     so only its first batch after construction or ``reset_states()`` agrees) and there is no ``module`` argument.
     """
@@ -194,33 +188,28 @@ class Elmo(nn.Module, HubMixin):
         """ELMo vectors of a right-padded batch, in one of two calls told apart by ``inputs``' shape.
 
         **AllenNLP's call**, ``elmo(character_ids)`` or ``elmo(character_ids, word_inputs)`` (a character biLM):
+        ``inputs``, ``(B, T, C)`` int64 character ids (or ``(..., T, C)``, as AllenNLP), 0 = padding, no ``<S>`` /
+        ``</S>`` (the biLM adds them): :func:`elmo.data.chars.batch_to_ids` (bilm-tf's numbering + 1, ``C = 50``) for a
+        published biLM, :func:`elmo.data.chars.batch_char_ids` in its own numbering for ours. A row's length is its
+        count of non-zero tokens; an empty row gets zero vectors. ``word_inputs``, ``(B, T)`` int64 indices into
+        ``vocab_to_cache`` (0 = padding), are read instead of the characters unless an index is outside it, while
+        fine-tuning, or (with a warning) without ``vocab_to_cache``.
 
-        * ``inputs``: ``(B, T, C)`` int64 character ids (or ``(..., T, C)``, as AllenNLP), 0 = padding, no ``<S>`` /
-          ``</S>`` (the biLM adds them): :func:`elmo.data.chars.batch_to_ids` (bilm-tf's numbering + 1, ``C = 50``)
-          for a published biLM, :func:`elmo.data.chars.batch_char_ids` in its own numbering for ours. A row's length
-          is its count of non-zero tokens; an empty row gets zero vectors.
-        * ``word_inputs``: ``(B, T)`` int64 indices into ``vocab_to_cache`` (0 = padding), read instead of the characters
-          unless an index is outside it, while fine-tuning, or (with a warning) without ``vocab_to_cache``.
+        **The project's call**, ``elmo(ids, lengths, chars, layers)``: ``inputs``, ``(B, T)`` int64 word ids of the
+        biLM's vocabulary, right-padded with 0 (``<pad>``); second argument (or ``lengths=``), ``(B,)`` int64 true
+        lengths (default: the count of non-padding ids); ``chars``, ``(B, T, C)`` int64 character ids
+        (:func:`elmo.data.chars.batch_char_ids`; bilm-tf's numbering for a published biLM), required for a character
+        biLM, ignored otherwise; ``layers``, ``(L, B, T, D)`` precomputed h_1..h_L (:mod:`elmo.inference.layer_cache`),
+        frozen biLM only.
 
-        **The project's call**, ``elmo(ids, lengths, chars, layers)``:
-
-        * ``inputs``: ``(B, T)`` int64 word ids of the biLM's vocabulary, right-padded with 0 (``<pad>``).
-        * second argument (or ``lengths=``): ``(B,)`` int64 true lengths; default: the count of non-padding ids.
-        * ``chars``: ``(B, T, C)`` int64 character ids (:func:`elmo.data.chars.batch_char_ids`; bilm-tf's numbering
-          for a published biLM); required for a character biLM, ignored otherwise.
-        * ``layers``: ``(L, B, T, D)`` precomputed h_1..h_L (:mod:`elmo.inference.layer_cache`); frozen biLM only.
-
-        Returns:
-            ``{"elmo_representations": [num_output_representations × (B, T, D)], "mask": (B, T) bool}``, D =
-            :attr:`output_dim`, float vectors zero where the mask is False (AllenNLP leaves ``-mean / sd`` there with
-            ``keep_sentence_boundaries`` and ``do_layer_norm``); with ``keep_sentence_boundaries``, ``T + 2`` positions.
-
-        Raises:
-            ElmoError: ``inputs`` neither 2-d nor 3-d or more; AllenNLP's call with a word biLM, the wrong ``C`` or
-                ``word_inputs`` shape (both named), ids not right-padded (checked on CPU), or ``lengths``, ``chars`` or
-                ``layers``; the project's call with ``keep_sentence_boundaries``, lengths not ``(B,)``, an empty row
-                (checked for host lengths only, sparing a device sync per step: corpora, embedder and ``TextClassifier``
-                refuse empty texts earlier), no ``chars`` for a character biLM, or ``layers`` while fine-tuning.
+        Returns ``{"elmo_representations": [num_output_representations × (B, T, D)], "mask": (B, T) bool}``, D =
+        :attr:`output_dim`, float vectors zero where the mask is False (AllenNLP leaves ``-mean / sd`` there with
+        ``keep_sentence_boundaries`` and ``do_layer_norm``); with ``keep_sentence_boundaries``, ``T + 2`` positions.
+        Raises ElmoError: ``inputs`` neither 2-d nor 3-d or more; AllenNLP's call with a word biLM, the wrong ``C`` or
+        ``word_inputs`` shape (both named), ids not right-padded (checked on CPU), or ``lengths``, ``chars`` or
+        ``layers``; the project's call with ``keep_sentence_boundaries``, lengths not ``(B,)``, an empty row (checked
+        for host lengths only, sparing a device sync per step: corpora, embedder and ``TextClassifier`` refuse empty
+        texts earlier), no ``chars`` for a character biLM, or ``layers`` while fine-tuning.
         """
         if inputs.dim() >= 3:
             if lengths is not None or chars is not None or layers is not None:
