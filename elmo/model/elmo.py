@@ -245,8 +245,7 @@ class Elmo(nn.Module, HubMixin):
                 layers = self.bilm(inputs, lengths, chars)  # (L+1, B, T, D)
         if self.do_layer_norm:
             layers = normalize_layers(layers)
-        keep = mask.unsqueeze(-1)
-        reps = [self.dropout(mix(layers)).masked_fill(~keep, 0.0) for mix in self.mixes]
+        reps = [self.dropout(mix(layers)).masked_fill(~mask.unsqueeze(-1), 0.0) for mix in self.mixes]
         return {"elmo_representations": reps, "mask": mask}
 
     def _forward_characters(self, inputs: torch.Tensor,
@@ -276,8 +275,7 @@ class Elmo(nn.Module, HubMixin):
         if boundaries and not self.keep_sentence_boundaries:
             reps = [r[:, 1:steps + 1] for r in reps]  # token t at t + 1; a row's </S> is masked below
         out_mask = mixed_mask if self.keep_sentence_boundaries else mask
-        keep = out_mask.unsqueeze(-1)
-        reps = [self.dropout(r).masked_fill(~keep, 0.0) for r in reps]
+        reps = [self.dropout(r).masked_fill(~out_mask.unsqueeze(-1), 0.0) for r in reps]
         lead = inputs.shape[:-2]
         return {"elmo_representations": [r.reshape(*lead, *r.shape[1:]) for r in reps],
                 "mask": out_mask.reshape(*lead, out_mask.shape[-1])}
