@@ -77,13 +77,11 @@ class AdaptiveSoftmax(nn.AdaptiveLogSoftmaxWithLoss):
         words, cluster = targets.index_select(0, rows), cluster.index_select(0, rows)
         head_target = torch.where(cluster == 0, words, self.shortlist_size - 1 + cluster)
         nll = F.cross_entropy(self.head(x), head_target, reduction="sum")
-        first = counts[0]
+        ends = np.cumsum(counts[:clusters]).tolist()  # each cluster's rows end there
         for i, tail in enumerate(self.tail):
-            size = counts[i + 1]
-            if size:
-                part = slice(first, first + size)
+            if counts[i + 1]:
+                part = slice(ends[i], ends[i + 1])
                 nll = nll + F.cross_entropy(tail(x[part]), words[part] - self.cutoffs[i], reduction="sum")
-                first += size
         return nll / max(n, 1), n
 
 
@@ -95,15 +93,10 @@ def outside_message(count: int, size: int) -> str:
 
 def cluster_counts(ids: torch.Tensor, lengths: torch.Tensor, last: int, cutoffs: Sequence[int]) -> list[int]:
     """:meth:`AdaptiveSoftmax.loss`'s ``cluster_counts`` for one direction of a right-padded batch, on the host (numpy):
-    the words per cluster (head first) among each row's first ``lengths[b]`` ids and its boundary word ``last``
-    (``</S>`` forward, ``<S>`` backward; the reading order does not matter).
-
-    Args:
-        ids: ``(B, T)`` int64; lengths: ``(B,)`` int64, both on the CPU; last: the boundary word's id; cutoffs: the
-            softmax's (:attr:`AdaptiveSoftmax.cutoffs`, the vocabulary size last).
-
-    Raises ElmoError on a word outside ``[0, V)``, with :meth:`AdaptiveSoftmax.loss`'s message.
-    """
+    the words per cluster (head first) among each row's first ``lengths[b]`` ids of ``ids (B, T)`` (both int64 on the
+    CPU) and its boundary word ``last`` (``</S>`` forward, ``<S>`` backward; the reading order does not matter), by the
+    softmax's ``cutoffs`` (:attr:`AdaptiveSoftmax.cutoffs`, the vocabulary size last). Raises ElmoError on a word
+    outside ``[0, V)``, with :meth:`AdaptiveSoftmax.loss`'s message."""
     n = lengths.numpy()
     words = np.concatenate([ids.numpy()[np.arange(ids.shape[1])[None, :] < n[:, None]], np.full(len(n), last)])
     outside = int(((words < 0) | (words >= cutoffs[-1])).sum())

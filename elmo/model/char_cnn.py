@@ -47,16 +47,11 @@ LEGACY_HIGHWAYS = "highway.layers."
 
 
 class CharEncoder(CachedWeights):
-    """Token vectors from characters (module docstring).
-
-    Args:
-        output_dim: token vector width; char_dim: character embedding width; filters: ``(width, count)`` pairs;
-            num_highway: highway layers; max_chars: C, character positions per token (>= the widest filter).
-        numbering: ``"elmo"`` (ours) or ``"bilm_tf"``; activation: after the max-pool, ``relu`` or ``tanh``;
-            layer_norm: a layer normalisation after the projection (ours).
-
-    Raises ElmoError on empty ``filters``, a filter wider than ``max_chars``, an unknown numbering or activation.
-    """
+    """Token vectors ``output_dim`` wide from characters (module docstring): ``char_dim``-wide character embeddings,
+    ``filters`` ``(width, count)`` pairs, ``num_highway`` highway layers, ``max_chars`` C character positions per token
+    (>= the widest filter), ``numbering`` ``"elmo"`` (ours) or ``"bilm_tf"``, ``activation`` after the max-pool
+    (``relu`` or ``tanh``), ``layer_norm``: a layer normalisation after the projection (ours). Raises ElmoError on empty
+    ``filters``, a filter wider than ``max_chars``, an unknown numbering or activation."""
 
     def __init__(self, output_dim: int, char_dim: int = 16, filters: Sequence[Sequence[int]] = DEFAULT_FILTERS,
                  num_highway: int = 1, max_chars: int = 20, *, numbering: str = "elmo", activation: str = "relu",

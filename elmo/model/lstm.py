@@ -1,7 +1,4 @@
-"""The project's two LSTM cells, the dtype they compute in, and how long sequences are cut into chunks.
-
-:class:`AutocastLSTM` is the fused ``nn.LSTM`` of our biLM and classifiers, :class:`ProjectedLSTM` bilm-tf's clipped
-cell with projection: one call shape, other parameters and kernels. :func:`step_chunks` cuts chunks for both.
+"""The project's two LSTM cells behind one call shape (docs/architecture.md), their compute dtype and chunking.
 
 On CUDA, autocast runs every cuDNN RNN in float16 whatever the autocast dtype (PyTorch's ``_cudnn_rnn`` autocast
 rule), so ``--precision bf16`` would train the LSTMs in fp16 without a gradient scaler. :class:`AutocastLSTM` therefore
@@ -63,12 +60,8 @@ class AutocastLSTM(nn.LSTM):
 
     def forward_in(self, dtype: torch.dtype, input: torch.Tensor,  # noqa: A002
                    hx: tuple[torch.Tensor, torch.Tensor] | None = None):
-        """The LSTM with input, states and weights cast to ``dtype`` and the kernel called with autocast off, so that it
-        computes in ``dtype`` on any device. ``input``: batched, 3-d. Returns ``(output, (h_n, c_n))`` in ``dtype``.
-
-        Raises:
-            ValueError: ``input`` is not 3-d.
-        """
+        """The LSTM computing in ``dtype`` on any device (input, states and weights cast, the kernel called with autocast
+        off): batched 3-d ``input`` (else ValueError) → ``(output, (h_n, c_n))`` in ``dtype``."""
         if input.dim() != 3:
             raise ValueError(f"AutocastLSTM.forward_in takes batched input (3-d), got {input.dim()}-d")
         if hx is None:
@@ -105,19 +98,10 @@ _PACK = _ONEDNN and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
 
 
 def step_chunks(rows_per_step: Sequence[int], chunk_size: int | None) -> list[tuple[int, int]]:
-    """How a sequence of time steps is cut into chunks for the long-sentence path.
-
-    Args:
-        rows_per_step: batch rows computed (positions) at each step; its length S is the number of steps.
-        chunk_size: the most positions (rows × steps) per chunk; ``None`` = never chunk.
-
-    Returns:
-        Consecutive ``(first, last)`` step ranges covering ``range(S)``: ``[(0, S)]`` (also for ``S == 0``) unless
-        ``S > chunk_size``, else ranges of at most ``chunk_size`` positions each (or one step with more rows).
-
-    Raises:
-        ElmoError: ``chunk_size`` < 1.
-    """
+    """How the S steps of ``rows_per_step`` (the batch rows, i.e. positions, computed at each step) are cut into chunks
+    of at most ``chunk_size`` positions (rows × steps; ``None``: never) for the long-sentence path: consecutive
+    ``(first, last)`` step ranges covering ``range(S)``, ``[(0, S)]`` (also for ``S == 0``) unless ``S > chunk_size``,
+    a step with more rows alone. Raises ElmoError for ``chunk_size`` < 1."""
     if chunk_size is not None and chunk_size < 1:
         raise ElmoError(f"chunk_size must be a positive number of positions (or None), got {chunk_size}",
                         field="chunk_size")
@@ -205,12 +189,9 @@ class CachedWeights(nn.Module):
 
 
 class ProjectedLSTM(CachedWeights):
-    """One direction of one layer: TensorFlow's ``LSTMCell(num_proj, cell_clip, proj_clip)`` (step 2 of
-    :mod:`elmo.model.bilm`'s docstring), over a whole time-major batch.
-
-    Args:
-        input_size: I; hidden_size: H cells; projection_dim: P outputs (``P == H``: no projection);
-        cell_clip, proj_clip: clipping bounds or ``None``.
+    """One direction of one layer over a whole time-major batch: TensorFlow's ``LSTMCell(num_proj, cell_clip,
+    proj_clip)`` (step 2 of :mod:`elmo.model.bilm`'s docstring) of ``input_size`` I, ``hidden_size`` H cells,
+    ``projection_dim`` P outputs (``P == H``: no projection), clipping bounds ``cell_clip``, ``proj_clip`` or ``None``.
 
     Parameters (our layout; :mod:`elmo.model.published_io` converts TF's): ``input_weight (4H, I)``, ``recurrent_weight
     (4H, P)``, ``bias (4H,)`` (forget bias + 1 included), gate blocks in the order (i, f, o, j) so the three sigmoid
@@ -275,21 +256,12 @@ class ProjectedLSTM(CachedWeights):
 
     def forward(self, x: torch.Tensor, active: list[int], state: tuple[torch.Tensor, torch.Tensor] | None = None,
                 chunk_size: int | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """Run the layer over a time-major batch whose rows are sorted by length, longest first.
-
-        Args:
-            x: ``(S, B, I)``; active: ``active[t]`` = rows still running at step t (non-increasing,
-                ``len(active) <= S``); state: initial ``(h (B, P), c (B, H))`` float32, zeros when ``None``;
-                chunk_size: the most positions whose input products are computed at once (:func:`step_chunks`;
-                ``None``: all steps), the recurrence carried across chunks (same outputs to float rounding).
-
-        Returns:
-            ``(outputs (S, B, P), (h, c))`` float32, differentiable: outputs are zero where a row has ended; ``(h, c)``
-            is each row's state after its last step (its initial state if it ran none).
-
-        Raises:
-            ElmoError: ``chunk_size`` < 1.
-        """
+        """The layer over time-major ``x (S, B, I)``, rows sorted longest first: ``active[t]`` rows still run at step t
+        (non-increasing, ``len(active) <= S``); ``state``: initial ``(h (B, P), c (B, H))`` float32, zeros when ``None``;
+        ``chunk_size``: the most positions whose input products are computed at once (:func:`step_chunks`, which raises
+        ElmoError below 1; ``None``: all steps), the recurrence carried across chunks (same outputs to float rounding).
+        Returns ``(outputs (S, B, P), (h, c))`` float32, differentiable: outputs zero where a row has ended, ``(h, c)``
+        each row's state after its last step (its initial state if it ran none)."""
         if self.fused and self.cell_clip is None and self.proj_clip is None:
             return self.fused_forward(x, active, state, chunk_size)
         steps, batch, _ = x.shape

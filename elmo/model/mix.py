@@ -1,14 +1,8 @@
-"""Combining the biLM layers h_0, h_1, h_2 into one ELMo vector per token, by one of :data:`LAYER_MIXES`:
-
-* ``trainable_lambda``: ELMo_k = γ Σ_j softmax(w)_j h_{k,j} with w and γ trained (Peters et al. 2018 eq. 1, the
-  *scalar mix*, as AllenNLP's ``ScalarMix``);
-* ``frozen_lambda``: the same sum with w drawn once from N(0, 1) by the seed and never trained, γ fixed at 1;
-* ``learned_function`` (``--learned-function``): a per-token network f(h_0, h_1, h_2), ``gate`` (:class:`GatedLayerMix`,
-  token-wise scalar-mix weights, starting as the uniform mix) or ``mlp`` (:class:`LearnedLayerFunction`).
-
-With ``layer_norm=True`` (``--layer-norm``) each layer is first normalised per token to zero mean and unit variance
-over its D features, without scale or shift (the paper's §3.2 remark); per-token statistics keep a sentence's vector
-independent of the rest of its batch.
+"""Combining the biLM layers h_0, h_1, h_2 into one ELMo vector per token by one of :data:`LAYER_MIXES` (docs/method.md):
+``trainable_lambda`` (:class:`ScalarMix`, AllenNLP's, w and γ trained), ``frozen_lambda`` (the same sum with w drawn
+once from N(0, 1) by the seed and never trained, γ fixed at 1) or ``learned_function`` (``--learned-function``:
+``gate``, :class:`GatedLayerMix`, or ``mlp``, :class:`LearnedLayerFunction`). With ``layer_norm=True``
+(``--layer-norm``, the paper's §3.2 remark) each layer is first normalised per token (:func:`normalize_layers`).
 """
 
 from __future__ import annotations
@@ -29,7 +23,8 @@ GATE_HIDDEN = 64
 
 def normalize_layers(layers: torch.Tensor) -> torch.Tensor:
     """Per-token layer normalisation without affine parameters: ``layers (L+1, B, T, D)`` → the same shape, each
-    ``(j, b, t)`` vector shifted and scaled to mean 0 and variance 1 over D (an all-zero padded vector stays zero)."""
+    ``(j, b, t)`` vector shifted and scaled to mean 0 and variance 1 over D (an all-zero padded vector stays zero), so
+    that a sentence's vector does not depend on the rest of its batch."""
     return F.layer_norm(layers, layers.shape[-1:])
 
 
@@ -136,14 +131,10 @@ class GatedLayerMix(nn.Module):
 
 def build_mix(mix: str, num_layers: int, dim: int, seed: int = 0, layer_norm: bool = False,
               learned_function: str = "gate") -> nn.Module:
-    """The module of one layer mix (module docstring): ``(L+1, B, T, D)`` layers → ``(B, T, D)``.
-
-    Args:
-        mix: one of :data:`LAYER_MIXES`; dim: layer width D; num_layers, layer_norm: as for :class:`ScalarMix`.
-        seed: draws the frozen weights of ``frozen_lambda`` (reproducible, logged in the results).
-        learned_function: the kind of ``learned_function``, one of :data:`LEARNED_FUNCTIONS`.
-
-    Raises ElmoError on an unknown layer mix or learned-function kind.
+    """The module of one layer ``mix`` of :data:`LAYER_MIXES` (module docstring): ``(L+1, B, T, D)`` layers →
+    ``(B, T, D)``. ``dim``: layer width D; ``num_layers``, ``layer_norm``: as for :class:`ScalarMix`; ``seed`` draws the
+    frozen weights of ``frozen_lambda`` (reproducible, logged in the results); ``learned_function``: the kind of
+    ``learned_function``, one of :data:`LEARNED_FUNCTIONS`. Raises ElmoError on an unknown mix or kind.
     """
     if learned_function not in LEARNED_FUNCTIONS:
         raise ElmoError(f"unknown learned function {learned_function!r}; choose from {', '.join(LEARNED_FUNCTIONS)}")

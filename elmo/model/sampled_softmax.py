@@ -68,13 +68,10 @@ def expected_counts(probabilities: torch.Tensor, tries: int, samples: int) -> to
 
 
 class SampledSoftmax(nn.Module):
-    """bilm-tf's softmax layer ``softmax/W (V, D)``, ``softmax/b (V,)``, initialised as bilm-tf's (``W ~ N(0, 1/D)``,
-    ``b = 0``) and trained by sampling (module docstring).
-
-    Args:
-        input_dim: D (the LSTM output width, ``projection_dim``); vocab_size: V; samples: S candidates per call
-            (bilm-tf's :data:`BILM_TF_SAMPLES`), clipped to ``V``; ElmoError when below 1.
-    """
+    """bilm-tf's softmax layer ``softmax/W (V, D)``, ``softmax/b (V,)`` (``input_dim`` D: the LSTM output width,
+    ``projection_dim``; ``vocab_size`` V), initialised as bilm-tf's (``W ~ N(0, 1/D)``, ``b = 0``) and trained by
+    sampling (module docstring) ``samples`` S candidates per call (bilm-tf's :data:`BILM_TF_SAMPLES`), clipped to V;
+    ElmoError when below 1."""
 
     def __init__(self, input_dim: int, vocab_size: int, samples: int = BILM_TF_SAMPLES):
         super().__init__()

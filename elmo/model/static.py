@@ -1,14 +1,7 @@
-"""Static (context-free) word embeddings the report compares ELMo with: Word2Vec and PPMI + SVD.
-
-Both are trained on exactly the biLM's training descriptions, with the same tokeniser and
-:class:`~elmo.data.vocab.Vocabulary`, so static matrix row ``i`` and biLM input id ``i`` name the same word.
-
-* **Word2Vec** (Mikolov et al. 2013): skip-gram with negative sampling (gensim, one worker thread, so that a seed
-  repeats the vectors exactly).
-* **SVD** (Levy, Goldberg & Dagan 2015): symmetric co-occurrence counts within ``window`` tokens, PPMI with
-  context-distribution smoothing (α = 0.75), scikit-learn's ``TruncatedSVD`` on the sparse matrix; vectors
-  ``U Σ^½``. No dense V×V matrix is ever built.
-
+"""Static (context-free) word embeddings the report compares ELMo with (docs/method.md): Word2Vec (Mikolov et al.
+2013, :func:`word2vec_vectors`) and PPMI + SVD (Levy, Goldberg & Dagan 2015, :func:`svd_vectors`; no dense V×V matrix
+is ever built), trained on exactly the biLM's training descriptions, tokeniser and
+:class:`~elmo.data.vocab.Vocabulary`, so that static matrix row ``i`` and biLM input id ``i`` name the same word.
 Every matrix returned here is ``(V, D)`` float32, row 0 (``<pad>``) zero, scaled to a global standard deviation of 1.
 """
 
@@ -72,17 +65,15 @@ def copy_vectors(embedding, vectors: np.ndarray) -> int:
 def word2vec_vectors(sentences: Iterable[Sequence[str]], vocab: Vocabulary, dim: int = 300, window: int = 5,
                      epochs: int = 10, negative: int = 5, subsample: float = 1e-4,
                      seed: int = 0, workers: int = 1) -> tuple[np.ndarray, dict]:
-    """Train skip-gram Word2Vec (gensim) and return one vector per vocabulary word.
+    """Train skip-gram Word2Vec with negative sampling (gensim) and return one vector per vocabulary word.
 
-    Args:
-        sentences: token lists (the training descriptions, tokenised by :func:`elmo.data.text.tokenize`).
-        vocab: the biLM vocabulary; tokens outside it become ``<unk>`` before training.
-        dim: vector width D; window: context words on each side; epochs: passes over the corpus; negative: negative
-            samples per positive pair; subsample: gensim's ``sample``, the frequency above which words are randomly
-            down-sampled (0 = off); seed: gensim's seed; workers: gensim's threads (exactly repeatable only with 1).
-
-    Returns ``(vectors (V, D) float32, info)``: specials absent from the corpus (``<pad>``, ``<bos>``, ``<eos>``) get
-    a zero vector; ``info`` holds the settings and seconds. Raises ElmoError for a non-positive size or no tokens.
+    ``sentences``: token lists (the training descriptions, tokenised by :func:`elmo.data.text.tokenize`); ``vocab``: the
+    biLM vocabulary (tokens outside it become ``<unk>`` before training); ``dim``: vector width D; ``window``: context
+    words on each side; ``epochs``: passes over the corpus; ``negative``: negative samples per positive pair;
+    ``subsample``: gensim's ``sample``, the frequency above which words are randomly down-sampled (0 = off); ``seed``:
+    gensim's seed; ``workers``: gensim's threads (exactly repeatable only with 1). Returns ``(vectors (V, D) float32,
+    info)``: specials absent from the corpus (``<pad>``, ``<bos>``, ``<eos>``) get a zero vector; ``info`` holds the
+    settings and seconds. Raises ElmoError for a non-positive size or no tokens.
     """
     from gensim.models import (
         Word2Vec,  # imported here: only the baselines and --init-embeddings need it
@@ -108,12 +99,10 @@ def word2vec_vectors(sentences: Iterable[Sequence[str]], vocab: Vocabulary, dim:
 
 
 def cooccurrence_matrix(corpus: EncodedCorpus, vocab_size: int, window: int = 5) -> sp.csr_matrix:
-    """Symmetric word–context co-occurrence counts of ``corpus`` (encoded documents: flat ids + offsets), returned as
-    a ``(V, V)`` (V = ``vocab_size``) ``scipy.sparse.csr_matrix`` of float64.
-
-    Tokens ``i`` and ``j`` of the same document co-occur when ``0 < |i - j| <= window``; each such pair adds 1 to
-    ``C[w_i, w_j]`` and to ``C[w_j, w_i]``. Documents never see each other. Raises ElmoError for ``window < 1``.
-    """
+    """Symmetric word–context co-occurrence counts of ``corpus`` (encoded documents: flat ids + offsets) as a float64
+    ``scipy.sparse.csr_matrix`` ``(V, V)`` (V = ``vocab_size``): tokens ``i`` and ``j`` of the same document co-occur
+    when ``0 < |i - j| <= window``, each such pair adding 1 to ``C[w_i, w_j]`` and to ``C[w_j, w_i]``; documents never
+    see each other. Raises ElmoError for ``window < 1``."""
     if window < 1:
         raise ElmoError(f"window must be >= 1, got {window}", field="window")
     ids = corpus.ids.astype(np.int64)
@@ -123,22 +112,16 @@ def cooccurrence_matrix(corpus: EncodedCorpus, vocab_size: int, window: int = 5)
         same = doc[k:] == doc[:-k]
         rows.append(ids[:-k][same])
         cols.append(ids[k:][same])
-    left, right = (np.concatenate(rows), np.concatenate(cols)) if rows else (np.array([], np.int64),) * 2
-    data = np.ones(2 * len(left))
-    counts = sp.coo_matrix((data, (np.concatenate([left, right]), np.concatenate([right, left]))),
-                           shape=(vocab_size, vocab_size))
-    return counts.tocsr()  # duplicate (row, col) entries are summed here
+    pairs = np.concatenate(rows + cols), np.concatenate(cols + rows)  # each pair both ways (window >= 1: not empty)
+    return sp.coo_matrix((np.ones(len(pairs[0])), pairs), shape=(vocab_size, vocab_size)).tocsr()  # duplicates summed
 
 
 def ppmi(counts: sp.spmatrix, alpha: float = 0.75) -> sp.csr_matrix:
-    """Positive pointwise mutual information with context-distribution smoothing (Levy et al. 2015).
-
-    ``PPMI(w, c) = max(0, log P(w, c) / (P(w) P_α(c)))`` with ``P(w, c) = n_wc / N``, ``P(w) = n_w / N`` (row sums)
-    and ``P_α(c) = n_c^α / Σ_c' n_c'^α`` (column sums), computed on the non-zero entries only.
-
-    ``counts`` is ``(V, V)`` sparse; ``alpha`` is the smoothing exponent, in (0, 1]. Returns a ``(V, V)``
-    ``csr_matrix`` without non-positive entries. Raises ElmoError for ``alpha`` outside (0, 1] or an all-zero matrix.
-    """
+    """Positive pointwise mutual information with context-distribution smoothing (Levy et al. 2015) of ``counts``
+    ``(V, V)`` sparse: ``PPMI(w, c) = max(0, log P(w, c) / (P(w) P_α(c)))`` with ``P(w, c) = n_wc / N``, ``P(w) = n_w /
+    N`` (row sums) and ``P_α(c) = n_c^α / Σ_c' n_c'^α`` (column sums; ``alpha`` α in (0, 1]), computed on the non-zero
+    entries only. Returns a ``(V, V)`` ``csr_matrix`` without non-positive entries. Raises ElmoError for ``alpha``
+    outside (0, 1] or an all-zero matrix."""
     if not 0.0 < alpha <= 1.0:
         raise ElmoError(f"PPMI smoothing alpha must be in (0, 1], got {alpha}")
     counts = sp.csr_matrix(counts, dtype=np.float64)
@@ -158,13 +141,10 @@ def ppmi(counts: sp.spmatrix, alpha: float = 0.75) -> sp.csr_matrix:
 
 def svd_vectors(corpus: EncodedCorpus, vocab_size: int, dim: int = 300, window: int = 5, alpha: float = 0.75,
                 seed: int = 0) -> tuple[np.ndarray, dict]:
-    """PPMI + truncated SVD word vectors ``U Σ^½`` (module docstring) of width ``dim`` (D < V).
-
-    ``corpus``, ``vocab_size`` and ``window`` are as for :func:`cooccurrence_matrix`, ``alpha`` as for :func:`ppmi`;
-    ``seed`` seeds the randomized SVD. Returns ``(vectors (V, D) float32, info)``; ``info`` records the settings, the
-    share of non-zero PPMI cells and the seconds taken. Raises ElmoError for ``dim`` not in [1, V), or as
-    :func:`cooccurrence_matrix` / :func:`ppmi` do.
-    """
+    """Word vectors ``U Σ^½`` of width ``dim`` (D < V): scikit-learn's ``TruncatedSVD`` (randomized, seeded by
+    ``seed``) of the sparse :func:`ppmi` (``alpha``) of :func:`cooccurrence_matrix` (``corpus``, ``vocab_size``,
+    ``window``). Returns ``(vectors (V, D) float32, info)``; ``info`` records the settings, the share of non-zero PPMI
+    cells and the seconds taken. Raises ElmoError for ``dim`` not in [1, V), or as those two do."""
     from sklearn.decomposition import TruncatedSVD
 
     if not 1 <= dim < vocab_size:
