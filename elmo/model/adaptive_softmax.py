@@ -34,14 +34,12 @@ def _fp32_output(module: nn.Module, inputs: tuple, output: torch.Tensor) -> torc
 
 
 class AdaptiveSoftmax(nn.AdaptiveLogSoftmaxWithLoss):
-    """An adaptive softmax over ``vocab_size`` (V) words, frequent words first (word id = frequency rank).
-
-    A head scores the ``cutoffs[0]`` most frequent words and one logit per tail cluster; tail cluster i scores its
-    words through ``input_dim (D) → D / div_value^(i+1) → cluster size``, with ``cutoffs`` as :func:`adaptive_cutoffs`
-    fits them. The projections compute in the autocast dtype and return fp32 logits (forward hooks), so
-    log-probabilities are computed in fp32. PyTorch's ``log_prob(states (n, D)) → (n, V)`` gives the exact
-    log-probabilities of every word, for evaluation.
-    """
+    """An adaptive softmax over ``vocab_size`` (V) words, frequent words first (word id = frequency rank): a head
+    scores the ``cutoffs[0]`` most frequent words and one logit per tail cluster; tail cluster i scores its words
+    through ``input_dim (D) → D / div_value^(i+1) → cluster size``, with ``cutoffs`` as :func:`adaptive_cutoffs` fits
+    them. The projections compute in the autocast dtype and return fp32 logits (forward hooks), so log-probabilities
+    are computed in fp32. PyTorch's ``log_prob(states (n, D)) → (n, V)`` gives the exact log-probabilities of every
+    word, for evaluation."""
 
     def __init__(self, input_dim: int, vocab_size: int, cutoffs: Sequence[int], div_value: float):
         super().__init__(input_dim, vocab_size, adaptive_cutoffs(cutoffs, vocab_size, input_dim, div_value),
@@ -56,12 +54,10 @@ class AdaptiveSoftmax(nn.AdaptiveLogSoftmaxWithLoss):
         """Mean negative log-likelihood of ``targets (N,)`` (int64 word ids in ``[0, V)``; :data:`IGNORE_INDEX` is
         skipped) given ``states (N, D)`` in any float dtype (bf16 under autocast is scored without a copy to fp32).
         ``cluster_counts``: the scored targets per cluster (head first) from the host (:func:`cluster_counts`), so
-        that nothing is read back from the device.
-
-        Returns ``(loss, n)``: the mean over the ``n`` scored positions in nats per word (0-d fp32 tensor, 0 when
-        ``n == 0``) and ``n`` as an int, without ``cluster_counts`` the only value read back from the device. Raises
-        ElmoError on a target outside ``[0, V)`` other than :data:`IGNORE_INDEX` (checked without ``cluster_counts``).
-        """
+        that nothing is read back from the device. Returns ``(loss, n)``: the mean over the ``n`` scored positions in
+        nats per word (0-d fp32 tensor, 0 when ``n == 0``) and ``n`` as an int, without ``cluster_counts`` the only
+        value read back from the device. Raises ElmoError on a target outside ``[0, V)`` other than
+        :data:`IGNORE_INDEX` (checked without ``cluster_counts``)."""
         clusters = len(self.cutoffs)  # head + tails
         cluster = torch.bucketize(targets, self.bounds, right=True)
         cluster = torch.where(targets == IGNORE_INDEX, clusters + 1, torch.where(targets < 0, clusters, cluster))

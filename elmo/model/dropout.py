@@ -11,13 +11,11 @@ MASK_BITS = 15
 
 
 class FastDropout(nn.Dropout):
-    """:class:`torch.nn.Dropout` (Srivastava et al. 2014) with the module docstring's integer-threshold mask on the CPU.
-
-    In training each element is kept independently with probability ``1 - p'`` and scaled by ``1 / (1 - p')``, else
+    """:class:`torch.nn.Dropout` (Srivastava et al. 2014) with the module docstring's integer-threshold mask on the CPU:
+    in training each element is kept independently with probability ``1 - p'`` and scaled by ``1 / (1 - p')``, else
     zeroed, where ``p' = round(p · 2^15) / 2^15`` on the CPU (0.1 acts as 0.100006; each element's expectation stays
     exact) and ``p' = p`` elsewhere; identity in eval mode or with ``p = 0``. The draws come from the global generator,
-    so ``torch.manual_seed`` repeats them exactly. ``x`` of any shape → a tensor of its shape and dtype.
-    """
+    so ``torch.manual_seed`` repeats them exactly. ``x`` of any shape → a tensor of its shape and dtype."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0 or x.device.type != "cpu":

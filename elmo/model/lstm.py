@@ -1,10 +1,8 @@
 """The project's two LSTM cells behind one call shape (docs/architecture.md), their compute dtype and chunking.
 
 On CUDA, autocast runs every cuDNN RNN in float16 whatever the autocast dtype (PyTorch's ``_cudnn_rnn`` autocast
-rule), so ``--precision bf16`` would train the LSTMs in fp16 without a gradient scaler. :class:`AutocastLSTM` therefore
-casts input, states and weights to the autocast dtype itself there and calls cuDNN with autocast off; on a CPU it
-keeps autocast's own choice, oneDNN's bf16 kernels. Every LSTM records the dtype its kernel computed in, read from the
-tensors (:attr:`AutocastLSTM.compute_dtype`); :func:`lstm_compute_dtypes` collects them for the runs' JSON.
+rule), so ``--precision bf16`` would train the LSTMs in fp16 without a gradient scaler: :class:`AutocastLSTM` casts
+input, states and weights to the autocast dtype itself there and calls cuDNN with autocast off (:func:`casts_for_kernel`).
 """
 
 from __future__ import annotations
@@ -41,10 +39,11 @@ def casts_for_kernel(device_type: str) -> bool:
 
 class AutocastLSTM(nn.LSTM):
     """``nn.LSTM`` (same arguments, parameters and state-dict keys) whose kernel computes in the autocast dtype on every
-    device (module docstring). On a CPU (oneDNN's bf16 kernels, or for a projection ATen's recurrence with bf16
-    products), outside autocast and for packed input the call is ``nn.LSTM``'s, unchanged; on CUDA :meth:`forward_in`.
-    ``forward(input (B, T, I) when batch_first, hx=None)`` returns ``(output (B, T, D·P), (h_n, c_n))``, in the compute
-    dtype under autocast. :attr:`compute_dtype`: the last call's output (kernel) dtype, ``None`` before the first call.
+    device (module docstring): on CUDA through :meth:`forward_in`; on a CPU (autocast's own choice: oneDNN's bf16
+    kernels, or for a projection ATen's recurrence with bf16 products), outside autocast and for packed input the call
+    is ``nn.LSTM``'s, unchanged. ``forward(input (B, T, I) when batch_first, hx=None)`` returns ``(output (B, T, D·P),
+    (h_n, c_n))``, in the compute dtype under autocast. :attr:`compute_dtype`: the last call's output (kernel) dtype,
+    read from the tensors (:func:`lstm_compute_dtypes` collects them for the runs' JSON), ``None`` before the first call.
     """
 
     compute_dtype: torch.dtype | None = None
@@ -302,8 +301,12 @@ class ProjectedLSTM(CachedWeights):
                     gates_step = gates_all.split(active[first:last])
                 for t, gates_x in zip(range(first, last), gates_step):
                     n = active[t]
-                    g = DeferredProduct.apply(h[:n], gates_x, *step_weights, None) if step_weights \
-                        else self._step_gates(h[:n], w_step, gates_x)
+                    if step_weights:
+                        g = DeferredProduct.apply(h[:n], gates_x, *step_weights, None)
+                    elif w_step.dtype == torch.float32:
+                        g = matmul(h[:n], w_step, add=gates_x)
+                    else:  # lower precision: one addmm, + the fp32 bias _input_gates left out
+                        g = torch.add(self.bias, torch.addmm(gates_x, h[:n].to(w_step.dtype), w_step.t()))
                     if deferred:
                         tape.states.append(h[:n].detach())
                     i, f, o = torch.sigmoid(g[:, : 3 * hidden]).chunk(3, dim=1)
@@ -384,22 +387,15 @@ class ProjectedLSTM(CachedWeights):
             return matmul(x, w_in, self.bias)
         return F.linear(x.to(w_in.dtype), w_in)
 
-    def _step_gates(self, h: torch.Tensor, w_rec: torch.Tensor, gates_x: torch.Tensor) -> torch.Tensor:
-        """One step's gates ``gates_x + h @ W_h (n, 4H)``, float32 (lower precision: one ``addmm``, + fp32 bias)."""
-        if w_rec.dtype == torch.float32:
-            return matmul(h, w_rec, add=gates_x)
-        return torch.add(self.bias, torch.addmm(gates_x, h.to(w_rec.dtype), w_rec.t()))
-
 
 def projected_stack(layers: Sequence["ProjectedLSTM"], x: torch.Tensor, active: list[int],
                     states: list[tuple[torch.Tensor, torch.Tensor]] | None, residual: bool, chunk_size: int | None = None,
                     dropout: Callable[[torch.Tensor], torch.Tensor] | None = None
                     ) -> tuple[list[torch.Tensor], list[tuple[torch.Tensor, torch.Tensor]]]:
-    """One direction's :class:`ProjectedLSTM` layers over time-major ``x (S, B, I)``, rows sorted longest first
-    (``active``, ``chunk_size``: as :meth:`ProjectedLSTM.forward`; ``states``: each layer's initial ``(h, c)`` or
-    ``None``): the outputs ``[(S, B, P)] * L``, with ``residual`` every layer but the first adding its input, and each
-    layer's final ``(h, c)``. ``dropout`` applies to every layer's input (the residual adds the dropped input, as
-    bilm-tf's wrapper order does)."""
+    """One direction's :class:`ProjectedLSTM` layers over ``x`` (``x``, ``active``, ``chunk_size``: as
+    :meth:`ProjectedLSTM.forward`; ``states``: each layer's initial ``(h, c)`` or ``None``): the outputs ``[(S, B, P)] *
+    L``, with ``residual`` every layer but the first adding its input, and each layer's final ``(h, c)``. ``dropout``
+    applies to every layer's input (the residual adds the dropped input, as bilm-tf's wrapper order does)."""
     outputs, finals = [], []
     for j, layer in enumerate(layers):
         x = x if dropout is None else dropout(x)

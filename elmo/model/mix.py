@@ -32,11 +32,9 @@ def normalize_layers_over_batch(layers: torch.Tensor, mask: torch.Tensor) -> tor
     """AllenNLP's layer normalisation (``ScalarMix(do_layer_norm=True)``, allennlp/modules/scalar_mix.py), used by
     :class:`~elmo.model.elmo.Elmo` for AllenNLP's call: one mean and variance per layer over all the batch's unmasked
     positions and features, so a sentence's vectors depend on its batch (:func:`normalize_layers`: per token).
-
-    Args: ``layers (L+1, B, T, D)``; ``mask (B, T)`` bool, True at the positions counted (at least one). Returns the
-    same shape, ``(h - mean) / sqrt(variance + tiny)`` per layer with AllenNLP's ``tiny`` (1e-13; 1e-4 in float16);
-    masked positions are transformed too (``-mean / sd`` where h is zero), as in AllenNLP.
-    """
+    ``layers (L+1, B, T, D)``; ``mask (B, T)`` bool, True at the positions counted (at least one). Returns the same
+    shape, ``(h - mean) / sqrt(variance + tiny)`` per layer with AllenNLP's ``tiny`` (1e-13; 1e-4 in float16); masked
+    positions are transformed too (``-mean / sd`` where h is zero), as in AllenNLP."""
     keep = mask.unsqueeze(-1).to(layers.dtype)  # (B, T, 1)
     count = mask.sum() * layers.shape[-1]
     masked = layers * keep
@@ -46,16 +44,11 @@ def normalize_layers_over_batch(layers: torch.Tensor, mask: torch.Tensor) -> tor
 
 
 class ScalarMix(nn.Module):
-    """γ · Σ_j softmax(w)_j · h_j (Peters et al. 2018, eq. 1).
-
-    Args:
-        num_layers: L + 1; layer_norm: normalise each layer per token first (:func:`normalize_layers`). Both mean the
-            same for every mix of this module.
-        trainable: train w and γ (``trainable_lambda``) or keep them fixed (``frozen_lambda``).
-        weights: initial un-normalised w ``(num_layers,)``, zeros (the average) when ``None``; gamma: initial γ.
-
-    Raises ElmoError on ``weights`` of the wrong shape.
-    """
+    """γ · Σ_j softmax(w)_j · h_j (Peters et al. 2018, eq. 1) over ``num_layers`` L + 1 layers, each first normalised
+    per token with ``layer_norm`` (:func:`normalize_layers`; both arguments mean the same for every mix of this module),
+    w and γ trained with ``trainable`` (``trainable_lambda``), else fixed (``frozen_lambda``). ``weights``: initial
+    un-normalised w ``(num_layers,)``, zeros (the average) when ``None``, else ElmoError on the wrong shape; ``gamma``:
+    initial γ."""
 
     def __init__(self, num_layers: int, trainable: bool = True, weights: torch.Tensor | None = None,
                  gamma: float = 1.0, layer_norm: bool = False):
@@ -96,12 +89,10 @@ class LearnedLayerFunction(nn.Module):
 
 
 class GatedLayerMix(nn.Module):
-    """Token-wise scalar mix: γ Σ_j a_{k,j} h_{k,j}, a_k = softmax(w + g([h_{k,0}; ..; h_{k,L}])).
-
-    g (``(L+1)·D → hidden → L+1``, GELU) adds per-token logits to the global w; g's output layer and w start at zero
-    and γ at 1 (the uniform average). ``dim``: layer width D; ``num_layers``, ``layer_norm``: as for :class:`ScalarMix`.
-    :meth:`lambdas`: softmax(w), the layer weights of a token whose gate output is zero (the global part).
-    """
+    """Token-wise scalar mix: γ Σ_j a_{k,j} h_{k,j}, a_k = softmax(w + g([h_{k,0}; ..; h_{k,L}])), g (``(L+1)·D →
+    hidden → L+1``, GELU) adding per-token logits to the global w; g's output layer and w start at zero and γ at 1 (the
+    uniform average). ``dim``: layer width D; ``num_layers``, ``layer_norm``: as for :class:`ScalarMix`. :meth:`lambdas`:
+    softmax(w), the layer weights of a token whose gate output is zero (the global part)."""
 
     def __init__(self, num_layers: int, dim: int, hidden: int = GATE_HIDDEN, layer_norm: bool = False):
         super().__init__()

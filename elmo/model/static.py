@@ -90,8 +90,7 @@ def word2vec_vectors(sentences: Iterable[Sequence[str]], vocab: Vocabulary, dim:
     model = Word2Vec(sentences=mapped, vector_size=dim, window=window, min_count=1, sg=1, negative=negative,
                      epochs=epochs, workers=workers, seed=seed, sample=subsample)
     vectors = np.zeros((len(vocab), dim), dtype=np.float32)
-    for word, row in model.wv.key_to_index.items():
-        vectors[vocab.stoi[word]] = model.wv.vectors[row]
+    vectors[[vocab.stoi[word] for word in model.wv.index_to_key]] = model.wv.vectors
     info = {"method": "word2vec", "algorithm": "skip-gram, negative sampling (gensim)", "dim": dim, "workers": workers,
             "window": window, "epochs": epochs, "negative": negative, "subsample": subsample,
             "words_trained": len(model.wv.key_to_index), "seconds": time.perf_counter() - started}
@@ -134,9 +133,7 @@ def ppmi(counts: sp.spmatrix, alpha: float = 0.75) -> sp.csr_matrix:
     coo = counts.tocoo()
     pmi = np.log(coo.data / total) - np.log(word[coo.row]) - np.log(context[coo.col])
     keep = pmi > 0
-    out = sp.csr_matrix((pmi[keep], (coo.row[keep], coo.col[keep])), shape=counts.shape)
-    out.eliminate_zeros()
-    return out
+    return sp.csr_matrix((pmi[keep], (coo.row[keep], coo.col[keep])), shape=counts.shape)
 
 
 def svd_vectors(corpus: EncodedCorpus, vocab_size: int, dim: int = 300, window: int = 5, alpha: float = 0.75,
