@@ -7,8 +7,7 @@ token width → optionally a layer normalisation. Two configurations:
 
 * **ours** (``BiLMConfig.token_encoder == "char"``, one encoder per direction): our numbering
   (:func:`elmo.data.chars.word_char_ids`), a layer normalisation (not the paper's) keeping x_k at the word embeddings'
-  unit scale (unnormalised ReLU features saturated the LSTM gates: docs/commands.md), CPU-sized defaults (widths 1-5,
-  384 filters, 1 highway layer; the paper: widths 1-7, 2048 filters, 2 highway layers).
+  unit scale (unnormalised ReLU features saturated the LSTM gates), CPU-sized defaults (both: docs/commands.md).
 * **bilm-tf's** (``BiLMConfig.shared_token_layer``, one encoder for both directions): bilm-tf's numbering
   (:func:`elmo.data.chars.bilm_tf_char_ids`), ``char_cnn.activation``, no normalisation, a projection only when the
   filters' width differs from the token width.
@@ -143,10 +142,9 @@ class CharEncoder(CachedWeights):
 
 def _legacy_names(module: nn.Module, state: dict, prefix: str, metadata: dict) -> None:
     """State-dict post-hook of our encoder: ``highways.k`` written as :data:`LEGACY_HIGHWAYS` ``k``, in place."""
-    items = list(state.items())
-    state.clear()
-    for key, value in items:
-        state[prefix + LEGACY_HIGHWAYS + key[len(prefix) + 9:] if key.startswith(prefix + "highways.") else key] = value
+    for key in list(state):  # every key popped and put back in turn: the order stays
+        new = prefix + LEGACY_HIGHWAYS + key[len(prefix) + 9:] if key.startswith(prefix + "highways.") else key
+        state[new] = state.pop(key)
 
 
 def _current_names(module: nn.Module, state: dict, prefix: str, *args) -> None:

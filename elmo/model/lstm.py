@@ -261,16 +261,16 @@ class ProjectedLSTM(CachedWeights):
         ElmoError below 1; ``None``: all steps), the recurrence carried across chunks (same outputs to float rounding).
         Returns ``(outputs (S, B, P), (h, c))`` float32, differentiable: outputs zero where a row has ended, ``(h, c)``
         each row's state after its last step (its initial state if it ran none)."""
-        if self.fused and self.cell_clip is None and self.proj_clip is None:
-            return self.fused_forward(x, active, state, chunk_size)
         steps, batch, _ = x.shape
         hidden = self.hidden_size
+        h, c = state if state is not None else (x.new_zeros(batch, self.output_size, dtype=torch.float32),
+                                                x.new_zeros(batch, hidden, dtype=torch.float32))
+        if self.fused and self.cell_clip is None and self.proj_clip is None:
+            return self.fused_forward(x, active, (h, c), chunk_size)
         dtype = compute_dtype(x.device.type)
         with torch.autocast(x.device.type, enabled=False):
             w_in, w_rec, w_proj = self.weights(dtype, batch)
             self.compute_dtype = w_rec.dtype  # the recurrence's products: its kernels' dtype
-            h, c = state if state is not None else (x.new_zeros(batch, self.output_size, dtype=torch.float32),
-                                                    x.new_zeros(batch, hidden, dtype=torch.float32))
             out = x.new_zeros(steps, batch, self.output_size, dtype=torch.float32)
             grad = torch.is_grad_enabled() and (x.requires_grad or self.input_weight.requires_grad)
             steps_out: list[torch.Tensor] = []  # training: each step's output, padded and stacked at the end
@@ -346,16 +346,15 @@ class ProjectedLSTM(CachedWeights):
         sources = [self.input_weight, self.recurrent_weight, self.bias, self.projection]
         return cached(self._cache, "fused", sources, dtype, make)
 
-    def fused_forward(self, x: torch.Tensor, active: list[int], state: tuple[torch.Tensor, torch.Tensor] | None = None,
+    def fused_forward(self, x: torch.Tensor, active: list[int], state: tuple[torch.Tensor, torch.Tensor],
                       chunk_size: int | None = None) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """:meth:`forward` (same arguments, returns, errors) without clipping, on ``torch.lstm`` over a packed sequence
-        (cuDNN on CUDA, ATen's recurrence on the CPU): padding is never read, chunks run one after the other. Under
-        autocast the products run in its dtype, the cell state in float32 on the CPU as in the loop and in the autocast
-        dtype on CUDA (called as by :meth:`AutocastLSTM.forward_in`); states and outputs are returned in float32."""
+        """:meth:`forward` (``state`` given) without clipping, on ``torch.lstm`` over a packed sequence (cuDNN on CUDA,
+        ATen's recurrence on the CPU): padding is never read, chunks run one after the other. Under autocast the products
+        run in its dtype, the cell state in float32 on the CPU as in the loop and in the autocast dtype on CUDA (called as
+        by :meth:`AutocastLSTM.forward_in`); states and outputs are returned in float32."""
         steps, batch, _ = x.shape
         dtype = compute_dtype(x.device.type)
-        h, c = state if state is not None else (x.new_zeros(batch, self.output_size, dtype=torch.float32),
-                                                x.new_zeros(batch, self.hidden_size, dtype=torch.float32))
+        h, c = state
         flat = self.fused_weights(dtype)
         cast = casts_for_kernel(x.device.type)
         train = torch.is_grad_enabled() and (x.requires_grad or self.input_weight.requires_grad)

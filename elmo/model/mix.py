@@ -132,9 +132,8 @@ def build_mix(mix: str, num_layers: int, dim: int, seed: int = 0, layer_norm: bo
     if mix == "trainable_lambda":
         return ScalarMix(num_layers, trainable=True, layer_norm=layer_norm)
     if mix == "frozen_lambda":
-        generator = torch.Generator().manual_seed(seed)
-        return ScalarMix(num_layers, trainable=False, weights=torch.randn(num_layers, generator=generator),
-                         layer_norm=layer_norm)
+        weights = torch.randn(num_layers, generator=torch.Generator().manual_seed(seed))
+        return ScalarMix(num_layers, trainable=False, weights=weights, layer_norm=layer_norm)
     if mix == "learned_function":
         kind = GatedLayerMix if learned_function == "gate" else LearnedLayerFunction
         return kind(num_layers, dim, layer_norm=layer_norm)
