@@ -1,11 +1,5 @@
-"""Every file the project writes: its name (:class:`Outputs`), atomic saving and safe loading.
-
-Every ``.pt`` file is a dict of plain values and tensors with a ``format`` tag (e.g. ``{"format": "elmo.bilm",
-"version": 1, ...}``, :func:`payload`), read with ``torch.load(..., weights_only=True)`` (:func:`load_checkpoint`).
-Every file is written to a temporary file moved into place with ``os.replace`` (:func:`atomic_write`), so an
-interrupted run never leaves a half-written file. A new file gets ``0o666`` less the umask; a file written over keeps
-its permissions. :func:`refuse_overwriting_inputs` stops a command before it writes over one of its own inputs.
-"""
+"""Every file the project writes: its name (:class:`Outputs`), atomic saving (:func:`atomic_write`) and safe loading
+(:func:`load_checkpoint`); the formats and guarantees are ``docs/artifacts.md``'s "Format and safety"."""
 
 from __future__ import annotations
 
@@ -43,9 +37,8 @@ class Outputs:
 
     @classmethod
     def of(cls, models_dir: PathArg = None, results_dir: PathArg = None, images_dir: PathArg = None) -> "Outputs":
-        """From the ``--models-dir``, ``--results-dir`` and ``--images-dir`` flags (``None``: not given). None given:
-        ``models``, ``results``, ``images`` in the working folder; else a missing one is the folder of that name in the
-        first one given, so a run writes nowhere else (``--models-dir M`` alone: ``M``, ``M/results``, ``M/images``)."""
+        """From the three flags (``None``: not given); a missing one is the folder of its name in the first one given,
+        else in the working folder (``--models-dir M`` alone: ``M``, ``M/results``, ``M/images``)."""
         given = [Path(d) for d in (models_dir, results_dir, images_dir) if d is not None]
         folders = [Path(d) if d is not None else (given[0] / name if given else Path(name))
                    for d, name in zip((models_dir, results_dir, images_dir), ("models", "results", "images"))]
@@ -64,8 +57,7 @@ class Outputs:
     @property
     def pretrained_dir(self) -> Path:
         """``bilm/``: the trained biLM, with its training softmax and vocabulary, as a ``save_pretrained`` folder
-        (:mod:`elmo.model.hub`, :data:`PRETRAINED_FILES`) that ``from_pretrained`` and ``push_to_hub`` take as it is;
-        ``ELMO.py`` writes it beside ``bilstm.pt``, ``pretrain --architecture`` and ``finetune`` write it alone."""
+        (:mod:`elmo.model.hub`, :data:`PRETRAINED_FILES`; who writes it: ``docs/artifacts.md``)."""
         return self.models / "bilm"
 
     @property
@@ -145,9 +137,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 
 def _make_folder(folder: Path, flag: str | None = None, named: Path | None = None) -> None:
-    """``folder.mkdir(parents=True, exist_ok=True)``; raises :class:`ElmoError` when it cannot be created or a part of
-    it is a file (``"<part> is a file, not a folder (in <flag> <named or folder>)"``, the brackets only with ``flag``:
-    the flag or argument naming ``folder``; ``named``: the file to be written in it)."""
+    """``folder.mkdir(parents=True, exist_ok=True)``, else :class:`ElmoError` naming the file in its way (and ``flag``
+    ``named``: the flag or argument naming ``folder``, the file to be written in it) or why it cannot be created."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
@@ -159,27 +150,24 @@ def _make_folder(folder: Path, flag: str | None = None, named: Path | None = Non
                         f"{exc.strerror or exc}") from None
 
 
-def _beside(path: Path, make: Callable[[Path], Any]) -> Any:
+def _beside(path: Path, flag: str | None, make: Callable[[Path], Any]) -> Any:
     """``make(tmp)`` for the first free temporary name ``tmp`` beside ``path`` (``.<name>.<8 hex digits>.tmp``;
-    ``make`` raises ``FileExistsError`` when it is taken). Raises ``OSError`` (``FileExistsError`` after 100 taken)."""
-    for _ in range(100):
-        try:
-            return make(path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp")
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"no free temporary name beside {path}")
-
-
-def _new_file(path: Path) -> tuple[int, str]:
-    """``(fd, name)`` of a new empty file beside ``path`` (:func:`_beside`) with the permissions ``path`` will
-    have: those of the file it replaces, else ``0o666`` less the umask (what ``open()`` gives; ``tempfile.mkstemp``
-    would give ``0o600``). Raises ``OSError`` when the folder cannot be written."""
+    ``make`` raises ``FileExistsError`` when it is taken), in the folder :func:`_make_folder` makes. Raises
+    :class:`ElmoError` when the folder cannot be created or written (100 names taken included)."""
+    _make_folder(path.parent, flag, path)
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode) & 0o777
-    except OSError:
-        mode = None
-    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-    fd, tmp = _beside(path, lambda tmp: (os.open(tmp, flags, 0o666), str(tmp)))
+        for _ in range(100):
+            with contextlib.suppress(FileExistsError):
+                return make(path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp")
+        raise FileExistsError(f"no free temporary name beside {path}")
+    except OSError as exc:
+        raise ElmoError(f"cannot write to {path.parent}: {exc.strerror or exc}") from None
+
+
+def _new_file(tmp: Path, mode: int | None) -> tuple[int, str]:
+    """``(fd, name)`` of the new empty file ``tmp`` (``FileExistsError`` when it exists), given ``mode`` unless
+    ``None``."""
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
     if mode is not None:
         try:
             os.fchmod(fd, mode)
@@ -187,12 +175,12 @@ def _new_file(path: Path) -> tuple[int, str]:
             os.close(fd)
             os.remove(tmp)
             raise
-    return fd, tmp
+    return fd, str(tmp)
 
 
 def remove_file(path: str | os.PathLike) -> None:
     """Delete ``path`` (when it exists) and the temporary files an atomic write of it left when its process was
-    killed mid-write (``.<name>.<8 hex digits>.tmp`` beside it, :func:`_new_file`'s names)."""
+    killed mid-write (``.<name>.<8 hex digits>.tmp`` beside it, :func:`_beside`'s names)."""
     path = Path(path)
     path.unlink(missing_ok=True)
     for leftover in _leftovers(path):
@@ -202,7 +190,7 @@ def remove_file(path: str | os.PathLike) -> None:
 
 def _leftovers(path: Path) -> list[Path]:
     """What atomic writes of ``path`` killed mid-write left beside it: ``.<name>.<8 hex digits>.tmp`` (a file,
-    :func:`_new_file`; a folder, :func:`atomic_folder`) and ``.<name>.<8 hex digits>.old.tmp`` (a replaced folder)."""
+    :func:`_replacing`; a folder, :func:`atomic_folder`) and ``.<name>.<8 hex digits>.old.tmp`` (a replaced folder)."""
     pattern = re.compile(rf"\.{re.escape(path.name)}\.[0-9a-f]{{8}}(\.old)?\.tmp")
     if not path.parent.is_dir():
         return []
@@ -211,14 +199,15 @@ def _leftovers(path: Path) -> list[Path]:
 
 @contextlib.contextmanager
 def _replacing(path: Path, flag: str | None = None) -> Iterator[tuple[int, str]]:
-    """``(fd, name)`` of a new temporary file beside ``path`` (:func:`_new_file`), moved onto ``path`` (``os.replace``)
-    when the block ends without an error, else removed, leaving ``path`` as it was. Raises :class:`ElmoError` when the
-    folder cannot be created (:func:`_make_folder`) or written, or the file cannot be written or moved."""
-    _make_folder(path.parent, flag, path)
+    """``(fd, name)`` of a new temporary file beside ``path`` (:func:`_beside`) with the permissions ``path`` will
+    have: those of the file it replaces, else ``0o666`` less the umask (what ``open()`` gives; ``tempfile.mkstemp``
+    would give ``0o600``). Moved onto ``path`` (``os.replace``) when the block ends without an error, else removed.
+    Raises :class:`ElmoError` when the folder (:func:`_beside`) or the file cannot be written or moved."""
     try:
-        fd, tmp = _new_file(path)
-    except OSError as exc:
-        raise ElmoError(f"cannot write to {path.parent}: {exc.strerror or exc}") from None
+        mode = stat.S_IMODE(os.stat(path).st_mode) & 0o777
+    except OSError:
+        mode = None
+    fd, tmp = _beside(path, flag, lambda tmp: _new_file(tmp, mode))
     try:
         yield fd, tmp
         os.replace(tmp, path)
@@ -231,12 +220,8 @@ def _replacing(path: Path, flag: str | None = None) -> Iterator[tuple[int, str]]
 
 @contextlib.contextmanager
 def atomic_hdf5(path: str | os.PathLike, flag: str | None = None) -> Iterator[Any]:
-    """An ``h5py.File`` open for writing on a temporary file that replaces ``path`` as :func:`_replacing` says;
-    ``flag``: the flag or argument that named ``path``, for the error messages.
-
-    Raises:
-        ElmoError: the folder or the file cannot be written (a part of the folder is a file: named).
-    """
+    """An ``h5py.File`` open for writing on a temporary file that replaces ``path`` as :func:`atomic_write` says;
+    ``flag``: the flag or argument that named ``path``, for :class:`ElmoError`'s messages (raised as it does)."""
     import h5py
 
     with _replacing(Path(path), flag) as (fd, tmp):
@@ -247,22 +232,13 @@ def atomic_hdf5(path: str | os.PathLike, flag: str | None = None) -> Iterator[An
 
 @contextlib.contextmanager
 def atomic_folder(folder: str | os.PathLike, flag: str | None = None) -> Iterator[Path]:
-    """A whole folder written at once: yields a new empty folder beside ``folder`` (``.<name>.<8 hex digits>.tmp``,
-    ``0o777`` less the umask) to fill; when the block ends without an error it takes ``folder``'s place and the old
-    folder, if any, is deleted (two renames, so a reader sees the old folder or the new one, never a mix of their
-    files); on an error it is deleted and ``folder`` is left as it was. After a write, the temporary folders a killed
-    run left beside ``folder`` are deleted too. For folders a command owns entirely (the ``save_pretrained`` folder
-    ``bilm/``): files someone else put in ``folder`` go with the old folder.
-
-    Raises:
-        ElmoError: the parent folder cannot be created or written, or the folders cannot be renamed (named).
-    """
+    """A whole folder written at once (``docs/artifacts.md``): yields a new empty folder beside ``folder``
+    (:func:`_beside`, ``0o777`` less the umask) to fill, which takes ``folder``'s place by two renames when the block
+    ends without an error, the old folder (and any file someone else put in it) being deleted; on an error it is
+    deleted and ``folder`` is left as it was. A write also deletes the temporary folders a killed run left. Raises
+    :class:`ElmoError` when the parent folder cannot be created or written, or the folders cannot be renamed."""
     folder = Path(folder)
-    _make_folder(folder.parent, flag, folder)
-    try:
-        tmp = _beside(folder, lambda tmp: (tmp.mkdir(), tmp)[1])  # 0o777 less the umask
-    except OSError as exc:
-        raise ElmoError(f"cannot write to {folder.parent}: {exc.strerror or exc}") from None
+    tmp = _beside(folder, flag, lambda tmp: (tmp.mkdir(), tmp)[1])  # 0o777 less the umask
     old = tmp.with_name(tmp.name[:-len(".tmp")] + ".old.tmp")
     try:
         yield tmp
@@ -289,11 +265,8 @@ def save_checkpoint(obj: dict[str, Any], path: str | os.PathLike) -> None:
 
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> None:
     """Call ``write(handle)`` on a temporary file beside ``path``, then move it into place with ``os.replace``; if
-    ``write`` raises, the temporary file is removed and ``path`` is left as it was (permissions: :func:`_new_file`).
-
-    Raises:
-        ElmoError: the folder cannot be created or written (or whatever ``write`` raises).
-    """
+    ``write`` raises, ``path`` is left as it was (permissions: :func:`_replacing`). Raises :class:`ElmoError` when the
+    folder cannot be created or written (or whatever ``write`` raises)."""
     with _replacing(Path(path)) as (fd, _), os.fdopen(fd, "wb") as handle:
         write(handle)
         handle.flush()
@@ -302,11 +275,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], Any]) -> N
 
 def load_checkpoint(path: str | os.PathLike, expected_format: str | tuple[str, ...]) -> dict[str, Any]:
     """The checkpoint dict of the ``.pt`` file ``path`` (tensors on CPU, ``weights_only=True``), its ``format`` tag one
-    of ``expected_format`` (e.g. ``"elmo.bilm"``) and its ``version`` :data:`FORMAT_VERSION`.
-
-    Raises:
-        ElmoError: the file is missing, truncated/corrupt, not loadable without executing code, or of another format
-            or version.
+    of ``expected_format`` (e.g. ``"elmo.bilm"``) and its ``version`` :data:`FORMAT_VERSION`. Raises :class:`ElmoError`
+    when the file is missing, truncated/corrupt, not loadable without executing code, or of another format or version.
     """
     path = Path(path)
     expected = (expected_format,) if isinstance(expected_format, str) else tuple(expected_format)
@@ -327,14 +297,10 @@ def load_checkpoint(path: str | os.PathLike, expected_format: str | tuple[str, .
 
 
 def check_writable(*folders: str | os.PathLike, flags: tuple[str | None, ...] = ()) -> None:
-    """Prove each output folder can be written before any training starts (so a run never trains for minutes and then
-    fails to save), without creating it: the first write into a folder makes it (:func:`atomic_write`), so a run that
-    stops early leaves no empty folder. A test file is written and removed in the folder or, when it does not exist
-    yet, in its nearest existing parent. ``flags``: the flag naming each folder (``--models-dir`` ...), for messages.
-
-    Raises:
-        ElmoError: naming the folder that cannot be created or written (and its flag), or the file in its way.
-    """
+    """Prove each output folder writable before any training starts, without creating it (``docs/artifacts.md``): a
+    test file is written and removed in the folder or, when it does not exist yet, in its nearest existing parent.
+    ``flags``: the flag naming each folder (``--models-dir`` ...). Raises :class:`ElmoError` naming the folder that
+    cannot be created or written (and its flag), or the file in its way."""
     for i, folder in enumerate(map(Path, folders)):
         flag = flags[i] if i < len(flags) else None
         where = f" ({flag})" if flag else ""
@@ -366,16 +332,10 @@ def _identity(path: Path) -> tuple[str, tuple[int, int] | None]:
 def refuse_overwriting_inputs(inputs: Mapping[str, PathArg], outputs: Mapping[str, PathArg]) -> None:
     """Stop a command that would write over one of its own inputs, before it writes anything. An output is an input
     when both resolve to the same path (symbolic links followed, ``..`` removed) or both exist and are the same file on
-    disk (same device and inode: a hard link, a second name of a folder, a case-insensitive file system).
-
-    Args:
-        inputs: every file the command reads, keyed by the flag or argument naming it as the user sees it
-            (``"input_file"``, ``"--weight-file"``, ``"--data-dir (train.csv)"``); ``None`` (not given) is skipped.
-        outputs: every file it writes, keyed the same way (``"--models-dir (bilstm.pt)"``, :meth:`Outputs.labelled`).
-
-    Raises:
-        ElmoError: naming the output's flag and path and the input's flag and path.
-    """
+    disk (same device and inode: a hard link, a second name of a folder, a case-insensitive file system). ``inputs``:
+    every file the command reads, keyed by the flag or argument naming it as the user sees it (``"input_file"``,
+    ``"--data-dir (train.csv)"``; ``None``: not given, skipped); ``outputs``: every file it writes, keyed the same way
+    (:meth:`Outputs.labelled`). Raises :class:`ElmoError` naming the output's and the input's flag and path."""
     seen = [(name, Path(path), _identity(Path(path))) for name, path in inputs.items() if path is not None]
     for out_name, out_path in outputs.items():
         if out_path is None:
