@@ -70,25 +70,9 @@ COMMANDS: dict[str, Command] = {
 }
 
 
-def _flag_type(annotation: Any):
-    """The argparse type of a field annotation such as ``int | None`` or ``float``."""
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):  # Optional[X] -> X
-        return next(a for a in typing.get_args(annotation) if a is not type(None))
-    return annotation
-
-
 def flag_of(field: dataclasses.Field) -> str:
     """The ``--flag`` spelling of an arguments dataclass field (``max_docs`` → ``--max-docs``)."""
     return "--" + field.name.replace("_", "-")
-
-
-def _metavar(field: dataclasses.Field, kind: type) -> str | None:
-    """A short metavar: ``N`` for a whole number, ``X`` for a real one, else the last word of the field's name
-    (``--models-dir DIR``, ``--train-file FILE``); ``None`` (argparse's ``{a,b}``) where the field has choices."""
-    if "choices" in field.metadata and typing.get_origin(kind) not in (list, tuple):
-        return None
-    kind = typing.get_args(kind)[0] if typing.get_origin(kind) in (list, tuple) else kind
-    return {int: "N", float: "X"}.get(kind, field.name.rpartition("_")[2].upper())
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -173,25 +157,29 @@ def add_flags(parser: argparse.ArgumentParser, args_cls: type, lab: bool = False
     for f in dataclasses.fields(args_cls):
         if f.metadata.get("lab") and not lab:
             continue
-        flag = flag_of(f)
-        kind = _flag_type(hints[f.name])
-        extra = {"metavar": _metavar(f, kind),
-                 **{k: v for k, v in f.metadata.items() if k not in ("help", "positional", "lab", "one_of")}}
+        flag, kind, text = flag_of(f), hints[f.name], f.metadata.get("help")
+        if typing.get_origin(kind) in (typing.Union, types.UnionType):  # Optional[X] -> X
+            kind = next(a for a in typing.get_args(kind) if a is not type(None))
         listed = typing.get_origin(kind) in (list, tuple)
+        item = typing.get_args(kind)[0] if listed else kind
+        # a short metavar: N for a whole number, X for a real one, else the field name's last word (--models-dir DIR);
+        # none (argparse's {a,b}) for a field with choices
+        metavar = {int: "N", float: "X"}.get(item, f.name.rpartition("_")[2].upper())
+        extra = {"metavar": None if "choices" in f.metadata and not listed else metavar,
+                 **{k: v for k, v in f.metadata.items() if k not in ("help", "positional", "lab", "one_of")}}
         if listed:  # a list flag takes one or more values, or any number where its field says nargs="*"
             extra.setdefault("nargs", "+")
         if f.metadata.get("positional"):
-            parser.add_argument(f.name, type=kind, help=f.metadata.get("help"),
-                                **{k: v for k, v in extra.items() if k != "metavar"})
+            parser.add_argument(f.name, type=kind, help=text, **{k: v for k, v in extra.items() if k != "metavar"})
         elif kind is bool and f.metadata.get("one_of"):
             title = f.metadata["one_of"]
             group = groups.get(title) or groups.setdefault(title, parser.add_argument_group(f"{title} (one is required)"))
-            group.add_argument(flag, action=StoreOnce, nargs=0, default=argparse.SUPPRESS, help=f.metadata.get("help"))
+            group.add_argument(flag, action=StoreOnce, nargs=0, default=argparse.SUPPRESS, help=text)
         elif kind is bool:
-            parser.add_argument(flag, action=BooleanOnce, default=f.default, help=f.metadata.get("help"))
+            parser.add_argument(flag, action=BooleanOnce, default=f.default, help=text)
         else:
-            parser.add_argument(flag, type=typing.get_args(kind)[0] if listed else kind, default=f.default,
-                                help=f.metadata.get("help"), action=ExtendList if listed else StoreOnce, **extra)
+            parser.add_argument(flag, type=item, default=f.default, help=text,
+                                action=ExtendList if listed else StoreOnce, **extra)
     return parser
 
 
@@ -240,14 +228,10 @@ def build_parser(prog: str = "python -m elmo") -> argparse.ArgumentParser:
     return parser
 
 
-#: commands whose training runs keep checkpoints that ``--resume`` continues
-TRAINING_COMMANDS = ("pretrain", "finetune", "classify", "baselines")
-
-
 def ctrl_c_message(command: str) -> str:
-    """What Ctrl-C outside a training loop left behind: checkpoints and ``--resume`` for :data:`TRAINING_COMMANDS`,
+    """What Ctrl-C outside a training loop left behind: checkpoints and ``--resume`` for the commands that keep them,
     else no half-written file."""
-    if command in TRAINING_COMMANDS:
+    if command in ("pretrain", "finetune", "classify", "baselines"):
         return ("interrupted by Ctrl-C; training runs that had started keep their checkpoints in "
                 "<models-dir>/checkpoints/: run the same command with --resume to continue")
     return (f"{command} interrupted by Ctrl-C before it finished; files are moved into place only when complete, "
@@ -283,10 +267,9 @@ def run(command: str, argv: Sequence[str] | None = None, prog: str | None = None
 
 
 def flag_message(error: ElmoError, args_cls: type) -> str:
-    """``error``'s message as a command-line user reads it: the field it names (:attr:`ElmoError.field`, e.g.
-    ``ClassifierConfig.token_embedding_dim``), and the other fields of that config it names, spelt as the flag of
-    ``args_cls`` (the command's ``*Args``) that sets it (``--token-embedding-dim``); ``field=True`` / ``field=False``
-    become ``--flag`` / ``--no-flag``. Fields with no flag of that name, and errors with no field, are left alone."""
+    """``error``'s message as a command-line user reads it: the fields it names (:attr:`ElmoError.field` says how)
+    spelt as the flags of ``args_cls`` (the command's ``*Args``) that set them (``ClassifierConfig.token_embedding_dim``
+    → ``--token-embedding-dim``); fields with no flag of that name, and errors with no field, are left alone."""
     message = str(error)
     if not error.field:
         return message
@@ -298,9 +281,7 @@ def flag_message(error: ElmoError, args_cls: type) -> str:
         flag = flags.get(match.group(1))
         if flag is None:
             return match.group(0)
-        if match.group(2):
-            return flag if match.group(2) == "=True" else "--no-" + flag[2:]
-        return flag
+        return "--no-" + flag[2:] if match.group(2) == "=False" else flag
 
     return re.sub(rf"(?<![\w.-]){names}(?!\w)(=True|=False)?", spell, message)
 
