@@ -12,19 +12,12 @@ from typing import Any, Callable
 
 
 class ElmoError(Exception):
-    """A user-facing error: bad input data, a bad argument or a missing/invalid model file.
-
-    Args:
-        message: what went wrong, naming the file, line, field or argument.
-        field: the value the error is about, as the message spells it: ``"Owner.field"`` for a config
-            dataclass field (e.g. ``"ClassifierConfig.token_embedding_dim"``; other fields of the same
-            ``Owner`` the message names may be translated too) or a bare argument name (``"val_fraction"``);
-            ``None`` when the error is not about one value. ``field=True`` / ``field=False`` in the message
-            reads as a boolean flag's ``--flag`` / ``--no-flag``.
-
-    Attributes:
-        field: as given.
-    """
+    """A user-facing error: bad input data, a bad argument or a missing/invalid model file; ``message`` names the
+    file, line, field or argument. ``field`` (kept as an attribute): the value the error is about, as the message
+    spells it: ``"Owner.field"`` for a config dataclass field (e.g. ``"ClassifierConfig.token_embedding_dim"``; other
+    fields of the same ``Owner`` the message names may be translated too) or a bare argument name (``"val_fraction"``);
+    ``None`` when the error is not about one value. ``field=True`` / ``field=False`` in the message reads as a boolean
+    flag's ``--flag`` / ``--no-flag``."""
 
     def __init__(self, message: str = "", field: str | None = None):
         super().__init__(message)

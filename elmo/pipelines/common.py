@@ -30,15 +30,14 @@ from ..runtime.device import (
 )
 from ..training.state import Checkpointing, flags_meta
 
-#: ``--batch-size``'s default (:func:`auto_batch_size`): this many documents per batch, fewer on a small training split
-#: so that an epoch has at least ``MIN_STEPS_PER_EPOCH`` optimiser steps, but never fewer than ``MIN_AUTO_BATCH``
-#: documents (so below ``MIN_AUTO_BATCH * MIN_STEPS_PER_EPOCH`` documents an epoch has fewer).
+#: ``--batch-size``'s default, its floor and the optimiser steps per epoch it keeps (:func:`auto_batch_size`)
 DEFAULT_BATCH_SIZE, MIN_AUTO_BATCH, MIN_STEPS_PER_EPOCH = 64, 8, 250
 
 
 def auto_batch_size(batch_size: int | None, train_documents: int | None) -> int:
-    """Documents per batch: ``batch_size`` (``--batch-size``) when given, else the default of :data:`DEFAULT_BATCH_SIZE`
-    for ``train_documents`` (AG News's training split, or a ``--train-file``'s lines; ``None``: unknown)."""
+    """Documents per batch: ``batch_size`` (``--batch-size``) when given, else the default for ``train_documents``
+    (AG News's training split, or a ``--train-file``'s lines; ``None``: unknown; the rule: ``docs/commands.md``'s
+    "The default batch size")."""
     if batch_size is not None:
         return batch_size
     if train_documents is None:
@@ -47,10 +46,10 @@ def auto_batch_size(batch_size: int | None, train_documents: int | None) -> int:
 
 
 def auto_batch_reason(train_documents: int) -> str:
-    """Why :func:`auto_batch_size` lowered the batch for ``train_documents`` (printed by :func:`resolve_batch_size`),
-    true in every case: batches of at most B documents (fewer when ``--max-tokens`` or the length buckets cut one short)
-    make at least ceil(N / B) steps an epoch. Returns e.g. ``"3,800 training documents: at least 254 steps per epoch"``,
-    plus ``"; the smallest automatic batch, 8, cannot promise 250"`` when the floor binds; ``""`` for the default."""
+    """Why :func:`auto_batch_size` lowered the batch for ``train_documents`` (printed by :func:`resolve_batch_size`):
+    batches of at most B documents make at least ceil(N / B) steps an epoch, e.g. ``"3,800 training documents: at least
+    254 steps per epoch"``, plus ``"; the smallest automatic batch, 8, cannot promise 250"`` when the floor binds; ``""``
+    for the default."""
     chosen = auto_batch_size(None, train_documents)
     if chosen >= DEFAULT_BATCH_SIZE:
         return ""
@@ -119,19 +118,10 @@ def command_line(command: str, config: Any) -> str:
 
 @dataclass
 class CommonArgs:
-    """Flags every training command shares; what their help lines leave out:
-
-    * ``--extra-text``: CSV files (a header row; a ``text`` column, or ``title`` and ``description``), never labelled
-      data; rows that repeat or contain a validation or test description are dropped
-      (:mod:`elmo.data.pretraining_text`). The lab's ``--text-fraction`` takes a share of the training descriptions
-      instead, drawn with ``--seed``; the labelled documents stay.
-    * ``--batch-size``: :func:`auto_batch_size`. ``--seed``: on a CPU, exact on one thread or several (every command,
-      ``pretrain --architecture`` and ``finetune`` included); on a GPU cuDNN's kernels are not bit-exact and Word2Vec
-      trains on all cores (:attr:`StartedRun.word2vec_workers`), so only the split, vocabulary and batches repeat.
-    * ``--precision auto``: bf16 on CPUs and GPUs with native bf16, fp16 on older GPUs, else fp32; weights, losses and
-      evaluation perplexities stay fp32. ``--threads``: shared out among the processes under ``torchrun``.
-    * The output folders (``None``: not given): :meth:`~elmo.artifacts.Outputs.of`. ``--resume``: :func:`checkpointing`.
-    """
+    """Flags every training command shares; what their help lines leave out is ``docs/commands.md``'s "Main flags"
+    and :mod:`elmo.data.pretraining_text` (``--extra-text``), :func:`auto_batch_size`, :func:`resolve_precision`,
+    :func:`~elmo.runtime.device.default_threads`, :meth:`~elmo.artifacts.Outputs.of` (``None``: not given) and
+    :func:`checkpointing` (``--resume``)."""
 
     data_dir: str = option("data/ag_news", "folder holding train.csv and test.csv")
     download: bool = option(True, "download AG News when it is missing")
@@ -248,19 +238,16 @@ def remove_checkpoints(config: CommonArgs, names: Sequence[str]) -> None:
 
 def refuse_overwriting(config: CommonArgs, inputs: Mapping[str, PathArg], outputs: Sequence[Path],
                        agnews: bool = True) -> None:
-    """Before a training command writes anything, check that none of its ``outputs`` (files under the three output
-    folders) is one of its ``inputs`` (keyed by flag) or, with ``agnews``, a ``--data-dir`` file it reads
-    (:func:`~elmo.artifacts.refuse_overwriting_inputs`). Raises :class:`ElmoError` naming both flags and paths."""
+    """:func:`~elmo.artifacts.refuse_overwriting_inputs` for a training command's ``outputs`` (files under the three
+    output folders), its ``inputs`` (keyed by flag) and, with ``agnews``, the ``--data-dir`` files it reads."""
     data = {f"--data-dir ({name})": Path(config.data_dir) / name for name in ("train.csv", "test.csv")} if agnews else {}
     refuse_overwriting_inputs({**data, **inputs}, config.outputs.labelled(*outputs))
 
 
 def refuse_another_model(flag: str, folder: Path, found: tuple[Any, str] | None, overwrite: bool) -> None:
     """Stop before anything is written when ``folder`` (given as ``flag``: ``--out``, ``--models-dir``) holds another
-    model's file, ``found`` = ``(file, what it is)`` (:func:`~elmo.pipelines.export.bilm_tf_difference`,
-    :meth:`~elmo.model.hub.HubMixin.saved_difference`, :func:`~elmo.pipelines.pretraining.different_models`), unless
-    ``overwrite``. Raises :class:`ElmoError`: one line naming the file, what it is and the two ways on (another
-    ``flag``, ``--overwrite``)."""
+    model's file, ``found`` = ``(file, what it is)`` (e.g. :meth:`~elmo.model.hub.HubMixin.saved_difference`), unless
+    ``overwrite``: :class:`ElmoError` naming the file, what it is and the two ways on (another ``flag``, ``--overwrite``)."""
     if found is not None and not overwrite:
         file, what = found
         raise ElmoError(f"{flag} {folder} holds {file} ({what}): choose another {flag}, or give --overwrite to replace it")
