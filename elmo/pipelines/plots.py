@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import os
-from pathlib import Path
 from typing import Sequence
 
 import matplotlib
@@ -30,7 +29,8 @@ def plot_confusion(cm: Sequence[Sequence[int]], row_labels: Sequence[str], col_l
     cm = np.asarray(cm)
     size = max(4.5, 0.45 * len(col_labels) + 2)
     fig, ax = plt.subplots(figsize=(size, size * len(row_labels) / len(col_labels) + 0.8))
-    ax.imshow(cm / np.maximum(cm.sum(1, keepdims=True), 1), cmap="Blues", vmin=0, vmax=1)
+    shares = cm / np.maximum(cm.sum(1, keepdims=True), 1)
+    ax.imshow(shares, cmap="Blues", vmin=0, vmax=1)
     ax.set_xticks(range(len(col_labels)), col_labels, rotation=60 if len(col_labels) > 6 else 0, ha="right" if len(col_labels) > 6 else "center")
     ax.set_yticks(range(len(row_labels)), row_labels)
     ax.set_xlabel("predicted")
@@ -39,9 +39,8 @@ def plot_confusion(cm: Sequence[Sequence[int]], row_labels: Sequence[str], col_l
     small = len(col_labels) > 8
     for i in range(cm.shape[0]):
         for j in range(cm.shape[1]):
-            share = cm[i, j] / max(cm[i].sum(), 1)
             ax.text(j, i, str(cm[i, j]), ha="center", va="center", fontsize=6 if small else 10,
-                    color="white" if share > 0.5 else "black")
+                    color="white" if shares[i, j] > 0.5 else "black")
     save_figure(fig, path)
 
 
@@ -55,5 +54,4 @@ def plot_curves(series: dict[str, Sequence[float]], path: str | os.PathLike, tit
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
     save_figure(fig, path)

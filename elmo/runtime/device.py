@@ -50,9 +50,8 @@ def set_seed(seed: int) -> None:
 
 def cap_kernel_caches(entries: int) -> None:
     """Bound oneDNN's shape-keyed kernel caches (``ONEDNN_PRIMITIVE_CACHE_CAPACITY``, ideep's ``LRU_CACHE_CAPACITY``;
-    1024 entries each by default) to ``entries`` unless the environment sets them: length-bucketed batches give nearly
-    every batch a new shape, and each cached kernel holds memory (measurements: lab/performance.md). Takes effect only
-    before the process creates its first oneDNN kernel."""
+    1024 entries each by default) to ``entries`` unless the environment sets them, before the first oneDNN kernel:
+    length-bucketed batches give nearly every batch a new shape, and each holds memory (lab/performance.md)."""
     for variable in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
         os.environ.setdefault(variable, str(entries))
 
@@ -75,12 +74,8 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 
 def steady_heap() -> bool:
     """Keep the C heap's freed blocks for the next step instead of handing them back, for the rest of the process
-    (thresholds: :data:`STEADY_HEAP_MMAP_THRESHOLD`); returns whether the C library has ``mallopt`` (else a no-op).
-
-    By default glibc maps each block above a moving threshold (128 KiB to 32 MiB) from the OS and unmaps it when freed,
-    so every step faults its large buffers in again (measurements: lab/experiments.md, ``lm_heap_trim``). The language
-    models' processes call it; the heap then holds the largest step's blocks, so loops that keep small pieces of every
-    batch alive between large blocks must not (``training/evaluation.py``)."""
+    (thresholds: :data:`STEADY_HEAP_MMAP_THRESHOLD`; why, and the loops that must then allocate their pieces once:
+    lab/performance.md); returns whether the C library has ``mallopt`` (else a no-op)."""
     mallopt = _glibc("mallopt")
     if mallopt is None:
         return False
@@ -115,8 +110,7 @@ ISAS_WITHOUT_BF16 = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512
 
 def cpu_has_bf16() -> bool:
     """Whether this CPU has native bfloat16 dot products (AVX512-BF16 or AMX-BF16 in ``/proc/cpuinfo``; false without
-    that file). Without them oneDNN emulates bf16 and has no bf16 LSTM kernel, so ``--precision auto`` keeps fp32. A
-    ceiling in ``ONEDNN_MAX_CPU_ISA`` (:data:`ISAS_WITHOUT_BF16`, e.g. ``AVX2`` to mimic an older CPU) counts too."""
+    that file or under a ceiling in ``ONEDNN_MAX_CPU_ISA``, :data:`ISAS_WITHOUT_BF16`; docs/troubleshooting.md)."""
     if os.environ.get("ONEDNN_MAX_CPU_ISA", "").strip().upper() in ISAS_WITHOUT_BF16:
         return False
     try:
@@ -128,14 +122,11 @@ def cpu_has_bf16() -> bool:
 
 def resolve_precision(name: str, device: torch.device, native_bf16: bool | None = None) -> torch.dtype | None:
     """The autocast dtype for ``--precision`` ``name`` (one of :data:`PRECISIONS`) on ``device``; ``None`` means fp32.
-
     ``auto``: on CUDA bf16 where the GPU supports it, else fp16 (with a gradient scaler in training); on a CPU bf16
     when it has native bf16 (``native_bf16``, default :func:`cpu_has_bf16`), else fp32. Weights, optimiser state, the
-    LM softmax's log-probabilities and every loss stay fp32 either way; only matrix products and the LSTM kernels run
-    in the lower precision. On CUDA it turns TF32 off for cuDNN and matrix products (cuDNN's LSTMs and convolutions
-    use TF32 by default), so that what computes in fp32 does. Raises ElmoError for an unknown name, fp16 on a CPU (no
-    fast fp16 kernels there) or bf16 on a CPU without native bf16 (oneDNN cannot run the LSTMs in bf16 there).
-    """
+    LM softmax's log-probabilities and every loss stay fp32; only matrix products and the LSTM kernels run lower. On
+    CUDA it turns TF32 (cuDNN's default) off, so that what computes in fp32 does. Raises ElmoError for an unknown name,
+    fp16 off CUDA (no fast fp16 kernels there) or bf16 on a CPU without native bf16 (docs/troubleshooting.md: why)."""
     if name not in PRECISIONS:
         raise ElmoError(f"--precision: unknown precision {name!r} (use {', '.join(PRECISIONS)})")
     if device.type == "cuda":
@@ -167,9 +158,7 @@ def precision_name(dtype: torch.dtype | None) -> str:
 
 def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager:
     """``torch.autocast`` to ``dtype`` on ``device`` (mixed precision); a no-op when ``dtype`` is ``None``."""
-    if dtype is None:
-        return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=dtype)
+    return contextlib.nullcontext() if dtype is None else torch.autocast(device.type, dtype=dtype)
 
 
 def move(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:

@@ -1,12 +1,7 @@
 """Data-parallel training over several processes (``torch.distributed``): ``torchrun --nproc_per_node=N ELMO.py ...``
-starts N copies of a script and :func:`init` joins them into one process group (gloo on CPU, NCCL on CUDA, one GPU per
-process). Without ``WORLD_SIZE`` every helper here is a no-op.
-
-``--batch-size`` and ``--max-tokens`` are global: every rank builds the *same* batch list, keeps a round-robin share of
-each batch (:func:`elmo.data.batching.rank_share`) and scales its mean loss by its share of the global units
-(:func:`step_totals`), so one optimiser step over N processes is the step a single process takes on the whole batch
-(only dropout streams and summation order differ). Evaluation shards the batches and all-reduces the sums
-(:func:`all_reduce_sum`). Rank 0 builds the vocabulary (:func:`broadcast_words`), prints and writes every file.
+starts N copies of a script and :func:`init` joins them into one process group; without ``WORLD_SIZE`` every helper
+here is a no-op. How the global batch is shared out (:func:`elmo.data.batching.rank_share`, :func:`step_totals`) and
+what each rank does: ``docs/own_corpus_and_scaling.md``'s "Scaling out".
 """
 
 from __future__ import annotations
@@ -161,9 +156,9 @@ def barrier() -> None:
 
 def step_totals(loss: torch.Tensor, units: int, stop: bool) -> tuple[float, int, bool]:
     """``(loss × units, units, stop)`` of one training step summed over every rank (one all-reduce; this process's
-    values without ``torchrun``), for the loss weighting of the module docstring. ``loss``: this rank's mean loss
-    (scalar tensor); ``units``: the tokens or documents it covers (0 for a ghost share); ``stop``: this rank's Ctrl-C
-    flag (any rank's stop stops every rank)."""
+    values without ``torchrun``), so that each rank's mean loss is weighted by its share of the global batch. ``loss``:
+    this rank's mean loss (scalar tensor); ``units``: the tokens or documents it covers (0 for a ghost share); ``stop``:
+    this rank's Ctrl-C flag (any rank's stop stops every rank)."""
     if not _CONTEXT.enabled:
         return loss.item() * units, units, stop
     totals = torch.stack([loss.detach().double() * units,
