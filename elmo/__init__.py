@@ -1,12 +1,8 @@
 """ELMo: deep contextualized word representations (Peters et al. 2018), trained from scratch in PyTorch.
 
-The notebook API: :class:`ElmoEmbedder` (AllenNLP's interface: every biLM layer's vectors, from the published ELMo
-files, our own ``models/`` or a biLM object), :class:`Elmo` (the ELMo layer for your own ``nn.Module``; AllenNLP's
-``Elmo``, with :func:`batch_to_ids`), :class:`TextClassifier` (AG News labels for raw text), :class:`ElmoClassifier`
-(the classifier model itself, as ``save_pretrained`` / ``from_pretrained`` save and open it), the one way to open any
-biLM the project reads (:func:`open_bilm`), the biLM of both architectures, ours and the published bilm-tf one
-(:class:`BiLM`, :class:`BiLMConfig`), the layer mixes (:class:`ScalarMix`, :func:`build_mix`,
-:data:`LAYER_MIXES`), :class:`Vocabulary` and :class:`ElmoError` (docs/library.md).
+The notebook API (docs/library.md): :class:`ElmoEmbedder` (every biLM layer's vectors), :class:`Elmo` (the ELMo layer
+for your own ``nn.Module``, with :func:`batch_to_ids`), :class:`TextClassifier` (AG News labels for raw text),
+:func:`open_bilm` (any biLM the project reads) and the classes they are built of.
 """
 
 from .data.chars import batch_to_ids

@@ -117,9 +117,7 @@ class _PerParse:
 
 class StoreOnce(_PerParse, argparse.Action):
     """A flag with one value, refused when given twice (argparse's own keeps the last one without a word). With
-    ``nargs=0``, one flag of a choice the command requires (``embed``'s ``--all`` / ``--top`` / ``--average``): it sets
-    its field to ``True`` (no ``--no-flag``; default ``argparse.SUPPRESS``); the command's ``check`` refuses none or
-    several."""
+    ``nargs=0``, a ``one_of`` flag (:func:`~elmo.pipelines.common.option`): it sets its field to ``True``."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
@@ -149,9 +147,8 @@ class ExtendList(_PerParse, argparse.Action):
 
 def add_flags(parser: argparse.ArgumentParser, args_cls: type, lab: bool = False) -> argparse.ArgumentParser:
     """Add one ``--flag`` per field of the arguments dataclass ``args_cls`` (booleans also get ``--no-flag``; metadata
-    ``positional=True``: a positional argument; ``lab=True``: only with ``lab``). A flag given twice is refused
-    (:class:`StoreOnce`, :class:`BooleanOnce`) except a list flag, which appends (:class:`ExtendList`). Booleans marked
-    ``one_of=TITLE`` (:class:`StoreOnce` with ``nargs=0``) are listed together under ``TITLE (one is required)`` in ``--help``."""
+    ``positional=True``: a positional argument; ``lab=True``: only with ``lab``; ``one_of=TITLE``: listed together under
+    ``TITLE (one is required)``). A flag given twice is refused except a list flag, which appends (:class:`ExtendList`)."""
     hints = typing.get_type_hints(args_cls)
     groups: dict[str, Any] = {}
     for f in dataclasses.fields(args_cls):

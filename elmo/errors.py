@@ -1,10 +1,6 @@
-"""The project's one user-facing error type.
-
-Every failure a user can cause (a missing file, a malformed CSV row, a bad flag, a checkpoint that is not ours)
-raises :class:`ElmoError` with a message that names the file, line or argument, and records the config field or
-argument in :attr:`ElmoError.field`; :mod:`elmo.cli` spells it as the flag and exits with status 2. A config
-dataclass checks its fields' ranges with :func:`check_fields`.
-"""
+"""The project's one user-facing error type, :class:`ElmoError`, raised by every failure a user can cause (a missing
+file, a malformed CSV row, a bad flag, a checkpoint that is not ours), and the configs' range checks
+(:func:`check_fields`)."""
 
 from __future__ import annotations
 
@@ -13,11 +9,11 @@ from typing import Any, Callable
 
 class ElmoError(Exception):
     """A user-facing error: bad input data, a bad argument or a missing/invalid model file; ``message`` names the
-    file, line, field or argument. ``field`` (kept as an attribute): the value the error is about, as the message
-    spells it: ``"Owner.field"`` for a config dataclass field (e.g. ``"ClassifierConfig.token_embedding_dim"``; other
-    fields of the same ``Owner`` the message names may be translated too) or a bare argument name (``"val_fraction"``);
-    ``None`` when the error is not about one value. ``field=True`` / ``field=False`` in the message reads as a boolean
-    flag's ``--flag`` / ``--no-flag``."""
+    file, line, field or argument (:mod:`elmo.cli` prints it as one line and exits with status 2). ``field`` (kept as
+    an attribute): the value the error is about, as the message spells it: ``"Owner.field"`` for a config dataclass
+    field (e.g. ``"ClassifierConfig.token_embedding_dim"``; other fields of the same ``Owner`` the message names may be
+    translated too) or a bare argument name (``"val_fraction"``); ``None`` when the error is not about one value.
+    ``field=True`` / ``field=False`` in the message reads as a boolean flag's ``--flag`` / ``--no-flag``."""
 
     def __init__(self, message: str = "", field: str | None = None):
         super().__init__(message)

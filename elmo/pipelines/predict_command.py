@@ -38,11 +38,9 @@ class PredictArgs:
 
 
 def predict(args: PredictArgs) -> list[dict[str, Any]]:
-    """Classify each of ``args.text`` or every non-blank line of ``args.input_file`` with ``<models_dir>/classifier.pt``
-    and print one ``label<TAB>probability<TAB>text`` line per text; returns
-    ``[{"text", "label", "probability", "probabilities": {class name: probability}}]``, both in input order. Raises
-    :class:`ElmoError` on neither or both of the texts and the file, missing model files, an empty text (named by its
-    flag or file line) or an unreadable file."""
+    """Classify and print the texts as the module docstring says; returns ``[{"text", "label", "probability",
+    "probabilities": {class name: probability}}]`` in input order. Raises :class:`ElmoError` on neither or both of the
+    texts and the file, missing model files, an empty text (named by its flag or file line) or an unreadable file."""
     args.check()
     configure_threads(args.threads)
     if args.text:
