@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import platform
 import re
@@ -303,7 +304,6 @@ def check_writable(*folders: str | os.PathLike, flags: tuple[str | None, ...] = 
     cannot be created or written (and its flag), or the file in its way."""
     for i, folder in enumerate(map(Path, folders)):
         flag = flags[i] if i < len(flags) else None
-        where = f" ({flag})" if flag else ""
         existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
         if not existing.is_dir():
             raise ElmoError(f"{existing} is a file, not a folder{f' (in {flag} {folder})' if flag else ''}: choose "
@@ -313,7 +313,7 @@ def check_writable(*folders: str | os.PathLike, flags: tuple[str | None, ...] = 
                 pass
         except OSError as exc:
             what = f"write to output folder {folder}" if existing == folder else f"create the folder {folder}"
-            raise ElmoError(f"cannot {what}{where}: {exc.strerror or exc}") from None
+            raise ElmoError(f"cannot {what}{f' ({flag})' if flag else ''}: {exc.strerror or exc}") from None
 
 
 PathArg = str | os.PathLike | None
@@ -363,6 +363,4 @@ def environment_info(seed: int | None = None) -> dict[str, Any]:
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:
     """Write ``obj`` as indented JSON with :func:`atomic_write`."""
-    import json
-
     atomic_write_bytes(path, (json.dumps(obj, indent=2) + "\n").encode("utf-8"))

@@ -190,8 +190,7 @@ def merge_flags(*sources: Sequence[str]) -> list[str]:
         key = None
         for word in source:
             if word.startswith("--"):
-                name = word.split("=", 1)[0]
-                key = "--" + name[len("--no-"):] if name.startswith("--no-") else name
+                key = re.sub(r"^--no-", "--", word.split("=", 1)[0])
                 merged.pop(key, None)  # the later one, in the later place
                 merged[key] = [word]
             elif key is None:

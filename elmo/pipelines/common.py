@@ -1,6 +1,5 @@
-"""What every pipeline shares: the flags common to all scripts (:class:`CommonArgs`, each field's help text carried
-by :func:`option`), the run start-up sequence (:func:`start`, which returns the :class:`StartedRun`), training
-checkpoints named per run, and the text tables printed at the end.
+"""What every pipeline shares: the common flags (:class:`CommonArgs`, help texts carried by :func:`option`), the
+start-up (:func:`start`), training checkpoints named per run (:func:`checkpointing`) and the text tables printed last.
 """
 
 from __future__ import annotations
@@ -219,9 +218,8 @@ def start(config: CommonArgs, kernel_cache_entries: int) -> StartedRun:
 
 def checkpointing(config: CommonArgs, name: str, **meta: Any) -> Checkpointing:
     """The :class:`~elmo.training.state.Checkpointing` of one training run (``name``, e.g. ``forward_lm``) of a script:
-    ``<models-dir>/checkpoints/<name>.pt``, saved every ``--checkpoint-every`` steps and at each epoch end, resumed with
-    ``--resume`` (the same flags), deleted when the command finishes (:func:`remove_checkpoints`); its meta holds the
-    flags not in :data:`RESUMABLE_FLAGS` and ``meta``."""
+    ``<models-dir>/checkpoints/<name>.pt`` (when it is saved, resumed and deleted: docs/troubleshooting.md,
+    :func:`remove_checkpoints`); its meta holds the flags not in :data:`RESUMABLE_FLAGS` and ``meta``."""
     flags = {k: v for k, v in dataclasses.asdict(config).items() if k not in RESUMABLE_FLAGS}
     return Checkpointing(config.outputs.checkpoint(name), config.checkpoint_every, config.resume,
                          {"flags": flags_meta(flags), **meta})
