@@ -184,18 +184,17 @@ def remove_file(path: str | os.PathLike) -> None:
     killed mid-write (``.<name>.<8 hex digits>.tmp`` beside it, :func:`_beside`'s names)."""
     path = Path(path)
     path.unlink(missing_ok=True)
-    for leftover in _leftovers(path):
-        if leftover.is_file():
-            leftover.unlink(missing_ok=True)
+    for leftover in _leftovers(path, Path.is_file):
+        leftover.unlink(missing_ok=True)
 
 
-def _leftovers(path: Path) -> list[Path]:
-    """What atomic writes of ``path`` killed mid-write left beside it: ``.<name>.<8 hex digits>.tmp`` (a file,
-    :func:`_replacing`; a folder, :func:`atomic_folder`) and ``.<name>.<8 hex digits>.old.tmp`` (a replaced folder)."""
+def _leftovers(path: Path, kind: Callable[[Path], bool]) -> list[Path]:
+    """The ``kind`` (``Path.is_file``, ``Path.is_dir``) of what atomic writes of ``path`` killed mid-write left beside
+    it: ``.<name>.<8 hex digits>.tmp`` (:func:`_replacing`, :func:`atomic_folder`) and ``...old.tmp`` (a replaced folder)."""
     pattern = re.compile(rf"\.{re.escape(path.name)}\.[0-9a-f]{{8}}(\.old)?\.tmp")
     if not path.parent.is_dir():
         return []
-    return [p for p in path.parent.glob(f".{glob.escape(path.name)}.*.tmp") if pattern.fullmatch(p.name)]
+    return [p for p in path.parent.glob(f".{glob.escape(path.name)}.*.tmp") if pattern.fullmatch(p.name) and kind(p)]
 
 
 @contextlib.contextmanager
@@ -254,9 +253,8 @@ def atomic_folder(folder: str | os.PathLike, flag: str | None = None) -> Iterato
         for leftover in (tmp, old):
             if leftover.is_dir():
                 shutil.rmtree(leftover, ignore_errors=True)
-    for leftover in _leftovers(folder):  # what a killed run left
-        if leftover.is_dir():
-            shutil.rmtree(leftover, ignore_errors=True)
+    for leftover in _leftovers(folder, Path.is_dir):  # what a killed run left
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def save_checkpoint(obj: dict[str, Any], path: str | os.PathLike) -> None:

@@ -176,12 +176,10 @@ def to_device(batch: Batch, device: torch.device) -> Batch:
 
 def available_memory() -> int | None:
     """Bytes of memory the OS reports available (``MemAvailable`` of ``/proc/meminfo``), or ``None``."""
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
     try:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
@@ -201,11 +199,8 @@ def maxrss_mb(ru_maxrss: int) -> float:
 def peak_rss_mb() -> float:
     """Peak resident memory of this process's own program in MiB: ``VmHWM`` of ``/proc/self/status`` on Linux, which
     starts afresh at ``exec``; elsewhere ``ru_maxrss``, which also holds the peak of the process it was started from."""
-    try:
-        status = Path("/proc/self/status").read_text()
-    except OSError:
-        status = ""
-    for line in status.splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024  # kB
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
     return maxrss_mb(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
