@@ -82,8 +82,6 @@ class Outputs:
 
     def classifiers(self) -> list[Path]:
         """The classifier files ``--models-dir`` holds now (``classifier.pt``, ``classifier_<mix>.pt``), sorted."""
-        if not self.models.is_dir():
-            return []
         return sorted(p for p in self.models.glob("classifier*.pt") if re.fullmatch(r"classifier(_\w+)?\.pt", p.name))
 
     @staticmethod
@@ -192,8 +190,6 @@ def _leftovers(path: Path, kind: Callable[[Path], bool]) -> list[Path]:
     """The ``kind`` (``Path.is_file``, ``Path.is_dir``) of what atomic writes of ``path`` killed mid-write left beside
     it: ``.<name>.<8 hex digits>.tmp`` (:func:`_replacing`, :func:`atomic_folder`) and ``...old.tmp`` (a replaced folder)."""
     pattern = re.compile(rf"\.{re.escape(path.name)}\.[0-9a-f]{{8}}(\.old)?\.tmp")
-    if not path.parent.is_dir():
-        return []
     return [p for p in path.parent.glob(f".{glob.escape(path.name)}.*.tmp") if pattern.fullmatch(p.name) and kind(p)]
 
 
