@@ -1,10 +1,9 @@
 """The command line: ``python -m elmo <command> [flags]`` (and the top-level scripts, which are shims).
 
-:data:`COMMANDS` maps each command to the function it runs. Its flags are generated 1:1 from its arguments dataclass
-(``*Args``; ``--max-docs`` ↔ ``max_docs``: :func:`elmo.pipelines.common.option`), except fields marked ``lab=True``,
-which keep their defaults and are flags only in a parser built with ``lab=True`` (:func:`add_flags`, :func:`run`). An
-:class:`~elmo.errors.ElmoError` becomes one line on stderr (fields spelt as flags: :func:`flag_message`) and exit
-status 2; Ctrl-C exits with 130 (after saving a training checkpoint when one is being written).
+:data:`COMMANDS` maps each command to the function it runs; its flags are generated 1:1 from its arguments dataclass
+(``*Args``, ``--max-docs`` ↔ ``max_docs``: :func:`add_flags`). An :class:`~elmo.errors.ElmoError` becomes one line on
+stderr (fields spelt as flags: :func:`flag_message`) and exit status 2; Ctrl-C exits with 130 (after saving a training
+checkpoint when one is being written).
 """
 
 from __future__ import annotations
