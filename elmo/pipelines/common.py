@@ -174,8 +174,7 @@ RESUMABLE_FLAGS = ("resume", "checkpoint_every", "quiet", "threads", "device", "
 @dataclass
 class StartedRun:
     """A started run (:func:`start`). ``ctx``: this process's place in a ``torchrun`` job (single process otherwise);
-    ``amp_dtype``: the autocast dtype (``None`` = fp32); ``say``: prints a line on rank 0, ``--quiet`` too (that drops
-    only the progress bars and per-epoch lines of :class:`~elmo.training.trainer.Progress`)."""
+    ``amp_dtype``: the autocast dtype (``None`` = fp32); ``say``: prints a line on rank 0, ``--quiet`` or not."""
 
     ctx: distributed.Context
     device: torch.device
@@ -197,10 +196,9 @@ class StartedRun:
 
 
 def start(config: CommonArgs, kernel_cache_entries: int) -> StartedRun:
-    """The start-up every training script runs, in this order: bound oneDNN's kernel caches before any kernel exists
-    (:func:`~elmo.runtime.device.cap_kernel_caches`), join the ``torchrun`` group if any, seed, set threads, resolve
-    device and precision, and prove the output folders writable (rank 0). Raises :class:`ElmoError` on an unknown or
-    unavailable device or precision, or an output folder that cannot be written."""
+    """The start-up every training script runs, in this order: bound oneDNN's kernel caches before any kernel exists,
+    join the ``torchrun`` group if any, seed, set threads, resolve device and precision, and prove the output folders
+    writable (rank 0). Raises :class:`ElmoError` on a bad device or precision, or an unwritable output folder."""
     cap_kernel_caches(kernel_cache_entries)
     ctx = distributed.init(config.device)
     set_seed(config.seed)
