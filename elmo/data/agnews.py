@@ -14,7 +14,6 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pandas as pd
@@ -36,23 +35,13 @@ OFFICIAL_MD5 = {
 }
 
 
-def _is_header(row: Sequence[str]) -> bool:
-    return any(cell.strip().lower() == "class index" for cell in row)
-
-
 def read_agnews(path: str | os.PathLike, skip_bad_rows: bool = False, max_rows: int | None = None) -> Corpus:
-    """Read an AG News CSV file in either layout (module docstring): UTF-8 with or without a BOM, LF or CRLF.
+    """A :class:`Corpus` (raw Description texts, 0-based labels) of an AG News CSV file in either layout (module
+    docstring): UTF-8 with or without a BOM, LF or CRLF. ``skip_bad_rows``: skip rows with a bad label or an empty
+    description (counted on stderr) instead of raising; ``max_rows``: read only the first data rows (``None`` = all).
 
-    Args:
-        skip_bad_rows: skip rows with a bad label or an empty description (counted on stderr) instead of raising.
-        max_rows: read only the first ``max_rows`` data rows (``None`` = all).
-
-    Returns:
-        A :class:`Corpus` with the raw Description texts and 0-based labels.
-
-    Raises:
-        ElmoError: the file is missing, empty, not UTF-8 or not CSV; the columns fit neither layout; or (unless
-            ``skip_bad_rows``) a row has a label outside 1-4 or an empty description (the message gives the lines).
+    Raises ElmoError when the file is missing, empty, not UTF-8 or not CSV, the columns fit neither layout, or (unless
+    ``skip_bad_rows``) a row has a label outside 1-4 or an empty description (the message gives the lines).
     """
     path = Path(path)
     if not path.is_file():
@@ -72,8 +61,8 @@ def read_agnews(path: str | os.PathLike, skip_bad_rows: bool = False, max_rows: 
         raise ElmoError(f"{path}: not valid UTF-8 (bad byte at offset {exc.start})") from None
 
     first_line = 1
-    if _is_header(frame.iloc[0].tolist()):
-        names = [c.strip().lower() for c in frame.iloc[0].tolist()]
+    names = [c.strip().lower() for c in frame.iloc[0].tolist()]
+    if "class index" in names:
         if "description" not in names:
             raise ElmoError(f"{path}: header {frame.iloc[0].tolist()} has 'Class Index' but no 'Description' column")
         label_col, text_col = names.index("class index"), names.index("description")
@@ -138,11 +127,9 @@ def find_split(data_dir: str | os.PathLike, split: str, download: bool = True) -
 
 
 def train_val_split(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Shuffle ``range(n)`` with ``seed`` and cut off ``max(1, round(n*val_fraction))`` rows for validation.
-
-    Returns ``(train_index, val_index)``, sorted int64 arrays. Raises ElmoError for ``val_fraction`` outside ``(0, 1)``
-    or too few rows to split.
-    """
+    """``(train_index, val_index)``, sorted int64 arrays: ``range(n)`` shuffled with ``seed``, ``max(1,
+    round(n*val_fraction))`` rows cut off for validation. Raises ElmoError for ``val_fraction`` outside ``(0, 1)`` or
+    too few rows to split."""
     if not 0.0 < val_fraction < 1.0:
         raise ElmoError(f"val_fraction must be in (0, 1), got {val_fraction}", field="val_fraction")
     n_val = max(1, int(round(n * val_fraction)))
@@ -153,13 +140,10 @@ def train_val_split(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray,
 
 
 def labelled_draw(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
-    """A class-balanced draw of ``fraction`` (in ``(0, 1]``; 1 keeps all) of the documents with ``labels`` (int,
-    ``(N,)``), for learning curves over labelled data: each class keeps ``max(1, round(fraction * n_c))`` of its
-    ``n_c`` documents, drawn from ``seed`` in a stream of its own (not the validation split's).
-
-    Returns the sorted int64 indices of the kept documents, shape ``(about fraction * N,)``. Raises ElmoError (field
-    ``labelled_fraction``) for ``fraction`` outside ``(0, 1]``.
-    """
+    """Sorted int64 indices ``(about fraction * N,)`` of a class-balanced draw of ``fraction`` (in ``(0, 1]``; 1 keeps
+    all) of the documents with ``labels`` (int, ``(N,)``), for learning curves: each class keeps ``max(1, round(fraction
+    * n_c))`` of its ``n_c`` documents, drawn from ``seed`` in a stream of its own (not the validation split's). Raises
+    ElmoError (field ``labelled_fraction``) for ``fraction`` outside ``(0, 1]``."""
     if not 0.0 < fraction <= 1.0:
         raise ElmoError(f"labelled_fraction must be in (0, 1], got {fraction}", field="labelled_fraction")
     labels = np.asarray(labels)
@@ -176,17 +160,11 @@ def labelled_draw(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
 def load_agnews(data_dir: str | os.PathLike, val_fraction: float = 0.05, seed: int = 0,
                 max_docs: int | None = None, skip_bad_rows: bool = False,
                 download: bool = True) -> tuple[Corpus, Corpus, Corpus]:
-    """Read ``data_dir``'s ``train.csv`` and ``test.csv`` and split validation off the training rows.
-
-    Args:
-        val_fraction: share of the (first ``max_docs``) training rows held out for validation and model selection;
-            the test rows are only ever used for the final report. seed: seeds the split (:func:`train_val_split`).
-        max_docs: use only the first ``max_docs`` training rows (``None`` = all). skip_bad_rows: see
-            :func:`read_agnews`. download: fetch missing files (:func:`find_split`).
-
-    Returns ``(train, val, test)`` corpora. Raises ElmoError for missing files (with instructions), bad rows, or
-    ``max_docs < 1``.
-    """
+    """``(train, val, test)`` corpora of ``data_dir``'s ``train.csv`` and ``test.csv``: ``val_fraction`` of the (first
+    ``max_docs``, ``None`` = all) training rows is held out for validation and model selection (split by ``seed``,
+    :func:`train_val_split`); the test rows only ever serve the final report. ``skip_bad_rows``: :func:`read_agnews`;
+    ``download``: fetch missing files (:func:`find_split`). Raises ElmoError for missing files (with instructions), bad
+    rows, or ``max_docs < 1``."""
     if max_docs is not None and max_docs < 1:
         raise ElmoError(f"max_docs must be a positive number of documents, got {max_docs}", field="max_docs")
     full = read_agnews(find_split(data_dir, "train", download), skip_bad_rows=skip_bad_rows, max_rows=max_docs)
@@ -224,22 +202,31 @@ def _download(url: str, handle, expected_md5: str, quiet: bool, timeout: float) 
 
 def fetch(data_dir: str | os.PathLike, base_url: str = SOURCE_URL, force: bool = False,
           checksums: dict[str, str] | None = None, quiet: bool = False, timeout: float = 60.0) -> list[Path]:
-    """Download the official AG News ``train.csv`` and ``test.csv`` (also ``python -m elmo fetch``) and verify their
-    md5s. Each file is streamed to a temporary file and moved into place only when its md5 matches
-    (:func:`elmo.artifacts.atomic_write`), so a failed or tampered download leaves nothing, not even new folders.
-
-    Args:
-        data_dir: where the files go (created). base_url: the folder URL holding both files (``file://`` works
-            too). force: replace present files whose md5 differs. checksums: ``{name: md5}`` (default
-            :data:`OFFICIAL_MD5`). quiet: no progress bar. timeout: socket timeout in seconds.
-
-    Returns the paths of the verified files. Raises ElmoError when a download fails (offline, HTTP error) or a
-    checksum does not match.
+    """Download the official AG News ``train.csv`` and ``test.csv`` into ``data_dir`` (created; also ``python -m elmo
+    fetch``) from ``base_url``, the folder URL holding both (``file://`` works too), and return their paths. Each file
+    is streamed to a temporary file and moved into place only when its md5 matches ``checksums`` (``{name: md5}``,
+    default :data:`OFFICIAL_MD5`; :func:`elmo.artifacts.atomic_write`), so a failed or tampered download leaves nothing,
+    not even new folders. ``force``: replace present files whose md5 differs; ``quiet``: no progress bar; ``timeout``:
+    socket timeout in seconds. Raises ElmoError when a download fails (offline, HTTP error) or a checksum does not match.
     """
     data_dir = Path(data_dir)
     created = [p for p in (data_dir, *data_dir.parents) if not p.exists()]
-    try:
-        return _fetch_files(data_dir, base_url, force, checksums, quiet, timeout)
+    try:  # the atomic writes create the folders
+        written = []
+        for name, expected in (checksums or OFFICIAL_MD5).items():
+            target = data_dir / name
+            if target.is_file() and not force:
+                if md5sum(target) != expected:
+                    raise ElmoError(f"{target} exists but its md5 is not the official {expected}; pass force=True to "
+                                    "replace it", field="force")
+                print(f"{target}: present, md5 ok", file=sys.stderr)
+            else:
+                print(f"downloading {base_url}{name} ...", file=sys.stderr)
+                url = base_url + name
+                atomic_write(target, lambda handle, url=url, md5=expected: _download(url, handle, md5, quiet, timeout))
+                print(f"{target}: md5 ok", file=sys.stderr)
+            written.append(target)
+        return written
     except BaseException:
         for folder in created:  # deepest first; a folder that holds anything stays
             try:
@@ -248,22 +235,3 @@ def fetch(data_dir: str | os.PathLike, base_url: str = SOURCE_URL, force: bool =
                 break
         raise
 
-
-def _fetch_files(data_dir: Path, base_url: str, force: bool, checksums: dict[str, str] | None, quiet: bool,
-                 timeout: float) -> list[Path]:
-    """:func:`fetch`'s download loop (the atomic writes create the folders)."""
-    written = []
-    for name, expected in (checksums or OFFICIAL_MD5).items():
-        target = data_dir / name
-        if target.is_file() and not force:
-            if md5sum(target) != expected:
-                raise ElmoError(f"{target} exists but its md5 is not the official {expected}; pass force=True to "
-                                "replace it", field="force")
-            print(f"{target}: present, md5 ok", file=sys.stderr)
-        else:
-            print(f"downloading {base_url}{name} ...", file=sys.stderr)
-            url = base_url + name
-            atomic_write(target, lambda handle, url=url, md5=expected: _download(url, handle, md5, quiet, timeout))
-            print(f"{target}: md5 ok", file=sys.stderr)
-        written.append(target)
-    return written

@@ -58,14 +58,10 @@ def _cut(sorted_index: np.ndarray, lengths: np.ndarray, batch_size: int, max_tok
 
 
 def rank_share(index: np.ndarray, shard: Shard = SINGLE) -> tuple[np.ndarray, bool]:
-    """This rank's documents of a global batch ``index`` (``(B,)``, length-sorted, so the shares get similar lengths):
-    every ``world_size``-th, starting at ``rank``.
-
-    Returns:
-        ``(part, ghost)``: ``part`` is never empty; when the batch has fewer documents than ranks, a rank left without
-        one gets the first document with ``ghost=True`` and must weight its loss by zero (it still runs
-        forward/backward, as every DDP rank must in every step).
-    """
+    """``(part, ghost)``: this rank's documents of a global batch ``index`` (``(B,)``, length-sorted, so the shares get
+    similar lengths), every ``world_size``-th from ``rank``. ``part`` is never empty: when the batch has fewer documents
+    than ranks, a rank left without one gets the first document with ``ghost=True`` and must weight its loss by zero (it
+    still runs forward/backward, as every DDP rank must in every step)."""
     rank, world_size = shard
     part = index[rank::world_size]
     return (part, False) if len(part) else (index[:1], True)

@@ -79,13 +79,10 @@ def batch_char_ids(sentences: Sequence[Sequence[str]], max_chars: int, scheme: s
 
 def batch_to_ids(batch: Sequence[Sequence[str]]) -> torch.Tensor:
     """AllenNLP's ``allennlp.modules.elmo.batch_to_ids``: the input of :class:`elmo.model.elmo.Elmo` (and of any
-    published, bilm-tf, biLM) for tokenised sentences.
-
-    ``batch`` holds B sentences, each a list of str tokens, case kept (the published models are cased), without
-    ``<S>`` / ``</S>`` (the biLM adds the sentence boundaries). Returns ``(B, T, 50)`` int64 character ids, T the
-    longest sentence: each token as :func:`bilm_tf_char_ids` spells it, padded tokens all zeros (AllenNLP's mask).
-    Raises ElmoError when a sentence is a str (tokenise it first) or holds something other than str tokens.
-    """
+    published, bilm-tf, biLM) for B tokenised sentences, each a list of str tokens, case kept (the published models are
+    cased), without ``<S>`` / ``</S>`` (the biLM adds the sentence boundaries). Returns ``(B, T, 50)`` int64 character
+    ids, T the longest sentence: each token as :func:`bilm_tf_char_ids` spells it, padded tokens all zeros (AllenNLP's
+    mask). Raises ElmoError when a sentence is a str (tokenise it first) or holds something other than str tokens."""
     if isinstance(batch, str):
         raise ElmoError("batch_to_ids expects a list of token lists, got a str (tokenise it first)")
     for i, sentence in enumerate(batch):

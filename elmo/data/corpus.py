@@ -22,12 +22,9 @@ LayerStore = MemoryLayerStore | DiskLayerStore
 
 @dataclass
 class Corpus:
-    """Labelled documents before encoding (e.g. one AG News CSV file, :func:`elmo.data.agnews.read_agnews`).
-
-    Attributes:
-        texts: the raw Description fields, one per row; tokens: ``tokenize(text)`` of each (never empty).
-        labels: ``(N,)`` int64, 0-based classes in ``[0, 4)``; path: the source file (for messages).
-    """
+    """Labelled documents before encoding (e.g. one AG News CSV file, :func:`elmo.data.agnews.read_agnews`): ``texts``,
+    the raw Description fields, one per row; ``tokens``, ``tokenize(text)`` of each (never empty); ``labels``, ``(N,)``
+    int64, 0-based classes in ``[0, 4)``; ``path``, the source file (for messages)."""
 
     texts: list[str]
     tokens: list[list[str]]
@@ -48,12 +45,9 @@ class Corpus:
 
 
 class EncodedCorpus:
-    """Token ids of many documents in one flat array (no padded whole-corpus tensor).
-
-    Args:
-        sequences: one non-empty list of token ids per document (else ElmoError); labels: optional ``(N,)`` ints.
-        max_length: truncate documents to this many tokens (``None`` = no limit).
-    """
+    """Token ids of many documents in one flat array (no padded whole-corpus tensor): ``sequences``, one non-empty list
+    of token ids per document (else ElmoError), truncated to ``max_length`` tokens (``None`` = no limit); ``labels``:
+    optional ``(N,)`` ints."""
 
     def __init__(self, sequences: Iterable[Sequence[int]], labels: np.ndarray | None = None,
                  max_length: int | None = None):
@@ -70,19 +64,13 @@ class EncodedCorpus:
         self.layers: LayerStore | None = None  # per token, cached biLM layers (elmo.inference.layer_cache)
 
     def attach_chars(self, documents: Iterable[Sequence[str]], max_chars: int, scheme: str = "elmo") -> "EncodedCorpus":
-        """Keep every token's spelling so :meth:`collate` also returns character ids for a character biLM
-        (:mod:`elmo.data.chars`; OOV words keep their spelling although their id is ``<unk>``). Each distinct token is
-        stored once: ``char_table (n_types, max_chars)`` int16 with row 0 = padding (zeros), ``type_ids`` int32 aligned
-        with :attr:`ids`, and :attr:`types` (``types[k]`` is spelled by row ``k + 1``).
-
-        Args:
-            documents: the token lists the ids were encoded from (truncated the same way here).
-            max_chars: characters per token C; scheme: ``"elmo"`` (ours) or ``"bilm_tf"`` (the published models'),
-                :data:`elmo.data.chars.CHAR_SCHEMES`.
-
-        Raises:
-            ElmoError: the documents do not match the encoded lengths; an unknown scheme.
-        """
+        """Keep the spelling of every token of ``documents`` (the token lists the ids were encoded from, truncated the
+        same way here) so :meth:`collate` also returns character ids for a character biLM (:mod:`elmo.data.chars`; OOV
+        words keep their spelling although their id is ``<unk>``), ``max_chars`` (C) per token numbered by ``scheme``
+        (:data:`elmo.data.chars.CHAR_SCHEMES`). Each distinct token is stored once: ``char_table (n_types, C)`` int16
+        with row 0 = padding (zeros), ``type_ids`` int32 aligned with :attr:`ids`, and :attr:`types` (``types[k]`` is
+        spelled by row ``k + 1``). Raises ElmoError when the documents do not match the encoded lengths or for an
+        unknown scheme."""
         table = scheme_table(scheme)
         types: dict[str | None, int] = {None: 0}  # None: the padding row, never a token
         flat = []
@@ -126,14 +114,13 @@ class EncodedCorpus:
         ``labels`` only when present, ``chars`` / ``layers`` only after :meth:`attach_chars` / :meth:`attach_layers`."""
         index = np.asarray(index, dtype=np.int64)
         lengths = self.lengths[index]
-        ids = np.zeros((len(index), int(lengths.max())), dtype=np.int64)
-        types = None if self.type_ids is None else np.zeros_like(ids)
-        for row, (i, n) in enumerate(zip(index, lengths)):
-            ids[row, :n] = self.ids[self.offsets[i]:self.offsets[i] + n]
-            if types is not None:
-                types[row, :n] = self.type_ids[self.offsets[i]:self.offsets[i] + n]
+        positions = np.arange(int(lengths.max()))
+        valid = positions[None, :] < lengths[:, None]
+        flat = np.where(valid, self.offsets[index][:, None] + positions, 0)  # (B, T) rows of the flat arrays
+        ids = np.where(valid, self.ids[flat], 0).astype(np.int64)
         batch = {"ids": torch.from_numpy(ids), "lengths": torch.from_numpy(lengths.copy())}
-        if types is not None:
+        if self.type_ids is not None:
+            types = np.where(valid, self.type_ids[flat], 0)
             batch["chars"] = torch.from_numpy(self.char_table[types].astype(np.int64))
         if self.labels is not None:
             batch["labels"] = torch.from_numpy(self.labels[index])

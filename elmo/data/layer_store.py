@@ -24,13 +24,9 @@ STORE_DTYPES = (torch.float16, torch.bfloat16)
 
 
 class MemoryLayerStore:
-    """Per-token layers in one tensor, in host memory or on a device.
-
-    Args:
-        num_tokens: rows; row_shape: ``(L, D)``; dtype: ``torch.float16`` or ``torch.bfloat16`` (else ElmoError).
-        rows: an existing ``(num_tokens, L, D)`` tensor (any dtype) to hold instead of allocating one.
-        device: where a new tensor is allocated (default: the CPU); :meth:`gather` returns batches there.
-    """
+    """Per-token layers in one tensor, in host memory or on a device: ``num_tokens`` rows of ``row_shape`` ``(L, D)`` in
+    ``dtype`` ``torch.float16`` or ``torch.bfloat16`` (else ElmoError), allocated on ``device`` (default: the CPU;
+    :meth:`gather` returns batches there), or ``rows``, an existing ``(num_tokens, L, D)`` tensor (any dtype), held."""
 
     def __init__(self, num_tokens: int, row_shape: tuple[int, int], dtype: torch.dtype,
                  rows: torch.Tensor | None = None, device: torch.device | str | None = None):

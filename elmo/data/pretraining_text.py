@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -54,36 +54,27 @@ def read_extra_text(path: str | os.PathLike) -> list[str]:
                     f"{list(frame.columns)}", field="extra_text")
 
 
-def _suffixes(corpora: Sequence[Corpus]) -> tuple[set[tuple[str, ...]], list[int]]:
-    """Every description's words but the first (those of >= :data:`MIN_MATCH_WORDS` words), and their lengths."""
+def _ends_with_one(corpora: Sequence[Corpus]) -> Callable[[tuple[str, ...]], bool]:
+    """Whether words end with a description of ``corpora`` but its first word (of >= :data:`MIN_MATCH_WORDS` words)."""
     suffixes = {tuple(t[1:]) for c in corpora for t in c.tokens if len(t) > MIN_MATCH_WORDS}
-    return suffixes, sorted({len(s) for s in suffixes})
-
-
-def _ends_with_one(words: tuple[str, ...], suffixes: set[tuple[str, ...]], lengths: list[int]) -> bool:
-    return any(n <= len(words) and words[-n:] in suffixes for n in lengths)
+    lengths = sorted({len(s) for s in suffixes})
+    return lambda words: any(n <= len(words) and words[-n:] in suffixes for n in lengths)
 
 
 def pretraining_text(train: Corpus, held_out: Sequence[Corpus], fraction: float = 1.0, seed: int = 0,
                      extra_files: Sequence[str | os.PathLike] = ()) -> tuple[Corpus, dict[str, Any]]:
     """The text representations are learnt from: ``fraction`` (in ``(0, 1]``) of ``train``, drawn from ``seed``
-    (:func:`text_draw`), plus the new rows of ``extra_files`` (:func:`read_extra_text`; see the module docstring).
-    Raises ElmoError on a bad ``fraction`` or an unreadable extra file (naming it).
-
-    Args:
-        train: the training split (its rows keep their labels; extra rows get label -1, "no label").
-        held_out: the validation and test splits, whose descriptions must not leak in through extra text.
-
-    Returns:
-        ``(corpus, stats)``: the documents (train's first, in file order, then the extra rows kept) and
-        ``{"train_documents", "extra": {file: {"rows", "kept", "held_out", "repeats", "empty"}}}``.
-    """
+    (:func:`text_draw`), plus the new rows of ``extra_files`` (:func:`read_extra_text`; see the module docstring);
+    ``held_out``: the validation and test splits, whose descriptions must not leak in through extra text. Raises
+    ElmoError on a bad ``fraction`` or an unreadable extra file (naming it). Returns ``(corpus, stats)``: the documents
+    (train's first, in file order, keeping their labels, then the extra rows kept, labelled -1, "no label") and
+    ``{"train_documents", "extra": {file: {"rows", "kept", "held_out", "repeats", "empty"}}}``."""
     corpus = train.subset(text_draw(len(train), fraction, seed))
     stats: dict[str, Any] = {"train_documents": len(corpus), "extra": {}}
     if not extra_files:
         return corpus, stats
-    held, held_lengths = _suffixes(held_out)
-    known, known_lengths = _suffixes([train])  # a training description again (any share) adds no new text
+    is_held = _ends_with_one(held_out)
+    is_known = _ends_with_one([train])  # a training description again (any share) adds no new text
     seen: set[tuple[str, ...]] = set()
     texts, tokens = list(corpus.texts), list(corpus.tokens)
     for path in extra_files:
@@ -94,9 +85,9 @@ def pretraining_text(train: Corpus, held_out: Sequence[Corpus], fraction: float 
             key = tuple(words)
             if not words:
                 counts["empty"] += 1
-            elif _ends_with_one(key, held, held_lengths):
+            elif is_held(key):
                 counts["held_out"] += 1
-            elif key in seen or _ends_with_one(key, known, known_lengths):
+            elif key in seen or is_known(key):
                 counts["repeats"] += 1
             else:
                 seen.add(key)

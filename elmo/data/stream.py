@@ -36,15 +36,11 @@ def _unit_hash(k: int, seed: int) -> float:
 
 
 class TextSource:
-    """The documents of one file, read lazily in file order. Raises ElmoError (on construction) on a missing file, or a
-    CSV that is unreadable or whose header lacks ``text_column``.
-
-    Args:
-        path: UTF-8 text, one document per line (BOM and CRLF accepted), or with ``text_column`` a CSV with a header.
-        text_column: the CSV column of the text (``--text-column``; ``None`` = plain text); max_docs: read only the
-            first ``max_docs`` documents (``None`` = all).
-        lowercase: ``False`` keeps the case (the published ELMo architecture, ``pretrain --architecture``).
-    """
+    """The documents of one file, read lazily in file order: UTF-8 text, one document per line (BOM and CRLF accepted),
+    or with ``text_column`` (``--text-column``) that column of a CSV with a header. ``max_docs``: read only the first
+    ``max_docs`` documents (``None`` = all); ``lowercase=False`` keeps the case (the published ELMo architecture,
+    ``pretrain --architecture``). Raises ElmoError (on construction) on a missing file, or a CSV that is unreadable or
+    whose header lacks ``text_column``."""
 
     def __init__(self, path: str | os.PathLike, text_column: str | None = None, max_docs: int | None = None,
                  lowercase: bool = True):
@@ -122,16 +118,12 @@ class TextSource:
 
 class StreamedCorpus:
     """Batches of a :class:`TextSource` reread from disk every epoch: the streaming counterpart of
-    :class:`elmo.data.corpus.EncodedCorpus`, with the same :meth:`epoch_batches` and :meth:`eval_batches`. Raises
-    ElmoError when ``max_length`` or ``buffer_tokens`` is not positive.
-
-    Args:
-        source: the file; part, val_fraction, seed, max_val_docs: which documents (:meth:`TextSource.documents`).
-        vocab: encodes tokens (OOV → ``<unk>``); max_length: longer documents are split into pieces this long.
-        max_chars, char_scheme: characters per token and their numbering (:data:`elmo.data.chars.CHAR_SCHEMES`) for a
-            character biLM (batches then carry ``chars``); ``max_chars=None`` otherwise.
-        buffer_tokens: tokens read, shuffled and bucketed at a time; bounds the memory of the stream.
-    """
+    :class:`elmo.data.corpus.EncodedCorpus`, with the same :meth:`epoch_batches` and :meth:`eval_batches`. ``part``,
+    ``val_fraction``, ``seed``, ``max_val_docs`` pick the documents (:meth:`TextSource.documents`); ``vocab`` encodes
+    them (OOV → ``<unk>``), longer ones split into pieces of ``max_length`` tokens; ``max_chars``, ``char_scheme``:
+    characters per token and their numbering (:data:`elmo.data.chars.CHAR_SCHEMES`) for a character biLM (batches then
+    carry ``chars``; ``None`` otherwise); ``buffer_tokens``: tokens read, shuffled and bucketed at a time (bounds the
+    stream's memory). Raises ElmoError when ``max_length`` or ``buffer_tokens`` is not positive."""
 
     def __init__(self, source: TextSource, vocab: Vocabulary, max_length: int, part: str | None = None,
                  val_fraction: float = 0.0, seed: int = 0, max_val_docs: int | None = None,
@@ -150,8 +142,7 @@ class StreamedCorpus:
 
     def buffers(self) -> Iterator[EncodedCorpus]:
         """The stream as :class:`~elmo.data.corpus.EncodedCorpus` buffers of about ``buffer_tokens`` tokens each."""
-        docs: list[list[str]] = []
-        size = 0
+        docs, size = [], 0
         for doc in self.pieces():
             docs.append(doc)
             size += len(doc)

@@ -37,13 +37,9 @@ class Vocabulary:
 
     @classmethod
     def build(cls, documents: Iterable[Sequence[str]], min_freq: int = 2, max_size: int | None = None) -> "Vocabulary":
-        """Count words over tokenised training documents and keep the frequent ones.
-
-        Args:
-            documents: token lists (training split only, so validation/test OOV rates are honest).
-            min_freq: keep words seen at least this often (>= 1); max_size: keep at most this many words besides the
-                4 specials (>= 1; ``None`` = no cap). Either out of range raises ElmoError.
-        """
+        """Count words over tokenised training ``documents`` (token lists of the training split only, so validation/test
+        OOV rates are honest) and keep those seen at least ``min_freq`` times (>= 1), at most ``max_size`` of them besides
+        the 4 specials (>= 1; ``None`` = no cap). Either out of range raises ElmoError."""
         if min_freq < 1:
             raise ElmoError(f"min_freq must be >= 1, got {min_freq}", field="min_freq")
         if max_size is not None and max_size < 1:
