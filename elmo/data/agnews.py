@@ -81,14 +81,13 @@ def read_agnews(path: str | os.PathLike, skip_bad_rows: bool = False, max_rows: 
 
     raw_labels = frame.iloc[:, label_col].str.strip()
     texts = frame.iloc[:, text_col].tolist()
-    line_numbers = np.arange(first_line, first_line + len(frame))
     bad_label = ~raw_labels.isin(["1", "2", "3", "4"]).to_numpy()
     tokens = [tokenize(t) for t in texts]
     empty = np.array([not t for t in tokens], dtype=bool)
     problems = []
     for mask, what in ((bad_label, "a label that is not 1-4"), (empty, "an empty description")):
         if mask.any():
-            lines = line_numbers[mask]
+            lines = first_line + np.flatnonzero(mask)
             shown = ", ".join(map(str, lines[:5])) + (", ..." if len(lines) > 5 else "")
             problems.append(f"{int(mask.sum())} row(s) with {what} (line {shown})")
     if problems:

@@ -91,13 +91,11 @@ class EncodedCorpus:
         :meth:`collate` also returns them, padded, as ``batch["layers"]``. ``layers``: a :mod:`elmo.data.layer_store`
         store or a ``(num_tokens, L, D)`` tensor (kept in memory) whose row ``offsets[i] + k`` holds token k of
         document i. Raises ElmoError when the row count is not the corpus's token count."""
+        shape = tuple(layers.shape) if isinstance(layers, torch.Tensor) else (layers.num_tokens, *layers.row_shape)
+        if len(shape) != 3 or shape[0] != self.num_tokens:
+            raise ElmoError(f"attach_layers: expected ({self.num_tokens}, L, D) layers, got {shape}")
         if isinstance(layers, torch.Tensor):
-            if layers.dim() != 3:
-                raise ElmoError(f"attach_layers: expected ({self.num_tokens}, L, D) layers, got {tuple(layers.shape)}")
-            layers = MemoryLayerStore.of(layers)
-        if layers.num_tokens != self.num_tokens:
-            raise ElmoError(f"attach_layers: expected ({self.num_tokens}, L, D) layers, got "
-                            f"({layers.num_tokens}, {', '.join(map(str, layers.row_shape))})")
+            layers = MemoryLayerStore(len(layers), shape[1:], layers.dtype, rows=layers)
         self.layers = layers
         return self
 

@@ -40,11 +40,6 @@ class MemoryLayerStore:
         """``"memory"`` (the host's) or ``"device"`` (a GPU's)."""
         return "memory" if self.rows.device.type == "cpu" else "device"
 
-    @classmethod
-    def of(cls, rows: torch.Tensor) -> "MemoryLayerStore":
-        """Wrap an existing ``(num_tokens, L, D)`` tensor (any dtype)."""
-        return cls(rows.shape[0], tuple(rows.shape[1:]), rows.dtype, rows=rows)
-
     @property
     def nbytes(self) -> int:
         return self.rows.numel() * self.rows.element_size()

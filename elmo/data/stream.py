@@ -1,11 +1,8 @@
 """Your own corpus of any size, streamed from a plain-text file (one sentence or document per line) or one column of a
-CSV file (``python ELMO.py --train-file corpus.txt [--val-file val.txt]``).
-
-Memory stays flat: the vocabulary is counted as :meth:`TextSource.documents` tokenises line by line, and each epoch
-:class:`StreamedCorpus` rereads the file, shuffling and length-bucketing buffers of about ``buffer_tokens`` tokens (so
-``shuf corpus.txt`` first if the file is ordered). Documents longer than ``max_length`` tokens are split into pieces;
-blank lines are skipped and counted. Without ``--val-file``, a deterministic hash of the line number and ``--seed``
-holds out ``--val-fraction`` of the lines (at most ``max_val_docs``) for validation.
+CSV file (``python ELMO.py --train-file corpus.txt [--val-file val.txt]``), with flat memory: the vocabulary is counted
+as :meth:`TextSource.documents` tokenises line by line, and each epoch :class:`StreamedCorpus` rereads the file in
+shuffled, length-bucketed buffers. What is split, skipped and held out, and why to ``shuf`` an ordered file:
+docs/own_corpus_and_scaling.md.
 """
 
 from __future__ import annotations

@@ -31,13 +31,10 @@ TOKEN_PATTERN = re.compile(
 
 
 def clean_text(text: str) -> str:
-    """Undo AG News' escapes and markup in one raw Description field and collapse whitespace; the result may be
-    empty, and no ``str`` makes it raise.
-
-    Handles numeric entities written as `` #39;`` (the space is an artefact), HTML entities (``&lt;b&gt;``, ``&amp;``,
-    ``&quot;``) and the tags they encode, ``\\n``, ``\\\\`` and a lone backslash before a letter (line breaks in
-    the source), and backslash-escaped symbols (``\\$``).
-    """
+    """Undo AG News' escapes and markup in one raw Description field and collapse whitespace (the result may be empty;
+    no ``str`` makes it raise): numeric entities written as `` #39;`` (the space is an artefact), HTML entities
+    (``&lt;b&gt;``, ``&amp;``, ``&quot;``) and the tags they encode, ``\\n``, ``\\\\`` and a lone backslash before
+    a letter (line breaks in the source), and backslash-escaped symbols (``\\$``)."""
     text = _NUMERIC_ENTITY.sub(lambda m: html.unescape(f"&#{m.group(1)};"), text)
     text = html.unescape(html.unescape(text))  # some fields are escaped twice (&amp;lt;)
     for _ in range(_MAX_TAG_DEPTH):  # removing "<b>" from "<<b>>" leaves "< >", itself a tag: until none is left

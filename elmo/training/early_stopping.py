@@ -12,14 +12,11 @@ from torch import nn
 
 @dataclass
 class EarlyStopping:
-    """Tracks the best validation value and a copy of the weights that reached it.
-
-    Attributes:
-        patience: stop after this many epochs in a row without improvement (>= 1).
-        maximize: whether a larger monitored value is better (macro-F1) or a smaller one (perplexity).
-        best_epoch, best_value, best_state: the best epoch so far (1-based), its value and a copy of its ``state_dict``
-            (0, NaN and ``None`` before the first epoch); stale: epochs since the last improvement.
-    """
+    """Tracks the best validation value and a copy of the weights that reached it: ``patience``, stop after this many
+    epochs in a row without improvement (>= 1); ``maximize``: whether a larger monitored value is better (macro-F1) or a
+    smaller one (perplexity); ``best_epoch``, ``best_value``, ``best_state``: the best epoch so far (1-based), its value
+    and a copy of its ``state_dict`` (0, NaN and ``None`` before the first epoch); ``stale``: epochs since the last
+    improvement."""
 
     patience: int
     maximize: bool

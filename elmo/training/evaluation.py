@@ -19,10 +19,9 @@ from .metrics import word_prediction_metrics
 def perplexity(lm: torch.nn.Module, corpus: EncodedCorpus, device: torch.device, max_tokens: int = 8192) -> float:
     """Held-out perplexity exp(mean NLL per predicted word), boundary words included, of ``lm(ids, lengths, chars) ->
     (mean NLL, n)`` (a :class:`~elmo.model.language_model.Direction`, or both directions of a
-    :class:`~elmo.model.language_model.PublishedLM`): exact, as the adaptive softmax
-    is a normalised distribution over the whole vocabulary. Works on an :class:`~elmo.data.corpus.EncodedCorpus` or a
-    :class:`~elmo.data.stream.StreamedCorpus`; under ``torchrun`` each rank evaluates its share of the batches and the
-    sums are all-reduced. Raises ElmoError on an empty corpus."""
+    :class:`~elmo.model.language_model.PublishedLM`): exact, as the adaptive softmax is a normalised distribution over
+    the whole vocabulary. On an :class:`~elmo.data.corpus.EncodedCorpus` or :class:`~elmo.data.stream.StreamedCorpus`;
+    under ``torchrun`` each rank evaluates its share of the batches and the sums are all-reduced. ElmoError if empty."""
     total, count = 0.0, 0
     lm.eval()
     with torch.no_grad():
@@ -58,15 +57,12 @@ def evaluate_words(lm: Direction, corpus: EncodedCorpus, device: torch.device,
                    max_tokens: int | None = None, rows: int | None = None) -> tuple[dict, np.ndarray, np.ndarray]:
     """Exact full-softmax perplexity and next/previous-word prediction metrics, as ``(metrics, targets, top5)``:
     ``metrics`` holds ``perplexity`` and the keys of :func:`~elmo.training.metrics.word_prediction_metrics`;
-    ``targets (n,)`` and ``top5 (n, 5)`` are word ids.
-
-    The LM reads batches of at most ``max_tokens`` padded tokens (default 256, on a GPU :data:`GPU_EVALUATION_TOKENS`);
-    the predicted positions' states, carried over from batch to batch, are scored ``rows`` at a time (default
-    :data:`SCORED_ROWS`, on a GPU :func:`gpu_scored_rows`) against the whole vocabulary (``(rows, V)`` float32
-    log-probabilities), so every full-vocabulary matrix but the last has the same size. On a GPU the scores stay
-    there until the end (:class:`_DeviceWordRows`): nothing is read back per block. Raises ElmoError on an empty
-    corpus or ``rows`` < 1.
-    """
+    ``targets (n,)`` and ``top5 (n, 5)`` are word ids. The LM reads batches of at most ``max_tokens`` padded tokens
+    (default 256, on a GPU :data:`GPU_EVALUATION_TOKENS`); the predicted positions' states, carried over from batch to
+    batch, are scored ``rows`` at a time (default :data:`SCORED_ROWS`, on a GPU :func:`gpu_scored_rows`) against the
+    whole vocabulary (``(rows, V)`` float32 log-probabilities), so every full-vocabulary matrix but the last has the
+    same size. On a GPU the scores stay there until the end (:class:`_DeviceWordRows`): nothing is read back per block.
+    Raises ElmoError on an empty corpus or ``rows`` < 1."""
     gpu = device.type == "cuda"
     if max_tokens is None:
         max_tokens = GPU_EVALUATION_TOKENS if gpu else 256

@@ -16,17 +16,10 @@ from sklearn.metrics import (
 
 def classification_metrics(y_true: Sequence[int], y_pred: Sequence[int], num_classes: int,
                            probabilities: np.ndarray | None = None) -> dict:
-    """Accuracy, macro precision/recall/F1, the confusion matrix and, given the probabilities, the cross-entropy.
-
-    Args:
-        y_true, y_pred: 0-based class ids of equal length N; num_classes: C; probabilities: optional ``(N, C)``
-            predicted class probabilities (rows sum to 1).
-
-    Returns:
-        ``{"accuracy", "precision", "recall", "f1", "confusion_matrix"}`` (floats; a ``C x C`` nested list, rows = true
-        class, columns = predicted), plus ``"loss"``, the mean cross-entropy in nats (``sklearn.metrics.log_loss``),
-        when ``probabilities`` is given.
-    """
+    """``{"accuracy", "precision", "recall", "f1", "confusion_matrix"}`` of the 0-based class ids ``y_pred`` against
+    ``y_true`` (equal length N; ``num_classes`` C): floats (macro precision/recall/F1) and a ``C x C`` nested list (rows
+    = true class, columns = predicted); plus ``"loss"``, the mean cross-entropy in nats (``sklearn.metrics.log_loss``),
+    when ``probabilities`` ``(N, C)`` (predicted class probabilities, rows sum to 1) is given."""
     labels = list(range(num_classes))
     p, r, f, _ = precision_recall_fscore_support(y_true, y_pred, labels=labels, average="macro", zero_division=0)
     out = {

@@ -65,14 +65,10 @@ class Finished:
 def run_side_by_side(runs: Sequence[ChildRun]) -> list[Finished]:
     """Run every ``runs[i].target(runs[i].arg)`` at once, each in a child process of its own, and return one
     :class:`Finished` per run, in the order of ``runs``. When one child fails, the others get SIGINT (they save their
-    training state and stop) before the error is raised.
-
-    Raises:
-        ElmoError: a child raised it (its message and ``field``), or died or raised another exception (the message
-            names the run, its exit status or signal, its log file and the log's last line).
-        Interrupted: Ctrl-C (or SIGINT) stopped children; the message is theirs (where each stopped, how to resume).
-        KeyboardInterrupt: Ctrl-C reached the parent after every child had finished.
-    """
+    training state and stop) before the error is raised: ElmoError when a child raised it (its message and ``field``),
+    or died or raised another exception (the message names the run, its exit status or signal, its log file and the
+    log's last line). Raises :class:`Interrupted` when Ctrl-C (or SIGINT) stopped children (the message is theirs: where
+    each stopped, how to resume), KeyboardInterrupt when Ctrl-C reached the parent after every child had finished."""
     processes: list[subprocess.Popen] = []
     for run in runs:
         remove_file(run.result)  # maybe half written by a killed run's child
@@ -120,10 +116,8 @@ def _outcome(run: ChildRun, exitcode: int | None) -> dict[str, Any]:
         outcome = load_checkpoint(run.result, "elmo.child_run")
         run.result.unlink()
         return outcome
-    if exitcode is not None and exitcode < 0:
-        how = f"was killed by {signal.Signals(-exitcode).name}"
-    else:
-        how = f"failed with exit status {exitcode}"
+    killed = exitcode is not None and exitcode < 0
+    how = f"was killed by {signal.Signals(-exitcode).name}" if killed else f"failed with exit status {exitcode}"
     return {"outcome": "failed", "crashed": True,
             "message": f"{run.label}: its process {how}; its log {run.log}: {last_line(run.log)}"}
 
@@ -154,14 +148,13 @@ def _interrupt(processes: Iterator[subprocess.Popen] | Sequence[subprocess.Popen
 def _passing_on_ctrl_c(processes: list) -> Iterator[dict[str, bool]]:
     """While waiting for the children (main thread only): Ctrl-C sets ``flag["stop"]`` and is passed on to them."""
     flag = {"stop": False}
+
+    def handler(signum, frame):
+        flag["stop"] = True
+        _interrupt(processes)
+
     try:
-        previous = signal.getsignal(signal.SIGINT)
-
-        def handler(signum, frame):
-            flag["stop"] = True
-            _interrupt(processes)
-
-        signal.signal(signal.SIGINT, handler)
+        previous = signal.signal(signal.SIGINT, handler)
     except ValueError:  # not the main thread: Ctrl-C reaches the children from the terminal only
         yield flag
         return

@@ -26,15 +26,11 @@ from ..runtime import distributed
 
 @dataclass
 class Checkpointing:
-    """Where and how often training saves its state, and whether it resumes from it.
-
-    Attributes:
-        path: the training-state file, written atomically (a crash at any moment leaves the previous good one).
-        every: also save after every this many optimiser steps (always at each epoch end).
-        resume: continue from ``path`` when it exists (start fresh otherwise).
-        meta: plain values stored with the state and compared on resume (the run's flags, a vocabulary hash): a
-            difference raises instead of mixing two runs.
-    """
+    """Where and how often training saves its state, and whether it resumes from it: ``path``, the training-state
+    file, written atomically (a crash at any moment leaves the previous good one); ``every``: also save after every this
+    many optimiser steps (always at each epoch end); ``resume``: continue from ``path`` when it exists (start fresh
+    otherwise); ``meta``: plain values stored with the state and compared on resume (the run's flags, a vocabulary
+    hash): a difference raises instead of mixing two runs."""
 
     path: Path
     every: int = 500

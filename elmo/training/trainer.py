@@ -37,18 +37,13 @@ from .state import (
 
 @dataclass
 class TrainConfig:
-    """Optimisation settings shared by every task.
-
-    Attributes:
-        epochs: maximum number of epochs (>= 1); lr: Adam learning rate; weight_decay: Adam (L2) weight decay.
-        clip_norm: gradient-norm clipping threshold; patience: stop after this many epochs without improvement.
-        lr_gamma: multiplies the learning rate after every epoch (epoch e trains at ``lr · lr_gamma^e``; 1 = constant).
-        warmup_steps: the first epoch's first N steps raise the learning rate linearly from ``lr / N``.
-        compile: train through ``torch.compile`` of the model (its training forward; validation runs uncompiled).
-
-    Raises:
-        ElmoError: a value out of range, naming the field (``TrainConfig.lr must be positive, got 0.0``).
-    """
+    """Optimisation settings shared by every task: ``epochs``, the maximum (>= 1); ``lr``, Adam's learning rate;
+    ``weight_decay``, Adam's (L2); ``clip_norm``, the gradient-norm clipping threshold; ``patience``: stop after this
+    many epochs without improvement; ``lr_gamma`` multiplies the learning rate after every epoch (epoch e trains at
+    ``lr · lr_gamma^e``; 1 = constant); ``warmup_steps``: the first epoch's first N steps raise the learning rate
+    linearly from ``lr / N``; ``compile``: train through ``torch.compile`` of the model (its training forward;
+    validation runs uncompiled). A value out of range raises ElmoError naming the field (``TrainConfig.lr must be
+    positive, got 0.0``)."""
 
     epochs: int = 5
     lr: float = 1e-3
@@ -78,22 +73,16 @@ CUDA_READ_EVERY = 50
 
 @dataclass
 class Objective:
-    """What a task trains on and how it is judged.
-
-    Attributes:
-        batches: ``batches(epoch)`` yields CPU batches (dicts of tensors) for a 0-based epoch, the same ones for the
-            same epoch (seeded by epoch) so a resumed run repeats; a ``len()`` gives the progress bar a total and the
-            time left (:func:`batch_count`).
-        loss_fn: ``loss_fn(model, batch)`` → ``(mean loss, number of units)``; units (tokens or documents) weight the
-            epoch's mean loss and the throughput figure.
-        validate: returns validation metrics (the model is put in eval mode around the call); monitor: the key of the
-            one that selects the model and stops early; maximize: whether a larger value of it is better.
-        host_keys: batch entries ``loss_fn`` also gets as on the host, as ``host_<key>`` (the same CPU tensors, no
-            copy), to work out what depends on the batch's shape without reading the device (:mod:`elmo.model.plan`).
-        prepare: ``batch -> batch`` on each CPU batch before its step (the host plan:
-            :func:`~elmo.model.plan.plan_batch`); on CUDA run one batch ahead in a thread (:func:`prepared`), so the
-            host makes the next batch while the device computes this one. ``None``: nothing.
-    """
+    """What a task trains on and how it is judged: ``batches(epoch)`` yields CPU batches (dicts of tensors) for a 0-based
+    epoch, the same ones for the same epoch (seeded by epoch) so a resumed run repeats; a ``len()`` gives the progress
+    bar a total and the time left (:func:`batch_count`). ``loss_fn(model, batch)`` → ``(mean loss, number of units)``;
+    units (tokens or documents) weight the epoch's mean loss and the throughput figure. ``validate()`` returns
+    validation metrics (the model is put in eval mode around the call); ``monitor``: the key of the one that selects
+    the model and stops early; ``maximize``: whether a larger value of it is better. ``host_keys``: batch entries
+    ``loss_fn`` also gets as on the host, as ``host_<key>`` (the same CPU tensors, no copy), to work out what depends on
+    the batch's shape without reading the device (:mod:`elmo.model.plan`). ``prepare``: ``batch -> batch`` on each CPU
+    batch before its step (the host plan: :func:`~elmo.model.plan.plan_batch`; ``None``: nothing); on CUDA run one
+    batch ahead in a thread (:func:`prepared`), so the host makes the next batch while the device computes this one."""
 
     batches: Callable[[int], Iterable[Batch]]
     loss_fn: Callable[[nn.Module, Batch], tuple[torch.Tensor, int]]
@@ -199,27 +188,22 @@ class _Run:
 def fit(model: nn.Module, objective: Objective, config: TrainConfig, device: torch.device,
         amp_dtype: torch.dtype | None = None, checkpoint: Checkpointing | None = None,
         progress: Progress | None = None, unfreezing: Unfreezing | None = None) -> FitResult:
-    """Train ``model`` in place and restore the weights of its best validation epoch (returns a :class:`FitResult`).
-
-    Args:
-        model: the module; only parameters with ``requires_grad`` are optimised (or ``unfreezing``'s groups).
-        objective: batches, loss, validation (:class:`Objective`); config: :class:`TrainConfig`; device: where to train.
-        amp_dtype: autocast dtype of the forward pass (:func:`elmo.runtime.device.resolve_precision`); ``None`` = fp32.
-            fp16 gets a gradient scaler; bf16 has fp32's range and needs none.
-        checkpoint: save the whole training state every ``checkpoint.every`` steps and at each epoch end; with
-            ``checkpoint.resume`` continue from it exactly (:mod:`elmo.training.state`). Ctrl-C then finishes the
-            current step, saves and raises :class:`Interrupted`.
-        progress: labels and verbosity (:class:`Progress`); unfreezing: fine-tuning schedule (:class:`Unfreezing`).
+    """Train ``model`` in place and restore the weights of its best validation epoch (returns a :class:`FitResult`):
+    only parameters with ``requires_grad`` are optimised (or ``unfreezing``'s groups, the fine-tuning schedule
+    :class:`Unfreezing`), on ``device``, as ``config`` (:class:`TrainConfig`) and ``objective`` (batches, loss,
+    validation: :class:`Objective`) say; ``amp_dtype``: autocast dtype of the forward pass
+    (:func:`elmo.runtime.device.resolve_precision`; ``None`` = fp32), fp16 with a gradient scaler (bf16 has fp32's range
+    and needs none); ``progress``: labels and verbosity (:class:`Progress`). ``checkpoint``: save the whole training
+    state every ``checkpoint.every`` steps and at each epoch end, and with ``checkpoint.resume`` continue from it
+    exactly (:mod:`elmo.training.state`); Ctrl-C then finishes the current step, saves and raises :class:`Interrupted`.
 
     Under ``torchrun`` (:mod:`elmo.runtime.distributed`) each process passes its share of every global batch (a
     ``"ghost"`` batch counts zero units) and trains in DistributedDataParallel; every step all-reduces the loss sum,
     units and Ctrl-C flag (:func:`~elmo.runtime.distributed.step_totals`). ``validate`` must return whole-split metrics
     on every rank. Rank 0 alone prints and writes the checkpoint (with every rank's RNG state).
 
-    Raises:
-        ElmoError: a NaN or infinite loss (on CUDA found at the next read, :data:`CUDA_READ_EVERY`; the last checkpoint
-            on disk is the last good state), no ``monitor`` in ``validate()``, or a checkpoint from another run.
-        Interrupted: Ctrl-C during training with ``checkpoint`` set.
+    Raises ElmoError on a NaN or infinite loss (on CUDA found at the next read, :data:`CUDA_READ_EVERY`; the last
+    checkpoint on disk is the last good state), no ``monitor`` in ``validate()``, or a checkpoint from another run.
     """
     progress = progress or Progress()
     quiet = progress.quiet or not distributed.context().is_main
