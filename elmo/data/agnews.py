@@ -39,10 +39,8 @@ def read_agnews(path: str | os.PathLike, skip_bad_rows: bool = False, max_rows: 
     """A :class:`Corpus` (raw Description texts, 0-based labels) of an AG News CSV file in either layout (module
     docstring): UTF-8 with or without a BOM, LF or CRLF. ``skip_bad_rows``: skip rows with a bad label or an empty
     description (counted on stderr) instead of raising; ``max_rows``: read only the first data rows (``None`` = all).
-
     Raises ElmoError when the file is missing, empty, not UTF-8 or not CSV, the columns fit neither layout, or (unless
-    ``skip_bad_rows``) a row has a label outside 1-4 or an empty description (the message gives the lines).
-    """
+    ``skip_bad_rows``) a row has a label outside 1-4 or an empty description (the message gives the lines)."""
     path = Path(path)
     if not path.is_file():
         raise ElmoError(f"{path}: file not found")
@@ -60,7 +58,6 @@ def read_agnews(path: str | os.PathLike, skip_bad_rows: bool = False, max_rows: 
     except UnicodeDecodeError as exc:
         raise ElmoError(f"{path}: not valid UTF-8 (bad byte at offset {exc.start})") from None
 
-    first_line = 1
     names = [c.strip().lower() for c in frame.iloc[0].tolist()]
     if "class index" in names:
         if "description" not in names:
@@ -68,7 +65,7 @@ def read_agnews(path: str | os.PathLike, skip_bad_rows: bool = False, max_rows: 
         label_col, text_col = names.index("class index"), names.index("description")
         frame, first_line = frame.iloc[1:], 2
     elif frame.shape[1] == 3:
-        label_col, text_col = 0, 2
+        label_col, text_col, first_line = 0, 2, 1
     else:
         raise ElmoError(
             f"{path}: {frame.shape[1]} columns and no header; expected the original AG News layout "

@@ -21,12 +21,10 @@ T = TypeVar("T")
 def bucket_batches(lengths: np.ndarray, batch_size: int, max_tokens: int | None = None, shuffle: bool = False,
                    seed: int = 0) -> list[np.ndarray]:
     """Length-bucketed batches of the documents whose token counts are ``lengths`` (``(N,)`` int): int64 index arrays
-    that together cover ``range(N)`` once. Raises ElmoError when ``batch_size`` or ``max_tokens`` is not positive.
-
-    Documents are (optionally shuffled, then) grouped in pools of ``50 * batch_size``, sorted by length inside each
-    pool, and cut into batches of at most ``batch_size`` documents and ``max_tokens`` padded tokens; with ``shuffle``
-    the batch order is shuffled too. Padding stays small while the order is random per epoch (pass ``seed + epoch``).
-    """
+    that together cover ``range(N)`` once: documents (optionally shuffled, then) grouped in pools of ``50 * batch_size``,
+    sorted by length inside each pool, cut into batches of at most ``batch_size`` documents and ``max_tokens`` padded
+    tokens; with ``shuffle`` the batch order is shuffled too. Padding stays small while the order is random per epoch
+    (pass ``seed + epoch``). Raises ElmoError when ``batch_size`` or ``max_tokens`` is not positive."""
     if batch_size <= 0 or (max_tokens is not None and max_tokens <= 0):
         raise ElmoError(f"batch size and token budget must be positive, got {batch_size}, {max_tokens}")
     rng = np.random.default_rng(seed)

@@ -1,8 +1,6 @@
-"""Where a corpus's per-token biLM layers live: in memory, or in a temporary file on disk.
-
-A frozen biLM's LSTM layers are computed once per token (:mod:`elmo.inference.layer_cache`) and read back per batch by
-:meth:`elmo.data.corpus.EncodedCorpus.collate`. Both stores hold ``(num_tokens, L, D)`` rows of one 16-bit dtype and
-answer :meth:`write` and :meth:`gather`:
+"""Where a corpus's per-token biLM layers, computed once per token (:mod:`elmo.inference.layer_cache`) and read back per
+batch by :meth:`elmo.data.corpus.EncodedCorpus.collate`, live. Both stores hold ``(num_tokens, L, D)`` rows of one
+16-bit dtype and answer :meth:`write` and :meth:`gather`:
 
 * :class:`MemoryLayerStore`: one tensor in host memory (the process grows with the corpus) or on a GPU (``device``:
   batches are gathered there, without a trip through the host).

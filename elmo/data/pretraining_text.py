@@ -1,9 +1,7 @@
-"""The text that representations are learnt from, as opposed to the labelled documents a classifier trains on.
-
-By default the training split's descriptions, or a share of them (``--text-fraction``, a random draw that is part of
-the seed), plus unlabelled text used only to learn representations (``--extra-text`` CSV files). An extra row is dropped
-when it repeats another or contains a validation or test description (matched without the description's first word,
-which may be glued to the title's last).
+"""The text that representations are learnt from, as opposed to the labelled documents a classifier trains on: the
+training split's descriptions, or a share of them (``--text-fraction``, :func:`text_draw`), plus unlabelled
+``--extra-text`` CSV files (docs/commands.md). An extra row is dropped when it repeats another or contains a validation
+or test description (matched without the description's first word, which may be glued to the title's last).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
-"""One training loop for the language models and every classifier.
-
-:func:`fit` runs epochs of mini-batch steps (fused Adam, gradient clipping, mixed precision), validates after each
-epoch, keeps the best epoch's weights and stops early on a monitored validation metric
-(:class:`~elmo.training.early_stopping.EarlyStopping`); tasks differ only in their :class:`Objective`. Saving and
-resuming: :mod:`elmo.training.state`; the ``torchrun`` reduction: :func:`elmo.runtime.distributed.step_totals`.
+"""One training loop for the language models and every classifier: :func:`fit` runs epochs of mini-batch steps (fused
+Adam, gradient clipping, mixed precision), validates after each epoch, keeps the best epoch's weights and stops early on
+a monitored validation metric (:class:`~elmo.training.early_stopping.EarlyStopping`); tasks differ only in their
+:class:`Objective`. Saving and resuming: :mod:`elmo.training.state`; the ``torchrun`` reduction:
+:func:`elmo.runtime.distributed.step_totals`.
 """
 
 from __future__ import annotations
