@@ -27,7 +27,7 @@ from ..data.corpus import Corpus, encode_corpus
 from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..model.bilm import BiLM
-from ..model.classifier import StaticEmbeddingClassifier
+from ..model.classifier import StaticClassifierConfig, StaticEmbeddingClassifier
 from ..model.serialization import save_static_vectors
 from ..model.static import STATIC_METHODS, svd_vectors, word2vec_vectors
 from ..runtime.device import set_seed, to_device
@@ -191,7 +191,8 @@ def static_baseline(task: TaskData, config: BaselinesArgs, method: str) -> dict:
     run.say(f"{method}: {len(vocab):,} x {vectors.shape[1]} vectors in {info['seconds']:.0f} s")
     save_static_vectors(vectors, vocab, info, config.seed, run.outputs.static(method))
     set_seed(config.seed)
-    model = task.to_device(StaticEmbeddingClassifier(torch.from_numpy(vectors), config.static_classifier_config(method)))
+    head = StaticClassifierConfig(vectors=method, **config.head_sizes())
+    model = task.to_device(StaticEmbeddingClassifier(torch.from_numpy(vectors), head))
     checkpoint = checkpointing(config, f"baseline_{method}", vocab=vocab.fingerprint())
     return {**train_and_evaluate(model, task.data, config, run, checkpoint), "embedding": info}
 

@@ -41,16 +41,10 @@ from .task import HeadArgs, TaskData, prepare, report_test, train_and_evaluate
 
 @dataclass
 class ClassifyArgs(HeadArgs):
-    """Flags of ``classification.py`` (``python -m elmo classify``); ``python -m elmo predict`` uses what it writes.
-
-    * ``--learned-function``: ``gate`` (token-wise softmax weights over the layers, starting as the uniform scalar mix)
-      or ``mlp`` (an MLP on [h0; h1; h2]); :mod:`elmo.model.mix`. ``--elmo-dropout``: AllenNLP's Elmo uses 0.5.
-      ``--mix-l2``: λ‖w‖² pulling trainable λ toward the average (§3.3, §5.2).
-    * ``--unfreeze-bilm``: each biLM layer group down from the top learns at the rate of the one above divided by
-      ``--lr-decay`` (ULMFiT's 2.6), unfrozen one group per epoch, top first.
-    * ``--options-file`` + ``--weight-file``: a published (bilm-tf) ELMo instead of ``--models-dir``'s biLM
-      (:func:`elmo.model.serialization.open_bilm`). ``--cache-layers``: once for all epochs and mixes
-      (:func:`elmo.inference.layer_cache.should_cache`); never with ``--unfreeze-bilm``.
+    """Flags of ``classification.py`` (``python -m elmo classify``; what each does: ``docs/commands.md``, the mixes
+    :mod:`elmo.model.mix`, ``--mix-l2`` after §3.3 and §5.2, ``--unfreeze-bilm``
+    :func:`~elmo.pipelines.task.fine_tuning`); ``python -m elmo predict`` uses what it writes. ``--cache-layers``: once
+    for all epochs and mixes (:func:`elmo.inference.layer_cache.should_cache`); never with ``--unfreeze-bilm``.
     """
 
     mixes: tuple[str, ...] = option(LAYER_MIXES, "layer mixes to train, in turn", choices=LAYER_MIXES, metavar="MIX")

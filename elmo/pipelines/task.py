@@ -22,7 +22,7 @@ from ..data.vocab import Vocabulary
 from ..errors import ElmoError
 from ..inference.class_probabilities import class_probabilities
 from ..model.bilm import BiLM
-from ..model.classifier import SequenceClassifier, StaticClassifierConfig, bilm_fingerprint
+from ..model.classifier import SequenceClassifier, bilm_fingerprint
 from ..model.serialization import open_bilm
 from ..model.static import copy_vectors, word2vec_vectors
 from ..runtime import distributed
@@ -40,15 +40,9 @@ SELECTION_METRICS = ("f1", "loss")  # --select-by: validation macro-F1 (maximise
 
 @dataclass
 class HeadArgs(CommonArgs):
-    """The classifier-head flags (module docstring).
-
-    * The task BiLSTM reads [x_k; ELMo_k] (§3.3; ``--no-concat-token-embedding``: ELMo_k alone), x_k a task-trained
-      token embedding (``--token-embedding-dim`` 0: none), random or from skip-gram vectors of the training text.
-      ``--layer-norm`` normalises each biLM layer per token before the mix (§3.2).
-    * The lab's ``--labelled-fraction`` trains on a class-balanced share of the labelled documents drawn with ``--seed``
-      (what is learnt from text alone and the validation split unchanged); ``--track-test`` is a diagnostic, never
-      used for selection.
-    """
+    """The classifier-head flags (module docstring; what each does: ``docs/commands.md``, ``docs/method.md``). The
+    lab's ``--labelled-fraction`` draws its share with ``--seed`` (:func:`~elmo.data.agnews.labelled_draw`), leaving
+    what is learnt from text alone and the validation split unchanged; ``--track-test`` is never used for selection."""
 
     encoder_hidden: int = option(128, "task BiLSTM state width per direction")
     encoder_projection: int = option(0, "project the task BiLSTM's input to this width", lab=True)
@@ -77,19 +71,14 @@ class HeadArgs(CommonArgs):
                 "encoder_projection": self.encoder_projection, "dropout": self.dropout,
                 "token_embedding_dim": self.token_embedding_dim if self.concat_token_embedding else 0, "seed": self.seed}
 
-    def static_classifier_config(self, vectors: str) -> StaticClassifierConfig:
-        """The :class:`~elmo.model.classifier.StaticClassifierConfig` of the head on the static ``vectors``
-        (``word2vec`` or ``svd``). Raises :class:`ElmoError` on a bad size or unknown vectors, naming the field."""
-        return StaticClassifierConfig(vectors=vectors, **self.head_sizes())
-
 
 @dataclass
 class TaskData:
     """What every classifier run starts from (:func:`prepare`): the started run, the trained biLM (on the device), its
     vocabulary, the AG News splits raw and encoded (``"train"``: the ``--labelled-fraction`` of the training split the
-    classifier trains on), the text that representations learnt from text alone train on (``text``, ``text_data``;
-    ``None``: ``corpora["train"]`` / ``data["train"]``), optional Word2Vec rows for x_k (one per vocabulary word) and
-    the biLM's :func:`~elmo.model.classifier.bilm_fingerprint`."""
+    classifier trains on), optional Word2Vec rows for x_k (one per vocabulary word), the text that representations
+    learnt from text alone train on (``text``, ``text_data``) and the biLM's
+    :func:`~elmo.model.classifier.bilm_fingerprint`."""
 
     run: StartedRun
     bilm: BiLM
@@ -101,10 +90,6 @@ class TaskData:
     text_data: EncodedCorpus | None = None
     fingerprint: str | None = None
 
-    def __post_init__(self):
-        self.text = self.corpora.get("train") if self.text is None else self.text
-        self.text_data = self.data.get("train") if self.text_data is None else self.text_data
-
     def to_device(self, model: SequenceClassifier) -> SequenceClassifier:
         """Initialise ``model``'s task token embedding x_k (``--token-embedding-init``) and move it to the device."""
         if self.token_vectors is not None and model.token_embedding is not None:
@@ -113,8 +98,8 @@ class TaskData:
 
 
 def _load_bilm(run: StartedRun, published: tuple[str, str] | None) -> tuple[BiLM, Vocabulary | None, str]:
-    """``(bilm, its vocabulary or None for a published biLM, where from)`` of ``published`` or ``--models-dir`` (as
-    :func:`prepare` says). Raises :class:`ElmoError` for missing or invalid files."""
+    """``(bilm, its vocabulary or None for a published biLM, where from)`` of ``published`` or ``--models-dir``
+    (:func:`prepare`, which says what it raises)."""
     opened = open_bilm(*published) if published is not None else open_bilm(run.outputs.models)
     return opened.bilm, None if opened.bilm.cased else opened.vocab, \
         str(published[1]) if published is not None else opened.where
@@ -125,9 +110,8 @@ def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskD
     train/val/test splits and the text of :class:`TaskData`.
 
     ``published``: ``(options.json, weights.hdf5)`` of a published (bilm-tf) biLM to use instead of the biLM
-    ``--models-dir`` holds (``bilstm.pt``, ``published_lm.pt``, a ``save_pretrained`` folder or ``options.json`` +
-    ``weights.hdf5``: :func:`~elmo.model.serialization.open_bilm`). A published biLM, either way, gets text with the case kept and a task
-    vocabulary for x_k built from the training split (:data:`TASK_MIN_FREQ`); our biLM brings its own.
+    ``--models-dir`` holds (:func:`~elmo.model.serialization.open_bilm`). A published biLM, either way, gets text with
+    the case kept and a task vocabulary for x_k built from the training split (:data:`TASK_MIN_FREQ`); ours has its own.
 
     Raises:
         ElmoError: ``--models-dir`` holds no biLM (run ``python ELMO.py`` first) or invalid biLM files, a different
@@ -188,12 +172,10 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
                        run: StartedRun, checkpoint: Checkpointing | None = None) -> dict[str, Any]:
     """Train ``model`` (any :class:`~elmo.model.classifier.SequenceClassifier`, on the run's device) with
     :func:`elmo.training.trainer.fit` and score it on every split of ``data`` (``{"train", "val", "test"}`` encoded
-    corpora with labels, and cached biLM layers if attached).
-
-    Adam on cross-entropy over length-bucketed batches of ``data["train"]`` (reshuffled from ``config.seed + epoch``),
-    validation macro-F1, accuracy and cross-entropy after every epoch, early stopping and the best epoch's weights kept
-    on ``config.select_by``. ``config.track_test`` adds each epoch's test accuracy to its history row (a diagnostic for
-    model-selection noise; it never steers training).
+    corpora with labels, and cached biLM layers if attached): Adam on cross-entropy over length-bucketed batches of
+    ``data["train"]`` (reshuffled from ``config.seed + epoch``), validation macro-F1, accuracy and cross-entropy after
+    every epoch, early stopping and the best epoch's weights kept on ``config.select_by``; ``config.track_test`` adds
+    each epoch's test accuracy to its history row (a diagnostic for model-selection noise).
 
     Returns:
         ``{"train", "val", "test": metrics (:func:`~elmo.training.metrics.classification_metrics`), "best_epoch",
@@ -210,8 +192,7 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
     def scores(split: str) -> dict[str, Any]:
         probs = class_probabilities(model, data[split], device, amp_dtype)
         predictions[split] = probs.argmax(1)
-        return classification_metrics(data[split].labels, predictions[split], NUM_CLASSES,
-                                      probabilities=probs)
+        return classification_metrics(data[split].labels, predictions[split], NUM_CLASSES, probabilities=probs)
 
     def validate() -> dict[str, float]:
         m = scores("val")
@@ -247,10 +228,9 @@ def report_test(run: StartedRun, name: str, entry: dict[str, Any], extra: str = 
 
 
 def fine_tuning(model: SequenceClassifier, config: HeadArgs) -> Unfreezing | None:
-    """The :class:`~elmo.training.trainer.Unfreezing` schedule that fine-tunes an ELMo classifier's biLM
-    (``--unfreeze-bilm``), else ``None``; after Howard & Ruder 2018 (ULMFiT §3.2-3.3). Discriminative learning rates:
-    the task model (mix + head) at ``lr``, the biLM's top LSTM layer at ``lr / lr_decay``, the next at
-    ``lr / lr_decay²``, the token encoders lowest. Gradual unfreezing: epoch 1 trains the task model only; each later
+    """The :class:`~elmo.training.trainer.Unfreezing` schedule of ``--unfreeze-bilm`` (Howard & Ruder 2018, ULMFiT
+    §3.2-3.3), else ``None``: the task model (mix + head) at ``lr``, the biLM's layer groups top down (the token
+    encoders lowest) at ``lr / lr_decay``, ``lr / lr_decay²``, ...; epoch 1 trains the task model only, each later
     epoch unfreezes the next group down."""
     if not getattr(model.config, "unfreeze_bilm", False):
         return None
