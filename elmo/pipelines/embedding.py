@@ -1,17 +1,9 @@
-"""Embedding a text file into an hdf5 file (``python -m elmo embed``), AllenNLP's ``allennlp elmo`` command.
-
-``python -m elmo embed sentences.txt out.hdf5 --all --options-file OPTIONS.json --weight-file WEIGHTS.hdf5`` (the
-published ELMo) or ``--models-dir models/`` (any biLM the project writes, or a Hub model id:
-:func:`~elmo.model.serialization.open_bilm`). The output has AllenNLP's layout: one float32 dataset per input line,
-named by its 0-based line index, holding ``(L + 1, n, D)`` with ``--all``, the top layer ``(n, D)`` with ``--top`` or
-the layers' average ``(n, D)`` with ``--average``; plus ``sentence_to_index`` (shape ``(1,)``; not with
-``--forget-sentences``), a JSON map from each stripped line to its index (a later duplicate wins, as in AllenNLP).
-
-Lines are tokenised as that command does, ``line.strip().split()`` (case kept; our own biLM lower-cases them itself). A
-blank line is an error naming its line, found before anything is computed. The file is streamed
-(:data:`~elmo.inference.embedder.CHUNK_BATCHES` batches at a time), lines longer than ``--chunk-size`` tokens are
-computed in chunks, and the hdf5 file is written beside its target and moved into place when complete (Ctrl-C leaves no
-output). The output may not be one of the inputs (:func:`check_files`).
+"""Embedding a text file into an hdf5 file (``python -m elmo embed``), AllenNLP's ``allennlp elmo`` command, from the
+published ELMo or any biLM :func:`~elmo.model.serialization.open_bilm` opens. The layout (one float32 dataset per line,
+``sentence_to_index``), the tokenisation (``line.strip().split()``), the streaming and ``--chunk-size``:
+``docs/published_elmo.md``. In ``sentence_to_index`` a later duplicate line wins, as in AllenNLP. The hdf5 file is
+written beside its target and moved into place when complete (Ctrl-C leaves no output); it may not be one of the inputs
+(:func:`check_files`).
 """
 
 from __future__ import annotations
@@ -42,9 +34,8 @@ OUTPUT_FORMATS = ("all", "top", "average")
 
 @dataclass
 class EmbedArgs:
-    """Flags of ``python -m elmo embed`` (the file's layout: module docstring). ``--stateful`` carries the LSTM states
-    from each batch to the next, row by row, as bilm-tf and AllenNLP do (published biLM only; batches are then the
-    lines in file order)."""
+    """Flags of ``python -m elmo embed`` (module docstring). ``--stateful`` carries the LSTM states from each batch to
+    the next, row by row, as bilm-tf and AllenNLP do (published biLM only; batches are then the lines in file order)."""
 
     input_file: str = option(None, "UTF-8 text file, one whitespace-tokenised sentence per line", positional=True)
     out: str = option(None, "the hdf5 file to write", positional=True)
@@ -56,8 +47,7 @@ class EmbedArgs:
     models_dir: str | None = option(None, "a models folder instead, holding (looked for in this order) bilstm.pt, "
                                           "published_lm.pt, bilm/config.json + bilm/model.safetensors (ELMO.py, "
                                           "pretrain --architecture, finetune), config.json + model.safetensors "
-                                          "(export --format hub) or "
-                                          "options.json + weights.hdf5; or a Hub model id")
+                                          "(export --format hub) or options.json + weights.hdf5; or a Hub model id")
     batch_size: int = option(64, "sentences per batch")
     device: str = option("auto", "auto (CUDA when present), cpu or cuda")
     precision: str = option("fp32", "fp32 (exact), or bf16 / auto for speed", choices=PRECISIONS)

@@ -1,14 +1,9 @@
-"""Writing a biLM as bilm-tf's files (``python -m elmo export``), for AllenNLP, bilm-tf and our ``ElmoEmbedder``.
-
-The biLM is the one ``--models-dir`` holds (:func:`~elmo.model.serialization.open_bilm`: the ``save_pretrained``
-folder of ``pretrain --architecture`` or ``finetune`` or of ``export --format hub``, an earlier version's
-``published_lm.pt``, bilm-tf's files; its vocabulary, if any,
-becomes ``vocab.txt``) or a bilm-tf biLM (``--options-file``, ``--weight-file``, optional ``--vocab-file``). Into
-``--out`` go ``options.json`` (:func:`~elmo.model.published_io.options_of`), ``weights.hdf5`` (float32,
-:func:`~elmo.model.published_io.tf_datasets`; bit for bit for a biLM loaded from files and unchanged) and ``vocab.txt``
-(:func:`~elmo.model.published_io.write_vocabulary`), each written atomically, weights first, options last; none may be
-an input. Our own biLM is refused (:func:`bilm_tf_refusal`); the training softmax is not written. ``--format hub``:
-:func:`export_pretrained`. Details: ``docs/published_elmo.md`` ("Exporting").
+"""Writing a biLM as bilm-tf's files (``python -m elmo export``), for AllenNLP, bilm-tf and our ``ElmoEmbedder``: the
+biLM ``--models-dir`` holds (:func:`~elmo.model.serialization.open_bilm`; its vocabulary, if any, becomes ``vocab.txt``)
+or a bilm-tf biLM (``--options-file``, ``--weight-file``, optional ``--vocab-file``), as ``options.json``,
+``weights.hdf5`` and ``vocab.txt`` (:mod:`elmo.model.published_io`; what they hold, in which order they are written
+and why they are bit for bit: ``docs/published_elmo.md``, "Exporting"). Our own biLM is refused
+(:func:`bilm_tf_refusal`); the training softmax is not written. ``--format hub``: :func:`export_pretrained`.
 """
 
 from __future__ import annotations
@@ -45,12 +40,9 @@ EXPORT_FORMATS = ("bilm-tf", "hub")
 
 @dataclass
 class ExportArgs:
-    """Flags of ``python -m elmo export`` (which biLMs: module docstring).
-
-    ``--out`` is created if missing; the files there of the names ``--format`` writes are replaced only when they are
-    this model's own earlier export (:func:`~elmo.pipelines.common.refuse_another_model`), or with ``--overwrite``. ``--vocab-file``: UTF-8,
-    one token per line, listed in ``vocab.txt`` after ``<S>``, ``</S>`` and ``<UNK>``.
-    """
+    """Flags of ``python -m elmo export`` (which biLMs: module docstring; ``--vocab-file``: ``docs/published_elmo.md``).
+    The files in ``--out`` (created if missing) of the names ``--format`` writes are replaced only when they are this
+    model's own earlier export (:func:`~elmo.pipelines.common.refuse_another_model`), or with ``--overwrite``."""
 
     out: str = option(None, "the folder to write the files into", required=True, metavar="DIR")
     models_dir: str | None = option(None, "the folder holding the model (bilm-tf: any biLM of the published architecture)")
@@ -163,9 +155,8 @@ def export_bilm(bilm: BiLM, out_dir: str | Path, words: Iterable[str] = ()) -> d
 
 
 def inputs_of(models_dir: str | Path | None, found: BiLMFiles | None = None) -> dict[str, Path]:
-    """The files of the biLM ``models_dir`` holds that ``export`` reads (:attr:`~elmo.model.serialization.BiLMFiles.read`:
-    a ``save_pretrained`` folder's own files), keyed as :func:`~elmo.artifacts.refuse_overwriting_inputs` names them
-    (``--models-dir (bilm/config.json)``); none when there is no ``models_dir`` or it holds no biLM. ``found``: what
+    """The files of the biLM ``models_dir`` holds that ``export`` reads (:attr:`~elmo.model.serialization.BiLMFiles.read`),
+    keyed as ``--models-dir (bilm/config.json)``; none without ``models_dir`` or a biLM in it. ``found``: what
     :func:`~elmo.model.serialization.find_bilm` already said of it."""
     try:
         read = [] if models_dir is None else (found or find_bilm(models_dir)).read
