@@ -1,11 +1,8 @@
-"""Baselines ELMo is compared with (what ``python baselines.py`` runs), on the same data and split: **Word2Vec** and
-**SVD** (PPMI + TruncatedSVD) static embeddings (:mod:`elmo.model.static`), each a *frozen* token embedding under
-exactly ELMo's classifier head (:func:`elmo.pipelines.task.train_and_evaluate`) so that only the representation
-differs; **TF-IDF** (word 1-2 grams) + logistic regression (scikit-learn), the classical reference; and a
-context-sensitivity check (:func:`context_sensitivity`).
-
-Run after ``python ELMO.py`` (the vocabulary and the biLM come from ``models/bilstm.pt``). Writes
-``results/baselines.json``, ``models/word2vec.pt``, ``models/svd.pt`` and ``images/confusion_<method>.png``.
+"""Baselines ELMo is compared with (what ``python baselines.py`` runs; ``docs/method.md``, "The baselines"), on the
+same data and split: Word2Vec and SVD static embeddings (:mod:`elmo.model.static`), each frozen under exactly ELMo's
+classifier head (:func:`elmo.pipelines.task.train_and_evaluate`), TF-IDF + logistic regression (:func:`tfidf_logreg`)
+and a context-sensitivity check (:func:`context_sensitivity`). Run after ``python ELMO.py`` (the vocabulary and the
+biLM come from ``models/bilstm.pt``); writes the files ``docs/artifacts.md`` lists for ``baselines.py``.
 """
 
 from __future__ import annotations
@@ -171,13 +168,6 @@ def context_sensitivity(bilm: BiLM, vocab: Vocabulary, corpus: Corpus, words: Se
     return out
 
 
-def head_mismatch(config: BaselinesArgs, elmo_run: dict) -> list[str]:
-    """The head/training flags in which this run differs from the ELMo run ``elmo_run`` (the content of
-    ``classification.json``, ``{}`` without one)."""
-    elmo_config = elmo_run.get("config", {})
-    return [k for k in HEAD_KEYS if k in elmo_config and elmo_config[k] != getattr(config, k)]
-
-
 def static_baseline(task: TaskData, config: BaselinesArgs, method: str) -> dict:
     """Train ``method``'s vectors on all the training text, save them as ``<method>.pt``, and train and evaluate the
     shared head on them, frozen, on the labelled documents."""
@@ -198,8 +188,8 @@ def static_baseline(task: TaskData, config: BaselinesArgs, method: str) -> dict:
 
 
 def check_files(config: BaselinesArgs) -> None:
-    """Before anything is written: no output (``<method>.pt``, the training checkpoints, ``baselines.json``, the plots)
-    is an input (``bilstm.pt``, ``classification.json``, AG News). Raises :class:`ElmoError` naming both."""
+    """Before anything is written: raises :class:`ElmoError` when an output is an input (``bilstm.pt``,
+    ``classification.json``, AG News), naming both."""
     out = config.outputs
     written = [out.result("baselines")]
     for method in config.methods:
@@ -221,7 +211,8 @@ def baselines(config: BaselinesArgs) -> dict:
     train, val, test = task.corpora["train"], task.corpora["val"], task.corpora["test"]
     classification_json = outputs.result("classification")
     elmo_run = json.loads(classification_json.read_text(encoding="utf-8")) if classification_json.is_file() else {}
-    mismatch = head_mismatch(config, elmo_run)
+    elmo_config = elmo_run.get("config", {})  # the head and training flags of HEAD_KEYS that differ from it
+    mismatch = [k for k in HEAD_KEYS if k in elmo_config and elmo_config[k] != getattr(config, k)]
     if mismatch:
         print(f"warning: these flags differ from the classification.py run in {classification_json}: "
               f"{', '.join(mismatch)}; the comparison is not like for like", file=sys.stderr)

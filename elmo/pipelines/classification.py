@@ -1,9 +1,8 @@
 """Training the AG News classifier on frozen ELMo features (what ``python classification.py`` runs).
 
 For each layer mix in turn (``--mixes``, :mod:`elmo.model.mix`) an :class:`~elmo.model.classifier.ElmoClassifier`
-is trained by :func:`elmo.pipelines.task.train_and_evaluate`, the recipe ``baselines.py`` also applies. Writes
-``models/classifier_<mix>.pt``, ``models/classifier.pt`` (the mix best on validation), ``results/classification.json``
-(one entry per mix, ``best_mix``, ``config``), ``images/confusion_<mix>.png`` and ``images/classifier_val_f1.png``.
+is trained by :func:`elmo.pipelines.task.train_and_evaluate`, the recipe ``baselines.py`` also applies. Writes the
+files ``docs/artifacts.md`` lists for ``classification.py`` (``models/classifier.pt``: the mix best on validation).
 """
 
 from __future__ import annotations
@@ -81,9 +80,8 @@ class ClassifyArgs(HeadArgs):
 
 
 def attach_layer_cache(task: TaskData, mode: str) -> float | None:
-    """Apply ``--cache-layers`` ``mode``: compute the frozen biLM's LSTM layers of every split once
-    (:func:`elmo.inference.layer_cache.compute_layers`) and attach them to ``task.data``; returns the seconds spent,
-    or ``None`` when not caching."""
+    """Apply ``--cache-layers`` ``mode``: attach the frozen biLM's LSTM layers of every split to ``task.data``
+    (:func:`elmo.inference.layer_cache.compute_layers`); returns the seconds spent, or ``None`` when not caching."""
     run = task.run
     num_tokens = sum(d.num_tokens for d in task.data.values())
     kind, why = should_cache(mode, task.bilm, num_tokens, cache_dtype(run.amp_dtype), device=run.device)
@@ -115,24 +113,14 @@ def train_mix(task: TaskData, config: ClassifyArgs, mix: str) -> tuple[dict, Elm
 
 
 def check_files(config: ClassifyArgs) -> None:
-    """Before anything is written: no output (``classifier*.pt``, the training checkpoints, ``classification.json``,
-    the plots) is an input (``--options-file``, ``--weight-file``, ``bilstm.pt``, AG News in ``--data-dir``). Raises
-    :class:`ElmoError` naming both."""
+    """Before anything is written: raises :class:`ElmoError` when an output (the classifiers, their checkpoints,
+    ``classification.json``, the plots) is an input (the biLM's files, AG News), naming both."""
     out = config.outputs
     written = [out.classifier(), out.result("classification"), out.image("classifier_val_f1")]
     for mix in config.mixes:
         written += [out.classifier(mix), out.checkpoint(f"classifier_{mix}"), out.image(f"confusion_{mix}")]
     refuse_overwriting(config, {"--options-file": config.options_file, "--weight-file": config.weight_file,
                                 "--models-dir (bilstm.pt)": None if config.published else out.bilm}, written)
-
-
-def classifier_card(task: TaskData, config: ClassifyArgs, result: dict) -> dict:
-    """The facts of a classifier's model card (:mod:`elmo.model.hub`): its labelled data, accuracy and macro-F1 on
-    validation and test, and the command (:func:`~elmo.pipelines.common.command_line`)."""
-    return {"text": f"AG News ({Path(config.data_dir) / 'train.csv'}), {len(task.corpora['train']):,} labelled "
-                    "training documents", "command": command_line("classify", config),
-            "accuracy": {k: {"accuracy": result[k]["accuracy"], "macro_f1": result[k]["f1"]}
-                         for k in ("val", "test") if k in result}}
 
 
 def classify(config: ClassifyArgs) -> dict:
@@ -152,10 +140,14 @@ def classify(config: ClassifyArgs) -> dict:
         with phase(phases, "training"):  # and each split's metrics after it
             out[mix], model = train_mix(task, config, mix)
         if run.ctx.is_main:
-            with phase(phases, "saving"):
+            with phase(phases, "saving"):  # the model card's facts (elmo.model.hub): data, scores, command
+                card = {"text": f"AG News ({Path(config.data_dir) / 'train.csv'}), {len(task.corpora['train']):,} "
+                                "labelled training documents", "command": command_line("classify", config),
+                        "accuracy": {k: {"accuracy": out[mix][k]["accuracy"], "macro_f1": out[mix][k]["f1"]}
+                                     for k in ("val", "test")}}
                 payloads[mix] = classifier_checkpoint(model, task.fingerprint, CLASS_NAMES, {
-                    "mix_results": {k: out[mix][k]["f1"] for k in ("val", "test")},
-                    "card": classifier_card(task, config, out[mix]), **published_record(task.bilm, task.vocab)})
+                    "mix_results": {k: out[mix][k]["f1"] for k in ("val", "test")}, "card": card,
+                    **published_record(task.bilm, task.vocab)})
                 save_checkpoint(payloads[mix], outputs.classifier(mix))
             with phase(phases, "plots"):  # and the printed result, with the mix's λ and γ
                 lam = out[mix]["lambdas"]

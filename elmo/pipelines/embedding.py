@@ -144,9 +144,8 @@ def write_embeddings(embedder: ElmoEmbedder, config: EmbedArgs, total: int, out:
 
 
 def check_files(config: EmbedArgs) -> None:
-    """Before any work: the output is neither an input nor a folder. Raises :class:`ElmoError` when ``out`` is the
-    same file as ``input_file``, ``--options-file``, ``--weight-file`` or a file of the ``--models-dir`` biLM (naming
-    both) or is a folder, or when ``--models-dir`` holds no biLM (:func:`~elmo.model.serialization.find_bilm`)."""
+    """Before any work: raises :class:`ElmoError` when ``out`` is one of the inputs (naming both) or a folder, or when
+    ``--models-dir`` holds no biLM (:func:`~elmo.model.serialization.find_bilm`)."""
     found = () if config.models_dir is None else find_bilm(config.models_dir).files
     refuse_overwriting_inputs({"input_file": config.input_file, "--options-file": config.options_file,
                                "--weight-file": config.weight_file,
@@ -168,13 +167,10 @@ def embed(config: EmbedArgs) -> dict[str, Any]:
     check_files(config)
     configure_threads(config.threads)
     total = count_sentences(config.input_file)
-    if config.models_dir is None:
-        files = {"options_file": config.options_file, "weight_file": config.weight_file}
-    else:
-        opened = open_bilm(config.models_dir)
-        files = {"bilm": opened.bilm, "vocab": opened.vocab}
-    embedder = ElmoEmbedder(**files, device=config.device, stateful=config.stateful, precision=config.precision,
-                            chunk_size=config.chunk_size)
+    opened = None if config.models_dir is None else open_bilm(config.models_dir)  # else the two files
+    embedder = ElmoEmbedder(config.options_file, config.weight_file, bilm=opened.bilm if opened else None,
+                            vocab=opened.vocab if opened else None, device=config.device, stateful=config.stateful,
+                            precision=config.precision, chunk_size=config.chunk_size)
     existed = target.exists()
     started = time.perf_counter()
     try:
