@@ -143,8 +143,7 @@ def context_sensitivity(bilm: BiLM, vocab: Vocabulary, corpus: Corpus, words: Se
         with torch.no_grad():
             batch = to_device(batch, device)
             layers = bilm(batch["ids"], batch["lengths"], batch.get("chars")).float().cpu().numpy()  # (L+1, n, T, D)
-        positions = [corpus.tokens[i].index(word) for i in docs]
-        vecs = np.stack([layers[:, row, pos] for row, pos in enumerate(positions)], axis=1)  # (L+1, n, 2H)
+        vecs = np.stack([layers[:, row, corpus.tokens[i].index(word)] for row, i in enumerate(docs)], axis=1)  # (L+1, n, 2H)
         weights = np.full(len(layers), 1.0 / len(layers)) if lambdas is None else np.asarray(lambdas)
         named = {f"h{j}": vecs[j] for j in range(len(layers))} | {"mix": np.tensordot(weights, vecs, axes=1)}
         same = (topic[:, None] == topic[None, :]) & ~np.eye(len(docs), dtype=bool)

@@ -148,8 +148,7 @@ def check_files(config: EmbedArgs) -> None:
     ``--models-dir`` holds no biLM (:func:`~elmo.model.serialization.find_bilm`)."""
     found = () if config.models_dir is None else find_bilm(config.models_dir).files
     refuse_overwriting_inputs({"input_file": config.input_file, "--options-file": config.options_file,
-                               "--weight-file": config.weight_file,
-                               **{f"--models-dir ({file.name})": file for file in found}},
+                               "--weight-file": config.weight_file, **{f"--models-dir ({f.name})": f for f in found}},
                               {"out": config.out})
     if Path(config.out).is_dir():
         raise ElmoError(f"out {config.out} is a folder: name the hdf5 file to write")

@@ -181,8 +181,7 @@ def export(config: ExportArgs) -> dict[str, Any]:
                         "the published architecture with `python -m elmo pretrain --architecture elmo-small "
                         f"--models-dir {config.models_dir}` first") from None
     refuse_overwriting_inputs({"--options-file": config.options_file, "--weight-file": config.weight_file,
-                               "--vocab-file": config.vocab_file,
-                               **inputs_of(config.models_dir, trained)},
+                               "--vocab-file": config.vocab_file, **inputs_of(config.models_dir, trained)},
                               {f"--out ({name})": path for name, path in output_files(config.out).items()})
     if trained is not None:
         opened = open_bilm(*trained.files)
@@ -192,8 +191,7 @@ def export(config: ExportArgs) -> dict[str, Any]:
     else:
         bilm = open_bilm(config.options_file, config.weight_file).bilm
         words = read_vocabulary(config.vocab_file) if config.vocab_file is not None else []
-    if not bilm.bilm_tf_blockers():
-        refuse_another_model("--out", Path(config.out), bilm_tf_difference(bilm, config.out), config.overwrite)
+    refuse_another_model("--out", Path(config.out), bilm_tf_difference(bilm, config.out), config.overwrite)
     summary = export_bilm(bilm, config.out, words)
     if not config.quiet:
         print(f"wrote {summary['weight_file']} ({summary['datasets']} datasets, {summary['parameters']:,} numbers), "
