@@ -68,14 +68,12 @@ class BaselinesArgs(HeadArgs):
 
 
 def tfidf_logreg(train: Corpus, val: Corpus, test: Corpus, seed: int = 0, text: Corpus | None = None) -> dict:
-    """Fit TF-IDF (1-2 grams, sublinear tf, min_df 2) + logistic regression; metrics on every split.
-
-    Documents are the project's tokens joined by spaces: the biLM's cleaned, lower-cased text, with no vocabulary
-    cut-off. TF-IDF is fitted on ``text`` (all the training text, labelled or not; default ``train``), the regression
-    on the labelled ``train`` documents only. Returns ``{"train", "val", "test": metrics (as
+    """Fit TF-IDF (1-2 grams, sublinear tf, min_df 2) + logistic regression; metrics on every split. Documents are the
+    project's tokens joined by spaces (the biLM's cleaned, lower-cased text, with no vocabulary cut-off); TF-IDF is
+    fitted on ``text`` (all the training text, labelled or not; default ``train``), the regression on the labelled
+    ``train`` documents only. Returns ``{"train", "val", "test": metrics (as
     :func:`~elmo.training.metrics.classification_metrics`), "train_seconds": float, "features": int,
-    "test_predictions": [class per test document]}``.
-    """
+    "test_predictions": [class per test document]}``."""
     started = time.perf_counter()
     vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, token_pattern=r"\S+")
     if text is None or text is train:
@@ -116,10 +114,8 @@ def context_sensitivity(bilm: BiLM, vocab: Vocabulary, corpus: Corpus, words: Se
     and ``example_cross = cos(A, B)`` for the first two documents A, A' of topic a and the first document B of topic b
     (shown in the report); ``same_topic`` / ``cross_topic``, the mean cosine over all pairs of occurrences from the
     same topic / from different topics. A static embedding gives 1.0 everywhere by construction, and so does the
-    context-free h_0.
-
-    Returns one dict per word: ``word``, ``sentences`` (topic and text of A, A', B), ``occurrences``
-    (``{topic: count}``), ``cosine`` (``{"h0": {...}, ..., "mix": {...}}`` with the four keys above).
+    context-free h_0. Returns one dict per word: ``word``, ``sentences`` (topic and text of A, A', B),
+    ``occurrences`` (``{topic: count}``), ``cosine`` (``{"h0": {...}, ..., "mix": {...}}`` with the four keys above).
     """
     out = []
     bilm.eval()

@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..artifacts import environment_info, save_checkpoint, write_json
@@ -149,10 +148,8 @@ def classify(config: ClassifyArgs) -> dict:
                     "mix_results": {k: out[mix][k]["f1"] for k in ("val", "test")}, "card": card,
                     **published_record(task.bilm, task.vocab)})
                 save_checkpoint(payloads[mix], outputs.classifier(mix))
-            with phase(phases, "plots"):  # and the printed result, with the mix's λ and γ
-                lam = out[mix]["lambdas"]
-                report_test(run, mix, out[mix],
-                            "" if lam is None else f", λ = {np.round(lam, 3).tolist()}, γ = {out[mix]['gamma']:.3f}")
+            with phase(phases, "plots"):  # and the printed result
+                report_test(run, mix, out[mix])
     if not run.ctx.is_main:
         distributed.barrier()  # wait for rank 0's files, so the job ends as one
         return out

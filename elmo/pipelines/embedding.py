@@ -156,12 +156,9 @@ def check_files(config: EmbedArgs) -> None:
 
 def embed(config: EmbedArgs) -> dict[str, Any]:
     """Write ``config``'s hdf5 file (module docstring); returns ``{"sentences", "tokens", "seconds", "out", "format"}``.
-
-    Raises:
-        ElmoError: as :func:`check_files` and :func:`count_sentences`; missing or invalid biLM files; an output folder
-            that cannot be written (a part of its path is a file: named).
-        Interrupted: Ctrl-C while embedding; the output file is not written (or left as it was).
-    """
+    Raises :class:`ElmoError` as :func:`check_files` and :func:`count_sentences`, on missing or invalid biLM files, or
+    on an output folder that cannot be written (a part of its path is a file: named); :class:`Interrupted` on Ctrl-C
+    while embedding (the output file is then not written, or left as it was)."""
     target = Path(config.out)
     check_files(config)
     configure_threads(config.threads)

@@ -133,18 +133,13 @@ def bilm_tf_difference(bilm: BiLM, out_dir: str | Path) -> tuple[Path, str] | No
 
 
 def export_bilm(bilm: BiLM, out_dir: str | Path, words: Iterable[str] = ()) -> dict[str, Any]:
-    """Write ``bilm`` (a :class:`~elmo.model.bilm.BiLM`, any device) into ``out_dir`` (created if missing)
-    as bilm-tf's files (module docstring; source: bilm-tf's layout, :mod:`elmo.model.published_io`), ``words`` listed
-    in ``vocab.txt`` after ``<S>``, ``</S>``, ``<UNK>``.
-
-    Returns:
-        ``{"options_file", "weight_file", "vocab_file"}`` (paths as str), ``"datasets"``, ``"parameters"`` (numbers
-        written), ``"vocabulary"`` (lines of ``vocab.txt``) and ``"allennlp_limits"`` (:func:`allennlp_limits`).
-
-    Raises:
-        ElmoError: ``bilm`` is our :class:`~elmo.model.bilm.BiLM` (:func:`bilm_tf_refusal`); a vocabulary word that
-            is empty or holds whitespace; ``out_dir`` or a part of its path is a file, or it cannot be written.
-    """
+    """Write ``bilm`` (a :class:`~elmo.model.bilm.BiLM`, any device) into ``out_dir`` (created if missing) as bilm-tf's
+    files (module docstring; source: bilm-tf's layout, :mod:`elmo.model.published_io`), ``words`` listed in
+    ``vocab.txt`` after ``<S>``, ``</S>``, ``<UNK>``. Returns ``{"options_file", "weight_file", "vocab_file"}`` (paths
+    as str), ``"datasets"``, ``"parameters"`` (numbers written), ``"vocabulary"`` (lines of ``vocab.txt``) and
+    ``"allennlp_limits"`` (:func:`allennlp_limits`). Raises :class:`ElmoError` when ``bilm`` is our
+    :class:`~elmo.model.bilm.BiLM` (:func:`bilm_tf_refusal`), on a vocabulary word that is empty or holds whitespace,
+    or when ``out_dir`` or a part of its path is a file, or it cannot be written."""
     if bilm.bilm_tf_blockers():
         raise ElmoError(bilm_tf_refusal(bilm))
     files = output_files(out_dir)
@@ -204,10 +199,10 @@ def export(config: ExportArgs) -> dict[str, Any]:
 def export_pretrained(config: ExportArgs) -> dict[str, Any]:
     """``export --format hub``: the biLM of ``--models-dir`` (any :func:`~elmo.model.serialization.open_bilm` reads),
     its ``--classifier``, or bilm-tf's files, written with ``save_pretrained`` into ``--out`` (and uploaded to
-    ``--push-to-hub``), the model card from what the training runs recorded; returns
-    ``{"out", "kind", "files", "pushed"}``. Raises :class:`ElmoError` when an output is one of the inputs; on a missing
-    or invalid model; when ``--out`` holds another model's file (:meth:`~elmo.model.hub.HubMixin.saved_difference`)
-    and no ``--overwrite`` is given, or cannot be written."""
+    ``--push-to-hub``), the model card from what the training runs recorded; returns ``{"out", "kind", "files",
+    "pushed"}``. Raises :class:`ElmoError` when an output is one of the inputs; on a missing or invalid model; when
+    ``--out`` holds another model's file (:meth:`~elmo.model.hub.HubMixin.saved_difference`) and no ``--overwrite`` is
+    given, or cannot be written."""
     outputs = {f"--out ({name})": Path(config.out) / name for name in (hub.CONFIG, hub.WEIGHTS, hub.VOCAB, hub.CARD)}
     classifier = None if config.classifier is None else Path(config.models_dir) / config.classifier
     refuse_overwriting_inputs({"--options-file": config.options_file, "--weight-file": config.weight_file,

@@ -107,21 +107,15 @@ def _load_bilm(run: StartedRun, published: tuple[str, str] | None) -> tuple[BiLM
 
 def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskData:
     """Start the run (:func:`~elmo.pipelines.common.start`), load the biLM onto the device, and read and encode the
-    train/val/test splits and the text of :class:`TaskData`.
-
-    ``published``: ``(options.json, weights.hdf5)`` of a published (bilm-tf) biLM to use instead of the biLM
-    ``--models-dir`` holds (:func:`~elmo.model.serialization.open_bilm`). A published biLM, either way, gets text with
-    the case kept and a task vocabulary for x_k built from the training split (:data:`TASK_MIN_FREQ`); ours has its own.
-
-    Raises:
-        ElmoError: ``--models-dir`` holds no biLM (run ``python ELMO.py`` first) or invalid biLM files, a different
-            biLM on another ``torchrun`` node, bad data.
-    """
+    train/val/test splits and the text of :class:`TaskData`. ``published``: ``(options.json, weights.hdf5)`` of a
+    bilm-tf biLM to use instead of the one ``--models-dir`` holds (:func:`~elmo.model.serialization.open_bilm`); a
+    published biLM, either way, gets text with the case kept and a task vocabulary for x_k built from the training
+    split (:data:`TASK_MIN_FREQ`), ours has its own. Raises :class:`ElmoError` when ``--models-dir`` holds no biLM (run
+    ``python ELMO.py`` first) or invalid biLM files, on a different biLM on another ``torchrun`` node, on bad data."""
     run = start(config, kernel_cache_entries=256)
     bilm, vocab, where = _load_bilm(run, published)
-    splits = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs, config.skip_bad_rows,
-                         config.download)
-    corpora = dict(zip(("train", "val", "test"), splits))
+    corpora = dict(zip(("train", "val", "test"), load_agnews(config.data_dir, config.val_fraction, config.seed,
+                                                             config.max_docs, config.skip_bad_rows, config.download)))
     if vocab is None:
         corpora = {name: c.cased() for name, c in corpora.items()}
         vocab = Vocabulary.build(corpora["train"].tokens, TASK_MIN_FREQ, TASK_MAX_VOCAB)
@@ -175,13 +169,10 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
     corpora with labels, and cached biLM layers if attached): Adam on cross-entropy over length-bucketed batches of
     ``data["train"]`` (reshuffled from ``config.seed + epoch``), validation macro-F1, accuracy and cross-entropy after
     every epoch, early stopping and the best epoch's weights kept on ``config.select_by``; ``config.track_test`` adds
-    each epoch's test accuracy to its history row (a diagnostic for model-selection noise).
-
-    Returns:
-        ``{"train", "val", "test": metrics (:func:`~elmo.training.metrics.classification_metrics`), "best_epoch",
-        "history", "train_seconds", "test_predictions": the predicted class of every test document, in file order
-        (for paired tests such as McNemar's)}``.
-    """
+    each epoch's test accuracy to its history row (a diagnostic for model-selection noise). Returns ``{"train", "val",
+    "test": metrics (:func:`~elmo.training.metrics.classification_metrics`), "best_epoch", "history", "train_seconds",
+    "test_predictions": the predicted class of every test document, in file order (for paired tests such as
+    McNemar's)}``."""
     started = time.perf_counter()
     device, amp_dtype, shard = run.device, run.amp_dtype, run.ctx.shard
     unfreezing = fine_tuning(model, config)  # None unless the classifier trains its biLM too
@@ -217,11 +208,12 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
     return entry
 
 
-def report_test(run: StartedRun, name: str, entry: dict[str, Any], extra: str = "") -> None:
-    """Rank 0: print the test accuracy and macro-F1 of ``name`` (a layer mix or a baseline; ``extra`` after them) and
-    its test confusion matrix, and plot that as ``confusion_<name>.png``."""
-    test = entry["test"]
-    run.say(f"{name}: test accuracy {test['accuracy']:.4f}, macro-F1 {test['f1']:.4f}{extra}")
+def report_test(run: StartedRun, name: str, entry: dict[str, Any]) -> None:
+    """Rank 0: print the test accuracy and macro-F1 of ``name`` (a layer mix, with its λ and γ if any, or a baseline)
+    and its test confusion matrix, and plot that as ``confusion_<name>.png``."""
+    test, lam = entry["test"], entry.get("lambdas")
+    run.say(f"{name}: test accuracy {test['accuracy']:.4f}, macro-F1 {test['f1']:.4f}"
+            + ("" if lam is None else f", λ = {np.round(lam, 3).tolist()}, γ = {entry['gamma']:.3f}"))
     run.say(format_confusion(test["confusion_matrix"]))
     plot_confusion(test["confusion_matrix"], CLASS_NAMES, CLASS_NAMES, run.outputs.image(f"confusion_{name}"),
                    f"{name} (test accuracy {test['accuracy']:.3f})")
