@@ -39,11 +39,10 @@ from .task import HeadArgs, TaskData, prepare, report_test, train_and_evaluate
 
 @dataclass
 class ClassifyArgs(HeadArgs):
-    """Flags of ``classification.py`` (``python -m elmo classify``; what each does: ``docs/commands.md``, the mixes
-    :mod:`elmo.model.mix`, ``--mix-l2`` after §3.3 and §5.2, ``--unfreeze-bilm``
-    :func:`~elmo.pipelines.task.fine_tuning`); ``python -m elmo predict`` uses what it writes. ``--cache-layers``: once
-    for all epochs and mixes (:func:`elmo.inference.layer_cache.should_cache`); never with ``--unfreeze-bilm``.
-    """
+    """Flags of ``classification.py`` (``python -m elmo classify``), whose output ``python -m elmo predict`` uses. What
+    each does: ``docs/commands.md``; the mixes :mod:`elmo.model.mix`, ``--mix-l2`` after §3.3 and §5.2,
+    ``--unfreeze-bilm`` :func:`~elmo.pipelines.task.fine_tuning`, ``--cache-layers``
+    :func:`~elmo.inference.layer_cache.should_cache`."""
 
     mixes: tuple[str, ...] = option(LAYER_MIXES, "layer mixes to train, in turn", choices=LAYER_MIXES, metavar="MIX")
     learned_function: str = option("gate", "the learned_function mix's network", choices=LEARNED_FUNCTIONS)
