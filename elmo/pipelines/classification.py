@@ -25,6 +25,7 @@ from ..model.mix import LAYER_MIXES, LEARNED_FUNCTIONS, mix_summary
 from ..runtime import distributed
 from ..runtime.device import set_seed
 from .common import (
+    at_least,
     checkpointing,
     command_line,
     format_results_table,
@@ -58,8 +59,7 @@ class ClassifyArgs(HeadArgs):
         super().check()
         if not self.mixes:
             raise ElmoError("--mixes needs at least one layer mix")
-        if self.lr_decay < 1:
-            raise ElmoError(f"--lr-decay must be >= 1, got {self.lr_decay}")
+        at_least(self, 1, "lr_decay")
         if (self.options_file is None) != (self.weight_file is None):
             raise ElmoError("give both --options-file and --weight-file (the published ELMo's two files)")
         self.classifier_config(self.mixes[0])

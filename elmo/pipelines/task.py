@@ -75,10 +75,9 @@ class HeadArgs(CommonArgs):
 @dataclass
 class TaskData:
     """What every classifier run starts from (:func:`prepare`): the started run, the trained biLM (on the device), its
-    vocabulary, the AG News splits raw and encoded (``"train"``: the ``--labelled-fraction`` of the training split the
-    classifier trains on), optional Word2Vec rows for x_k (one per vocabulary word), the text that representations
-    learnt from text alone train on (``text``, ``text_data``) and the biLM's
-    :func:`~elmo.model.classifier.bilm_fingerprint`."""
+    vocabulary, the AG News splits raw and encoded (``"train"``: the ``--labelled-fraction`` the classifier trains on),
+    optional Word2Vec rows for x_k (one per vocabulary word), the text that representations learnt from text alone
+    train on (``text``, ``text_data``) and the biLM's :func:`~elmo.model.classifier.bilm_fingerprint`."""
 
     run: StartedRun
     bilm: BiLM
