@@ -14,6 +14,7 @@ import sys
 import time
 from collections import deque
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -104,9 +105,7 @@ def _not_utf8(path: str | os.PathLike, from_line: int) -> str:
     """The message for a file that is not UTF-8 text: the first undecodable line, counted from 1 (text mode
     decodes ahead of the lines it returns, so the line is found again byte-exactly from ``from_line``)."""
     with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, 1):
-            if number < from_line:
-                continue
+        for number, raw in enumerate(islice(handle, from_line - 1, None), from_line):
             try:
                 raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as exc:

@@ -207,15 +207,13 @@ def export_pretrained(config: ExportArgs) -> dict[str, Any]:
     classifier = None if config.classifier is None else Path(config.models_dir) / config.classifier
     refuse_overwriting_inputs({"--options-file": config.options_file, "--weight-file": config.weight_file,
                                "--classifier": classifier, **inputs_of(config.models_dir)}, outputs)
-    if config.models_dir is None:
-        model = open_bilm(config.options_file, config.weight_file).bilm
-    elif classifier is not None:
+    if classifier is None:  # bilm-tf's files, or the biLM --models-dir holds (there is then no --weight-file)
+        model = open_bilm(config.options_file if config.models_dir is None else config.models_dir, config.weight_file).bilm
+    else:
         model = TextClassifier.from_pretrained(config.models_dir, config.classifier, device="cpu", precision="fp32").model
         saved = load_checkpoint(classifier, "elmo.classifier")
         bilm_card = None if "bilm_tf" in saved or "bilm_source" in saved else model.bilm.card  # the folder's own biLM
         model.card = {**(bilm_card or {}), **(saved.get("card") or {})}
-    else:
-        model = open_bilm(config.models_dir).bilm
     refuse_another_model("--out", Path(config.out), model.saved_difference(config.out), config.overwrite)
     pushed = model.save_pretrained(config.out, push_to_hub=config.push_to_hub is not None, repo_id=config.push_to_hub)
     files = sorted(f.name for f in outputs.values() if f.is_file())
