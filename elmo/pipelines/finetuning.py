@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -35,7 +34,6 @@ from ..model.published_finetune import (
     target_counts,
 )
 from ..model.serialization import OpenedBiLM, open_bilm
-from ..runtime import distributed
 from ..training.evaluation import perplexity
 from ..training.trainer import Unfreezing
 from .common import CommonArgs, StartedRun, option, resolve_batch_size, start
@@ -43,14 +41,12 @@ from .pretraining import (
     PretrainArgs,
     PretrainData,
     check_lm_files,
-    fit_direction,
     lm_summary,
     load_data,
     say_stale,
     stale_classifiers,
-    train_published,
+    train_and_write,
     training_head,
-    write_outputs,
 )
 
 
@@ -243,19 +239,8 @@ def finetune(config: FinetuneArgs) -> dict:
     new_softmax = {"weight_file": config.weight_file, "softmax_init": init} if shared else {}
     tuned = {"options_file": config.options_file, **new_softmax, "lr": config.lr, "softmax_lr": config.softmax_lr}
     out = lm_summary(loaded, run, {**head, "before": before, "finetune": tuned})
-    if shared:
-        train_published(model, loaded, config, run, out, stale, opened.source.read, "finetune",
-                        parameter_groups(model, config))
-    else:  # each direction trained further, then written and reported as pretrain does
-        started = time.perf_counter()
-        fitted = {lm.direction: fit_direction(lm, loaded, config, run, groups=parameter_groups(lm, config))
-                  for lm in map(bilm.direction, DIRECTIONS)}
-        out["train_seconds"] = time.perf_counter() - started
-        if run.ctx.is_main:
-            loaded.vocab.save_pickle(run.outputs.word2idx)
-            write_outputs(bilm, loaded, fitted, config, run, out, started, stale=stale, command="finetune",
-                          keep=opened.source.read)
-        distributed.barrier()
+    train_and_write(model, loaded, config, run, out, stale, opened.source.read, "finetune",
+                    lambda lm: parameter_groups(lm, config))
     if run.ctx.is_main:
         say_perplexities(run, "after", {split: out[split] for split in before})
     return out

@@ -663,7 +663,7 @@ def pretrain(config: PretrainArgs) -> dict:
     check_files(config)
     steady_heap()
     run = start(config, kernel_cache_entries=32)
-    ctx, outputs, say = run.ctx, run.outputs, run.say
+    ctx, say = run.ctx, run.say
     stale = stale_classifiers(config, config.published_config(), keep=[config.architecture]) if ctx.is_main else []
     say_stale(stale, run)
     threads_each = direction_threads(config, run)
@@ -679,35 +679,18 @@ def pretrain(config: PretrainArgs) -> dict:
         if config.init_embeddings.startswith("word2vec"):
             say(f"--init-embeddings {config.init_embeddings} does not apply to the character encoder: it starts from "
                 "bilm-tf's initialisation")
-        out = lm_summary(loaded, run, {"architecture": config.architecture, "softmax": config.softmax}) | phases
-        return train_published(model.to(run.device), loaded, config, run, out, stale, [config.architecture])
-    if ctx.is_main:
-        vocab.save_pickle(outputs.word2idx)
-    bilm = BiLM(config.bilm_config(len(vocab)))
-    # Rank 0's weights reach every rank when fit() wraps the model (DDP broadcasts them): only rank 0 runs Word2Vec.
-    with phase(phases, "word2vec"):
-        out_init = init_embeddings(bilm, vocab, loaded.sentences(), config, say, run.word2vec_workers) \
-            if ctx.is_main else {}
-    bilm.to(run.device)
-    out = lm_summary(loaded, run, {"init_embeddings": out_init, "softmax": config.softmax,
-                                   "concurrent_directions": threads_each is not None,
-                                   "threads_per_direction": threads_each or run.threads}) | phases
-    started = time.perf_counter()
-    if threads_each is None:
-        fitted = {lm.direction: fit_direction(lm, loaded, config, run) for lm in (bilm.forward_lm, bilm.backward_lm)}
-        measured = None
+        extra = {"architecture": config.architecture, "softmax": config.softmax}
     else:
-        say(f"training the forward and backward LMs side by side: two processes of {threads_each} thread(s) each "
-            f"(--concurrent-directions {config.concurrent_directions})")
-        fitted, measured = train_side_by_side(bilm, loaded, config, run, threads_each)
-        out["startup_seconds"] = {d: m["startup_seconds"] for d, m in measured.items()}
-        out["peak_rss_mb"] = {**{d: m["peak_rss_mb"] for d, m in measured.items()}, "main": peak_rss_mb()}
-    out["train_seconds"] = time.perf_counter() - started
-    out["phase_seconds"]["training"] = out["train_seconds"]  # side by side: each direction's evaluation included
-    if ctx.is_main:
-        write_outputs(bilm, loaded, fitted, config, run, out, started, measured, stale)
-    distributed.barrier()  # the other ranks wait for rank 0's files, so the job ends as one
-    return out
+        model = BiLM(config.bilm_config(len(vocab)))
+        # Rank 0's weights reach every rank when fit() wraps the model (DDP broadcasts them): only rank 0 runs Word2Vec.
+        with phase(phases, "word2vec"):
+            out_init = init_embeddings(model, vocab, loaded.sentences(), config, say, run.word2vec_workers) \
+                if ctx.is_main else {}
+        extra = {"init_embeddings": out_init, "softmax": config.softmax, "concurrent_directions": threads_each is not None,
+                 "threads_per_direction": threads_each or run.threads}
+    out = lm_summary(loaded, run, extra) | phases
+    return train_and_write(model.to(run.device), loaded, config, run, out, stale, [config.architecture],
+                           threads=threads_each)
 
 
 def lm_summary(loaded: PretrainData, run: StartedRun, extra: dict) -> dict:
@@ -723,32 +706,30 @@ def lm_summary(loaded: PretrainData, run: StartedRun, extra: dict) -> dict:
     return out
 
 
-def train_published(model: BiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
-                    out: dict, stale: list[Path], keep: Iterable, command: str = "pretrain",
-                    groups: Unfreezing | None = None) -> dict:
-    """Train the published architecture with its training head (:class:`~elmo.model.bilm.BiLM`, both directions at
-    once, :class:`~elmo.model.language_model.PublishedLM`) with :func:`fit_direction` (early stopping on both
-    directions' validation perplexity, checkpoints, ``--resume``; ``groups``: the optimiser's, else one); then
-    rank 0 evaluates each direction exactly and writes the model, with its softmax and vocabulary, as the
-    ``save_pretrained`` folder ``bilm/`` of ``--models-dir`` (:class:`~elmo.model.hub.HubMixin`; an earlier
-    version's ``published_lm.pt`` there is removed), ``lm.json`` (``out`` completed) and the plots as
-    :func:`write_outputs` does (``keep``, ``stale``, ``command``). Returns ``out`` (on every rank)."""
-    started = time.perf_counter()
-    fitted = fit_direction(PublishedLM(model), loaded, config, run, groups=groups)
+def train_and_write(model: BiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun, out: dict,
+                    stale: list[Path], keep: Iterable, command: str = "pretrain",
+                    groups: Callable[[torch.nn.Module], Unfreezing] | None = None, threads: int | None = None) -> dict:
+    """Train ``model`` with :func:`fit_direction` (``groups(lm)``: the optimiser's groups, else one): the published
+    architecture both directions at once (:class:`~elmo.model.language_model.PublishedLM`), ours one direction after
+    the other or, given ``threads``, side by side (:func:`train_side_by_side`); then rank 0 writes it
+    (:func:`write_outputs`: ``stale``, ``command``, ``keep``). Returns ``out``, completed (on every rank)."""
+    started, measured = time.perf_counter(), None
+    if model.shared_token_layer:
+        fitted = fit_direction(PublishedLM(model), loaded, config, run, groups=groups(model) if groups else None)
+    elif threads is None:
+        fitted = {lm.direction: fit_direction(lm, loaded, config, run, groups=groups(lm) if groups else None)
+                  for lm in map(model.direction, DIRECTIONS)}
+    else:
+        run.say(f"training the forward and backward LMs side by side: two processes of {threads} thread(s) each "
+                f"(--concurrent-directions {config.concurrent_directions})")
+        fitted, measured = train_side_by_side(model, loaded, config, run, threads)
+        out["startup_seconds"] = {d: m["startup_seconds"] for d, m in measured.items()}
+        out["peak_rss_mb"] = {**{d: m["peak_rss_mb"] for d, m in measured.items()}, "main": peak_rss_mb()}
     out["train_seconds"] = time.perf_counter() - started
-    out.setdefault("phase_seconds", {})["training"] = out["train_seconds"]
+    out.setdefault("phase_seconds", {})["training"] = out["train_seconds"]  # side by side: with each one's evaluation
     if run.ctx.is_main:
-        for name in DIRECTIONS:
-            evaluate_direction(model.direction(name), fitted, loaded.data, run, loaded.vocab, out)
-        model.vocab, model.card = loaded.vocab, lm_card(out, config, command)
-        replace_different_models(config, model.config, keep=keep)
-        with phase(out, "saving"):
-            save_folder(model, run.outputs)
-            remove_file(run.outputs.published_lm)
-        out["bilm_config"], out["options"] = model.config.saved(), options_of(model.config)
-        out["lm_config"] = model.config.head
-        finish_lm_results(out, config, run, started, {"biLM": fitted.history}, ["published_lm"], stale)
-    distributed.barrier()
+        write_outputs(model, loaded, fitted, config, run, out, started, measured, stale, command, keep)
+    distributed.barrier()  # the other ranks wait for rank 0's files, so the job ends as one
     return out
 
 
@@ -801,28 +782,42 @@ def finish_lm_results(out: dict, config: PretrainArgs, run: StartedRun, started:
     run.say("\n" + "\n".join(lines))
 
 
-def write_outputs(bilm: BiLM, loaded: PretrainData, fitted: dict[str, FitResult], config: PretrainArgs,
-                  run: StartedRun, out: dict, started: float, measured: dict[str, dict] | None = None,
-                  stale: list[Path] | None = None, command: str = "pretrain", keep: Iterable = ()) -> None:
-    """Rank 0: evaluate both directions exactly (unless ``measured`` holds that: :func:`train_side_by_side`), then,
-    after deleting :func:`overwritten_models` (never the inputs ``keep``), write ``forward.pt``, ``backward.pt``,
-    ``bilstm.pt`` and the same biLM as the ``save_pretrained`` folder ``bilm/`` (``config.json``,
-    ``model.safetensors``, ``vocab.txt``, ``README.md``), then :func:`finish_lm_results` (``stale``); ``command``:
-    what the model card says made it."""
+def write_outputs(model: BiLM, loaded: PretrainData, fitted: FitResult | dict[str, FitResult], config: PretrainArgs,
+                  run: StartedRun, out: dict, started: float, measured: dict[str, dict] | None, stale: list[Path],
+                  command: str, keep: Iterable) -> None:
+    """Rank 0, after :func:`train_and_write`: evaluate both directions exactly (unless ``measured`` holds that:
+    :func:`train_side_by_side`), delete :func:`overwritten_models` (never the inputs ``keep``) and write the model,
+    then :func:`finish_lm_results` (``stale``; ``command``: what the model card says made it). Ours: ``word2idx.pkl``,
+    ``forward.pt``, ``backward.pt``, ``bilstm.pt`` and the same biLM as the ``save_pretrained`` folder ``bilm/``; the
+    published architecture: that folder alone, with its softmax and vocabulary (an earlier version's
+    ``published_lm.pt`` there is removed)."""
     outputs, vocab = run.outputs, loaded.vocab
+    if model.shared_token_layer:
+        for name in DIRECTIONS:
+            evaluate_direction(model.direction(name), fitted, loaded.data, run, vocab, out)
+        model.vocab, model.card = vocab, lm_card(out, config, command)
+        replace_different_models(config, model.config, keep)
+        with phase(out, "saving"):
+            save_folder(model, outputs)
+            remove_file(outputs.published_lm)
+        out["bilm_config"], out["options"] = model.config.saved(), options_of(model.config)
+        out["lm_config"] = model.config.head
+        finish_lm_results(out, config, run, started, {"biLM": fitted.history}, ["published_lm"], stale)
+        return
     meta = {**environment_info(config.seed), "config": asdict(config)}
+    vocab.save_pickle(outputs.word2idx)
     replace_different_models(config, None, keep)
-    for lm in (bilm.forward_lm, bilm.backward_lm):
+    for lm in map(model.direction, DIRECTIONS):
         with phase(out, "saving"):
             save_checkpoint(lm_checkpoint(lm, vocab, meta), outputs.lm(lm.direction))
         evaluate_direction(lm, fitted[lm.direction], loaded.data, run, vocab, out, (measured or {}).get(lm.direction))
-    out["bilm_config"] = asdict(bilm.config)
-    bilm.vocab, bilm.card = vocab, lm_card(out, config, command)
+    out["bilm_config"] = asdict(model.config)
+    model.vocab, model.card = vocab, lm_card(out, config, command)
     with phase(out, "saving"):
-        save_bilm(bilm, vocab, outputs.bilm, {**meta, "card": bilm.card})
-        save_folder(bilm, outputs)
+        save_bilm(model, vocab, outputs.bilm, {**meta, "card": model.card})
+        save_folder(model, outputs)
     finish_lm_results(out, config, run, started, {d: out["directions"][d]["history"] for d in out["directions"]},
-                      ["forward_lm", "backward_lm"], stale or [])
+                      ["forward_lm", "backward_lm"], stale)
 
 
 def measure_direction(lm: Direction, data: dict, device: torch.device) -> dict:
