@@ -1,12 +1,7 @@
-"""Pre-training the biLM on AG News descriptions (what ``python ELMO.py`` runs).
-
-Read and split the data → vocabulary on the training split → ``--init-embeddings`` → train the forward and backward LM
-(:func:`elmo.training.trainer.fit`, early stopping on validation perplexity) → exact full-vocabulary evaluation → write
-``word2idx.pkl``, ``forward.pt``, ``backward.pt``, ``bilstm.pt``, the same biLM as the ``save_pretrained`` folder
-``bilm/``, ``results/lm.json`` and the plots. ``--architecture``
-(:func:`train_published`) trains the published ELMo architecture instead, written as the ``save_pretrained``
-folder ``bilm/`` (``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``) alone
-(docs/make_your_own_elmo.md).
+"""Pre-training the biLM (what ``python ELMO.py`` runs): read and split the data → vocabulary on the training split →
+``--init-embeddings`` → train the forward and backward LM (:func:`train_and_write`, early stopping on validation
+perplexity) → exact full-vocabulary evaluation → the model files (:func:`write_outputs`), ``results/lm.json`` and the
+plots. ``--architecture`` trains the published ELMo architecture instead (docs/make_your_own_elmo.md).
 """
 
 from __future__ import annotations
@@ -43,7 +38,6 @@ from ..model.bilm import BiLM
 from ..model.bilm_config import DEFAULT_SOFTMAX, PUBLISHED_ARCHITECTURES, SOFTMAXES, TOKEN_ENCODERS, BiLMConfig
 from ..model.char_cnn import DEFAULT_FILTERS
 from ..model.classifier import recorded_source
-from ..model.hub import HubMixin
 from ..model.language_model import DIRECTIONS, Direction, LanguageModel, PublishedLM
 from ..model.plan import plan_batch, step_loss
 from ..model.published_io import config_from_options, options_of, read_options
@@ -96,33 +90,11 @@ PRESET_FLAGS = {"hidden_size": "hidden_size", "num_layers": "num_layers", "char_
 
 @dataclass
 class PretrainArgs(CommonArgs):
-    """Flags of ``ELMO.py`` (``python -m elmo pretrain``).
-
-    * ``--architecture``: the preset the size flags start from: without it our biLM (:data:`OUR_PRESET`: word inputs,
-      one token layer and one LM per direction, written as ``bilstm.pt``), else the published ELMo architecture, a name
-      of :data:`~elmo.model.bilm_config.PUBLISHED_ARCHITECTURES` or a bilm-tf options.json (:mod:`elmo.model.bilm`:
-      one character CNN and one softmax shared by the directions, case kept, written as the ``save_pretrained`` folder
-      ``bilm/`` (``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``), for ``python -m elmo export``).
-      A size flag given overrides the preset (:data:`PRESET_FLAGS`; ``--proj-size 0``: no projection).
-    * ``--init-embeddings``: ``word2vec`` copies skip-gram vectors of the training text (unit std) into both LMs'
-      token embeddings, ``word2vec-centered`` minus their mean, ``none`` keeps them random; ``auto`` is ``word2vec``
-      unless the vectors share one direction (:data:`AUTO_INIT_MAX_COSINE`), then random. Character encoders start
-      random (the published architecture: as bilm-tf initialises it).
-    * ``--token-encoder char``: the paper's character CNN, highway and projection (§3.1), a vector for every word.
-    * ``--softmax``: the training softmax, adaptive or bilm-tf's sampled; held-out perplexities are exact either way.
-    * ``--lstm``: ``clipped`` is the published cell (TensorFlow's, cell and output clipped to ``cell_clip`` /
-      ``proj_clip``, run step by step; the published presets'); ``fused`` is PyTorch's fused kernel (cuDNN on CUDA;
-      ours; for the published cell: unclipped, both clips ``null`` in the trained model's options). An options.json
-      whose ``cell_clip`` and ``proj_clip`` are both 0 or ``null`` runs fused either way.
-    * ``--train-file``: one text per line (``.csv``: ``--text-column``; likewise ``--val-file``, ``--test-file``),
-      streamed from disk every epoch, ``--stream-buffer`` tokens shuffled at a time; without ``--val-file``,
-      ``--val-fraction`` of its lines (at most ``--max-val-docs``) are held out.
-    * ``--overwrite``: without it, a ``--models-dir`` holding a model of another kind, or (``--architecture``) the
-      published architecture of another size, is refused (:func:`different_models`); ``--resume`` is not checked.
-      What it deletes: :func:`overwritten_models`.
-    * ``--concurrent-directions``: both LMs at once, each in a process with half of ``--threads`` (CPU only, not under
-      torchrun; auto: from two threads). Not with ``--architecture`` (one token layer shared by the directions).
-    """
+    """Flags of ``ELMO.py`` (``python -m elmo pretrain``): their help, docs/commands.md, docs/make_your_own_elmo.md
+    (``--architecture``, ``--softmax``, ``--lstm``) and docs/own_corpus_and_scaling.md (``--train-file``). The size
+    flags override our preset (:data:`OUR_PRESET`) or, given, ``--architecture``'s (:data:`PRESET_FLAGS`):
+    :meth:`model_config`. ``--init-embeddings``: :func:`init_embeddings`; ``--overwrite``: :func:`different_models`,
+    :func:`overwritten_models`; ``--concurrent-directions``: :func:`direction_threads`."""
 
     min_freq: int = option(2, "keep words seen at least this often")
     max_vocab: int | None = option(50000, "keep at most this many words (+ 4 specials)")
@@ -224,13 +196,10 @@ class PretrainArgs(CommonArgs):
         return self.architecture is not None
 
     def vocabulary(self, build: Callable[[], Vocabulary]) -> Vocabulary:
-        """The vocabulary of the text: ``build()`` on rank 0, its word list broadcast to every rank (``torchrun`` ranks
-        must encode alike)."""
+        """``build()`` on rank 0, its word list broadcast to every rank (``torchrun`` ranks must encode alike)."""
         ctx = distributed.context()
         vocab = build() if ctx.is_main else None
-        if not ctx.enabled:
-            return vocab
-        return Vocabulary(distributed.broadcast_words(vocab.itos if vocab is not None else None))
+        return Vocabulary(distributed.broadcast_words(vocab.itos if vocab is not None else None)) if ctx.enabled else vocab
 
     def model_config(self, vocab_size: int) -> BiLMConfig:
         """What is trained: the published architecture (``--architecture``) or our biLM (:meth:`bilm_config`)."""
@@ -270,19 +239,17 @@ class PretrainArgs(CommonArgs):
 
 
 def training_head(flags: CommonArgs, vocab_size: int) -> dict:
-    """The training head of bilm-tf's architecture from ``--softmax``, ``--softmax-samples`` and ``--dropout`` (of
-    ``pretrain --architecture`` or ``finetune``): its :data:`~elmo.model.bilm_config.HEAD_FIELDS`
-    (:meth:`~elmo.model.bilm.BiLM.add_head`) for a vocabulary of ``vocab_size`` words."""
+    """The :data:`~elmo.model.bilm_config.HEAD_FIELDS` of bilm-tf's training head (:meth:`~elmo.model.bilm.BiLM.add_head`)
+    over ``vocab_size`` words from ``--softmax``, ``--softmax-samples`` and ``--dropout``."""
     return {"vocab_size": vocab_size, "softmax": flags.softmax, "samples": flags.softmax_samples,
             "dropout": flags.dropout}
 
 
 def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainArgs, say=print, workers: int = 1) -> dict:
-    """Apply ``--init-embeddings`` (:class:`PretrainArgs`): Word2Vec vectors of ``sentences``
-    (:func:`elmo.model.static.word2vec_vectors`, ``workers`` threads) replace both LMs' input rows of each word
-    Word2Vec saw (``<pad>`` stays zero, ``<bos>``/``<eos>`` random; all trainable). Returns ``{"method": "none"}`` or
-    Word2Vec's settings plus ``common_direction_cosine`` (before centring), ``centered`` and ``copied`` (False when
-    ``auto`` kept the random rows)."""
+    """Apply ``--init-embeddings`` (docs/commands.md): Word2Vec vectors of ``sentences``
+    (:func:`elmo.model.static.word2vec_vectors`, ``workers`` threads; unit std) replace both LMs' input rows of each
+    word Word2Vec saw (:func:`~elmo.model.static.copy_vectors`). Returns ``{"method": "none"}`` or Word2Vec's settings
+    plus ``common_direction_cosine`` (before centring), ``centered`` and ``copied`` (False: ``auto`` kept random rows)."""
     if config.init_embeddings == "none":
         return {"method": "none"}
     if bilm.config.token_encoder == "char":
@@ -322,8 +289,7 @@ class PretrainData:
     text_stats: dict | None = None  # AG News: what the pre-training text holds (--text-fraction, --extra-text)
 
     def described(self, run: StartedRun) -> str:
-        """The log's ``12,345 training tokens, vocabulary 6,789 (OOV val 1.23%, ...), device cpu, 4 threads, bf16
-        training`` (``N processes ×`` under ``torchrun``)."""
+        """The log's ``12,345 training tokens, vocabulary 6,789 (OOV val 1.23%, ...), device cpu, 4 threads, ...``."""
         return (f"{self.train_tokens:,} training tokens, vocabulary {len(self.vocab):,} ("
                 + ", ".join(f"OOV {k} {v:.2%}" for k, v in self.oov.items()) + f"), device {run.device}, "
                 + (f"{run.ctx.world_size} processes × " if run.ctx.enabled else "")
@@ -333,10 +299,9 @@ class PretrainData:
 def prepare_data(config: PretrainArgs) -> tuple[tuple[Corpus, Corpus, Corpus], Vocabulary, dict[str, EncodedCorpus],
                                                 dict]:
     """AG News train / val / test, the training split replaced by the pre-training text
-    (:func:`elmo.data.pretraining_text.pretraining_text`: ``--text-fraction`` of it plus ``--extra-text``), the
-    vocabulary built on that text, every split encoded: ``((text, val, test), vocab, {"train", "val", "test":
-    EncodedCorpus}, what the pre-training text holds)``. Raises :class:`ElmoError`: bad data or flags
-    (:func:`elmo.data.agnews.load_agnews`), an unreadable ``--extra-text`` file."""
+    (:func:`elmo.data.pretraining_text.pretraining_text`), the vocabulary built on it, every split encoded:
+    ``((text, val, test), vocab, {"train", "val", "test": EncodedCorpus}, what the pre-training text holds)``. Raises
+    :class:`ElmoError`: bad data or flags (:func:`elmo.data.agnews.load_agnews`), an unreadable ``--extra-text``."""
     train, val, test = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs,
                                    config.skip_bad_rows, config.download)
     text, stats = pretraining_text(train, [val, test], config.text_fraction, config.seed, config.extra_text)
@@ -353,9 +318,8 @@ WORD2VEC_MAX_DOCS = 100_000
 
 
 def prepare_stream(config: PretrainArgs) -> PretrainData:
-    """``--train-file``: the vocabulary from one streaming pass over the training documents, and the streamed corpora
-    (:mod:`elmo.data.stream`), their training documents and tokens counted in that pass (tokens: rank 0 only), the
-    OOV rates of the held-out ones (rank 0) and the skipped lines; ``sentences()`` yields the first
+    """``--train-file``: the streamed corpora (:mod:`elmo.data.stream`), the vocabulary, training documents and tokens
+    from one pass over the training text (on rank 0, as the held-out OOV rates); ``sentences()``: the first
     :data:`WORD2VEC_MAX_DOCS` training documents. Raises :class:`ElmoError`: missing or unreadable files, a missing
     ``--text-column``, no training text."""
     lowercase = not config.cased  # the published architecture reads cased text
@@ -408,12 +372,11 @@ def load_data(config: PretrainArgs) -> PretrainData:
 
 def fit_direction(lm: LanguageModel | PublishedLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
                   bar: bool = True, groups: Unfreezing | None = None) -> FitResult:
-    """Train one LM on the training text's shuffled batches (this rank's share), early stopping on validation
-    perplexity, the warm-up at most one epoch (else a small corpus would train at a fraction of ``--lr`` throughout),
-    dropout (and sampled candidates) seeded with ``--seed`` + rank (rank 0 = a single process), training state in the
-    checkpoint ``<direction>_lm`` (``--resume``; a :class:`~elmo.model.language_model.PublishedLM` of both directions:
-    ``published_lm``, shown as ``biLM``); ``bar=False``: per-epoch lines, no progress bar; ``groups``: the LM's
-    optimiser groups (``finetune``), else one."""
+    """Train one LM (a :class:`~elmo.model.language_model.PublishedLM` of both directions: ``published_lm``, shown as
+    ``biLM``) on this rank's share of shuffled batches, early stopping on validation perplexity, the warm-up at most
+    one epoch (else a small corpus would train at a fraction of ``--lr`` throughout), dropout and sampled candidates
+    seeded with ``--seed`` + rank, the training state in the checkpoint ``<direction>_lm`` (``--resume``);
+    ``bar=False``: per-epoch lines; ``groups``: the optimiser's (``finetune``), else one."""
     both, data = lm.direction == "both", loaded.data
     torch.manual_seed(config.seed + run.ctx.rank)
     objective = Objective(
@@ -444,16 +407,13 @@ def direction_threads(config: PretrainArgs, run: StartedRun) -> int | None:
             raise ElmoError("--concurrent-directions on trains the two directions in two processes on the CPU; "
                             f"{where} they train one after the other: use auto or off")
         return None
-    if choice == "auto" and run.threads < 2:
-        return None
-    return max(1, run.threads // 2)
+    return None if choice == "auto" and run.threads < 2 else max(1, run.threads // 2)
 
 
 @dataclass
 class DirectionJob:
-    """One LM direction to train in its own process (:func:`train_direction`), pickled to it: ``state``, the LM's
-    initial weights (Word2Vec rows included); ``loaded``, the data without the Word2Vec text; ``amp_dtype``, the
-    autocast dtype (``None`` = fp32)."""
+    """One LM direction to train in its own process (:func:`train_direction`), pickled to it: ``state``, its initial
+    weights (Word2Vec rows included); ``loaded``, the data without the Word2Vec text; ``amp_dtype`` (``None``: fp32)."""
 
     direction: str
     lm_config: BiLMConfig
@@ -464,11 +424,9 @@ class DirectionJob:
 
 
 def train_direction(job: DirectionJob) -> dict:
-    """In a child process (:func:`train_side_by_side`): train one direction as :func:`pretrain` does in turn
-    (:func:`fit_direction`: the same seeding, batches, checkpoint and ``--resume``) on this process's threads, then
-    evaluate it exactly (:func:`measure_direction`). Returns ``{"state": the best epoch's weights, "history",
-    "best_epoch", "best_value", "measured"}``. Raises :class:`ElmoError` as :func:`~elmo.training.trainer.fit`;
-    ``Interrupted`` on Ctrl-C, after saving the training state."""
+    """In a child process (:func:`train_side_by_side`): :func:`fit_direction` as in turn, on this process's threads,
+    then :func:`measure_direction`. Returns ``{"state": the best epoch's weights, "history", "best_epoch",
+    "best_value", "measured"}``. Raises as :func:`~elmo.training.trainer.fit` (``Interrupted``: Ctrl-C)."""
     config = job.config
     steady_heap()
     set_seed(config.seed)
@@ -483,18 +441,11 @@ def train_direction(job: DirectionJob) -> dict:
 
 def train_side_by_side(bilm: BiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
                        threads: int) -> tuple[dict[str, FitResult], dict[str, dict]]:
-    """Train the forward and backward LMs at once, each in its own process with ``threads`` CPU threads
-    (:func:`train_direction` via :func:`~elmo.training.processes.run_side_by_side`), and load their best weights into
-    ``bilm``. Each process's stderr goes to ``<models-dir>/checkpoints/<direction>_lm.log``, deleted when both succeed.
-
-    Returns:
-        ``(FitResult per direction, evaluation per direction)``: :func:`measure_direction`'s plus ``startup_seconds``
-        (its process's start until training: interpreter, imports, data) and ``peak_rss_mb`` (peak resident MiB).
-
-    Raises:
-        ElmoError: a direction failed (its own error, or its process's exit, log and the log's last line); the other
-            saves its training state and stops first. Interrupted: Ctrl-C (both save and stop).
-    """
+    """Train the forward and backward LMs at once, each in a process of ``threads`` CPU threads
+    (:func:`train_direction` via :func:`~elmo.training.processes.run_side_by_side`, which owns the logs, errors and
+    Ctrl-C), and load their best weights into ``bilm``; the logs are deleted when both succeed. Returns ``(FitResult
+    per direction, evaluation per direction)``: :func:`measure_direction`'s plus ``startup_seconds`` (its process's
+    start until training) and ``peak_rss_mb``."""
     shared = replace(loaded, sentences=tuple)  # the Word2Vec text stays here: the children do not need it
     lms = (bilm.forward_lm, bilm.backward_lm)
     runs = [ChildRun(f"{lm.direction} LM", train_direction,
@@ -520,12 +471,9 @@ MODEL_KINDS = {"bilstm": "ELMO.py's biLM", "published_lm": "pretrain --architect
 
 def different_models(config: CommonArgs, written: BiLMConfig | None) -> list[tuple[BiLMFiles, str]]:
     """The models in ``--models-dir`` (:func:`~elmo.model.serialization.models_in`) other than the one a command
-    writes there, each with what it is: another kind, the published architecture of another size, or a file that does
-    not load. ``written``: the config of the published architecture written (the folder of a
-    :class:`~elmo.model.bilm.BiLM` with its training head), ``None`` for ours (``bilstm.pt`` and the
-    ``save_pretrained`` folder ``bilm/``). The model written replaces its own kind: ``bilstm.pt`` and a ``bilm`` folder
-    for ours, a ``published_lm`` folder or an earlier version's ``published_lm.pt`` of the same architecture for the
-    published one."""
+    writes there (its own kind, :func:`new_model_files`), each with what it is: another kind, the published
+    architecture of another size, or a file that does not load. ``written``: the config of the published architecture
+    written (a :class:`~elmo.model.bilm.BiLM` with its training head), ``None`` for ours."""
     own, found = BiLM.hub_kind if written is None else "published_lm", []
     for model in models_in(config.outputs.models):
         try:
@@ -544,33 +492,22 @@ def different_models(config: CommonArgs, written: BiLMConfig | None) -> list[tup
     return found
 
 
-def refuse_different_models(config: CommonArgs, written: BiLMConfig | None) -> None:
-    """Before anything is written, unless ``--overwrite`` or ``--resume``: stop if ``--models-dir`` holds any of
-    :func:`different_models` (:func:`~elmo.pipelines.common.refuse_another_model`: raises :class:`ElmoError`)."""
-    if not (config.overwrite or config.resume):
-        found = different_models(config, written)
-        refuse_another_model("--models-dir", config.outputs.models, found[0] if found else None, False)
-
-
 def replace_different_models(config: CommonArgs, written: BiLMConfig | None, keep: Iterable = ()) -> None:
-    """``--overwrite``, just before the new model (``written``: :func:`different_models`) is saved: delete
-    :func:`overwritten_models`, so that the folder opens as the new model (:func:`~elmo.model.serialization.open_bilm`)."""
+    """Just before the new model is saved: delete :func:`overwritten_models`, so the folder opens as the new model."""
     for path in overwritten_models(config, written, keep):
         remove_file(path)
 
 
 def new_model_files(config: CommonArgs, written: BiLMConfig | None) -> list[Path]:
     """The model files a command writes or replaces in ``--models-dir`` (``written``: :func:`different_models`): ours
-    ``bilstm.pt`` and the ``save_pretrained`` folder beside it; the published architecture its folder and an earlier
-    version's ``published_lm.pt``, removed once the folder is written."""
+    ``bilstm.pt`` and the ``save_pretrained`` folder; the published architecture that folder and ``published_lm.pt``."""
     out = config.outputs
     return [out.bilm, *out.pretrained] if written is None else [*out.pretrained, out.published_lm]
 
 
 def overwritten_models(config: CommonArgs, written: BiLMConfig | None, keep: Iterable = ()) -> list[Path]:
-    """The files :func:`replace_different_models` deletes: with ``--overwrite`` (else none), those of
-    :func:`different_models` (a model of the kind written is replaced by the new files), never one of the command's
-    inputs ``keep``."""
+    """With ``--overwrite`` (else none), the files of :func:`different_models`, never one of the command's inputs
+    ``keep``."""
     if not config.overwrite:
         return []
     kept = {os.path.realpath(path) for path in keep if path is not None}
@@ -579,11 +516,10 @@ def overwritten_models(config: CommonArgs, written: BiLMConfig | None, keep: Ite
 
 
 def stale_classifiers(config: CommonArgs, written: BiLMConfig | None, keep: Iterable = ()) -> list[Path]:
-    """The classifier files of ``--models-dir`` (:meth:`~elmo.artifacts.Outputs.classifiers`) that the new biLM
-    (``written``: :func:`different_models`) leaves without the biLM they were trained on: trained on a file it replaces
-    or one ``--overwrite`` deletes (:func:`new_model_files`, :func:`overwritten_models`; ``keep``: the command's
-    inputs), or on a ``bilstm.pt`` the folder no longer holds (they would load onto the new biLM). Not counted:
-    classifiers recording a biLM elsewhere (``classify --options-file``) and files that do not load as classifiers."""
+    """The classifier files of ``--models-dir`` that the new biLM (``written``: :func:`different_models`) leaves
+    without the biLM they were trained on (docs/commands.md, ``--overwrite``): trained on one of
+    :func:`new_model_files` or :func:`overwritten_models` (``keep``: the inputs), or on a ``bilstm.pt`` the folder no
+    longer holds (they would load onto the new biLM). Files that do not load as classifiers are not counted."""
     out = config.outputs
     replaced = {os.path.realpath(path)
                 for path in [*new_model_files(config, written), *overwritten_models(config, written, keep)]}
@@ -600,8 +536,7 @@ def stale_classifiers(config: CommonArgs, written: BiLMConfig | None, keep: Iter
 
 
 def say_stale(stale: list[Path], run: StartedRun) -> None:
-    """At the start of a run that writes a new biLM: one line (stderr, rank 0, ``--quiet`` too) naming the
-    classifier files it will leave without their biLM (:func:`stale_classifiers`) and where they will go."""
+    """At the start: one line (stderr, rank 0, ``--quiet`` too) naming the :func:`stale_classifiers` and their fate."""
     if stale and run.ctx.is_main:
         folder = stale[0].parent
         print(f"note: {folder} holds classifier files trained on the biLM this run replaces "
@@ -612,12 +547,9 @@ def say_stale(stale: list[Path], run: StartedRun) -> None:
 
 def set_aside_stale(stale: list[Path], run: StartedRun) -> None:
     """Once the new biLM is saved: rename each of ``stale`` to its :meth:`~elmo.artifacts.Outputs.stale` name beside
-    it, so ``predict`` and ``TextClassifier`` find no classifier of the previous biLM (nothing is deleted); one line on
-    stderr. Raises :class:`ElmoError` naming a file that cannot be renamed."""
+    it (nothing is deleted); one line on stderr. Raises :class:`ElmoError` naming a file that cannot be renamed."""
     moved = []
-    for path in stale:
-        if not path.is_file():
-            continue
+    for path in [path for path in stale if path.is_file()]:
         target = Outputs.stale(path)
         try:
             os.replace(path, target)
@@ -631,17 +563,18 @@ def set_aside_stale(stale: list[Path], run: StartedRun) -> None:
 
 def check_lm_files(config: CommonArgs, written: BiLMConfig | None, inputs: dict[str, PathArg],
                    training: list[Path]) -> None:
-    """Before ``pretrain`` or ``finetune`` writes anything: refuse a different model in ``--models-dir``
-    (:func:`refuse_different_models`; ``written`` as there) and an output (the model files, our biLM's ``training``
-    files, ``lm.json``, the plots) that is one of the ``inputs`` (keyed by flag) or, without ``--train-file``, AG News
-    in ``--data-dir``. Raises :class:`ElmoError` naming the different model's file, or the output and the input it
-    would write over."""
-    refuse_different_models(config, written)
+    """Before ``pretrain`` or ``finetune`` writes anything: refuse, unless ``--overwrite`` or ``--resume``, any of
+    :func:`different_models` (``written`` as there), and an output (the model files, our biLM's ``training`` files,
+    ``lm.json``, the plots) that is one of the ``inputs`` (keyed by flag) or, without ``--train-file``, AG News. Raises
+    :class:`ElmoError` naming the different model's file, or the output and the input it would write over."""
     out = config.outputs
+    if not (config.overwrite or config.resume):
+        found = different_models(config, written)
+        refuse_another_model("--models-dir", out.models, found[0] if found else None, False)
     models = [*new_model_files(config, written), out.checkpoint("published_lm")] if written is not None else \
-        [out.word2idx, out.lm("forward"), out.lm("backward"), *new_model_files(config, written), *training]
+        [out.word2idx, *map(out.lm, DIRECTIONS), *new_model_files(config, written), *training]
     refuse_overwriting(config, inputs, [*models, out.result("lm"), out.image("lm_loss"),
-                                        out.image("lm_confusion_forward"), out.image("lm_confusion_backward")],
+                                        *(out.image(f"lm_confusion_{d}") for d in DIRECTIONS)],
                        agnews=config.train_file is None)
 
 
@@ -733,15 +666,6 @@ def train_and_write(model: BiLM, loaded: PretrainData, config: PretrainArgs, run
     return out
 
 
-def save_folder(model: HubMixin, outputs: Outputs) -> None:
-    """Write ``model`` (its :attr:`~elmo.model.hub.HubMixin.vocab` and ``card`` set) as the ``save_pretrained`` folder
-    ``bilm/`` of ``--models-dir`` (:attr:`~elmo.artifacts.Outputs.pretrained_dir`), the four files at once
-    (:func:`~elmo.artifacts.atomic_folder`: an interrupted run leaves the previous folder whole); its model card
-    loads it from that path."""
-    with atomic_folder(outputs.pretrained_dir, "--models-dir") as folder:
-        model.save_pretrained(folder, model_card_kwargs={"repo_id": str(outputs.pretrained_dir)})
-
-
 def lm_card(out: dict, config: PretrainArgs, command: str = "pretrain") -> dict:
     """The facts of a biLM's model card (:mod:`elmo.model.hub`) from its ``lm.json`` content ``out``: the training
     text, its tokens, the held-out perplexities per direction and the command (:func:`command_line`)."""
@@ -756,23 +680,55 @@ def lm_card(out: dict, config: PretrainArgs, command: str = "pretrain") -> dict:
             "command": command_line(command, config)}
 
 
-def finish_lm_results(out: dict, config: PretrainArgs, run: StartedRun, started: float,
-                      histories: dict[str, list[dict]], checkpoints: list[str], stale: list[Path]) -> None:
-    """Rank 0, after the model files: set ``stale`` aside (:func:`set_aside_stale`), complete and write ``lm.json`` (throughput; ``lstm_dtype``, per history the dtype
-    its LSTMs computed in at the last step; seconds, flags, environment), plot the loss curves of ``histories``, delete
-    the training ``checkpoints`` and print a table of each direction's perplexities, word-prediction accuracy and
-    speed."""
+def write_outputs(model: BiLM, loaded: PretrainData, fitted: FitResult | dict[str, FitResult], config: PretrainArgs,
+                  run: StartedRun, out: dict, started: float, measured: dict[str, dict] | None, stale: list[Path],
+                  command: str, keep: Iterable) -> None:
+    """Rank 0, after :func:`train_and_write`: evaluate both directions exactly (unless ``measured`` holds that:
+    :func:`train_side_by_side`), delete :func:`overwritten_models` (never the inputs ``keep``) and write the model: ours
+    as ``word2idx.pkl``, ``forward.pt``, ``backward.pt``, ``bilstm.pt`` and the ``save_pretrained`` folder ``bilm/``
+    (``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``), the published architecture as that folder
+    alone, with its softmax (an earlier version's ``published_lm.pt`` is removed); then set ``stale`` aside
+    (:func:`set_aside_stale`), write ``lm.json`` (``out`` completed) and the loss curves, delete the training
+    checkpoints and print a table of each direction's perplexities, word accuracy and speed. ``command``: what the
+    model card (:func:`lm_card`) says made it."""
+    outputs, vocab, shared = run.outputs, loaded.vocab, model.shared_token_layer
+    if shared:
+        for name in DIRECTIONS:
+            evaluate_direction(model.direction(name), fitted, loaded.data, run, vocab, out)
+        out["bilm_config"], out["options"] = model.config.saved(), options_of(model.config)
+        out["lm_config"], histories = model.config.head, {"biLM": fitted.history}
+        replace_different_models(config, model.config, keep)
+    else:
+        meta = {**environment_info(config.seed), "config": asdict(config)}
+        vocab.save_pickle(outputs.word2idx)
+        replace_different_models(config, None, keep)
+        for lm in map(model.direction, DIRECTIONS):
+            with phase(out, "saving"):
+                save_checkpoint(lm_checkpoint(lm, vocab, meta), outputs.lm(lm.direction))
+            evaluate_direction(lm, fitted[lm.direction], loaded.data, run, vocab, out, (measured or {}).get(lm.direction))
+        out["bilm_config"] = asdict(model.config)
+        histories = {d: out["directions"][d]["history"] for d in out["directions"]}
+    model.vocab, model.card = vocab, lm_card(out, config, command)
+    with phase(out, "saving"):
+        if not shared:
+            save_bilm(model, vocab, outputs.bilm, {**meta, "card": model.card})
+        # the four files at once: an interrupted run leaves the previous folder whole; the card loads it from there
+        with atomic_folder(outputs.pretrained_dir, "--models-dir") as folder:
+            model.save_pretrained(folder, model_card_kwargs={"repo_id": str(outputs.pretrained_dir)})
+        if shared:
+            remove_file(outputs.published_lm)
     set_aside_stale(stale, run)
     out["tokens_per_second"] = {d: out["directions"][d]["tokens_per_second"] for d in out["directions"]}
+    # per history, the dtype its LSTMs computed in at the last step
     out["lstm_dtype"] = {d: rows[-1].get("lstm_dtype") if rows else None for d, rows in histories.items()}
     out["seconds"] = time.perf_counter() - started
     with phase(out, "plots"):
         plot_curves({f"{d} train": [row["train_loss"] for row in rows] for d, rows in histories.items()}
                     | {f"{d} val": [math.log(row["val_perplexity"]) for row in rows] for d, rows in histories.items()},
-                    run.outputs.image("lm_loss"), "biLM loss per epoch", "NLL (nats per word)")
+                    outputs.image("lm_loss"), "biLM loss per epoch", "NLL (nats per word)")
     out["config"], out["meta"] = asdict(config), environment_info(config.seed)
-    write_json(run.outputs.result("lm"), out)
-    remove_checkpoints(config, checkpoints)
+    write_json(outputs.result("lm"), out)
+    remove_checkpoints(config, ["published_lm"] if shared else [f"{d}_lm" for d in DIRECTIONS])
     split = "test" if out["test"] else "val"
     lines = [f"direction   val ppl  {split:>5} ppl  {split:>5} top-1  {split:>5} top-5   tokens/s"]
     for d in [d for d in DIRECTIONS if f"{d}_perplexity" in out["val"]]:
@@ -780,44 +736,6 @@ def finish_lm_results(out: dict, config: PretrainArgs, run: StartedRun, started:
         lines.append(f"{d:<10}{out['val'][f'{d}_perplexity']:>8.2f}{out[split][f'{d}_perplexity']:>11.2f}"
                      f"{w['top1_accuracy']:>13.3f}{w['top5_accuracy']:>13.3f}{out['tokens_per_second'][d]:>11,.0f}")
     run.say("\n" + "\n".join(lines))
-
-
-def write_outputs(model: BiLM, loaded: PretrainData, fitted: FitResult | dict[str, FitResult], config: PretrainArgs,
-                  run: StartedRun, out: dict, started: float, measured: dict[str, dict] | None, stale: list[Path],
-                  command: str, keep: Iterable) -> None:
-    """Rank 0, after :func:`train_and_write`: evaluate both directions exactly (unless ``measured`` holds that:
-    :func:`train_side_by_side`), delete :func:`overwritten_models` (never the inputs ``keep``) and write the model,
-    then :func:`finish_lm_results` (``stale``; ``command``: what the model card says made it). Ours: ``word2idx.pkl``,
-    ``forward.pt``, ``backward.pt``, ``bilstm.pt`` and the same biLM as the ``save_pretrained`` folder ``bilm/``; the
-    published architecture: that folder alone, with its softmax and vocabulary (an earlier version's
-    ``published_lm.pt`` there is removed)."""
-    outputs, vocab = run.outputs, loaded.vocab
-    if model.shared_token_layer:
-        for name in DIRECTIONS:
-            evaluate_direction(model.direction(name), fitted, loaded.data, run, vocab, out)
-        model.vocab, model.card = vocab, lm_card(out, config, command)
-        replace_different_models(config, model.config, keep)
-        with phase(out, "saving"):
-            save_folder(model, outputs)
-            remove_file(outputs.published_lm)
-        out["bilm_config"], out["options"] = model.config.saved(), options_of(model.config)
-        out["lm_config"] = model.config.head
-        finish_lm_results(out, config, run, started, {"biLM": fitted.history}, ["published_lm"], stale)
-        return
-    meta = {**environment_info(config.seed), "config": asdict(config)}
-    vocab.save_pickle(outputs.word2idx)
-    replace_different_models(config, None, keep)
-    for lm in map(model.direction, DIRECTIONS):
-        with phase(out, "saving"):
-            save_checkpoint(lm_checkpoint(lm, vocab, meta), outputs.lm(lm.direction))
-        evaluate_direction(lm, fitted[lm.direction], loaded.data, run, vocab, out, (measured or {}).get(lm.direction))
-    out["bilm_config"] = asdict(model.config)
-    model.vocab, model.card = vocab, lm_card(out, config, command)
-    with phase(out, "saving"):
-        save_bilm(model, vocab, outputs.bilm, {**meta, "card": model.card})
-        save_folder(model, outputs)
-    finish_lm_results(out, config, run, started, {d: out["directions"][d]["history"] for d in out["directions"]},
-                      ["forward_lm", "backward_lm"], stale)
 
 
 def measure_direction(lm: Direction, data: dict, device: torch.device) -> dict:

@@ -18,7 +18,7 @@ from elmo.model.bilm import BiLM
 from elmo.model.bilm_config import BiLMConfig
 from elmo.model.published_io import options_of, save_published_bilm
 from elmo.model.serialization import find_bilm
-from elmo.pipelines.pretraining import PretrainArgs, check_files, refuse_different_models, replace_different_models
+from elmo.pipelines.pretraining import PretrainArgs, check_files, replace_different_models
 
 TINY = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
 WIDER = replace(TINY, hidden_size=32)
@@ -94,7 +94,7 @@ def test_its_own_earlier_output_resume_and_overwrite_are_allowed(tmp_path, tiny_
     assert run("pretrain", flags(folder, tiny_agnews, "--architecture", arch, "--max-docs", "60")) == 0  # its own folder
     (folder / "bilstm.pt").write_bytes(b"ELMO.py's biLM")
     assert run("pretrain", flags(folder, tiny_agnews, "--architecture", arch, "--max-docs", "60")) == 2
-    refuse_different_models(PretrainArgs(models_dir=str(folder), architecture=arch, resume=True), None)
+    check_files(PretrainArgs(models_dir=str(folder), data_dir=str(tiny_agnews), architecture=arch, resume=True))
     assert run("pretrain", flags(folder, tiny_agnews, "--architecture", arch, "--max-docs", "60", "--overwrite")) == 0
     assert not (folder / "bilstm.pt").exists() and find_bilm(folder).kind == "pretrained"  # opens as the new model
     ours = tmp_path / "ours"
