@@ -1,17 +1,7 @@
-"""Fine-tuning a biLM on a domain's text: ``python -m elmo finetune`` (docs/fine_tuning.md).
-
-Open the biLM (:func:`bilm_to_finetune`) → read the domain text as ``pretrain`` reads it for that biLM → exact held-out
-perplexity of each direction *before* → continue the language-model training (:func:`~elmo.training.trainer.fit`; the
-biLM at ``--lr``, the softmax at ``--softmax-lr``) → exact perplexity *after* → the biLM written as ``pretrain`` writes
-it, and ``<results-dir>/lm.json`` (``pretrain``'s, plus ``before`` and ``finetune``).
-
-* **The published architecture** (one token layer and one softmax shared by the directions): the domain text's
-  vocabulary, cased, and a new softmax over it (``--softmax``, ``--softmax-init``:
-  :mod:`elmo.model.published_finetune`), both directions trained together → ``<models-dir>/bilm/``, a ``save_pretrained``
-  folder with the softmax (for ``python -m elmo export``).
-* **Our biLM** (``bilstm.pt``: one token layer and one softmax per direction): its own vocabulary and softmaxes (the
-  domain's other words are ``<unk>``), the text lower-cased, each direction trained in turn → ``word2idx.pkl``,
-  ``forward.pt``, ``backward.pt``, ``bilstm.pt`` and ``bilm/`` in ``--models-dir``.
+"""Fine-tuning a biLM on a domain's text: ``python -m elmo finetune`` (docs/fine_tuning.md). Open the biLM
+(:func:`bilm_to_finetune`; the published architecture gets a new softmax over the domain vocabulary), read the text as
+``pretrain`` reads it for that biLM, measure the exact held-out perplexities *before*, then train and write it as
+``pretrain`` does (:func:`~elmo.pipelines.pretraining.train_and_write`; ``lm.json`` adds ``before`` and ``finetune``).
 """
 
 from __future__ import annotations
@@ -44,7 +34,6 @@ from .pretraining import (
     lm_summary,
     load_data,
     say_stale,
-    stale_classifiers,
     train_and_write,
     training_head,
 )
@@ -67,17 +56,9 @@ SCALE_FIT_DOCS = 256
 
 @dataclass
 class FinetuneArgs(CommonArgs):
-    """Flags of ``python -m elmo finetune``; the domain text is read with ``pretrain``'s flags.
-
-    * ``--options-file`` and ``--weight-file``: bilm-tf's files, published (https://allennlp.org/elmo) or written by
-      ``python -m elmo export``. The new softmax learns at ``--softmax-lr``, faster than the biLM's ``--lr`` (it starts
-      from an initialisation, the biLM from trained weights); ``--dropout`` as bilm-tf's.
-    * ``--softmax``: sampled (bilm-tf's, ``--softmax-samples`` candidates per batch and direction) or adaptive (only
-      with ``--softmax-init random``); held-out perplexities are exact either way. ``--softmax-init token-layer``: word
-      w's row is the biLM's token-layer vector of w, its bias w's log unigram frequency, both scaled by two numbers
-      fitted on a sample of the text; ``random``: bilm-tf's N(0, 1/dim) rows, zero biases. These three flags make the
-      published architecture's new softmax; our biLM keeps its own and refuses them.
-    """
+    """Flags of ``python -m elmo finetune`` (docs/fine_tuning.md); the domain text is read with ``pretrain``'s flags.
+    ``--softmax``, ``--softmax-samples`` and ``--softmax-init`` make the published architecture's new softmax; our biLM
+    keeps its own and refuses them (:func:`bilm_to_finetune`)."""
 
     options_file: str | None = option(None, "the biLM to fine-tune: bilm-tf's options.json, or alone any biLM (a "
                                             "models folder, bilstm.pt, a save_pretrained folder, published_lm.pt or "
@@ -119,29 +100,23 @@ class FinetuneArgs(CommonArgs):
         self.pretrain_args().check()  # pretrain's text-flag rules (--val-file goes with --train-file, ...)
 
     def pretrain_args(self, opened: OpenedBiLM | None = None) -> PretrainArgs:
-        """These flags as ``pretrain`` takes them for the biLM being fine-tuned (``opened``), so that ``pretrain``'s
-        :func:`~elmo.pipelines.pretraining.load_data` reads the text, makes the vocabulary (our biLM: its own) and
-        the batches."""
+        """These flags as :func:`~elmo.pipelines.pretraining.load_data` takes them for the biLM being fine-tuned
+        (``opened``): the text read as it reads it, our biLM's own vocabulary."""
         shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(PretrainArgs) if hasattr(self, f.name)}
         if opened is None or opened.bilm.shared_token_layer:
             return FinetuneText(**shared, architecture=self.options_file,
                                 model=None if opened is None else opened.bilm.config)
-        return FinetuneText(**shared, model=opened.bilm.config, reads_cased=False, fixed_vocab=opened.vocab)
+        return FinetuneText(**shared, model=opened.bilm.config, fixed_vocab=opened.vocab)  # lower-cased: no architecture
 
 
 @dataclass
 class FinetuneText(PretrainArgs):
     """:class:`~elmo.pipelines.pretraining.PretrainArgs` adapted to the biLM being fine-tuned: ``model``, its config;
-    ``reads_cased``, whether it reads text as written; ``fixed_vocab``, its own vocabulary (our biLM's) or ``None``."""
+    ``fixed_vocab``, its own vocabulary (our biLM's) or ``None``. The text is read cased with ``architecture`` (the
+    published one's ``--options-file``), else lower-cased."""
 
     model: Any = None
-    reads_cased: bool = True
     fixed_vocab: Vocabulary | None = None
-
-    @property
-    def cased(self) -> bool:
-        """Whether the biLM being fine-tuned reads the text as written."""
-        return self.reads_cased
 
     def model_config(self, vocab_size: int) -> Any:
         """The config of the biLM being fine-tuned (what sets the characters of a batch)."""
@@ -177,18 +152,15 @@ def bilm_to_finetune(config: FinetuneArgs) -> OpenedBiLM:
 
 
 def initial_softmax(model: BiLM, loaded: PretrainData, config: FinetuneArgs) -> dict:
-    """Apply ``--softmax-init`` to ``model.softmax`` (:mod:`elmo.model.published_finetune`): ``token-layer`` counts the
-    targets of the first :data:`COUNT_MAX_DOCS` training documents and fits its two scales on the first
-    :data:`SCALE_FIT_DOCS`; ``random`` keeps the softmax's own initialisation. Returns what was done (``lm.json``)."""
+    """Apply ``--softmax-init`` to ``model.softmax`` (:mod:`elmo.model.published_finetune`; ``random`` keeps its own
+    initialisation). Returns what was done (``lm.json``)."""
     if config.softmax_init == "random":
         return {"method": "random"}
-    vocab = loaded.vocab
     counted = list(itertools.islice(loaded.sentences(), COUNT_MAX_DOCS))
-    counts = target_counts(counted, vocab)
-    sample = encode_corpus([d[:config.max_length] for d in counted[:SCALE_FIT_DOCS] if d], vocab,
+    counts = target_counts(counted, loaded.vocab)
+    sample = encode_corpus([d[:config.max_length] for d in counted[:SCALE_FIT_DOCS] if d], loaded.vocab,
                            max_chars=model.config.max_chars, char_scheme="bilm_tf")
-    info = init_softmax_from_token_layer(model, vocab, counts, sample)
-    return {**info, "counted_documents": len(counted)}
+    return {**init_softmax_from_token_layer(model, loaded.vocab, counts, sample), "counted_documents": len(counted)}
 
 
 def say_perplexities(run: StartedRun, when: str, perplexities: dict[str, dict[str, float]]) -> None:
@@ -223,8 +195,7 @@ def finetune(config: FinetuneArgs) -> dict:
                    [config.outputs.checkpoint(f"{d}_lm") for d in DIRECTIONS])
     text = config.pretrain_args(opened)
     run = start(config, kernel_cache_entries=32)
-    stale = stale_classifiers(config, written, keep=opened.source.read) if run.ctx.is_main else []
-    say_stale(stale, run)
+    stale = say_stale(config, written, opened.source.read, run)
     loaded = load_data(text)
     resolve_batch_size(config, loaded.counts["train"], run.say)
     run.say(f"fine-tuning {opened.where} on {loaded.source}: {loaded.described(run)}")
@@ -234,8 +205,7 @@ def finetune(config: FinetuneArgs) -> dict:
     before = {split: {f"{d}_perplexity": perplexity(model.direction(d), loaded.data[split], run.device)
                       for d in DIRECTIONS} for split in ("val", "test") if split in loaded.data}  # exact, each direction
     say_perplexities(run, "before", before)
-    head = {"architecture": config.options_file, "softmax": config.softmax} if shared else \
-        {"softmax": bilm.config.softmax}
+    head = {"architecture": config.options_file, "softmax": config.softmax} if shared else {"softmax": bilm.config.softmax}
     new_softmax = {"weight_file": config.weight_file, "softmax_init": init} if shared else {}
     tuned = {"options_file": config.options_file, **new_softmax, "lr": config.lr, "softmax_lr": config.softmax_lr}
     out = lm_summary(loaded, run, {**head, "before": before, "finetune": tuned})

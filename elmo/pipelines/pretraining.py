@@ -71,12 +71,7 @@ INIT_EMBEDDINGS = ("auto", "word2vec", "word2vec-centered", "none")
 #: (Word2Vec trained on too little text points every word the same way).
 AUTO_INIT_MAX_COSINE = 0.9
 
-#: ``--lstm``: the published cell with its clipping (a per-step loop), or no clipping on PyTorch's fused LSTM kernel
-LSTM_CELLS = ("clipped", "fused")
-#: ``--concurrent-directions``: auto (side by side on the CPU with two or more threads), on, off (one after the other)
-CONCURRENT_DIRECTIONS = ("auto", "on", "off")
-#: our biLM, the preset without ``--architecture``: each size flag's value when left out (``--embedding-dim``: the
-#: LSTM output width, ``--proj-size`` if set, else ``--hidden-size``)
+#: our biLM, the preset without ``--architecture``: each size flag's value when left out (``--embedding-dim``: its help)
 OUR_PRESET = {"hidden_size": 256, "num_layers": 2, "token_encoder": "word", "char_dim": 16,
               "char_filters": tuple(f"{w}:{n}" for w, n in DEFAULT_FILTERS), "num_highway": 1, "max_chars": 20,
               "residual": True, "proj_size": 0, "lstm": "fused"}
@@ -107,7 +102,7 @@ class PretrainArgs(CommonArgs):
     proj_size: int | None = option(None, "project the LSTM cells to this width (ours: 0, none)")
     residual: bool | None = option(None, "residual connection between LSTM layers (ours: on)")
     lstm: str | None = option(None, "LSTM cell: fused (PyTorch's kernel; ours) or clipped (the published cell, a "
-                              "per-step loop; the published presets')", choices=LSTM_CELLS)
+                              "per-step loop; the published presets')", choices=("clipped", "fused"))
     token_encoder: str | None = option(None, "word embeddings or the character CNN (ours: word)", choices=TOKEN_ENCODERS)
     char_filters: tuple[str, ...] = option((), "char CNN width:count (ours: "
                                                   + " ".join(OUR_PRESET["char_filters"]) + ")")
@@ -129,7 +124,7 @@ class PretrainArgs(CommonArgs):
     text_column: str | None = option(None, "the text's column in .csv files")
     max_val_docs: int = option(10000, "hold out at most N lines of --train-file")
     stream_buffer: int = option(1_000_000, "tokens of --train-file shuffled at a time")
-    concurrent_directions: str = option("auto", "train both directions at once", choices=CONCURRENT_DIRECTIONS)
+    concurrent_directions: str = option("auto", "train both directions at once", choices=("auto", "on", "off"))
     overwrite: bool = option(False, "replace a different model in --models-dir (else refused)")
 
     def filters(self) -> tuple[tuple[int, int], ...]:
@@ -144,8 +139,8 @@ class PretrainArgs(CommonArgs):
         return filters
 
     def bilm_config(self, vocab_size: int) -> BiLMConfig:
-        """Our biLM's :class:`~elmo.model.bilm_config.BiLMConfig` from these flags, each left out our preset's
-        (:data:`OUR_PRESET`). Raises :class:`ElmoError` on bad sizes."""
+        """Our biLM's :class:`~elmo.model.bilm_config.BiLMConfig`, a flag left out :data:`OUR_PRESET`'s. Raises
+        :class:`ElmoError` on bad sizes."""
         sizes = {name: OUR_PRESET[name] if getattr(self, name) in (None, ()) else getattr(self, name)
                  for name in OUR_PRESET} | {"char_filters": self.filters()}
         clip = OUR_CLIP if sizes.pop("lstm") == "clipped" else None  # at bilm-tf's bounds, the published presets'
@@ -209,8 +204,7 @@ class PretrainArgs(CommonArgs):
         """:meth:`CommonArgs.check` plus the biLM's sizes and the vocabulary and stream flags. Raises
         :class:`ElmoError` naming the flag (or the ``BiLMConfig`` / ``TrainConfig`` field it sets)."""
         super().check()
-        if self.min_freq < 1 or (self.max_vocab is not None and self.max_vocab < 1):
-            raise ElmoError(f"--min-freq and --max-vocab must be >= 1, got {self.min_freq}, {self.max_vocab}")
+        at_least(self, 1, "min_freq", "max_vocab")
         self._check_architecture()
         TrainConfig(epochs=self.epochs, lr=self.lr, lr_gamma=self.lr_gamma, warmup_steps=self.warmup_steps)  # flags
         if self.train_file is None:
@@ -220,13 +214,10 @@ class PretrainArgs(CommonArgs):
         elif self.text_fraction != 1.0 or self.extra_text:
             raise ElmoError("--text-fraction and --extra-text shape the AG News pre-training text; with --train-file "
                             "the text is that file")
-        if self.max_val_docs < 1 or self.stream_buffer < 1:
-            raise ElmoError(f"--max-val-docs and --stream-buffer must be >= 1, got {self.max_val_docs}, "
-                            f"{self.stream_buffer}")
+        at_least(self, 1, "max_val_docs", "stream_buffer")
 
     def _check_architecture(self) -> None:
-        """Check the size flags and that the config they give builds (:meth:`bilm_config` or :meth:`published_config`
-        and its softmax). Raises :class:`ElmoError`."""
+        """The size flags, and that the config they give (:meth:`model_config`, its head) builds. Raises ElmoError."""
         at_least(self, 1, "embedding_dim", "hidden_size", "num_layers", "char_dim", "max_chars")
         at_least(self, 0, "num_highway", "proj_size")
         if self.architecture is None:
@@ -273,10 +264,9 @@ def init_embeddings(bilm: BiLM, vocab: Vocabulary, sentences, config: PretrainAr
 
 @dataclass
 class PretrainData:
-    """The encoded (or streamed) splits, the vocabulary and what the log and ``lm.json`` say of them: ``counts``, the
-    documents per split (``"train"``: those ``--batch-size``'s default adapts to,
-    :func:`~elmo.pipelines.common.auto_batch_size`; ``--train-file``: its non-blank lines outside the held-out
-    share)."""
+    """The encoded (or streamed) splits, the vocabulary and what the log and ``lm.json`` say of them; ``counts``: the
+    documents per split (``"train"``'s adapt :func:`~elmo.pipelines.common.auto_batch_size`; ``--train-file``: its
+    non-blank lines outside the held-out share)."""
 
     vocab: Vocabulary
     data: dict[str, EncodedCorpus | StreamedCorpus]
@@ -322,13 +312,12 @@ def prepare_stream(config: PretrainArgs) -> PretrainData:
     from one pass over the training text (on rank 0, as the held-out OOV rates); ``sentences()``: the first
     :data:`WORD2VEC_MAX_DOCS` training documents. Raises :class:`ElmoError`: missing or unreadable files, a missing
     ``--text-column``, no training text."""
-    lowercase = not config.cased  # the published architecture reads cased text
 
     def open_source(path: str, max_docs: int | None = None) -> TextSource:
         csv = Path(path).suffix.lower() == ".csv"
         if csv and config.text_column is None:
             raise ElmoError(f"{path}: a CSV file: name the column holding the text with --text-column")
-        return TextSource(path, config.text_column if csv else None, max_docs, lowercase)
+        return TextSource(path, config.text_column if csv else None, max_docs, not config.cased)
 
     source = open_source(config.train_file, config.max_docs)
     holdout = config.val_file is None
@@ -506,8 +495,7 @@ def new_model_files(config: CommonArgs, written: BiLMConfig | None) -> list[Path
 
 
 def overwritten_models(config: CommonArgs, written: BiLMConfig | None, keep: Iterable = ()) -> list[Path]:
-    """With ``--overwrite`` (else none), the files of :func:`different_models`, never one of the command's inputs
-    ``keep``."""
+    """With ``--overwrite`` (else none), the files of :func:`different_models` but the command's inputs ``keep``."""
     if not config.overwrite:
         return []
     kept = {os.path.realpath(path) for path in keep if path is not None}
@@ -535,14 +523,16 @@ def stale_classifiers(config: CommonArgs, written: BiLMConfig | None, keep: Iter
     return stale
 
 
-def say_stale(stale: list[Path], run: StartedRun) -> None:
-    """At the start: one line (stderr, rank 0, ``--quiet`` too) naming the :func:`stale_classifiers` and their fate."""
-    if stale and run.ctx.is_main:
+def say_stale(config: CommonArgs, written: BiLMConfig | None, keep: Iterable, run: StartedRun) -> list[Path]:
+    """At the start, on rank 0 (else ``[]``): the :func:`stale_classifiers`, named on stderr (``--quiet`` too)."""
+    stale = stale_classifiers(config, written, keep) if run.ctx.is_main else []
+    if stale:
         folder = stale[0].parent
         print(f"note: {folder} holds classifier files trained on the biLM this run replaces "
               f"({', '.join(p.name for p in stale)}); once the new biLM is saved they are renamed to <name>.stale (a "
               "run that stops before leaves them as they are); then train new ones with `python classification.py "
               f"--models-dir {folder}`", file=sys.stderr, flush=True)
+    return stale
 
 
 def set_aside_stale(stale: list[Path], run: StartedRun) -> None:
@@ -597,8 +587,7 @@ def pretrain(config: PretrainArgs) -> dict:
     steady_heap()
     run = start(config, kernel_cache_entries=32)
     ctx, say = run.ctx, run.say
-    stale = stale_classifiers(config, config.published_config(), keep=[config.architecture]) if ctx.is_main else []
-    say_stale(stale, run)
+    stale = say_stale(config, config.published_config(), [config.architecture], run)
     threads_each = direction_threads(config, run)
     phases: dict = {}
     with phase(phases, "data"):  # read, split, vocabulary, encoded
@@ -670,10 +659,9 @@ def lm_card(out: dict, config: PretrainArgs, command: str = "pretrain") -> dict:
     """The facts of a biLM's model card (:mod:`elmo.model.hub`) from its ``lm.json`` content ``out``: the training
     text, its tokens, the held-out perplexities per direction and the command (:func:`command_line`)."""
     docs = out.get("documents", {})
-    own = getattr(config, "train_file", None)
-    text = str(own) if own else f"AG News descriptions ({Path(config.data_dir) / 'train.csv'})"
+    text = str(config.train_file) if config.train_file else f"AG News descriptions ({Path(config.data_dir) / 'train.csv'})"
     text += "".join(f", {docs[k]:,} {k} documents" for k in ("train", "val") if k in docs)
-    text += "".join(f", plus {f}" for f in getattr(config, "extra_text", ()))
+    text += "".join(f", plus {f}" for f in config.extra_text)
     perplexity = {split: {d: out[split][f"{d}_perplexity"] for d in DIRECTIONS if f"{d}_perplexity" in out[split]}
                   for split in ("val", "test") if out.get(split)}
     return {"text": text, "train_tokens": out.get("train_tokens"), "perplexity": perplexity,
