@@ -424,8 +424,7 @@ def train_direction(job: DirectionJob) -> dict:
     run = StartedRun(distributed.context(), torch.device("cpu"), job.amp_dtype, torch.get_num_threads(),
                      config.outputs, lambda *a: None)
     fitted = fit_direction(lm, job.loaded, config, run, bar=False)
-    return {"state": lm.state_dict(), "history": fitted.history, "best_epoch": fitted.best_epoch,
-            "best_value": fitted.best_value, "measured": measure_direction(lm, job.loaded.data, run.device)}
+    return {"state": lm.state_dict(), **asdict(fitted), "measured": measure_direction(lm, job.loaded.data, run.device)}
 
 
 def train_side_by_side(bilm: BiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
@@ -672,13 +671,10 @@ def write_outputs(model: BiLM, loaded: PretrainData, fitted: FitResult | dict[st
                   run: StartedRun, out: dict, started: float, measured: dict[str, dict] | None, stale: list[Path],
                   command: str, keep: Iterable) -> None:
     """Rank 0, after :func:`train_and_write`: evaluate both directions exactly (unless ``measured`` holds that:
-    :func:`train_side_by_side`), delete :func:`overwritten_models` (never the inputs ``keep``) and write the model: ours
-    as ``word2idx.pkl``, ``forward.pt``, ``backward.pt``, ``bilstm.pt`` and the ``save_pretrained`` folder ``bilm/``
-    (``config.json``, ``model.safetensors``, ``vocab.txt``, ``README.md``), the published architecture as that folder
-    alone, with its softmax (an earlier version's ``published_lm.pt`` is removed); then set ``stale`` aside
-    (:func:`set_aside_stale`), write ``lm.json`` (``out`` completed) and the loss curves, delete the training
-    checkpoints and print a table of each direction's perplexities, word accuracy and speed. ``command``: what the
-    model card (:func:`lm_card`) says made it."""
+    :func:`train_side_by_side`), delete :func:`overwritten_models` (never the inputs ``keep``), write the model files
+    (docs/commands.md, ``pretrain``), set ``stale`` aside (:func:`set_aside_stale`), write ``lm.json`` (``out``
+    completed) and the loss curves, delete the training checkpoints and print a table of each direction's
+    perplexities, word accuracy and speed. ``command``: what the model card (:func:`lm_card`) says made it."""
     outputs, vocab, shared = run.outputs, loaded.vocab, model.shared_token_layer
     if shared:
         for name in DIRECTIONS:
@@ -704,7 +700,7 @@ def write_outputs(model: BiLM, loaded: PretrainData, fitted: FitResult | dict[st
         with atomic_folder(outputs.pretrained_dir, "--models-dir") as folder:
             model.save_pretrained(folder, model_card_kwargs={"repo_id": str(outputs.pretrained_dir)})
         if shared:
-            remove_file(outputs.published_lm)
+            remove_file(outputs.published_lm)  # an earlier version's
     set_aside_stale(stale, run)
     out["tokens_per_second"] = {d: out["directions"][d]["tokens_per_second"] for d in out["directions"]}
     # per history, the dtype its LSTMs computed in at the last step
