@@ -1,36 +1,16 @@
-"""The bidirectional language model (biLM) of ELMo (Peters et al. 2018, §3.1 and eq. 1), in both architectures.
+"""The bidirectional language model (biLM) of ELMo (Peters et al. 2018, §3.1 and eq. 1), in both architectures: two
+*separate* language models read each right-padded sentence, the backward one reversed within its own length so that
+backward state k lines up with token k (docs/method.md); padded positions are excluded from every loss and masked.
 
-Two *separate* language models read each sentence: the forward one reads ``<bos> t_1 .. t_N`` and predicts
-``t_1 .. t_N <eos>``, the backward one reads ``<eos> t_N .. t_1`` and predicts ``t_N .. t_1 <bos>``. The backward model
-reverses every sentence *within its own length*, so backward state k lines up with token k. Batches are right-padded,
-so padding never reaches a real state; padded positions are excluded from every loss and masked.
-
-**Ours** (:class:`BiLMConfig`): per direction a token encoder (a word embedding, or the character CNN with
-``token_encoder="char"``, :mod:`elmo.model.char_cnn`) → a stack of unidirectional LSTM layers (optionally projected,
-``proj_size``, and residual, ``residual``, §3.1) → a softmax (adaptive, Grave et al. 2017,
-:class:`~elmo.model.adaptive_softmax.AdaptiveSoftmax`, or sampled); text lower-cased.
-
-**bilm-tf's** (``shared_token_layer``, :meth:`BiLMConfig.bilm_tf`, ``PUBLISHED_ARCHITECTURES``), the architecture of
-the published ELMo weights (AllenNLP's ``elmo_2x4096_512_2048cnn_2xhighway`` and its smaller siblings;
-:mod:`elmo.model.published_io` reads their files and computes the reference implementation's vectors,
-``docs/published_elmo.md``, "What exact means here"), text read as written:
-
-1. **Token layer**: the character CNN in bilm-tf's configuration (:mod:`elmo.model.char_cnn`) over bilm-tf character
-   ids (:func:`elmo.data.chars.bilm_tf_char_ids`), one for both directions: ``h_0 = [x; x]``.
-2. **LSTM layers** (:class:`~elmo.model.lstm.ProjectedLSTM`), per direction: TensorFlow's ``LSTMCell`` with
-   ``num_proj`` (forget bias + 1.0, cell clipped to ``±cell_clip``, output projected and clipped to ``±proj_clip``;
-   without clipping, PyTorch's fused LSTM kernel); with ``residual`` every layer but the first adds its input.
-3. **Sentence boundaries** ``<S>`` and ``</S>`` are added around every sentence before the LSTMs and removed after.
-4. **Training** (``pretrain --architecture``, ``finetune``): **one softmax** over the training vocabulary shared by
-   both directions (:meth:`BiLM.add_head`); the loss is the mean of the two directions' (:meth:`BiLM.loss`,
-   :class:`PublishedLM`); word ids are :class:`~elmo.data.vocab.Vocabulary` ids (``<bos>`` ↔ ``<S>``, ``<eos>`` ↔
-   ``</S>``, ``<unk>`` ↔ ``<UNK>``).
-
-bilm-tf and AllenNLP (``ElmoEmbedder(stateful=True)``) are *stateful*, row r's final states starting row r of the next
-batch: :meth:`BiLM.contextual` with ``carry=True``; ``forward`` is stateless.
-
-The ELMo layers for token k (eq. 1): ``h_{k,0} = [x^fwd_k ; x^bwd_k]``, ``h_{k,j} = [→h_{k,j} ; ←h_{k,j}]``, all of
-width ``2 * output_size``. Long sentences are computed in chunks (:attr:`BiLM.chunk_size`); training never chunks.
+The architectures are configurations (:class:`BiLMConfig`'s fields say what each sets): **ours**, per direction a
+token encoder (a word embedding, or the character CNN of :mod:`elmo.model.char_cnn`), LSTM layers and a softmax
+(adaptive, Grave et al. 2017, or sampled); **bilm-tf's** (``shared_token_layer``, :meth:`BiLMConfig.bilm_tf`,
+``PUBLISHED_ARCHITECTURES``), that of the published ELMo weights (AllenNLP's ``elmo_2x4096_512_2048cnn_2xhighway`` and
+its smaller siblings, read by :mod:`elmo.model.published_io`; docs/published_elmo.md, "What exact means here"), whose
+training head is one softmax shared by both directions (:meth:`BiLM.add_head`, :meth:`BiLM.loss`, :class:`PublishedLM`)
+over :class:`~elmo.data.vocab.Vocabulary` ids (``<bos>`` ↔ ``<S>``, ``<eos>`` ↔ ``</S>``, ``<unk>`` ↔ ``<UNK>``).
+bilm-tf and AllenNLP are *stateful*: :meth:`BiLM.contextual` with ``carry=True`` (docs/published_elmo.md, "Stateless
+and stateful").
 """
 
 from __future__ import annotations
@@ -38,23 +18,23 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
 from ..data.chars import TF_BOS, TF_EOS, TF_MAX_CHARS, bilm_tf_char_table, char_table
-from ..data.vocab import Vocabulary
+from ..data.vocab import BOS_ID, EOS_ID, Vocabulary
 from ..errors import ElmoError
-from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax
+from .adaptive_softmax import IGNORE_INDEX, AdaptiveSoftmax, cluster_counts
 from .bilm_config import HEAD_FIELDS, BiLMConfig
 from .char_cnn import WORDS_PER_PASS, WORDS_PER_PASS_GPU, CharEncoder
 from .dropout import FastDropout
 from .hub import HubMixin, earlier_key
 from .language_model import DIRECTIONS, LanguageModel, PublishedLM, States, length_mask, reverse_padded, with_boundaries
 from .lstm import projected_stack
-from .plan import HostPlan, WordPlan, device_reading_plan, host_plan, word_plan
+from .plan import HostPlan, WordPlan, device_reading_plan, predicted_positions, reading_plan, word_plan
 from .sampled_softmax import SampledSoftmax
 
 #: the default ``chunk_size`` of a biLM (:attr:`BiLM.chunk_size`)
@@ -62,21 +42,17 @@ CHUNK_SIZE = 256
 
 
 def words_per_pass(device_type: str, chunk_size: int | None) -> int:
-    """The most distinct words through a character CNN at a time on ``device_type`` with ``chunk_size`` positions per
-    chunk (:attr:`BiLM.words_per_pass`)."""
+    """:attr:`BiLM.words_per_pass` on ``device_type`` with ``chunk_size`` positions per chunk."""
     if device_type == "cuda":
         return WORDS_PER_PASS_GPU
     return WORDS_PER_PASS if chunk_size is None else min(WORDS_PER_PASS, chunk_size)
 
 
 class BiLM(nn.Module, HubMixin):
-    """A biLM of either architecture, sized by ``config`` (:class:`BiLMConfig`): a forward and a backward
-    :class:`LanguageModel`, whose states form the ELMo layers (eq. 1). Ours has a token encoder and a softmax per
-    direction; bilm-tf's (``config.shared_token_layer``, module docstring) one character CNN ``token_encoder`` read by
-    both directions and, with ``config.vocab_size``, one training ``softmax`` (:meth:`add_head`; then bilm-tf's
-    initial weights, :func:`bilm_tf_initialization`, and a softmax drawn from ``seed`` alone). ``save_pretrained`` /
-    ``from_pretrained`` (:class:`~elmo.model.hub.HubMixin`) write and read it as a folder; ``elmo_kind`` is ``bilm``
-    (ours), ``published_bilm`` or ``published_lm`` (with the head).
+    """A biLM of either architecture (module docstring), sized by ``config``: a ``forward_lm`` and a ``backward_lm``
+    (:class:`LanguageModel`); bilm-tf's also the one ``token_encoder`` and, with ``config.vocab_size``, the head of
+    :meth:`add_head` on bilm-tf's initial weights (:func:`bilm_tf_initialization`) drawn from ``seed``. A
+    :class:`~elmo.model.hub.HubMixin` folder of ``elmo_kind`` ``bilm`` (ours), ``published_bilm`` or ``published_lm``.
 
     Shapes: ``ids (B, T)`` int64 right-padded word ids (0 = ``<pad>``, no boundary tokens; a character biLM reads
     only ``chars``), ``lengths (B,)`` int64 in ``[1, T]``, ``chars (B, T, C)`` int64 character ids in the biLM's
@@ -84,9 +60,8 @@ class BiLM(nn.Module, HubMixin):
     ``(L + 1, B, T, D)`` float32 with ``D = output_dim``, zero at padded positions.
 
     Attributes:
-        chunk_size: a longer sentence is computed in chunks of this many positions at most, LSTM states carried across
-            (:attr:`words_per_pass` follows it): memory bounded by the chunk, the same vectors to float rounding.
-            :data:`CHUNK_SIZE` by default, ``None`` = one pass; not part of the model file.
+        chunk_size: the most positions computed at a time, LSTM states carried across (docs/published_elmo.md, "Long
+            documents"); :data:`CHUNK_SIZE` by default, ``None`` = one pass; not part of the model file.
         source: where it was read from as a classifier file records it: bilm-tf's options and weight files, a
             ``published_lm.pt`` or a folder (bilm-tf's architecture); ``None``: found through its models folder.
     """
@@ -121,21 +96,17 @@ class BiLM(nn.Module, HubMixin):
         """Whether both directions read one token layer (trained together), else one per direction (trained apart)."""
         return self.config.shared_token_layer
 
-    #: whether it reads text as written (bilm-tf's architecture, :attr:`shared_token_layer`), else lower-cased with the
-    #: task's vocabulary
+    #: whether it reads text as written (bilm-tf's architecture), else lower-cased with the task's vocabulary
     cased = shared_token_layer
 
     # ------------------------------------------------------------------ the training head of bilm-tf's architecture
 
     def add_head(self, seed: int = 0, **head: Any) -> "BiLM":
-        """Give this biLM of bilm-tf's architecture (its weights kept) a training head: ``head``, values of
-        :data:`HEAD_FIELDS` (``vocab_size`` required; the others default to :meth:`BiLMConfig.bilm_tf`'s), a
-        ``softmax`` shared by both directions, initialised from ``seed`` alone, and ``dropout``; saved as
-        ``elmo_kind`` ``published_lm``. Returns the biLM.
-
-        Raises:
-            ElmoError: a field out of range, or not of the head, named; our architecture (a softmax per direction).
-        """
+        """Give this biLM of bilm-tf's architecture (its weights kept) a training head, saved as ``elmo_kind``
+        ``published_lm``: ``head``, values of :data:`HEAD_FIELDS` (``vocab_size`` required; the others default to
+        :meth:`BiLMConfig.bilm_tf`'s), a ``softmax`` shared by both directions, initialised from ``seed`` alone, and
+        ``dropout``. Returns the biLM. Raises ElmoError: a field out of range, or not of the head, named; our
+        architecture (a softmax per direction)."""
         if not self.shared_token_layer:
             raise ElmoError("add_head: our biLM keeps a softmax per direction (forward_lm.softmax, backward_lm.softmax)")
         if unknown := sorted(set(head) - set(HEAD_FIELDS)):
@@ -188,9 +159,8 @@ class BiLM(nn.Module, HubMixin):
 
     @staticmethod
     def renamed_state(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """A ``model.safetensors`` (or ``published_lm.pt``) state with this version's names
-        (:meth:`~elmo.model.hub.HubMixin.renamed_state`); a ``published_lm`` file of an earlier version also kept the
-        biLM under ``bilm.``."""
+        """:meth:`~elmo.model.hub.HubMixin.renamed_state` (also of a ``published_lm.pt``); a ``published_lm`` file of
+        an earlier version also kept the biLM under ``bilm.``."""
         return HubMixin.renamed_state({k.removeprefix("bilm."): v for k, v in state.items()})
 
     def loaded(self, folder: Path) -> None:
@@ -202,26 +172,23 @@ class BiLM(nn.Module, HubMixin):
     def describe(self) -> str:
         """The model card's paragraph (and the training softmax it was saved with)."""
         c = self.config
+        weights = sum(p.numel() for k, p in self.named_parameters() if not k.startswith("softmax."))  # ours: all
+        layers = f"Each token gets {self.num_layers} layers of {self.output_dim} numbers; {weights:,} parameters."
         if not c.shared_token_layer:
             return (f"A biLM (ELMo, Peters et al. 2018) trained with the elmo toolkit: two {c.num_layers}-layer LSTM "
                     f"language models, forward and backward, {c.hidden_size} cells per direction, {c.token_encoder} "
-                    f"input, a vocabulary of {c.vocab_size:,} words. Each token gets {self.num_layers} layers of "
-                    f"{self.output_dim} numbers; {self.parameter_count():,} parameters.")
+                    f"input, a vocabulary of {c.vocab_size:,} words. {layers}")
         clip = "no clipping" if not c.clipped else f"cell clip {c.cell_clip}, projection clip {c.proj_clip}"
         head = f" Saved with the {c.softmax} softmax it was trained with, shared by both directions, over a " \
                f"vocabulary of {c.vocab_size:,} words." if c.vocab_size else ""
         return (f"The published ELMo architecture (bilm-tf; Peters et al. 2018): a character CNN ({c.n_filters} filters, "
                 f"{c.num_highway} highway layers), {c.num_layers} LSTM layers per direction of {c.hidden_size} cells "
                 f"projected to {c.output_size} ({clip}), residual connections {'on' if c.residual else 'off'}. "
-                f"Each token gets {self.num_layers} layers of {self.output_dim} numbers; "
-                f"{sum(p.numel() for k, p in self.named_parameters() if not k.startswith('softmax.')):,} "
-                f"parameters.{head}")
+                f"{layers}{head}")
 
     def bilm_tf_blockers(self) -> list[str]:
-        """Why bilm-tf's files (``options.json`` + ``weights.hdf5``) cannot hold this biLM; empty when they can (bilm-tf's
-        architecture). Ours: the LSTMs would map exactly, the token layer does not: bilm-tf's is one for both
-        directions, its word-input variant is read by neither AllenNLP nor our loader, and its character CNN is not
-        ours (docs/published_elmo.md, "Exporting")."""
+        """Why bilm-tf's files (``options.json`` + ``weights.hdf5``) cannot hold this biLM, ours (its token layers; the
+        LSTMs would map exactly: docs/published_elmo.md, "Exporting"); empty for bilm-tf's architecture."""
         if self.shared_token_layer:
             return []
         pairs = zip(self.forward_lm.embedding.parameters(), self.backward_lm.embedding.parameters())
@@ -262,11 +229,8 @@ class BiLM(nn.Module, HubMixin):
 
     def forward(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
         """ELMo layers of every token, stateless (zero initial LSTM states): ``(L + 1, B, T, D)``, layer 0 =
-        :meth:`token_layer`, layer j = both directions' LSTM layer j.
-
-        Raises:
-            ElmoError: ``chars`` missing for a character biLM; ``chunk_size`` < 1.
-        """
+        :meth:`token_layer`, layer j = both directions' LSTM layer j. Raises ElmoError: ``chars`` missing for a
+        character biLM; ``chunk_size`` < 1."""
         return self.contextual(self.token_vectors(self.tokens(ids, chars)), lengths)[0]
 
     def lstm_layers(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
@@ -275,11 +239,8 @@ class BiLM(nn.Module, HubMixin):
 
     def token_layer(self, ids: torch.Tensor | None, lengths: torch.Tensor, chars: torch.Tensor | None = None) -> torch.Tensor:
         """Layer 0 of :meth:`forward` without running the LSTMs: ``(B, T, D)``, zero at padding: ``[x^fwd; x^bwd]``,
-        or ``[x; x]`` for one token layer read by both directions.
-
-        Raises:
-            ElmoError: ``chars`` missing for a character biLM.
-        """
+        or ``[x; x]`` for one token layer read by both directions. Raises ElmoError: ``chars`` missing for a
+        character biLM."""
         x = self.token_vectors(self.tokens(ids, chars))
         x = torch.cat([x, x], dim=-1) if self.shared_token_layer else x
         return x * length_mask(lengths.to(x.device), x.shape[1]).unsqueeze(-1).to(x.dtype)
@@ -325,10 +286,8 @@ class BiLM(nn.Module, HubMixin):
         if self.shared_token_layer:
             flat = tokens.reshape(-1, tokens.shape[-1])
             return self.token_encoder(flat, self.words_per_pass, plan).reshape(*tokens.shape[:-1], -1)
-        lms = (self.forward_lm, self.backward_lm)
-        if self.config.token_encoder == "char":
-            return torch.cat([lm.embedding(tokens, self.words_per_pass) for lm in lms], dim=-1)
-        return torch.cat([lm.embedding(tokens) for lm in lms], dim=-1)
+        per_pass = (self.words_per_pass,) if self.config.token_encoder == "char" else ()
+        return torch.cat([lm.embedding(tokens, *per_pass) for lm in (self.forward_lm, self.backward_lm)], dim=-1)
 
     def word_vectors(self, words: Sequence[str]) -> torch.Tensor:
         """:meth:`token_vectors` ``(len(words), ...)`` of distinct ``words`` on the biLM's device (``vocab_to_cache``
@@ -352,9 +311,11 @@ class BiLM(nn.Module, HubMixin):
     def contextual(self, x: torch.Tensor, lengths: torch.Tensor, states: States | None = None, carry: bool = False,
                    boundaries: bool = False, token_layer: bool = True) -> tuple[torch.Tensor, States | None]:
         """ELMo layers from token vectors (:meth:`token_vectors`), the embedder's and ``Elmo``'s one path: each
-        direction reads ``<bos> x_1 .. x_n <eos>`` (:meth:`boundary_inputs`; the backward one reversed) through its
-        LSTM layers (:meth:`read_direction`), and the boundaries are removed from the output unless ``boundaries``.
-        With ``lengths`` on the host (a CPU tensor, whatever the device) nothing is read back from the device.
+        direction reads ``<bos> x_1 .. x_n <eos>`` (:func:`with_boundaries`; the backward one reversed) through its
+        LSTM layers (:meth:`read_direction`), and the boundaries are removed from the output unless ``boundaries``:
+        ``(layers (L + 1, B, T, D) float32, final states or None)``, zero at padded positions (``L`` layers without
+        ``token_layer``). With ``lengths`` on the host (a CPU tensor, whatever the device) nothing is read back from the
+        device. Raises ElmoError: :attr:`chunk_size` < 1.
 
         Args:
             x: ``(B, T, E')`` right-padded (``E'``: :meth:`token_vectors`' width); lengths: ``(B,)`` int64 (0 allowed:
@@ -364,30 +325,29 @@ class BiLM(nn.Module, HubMixin):
                 positions, as AllenNLP's ``_ElmoBiLm`` does (every sentence read to its end): ``(L + 1, B, T + 2, D)``,
                 row b's ``<bos>`` at 0, its tokens at ``1..n``, its ``<eos>`` at ``n + 1``; token_layer: ``False``
                 leaves layer 0 out.
-
-        Returns:
-            ``(layers (L + 1, B, T, D) float32, final states or None)``, zero at padded positions (``L`` layers without
-            ``token_layer``). Raises ElmoError: :attr:`chunk_size` < 1.
         """
         batch, longest, width = x.shape[0], x.shape[1], self.output_dim // 2
-        to_end = carry or boundaries
-        reading = self.reading(lengths, x.device, to_end)
-        host = lengths + 2 if lengths.device.type == "cpu" else None  # sentence lengths, kept on the host
+        to_end, shared, on_host = carry or boundaries, self.shared_token_layer, lengths.device.type == "cpu"
+        plan = device_reading_plan(lengths + (2 if to_end else 1), x.device) if shared else None  # both stacks' plan
+        host = lengths + 2 if on_host else None  # sentence lengths, kept on the host
         lengths = lengths.to(x.device)
         sentence = lengths + 2
+        # bilm-tf's <S>, </S> through the one token layer, made once for both directions (spellings planned on the host)
+        one = [self._with_boundaries(x, lengths, self.boundary_plan(x.device) if on_host else None)[0]] if shared else []
         first, span = (0, longest + 2) if boundaries else (1, longest)
         skip = 0 if token_layer else 1
         depth, finals = self.config.num_layers, []
         layers = x.new_empty(depth + 1 - skip, batch, span, 2 * width, dtype=torch.float32)
-        for d in range(2):
+        for d, lm in enumerate((self.forward_lm, self.backward_lm)):
             half = slice(d * width, (d + 1) * width)
-            full = self.boundary_inputs(d, x, lengths, reading)
+            full = (one[0] if d == 0 else one.pop()) if shared else \
+                with_boundaries(x[..., half], lengths, lm.boundary_vectors())[0]
             if token_layer:
                 layers[0, ..., half] = full[:, first:first + span]
             inputs = full if d == 0 else reverse_padded(full, sentence)
             del full
             initial = None if states is None else states[d * depth:(d + 1) * depth]
-            hs, ends = self.read_direction(d, inputs, sentence if host is None else host, reading, initial,
+            hs, ends = self.read_direction(d, inputs, sentence if host is None else host, plan, initial,
                                            longest + 1 + to_end, carry)
             del inputs
             for j, h in enumerate(hs, start=1 - skip):  # each layer written into its half and dropped
@@ -400,69 +360,39 @@ class BiLM(nn.Module, HubMixin):
         kept = length_mask(sentence, span) if boundaries else length_mask(lengths, longest)
         return layers.mul_(kept.unsqueeze(-1).float()), finals if carry else None
 
-    def reading(self, lengths: torch.Tensor, device: torch.device, to_end: bool) -> dict | None:
-        """What both directions' reads share, made once per :meth:`contextual` call: for bilm-tf's architecture both
-        stacks' reading plan (:func:`~elmo.model.plan.device_reading_plan`) and the boundaries' spelling plan, made on
-        the host when ``lengths`` are there (nothing read from the device); ours: nothing."""
-        if not self.shared_token_layer:
-            return None
-        return {"plan": device_reading_plan(lengths + (2 if to_end else 1), device),
-                "boundaries": self.boundary_plan(device) if lengths.device.type == "cpu" else None}
-
-    def boundary_inputs(self, d: int, x: torch.Tensor, lengths: torch.Tensor, reading: dict | None) -> torch.Tensor:
-        """Direction ``d``'s ``<bos> x_1 .. x_n <eos>`` ``(B, T + 2, E)`` (:func:`with_boundaries`): ours, its half of
-        ``x (B, T, 2E)`` and its own boundary vectors (:meth:`LanguageModel.boundary_vectors`); bilm-tf's, ``<S>`` and
-        ``</S>`` through the one token layer, made once for both directions."""
-        if self.shared_token_layer:
-            if "full" not in reading:
-                reading["full"] = self._with_boundaries(x, lengths, reading["boundaries"])[0]
-            return reading.pop("full") if d == 1 else reading["full"]
-        width, lm = self.config.output_size, (self.forward_lm, self.backward_lm)[d]
-        return with_boundaries(x[..., d * width:(d + 1) * width], lengths, lm.boundary_vectors())[0]
-
-    def read_direction(self, d: int, inputs: torch.Tensor, sentence: torch.Tensor, reading: dict | None,
+    def read_direction(self, d: int, inputs: torch.Tensor, sentence: torch.Tensor, plan: tuple | None,
                        initial: States | None, steps: int, carry: bool) -> tuple[Iterable[torch.Tensor], States]:
         """Direction ``d``'s ``[h_1 .. h_L]``, each ``(B, >= steps, E)``, over ``inputs (B, T + 2, E)`` in reading order,
         and, with ``carry`` (each row read to its ``sentence`` length), the final states: ours through
-        :meth:`LanguageModel.read` / :meth:`LanguageModel.read_to_ends`; bilm-tf's stack run as ``reading`` plans,
-        each layer restored to the batch's row order one at a time (no second copy of them all)."""
+        :meth:`LanguageModel.read` / :meth:`LanguageModel.read_to_ends`; bilm-tf's stack run as ``plan``
+        (:func:`~elmo.model.plan.device_reading_plan`), each layer restored to the batch's row order one at a time (no
+        second copy of them all)."""
         lm = (self.forward_lm, self.backward_lm)[d]
         if not self.shared_token_layer:
             if carry:
                 outputs, ends = lm.read_to_ends(inputs, sentence.cpu(), initial)
                 return outputs[1:], ends
             return lm.read(lambda a, b: inputs[:, a:b], inputs.shape[0], steps, self.chunk_size, initial)[1:], []
-        order, restore, active = reading["plan"]
+        order, restore, active = plan
         initial = None if initial is None else [(h[order], c[order]) for h, c in initial]
         hs, ends = projected_stack(lm.layers, inputs[order].transpose(0, 1), active, initial, self.config.residual,
                                    self.chunk_size)
-
-        def restored() -> Iterator[torch.Tensor]:
-            while hs:
-                yield hs.pop(0).transpose(0, 1)[restore]
-        return restored(), [(h[restore], c[restore]) for h, c in ends]
+        return (hs.pop(0).transpose(0, 1)[restore] for _ in range(len(hs))), [(h[restore], c[restore]) for h, c in ends]
 
     # ------------------------------------------------------------------ training bilm-tf's architecture
 
     def reading_states(self, chars: torch.Tensor, lengths: torch.Tensor, directions: Sequence[int] = (0, 1),
                        dropout: Callable[[torch.Tensor], torch.Tensor] | None = None,
                        plan: HostPlan | None = None) -> list[torch.Tensor]:
-        """bilm-tf's architecture: the top LSTM layer of each direction in its own reading order, what the shared
-        softmax reads (:meth:`loss`, held-out perplexity), differentiable down to the character CNN. Raises
-        ElmoError: ``chars`` missing.
-
-        Args:
-            chars: ``(B, T, C)`` bilm-tf character ids without the sentence boundaries; lengths: ``(B,)`` int64;
-            directions: which stacks run, 0 = forward, 1 = backward; dropout: on every LSTM layer's input (bilm-tf's
-                ``DropoutWrapper(input_keep_prob)`` in training; the residual connection adds the dropped input, as
-                TF's wrapper order does), ``None`` = none; plan: the batch's :class:`~elmo.model.plan.HostPlan` on the
-                device: the same states, nothing read back.
-
-        Returns:
-            One ``(B, T + 1, P)`` float32 tensor per entry of ``directions``, zero past ``n``: forward position k is
-            the state after ``<S> t_1 .. t_k`` (predicting ``t_{k+1}``, ``</S>`` at ``k = n``), backward position k
-            after ``</S> t_n .. t_{n-k+1}`` (predicting ``t_{n-k}``, ``<S>`` at ``k = n``).
-        """
+        """bilm-tf's architecture: the top LSTM layer ``(B, T + 1, P)`` float32 of each of ``directions`` (0 forward, 1
+        backward) in its own reading order, zero past ``n``, what the shared softmax reads (:meth:`loss`, held-out
+        perplexity), differentiable down to the character CNN: forward position k is the state after ``<S> t_1 .. t_k``
+        (predicting ``t_{k+1}``, ``</S>`` at ``k = n``), backward position k after ``</S> t_n .. t_{n-k+1}``
+        (predicting ``t_{n-k}``, ``<S>`` at ``k = n``). ``chars``, ``lengths``: as :class:`BiLM`; ``dropout``: on every
+        LSTM layer's input (bilm-tf's ``DropoutWrapper(input_keep_prob)`` in training; the residual connection adds the
+        dropped input, as TF's wrapper order does), ``None`` = none; ``plan``: the batch's
+        :class:`~elmo.model.plan.HostPlan` on the device, the same states with nothing read back. Raises ElmoError:
+        ``chars`` missing."""
         x = self.token_vectors(self.tokens(None, chars), None if plan is None else plan.words)
         lengths = lengths.to(x.device)
         full, sentence = self._with_boundaries(x, lengths, None if plan is None else plan.boundaries)
@@ -482,9 +412,8 @@ class BiLM(nn.Module, HubMixin):
 
     def predicted_tops(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None,
                        directions: Sequence[int], plan: HostPlan | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """``(top (n, P), targets (n,))`` of each direction's predicted positions, dropout applied in training; with
-        ``plan`` the positions are :attr:`~elmo.model.plan.HostPlan.kept`, not a boolean mask. Raises ElmoError: no
-        training head."""
+        """``(top (n, P), targets (n,))`` of each direction's predicted positions (with ``plan``:
+        :attr:`~elmo.model.plan.HostPlan.kept`), dropout applied in training. Raises ElmoError: no training head."""
         if not (self.shared_token_layer and self.config.vocab_size):
             raise ElmoError("this biLM has no shared training softmax (BiLMConfig.vocab_size is 0, or each direction "
                             "has its own: direction(name)); add_head gives bilm-tf's architecture one")
@@ -492,49 +421,47 @@ class BiLM(nn.Module, HubMixin):
         states = self.reading_states(chars, lengths, directions, self.dropout if self.training else None, plan)
         out = []
         for d, top in zip(directions, states):
-            targets = self.targets(ids, lengths, d)
-            if plan is None:
-                keep = targets != IGNORE_INDEX
-                out.append((self.dropout(top[keep]), targets[keep]))
-            else:
-                out.append((self.dropout(top.reshape(-1, top.shape[-1]).index_select(0, plan.kept)),
-                            targets.reshape(-1).index_select(0, plan.kept)))
+            targets = self.targets(ids, lengths, d).reshape(-1)
+            kept = (targets != IGNORE_INDEX).nonzero()[:, 0] if plan is None else plan.kept
+            out.append((self.dropout(top.reshape(-1, top.shape[-1]).index_select(0, kept)), targets.index_select(0, kept)))
         return out
 
     def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan:
-        """bilm-tf's architecture: :func:`~elmo.model.plan.host_plan` of a batch's CPU copies of :attr:`host_keys`, on
-        the host (:func:`~elmo.model.plan.step_loss` moves it to the batch's device).
-
-        Raises:
-            ElmoError: a copy missing or not on the CPU; a target outside the vocabulary.
-        """
+        """bilm-tf's architecture: the :class:`~elmo.model.plan.HostPlan` of a batch (every field) from its CPU copies of
+        :attr:`host_keys`, on the host (:func:`~elmo.model.plan.step_loss` moves it to the batch's device); cluster
+        counts for the adaptive softmax only. Raises ElmoError: a copy missing or not on the CPU; a target outside the
+        vocabulary."""
         missing = [k for k in self.host_keys if k not in host]
         if missing:
             raise ElmoError(f"BiLM.host_plan: the batch's host copy has no {', '.join(missing)}")
-        adaptive = isinstance(self.softmax, AdaptiveSoftmax)
-        return host_plan(host["ids"], host["lengths"], host["chars"], self.host_boundary_chars, self.words_per_pass,
-                         self.token_encoder.max_width, tuple(self.softmax.cutoffs) if adaptive else None)
+        ids, lengths, chars = (host[k] for k in self.host_keys)
+        if any(t.device.type != "cpu" for t in (ids, lengths, chars)):
+            raise ElmoError("host_plan takes the batch's CPU tensors (the trainer's host copies)")
+        n = lengths.numpy().astype(np.int64)
+        order, restore, active = reading_plan(n + 1)
+        counts = {d: cluster_counts(ids, lengths, last, tuple(self.softmax.cutoffs)) for d, last in
+                  ((0, EOS_ID), (1, BOS_ID))} if isinstance(self.softmax, AdaptiveSoftmax) else None
+        per_pass, width = self.words_per_pass, self.token_encoder.max_width
+        return HostPlan(int((n + 1).sum()), counts, torch.from_numpy(order), torch.from_numpy(restore), active,
+                        predicted_positions(lengths, ids.shape[1]),
+                        word_plan(chars.reshape(-1, chars.shape[-1]).numpy(), per_pass, width),
+                        word_plan(self.host_boundary_chars.numpy(), per_pass, width))
 
     def loss(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
              directions: Sequence[int] = (0, 1), plan: HostPlan | None = None) -> tuple[torch.Tensor, int]:
         """Training loss ``(loss, n)`` of bilm-tf's architecture with its head (:meth:`add_head`): the mean over
         ``directions`` of each direction's mean negative log-likelihood, nats per predicted word (in eval mode exact:
         ``exp(loss)`` is the batch's perplexity; in training the sampled softmax's estimate), and
-        ``n = sum(lengths + 1)``, the words each direction predicts. ``ids (B, T)`` int64
-        :class:`~elmo.data.vocab.Vocabulary` ids (the targets), ``chars`` as :meth:`reading_states`; with ``plan``
-        (the batch's :meth:`host_plan`) nothing is read back from the device (:func:`~elmo.model.plan.step_loss`);
-        loss and gradients are the same bit for bit.
-
-        Source: Peters et al. (2018) §3.1 and bilm-tf's ``bilm/training.py``: ``0.5 * (loss_fwd + loss_bwd)``, each
-        sentence read from zero LSTM states (unlike bilm-tf). Raises ElmoError: ``chars`` missing; no head.
-        """
+        ``n = sum(lengths + 1)``, the words each direction predicts; ``ids`` (:class:`~elmo.data.vocab.Vocabulary`'s)
+        are the targets. With ``plan`` (the batch's :meth:`host_plan`) nothing is read back from the device, loss and
+        gradients the same bit for bit. Source: Peters et al. (2018) §3.1 and bilm-tf's ``bilm/training.py``:
+        ``0.5 * (loss_fwd + loss_bwd)``, each sentence read from zero LSTM states (unlike bilm-tf). Raises ElmoError:
+        ``chars`` missing; no head."""
         losses = []
         for d, (top, targets) in zip(directions, self.predicted_tops(ids, lengths, chars, directions, plan)):
-            if isinstance(self.softmax, SampledSoftmax):
-                losses.append(self.softmax(top, targets))
-            else:
-                counts = None if plan is None else plan.cluster_counts[d]
-                losses.append(self.softmax.loss(top, targets, counts)[0])
+            sampled = isinstance(self.softmax, SampledSoftmax)  # after predicted_tops: it raises without a head
+            counts = None if plan is None or sampled else plan.cluster_counts[d]
+            losses.append(self.softmax(top, targets) if sampled else self.softmax.loss(top, targets, counts)[0])
         return torch.stack(losses).mean(), int((lengths + 1).sum()) if plan is None else plan.units
 
     def boundary_plan(self, device: torch.device) -> WordPlan:

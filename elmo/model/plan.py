@@ -1,11 +1,10 @@
 """Host plans: what a biLM's training step must know of its batch, computed with numpy from the batch's CPU copies
-(``Objective.host_keys``) so that the step reads nothing back from the device (:class:`PlannedLM`, :func:`step_loss`).
-
-Without a plan, the published step reads the device for the rows running at each recurrence step (the lengths'
-``.tolist()``), the CNN's distinct spellings and their columns (``torch.unique``, ``nonzero``, ``int(max)``), the
-predicted positions (boolean-mask indexing), the adaptive softmax's cluster sizes (``bincount().tolist()``) and the
-predicted word count (``int(sum)``); each read waits for all queued kernels, idling host and device in turn on a GPU.
-:func:`host_plan` computes them all; the forward that takes the plan gives the same results bit for bit.
+(``Objective.host_keys``) so that the step reads nothing back from the device (:class:`PlannedLM`, :func:`step_loss`;
+lab/performance.md): the rows running at each recurrence step (else the lengths' ``.tolist()``), the CNN's distinct
+spellings and their columns (``torch.unique``, ``nonzero``, ``int(max)``), the predicted positions (``nonzero``),
+the adaptive softmax's cluster sizes (``bincount().tolist()``) and the predicted word count (``int(sum)``),
+each read otherwise waiting for all queued kernels, idling host and device in turn on a GPU. The forward that takes the
+plan (:meth:`~elmo.model.bilm.BiLM.host_plan`'s, all of them) gives the same results bit for bit.
 """
 
 from __future__ import annotations
@@ -18,10 +17,7 @@ import torch
 from torch import nn
 
 from ..data.chars import TF_PAD_CHAR
-from ..data.vocab import BOS_ID, EOS_ID
-from ..errors import ElmoError
 from ..runtime.device import move
-from .adaptive_softmax import cluster_counts
 
 
 @dataclass
@@ -90,11 +86,8 @@ def step_loss(lm: PlannedLM, trained: nn.Module, batch: dict) -> tuple[torch.Ten
     """The training loss ``(loss, n)`` of a device batch: ``trained`` (``lm`` or its DDP / compiled wrapper) with the
     batch's ``plan`` (:func:`plan_batch`, made before the step) or else ``lm.host_plan`` of its host copies
     (``host_<key>`` per ``lm.host_keys``), moved to the batch's device. Nothing is read back from the device
-    (adaptive softmax; the sampled one draws its candidates there).
-
-    Raises:
-        ElmoError: no plan and a host copy missing (an ``Objective`` without ``lm.host_keys``).
-    """
+    (adaptive softmax; the sampled one draws its candidates there). Raises ElmoError: no plan and a host copy missing
+    (an ``Objective`` without ``lm.host_keys``)."""
     plan = batch.get("plan")
     if plan is None:
         plan = lm.host_plan({k: batch[f"host_{k}"] for k in lm.host_keys if f"host_{k}" in batch})
@@ -139,11 +132,7 @@ def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``np.unique(rows, axis=0, return_inverse=True)`` of ``rows (N, C)`` non-negative ints, the same arrays, about ten
     times faster on a training batch (1,024 windows of 20 words: 7 ms against 90): the rows are told apart by a 64-bit
     hash, one 1-D sort, and only the distinct ones are sorted lexicographically. A hash collision (checked) falls back
-    to ``np.unique``.
-
-    Raises:
-        ValueError: ``C`` above 1,024 (the hash's multipliers).
-    """
+    to ``np.unique``. Raises ValueError: ``C`` above 1,024 (the hash's multipliers)."""
     if rows.ndim != 2 or rows.shape[1] > len(_ROW_HASH):
         raise ValueError(f"unique_rows takes (N, C <= {len(_ROW_HASH)}) rows, got {rows.shape}")
     with np.errstate(over="ignore"):
@@ -180,23 +169,3 @@ def predicted_positions(lengths: torch.Tensor, longest: int) -> torch.Tensor:
     steps = np.arange(longest + 1)[None, :]
     return torch.from_numpy((np.arange(len(n))[:, None] * (longest + 1) + steps)[steps < (n + 1)[:, None]])
 
-
-def host_plan(ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor, boundary_chars: torch.Tensor,
-              per_pass: int, max_width: int, cutoffs: tuple[int, ...] | None) -> HostPlan:
-    """The :class:`HostPlan` of a batch from its CPU tensors: ``ids (B, T)`` int64 word ids (the targets), ``lengths
-    (B,)`` int64, ``chars (B, T, C)`` bilm-tf ids, ``boundary_chars (2, C)`` (the ``<S>``, ``</S>`` spellings);
-    ``per_pass``, ``max_width`` as :func:`word_plan`; ``cutoffs``: the adaptive softmax's, the vocabulary size last
-    (``None``: a sampled softmax, no cluster counts).
-
-    Raises:
-        ElmoError: a tensor not on the CPU; a target outside ``[0, V)``.
-    """
-    if any(t.device.type != "cpu" for t in (ids, lengths, chars, boundary_chars)):
-        raise ElmoError("host_plan takes the batch's CPU tensors (the trainer's host copies)")
-    n = lengths.numpy().astype(np.int64)
-    order, restore, active = reading_plan(n + 1)
-    counts = None if cutoffs is None else {d: cluster_counts(ids, lengths, last, cutoffs)
-                                           for d, last in ((0, EOS_ID), (1, BOS_ID))}
-    return HostPlan(int((n + 1).sum()), counts, torch.from_numpy(order), torch.from_numpy(restore), active,
-                    predicted_positions(lengths, ids.shape[1]), word_plan(chars.reshape(-1, chars.shape[-1]).numpy(), per_pass, max_width),
-                    word_plan(boundary_chars.numpy(), per_pass, max_width))
