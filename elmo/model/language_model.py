@@ -62,11 +62,10 @@ def with_boundaries(x: torch.Tensor, lengths: torch.Tensor, bounds: torch.Tensor
 
 
 class Direction(nn.Module):
-    """One direction of a biLM as a language model of its own: :class:`LanguageModel` (ours) or :class:`PublishedLM`
-    (bilm-tf's architecture's, sharing its token layer and softmax). Training (:func:`~elmo.training.trainer.fit`)
-    calls it for ``(mean NLL, n)``; held-out evaluation (:func:`~elmo.training.evaluation.evaluate_words`) reads
-    ``predicted_states`` and :meth:`vocabulary_log_probs`, scored here from a subclass's ``config``, ``softmax`` and
-    ``predicted_states``. Shapes: :meth:`LanguageModel.predicted_states`."""
+    """The base of :class:`LanguageModel` and :class:`PublishedLM` (module docstring): training
+    (:func:`~elmo.training.trainer.fit`) calls it for ``(mean NLL, n)``; held-out evaluation
+    (:func:`~elmo.training.evaluation.evaluate_words`) reads ``predicted_states`` and :meth:`vocabulary_log_probs`,
+    scored here from a subclass's ``config``, ``softmax`` and ``predicted_states`` (shapes: :class:`LanguageModel`'s)."""
 
     #: ``"forward"`` or ``"backward"``
     direction: str
@@ -78,9 +77,8 @@ class Direction(nn.Module):
 
     @torch.no_grad()
     def vocabulary_log_probs(self, states: torch.Tensor) -> torch.Tensor:
-        """Exact log-probabilities ``(n, V)`` float32 of every word of the vocabulary after each of the ``n``
-        states ``(n, D)`` of :meth:`predicted_states` (the softmax's full distribution; bilm-tf's architecture: the
-        one its directions share)."""
+        """Exact log-probabilities ``(n, V)`` float32 of every vocabulary word after each of :meth:`predicted_states`'
+        ``(n, D)`` (the softmax's full distribution; bilm-tf's architecture: the one its directions share)."""
         return self.softmax.log_prob(states)
 
     @torch.no_grad()
@@ -94,13 +92,10 @@ class Direction(nn.Module):
 
 class LanguageModel(CachedWeights, Direction):
     """One direction of the biLM, ``"forward"`` (predict the next word) or ``"backward"``, sized by ``config``
-    (:class:`BiLMConfig`): token encoder → L unidirectional LSTM layers → softmax. Of bilm-tf's architecture
-    (``shared_token_layer``) only the LSTM layers: its token layer and softmax are the :class:`~elmo.model.bilm.BiLM`'s, and
-    :class:`PublishedLM` is its direction as a language model.
-
-    Methods take right-padded word ids ``ids (B, T)``, ``lengths (B,)`` and, for a character encoder,
-    ``chars (B, T, C)`` (:func:`elmo.data.chars.word_char_ids` per token; the ids are then only prediction targets).
-    Raises ElmoError: unknown ``direction``; ``chars`` missing for a character model.
+    (:class:`BiLMConfig`): token encoder → L unidirectional LSTM layers → softmax; of bilm-tf's architecture only the
+    LSTM layers (module docstring). Methods take ``ids``, ``lengths`` and, for a character encoder, ``chars`` as
+    :class:`~elmo.model.bilm.BiLM` (:func:`elmo.data.chars.word_char_ids` per token; the ids are then only prediction
+    targets). Raises ElmoError: unknown ``direction``; ``chars`` missing for a character model.
     """
 
     def __init__(self, config: BiLMConfig, direction: str):
@@ -108,14 +103,12 @@ class LanguageModel(CachedWeights, Direction):
         if direction not in DIRECTIONS:
             raise ElmoError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
         self.config, self.direction = config, direction
-        if config.shared_token_layer:
-            pass
-        elif config.token_encoder == "char":
+        if config.token_encoder == "char" and not config.shared_token_layer:
             self.embedding = CharEncoder(config.embedding_dim, config.char_dim, config.char_filters, config.num_highway,
                                          config.max_chars, layer_norm=True)
             start, _ = (BOS, EOS) if direction == "forward" else (EOS, BOS)
             self.register_buffer("start_chars", torch.tensor(word_char_ids(start, config.max_chars)), persistent=False)
-        else:
+        elif config.token_encoder == "word":  # bilm-tf's (``shared_token_layer``) is always "char"
             self.embedding = nn.Embedding(config.vocab_size, config.embedding_dim, padding_idx=PAD_ID)
         sizes = [config.embedding_dim] + [config.output_size] * config.num_layers
         # one LSTM per layer (not one multi-layer nn.LSTM), so every layer's states are exposed
@@ -143,13 +136,9 @@ class LanguageModel(CachedWeights, Direction):
 
     def reading_order(self, ids: torch.Tensor, lengths: torch.Tensor,
                       chars: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """The sequence this model reads and the words it must predict, of ``ids``, ``lengths`` (>= 1) and ``chars`` as
-        the class docstring says. Raises ElmoError: ``chars`` missing.
-
-        Returns:
-            ``(inputs, targets, input_chars)``: ``(B, T + 1)`` int64 each, and ``(B, T + 1, C)`` or ``None``, in the
-            module docstring's reading order; targets at padded positions are ``IGNORE_INDEX``.
-        """
+        """``(inputs, targets, input_chars)`` in reading order, ``(B, T + 1)`` int64 each and ``(B, T + 1, C)`` or
+        ``None``: the sequence this model reads and the words it must predict (:meth:`targets`), of ``lengths`` >= 1.
+        Raises ElmoError: ``chars`` missing."""
         if self.config.token_encoder == "char" and chars is None:
             raise ElmoError("this biLM reads characters (BiLMConfig.token_encoder is 'char'): pass chars (B, T, C)")
         targets = self.targets(ids, lengths)
@@ -158,37 +147,25 @@ class LanguageModel(CachedWeights, Direction):
             chars = None if chars is None else reverse_padded(chars, lengths)
         batch = ids.shape[0]
         inputs = torch.cat([ids.new_full((batch, 1), BOS_ID if self.direction == "forward" else EOS_ID), ids], dim=1)
-        input_chars = None
-        if self.config.token_encoder == "char":
-            column = self.start_chars.to(chars.device).expand(batch, 1, -1)
-            input_chars = torch.cat([column, chars], dim=1)
+        input_chars = torch.cat([self.start_chars.to(chars.device).expand(batch, 1, -1), chars], dim=1) \
+            if self.config.token_encoder == "char" else None
         return inputs, targets, input_chars
 
     def states(self, inputs: torch.Tensor, input_chars: torch.Tensor | None = None,
                chunk_size: int | None = None) -> list[torch.Tensor]:
-        """Token vectors and LSTM outputs of ``inputs (B, S)`` int64 ids in reading order (and ``input_chars
-        (B, S, C)``, character encoder only), ``chunk_size`` as :meth:`read`. Raises ElmoError: ``chunk_size`` < 1.
-
-        Returns:
-            ``[x, h_1, .., h_L]``, each ``(B, S, output_size)``, before dropout (which only feeds the next layer in
-            training); with ``residual``, ``h_j`` (j >= 2) includes the skip connection ``+ h_{j-1}``.
-        """
+        """Token vectors and LSTM outputs ``[x, h_1, .., h_L]``, each ``(B, S, output_size)``, of :meth:`reading_order`'s
+        ``inputs (B, S)`` and ``input_chars (B, S, C)`` (character encoder only), ``chunk_size`` as :meth:`read`; before
+        dropout (which only feeds the next layer in training); with ``residual``, ``h_j`` (j >= 2) includes the skip
+        connection ``+ h_{j-1}``. Raises ElmoError: ``chunk_size`` < 1."""
         tokens = input_chars if self.config.token_encoder == "char" else inputs
         return self.read(lambda a, b: self.embedding(tokens[:, a:b]), *inputs.shape, chunk_size)
 
     def read(self, vectors: Callable[[int, int], torch.Tensor], batch: int, steps: int, chunk_size: int | None = None,
              initial: States | None = None) -> list[torch.Tensor]:
-        """The LSTM layers over token vectors in reading order, at most ``chunk_size`` positions at a time.
-
-        Args:
-            vectors: ``(first, last) -> (B, last - first, E)``, those positions' token vectors; batch, steps: ``B``,
-                ``S``; chunk_size: ``None`` (one pass) or, for ``S > chunk_size``, the most positions computed at a
-                time, the LSTM states carried across (:func:`step_chunks`; the same vectors to float rounding);
-                initial: each layer's ``(h (B, output_size), c (B, hidden_size))``, ``None`` = zeros.
-
-        Returns:
-            ``[x, h_1, .., h_L]`` as :meth:`states` (with each row's final states: :meth:`read_to_ends`).
-        """
+        """``[x, h_1, .., h_L]`` as :meth:`states` over ``batch`` rows of ``steps`` token vectors in reading order,
+        ``vectors(first, last)`` those positions' ``(B, last - first, E)``, at most ``chunk_size`` positions at a time
+        (:attr:`~elmo.model.bilm.BiLM.chunk_size`, :func:`step_chunks`), from ``initial`` states, each layer's
+        ``(h (B, output_size), c (B, hidden_size))`` (``None``: zeros; each row's final states: :meth:`read_to_ends`)."""
         spans = step_chunks([batch] * steps, chunk_size)
         outputs: list[torch.Tensor] = []
         carried = [None] * len(self.layers) if initial is None else [(h.unsqueeze(0), c.unsqueeze(0)) for h, c in initial]
@@ -246,15 +223,10 @@ class LanguageModel(CachedWeights, Direction):
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
                 plan: HostPlan | None = None) -> tuple[torch.Tensor, int]:
-        """Training loss of ``ids``, ``lengths``, ``chars`` (as :meth:`reading_order`); with ``plan``, the batch's
-        :meth:`host_plan`, nothing is read from the device.
-
-        Returns:
-            ``(loss, n)``: mean negative log-likelihood in nats per predicted word (with the adaptive softmax, a
-            normalised distribution, ``exp(loss)`` is the batch's perplexity) and the int ``n = sum(lengths + 1)`` of
-            predicted words (boundary word included): without ``plan``, the step's one read from the device
-            (:meth:`~elmo.model.adaptive_softmax.AdaptiveSoftmax.loss`).
-        """
+        """Training loss ``(loss, n)``: mean negative log-likelihood in nats per predicted word (with the adaptive
+        softmax, a normalised distribution, ``exp(loss)`` is the batch's perplexity) and the int ``n = sum(lengths + 1)``
+        of predicted words (boundary word included): without ``plan``, the step's one read from the device
+        (:meth:`~elmo.model.adaptive_softmax.AdaptiveSoftmax.loss`); with ``plan`` (the batch's :meth:`host_plan`) none."""
         inputs, targets, input_chars = self.reading_order(ids, lengths, chars)
         top = self.dropout(self.states(inputs, input_chars)[-1])
         if self.config.softmax == "sampled":
@@ -298,11 +270,9 @@ class LanguageModel(CachedWeights, Direction):
 
 class PublishedLM(Direction):
     """A :class:`~elmo.model.bilm.BiLM` of bilm-tf's architecture with its training head as a language model over
-    ``directions`` (0 forward, 1 backward): what :func:`~elmo.training.trainer.fit` trains (``forward`` →
-    ``(loss, n)``, :meth:`~elmo.model.bilm.BiLM.loss`; ``host_keys`` and ``host_plan`` for
-    :func:`~elmo.model.plan.step_loss`) and, for one direction, the :class:`Direction` of per-direction held-out
-    perplexities. Its state is the biLM's under ``bilm.``; a training checkpoint of an earlier version (the softmax
-    beside the biLM, :meth:`~elmo.model.bilm.BiLM.renamed_state`) loads too."""
+    ``directions`` (0 forward, 1 backward): what :func:`~elmo.training.trainer.fit` trains and, for one direction, the
+    :class:`Direction` of per-direction held-out perplexities. Its state is the biLM's under ``bilm.``; a training
+    checkpoint of an earlier version (the softmax beside the biLM, :meth:`~elmo.model.bilm.BiLM.renamed_state`) loads."""
 
     def __init__(self, bilm: nn.Module, directions: Sequence[int] = (0, 1)):
         super().__init__()
