@@ -1,13 +1,10 @@
 """Fine-tuning a published (or exported) bilm-tf biLM as a language model on a domain's text (``python -m elmo
 finetune``): the loaded :class:`~elmo.model.bilm.BiLM` gets a training softmax
-(:meth:`~elmo.model.bilm.BiLM.add_head`) over the domain vocabulary (the published files carry none),
-initialised by one of :data:`SOFTMAX_INITS`:
-
-* ``token-layer`` (:func:`init_softmax_from_token_layer`): word ``w``'s output row is ``alpha · x_w``, ``x_w (P,)`` its
-  token-layer vector (:func:`vocabulary_token_vectors`), its bias ``beta · log p(w)``, ``p`` the add-one smoothed
-  unigram frequency of ``w`` among the words both directions predict; ``alpha`` and ``beta`` minimise the exact NLL of a
-  sample of training positions (L-BFGS from ``alpha = 0, beta = 1``, the unigram model).
-* ``random``: the softmax's own initialisation (bilm-tf's ``W ~ N(0, 1/P)``, ``b = 0``).
+(:meth:`~elmo.model.bilm.BiLM.add_head`) over the domain vocabulary (the published files carry none), initialised by
+one of :data:`SOFTMAX_INITS` (docs/fine_tuning.md, "Initialisation"): ``token-layer``
+(:func:`init_softmax_from_token_layer`: word ``w``'s row ``alpha · x_w``, ``x_w`` its token-layer vector, its bias
+``beta · log p(w)``, the add-one smoothed unigram model, the scales fitted on a sample) or ``random`` (the softmax's own:
+bilm-tf's ``W ~ N(0, 1/P)``, ``b = 0``).
 """
 
 from __future__ import annotations
@@ -21,7 +18,6 @@ import torch
 from ..data.corpus import EncodedCorpus
 from ..data.vocab import BOS_ID, EOS_ID, SPECIALS, Vocabulary
 from ..errors import ElmoError
-from .adaptive_softmax import IGNORE_INDEX
 from .bilm import BiLM
 from .sampled_softmax import SampledSoftmax
 
@@ -51,8 +47,7 @@ def target_counts(documents: Iterable[Sequence[str]], vocab: Vocabulary) -> np.n
     for doc in documents:
         np.add.at(counts, np.asarray(vocab.encode(doc), dtype=np.int64), 2)
         docs += 1
-    counts[BOS_ID] += docs
-    counts[EOS_ID] += docs
+    counts[[BOS_ID, EOS_ID]] += docs
     return counts
 
 
@@ -82,8 +77,8 @@ def vocabulary_token_vectors(bilm: BiLM, vocab: Vocabulary) -> torch.Tensor:
 @torch.no_grad()
 def sample_positions(model: BiLM, sample: EncodedCorpus,
                      positions: int = SCALE_FIT_POSITIONS) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top-layer states ``(n, P)`` float32 and target ids ``(n,)`` of up to ``positions`` predicted words per
-    direction of ``sample`` (biLM in eval mode: no dropout)."""
+    """:meth:`~elmo.model.bilm.BiLM.predicted_tops` ``(n, P)`` float32 and ``(n,)`` of up to ``positions`` predicted
+    words per direction of ``sample`` (biLM in eval mode: no dropout)."""
     was_training = model.training
     model.eval()
     tops, targets = [], []
@@ -91,12 +86,9 @@ def sample_positions(model: BiLM, sample: EncodedCorpus,
     for direction in (0, 1):
         kept = 0
         for _, batch in sample.eval_batches(64, 4096):
-            ids, lengths = batch["ids"].to(device), batch["lengths"].to(device)
-            [top] = model.reading_states(batch["chars"].to(device), lengths, [direction])
-            target = model.targets(ids, lengths, direction)
-            keep = target != IGNORE_INDEX
-            tops.append(top[keep].float()[:positions - kept])
-            targets.append(target[keep][:positions - kept])
+            [(top, target)] = model.predicted_tops(*(batch[k].to(device) for k in ("ids", "lengths", "chars")), [direction])
+            tops.append(top.float()[:positions - kept])
+            targets.append(target[:positions - kept])
             kept += len(targets[-1])
             if kept >= positions:
                 break
@@ -139,17 +131,13 @@ def fit_scales(scores: torch.Tensor, log_prior: torch.Tensor, targets: torch.Ten
 @torch.no_grad()
 def init_softmax_from_token_layer(model: BiLM, vocab: Vocabulary, counts: np.ndarray,
                                   sample: EncodedCorpus) -> dict:
-    """The ``token-layer`` initialisation (module docstring) of ``model.softmax``, in place.
-
-    Args:
-        model: with a :class:`~elmo.model.sampled_softmax.SampledSoftmax` (``softmax/W (V, P)``, ``softmax/b (V,)``);
-        vocab: its softmax's classes; counts: ``(V,)`` target counts (:func:`target_counts`); sample: a few training
-            documents, encoded with bilm-tf characters, for fitting ``alpha`` and ``beta``.
-
-    Returns ``{"method", "alpha", "beta", "sample_positions", "sample_perplexity", "unigram_sample_perplexity"}``: the
-    scales and the sample's exact perplexity under them and under the unigram model. Raises ElmoError when the softmax
-    is not the sampled one (the adaptive softmax has no per-word bias) or ``counts`` does not fit the vocabulary.
-    """
+    """The ``token-layer`` initialisation (module docstring) of ``model.softmax``, a
+    :class:`~elmo.model.sampled_softmax.SampledSoftmax` (``softmax/W (V, P)``, ``softmax/b (V,)``) over ``vocab``, in
+    place, from ``counts (V,)`` (:func:`target_counts`) and ``sample``, a few training documents encoded with bilm-tf
+    characters on which ``alpha`` and ``beta`` are fitted. Returns ``{"method", "alpha", "beta", "sample_positions",
+    "sample_perplexity", "unigram_sample_perplexity"}``: the scales and the sample's exact perplexity under them and
+    under the unigram model. Raises ElmoError when the softmax is not the sampled one (the adaptive softmax has no
+    per-word bias) or ``counts`` does not fit the vocabulary."""
     if not isinstance(model.softmax, SampledSoftmax):
         raise ElmoError("FinetuneArgs.softmax_init 'token-layer' sets a full softmax's rows and biases: use "
                         "FinetuneArgs.softmax 'sampled' (the adaptive softmax has no per-word bias), or "
