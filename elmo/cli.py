@@ -179,26 +179,6 @@ def add_flags(parser: argparse.ArgumentParser, args_cls: type, lab: bool = False
     return parser
 
 
-def merge_flags(*sources: Sequence[str]) -> list[str]:
-    """The flags of several sources as one list, a flag of a later source replacing the same flag of an earlier one
-    (``--no-x`` and ``--x`` are one flag; its values are the words up to the next ``--``), since the library refuses a
-    flag given twice and ``--extra-flags`` / ``--head-extra-flags`` override the study's own. Raises
-    :class:`ElmoError` when a source starts with a word that is not a ``--flag``."""
-    merged: dict[str, list[str]] = {}
-    for source in sources:
-        key = None
-        for word in source:
-            if word.startswith("--"):
-                key = re.sub(r"^--no-", "--", word.split("=", 1)[0])
-                merged.pop(key, None)  # the later one, in the later place
-                merged[key] = [word]
-            elif key is None:
-                raise ElmoError(f"{' '.join(source)!r}: flags must start with --, got {word!r} first")
-            else:
-                merged[key].append(word)
-    return [word for words in merged.values() for word in words]
-
-
 def command_parser(spec: Command, prog: str, lab: bool = False) -> argparse.ArgumentParser:
     """The parser of one command: its flags (:func:`add_flags`; ``lab``: with the lab's), one-line usage naming the
     positional arguments and each required choice (``(--all | --top | --average)``)."""
@@ -214,9 +194,10 @@ def command_parser(spec: Command, prog: str, lab: bool = False) -> argparse.Argu
     return add_flags(parser, spec.args, lab)
 
 
-def build_parser(prog: str = "python -m elmo") -> argparse.ArgumentParser:
-    """The parser of ``python -m elmo``: one subcommand per entry of :data:`COMMANDS` (its flags: :func:`run`)."""
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
+def build_parser(prog: str = "python -m elmo", description: str | None = None) -> argparse.ArgumentParser:
+    """The parser of ``python -m elmo`` (or of ``python -m lab elmo``, its ``description``): one subcommand per entry of
+    :data:`COMMANDS` (its flags: :func:`run`)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description or __doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="command")
     for name, command in COMMANDS.items():
         sub.add_parser(name, help=command.help, description=command.help)

@@ -119,11 +119,7 @@ def run_library(argv: Sequence[str]) -> int:
     :func:`elmo.cli.run` with the fields marked ``lab=True`` as flags too (e.g. ``classify --labelled-fraction``);
     the exit status. Without a library command, prints the usage and exits with 2."""
     if not argv or argv[0] not in cli.COMMANDS:
-        parser = argparse.ArgumentParser(prog=f"python -m lab {LIBRARY}", description=LIBRARY_HELP)
-        sub = parser.add_subparsers(dest="command", required=True, metavar="command")
-        for name, command in cli.COMMANDS.items():
-            sub.add_parser(name, help=command.help, description=command.help)
-        parser.parse_args(argv)  # prints usage (or --help) and exits
+        cli.build_parser(f"python -m lab {LIBRARY}", LIBRARY_HELP).parse_args(argv)  # prints usage (or --help), exits
         return 2
     return cli.run(argv[0], argv[1:], prog=f"python -m lab {LIBRARY} {argv[0]}", lab=True)
 

@@ -40,11 +40,10 @@ from typing import Any
 import numpy as np
 
 from elmo.artifacts import environment_info, write_json
-from elmo.cli import merge_flags
 from elmo.errors import ElmoError
 from lab.significance import MCNEMAR, PAIRED_T, mcnemar, paired_over_seeds, summarize
 
-from .study import BASELINES, Part, StudyArgs, labels_of_test_split, load_result, plan, share_name
+from .study import BASELINES, Part, StudyArgs, labels_of_test_split, load_result, merge_flags, plan, share_name
 
 #: the ELMo layer mixes of the curve (frozen λ, the random fixed mix, is a diagnostic of the full-data study)
 CURVE_MIXES = ("trainable_lambda", "learned_function")

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -39,7 +40,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from elmo.artifacts import environment_info, refuse_overwriting_inputs, write_json
-from elmo.cli import merge_flags
 from elmo.data.agnews import read_agnews
 from elmo.errors import ElmoError
 from elmo.model.mix import LAYER_MIXES
@@ -55,6 +55,26 @@ METRICS = ("test_accuracy", "test_f1", "val_f1", "val_accuracy")
 def share_name(fraction: float) -> str:
     """``0.01`` -> ``"0.01"``, ``1.0`` -> ``"1"``: a share of the labelled documents in folder names and JSON keys."""
     return f"{fraction:g}"
+
+
+def merge_flags(*sources: Sequence[str]) -> list[str]:
+    """The flags of several sources as one list, a flag of a later source replacing the same flag of an earlier one
+    (``--no-x`` and ``--x`` are one flag; its values are the words up to the next ``--``), since the library refuses a
+    flag given twice and ``--extra-flags`` / ``--head-extra-flags`` override the study's own. Raises
+    :class:`ElmoError` when a source starts with a word that is not a ``--flag``."""
+    merged: dict[str, list[str]] = {}
+    for source in sources:
+        key = None
+        for word in source:
+            if word.startswith("--"):
+                key = re.sub(r"^--no-", "--", word.split("=", 1)[0])
+                merged.pop(key, None)  # the later one, in the later place
+                merged[key] = [word]
+            elif key is None:
+                raise ElmoError(f"{' '.join(source)!r}: flags must start with --, got {word!r} first")
+            else:
+                merged[key].append(word)
+    return [word for words in merged.values() for word in words]
 
 
 @dataclass

@@ -58,10 +58,10 @@ def write_tiny_agnews(folder: Path) -> Path:
 
 def run_script(script: str | Path, out: Path, data: Path, *extra: str, timeout: float = 900) -> subprocess.CompletedProcess:
     """``python script --data-dir data`` with its models/, results/ and images/ under ``out`` (also its working
-    folder), ``PYTHONHASHSEED=0``; a flag of ``extra`` replaces the same flag before it (``elmo.cli.merge_flags``). ``script`` is a file (relative to the repository root) or ``-m elmo <command>``."""
+    folder), ``PYTHONHASHSEED=0``; a flag of ``extra`` replaces the same flag before it (``lab.study.merge_flags``). ``script`` is a file (relative to the repository root) or ``-m elmo <command>``."""
     out.mkdir(parents=True, exist_ok=True)
     target = script.split() if isinstance(script, str) and script.startswith("-m ") else [str(ROOT / script)]
-    from elmo.cli import merge_flags
+    from lab.study import merge_flags
 
     args = [sys.executable, *target, *merge_flags(["--data-dir", str(data), "--models-dir", str(out / "models"),
                                                    "--results-dir", str(out / "results"), "--images-dir",
@@ -76,7 +76,8 @@ def run_in_process(command: str, out: Path, data: Path, *extra: str, lab: bool =
     What a run changes process-wide (torch threads, the random generators, oneDNN's cache variables) is put back
     afterwards. For runs whose numbers are compared across processes, or that must be killed, use
     :func:`run_script`."""
-    from elmo.cli import merge_flags, run
+    from elmo.cli import run
+    from lab.study import merge_flags
 
     with process_state_kept():
         return run(command, merge_flags(["--data-dir", str(data), "--models-dir", str(out / "models"), "--results-dir",

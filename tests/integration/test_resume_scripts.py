@@ -15,8 +15,8 @@ import pytest
 from support import CLASSIFY, ROOT, SMALL, run_script, without_timings
 
 from elmo.artifacts import load_checkpoint
-from elmo.cli import merge_flags
 from elmo.model.mix import LAYER_MIXES
+from lab.study import merge_flags
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from support import make_rows
 
-from elmo.cli import merge_flags, run
+from elmo.cli import run
+from lab.study import merge_flags
 
 
 def flags(out: Path, data: Path, *extra: str) -> list[str]:
