@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
-import functools
 import os
 import random
 import resource
@@ -56,16 +55,6 @@ def cap_kernel_caches(entries: int) -> None:
         os.environ.setdefault(variable, str(entries))
 
 
-@functools.cache
-def _glibc(function: str) -> ctypes._CFuncPtr | None:
-    """A function of glibc's allocator (``mallopt``), or ``None`` where the C library has none (macOS, musl)."""
-    name = ctypes.util.find_library("c")
-    try:
-        return getattr(ctypes.CDLL(name), function, None) if name else None
-    except OSError:
-        return None
-
-
 #: After :func:`steady_heap`, blocks up to this size come from the C heap (glibc's ``M_MMAP_THRESHOLD``); free
 #: memory at the heap's top is kept up to twice it (``M_TRIM_THRESHOLD``).
 STEADY_HEAP_MMAP_THRESHOLD = 64 << 20
@@ -75,8 +64,12 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 def steady_heap() -> bool:
     """Keep the C heap's freed blocks for the next step instead of handing them back, for the rest of the process
     (thresholds: :data:`STEADY_HEAP_MMAP_THRESHOLD`; why, and the loops that must then allocate their pieces once:
-    lab/performance.md); returns whether the C library has ``mallopt`` (else a no-op)."""
-    mallopt = _glibc("mallopt")
+    lab/performance.md); returns whether the C library has glibc's ``mallopt`` (else a no-op: macOS, musl)."""
+    libc = ctypes.util.find_library("c")
+    try:
+        mallopt = getattr(ctypes.CDLL(libc), "mallopt", None) if libc else None
+    except OSError:
+        mallopt = None
     if mallopt is None:
         return False
     return bool(mallopt(_M_MMAP_THRESHOLD, STEADY_HEAP_MMAP_THRESHOLD)) and \

@@ -17,8 +17,17 @@ def test_steady_heap_sets_glibc_s_thresholds_on_linux():
     assert device.steady_heap() is True
 
 
-def test_steady_heap_is_a_no_op_without_mallopt(monkeypatch):
-    monkeypatch.setattr(device, "_glibc", lambda function: None)
+def cannot_load(name):
+    raise OSError(f"{name}: cannot open shared object file")
+
+
+@pytest.mark.parametrize("library, load", [(None, None), ("libc.so.6", lambda name: SimpleNamespace()),
+                                           ("libc.so.6", cannot_load)],
+                         ids=["no C library", "no mallopt in it", "it cannot be loaded"])
+def test_steady_heap_is_a_no_op_without_mallopt(monkeypatch, library, load):
+    monkeypatch.setattr(device.ctypes.util, "find_library", lambda name: library)
+    if load is not None:
+        monkeypatch.setattr(device.ctypes, "CDLL", load)
     assert device.steady_heap() is False
 
 
