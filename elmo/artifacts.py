@@ -315,12 +315,10 @@ PathArg = str | os.PathLike | None
 
 def _identity(path: Path) -> tuple[str, tuple[int, int] | None]:
     """``(resolved path, (device, inode) or None when it does not exist)``."""
-    try:
+    with contextlib.suppress(OSError):
         st = os.stat(path)
-        inode = (st.st_dev, st.st_ino)
-    except OSError:
-        inode = None
-    return os.path.realpath(path), inode
+        return os.path.realpath(path), (st.st_dev, st.st_ino)
+    return os.path.realpath(path), None
 
 
 def refuse_overwriting_inputs(inputs: Mapping[str, PathArg], outputs: Mapping[str, PathArg]) -> None:

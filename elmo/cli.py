@@ -121,18 +121,15 @@ class StoreOnce(_PerParse, argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
         if self.given_before(namespace):
-            parser.error(f"{self.option_strings[0]} was given twice: give it once")
-        setattr(namespace, self.dest, True if self.nargs == 0 else values)
+            parser.error(f"{' / '.join(self.option_strings)} was given twice: give it once")
+        if isinstance(self, argparse.BooleanOptionalAction):
+            super().__call__(parser, namespace, values, option_string)
+        else:
+            setattr(namespace, self.dest, True if self.nargs == 0 else values)
 
 
-class BooleanOnce(_PerParse, argparse.BooleanOptionalAction):
-    """``--flag`` / ``--no-flag``, refused when either is given twice."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
-        if self.given_before(namespace):
-            parser.error(f"{self.option_strings[0]} / {self.option_strings[1]} was given twice: give it once")
-        super().__call__(parser, namespace, values, option_string)
+class BooleanOnce(StoreOnce, argparse.BooleanOptionalAction):
+    """``--flag`` / ``--no-flag``, refused when either is given twice (:class:`StoreOnce`)."""
 
 
 class ExtendList(_PerParse, argparse.Action):

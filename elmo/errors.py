@@ -29,5 +29,4 @@ def check_fields(config: Any, *checks: tuple[str, bool | Callable[[Any], bool], 
         value = getattr(config, name)
         if not (ok(value) if callable(ok) else ok):
             where = f"{type(config).__name__}.{name}"
-            raise ElmoError(f"{where} must be {rule}, got {value!r}" if isinstance(value, str) else
-                            f"{where} must be {rule}, got {value}", field=where)
+            raise ElmoError(f"{where} must be {rule}, got {repr(value) if isinstance(value, str) else value}", field=where)
