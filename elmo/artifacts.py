@@ -135,32 +135,28 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     atomic_write(path, lambda handle: handle.write(data))
 
 
-def _make_folder(folder: Path, flag: str | None = None, named: Path | None = None) -> None:
-    """``folder.mkdir(parents=True, exist_ok=True)``, else :class:`ElmoError` naming the file in its way (and ``flag``
-    ``named``: the flag or argument naming ``folder``, the file to be written in it) or why it cannot be created."""
+def _beside(path: Path, flag: str | None, make: Callable[[Path], Any]) -> Any:
+    """``make(tmp)`` for the first free temporary name ``tmp`` beside ``path`` (``.<name>.<8 hex digits>.tmp``;
+    ``make`` raises ``FileExistsError`` when it is taken), its folder created first. Raises :class:`ElmoError` naming
+    the file in that folder's way (and ``flag``, the flag or argument naming ``path``) or why the folder cannot be
+    created or written (100 names taken included)."""
+    folder = path.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):
         blocking = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), folder)
-        where = f" (in {flag} {named or folder})" if flag else ""
+        where = f" (in {flag} {path})" if flag else ""
         raise ElmoError(f"{blocking} is a file, not a folder{where}: choose another path or move the file") from None
     except OSError as exc:
         raise ElmoError(f"cannot create the folder {folder}{f' ({flag})' if flag else ''}: "
                         f"{exc.strerror or exc}") from None
-
-
-def _beside(path: Path, flag: str | None, make: Callable[[Path], Any]) -> Any:
-    """``make(tmp)`` for the first free temporary name ``tmp`` beside ``path`` (``.<name>.<8 hex digits>.tmp``;
-    ``make`` raises ``FileExistsError`` when it is taken), in the folder :func:`_make_folder` makes. Raises
-    :class:`ElmoError` when the folder cannot be created or written (100 names taken included)."""
-    _make_folder(path.parent, flag, path)
     try:
         for _ in range(100):
             with contextlib.suppress(FileExistsError):
-                return make(path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp")
+                return make(folder / f".{path.name}.{secrets.token_hex(4)}.tmp")
         raise FileExistsError(f"no free temporary name beside {path}")
     except OSError as exc:
-        raise ElmoError(f"cannot write to {path.parent}: {exc.strerror or exc}") from None
+        raise ElmoError(f"cannot write to {folder}: {exc.strerror or exc}") from None
 
 
 def _new_file(tmp: Path, mode: int | None) -> tuple[int, str]:
@@ -296,8 +292,7 @@ def check_writable(*folders: str | os.PathLike, flags: tuple[str | None, ...] = 
     test file is written and removed in the folder or, when it does not exist yet, in its nearest existing parent.
     ``flags``: the flag naming each folder (``--models-dir`` ...). Raises :class:`ElmoError` naming the folder that
     cannot be created or written (and its flag), or the file in its way."""
-    for i, folder in enumerate(map(Path, folders)):
-        flag = flags[i] if i < len(flags) else None
+    for folder, flag in zip(map(Path, folders), (*flags, *(None,) * len(folders))):
         existing = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
         if not existing.is_dir():
             raise ElmoError(f"{existing} is a file, not a folder{f' (in {flag} {folder})' if flag else ''}: choose "

@@ -33,9 +33,7 @@ def plot_confusion(cm: Sequence[Sequence[int]], row_labels: Sequence[str], col_l
     ax.imshow(shares, cmap="Blues", vmin=0, vmax=1)
     ax.set_xticks(range(len(col_labels)), col_labels, rotation=60 if len(col_labels) > 6 else 0, ha="right" if len(col_labels) > 6 else "center")
     ax.set_yticks(range(len(row_labels)), row_labels)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("true")
-    ax.set_title(title)
+    ax.set(xlabel="predicted", ylabel="true", title=title)
     small = len(col_labels) > 8
     for i in range(cm.shape[0]):
         for j in range(cm.shape[1]):
@@ -49,9 +47,7 @@ def plot_curves(series: dict[str, Sequence[float]], path: str | os.PathLike, tit
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, values in series.items():
         ax.plot(range(1, len(values) + 1), values, marker="o", label=name)
-    ax.set_xlabel("epoch")
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set(xlabel="epoch", ylabel=ylabel, title=title)
     ax.grid(alpha=0.3)
     ax.legend()
     save_figure(fig, path)
