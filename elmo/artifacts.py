@@ -159,20 +159,6 @@ def _beside(path: Path, flag: str | None, make: Callable[[Path], Any]) -> Any:
         raise ElmoError(f"cannot write to {folder}: {exc.strerror or exc}") from None
 
 
-def _new_file(tmp: Path, mode: int | None) -> tuple[int, str]:
-    """``(fd, name)`` of the new empty file ``tmp`` (``FileExistsError`` when it exists), given ``mode`` unless
-    ``None``."""
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
-    if mode is not None:
-        try:
-            os.fchmod(fd, mode)
-        except OSError:
-            os.close(fd)
-            os.remove(tmp)
-            raise
-    return fd, str(tmp)
-
-
 def remove_file(path: str | os.PathLike) -> None:
     """Delete ``path`` (when it exists) and the temporary files an atomic write of it left when its process was
     killed mid-write (``.<name>.<8 hex digits>.tmp`` beside it, :func:`_beside`'s names)."""
@@ -195,11 +181,22 @@ def _replacing(path: Path, flag: str | None = None) -> Iterator[tuple[int, str]]
     have: those of the file it replaces, else ``0o666`` less the umask (what ``open()`` gives; ``tempfile.mkstemp``
     would give ``0o600``). Moved onto ``path`` (``os.replace``) when the block ends without an error, else removed.
     Raises :class:`ElmoError` when the folder (:func:`_beside`) or the file cannot be written or moved."""
-    try:
+    mode = None
+    with contextlib.suppress(OSError):
         mode = stat.S_IMODE(os.stat(path).st_mode) & 0o777
-    except OSError:
-        mode = None
-    fd, tmp = _beside(path, flag, lambda tmp: _new_file(tmp, mode))
+
+    def new_file(tmp: Path) -> tuple[int, str]:  # FileExistsError when ``tmp`` exists
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        if mode is not None:
+            try:
+                os.fchmod(fd, mode)
+            except OSError:
+                os.close(fd)
+                os.remove(tmp)
+                raise
+        return fd, str(tmp)
+
+    fd, tmp = _beside(path, flag, new_file)
     try:
         yield fd, tmp
         os.replace(tmp, path)

@@ -79,10 +79,7 @@ def steady_heap() -> bool:
 def default_threads() -> int:
     """Intra-op threads per process: the cores this process may use divided by the processes ``torchrun`` started on
     this node (``LOCAL_WORLD_SIZE``; 1 without ``torchrun``)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # not Linux
     try:
         local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     except ValueError:
@@ -173,10 +170,9 @@ def available_memory() -> int | None:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
-    try:
+    with contextlib.suppress(ValueError, OSError, AttributeError):
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
+    return None
 
 
 def device_memory_free(device: torch.device) -> int | None:
