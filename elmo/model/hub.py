@@ -211,10 +211,6 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
         return (f"from elmo import ElmoEmbedder\nembedder = ElmoEmbedder.from_pretrained({repo_id!r})\n"
                 "layers = embedder.embed_sentence([\"Stocks\", \"rallied\", \"on\", \"Friday\", \".\"])  # (3, 5, D)")
 
-    def parameter_count(self) -> int:
-        """Number of weights, for the model card."""
-        return sum(p.numel() for p in self.parameters())
-
     def generate_model_card(self, *args: Any, repo_id: str = "path/to/folder", **kwargs: Any) -> ModelCard:
         """The ``README.md`` model card: :meth:`describe`, :attr:`card` (training and results) and :meth:`usage`."""
         facts = self.card or {}

@@ -338,20 +338,11 @@ def read_vocabulary(path: str | os.PathLike) -> list[str]:
     return words
 
 
-def write_vocabulary(path: str | os.PathLike, words: Iterable[str] = ()) -> int:
-    """Write bilm-tf's vocabulary file (:func:`vocabulary_lines`), UTF-8, atomically; returns the number of lines.
-    bilm-tf's ``Batcher`` needs it even for a character-input biLM, and without ``<S>`` and ``</S>`` its
-    ``UnicodeCharsVocabulary`` would write their characters over the last word's row. Raises ElmoError: as
-    :func:`vocabulary_lines`; the folder cannot be written."""
-    lines = vocabulary_lines(words)
-    atomic_write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
-    return len(lines)
-
-
 def save_published_bilm(bilm: BiLM, options_file: str | os.PathLike, weight_file: str | os.PathLike,
                         vocab_file: str | os.PathLike | None = None, words: Iterable[str] = ()) -> dict[str, int]:
     """Write ``bilm`` as bilm-tf's ``weights.hdf5`` (:func:`tf_datasets`), then ``vocab.txt`` if ``vocab_file`` is
-    given (:func:`write_vocabulary` of ``words``), then ``options.json`` (:func:`options_of`), each atomically;
+    given (:func:`vocabulary_lines` of ``words``, UTF-8; why bilm-tf needs it even for a character-input biLM:
+    ``docs/published_elmo.md``, "Exporting"), then ``options.json`` (:func:`options_of`), each atomically;
     returns how many datasets, numbers and vocabulary lines were written (``"datasets"``, ``"parameters"``,
     ``"vocabulary"``). Raises ElmoError: a bad vocabulary word (:func:`vocabulary_lines`, before anything is written);
     an unwritable folder (a path part that is a file is named)."""
@@ -361,6 +352,6 @@ def save_published_bilm(bilm: BiLM, options_file: str | os.PathLike, weight_file
         for name, array in datasets.items():
             out.create_dataset(name, data=array)
     if vocab_file is not None:
-        write_vocabulary(vocab_file, lines)
+        atomic_write_bytes(vocab_file, ("\n".join(lines) + "\n").encode("utf-8"))
     write_json(options_file, options_of(bilm.config))
     return {"datasets": len(datasets), "parameters": sum(a.size for a in datasets.values()), "vocabulary": len(lines)}

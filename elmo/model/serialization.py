@@ -152,13 +152,6 @@ def models_in(folder: str | os.PathLike) -> list[BiLMFiles]:
             for kind, files in kinds if all(f.is_file() for f in files[:2])]
 
 
-def saved_kind(folder: str | os.PathLike) -> tuple[str, dict[str, Any]]:
-    """``(elmo_kind, config)`` of the ``save_pretrained`` folder ``folder`` (its ``config.json``, nothing else read).
-    Raises ElmoError: the file is missing, not JSON, or of no kind this version reads."""
-    config = hub.read_config(Path(folder))
-    return config["elmo_kind"], config
-
-
 @dataclass
 class OpenedBiLM:
     """What :func:`open_bilm` returns: the biLM (eval mode, on the CPU), its vocabulary (``None`` for bilm-tf's

@@ -38,11 +38,12 @@ from ..model.bilm import BiLM
 from ..model.bilm_config import DEFAULT_SOFTMAX, PUBLISHED_ARCHITECTURES, SOFTMAXES, TOKEN_ENCODERS, BiLMConfig
 from ..model.char_cnn import DEFAULT_FILTERS
 from ..model.classifier import recorded_source
+from ..model.hub import read_config
 from ..model.language_model import DIRECTIONS, Direction, LanguageModel, PublishedLM
 from ..model.plan import plan_batch, step_loss
 from ..model.published_io import config_from_options, options_of, read_options
 from ..model.sampled_softmax import BILM_TF_SAMPLES
-from ..model.serialization import BiLMFiles, files_read, lm_checkpoint, models_in, save_bilm, saved_kind
+from ..model.serialization import BiLMFiles, files_read, lm_checkpoint, models_in, save_bilm
 from ..model.static import center_vectors, common_direction_cosine, copy_vectors, word2vec_vectors
 from ..runtime import distributed
 from ..runtime.device import peak_rss_mb, set_seed, steady_heap
@@ -465,8 +466,8 @@ def different_models(config: CommonArgs, written: BiLMConfig | None) -> list[tup
     own, found = BiLM.hub_kind if written is None else "published_lm", []
     for model in models_in(config.outputs.models):
         try:
-            kind, saved = saved_kind(model.files[0].parent) if model.kind == "pretrained" else \
-                ({"bilstm": BiLM.hub_kind}.get(model.kind, model.kind), None)
+            saved = read_config(model.files[0].parent) if model.kind == "pretrained" else None
+            kind = saved["elmo_kind"] if saved else {"bilstm": BiLM.hub_kind}.get(model.kind, model.kind)
             if kind != own:
                 found.append((model, MODEL_KINDS[model.kind] + (f" ({kind})" if saved else "") + ", a different model"))
                 continue
