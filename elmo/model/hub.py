@@ -1,12 +1,10 @@
-"""Model folders as PyTorch shares them (the one place that lays them out; details: docs/library.md):
-``model.save_pretrained(folder)`` writes ``config.json``, ``model.safetensors``, ``vocab.txt`` and a ``README.md``
-model card, ``Class.from_pretrained(folder or Hub id)`` reads them back, ``push_to_hub(repo_id)`` uploads them.
-:class:`HubMixin` adds this to :class:`~elmo.model.bilm.BiLM` (either architecture; bilm-tf's with its training softmax
-or without), :class:`~elmo.model.elmo.Elmo` and :class:`~elmo.model.classifier.ElmoClassifier` on huggingface_hub's
-``PyTorchModelHubMixin`` (download, upload, card), with our own loading so that a bad file gets a one-line error. The
-training commands write it (``<models-dir>/bilm/``, :attr:`elmo.artifacts.Outputs.pretrained_dir`). ``config.json``
-holds ``elmo_kind`` (which class), ``format_version``, :meth:`HubMixin.hub_config` and ``card`` (:attr:`HubMixin.card`);
-the weights are float32 safetensors, read without pickles or code.
+"""Model folders as PyTorch shares them (the one place that lays them out; what each file holds: docs/library.md,
+"Sharing a model"): ``model.save_pretrained(folder)`` writes ``config.json`` (``elmo_kind``, ``format_version``,
+:meth:`HubMixin.hub_config`, ``card``), ``model.safetensors``, ``vocab.txt`` and a ``README.md`` model card,
+``Class.from_pretrained(folder or Hub id)`` reads them back, ``push_to_hub(repo_id)`` uploads them. :class:`HubMixin`
+adds this to :class:`~elmo.model.bilm.BiLM` (either architecture), :class:`~elmo.model.elmo.Elmo` and
+:class:`~elmo.model.classifier.ElmoClassifier` on huggingface_hub's ``PyTorchModelHubMixin``, with our own loading so
+that a bad file gets a one-line error; the training commands write one (:attr:`elmo.artifacts.Outputs.pretrained_dir`).
 """
 
 from __future__ import annotations
@@ -118,11 +116,10 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
 
     def save_pretrained(self, save_directory: str | os.PathLike, *, push_to_hub: bool = False, repo_id: str | None = None,
                         **kwargs: Any) -> str | None:
-        """Write the four files into ``save_directory`` (created if missing), each atomically with the umask's
-        permissions, ``vocab.txt`` only with a vocabulary (:meth:`saved_vocab`; else an old one is removed) and
-        ``config.json`` last, replacing files of these names whichever model wrote them (Hugging Face's convention;
-        :meth:`saved_difference` tells first). ``push_to_hub=True`` then uploads the folder to ``repo_id`` (default: the
-        folder's name; needs ``hf auth login``) with the other ``kwargs`` of ``push_to_hub``; returns the commit URL
+        """Write the four files into ``save_directory`` (created if missing; how, replacing files of these names
+        whichever model wrote them: docs/library.md; :meth:`saved_difference` tells first), ``vocab.txt`` only with a
+        vocabulary (:meth:`saved_vocab`; else an old one is removed). ``push_to_hub=True`` then uploads the folder to
+        ``repo_id`` (default: the folder's name) with the other ``kwargs`` of ``push_to_hub``; returns the commit URL
         when pushed, else ``None``. Raises ElmoError: the folder (or a part of its path) is a file or unwritable; the
         push failed (folder written)."""
         from safetensors.torch import save

@@ -15,9 +15,6 @@ P = ``projection_dim``, H = ``lstm.dim``; ``docs/published_elmo.md``):
 ``RNN_d/RNN/MultiRNNCell/Cell{l}/LSTMCell/B``              (4H,)                           bias, forget gate + 1.0
 ``RNN_d/RNN/MultiRNNCell/Cell{l}/LSTMCell/W_P_0``          (H, P)                          projection (transposed)
 =========================================================  ==============================  ===========================
-
-Every user error (a missing or unreadable file, an unsupported options value, a missing, misshapen or unexpected
-dataset) raises :class:`~elmo.errors.ElmoError` naming the file and the key or dataset.
 """
 
 from __future__ import annotations
@@ -51,17 +48,6 @@ _TF_GATES, _OUR_GATES = [0, 2, 3, 1], [0, 3, 1, 2]  # TF (i, j, f, o) -> ours (i
 VOCAB_SPECIALS = (TF_BOS, TF_EOS, "<UNK>")
 
 
-def _unknown_keys(options: dict) -> list[str]:
-    unknown = [k for k in options if k not in OPTION_KEYS and k not in TRAINING_KEYS]
-    for section, known in OPTION_KEYS.items():
-        if isinstance(options.get(section), dict):
-            unknown += [f"{section}.{k}" for k in options[section] if k not in known]
-    embedding = options.get("char_cnn", {}).get("embedding") if isinstance(options.get("char_cnn"), dict) else None
-    if isinstance(embedding, dict):
-        unknown += [f"char_cnn.embedding.{k}" for k in embedding if k != "dim"]
-    return unknown
-
-
 def _get(options: dict, key: str, kind: type | tuple, default: Any = ...) -> Any:
     """``options[a][b]`` for ``key = "a.b"``, checked to be of ``kind``; ``default`` when absent (else an error)."""
     value: Any = options
@@ -83,7 +69,14 @@ def config_from_options(options: Any) -> BiLMConfig:
     unknown keys (all named), a missing or mistyped key, or an unsupported value."""
     if not isinstance(options, dict):
         raise ElmoError(f"expected a JSON object, got {type(options).__name__}")
-    if unknown := _unknown_keys(options):
+    unknown = [k for k in options if k not in OPTION_KEYS and k not in TRAINING_KEYS]
+    for section, known in OPTION_KEYS.items():
+        if isinstance(options.get(section), dict):
+            unknown += [f"{section}.{k}" for k in options[section] if k not in known]
+    embedding = options.get("char_cnn", {}).get("embedding") if isinstance(options.get("char_cnn"), dict) else None
+    if isinstance(embedding, dict):
+        unknown += [f"char_cnn.embedding.{k}" for k in embedding if k != "dim"]
+    if unknown:
         raise ElmoError(f"unknown option(s) {', '.join(unknown)}")
     if "char_cnn" not in options:
         raise ElmoError("no char_cnn section: only character-input biLMs (every published ELMo model) are supported")

@@ -1,9 +1,7 @@
 """Model files: what ``forward.pt``, ``backward.pt``, ``bilstm.pt``, ``classifier*.pt`` and the static baselines'
 ``<method>.pt`` hold, and how they are rebuilt (formats: :mod:`elmo.artifacts`, docs/artifacts.md); the
 ``published_lm.pt`` of earlier versions is read, no longer written (the published architecture is saved as a
-``save_pretrained`` folder, :mod:`elmo.model.hub`).
-:func:`open_bilm` opens whichever biLM a folder holds. A classifier records the fingerprint of the biLM it was
-trained on (:func:`~elmo.model.classifier.bilm_fingerprint`) and only loads onto that biLM.
+``save_pretrained`` folder, :mod:`elmo.model.hub`). :func:`open_bilm` opens whichever biLM a folder holds.
 """
 
 from __future__ import annotations

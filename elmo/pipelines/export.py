@@ -34,8 +34,6 @@ from .common import option, refuse_another_model
 
 #: what ``export`` writes into its folder, bilm-tf's names: options, weights, vocabulary
 EXPORT_FILES = ("options.json", "weights.hdf5", "vocab.txt")
-#: ``--format``: bilm-tf's files, or the folder of ``save_pretrained`` (:mod:`elmo.model.hub`)
-EXPORT_FORMATS = ("bilm-tf", "hub")
 
 
 @dataclass
@@ -50,7 +48,7 @@ class ExportArgs:
     weight_file: str | None = option(None, "its weights.hdf5 (with --options-file)")
     vocab_file: str | None = option(None, "tokens for vocab.txt (with --options-file)")
     format: str = option("bilm-tf", "bilm-tf: options.json, weights.hdf5, vocab.txt; hub: save_pretrained's "
-                         "config.json, model.safetensors, vocab.txt, README.md", choices=EXPORT_FORMATS)
+                         "config.json, model.safetensors, vocab.txt, README.md", choices=("bilm-tf", "hub"))
     classifier: str | None = option(None, "--format hub: this classifier file of --models-dir (its biLM included)",
                                     metavar="FILE")
     push_to_hub: str | None = option(None, "--format hub: also upload --out to this Hub model id (hf auth login)",
@@ -134,12 +132,10 @@ def bilm_tf_difference(bilm: BiLM, out_dir: str | Path) -> tuple[Path, str] | No
 
 def export_bilm(bilm: BiLM, out_dir: str | Path, words: Iterable[str] = ()) -> dict[str, Any]:
     """Write ``bilm`` (a :class:`~elmo.model.bilm.BiLM`, any device) into ``out_dir`` (created if missing) as bilm-tf's
-    files (module docstring; source: bilm-tf's layout, :mod:`elmo.model.published_io`), ``words`` listed in
-    ``vocab.txt`` after ``<S>``, ``</S>``, ``<UNK>``. Returns ``{"options_file", "weight_file", "vocab_file"}`` (paths
-    as str), ``"datasets"``, ``"parameters"`` (numbers written), ``"vocabulary"`` (lines of ``vocab.txt``) and
-    ``"allennlp_limits"`` (:func:`allennlp_limits`). Raises :class:`ElmoError` when ``bilm`` is our
-    :class:`~elmo.model.bilm.BiLM` (:func:`bilm_tf_refusal`), on a vocabulary word that is empty or holds whitespace,
-    or when ``out_dir`` or a part of its path is a file, or it cannot be written."""
+    files: :func:`~elmo.model.published_io.save_published_bilm` of ``words``. Returns ``{"options_file", "weight_file",
+    "vocab_file"}`` (paths as str), its counts (``"datasets"``, ``"parameters"``, ``"vocabulary"``) and
+    ``"allennlp_limits"`` (:func:`allennlp_limits`). Raises :class:`ElmoError`: ``bilm`` is our biLM
+    (:func:`bilm_tf_refusal`); as ``save_published_bilm`` (a bad vocabulary word, an unwritable ``out_dir``)."""
     if bilm.bilm_tf_blockers():
         raise ElmoError(bilm_tf_refusal(bilm))
     files = output_files(out_dir)
