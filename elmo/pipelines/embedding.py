@@ -90,8 +90,15 @@ def count_sentences(path: str | os.PathLike) -> int:
                                     "hold a sentence; remove the blank lines")
     except FileNotFoundError:
         raise ElmoError(f"{path}: no such file") from None
-    except UnicodeDecodeError:
-        raise ElmoError(_not_utf8(path, count + 1)) from None
+    except UnicodeDecodeError:  # text mode decodes ahead of the lines it returns: find the line again byte-exactly
+        with open(path, "rb") as handle:
+            for number, raw in enumerate(islice(handle, count, None), count + 1):
+                try:
+                    raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    raise ElmoError(f"{path} line {number} is not UTF-8 text ({exc.reason} at byte {exc.start + 1} of "
+                                    "the line): embed reads a UTF-8 text file, one sentence per line") from None
+        raise ElmoError(f"{path} is not UTF-8 text: embed reads a UTF-8 text file, one sentence per line") from None
     except IsADirectoryError:
         raise ElmoError(f"{path}: a folder, not a text file") from None
     except OSError as exc:
@@ -99,19 +106,6 @@ def count_sentences(path: str | os.PathLike) -> int:
     if count == 0:
         raise ElmoError(f"{path}: no sentences in it")
     return count
-
-
-def _not_utf8(path: str | os.PathLike, from_line: int) -> str:
-    """The message for a file that is not UTF-8 text: the first undecodable line, counted from 1 (text mode
-    decodes ahead of the lines it returns, so the line is found again byte-exactly from ``from_line``)."""
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(islice(handle, from_line - 1, None), from_line):
-            try:
-                raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                return (f"{path} line {number} is not UTF-8 text ({exc.reason} at byte {exc.start + 1} of the line): "
-                        "embed reads a UTF-8 text file, one sentence per line")
-    return f"{path} is not UTF-8 text: embed reads a UTF-8 text file, one sentence per line"
 
 
 def write_embeddings(embedder: ElmoEmbedder, config: EmbedArgs, total: int, out: Any) -> dict[str, Any]:
