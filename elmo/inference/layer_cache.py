@@ -30,14 +30,9 @@ def cache_dtype(amp_dtype: torch.dtype | None) -> torch.dtype:
     return amp_dtype if amp_dtype in (torch.bfloat16, torch.float16) else torch.float16
 
 
-def cache_bytes(bilm: BiLM, num_tokens: int, dtype: torch.dtype) -> int:
-    """Size in bytes of the cached layers h_1..h_L of ``num_tokens`` tokens stored as ``dtype``."""
-    return num_tokens * bilm.config.num_layers * bilm.output_dim * torch.empty((), dtype=dtype).element_size()
-
-
 def should_cache(mode: str, bilm: BiLM, num_tokens: int, dtype: torch.dtype,
                  directory: str | None = None, device: torch.device | None = None) -> tuple[str | None, str]:
-    """Where ``--cache-layers mode`` keeps the layers of ``num_tokens`` tokens, and why (a line for the log), as
+    """Where ``--cache-layers mode`` keeps the layers of ``num_tokens`` tokens (stored as ``dtype``), and why (a line for the log), as
     ``("device" | "disk" | "memory" | None, why)``; ``None``: no cache, the biLM runs in every step. ``auto`` picks
     ``"device"`` when the models run on a GPU and the layers fit in half its free memory (written once and gathered
     there, never through the host), else ``"disk"`` (in ``directory`` or the system's temporary folder) when the file
@@ -45,7 +40,7 @@ def should_cache(mode: str, bilm: BiLM, num_tokens: int, dtype: torch.dtype,
     modes force a choice (``on``: ``memory``). Raises ElmoError on an unknown ``mode``, or ``device`` without a GPU."""
     if mode not in CACHE_MODES:
         raise ElmoError(f"--cache-layers: unknown mode {mode!r} (use {', '.join(CACHE_MODES)})")
-    size = cache_bytes(bilm, num_tokens, dtype)
+    size = num_tokens * bilm.config.num_layers * bilm.output_dim * dtype.itemsize  # h_1..h_L stored as dtype
     gib = f"{size / 2**30:.2f} GiB for {num_tokens:,} tokens"
     free_gpu = None if device is None else device_memory_free(device)
     if mode == "device" and free_gpu is None:

@@ -305,11 +305,8 @@ class Elmo(nn.Module, HubMixin):
         return cached(self._word_cache, "vectors", params, compute_dtype(params[0].device.type), make)[0]
 
     def penalty(self) -> torch.Tensor:
-        """Σ over trainable scalar mixes of ‖w‖² (un-normalised weights: pulls the mix toward the plain average,
-        softmax(0); paper §3.3, as bilm-tf), else 0: a scalar tensor to scale by λ and add to the task loss."""
-        terms = [(m.weights ** 2).sum() for m in self.mixes if isinstance(m, ScalarMix) and m.weights.requires_grad]
+        """Σ over trainable scalar mixes (not a :class:`~elmo.model.mix.GatedLayerMix`) of ‖w‖² (un-normalised weights:
+        pulls the mix toward the plain average, softmax(0); paper §3.3, as bilm-tf), else 0: a scalar tensor to scale by
+        λ and add to the task loss."""
+        terms = [(m.weights ** 2).sum() for m in self.mixes if type(m) is ScalarMix and m.weights.requires_grad]
         return torch.stack(terms).sum() if terms else torch.zeros(())
-
-    def layer_groups(self) -> list[list[nn.Parameter]]:
-        """The biLM's parameters from the top down, as :meth:`elmo.model.bilm.BiLM.layer_groups` gives them."""
-        return self.bilm.layer_groups()

@@ -88,17 +88,15 @@ class LearnedLayerFunction(nn.Module):
         return self.net(torch.cat(list(layers), dim=-1))
 
 
-class GatedLayerMix(nn.Module):
+class GatedLayerMix(ScalarMix):
     """Token-wise scalar mix: γ Σ_j a_{k,j} h_{k,j}, a_k = softmax(w + g([h_{k,0}; ..; h_{k,L}])), g (``(L+1)·D →
-    hidden → L+1``, GELU) adding per-token logits to the global w; g's output layer and w start at zero and γ at 1 (the
-    uniform average). ``dim``: layer width D; ``num_layers``, ``layer_norm``: as for :class:`ScalarMix`. :meth:`lambdas`:
-    softmax(w), the layer weights of a token whose gate output is zero (the global part)."""
+    hidden → L+1``, GELU) adding per-token logits to the global w (a trainable :class:`ScalarMix`'s w and γ); g's output
+    layer and w start at zero and γ at 1 (the uniform average). ``dim``: layer width D; ``num_layers``, ``layer_norm``:
+    as for :class:`ScalarMix`. :meth:`lambdas`: softmax(w), the layer weights of a token whose gate output is zero (the
+    global part)."""
 
     def __init__(self, num_layers: int, dim: int, hidden: int = GATE_HIDDEN, layer_norm: bool = False):
-        super().__init__()
-        self.layer_norm = layer_norm
-        self.weights = nn.Parameter(torch.zeros(num_layers))
-        self.gamma = nn.Parameter(torch.tensor(1.0))
+        super().__init__(num_layers, layer_norm=layer_norm)
         self.gate = nn.Sequential(nn.Linear(num_layers * dim, hidden), nn.GELU(), nn.Linear(hidden, num_layers))
         nn.init.zeros_(self.gate[2].weight)
         nn.init.zeros_(self.gate[2].bias)
@@ -116,8 +114,6 @@ class GatedLayerMix(nn.Module):
         if self.layer_norm:
             layers = normalize_layers(layers)
         return self.gamma.to(layers.dtype) * torch.einsum("btl,lbtd->btd", a, layers)
-
-    lambdas = ScalarMix.lambdas
 
 
 def build_mix(mix: str, num_layers: int, dim: int, seed: int = 0, layer_norm: bool = False,
@@ -142,6 +138,6 @@ def build_mix(mix: str, num_layers: int, dim: int, seed: int = 0, layer_norm: bo
 
 def mix_summary(mix: nn.Module) -> dict:
     """``{"lambdas": [...] or None, "gamma": float or None}`` for results files."""
-    if isinstance(mix, (ScalarMix, GatedLayerMix)):
+    if isinstance(mix, ScalarMix):  # GatedLayerMix too
         return {"lambdas": mix.lambdas(), "gamma": float(mix.gamma.detach())}
     return {"lambdas": None, "gamma": None}

@@ -96,14 +96,6 @@ class TaskData:
         return model.to(self.run.device)
 
 
-def _load_bilm(run: StartedRun, published: tuple[str, str] | None) -> tuple[BiLM, Vocabulary | None, str]:
-    """``(bilm, its vocabulary or None for a published biLM, where from)`` of ``published`` or ``--models-dir``
-    (:func:`prepare`, which says what it raises)."""
-    opened = open_bilm(*published) if published is not None else open_bilm(run.outputs.models)
-    return opened.bilm, None if opened.bilm.cased else opened.vocab, \
-        str(published[1]) if published is not None else opened.where
-
-
 def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskData:
     """Start the run (:func:`~elmo.pipelines.common.start`), load the biLM onto the device, and read and encode the
     train/val/test splits and the text of :class:`TaskData`. ``published``: ``(options.json, weights.hdf5)`` of a
@@ -112,7 +104,9 @@ def prepare(config: HeadArgs, published: tuple[str, str] | None = None) -> TaskD
     split (:data:`TASK_MIN_FREQ`), ours has its own. Raises :class:`ElmoError` when ``--models-dir`` holds no biLM (run
     ``python ELMO.py`` first) or invalid biLM files, on a different biLM on another ``torchrun`` node, on bad data."""
     run = start(config, kernel_cache_entries=256)
-    bilm, vocab, where = _load_bilm(run, published)
+    opened = open_bilm(*(published or (run.outputs.models,)))
+    bilm, vocab = opened.bilm, None if opened.bilm.cased else opened.vocab  # None: a published biLM's, built below
+    where = opened.where if published is None else str(published[1])
     corpora = dict(zip(("train", "val", "test"), load_agnews(config.data_dir, config.val_fraction, config.seed,
                                                              config.max_docs, config.skip_bad_rows, config.download)))
     if vocab is None:
@@ -225,7 +219,7 @@ def fine_tuning(model: SequenceClassifier, config: HeadArgs) -> Unfreezing | Non
     epoch unfreezes the next group down."""
     if not getattr(model.config, "unfreeze_bilm", False):
         return None
-    groups = model.elmo.layer_groups()  # top down
+    groups = model.bilm.layer_groups()  # top down
     bilm_ids = {id(p) for p in model.bilm.parameters()}
     task = [p for p in model.parameters() if p.requires_grad and id(p) not in bilm_ids]
     param_groups = [{"params": task, "lr": config.lr}]

@@ -7,13 +7,12 @@ loading and ``TextClassifier.from_pretrained``; a folder holding none gives one 
 from __future__ import annotations
 
 from dataclasses import replace
-from types import SimpleNamespace
 
 import h5py
 import numpy as np
 import pytest
 import torch
-from support import ROOT, write_published_lm
+from support import ROOT, process_state_kept, write_published_lm, write_tiny_agnews
 
 from elmo import ElmoEmbedder, ElmoError, TextClassifier
 from elmo.artifacts import Outputs, save_checkpoint
@@ -36,7 +35,8 @@ from elmo.model.serialization import (
     open_bilm,
     save_bilm,
 )
-from elmo.pipelines.task import _load_bilm
+from elmo.pipelines.classification import ClassifyArgs
+from elmo.pipelines.task import TASK_MAX_VOCAB, TASK_MIN_FREQ, prepare
 
 TINY = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
 WORDS = list(SPECIALS) + ["The", "market", "rallied", "."]
@@ -136,11 +136,16 @@ def test_embed_models_dir_writes_a_published_lm_folders_vectors(tmp_path):
             np.testing.assert_allclose(out[str(i)][...], b, atol=1e-6)
 
 
-def test_classify_opens_a_published_lm_folder_and_its_classifier_finds_that_biLM_again(tmp_path):
+def test_classify_opens_a_published_lm_folder_and_its_classifier_finds_that_biLM_again(tmp_path, capsys):
     folder = published_lm_folder(tmp_path / "models")[0]
-    bilm, vocab, where = _load_bilm(SimpleNamespace(outputs=Outputs(models=folder)), None)
-    assert bilm.shared_token_layer and where == str(folder / "bilm")
-    assert vocab is None  # a published biLM: the task vocabulary is built from the cased training split
+    with process_state_kept():
+        task = prepare(ClassifyArgs(data_dir=str(write_tiny_agnews(tmp_path / "data")), models_dir=str(folder),
+                                    download=False, device="cpu", threads=1, quiet=True))
+    bilm = task.bilm
+    assert bilm.shared_token_layer and f"biLM {folder / 'bilm'}, vocabulary" in capsys.readouterr().out
+    # a published biLM: the task vocabulary is built from the cased training split
+    assert any(w[0].isupper() for t in task.corpora["train"].tokens for w in t)
+    assert task.vocab.itos == Vocabulary.build(task.corpora["train"].tokens, TASK_MIN_FREQ, TASK_MAX_VOCAB).itos
     task_vocab = Vocabulary(list(SPECIALS) + ["Stocks", "rallied"])
     torch.manual_seed(0)
     model = ElmoClassifier(bilm, ClassifierConfig(mix="trainable_lambda", encoder_hidden=6, token_embedding_dim=4),

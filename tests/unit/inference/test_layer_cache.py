@@ -10,7 +10,7 @@ from support import needs_native_bf16
 from elmo import Elmo
 from elmo.data.corpus import EncodedCorpus
 from elmo.errors import ElmoError
-from elmo.inference.layer_cache import cache_bytes, compute_layers, should_cache
+from elmo.inference.layer_cache import compute_layers, should_cache
 from elmo.model.bilm import BiLM
 from elmo.model.bilm_config import BiLMConfig
 from elmo.runtime.device import autocast
@@ -38,7 +38,7 @@ def test_cached_layers_give_the_same_elmo_vectors_as_running_the_bilm(options, k
     store = compute_layers(bilm, corpus, torch.device("cpu"), kind=kind, directory=str(tmp_path))
     assert store.kind == kind and (store.num_tokens, *store.row_shape) == (corpus.num_tokens, 2, bilm.output_dim)
     assert store.dtype == torch.float16  # an fp32 run stores 16 bits per value too
-    assert store.nbytes == cache_bytes(bilm, corpus.num_tokens, torch.float16)
+    assert store.nbytes == corpus.num_tokens * 2 * bilm.output_dim * 2  # L = 2 layers of 2-byte values
     cached = make_corpus().attach_layers(store)
     elmo = Elmo(bilm, dropout=0.0).eval()
     for index in (np.array([0, 3, 5]), np.array([8]), np.arange(9)):
@@ -88,10 +88,10 @@ def test_cache_policy_follows_available_memory(monkeypatch):
     import elmo.inference.layer_cache as cache
 
     bilm = make_bilm()
-    size = cache_bytes(bilm, 1000, torch.bfloat16)
-    assert size == 1000 * 2 * bilm.output_dim * 2
+    size = 1000 * 2 * bilm.output_dim * 2  # bytes: 1000 tokens × L = 2 layers × D × 2 bytes (bf16)
     monkeypatch.setattr(cache, "disk_free", lambda where: 4 * size)
-    assert should_cache("auto", bilm, 1000, torch.bfloat16)[0] == "disk"  # the default when the disk has room
+    decided, why = should_cache("auto", bilm, 1000, torch.bfloat16)
+    assert decided == "disk" and f"{size / 2**30:.2f} GiB for 1,000 tokens" in why  # the default when the disk has room
     monkeypatch.setattr(cache, "disk_free", lambda where: size)
     monkeypatch.setattr(cache, "available_memory", lambda: 4 * size)
     assert should_cache("auto", bilm, 1000, torch.bfloat16)[0] == "memory"
@@ -106,7 +106,7 @@ def test_on_a_gpu_the_cache_stays_in_its_memory_when_it_fits(monkeypatch):
     import elmo.inference.layer_cache as cache
 
     bilm, gpu = make_bilm(), torch.device("cuda", 0)  # a device named, nothing run on it
-    size = cache_bytes(bilm, 1000, torch.bfloat16)
+    size = 1000 * 2 * bilm.output_dim * 2  # as should_cache sizes it: exactly half of 2 * size still fits
     monkeypatch.setattr(cache, "disk_free", lambda where: 4 * size)
     monkeypatch.setattr(cache, "device_memory_free", lambda device: 2 * size if device.type == "cuda" else None)
     decided, why = should_cache("auto", bilm, 1000, torch.bfloat16, device=gpu)

@@ -137,7 +137,7 @@ def test_fine_tuning_sends_gradients_into_every_lstm_layer():
     elmo = Elmo(model, mix="trainable_lambda", dropout=0.0, requires_grad=True)
     chars, lengths = char_batch(reference_batches()[3])
     elmo((chars[..., 0] > 0).long(), lengths, chars)["elmo_representations"][0].sum().backward()
-    groups = elmo.layer_groups()
+    groups = elmo.bilm.layer_groups()
     assert len(groups) == 3 and all(any(p.grad is not None and p.grad.abs().sum() > 0 for p in g) for g in groups)
 
 

@@ -41,7 +41,7 @@ def test_fine_tuning_uses_discriminative_rates_and_unfreezes_top_layer_first():
     model = ElmoClassifier(bilm, config.classifier_config("trainable_lambda"))
     args = fine_tuning(model, config)
     assert [g["lr"] for g in args.param_groups] == [0.01, 0.005, 0.0025, 0.00125]
-    top, middle, embeddings = model.elmo.layer_groups()
+    top, middle, embeddings = model.bilm.layer_groups()
     assert top[0] is bilm.forward_lm.layers[1].weight_ih_l0 and embeddings[0] is bilm.forward_lm.embedding.weight
 
     def step():
