@@ -261,15 +261,6 @@ class ElmoClassifier(SequenceClassifier, HubMixin):
         """What ``classifier.pt`` stores: everything but the frozen biLM (all of it when fine-tuned)."""
         return {k: v for k, v in self.state_dict().items() if self.config.unfreeze_bilm or not k.startswith("elmo.bilm.")}
 
-    def load_task_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        """Inverse of :meth:`task_state_dict`, also reading older files' ``mix.*`` keys. Raises ``RuntimeError`` on
-        mismatching keys or shapes."""
-        state = self.renamed_state({("elmo.mixes.0." + k[4:] if k.startswith("mix.") else k): v for k, v in state.items()})
-        missing, unexpected = self.load_state_dict(state, strict=False)
-        missing = [k for k in missing if self.config.unfreeze_bilm or not k.startswith("elmo.bilm.")]
-        if missing or unexpected:
-            raise RuntimeError(f"missing keys {missing[:3]}, unexpected keys {list(unexpected)[:3]}")
-
     def features(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
                  layers: torch.Tensor | None = None) -> torch.Tensor:
         """ELMo vectors ``(B, T, D)`` (eq. 1), from the cached ``layers`` when given (arguments: :meth:`forward`)."""
@@ -330,7 +321,12 @@ def load_classifier(path: str | os.PathLike, bilm: BiLM, vocab: Vocabulary) -> t
     try:
         config = ClassifierConfig.from_saved(ckpt["config"])
         model = ElmoClassifier(copy.deepcopy(bilm) if config.unfreeze_bilm else bilm, config, vocab_size=len(vocab))
-        model.load_task_state_dict(ckpt["state_dict"])
+        # the inverse of task_state_dict, older files' mix.* keys read too (RuntimeError on a shape that differs)
+        state = {("elmo.mixes.0." + k[4:] if k.startswith("mix.") else k): v for k, v in ckpt["state_dict"].items()}
+        missing, unexpected = model.load_state_dict(model.renamed_state(state), strict=False)
+        missing = [k for k in missing if config.unfreeze_bilm or not k.startswith("elmo.bilm.")]
+        if missing or unexpected:
+            raise ElmoError(f"missing keys {missing[:3]}, unexpected keys {list(unexpected)[:3]}")
     except (KeyError, TypeError, RuntimeError, ElmoError) as exc:
         raise ElmoError(f"{path}: inconsistent classifier checkpoint: {str(exc).splitlines()[0]}") from None
     device = next(bilm.parameters()).device

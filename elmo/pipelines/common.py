@@ -153,10 +153,9 @@ class CommonArgs:
     def check(self) -> None:
         """Validate sizes common to both scripts. Raises :class:`ElmoError` naming the flag."""
         at_least(self, 1, "epochs", "batch_size", "max_length", "max_tokens", "patience", "checkpoint_every",
-                 "max_docs")
+                 "max_docs", "threads")
         if self.lr <= 0 or self.clip_norm <= 0:
             raise ElmoError(f"--lr and --clip-norm must be positive, got {self.lr}, {self.clip_norm}")
-        at_least(self, 1, "threads")
         if not 0.0 < self.text_fraction <= 1.0:
             raise ElmoError(f"--text-fraction must be in (0, 1], got {self.text_fraction}")
 

@@ -135,3 +135,35 @@ def test_a_classifier_with_an_encoder_projection_loads_to_the_same_logits(tmp_pa
     assert loaded.config.encoder_projection == 3
     ids = torch.tensor([[4, 5, 6]])
     assert torch.equal(loaded(ids, torch.tensor([3])), model.eval()(ids, torch.tensor([3])))
+
+
+def test_a_classifier_file_with_older_mix_keys_loads_and_one_with_missing_weights_is_named(tmp_path):
+    from elmo.model.classifier import (
+        ClassifierConfig,
+        ElmoClassifier,
+        bilm_fingerprint,
+        classifier_checkpoint,
+        load_classifier,
+    )
+
+    bilm, vocab = make_bilm(), Vocabulary(WORDS)
+    model = ElmoClassifier(bilm, ClassifierConfig(mix="trainable_lambda", encoder_hidden=4))
+    with torch.no_grad():
+        model.mix.weights.copy_(torch.tensor([0.3, -1.2, 0.8]))
+    saved = classifier_checkpoint(model, bilm_fingerprint(bilm, vocab), ["a", "b", "c", "d"], {})
+    older = {k.replace("elmo.mixes.0.", "mix."): v for k, v in saved["state_dict"].items()}  # mix.weights, mix.gamma
+    assert "mix.weights" in older
+    save_checkpoint({**saved, "state_dict": older}, tmp_path / "older.pt")
+    loaded, _ = load_classifier(tmp_path / "older.pt", bilm, vocab)
+    assert torch.equal(loaded.mix.weights, model.mix.weights)
+    ids = torch.tensor([[4, 5, 6]])
+    assert torch.equal(loaded(ids, torch.tensor([3])), model.eval()(ids, torch.tensor([3])))
+    broken = {k: v for k, v in saved["state_dict"].items() if k != "head.bias"}
+    save_checkpoint({**saved, "state_dict": {**broken, "extra.weight": torch.zeros(1)}}, tmp_path / "broken.pt")
+    with pytest.raises(ElmoError, match=r"broken\.pt: inconsistent classifier checkpoint: missing keys \['head\.bias'\], "
+                                        r"unexpected keys \['extra\.weight'\]"):
+        load_classifier(tmp_path / "broken.pt", bilm, vocab)
+    shaped = {**saved["state_dict"], "head.bias": torch.zeros(7)}
+    save_checkpoint({**saved, "state_dict": shaped}, tmp_path / "shaped.pt")
+    with pytest.raises(ElmoError, match=r"shaped\.pt: inconsistent classifier checkpoint: Error\(s\) in loading"):
+        load_classifier(tmp_path / "shaped.pt", bilm, vocab)
