@@ -114,8 +114,7 @@ class ElmoEmbedder:
         vocab = vocab if vocab is not None else bilm.vocab
         if not bilm.cased and vocab is None:
             raise ElmoError("our biLM needs its vocabulary (load_bilm returns it)")
-        if vocab is not None:
-            bilm.vocab = vocab
+        bilm.vocab = vocab
         self.device = resolve_device("auto" if device is None else device)
         self.amp_dtype = resolve_precision(precision, self.device)
         self.bilm = bilm.to(self.device).eval()

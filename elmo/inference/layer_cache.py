@@ -32,12 +32,12 @@ def cache_dtype(amp_dtype: torch.dtype | None) -> torch.dtype:
 
 def should_cache(mode: str, bilm: BiLM, num_tokens: int, dtype: torch.dtype,
                  directory: str | None = None, device: torch.device | None = None) -> tuple[str | None, str]:
-    """Where ``--cache-layers mode`` keeps the layers of ``num_tokens`` tokens (stored as ``dtype``), and why (a line for the log), as
-    ``("device" | "disk" | "memory" | None, why)``; ``None``: no cache, the biLM runs in every step. ``auto`` picks
-    ``"device"`` when the models run on a GPU and the layers fit in half its free memory (written once and gathered
-    there, never through the host), else ``"disk"`` (in ``directory`` or the system's temporary folder) when the file
-    fits in half its free space, else ``"memory"`` when it fits in half the available memory, else no cache; the other
-    modes force a choice (``on``: ``memory``). Raises ElmoError on an unknown ``mode``, or ``device`` without a GPU."""
+    """Where ``--cache-layers mode`` keeps the layers of ``num_tokens`` tokens stored as ``dtype``, and why (a line for
+    the log), as ``("device" | "disk" | "memory" | None, why)``; ``None``: no cache, the biLM runs in every step.
+    ``auto`` picks ``"device"`` when the models run on a GPU and the layers fit in half its free memory (written once and
+    gathered there, never through the host), else ``"disk"`` (in ``directory`` or the system's temporary folder) when the
+    file fits in half its free space, else ``"memory"`` when it fits in half the available memory, else no cache; the
+    other modes force a choice (``on``: ``memory``). Raises ElmoError: an unknown ``mode``; ``device`` without a GPU."""
     if mode not in CACHE_MODES:
         raise ElmoError(f"--cache-layers: unknown mode {mode!r} (use {', '.join(CACHE_MODES)})")
     size = num_tokens * bilm.config.num_layers * bilm.output_dim * dtype.itemsize  # h_1..h_L stored as dtype

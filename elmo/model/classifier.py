@@ -30,16 +30,12 @@ from .static import STATIC_METHODS
 
 @dataclass
 class SequenceClassifierConfig:
-    """Sizes of the task head every representation shares (:class:`SequenceClassifier` shows where each applies).
-
-    Attributes:
-        num_classes: output classes C; encoder_hidden: BiLSTM state width E per direction.
-        encoder_projection: width P of a linear projection of the BiLSTM's input, shared by both directions; 0: none.
-        token_embedding_dim: width of the task's trainable token embedding x_k (paper §3.3); 0: none.
-        dropout: rate on the representation and on the pooled vector; seed: draws the ``frozen_lambda`` mix's weights.
-
-    Raises ElmoError: a size or rate out of range, naming the field (:attr:`ElmoError.field`).
-    """
+    """Sizes of the task head every representation shares (:class:`SequenceClassifier` shows where each applies):
+    ``num_classes`` C; ``encoder_hidden``, BiLSTM state width E per direction; ``encoder_projection``, width P of a
+    linear projection of the BiLSTM's input, shared by both directions (0: none); ``token_embedding_dim``, width of the
+    task's trainable token embedding x_k (paper §3.3; 0: none); ``dropout``, rate on the representation and on the
+    pooled vector; ``seed`` draws the ``frozen_lambda`` mix's weights. Raises ElmoError: a size or rate out of range,
+    naming the field (:attr:`ElmoError.field`)."""
 
     num_classes: int = 4
     encoder_hidden: int = 128
@@ -64,18 +60,12 @@ class SequenceClassifierConfig:
 
 @dataclass
 class ClassifierConfig(SequenceClassifierConfig):
-    """The ELMo classifier (:class:`ElmoClassifier`): the head's sizes (:class:`SequenceClassifierConfig`) plus:
-
-    Attributes:
-        mix: the layer mix, one of :data:`~elmo.model.mix.LAYER_MIXES`; layer_norm: normalise each biLM layer per
-            token before the mix (both :mod:`elmo.model.mix`).
-        elmo_dropout: extra dropout on the ELMo vector alone; unfreeze_bilm: train the biLM with the task
-            (``requires_grad``; both :class:`~elmo.model.elmo.Elmo`).
-        mix_l2: λ of the penalty λ‖w‖² on the scalar-mix weights (§3.3).
-        learned_function: the ``learned_function`` mix's network, one of :data:`~elmo.model.mix.LEARNED_FUNCTIONS`.
-
-    Raises ElmoError: a value out of range or not one of the choices, naming the field.
-    """
+    """The ELMo classifier (:class:`ElmoClassifier`): the head's sizes (:class:`SequenceClassifierConfig`) plus
+    :class:`~elmo.model.elmo.Elmo`'s arguments ``mix`` (one of :data:`~elmo.model.mix.LAYER_MIXES`), ``learned_function``
+    (one of :data:`~elmo.model.mix.LEARNED_FUNCTIONS`), ``layer_norm`` (``do_layer_norm``: each biLM layer normalised per
+    token before the mix), ``elmo_dropout`` (``dropout``: extra dropout on the ELMo vector alone) and ``unfreeze_bilm``
+    (``requires_grad``: train the biLM with the task), and ``mix_l2``, λ of the penalty λ‖w‖² on the scalar-mix weights
+    (§3.3). Raises ElmoError: a value out of range or not one of the choices, naming the field."""
 
     mix: str = "trainable_lambda"
     layer_norm: bool = False

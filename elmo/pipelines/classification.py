@@ -149,26 +149,24 @@ def classify(config: ClassifyArgs) -> dict:
                 save_checkpoint(payloads[mix], outputs.classifier(mix))
             with phase(phases, "plots"):  # and the printed result
                 report_test(run, mix, out[mix])
-    if not run.ctx.is_main:
-        distributed.barrier()  # wait for rank 0's files, so the job ends as one
-        return out
-    best = max(config.mixes, key=lambda m: out[m]["val"]["f1"])
-    out["best_mix"] = best
-    table = format_results_table(out, config.mixes) + f"\nbest on validation: {best}"
-    out["precision"], out["layer_cache_seconds"] = run.precision, cache_seconds
-    out["lstm_dtype"] = {"bilm": summary_dtype(lstm_compute_dtypes(task.bilm)),  # the layer cache's (or training's)
-                         **{mix: out[mix]["history"][-1].get("lstm_dtype") if out[mix]["history"] else None
-                            for mix in config.mixes}}
-    out["labelled_documents"] = len(task.corpora["train"])
-    with phase(phases, "saving"):
-        save_checkpoint(payloads[best], outputs.classifier())
-    with phase(phases, "plots"):
-        plot_curves({m: [row["val_f1"] for row in out[m]["history"]] for m in config.mixes},
-                    outputs.image("classifier_val_f1"), "Classifier validation macro-F1", "macro-F1")
-    out["phase_seconds"] = phases["phase_seconds"]
-    out["config"], out["meta"] = asdict(config), {**environment_info(config.seed), "bilm_fingerprint": task.fingerprint}
-    write_json(outputs.result("classification"), out)
-    remove_checkpoints(config, [f"classifier_{m}" for m in config.mixes])
-    run.say("\n" + table)
+    if run.ctx.is_main:  # the others wait for rank 0's files below, so the job ends as one
+        best = max(config.mixes, key=lambda m: out[m]["val"]["f1"])
+        out["best_mix"] = best
+        table = format_results_table(out, config.mixes) + f"\nbest on validation: {best}"
+        out["precision"], out["layer_cache_seconds"] = run.precision, cache_seconds
+        out["lstm_dtype"] = {"bilm": summary_dtype(lstm_compute_dtypes(task.bilm)),  # the layer cache's (or training's)
+                             **{mix: out[mix]["history"][-1].get("lstm_dtype") if out[mix]["history"] else None
+                                for mix in config.mixes}}
+        out["labelled_documents"] = len(task.corpora["train"])
+        with phase(phases, "saving"):
+            save_checkpoint(payloads[best], outputs.classifier())
+        with phase(phases, "plots"):
+            plot_curves({m: [row["val_f1"] for row in out[m]["history"]] for m in config.mixes},
+                        outputs.image("classifier_val_f1"), "Classifier validation macro-F1", "macro-F1")
+        out["phase_seconds"] = phases["phase_seconds"]
+        out["config"], out["meta"] = asdict(config), {**environment_info(config.seed), "bilm_fingerprint": task.fingerprint}
+        write_json(outputs.result("classification"), out)
+        remove_checkpoints(config, [f"classifier_{m}" for m in config.mixes])
+        run.say("\n" + table)
     distributed.barrier()
     return out
