@@ -1,10 +1,8 @@
-"""Computing a frozen biLM's LSTM layers once per document instead of once per batch and epoch.
-
-``classification.py`` trains several classifiers for several epochs on the same frozen biLM: the LSTM layers h_1..h_L
-of every token are computed once (in the batches of :func:`elmo.inference.class_probabilities.class_probabilities`)
-and shared by all layer mixes and epochs; the token layer h_0 is recomputed per batch
-(:meth:`elmo.model.bilm.BiLM.token_layer`). The cache holds ``L × D`` values per token at 16 bits (:func:`cache_dtype`),
-cast back to the compute precision when used, in a :mod:`elmo.data.layer_store` store that :func:`should_cache` picks.
+"""Computing a frozen biLM's LSTM layers h_1..h_L once per document for all of ``classification.py``'s layer mixes and
+epochs (docs/method.md), in the batches of :func:`elmo.inference.class_probabilities.class_probabilities`; the token
+layer h_0 is recomputed per batch (:meth:`elmo.model.bilm.BiLM.token_layer`). The cache holds ``L × D`` values per
+token at 16 bits (:func:`cache_dtype`), cast back to the compute precision when used, in a :mod:`elmo.data.layer_store`
+store that :func:`should_cache` picks.
 """
 
 from __future__ import annotations

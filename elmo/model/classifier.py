@@ -185,15 +185,11 @@ class SequenceClassifier(nn.Module):
 
 
 class ElmoClassifier(SequenceClassifier, HubMixin):
-    """:class:`~elmo.model.elmo.Elmo` (biLM + layer mix) + the shared head (:class:`SequenceClassifier`).
-
-    Args:
-        bilm: a :class:`~elmo.model.bilm.BiLM`, trained here or published, always in eval mode; frozen (run without
-            autograd) unless ``config.unfreeze_bilm`` (``config``: :class:`ClassifierConfig`), then trained in place
-            (pass a copy to keep the original).
-        vocab_size: rows of the task token embedding x_k (the ids' vocabulary); default: the biLM's ``config.vocab_size``
-            (0 for a published biLM without its softmax: give the task vocabulary's size).
-    """
+    """:class:`~elmo.model.elmo.Elmo` (biLM + layer mix) + the shared head (:class:`SequenceClassifier`). ``bilm``: a
+    :class:`~elmo.model.bilm.BiLM`, trained here or published, always in eval mode; frozen (run without autograd) unless
+    ``config.unfreeze_bilm`` (``config``: :class:`ClassifierConfig`), then trained in place (pass a copy to keep the
+    original). ``vocab_size``: rows of the task token embedding x_k (the ids' vocabulary); default: the biLM's
+    ``config.vocab_size`` (0 for a published biLM without its softmax: give the task vocabulary's size)."""
 
     hub_kind = "elmo_classifier"
     #: names of the classes in output order (``config.json``'s ``class_names``; AG News's by default)

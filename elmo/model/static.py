@@ -65,16 +65,14 @@ def copy_vectors(embedding, vectors: np.ndarray) -> int:
 def word2vec_vectors(sentences: Iterable[Sequence[str]], vocab: Vocabulary, dim: int = 300, window: int = 5,
                      epochs: int = 10, negative: int = 5, subsample: float = 1e-4,
                      seed: int = 0, workers: int = 1) -> tuple[np.ndarray, dict]:
-    """Train skip-gram Word2Vec with negative sampling (gensim) and return one vector per vocabulary word.
-
-    ``sentences``: token lists (the training descriptions, tokenised by :func:`elmo.data.text.tokenize`); ``vocab``: the
-    biLM vocabulary (tokens outside it become ``<unk>`` before training); ``dim``: vector width D; ``window``: context
-    words on each side; ``epochs``: passes over the corpus; ``negative``: negative samples per positive pair;
-    ``subsample``: gensim's ``sample``, the frequency above which words are randomly down-sampled (0 = off); ``seed``:
-    gensim's seed; ``workers``: gensim's threads (exactly repeatable only with 1). Returns ``(vectors (V, D) float32,
-    info)``: specials absent from the corpus (``<pad>``, ``<bos>``, ``<eos>``) get a zero vector; ``info`` holds the
-    settings and seconds. Raises ElmoError for a non-positive size or no tokens.
-    """
+    """Train skip-gram Word2Vec with negative sampling (gensim) and return one vector per vocabulary word: ``sentences``:
+    token lists (the training descriptions, tokenised by :func:`elmo.data.text.tokenize`); ``vocab``: the biLM vocabulary
+    (tokens outside it become ``<unk>`` before training); ``dim``: vector width D; ``window``: context words on each
+    side; ``epochs``: passes over the corpus; ``negative``: negative samples per positive pair; ``subsample``: gensim's
+    ``sample``, the frequency above which words are randomly down-sampled (0 = off); ``seed``: gensim's seed;
+    ``workers``: gensim's threads (exactly repeatable only with 1). Returns ``(vectors (V, D) float32, info)``: specials
+    absent from the corpus (``<pad>``, ``<bos>``, ``<eos>``) get a zero vector; ``info`` holds the settings and seconds.
+    Raises ElmoError for a non-positive size or no tokens."""
     from gensim.models import (
         Word2Vec,  # imported here: only the baselines and --init-embeddings need it
     )

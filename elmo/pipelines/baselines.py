@@ -182,25 +182,19 @@ def static_baseline(task: TaskData, config: BaselinesArgs, method: str) -> dict:
     return {**train_and_evaluate(model, task.data, config, run, checkpoint), "embedding": info}
 
 
-def check_files(config: BaselinesArgs) -> None:
-    """Before anything is written: raises :class:`ElmoError` when an output is an input (``bilstm.pt``,
-    ``classification.json``, AG News), naming both."""
-    out = config.outputs
-    written = [out.result("baselines")]
-    for method in config.methods:
-        written += [out.image(f"confusion_{method}")]
-        if method != "tfidf_logreg":
-            written += [out.static(method), out.checkpoint(f"baseline_{method}")]
-    refuse_overwriting(config, {"--models-dir (bilstm.pt)": out.bilm,
-                                "--results-dir (classification.json)": out.result("classification")}, written)
-
-
 def baselines(config: BaselinesArgs) -> dict:
     """Run every baseline in ``config.methods``; returns the ``baselines.json`` content (one entry per method,
     ``context``, ``head_mismatch``, ``labelled_documents``, ``config``, ``meta``). Raises :class:`ElmoError` on a
     missing ``bilstm.pt`` (run ``python ELMO.py`` first: the baselines use its vocabulary), bad data or flags, or an
-    output that is an input (:func:`check_files`)."""
-    check_files(config)
+    output that is an input (``bilstm.pt``, ``classification.json``, AG News), naming both before anything is written."""
+    files = config.outputs
+    written = [files.result("baselines")]
+    for method in config.methods:
+        written += [files.image(f"confusion_{method}")]
+        if method != "tfidf_logreg":
+            written += [files.static(method), files.checkpoint(f"baseline_{method}")]
+    refuse_overwriting(config, {"--models-dir (bilstm.pt)": files.bilm,
+                                "--results-dir (classification.json)": files.result("classification")}, written)
     task = prepare(config)
     outputs, say = task.run.outputs, task.run.say
     train, val, test = task.corpora["train"], task.corpora["val"], task.corpora["test"]

@@ -110,22 +110,17 @@ def train_mix(task: TaskData, config: ClassifyArgs, mix: str) -> tuple[dict, Elm
     return entry, model
 
 
-def check_files(config: ClassifyArgs) -> None:
-    """Before anything is written: raises :class:`ElmoError` when an output (the classifiers, their checkpoints,
-    ``classification.json``, the plots) is an input (the biLM's files, AG News), naming both."""
-    out = config.outputs
-    written = [out.classifier(), out.result("classification"), out.image("classifier_val_f1")]
-    for mix in config.mixes:
-        written += [out.classifier(mix), out.checkpoint(f"classifier_{mix}"), out.image(f"confusion_{mix}")]
-    refuse_overwriting(config, {"--options-file": config.options_file, "--weight-file": config.weight_file,
-                                "--models-dir (bilstm.pt)": None if config.published else out.bilm}, written)
-
-
 def classify(config: ClassifyArgs) -> dict:
     """Train and evaluate one classifier per layer mix; returns the ``classification.json`` content. Raises
-    :class:`ElmoError` on missing biLM files (run ``python ELMO.py`` first), bad data or flags, or an output that is
-    an input (:func:`check_files`)."""
-    check_files(config)
+    :class:`ElmoError` on missing biLM files (run ``python ELMO.py`` first), bad data or flags, or an output (the
+    classifiers, their checkpoints, ``classification.json``, the plots) that is an input (the biLM's files, AG News),
+    naming both before anything is written."""
+    files = config.outputs
+    written = [files.classifier(), files.result("classification"), files.image("classifier_val_f1")]
+    for mix in config.mixes:
+        written += [files.classifier(mix), files.checkpoint(f"classifier_{mix}"), files.image(f"confusion_{mix}")]
+    refuse_overwriting(config, {"--options-file": config.options_file, "--weight-file": config.weight_file,
+                                "--models-dir (bilstm.pt)": None if config.published else files.bilm}, written)
     phases: dict[str, Any] = {}
     with phase(phases, "data"):  # the biLM and the splits, read and encoded (Word2Vec's x_k included)
         task = prepare(config, config.published)

@@ -161,11 +161,10 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
     :func:`elmo.training.trainer.fit` and score it on every split of ``data`` (``{"train", "val", "test"}`` encoded
     corpora with labels, and cached biLM layers if attached): Adam on cross-entropy over length-bucketed batches of
     ``data["train"]`` (reshuffled from ``config.seed + epoch``), validation macro-F1, accuracy and cross-entropy after
-    every epoch, early stopping and the best epoch's weights kept on ``config.select_by``; ``config.track_test`` adds
-    each epoch's test accuracy to its history row (a diagnostic for model-selection noise). Returns ``{"train", "val",
-    "test": metrics (:func:`~elmo.training.metrics.classification_metrics`), "best_epoch", "history", "train_seconds",
-    "test_predictions": the predicted class of every test document, in file order (for paired tests such as
-    McNemar's)}``."""
+    every epoch, early stopping and the best epoch kept on ``--select-by``; ``--track-test`` adds each epoch's test
+    accuracy to its history row. Returns ``{"train", "val", "test": metrics, "best_epoch", "history", "train_seconds",
+    "test_predictions": each test document's predicted class, in file order (for paired tests such as McNemar's)}``
+    (metrics: :func:`~elmo.training.metrics.classification_metrics`)."""
     started = time.perf_counter()
     device, amp_dtype, shard = run.device, run.amp_dtype, run.ctx.shard
     unfreezing = fine_tuning(model, config)  # None unless the classifier trains its biLM too
