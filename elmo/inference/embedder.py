@@ -229,12 +229,9 @@ class ElmoEmbedder:
 
     def _keep_states(self, final: States) -> None:
         """Store a call's final states in its rows; rows beyond the call keep theirs (as bilm-tf)."""
-        batch = final[0][0].shape[0]
-        if self._states is None:
-            self._states = [(h.float(), c.float()) for h, c in final]
-            return
+        batch = final[0][0].shape[0]  # the first call has no older rows: final[batch:] is empty
         self._states = [tuple(torch.cat([new.float(), old[batch:]]) for new, old in zip(f, s))
-                        for f, s in zip(final, self._states)]
+                        for f, s in zip(final, self._states or final)]
 
     # --- the public interface ----------------------------------------------------------------------
 
