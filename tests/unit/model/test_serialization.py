@@ -11,6 +11,13 @@ from elmo.data.vocab import SPECIALS, Vocabulary
 from elmo.errors import ElmoError
 from elmo.model.bilm import BiLM
 from elmo.model.bilm_config import BiLMConfig
+from elmo.model.classifier import (
+    ClassifierConfig,
+    ElmoClassifier,
+    bilm_fingerprint,
+    classifier_checkpoint,
+    load_classifier,
+)
 from elmo.model.serialization import lm_checkpoint, load_bilm, save_bilm
 
 V = 40
@@ -94,14 +101,6 @@ def test_bilm_fingerprint_is_unchanged_for_files_written_before_the_paper_option
 
 
 def test_a_classifier_file_recording_its_layer_mix_as_setting_still_loads(tmp_path):
-    from elmo.model.classifier import (
-        ClassifierConfig,
-        ElmoClassifier,
-        bilm_fingerprint,
-        classifier_checkpoint,
-        load_classifier,
-    )
-
     bilm, vocab = make_bilm(), Vocabulary(WORDS)
     model = ElmoClassifier(bilm, ClassifierConfig(mix="frozen_lambda", encoder_hidden=4, learned_function="gate"))
     saved = classifier_checkpoint(model, bilm_fingerprint(bilm, vocab), ["a", "b", "c", "d"], {})
@@ -119,14 +118,6 @@ def test_a_classifier_file_recording_its_layer_mix_as_setting_still_loads(tmp_pa
 
 
 def test_a_classifier_with_an_encoder_projection_loads_to_the_same_logits(tmp_path):
-    from elmo.model.classifier import (
-        ClassifierConfig,
-        ElmoClassifier,
-        bilm_fingerprint,
-        classifier_checkpoint,
-        load_classifier,
-    )
-
     bilm, vocab = make_bilm(), Vocabulary(WORDS)
     model = ElmoClassifier(bilm, ClassifierConfig(mix="trainable_lambda", encoder_hidden=4, encoder_projection=3))
     save_checkpoint(classifier_checkpoint(model, bilm_fingerprint(bilm, vocab), ["a", "b", "c", "d"], {}),
@@ -138,14 +129,6 @@ def test_a_classifier_with_an_encoder_projection_loads_to_the_same_logits(tmp_pa
 
 
 def test_a_classifier_file_with_older_mix_keys_loads_and_one_with_missing_weights_is_named(tmp_path):
-    from elmo.model.classifier import (
-        ClassifierConfig,
-        ElmoClassifier,
-        bilm_fingerprint,
-        classifier_checkpoint,
-        load_classifier,
-    )
-
     bilm, vocab = make_bilm(), Vocabulary(WORDS)
     model = ElmoClassifier(bilm, ClassifierConfig(mix="trainable_lambda", encoder_hidden=4))
     with torch.no_grad():
