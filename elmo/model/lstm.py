@@ -23,13 +23,7 @@ from ..errors import ElmoError
 
 def autocast_dtype(device_type: str) -> torch.dtype | None:
     """The dtype autocast computes matrix products in on ``device_type`` now, or ``None`` when it is off there."""
-    try:
-        enabled, dtype = torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type)
-    except TypeError:  # torch < 2.4
-        cpu = device_type == "cpu"
-        enabled = torch.is_autocast_cpu_enabled() if cpu else torch.is_autocast_enabled()
-        dtype = torch.get_autocast_cpu_dtype() if cpu else torch.get_autocast_gpu_dtype()
-    return dtype if enabled else None
+    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
 
 
 def casts_for_kernel(device_type: str) -> bool:
