@@ -429,11 +429,8 @@ class BiLM(nn.Module, HubMixin):
     def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan:
         """bilm-tf's architecture: the :class:`~elmo.model.plan.HostPlan` of a batch (every field) from its CPU copies of
         :attr:`host_keys`, on the host (:func:`~elmo.model.plan.step_loss` moves it to the batch's device); cluster
-        counts for the adaptive softmax only. Raises ElmoError: a copy missing or not on the CPU; a target outside the
-        vocabulary."""
-        missing = [k for k in self.host_keys if k not in host]
-        if missing:
-            raise ElmoError(f"BiLM.host_plan: the batch's host copy has no {', '.join(missing)}")
+        counts for the adaptive softmax only. Raises ElmoError: a copy not on the CPU (missing:
+        :func:`~elmo.model.plan.plan_batch`); a target outside the vocabulary."""
         ids, lengths, chars = (host[k] for k in self.host_keys)
         if any(t.device.type != "cpu" for t in (ids, lengths, chars)):
             raise ElmoError("host_plan takes the batch's CPU tensors (the trainer's host copies)")

@@ -245,10 +245,7 @@ class LanguageModel(CachedWeights, Direction):
         """The :class:`~elmo.model.plan.HostPlan` (for :func:`~elmo.model.plan.step_loss`) of a batch from its CPU
         ``ids (B, T)`` and ``lengths (B,)``: the words predicted and this direction's words per softmax cluster
         (:func:`~elmo.model.adaptive_softmax.cluster_counts`; boundary word ``<eos>`` forward, ``<bos>`` backward).
-        Raises ElmoError: a host copy missing; a word id outside the vocabulary."""
-        missing = [k for k in self.host_keys if k not in host]
-        if missing:
-            raise ElmoError(f"LanguageModel.host_plan: the batch's host copy has no {', '.join(missing)}")
+        Raises ElmoError: a word id outside the vocabulary (a host copy missing: :func:`~elmo.model.plan.plan_batch`)."""
         ids, lengths = host["ids"], host["lengths"]
         units = int((lengths.numpy() + 1).sum())
         if self.config.softmax == "sampled":
@@ -278,7 +275,7 @@ class PublishedLM(Direction):
         super().__init__()
         self.bilm, self.directions = bilm, tuple(directions)
         self.direction = DIRECTIONS[self.directions[0]] if len(self.directions) == 1 else "both"
-        self.host_keys = bilm.host_keys
+        self.host_keys, self.host_plan = bilm.host_keys, bilm.host_plan  # the plan's (elmo.model.plan)
         self._register_load_state_dict_pre_hook(_renamed_training_state)
 
     @property
@@ -290,10 +287,6 @@ class PublishedLM(Direction):
     def softmax(self) -> nn.Module:
         """The training softmax the directions share."""
         return self.bilm.softmax
-
-    def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan:
-        """:meth:`~elmo.model.bilm.BiLM.host_plan`."""
-        return self.bilm.host_plan(host)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None = None,
                 plan: HostPlan | None = None) -> tuple[torch.Tensor, int]:

@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from ..data.chars import TF_PAD_CHAR
+from ..errors import ElmoError
 from ..runtime.device import move
 
 
@@ -88,18 +89,18 @@ def step_loss(lm: PlannedLM, trained: nn.Module, batch: dict) -> tuple[torch.Ten
     (``host_<key>`` per ``lm.host_keys``), moved to the batch's device. Nothing is read back from the device
     (adaptive softmax; the sampled one draws its candidates there). Raises ElmoError: no plan and a host copy missing
     (an ``Objective`` without ``lm.host_keys``)."""
-    plan = batch.get("plan")
-    if plan is None:
-        plan = lm.host_plan({k: batch[f"host_{k}"] for k in lm.host_keys if f"host_{k}" in batch})
+    plan = batch.get("plan") or plan_batch(lm, "host_")(batch)["plan"]
     return trained(batch["ids"], batch["lengths"], batch.get("chars"), plan=plan.to(batch["ids"].device))
 
 
-def plan_batch(lm: PlannedLM) -> Callable[[dict], dict]:
-    """``batch -> batch`` with ``plan``, ``lm.host_plan`` of the CPU batch: an
+def plan_batch(lm: PlannedLM, prefix: str = "") -> Callable[[dict], dict]:
+    """``batch -> batch`` with ``plan``, ``lm.host_plan`` of the CPU batch (its entries ``prefix + key``): an
     :attr:`~elmo.training.trainer.Objective.prepare`, which the trainer runs one batch ahead on a GPU, so that the host
-    plans the next batch while the device computes this one."""
+    plans the next batch while the device computes this one. Raises ElmoError: an entry of ``lm.host_keys`` missing."""
     def prepare(batch: dict) -> dict:
-        return {**batch, "plan": lm.host_plan({k: batch[k] for k in lm.host_keys if k in batch})}
+        if missing := [k for k in lm.host_keys if prefix + k not in batch]:
+            raise ElmoError(f"{type(lm).__name__}.host_plan: the batch's host copy has no {', '.join(missing)}")
+        return {**batch, "plan": lm.host_plan({k: batch[prefix + k] for k in lm.host_keys})}
     return prepare
 
 

@@ -19,7 +19,7 @@ from elmo.errors import ElmoError
 from elmo.model.bilm import BiLM
 from elmo.model.bilm_config import BiLMConfig
 from elmo.model.language_model import PublishedLM
-from elmo.model.plan import step_loss, word_plan
+from elmo.model.plan import plan_batch, step_loss, word_plan
 from elmo.runtime.device import autocast
 
 #: operators whose result's size or value the host must read from the device (a synchronisation on CUDA)
@@ -120,7 +120,9 @@ def test_a_target_outside_the_vocabulary_is_named():
     with pytest.raises(ElmoError, match=rf"target\(s\) outside \[0, {len(small)}\)"):
         model.host_plan({k: batch[k] for k in BiLM.host_keys})
     with pytest.raises(ElmoError, match="host copy has no chars"):
-        model.host_plan({k: batch[k] for k in ("ids", "lengths")})
+        plan_batch(model)({k: batch[k] for k in ("ids", "lengths")})
+    with pytest.raises(ElmoError, match="host copy has no chars"):
+        step_loss(model, model, {**batch, "host_ids": batch["ids"], "host_lengths": batch["lengths"]})
 
 
 def test_unique_rows_is_numpys_unique_by_rows_and_survives_a_hash_collision(monkeypatch):
