@@ -34,7 +34,7 @@ from .dropout import FastDropout
 from .hub import HubMixin, earlier_key
 from .language_model import DIRECTIONS, LanguageModel, PublishedLM, States, length_mask, reverse_padded, with_boundaries
 from .lstm import projected_stack
-from .plan import HostPlan, WordPlan, device_reading_plan, predicted_positions, reading_plan, word_plan
+from .plan import HostPlan, WordPlan, device_reading_plan, predicted_positions, word_plan
 from .sampled_softmax import SampledSoftmax
 
 #: the default ``chunk_size`` of a biLM (:attr:`BiLM.chunk_size`)
@@ -381,11 +381,10 @@ class BiLM(nn.Module, HubMixin):
                        plan: HostPlan | None = None) -> list[torch.Tensor]:
         """bilm-tf's architecture: the top LSTM layer ``(B, T + 1, P)`` float32 of each of ``directions`` (0 forward, 1
         backward) in its own reading order, zero past ``n``, what the shared softmax reads (:meth:`loss`, held-out
-        perplexity), differentiable down to the character CNN: forward position k is the state after ``<S> t_1 .. t_k``
-        (predicting ``t_{k+1}``, ``</S>`` at ``k = n``), backward position k after ``</S> t_n .. t_{n-k+1}``
-        (predicting ``t_{n-k}``, ``<S>`` at ``k = n``). ``chars``, ``lengths``: as :class:`BiLM`; ``dropout``: on every
-        LSTM layer's input (bilm-tf's ``DropoutWrapper(input_keep_prob)`` in training; the residual connection adds the
-        dropped input, as TF's wrapper order does), ``None`` = none; ``plan``: the batch's
+        perplexity), differentiable down to the character CNN: position k predicts :meth:`targets`' word k (the
+        forward state after ``<S> t_1 .. t_k``, the backward one after ``</S> t_n .. t_{n-k+1}``). ``chars``,
+        ``lengths``: as :class:`BiLM`; ``dropout``: bilm-tf's ``DropoutWrapper(input_keep_prob)`` in training
+        (:func:`~elmo.model.lstm.projected_stack`), ``None`` = none; ``plan``: the batch's
         :class:`~elmo.model.plan.HostPlan` on the device, the same states with nothing read back. Raises ElmoError:
         ``chars`` missing."""
         x = self.token_vectors(self.tokens(None, chars), None if plan is None else plan.words)
@@ -428,12 +427,10 @@ class BiLM(nn.Module, HubMixin):
         ids, lengths, chars = (host[k] for k in self.host_keys)
         if any(t.device.type != "cpu" for t in (ids, lengths, chars)):
             raise ElmoError("host_plan takes the batch's CPU tensors (the trainer's host copies)")
-        n = lengths.numpy().astype(np.int64)
-        order, restore, active = reading_plan(n + 1)
         counts = {d: cluster_counts(ids, lengths, last, tuple(self.softmax.cutoffs)) for d, last in
                   ((0, EOS_ID), (1, BOS_ID))} if isinstance(self.softmax, AdaptiveSoftmax) else None
         per_pass, width = self.words_per_pass, self.token_encoder.max_width
-        return HostPlan(int((n + 1).sum()), counts, torch.from_numpy(order), torch.from_numpy(restore), active,
+        return HostPlan(int((lengths.numpy() + 1).sum()), counts, *device_reading_plan(lengths + 1),
                         predicted_positions(lengths, ids.shape[1]),
                         word_plan(chars.reshape(-1, chars.shape[-1]).numpy(), per_pass, width),
                         word_plan(self.host_boundary_chars.numpy(), per_pass, width))
@@ -491,8 +488,8 @@ def bilm_tf_initialization(bilm: BiLM, generator: torch.Generator) -> BiLM:
     """``bilm`` (bilm-tf's architecture) with bilm-tf's initial weights (``bilm/training.py``), drawn in place from
     ``generator``: character embeddings U(-1, 1) (row 0, a masked token's, zero); convolutions U(-0.05, 0.05) for relu
     (Kim et al. 2015), N(0, 1/(width·char_dim)) for tanh, biases 0; highway ``W_carry``, ``W_transform`` and the
-    projection N(0, 1/F), ``b_carry`` -2 (carry gate mostly closed), other biases 0; LSTM weights Glorot-uniform (TF's
-    default) over TF's ``W_0`` ``(I + P, 4H)`` and ``W_P_0`` ``(H, P)``, bias 0 plus TF's forget-gate bias 1.0."""
+    projection N(0, 1/F), ``b_carry`` -2 (carry gate mostly closed), other biases 0; the LSTMs
+    :meth:`~elmo.model.lstm.ProjectedLSTM.initialize`'s."""
     config, encoder = bilm.config, bilm.token_encoder
 
     def uniform(p: torch.Tensor, bound: float) -> None:

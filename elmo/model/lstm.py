@@ -448,14 +448,11 @@ class DeferredProduct(torch.autograd.Function):
     def forward(ctx, x: torch.Tensor, add: torch.Tensor | None, weight: torch.Tensor, weight_t: torch.Tensor,
                 sink: list[torch.Tensor] | None) -> torch.Tensor:
         ctx.weight_t, ctx.sink = weight_t, sink
-        if add is None:
-            return torch.ops.mkldnn._linear_pointwise(x.contiguous(), weight, None, "none", [], "")
-        return torch.ops.mkldnn._linear_pointwise.binary(x.contiguous(), add.contiguous(), weight, None, "add")
+        return matmul(x, weight, add=add)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, None, None, None]:
         grad = grad.contiguous()
         if ctx.sink is not None:
             ctx.sink.append(grad)
-        dx = torch.ops.mkldnn._linear_pointwise(grad, ctx.weight_t, None, "none", [], "")
-        return dx, (grad if ctx.needs_input_grad[1] else None), None, None, None
+        return matmul(grad, ctx.weight_t), (grad if ctx.needs_input_grad[1] else None), None, None, None
