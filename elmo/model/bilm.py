@@ -365,14 +365,19 @@ class BiLM(nn.Module, HubMixin):
         """Direction ``d``'s ``[h_1 .. h_L]``, each ``(B, >= steps, E)``, over ``inputs (B, T + 2, E)`` in reading order,
         and, with ``carry`` (each row read to its ``sentence`` length), the final states: ours through
         :meth:`LanguageModel.read` / :meth:`LanguageModel.read_to_ends`; bilm-tf's stack run as ``plan``
-        (:func:`~elmo.model.lstm.projected_stack`)."""
+        (:func:`~elmo.model.plan.device_reading_plan`), each layer restored to the batch's row order one at a time (no
+        second copy of them all)."""
         lm = (self.forward_lm, self.backward_lm)[d]
         if not self.shared_token_layer:
             if carry:
                 outputs, ends = lm.read_to_ends(inputs, sentence.cpu(), initial)
                 return outputs[1:], ends
             return lm.read(lambda a, b: inputs[:, a:b], inputs.shape[0], steps, self.chunk_size, initial)[1:], []
-        return projected_stack(lm.layers, inputs, plan, initial, self.config.residual, self.chunk_size)
+        order, restore, active = plan
+        initial = None if initial is None else [(h[order], c[order]) for h, c in initial]
+        hs, ends = projected_stack(lm.layers, inputs[order].transpose(0, 1), active, initial, self.config.residual,
+                                   self.chunk_size)
+        return (hs.pop(0).transpose(0, 1)[restore] for _ in range(len(hs))), [(h[restore], c[restore]) for h, c in ends]
 
     # ------------------------------------------------------------------ training bilm-tf's architecture
 
@@ -390,13 +395,14 @@ class BiLM(nn.Module, HubMixin):
         x = self.token_vectors(self.tokens(None, chars), None if plan is None else plan.words)
         lengths = lengths.to(x.device)
         full, sentence = self._with_boundaries(x, lengths, None if plan is None else plan.boundaries)
-        reading = device_reading_plan(sentence - 1) if plan is None else (plan.order, plan.restore, plan.active)
+        order, restore, active = device_reading_plan(sentence - 1) if plan is None else \
+            (plan.order, plan.restore, plan.active)
         states = []
         for d in directions:
             inputs = full if d == 0 else reverse_padded(full, sentence)
-            *_, top = projected_stack(self.stacks()[d], inputs, reading, None, self.config.residual, self.chunk_size,
-                                      dropout)[0]
-            states.append(top[:, :x.shape[1] + 1])
+            top = projected_stack(self.stacks()[d], inputs[order].transpose(0, 1),
+                                  active, None, self.config.residual, self.chunk_size, dropout)[0][-1]
+            states.append(top.transpose(0, 1)[restore][:, :x.shape[1] + 1])
         return states
 
     def targets(self, ids: torch.Tensor, lengths: torch.Tensor, direction: int) -> torch.Tensor:

@@ -192,8 +192,10 @@ class LanguageModel(CachedWeights, Direction):
         ``nn.LSTM``. Outputs zero past a row's end."""
         steps = x.shape[1]
         if self.config.clipped:  # the rows sorted longest first, each step running the rows not yet ended
-            hs, ends = projected_stack(self.layers, x, device_reading_plan(lengths, x.device), initial, self.config.residual)
-            return [x, *hs], ends
+            order, restore, active = device_reading_plan(lengths, x.device)
+            states = None if initial is None else [(h[order].float(), c[order].float()) for h, c in initial]
+            hs, ends = projected_stack(self.layers, x[order].transpose(0, 1), active, states, self.config.residual)
+            return [x, *(h.transpose(0, 1)[restore] for h in hs)], [(h[restore], c[restore]) for h, c in ends]
         packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
         outputs, finals = [x], []
         for j, lstm in enumerate(self.layers):

@@ -11,7 +11,7 @@ import contextlib
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -381,26 +381,22 @@ class ProjectedLSTM(CachedWeights):
         return F.linear(x.to(w_in.dtype), w_in)
 
 
-def projected_stack(layers: Sequence["ProjectedLSTM"], x: torch.Tensor, plan: tuple[torch.Tensor, torch.Tensor, list[int]],
+def projected_stack(layers: Sequence["ProjectedLSTM"], x: torch.Tensor, active: list[int],
                     states: list[tuple[torch.Tensor, torch.Tensor]] | None, residual: bool, chunk_size: int | None = None,
                     dropout: Callable[[torch.Tensor], torch.Tensor] | None = None
-                    ) -> tuple[Iterator[torch.Tensor], list[tuple[torch.Tensor, torch.Tensor]]]:
-    """One direction's :class:`ProjectedLSTM` layers over batch-first ``x (B, S, I)`` run as ``plan`` (``(order,
-    restore, active)`` of :func:`~elmo.model.plan.device_reading_plan`; ``chunk_size``: as :meth:`ProjectedLSTM.forward`;
-    ``states``: each layer's initial ``(h, c)`` or ``None``): the outputs ``(B, S, P)``, each restored to the batch's
-    row order as it is iterated (no second copy of them all), with ``residual`` every layer but the first adding its
-    input, and each layer's final ``(h, c)``. ``dropout`` applies to every layer's input (the residual adds the dropped
-    input, as bilm-tf's wrapper order does)."""
-    order, restore, active = plan
-    x, outputs, finals = x[order].transpose(0, 1), [], []
+                    ) -> tuple[list[torch.Tensor], list[tuple[torch.Tensor, torch.Tensor]]]:
+    """One direction's :class:`ProjectedLSTM` layers over ``x`` (``x``, ``active``, ``chunk_size``: as
+    :meth:`ProjectedLSTM.forward`; ``states``: each layer's initial ``(h, c)`` or ``None``): the outputs ``[(S, B, P)] *
+    L``, with ``residual`` every layer but the first adding its input, and each layer's final ``(h, c)``. ``dropout``
+    applies to every layer's input (the residual adds the dropped input, as bilm-tf's wrapper order does)."""
+    outputs, finals = [], []
     for j, layer in enumerate(layers):
         x = x if dropout is None else dropout(x)
-        h, (h_n, c_n) = layer(x, active, None if states is None else (states[j][0][order].float(),
-                                                                      states[j][1][order].float()), chunk_size)
+        h, final = layer(x, active, None if states is None else states[j], chunk_size)
         x = h + x if residual and j > 0 else h
         outputs.append(x)
-        finals.append((h_n[restore], c_n[restore]))
-    return (outputs.pop(0).transpose(0, 1)[restore] for _ in range(len(outputs))), finals
+        finals.append(final)
+    return outputs, finals
 
 
 @dataclass
