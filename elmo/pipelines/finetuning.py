@@ -29,7 +29,6 @@ from ..training.trainer import Unfreezing
 from .common import CommonArgs, StartedRun, option, resolve_batch_size, start
 from .pretraining import (
     PretrainArgs,
-    PretrainData,
     check_lm_files,
     lm_summary,
     load_data,
@@ -151,18 +150,6 @@ def bilm_to_finetune(config: FinetuneArgs) -> OpenedBiLM:
     return opened
 
 
-def initial_softmax(model: BiLM, loaded: PretrainData, config: FinetuneArgs) -> dict:
-    """Apply ``--softmax-init`` to ``model.softmax`` (:mod:`elmo.model.published_finetune`; ``random`` keeps its own
-    initialisation). Returns what was done (``lm.json``)."""
-    if config.softmax_init == "random":
-        return {"method": "random"}
-    counted = list(itertools.islice(loaded.sentences(), COUNT_MAX_DOCS))
-    counts = target_counts(counted, loaded.vocab)
-    sample = encode_corpus([d[:config.max_length] for d in counted[:SCALE_FIT_DOCS] if d], loaded.vocab,
-                           max_chars=model.config.max_chars, char_scheme="bilm_tf")
-    return {**init_softmax_from_token_layer(model, loaded.vocab, counts, sample), "counted_documents": len(counted)}
-
-
 def say_perplexities(run: StartedRun, when: str, perplexities: dict[str, dict[str, float]]) -> None:
     """Print ``before: val forward perplexity 26.68, ...`` (``when``) from ``{split: {"<direction>_perplexity"}}``."""
     run.say(f"{when + ':':<7} " + ", ".join(f"{split} {d} perplexity {values[f'{d}_perplexity']:.2f}"
@@ -189,18 +176,22 @@ def finetune(config: FinetuneArgs) -> dict:
     shared = bilm.shared_token_layer  # the published architecture (a new softmax), else ours (module docstring)
     written = bilm.config if shared else None
     check_lm_files(config, written, {**{f"--options-file ({f.name})": f for f in opened.source.read if f.is_file()},
-                                     "--options-file": config.options_file, "--weight-file": config.weight_file,
-                                     "--train-file": config.train_file, "--val-file": config.val_file,
-                                     "--test-file": config.test_file},
-                   [config.outputs.checkpoint(f"{d}_lm") for d in DIRECTIONS])
+                                     "--options-file": config.options_file, "--weight-file": config.weight_file})
     text = config.pretrain_args(opened)
     run = start(config, kernel_cache_entries=32)
     stale = say_stale(config, written, opened.source.read, run)
     loaded = load_data(text)
     resolve_batch_size(config, loaded.counts["train"], run.say)
     run.say(f"fine-tuning {opened.where} on {loaded.source}: {loaded.described(run)}")
-    model = language_model_of(bilm, config.seed, **training_head(config, len(loaded.vocab))) if shared else bilm
-    init = initial_softmax(model, loaded, config) if shared else None
+    model, init = bilm, None
+    if shared:  # the new softmax, initialised by --softmax-init (elmo.model.published_finetune; random: its own)
+        model, init = language_model_of(bilm, config.seed, **training_head(config, len(loaded.vocab))), {"method": "random"}
+        if config.softmax_init != "random":
+            counted = list(itertools.islice(loaded.sentences(), COUNT_MAX_DOCS))
+            sample = encode_corpus([d[:config.max_length] for d in counted[:SCALE_FIT_DOCS] if d], loaded.vocab,
+                                   max_chars=model.config.max_chars, char_scheme="bilm_tf")
+            init = {**init_softmax_from_token_layer(model, loaded.vocab, target_counts(counted, loaded.vocab), sample),
+                    "counted_documents": len(counted)}
     model.to(run.device)
     before = {split: {f"{d}_perplexity": perplexity(model.direction(d), loaded.data[split], run.device)
                       for d in DIRECTIONS} for split in ("val", "test") if split in loaded.data}  # exact, each direction

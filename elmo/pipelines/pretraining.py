@@ -551,32 +551,29 @@ def set_aside_stale(stale: list[Path], run: StartedRun) -> None:
               file=sys.stderr, flush=True)
 
 
-def check_lm_files(config: CommonArgs, written: BiLMConfig | None, inputs: dict[str, PathArg],
-                   training: list[Path]) -> None:
+def check_lm_files(config: CommonArgs, written: BiLMConfig | None, inputs: dict[str, PathArg]) -> None:
     """Before ``pretrain`` or ``finetune`` writes anything: refuse, unless ``--overwrite`` or ``--resume``, any of
-    :func:`different_models` (``written`` as there), and an output (the model files, our biLM's ``training`` files,
-    ``lm.json``, the plots) that is one of the ``inputs`` (keyed by flag) or, without ``--train-file``, AG News. Raises
-    :class:`ElmoError` naming the different model's file, or the output and the input it would write over."""
+    :func:`different_models` (``written`` as there), and an output (the model files; our biLM's training files: the
+    checkpoints, the logs and results of side-by-side runs; ``lm.json``, the plots) that is one of the ``inputs``
+    (keyed by flag; ``--train-file``, ``--val-file``, ``--test-file`` added) or, without ``--train-file``, AG News.
+    Raises :class:`ElmoError` naming the different model's file, or the output and the input it would write over."""
     out = config.outputs
     if not (config.overwrite or config.resume):
         found = different_models(config, written)
         refuse_another_model("--models-dir", out.models, found[0] if found else None, False)
+    training = [path for name in ("forward_lm", "backward_lm")
+                for path in (out.checkpoint(name), out.log(name), out.checkpoint(f"{name}.result"))]
     models = [*new_model_files(config, written), out.checkpoint("published_lm")] if written is not None else \
         [out.word2idx, *map(out.lm, DIRECTIONS), *new_model_files(config, written), *training]
-    refuse_overwriting(config, inputs, [*models, out.result("lm"), out.image("lm_loss"),
-                                        *(out.image(f"lm_confusion_{d}") for d in DIRECTIONS)],
+    text = {"--train-file": config.train_file, "--val-file": config.val_file, "--test-file": config.test_file}
+    refuse_overwriting(config, {**text, **inputs}, [*models, out.result("lm"), out.image("lm_loss"),
+                                                    *(out.image(f"lm_confusion_{d}") for d in DIRECTIONS)],
                        agnews=config.train_file is None)
 
 
 def check_files(config: PretrainArgs) -> None:
-    """:func:`check_lm_files` for ``pretrain``: the inputs ``--train-file``, ``--val-file``, ``--test-file`` and
-    ``--architecture``; our biLM's training files, the checkpoints and the logs and results of side-by-side runs."""
-    out = config.outputs
-    check_lm_files(config, config.published_config(),
-                   {"--train-file": config.train_file, "--val-file": config.val_file, "--test-file": config.test_file,
-                    "--architecture": config.architecture},
-                   [path for name in ("forward_lm", "backward_lm")
-                    for path in (out.checkpoint(name), out.log(name), out.checkpoint(f"{name}.result"))])
+    """:func:`check_lm_files` for ``pretrain`` (its input ``--architecture``)."""
+    check_lm_files(config, config.published_config(), {"--architecture": config.architecture})
 
 
 def pretrain(config: PretrainArgs) -> dict:
