@@ -75,7 +75,7 @@ def eval_share(batches: Sequence[T], shard: Shard = SINGLE) -> Sequence[T]:
 class CountedBatches(Generic[T]):
     """The ``count`` batches of one epoch, made as iterated (``make()`` returns a fresh iterator over them): ``len()``
     is the number of steps (under ``torchrun`` each rank's, one share per global batch), the progress bar's total
-    (:func:`elmo.training.trainer.batch_count`). A streamed corpus, whose count is unknown, gives a plain iterator."""
+    (:func:`elmo.training.trainer.fit`). A streamed corpus, whose count is unknown, gives a plain iterator."""
 
     def __init__(self, count: int, make: Callable[[], Iterator[T]]):
         self.count, self.make = count, make

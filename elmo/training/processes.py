@@ -111,29 +111,25 @@ def run_side_by_side(runs: Sequence[ChildRun]) -> list[Finished]:
 
 
 def _outcome(run: ChildRun, exitcode: int | None) -> dict[str, Any]:
-    """What the child of ``run`` left: its result file's content, or a failure naming its exit and its log."""
+    """What the child of ``run`` left: its result file's content, or a failure naming its exit and its log's last
+    non-blank line (a traceback's exception)."""
     if exitcode == 0 and run.result.is_file():
         outcome = load_checkpoint(run.result, "elmo.child_run")
         run.result.unlink()
         return outcome
     killed = exitcode is not None and exitcode < 0
     how = f"was killed by {signal.Signals(-exitcode).name}" if killed else f"failed with exit status {exitcode}"
-    return {"outcome": "failed", "crashed": True,
-            "message": f"{run.label}: its process {how}; its log {run.log}: {last_line(run.log)}"}
+    try:
+        lines = [line.strip() for line in run.log.read_text(encoding="utf-8", errors="replace").splitlines()]
+    except OSError:
+        lines = ["(no log)"]
+    last = next((line for line in reversed(lines) if line), "(empty)")
+    return {"outcome": "failed", "crashed": True, "message": f"{run.label}: its process {how}; its log {run.log}: {last}"}
 
 
 def _stopped(label: str) -> str:
     return (f"{label}: stopped by Ctrl-C; the training state it saved last is kept: run the same command with "
             "--resume to continue")
-
-
-def last_line(path: Path) -> str:
-    """The last non-blank line of the text file ``path`` (a traceback's exception), or what says there is none."""
-    try:
-        lines = [line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines()]
-    except OSError:
-        return "(no log)"
-    return next((line for line in reversed(lines) if line), "(empty)")
 
 
 def _interrupt(processes: Iterator[subprocess.Popen] | Sequence[subprocess.Popen]) -> None:

@@ -74,7 +74,7 @@ CUDA_READ_EVERY = 50
 class Objective:
     """What a task trains on and how it is judged: ``batches(epoch)`` yields CPU batches (dicts of tensors) for a 0-based
     epoch, the same ones for the same epoch (seeded by epoch) so a resumed run repeats; a ``len()`` gives the progress
-    bar a total and the time left (:func:`batch_count`). ``loss_fn(model, batch)`` → ``(mean loss, number of units)``;
+    bar a total and the time left. ``loss_fn(model, batch)`` → ``(mean loss, number of units)``;
     units (tokens or documents) weight the epoch's mean loss and the throughput figure. ``validate()`` returns
     validation metrics (the model is put in eval mode around the call); ``monitor``: the key of the one that selects
     the model and stops early; ``maximize``: whether a larger value of it is better. ``host_keys``: batch entries
@@ -206,7 +206,15 @@ def fit(model: nn.Module, objective: Objective, config: TrainConfig, device: tor
     """
     progress = progress or Progress()
     quiet = progress.quiet or not distributed.context().is_main
-    run = _start(model, objective, config, device, amp_dtype, checkpoint, replace(progress, quiet=quiet), unfreezing)
+    groups = unfreezing.param_groups if unfreezing is not None else [{"params": [p for p in model.parameters()
+                                                                                  if p.requires_grad]}]
+    optimizer = torch.optim.Adam(groups, lr=config.lr, weight_decay=config.weight_decay, fused=True)
+    for group in optimizer.param_groups:  # the schedule (TrainConfig.lr_factor) scales each group's own rate
+        group["base_lr"] = group["lr"]
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)  # fp16's only
+    run = _Run(model, objective, config, device, amp_dtype, replace(progress, quiet=quiet), optimizer, scaler,
+               [p for group in groups for p in group["params"]], EarlyStopping(config.patience, objective.maximize),
+               [], checkpoint, CUDA_READ_EVERY if device.type == "cuda" else 1)
     position = _resume(run) if checkpoint is not None and checkpoint.resume and Path(checkpoint.path).is_file() else Position()
     with ctrl_c_requests_a_stop(checkpoint is not None) as ctrl_c:
         for epoch in range(position.epoch, config.epochs):
@@ -223,21 +231,6 @@ def fit(model: nn.Module, objective: Objective, config: TrainConfig, device: tor
     run.stopping.restore_best(model)
     model.eval()
     return FitResult(run.history, run.stopping.best_epoch, run.stopping.best_value)
-
-
-def _start(model: nn.Module, objective: Objective, config: TrainConfig, device: torch.device,
-           amp_dtype: torch.dtype | None, checkpoint: Checkpointing | None, progress: Progress,
-           unfreezing: Unfreezing | None) -> _Run:
-    """Fused Adam (over the trainable parameters or ``unfreezing``'s groups), fp16's gradient scaler, early stopping."""
-    groups = unfreezing.param_groups if unfreezing is not None else [{"params": [p for p in model.parameters()
-                                                                                  if p.requires_grad]}]
-    optimizer = torch.optim.Adam(groups, lr=config.lr, weight_decay=config.weight_decay, fused=True)
-    for group in optimizer.param_groups:  # the schedule (TrainConfig.lr_factor) scales each group's own rate
-        group["base_lr"] = group["lr"]
-    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
-    return _Run(model, objective, config, device, amp_dtype, progress, optimizer, scaler,
-                [p for group in groups for p in group["params"]], EarlyStopping(config.patience, objective.maximize),
-                [], checkpoint, CUDA_READ_EVERY if device.type == "cuda" else 1)
 
 
 def _resume(run: _Run) -> Position:
@@ -259,12 +252,6 @@ def _resume(run: _Run) -> Position:
     return Position(run.config.epochs) if state["done"] else position
 
 
-def batch_count(batches: Iterable[Any]) -> int | None:
-    """The progress bar's total: the number of batches of an epoch when known before they are made (``len()``: a list,
-    or :class:`~elmo.data.batching.CountedBatches` of a corpus held in memory), else ``None`` (a streamed corpus)."""
-    return len(batches) if isinstance(batches, Sized) else None
-
-
 def _train_epoch(run: _Run, start: Position, ctrl_c: dict[str, Any]) -> tuple[float, tuple[float, int]]:
     """Train one epoch from ``start`` (mid-epoch when resuming): ``(seconds, (loss × units, units))`` of the whole
     epoch, resumed part included. Raises ElmoError (a non-finite loss) or Interrupted (Ctrl-C, after saving)."""
@@ -277,7 +264,7 @@ def _train_epoch(run: _Run, start: Position, ctrl_c: dict[str, Any]) -> tuple[fl
     epochs, desc, unit = run.config.epochs, run.progress.desc, run.progress.unit
     batches = run.objective.batches(start.epoch)
     source = prepared(itertools.islice(batches, step, None), run.objective.prepare, ahead=run.device.type == "cuda")
-    bar = tqdm(source, total=batch_count(batches),
+    bar = tqdm(source, total=len(batches) if isinstance(batches, Sized) else None,
                desc=f"{desc} epoch {start.epoch + 1}/{epochs}", disable=run.progress.quiet or not run.progress.bar, leave=False,
                dynamic_ncols=True, initial=step)
     for batch in bar:

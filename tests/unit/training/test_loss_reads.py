@@ -48,8 +48,8 @@ def train(checkpoint=None, nan_at=None, config=TrainConfig(epochs=2, patience=5)
 @pytest.fixture
 def read_every_3(monkeypatch):
     """fit reading the loss every 3 steps, as it does on CUDA every ``CUDA_READ_EVERY``."""
-    start = trainer._start
-    monkeypatch.setattr(trainer, "_start", lambda *args: replace(start(*args), read_every=3))
+    run = trainer._Run
+    monkeypatch.setattr(trainer, "_Run", lambda *args: replace(run(*args), read_every=3))
 
 
 def losses(result):
@@ -58,8 +58,8 @@ def losses(result):
 
 def test_reading_the_loss_less_often_changes_no_number(monkeypatch):
     every_step = train()
-    start = trainer._start
-    monkeypatch.setattr(trainer, "_start", lambda *args: replace(start(*args), read_every=3))
+    run = trainer._Run
+    monkeypatch.setattr(trainer, "_Run", lambda *args: replace(run(*args), read_every=3))
     assert losses(train()) == losses(every_step)  # exactly: the same float64 sums, read later
 
 

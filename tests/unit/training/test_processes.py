@@ -4,12 +4,14 @@ tests/unit/pipelines/test_pretraining.py and tests/integration/test_concurrent_d
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import pytest
 
 from elmo.errors import ElmoError
 from elmo.runtime.device import resolve_device
-from elmo.training.processes import ChildRun, last_line, run_side_by_side
+from elmo.training import processes
+from elmo.training.processes import ChildRun, run_side_by_side
 
 
 def test_the_first_error_a_child_raises_is_raised_with_its_message_and_the_other_run_is_stopped(tmp_path):
@@ -23,11 +25,15 @@ def test_the_first_error_a_child_raises_is_raised_with_its_message_and_the_other
     assert not (tmp_path / "a.pt").exists() and not (tmp_path / "b.pt").exists()  # results are read, then removed
 
 
-def test_last_line_is_the_last_non_blank_line(tmp_path):
+def test_a_failed_child_is_named_with_its_exit_and_its_log_s_last_non_blank_line(tmp_path):
     log = tmp_path / "x.log"
     log.write_text("Traceback (most recent call last):\n  ...\nTypeError: boom\n\n")
-    assert last_line(log) == "TypeError: boom"
-    assert last_line(tmp_path / "absent.log") == "(no log)"
+    run = ChildRun("x run", print, None, 1, log, tmp_path / "x.pt")
+    failed = processes._outcome(run, 1)
+    assert failed["outcome"] == "failed"
+    assert failed["message"] == f"x run: its process failed with exit status 1; its log {log}: TypeError: boom"
+    absent = tmp_path / "absent.log"
+    assert processes._outcome(replace(run, log=absent), -9)["message"].endswith(f"SIGKILL; its log {absent}: (no log)")
 
 
 def test_each_child_s_peak_memory_is_its_own(tmp_path):

@@ -13,7 +13,7 @@ from elmo.data.vocab import Vocabulary
 from elmo.model.bilm import BiLM
 from elmo.model.bilm_config import BiLMConfig
 from elmo.training import trainer
-from elmo.training.trainer import Objective, Progress, TrainConfig, batch_count, fit
+from elmo.training.trainer import Objective, Progress, TrainConfig, fit
 
 V = 30
 
@@ -54,7 +54,7 @@ def test_the_bar_total_is_the_number_of_batches_of_the_epoch(monkeypatch):
 def test_epoch_batches_know_their_count_before_they_are_made_on_every_rank(shard):
     corpus = corpus_of(40)
     batches = corpus.epoch_batches(8, 64, seed=3, shard=shard)
-    assert batch_count(batches) == len(corpus.batches(8, 64, shuffle=True, seed=3)) == len(list(batches))
+    assert len(batches) == len(corpus.batches(8, 64, shuffle=True, seed=3)) == len(list(batches))
     assert len(list(batches)) == len(batches)  # iterable again, the same count
 
 
@@ -65,5 +65,4 @@ def test_a_streamed_corpus_has_no_total(tmp_path, monkeypatch):
     source = TextSource(path)
     vocab = Vocabulary.build(source.documents(), min_freq=1)
     stream = StreamedCorpus(source, vocab, max_length=16, buffer_tokens=100)
-    assert batch_count(stream.epoch_batches(8, 64, seed=0)) is None
-    assert batch_count(iter([1, 2])) is None and batch_count([1, 2, 3]) == 3
+    assert [m["total"] for m in bar_totals(monkeypatch, stream)] == [None, None]
