@@ -122,19 +122,6 @@ def find_split(data_dir: str | os.PathLike, split: str, download: bool = True) -
     return path
 
 
-def train_val_split(n: int, val_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(train_index, val_index)``, sorted int64 arrays: ``range(n)`` shuffled with ``seed``, ``max(1,
-    round(n*val_fraction))`` rows cut off for validation. Raises ElmoError for ``val_fraction`` outside ``(0, 1)`` or
-    too few rows to split."""
-    if not 0.0 < val_fraction < 1.0:
-        raise ElmoError(f"val_fraction must be in (0, 1), got {val_fraction}", field="val_fraction")
-    n_val = max(1, int(round(n * val_fraction)))
-    if n - n_val < 1:
-        raise ElmoError(f"need at least 2 training documents to split off validation, got {n}")
-    order = np.random.default_rng(seed).permutation(n)
-    return np.sort(order[n_val:]), np.sort(order[:n_val])
-
-
 def labelled_draw(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
     """Sorted int64 indices ``(about fraction * N,)`` of a class-balanced draw of ``fraction`` (in ``(0, 1]``; 1 keeps
     all) of the documents with ``labels`` (int, ``(N,)``), for learning curves: each class keeps ``max(1, round(fraction
@@ -156,17 +143,23 @@ def labelled_draw(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
 def load_agnews(data_dir: str | os.PathLike, val_fraction: float = 0.05, seed: int = 0,
                 max_docs: int | None = None, skip_bad_rows: bool = False,
                 download: bool = True) -> tuple[Corpus, Corpus, Corpus]:
-    """``(train, val, test)`` corpora of ``data_dir``'s ``train.csv`` and ``test.csv``: ``val_fraction`` of the (first
-    ``max_docs``, ``None`` = all) training rows is held out for validation and model selection (split by ``seed``,
-    :func:`train_val_split`); the test rows only ever serve the final report. ``skip_bad_rows``: :func:`read_agnews`;
-    ``download``: fetch missing files (:func:`find_split`). Raises ElmoError for missing files (with instructions), bad
-    rows, or ``max_docs < 1``."""
+    """``(train, val, test)`` corpora of ``data_dir``'s ``train.csv`` and ``test.csv``: ``max(1, round(n *
+    val_fraction))`` of the n (first ``max_docs``, ``None`` = all) training rows are held out for validation and model
+    selection (the rows shuffled with ``seed``; each split in file order); the test rows only ever serve the final
+    report. ``skip_bad_rows``: :func:`read_agnews`; ``download``: fetch missing files (:func:`find_split`). Raises
+    ElmoError for missing files (with instructions), bad rows, ``max_docs < 1``, ``val_fraction`` outside ``(0, 1)`` or
+    too few rows to split."""
     if max_docs is not None and max_docs < 1:
         raise ElmoError(f"max_docs must be a positive number of documents, got {max_docs}", field="max_docs")
     full = read_agnews(find_split(data_dir, "train", download), skip_bad_rows=skip_bad_rows, max_rows=max_docs)
     test = read_agnews(find_split(data_dir, "test", download), skip_bad_rows=skip_bad_rows)
-    train_index, val_index = train_val_split(len(full), val_fraction, seed)
-    return full.subset(train_index), full.subset(val_index), test
+    if not 0.0 < val_fraction < 1.0:
+        raise ElmoError(f"val_fraction must be in (0, 1), got {val_fraction}", field="val_fraction")
+    n_val = max(1, int(round(len(full) * val_fraction)))
+    if len(full) - n_val < 1:
+        raise ElmoError(f"need at least 2 training documents to split off validation, got {len(full)}")
+    order = np.random.default_rng(seed).permutation(len(full))
+    return full.subset(np.sort(order[n_val:])), full.subset(np.sort(order[:n_val])), test
 
 
 def md5sum(path: str | os.PathLike) -> str:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from support import make_rows, write_csv
 
-from elmo.data.agnews import find_split, load_agnews, read_agnews, train_val_split
+from elmo.data.agnews import find_split, load_agnews, read_agnews
 from elmo.errors import ElmoError
 
 
@@ -83,13 +82,13 @@ def test_load_agnews_splits_without_overlap_and_honours_max_docs(tiny_agnews):
         load_agnews(tiny_agnews, max_docs=0)
 
 
-def test_train_val_split_is_seeded():
-    a, b = train_val_split(100, 0.05, seed=7)
-    c, d = train_val_split(100, 0.05, seed=7)
-    assert np.array_equal(a, c) and np.array_equal(b, d)
-    assert sorted(np.concatenate([a, b]).tolist()) == list(range(100))
+def test_the_validation_split_is_seeded(tiny_agnews):
+    (a, b, _), (c, d, _) = (load_agnews(tiny_agnews, 0.05, seed=7, max_docs=100) for _ in range(2))
+    assert a.texts == c.texts and b.texts == d.texts and len(b) == 5
+    assert load_agnews(tiny_agnews, 0.05, seed=8, max_docs=100)[1].texts != b.texts
+    assert sorted(a.texts + b.texts) == sorted(read_agnews(tiny_agnews / "train.csv", max_rows=100).texts)
     with pytest.raises(ElmoError, match="val_fraction"):
-        train_val_split(100, 1.5, 0)
+        load_agnews(tiny_agnews, 1.5, 0)
 
 
 def test_support_rows_round_trip(tmp_path):
