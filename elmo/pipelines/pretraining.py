@@ -402,12 +402,10 @@ def direction_threads(config: PretrainArgs, run: StartedRun) -> int | None:
 
 @dataclass
 class DirectionJob:
-    """One LM direction to train in its own process (:func:`train_direction`), pickled to it: ``state``, its initial
+    """One LM direction to train in its own process (:func:`train_direction`), pickled to it: ``lm`` with its initial
     weights (Word2Vec rows included); ``loaded``, the data without the Word2Vec text; ``amp_dtype`` (``None``: fp32)."""
 
-    direction: str
-    lm_config: BiLMConfig
-    state: dict[str, torch.Tensor]
+    lm: LanguageModel
     loaded: PretrainData
     config: PretrainArgs
     amp_dtype: torch.dtype | None
@@ -417,11 +415,9 @@ def train_direction(job: DirectionJob) -> dict:
     """In a child process (:func:`train_side_by_side`): :func:`fit_direction` as in turn, on this process's threads,
     then :func:`measure_direction`. Returns ``{"state": the best epoch's weights, "history", "best_epoch",
     "best_value", "measured"}``. Raises as :func:`~elmo.training.trainer.fit` (``Interrupted``: Ctrl-C)."""
-    config = job.config
+    config, lm = job.config, job.lm
     steady_heap()
     set_seed(config.seed)
-    lm = LanguageModel(job.lm_config, job.direction)
-    lm.load_state_dict(job.state)
     run = StartedRun(distributed.context(), torch.device("cpu"), job.amp_dtype, torch.get_num_threads(),
                      config.outputs, lambda *a: None)
     fitted = fit_direction(lm, job.loaded, config, run, bar=False)
@@ -437,10 +433,8 @@ def train_side_by_side(bilm: BiLM, loaded: PretrainData, config: PretrainArgs, r
     start until training) and ``peak_rss_mb``."""
     shared = replace(loaded, sentences=tuple)  # the Word2Vec text stays here: the children do not need it
     lms = (bilm.forward_lm, bilm.backward_lm)
-    runs = [ChildRun(f"{lm.direction} LM", train_direction,
-                     DirectionJob(lm.direction, bilm.config, {k: v.detach().cpu().clone() for k, v in lm.state_dict().items()},
-                                  shared, config, run.amp_dtype),
-                     threads, run.outputs.log(f"{lm.direction}_lm"), run.outputs.checkpoint(f"{lm.direction}_lm.result"))
+    runs = [ChildRun(f"{lm.direction} LM", train_direction, DirectionJob(lm, shared, config, run.amp_dtype), threads,
+                     run.outputs.log(f"{lm.direction}_lm"), run.outputs.checkpoint(f"{lm.direction}_lm.result"))
             for lm in lms]
     fitted, measured = {}, {}
     for lm, done in zip(lms, run_side_by_side(runs)):

@@ -100,7 +100,7 @@ train = pretraining.train_direction
 
 
 def train_direction(job):
-    if job.direction == "forward":
+    if job.lm.direction == "forward":
         original, calls = LanguageModel.forward, [0]
         backward = job.config.outputs.checkpoint("backward_lm")
 
