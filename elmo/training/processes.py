@@ -25,7 +25,7 @@ from typing import Any, BinaryIO, Callable, Iterator, Sequence
 from ..artifacts import load_checkpoint, payload, remove_file, save_checkpoint
 from ..errors import ElmoError
 from ..runtime.device import configure_threads, peak_rss_mb
-from .state import Interrupted
+from .state import Interrupted, handling_sigint
 
 #: ``prctl`` option: the signal a process gets when its parent dies (Linux, ``<linux/prctl.h>``).
 PR_SET_PDEATHSIG = 1
@@ -75,7 +75,13 @@ def run_side_by_side(runs: Sequence[ChildRun]) -> list[Finished]:
         run.log.parent.mkdir(parents=True, exist_ok=True)
     outcomes: list[dict[str, Any] | None] = [None] * len(runs)
     failed: dict[str, Any] | None = None  # the first failure: the others are stopped after it
-    with _passing_on_ctrl_c(processes) as ctrl_c:
+    ctrl_c = {"stop": False}
+
+    def pass_on(signum, frame):  # Ctrl-C while the children run (main thread only; else they get it from the terminal)
+        ctrl_c["stop"] = True
+        _interrupt(processes)
+
+    with handling_sigint(pass_on):
         for run in runs:
             if ctrl_c["stop"]:
                 break
@@ -138,26 +144,6 @@ def _interrupt(processes: Iterator[subprocess.Popen] | Sequence[subprocess.Popen
         if process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 process.send_signal(signal.SIGINT)
-
-
-@contextlib.contextmanager
-def _passing_on_ctrl_c(processes: list) -> Iterator[dict[str, bool]]:
-    """While waiting for the children (main thread only): Ctrl-C sets ``flag["stop"]`` and is passed on to them."""
-    flag = {"stop": False}
-
-    def handler(signum, frame):
-        flag["stop"] = True
-        _interrupt(processes)
-
-    try:
-        previous = signal.signal(signal.SIGINT, handler)
-    except ValueError:  # not the main thread: Ctrl-C reaches the children from the terminal only
-        yield flag
-        return
-    try:
-        yield flag
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def _stop_with_parent(parent: int) -> None:

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -159,15 +159,25 @@ def load_training_state(checkpoint: Checkpointing, desc: str) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
+def handling_sigint(handler: Callable[[int, Any], None] | None) -> Iterator[Any]:
+    """SIGINT calls ``handler`` inside the block (on the main thread and not ``None``; else Ctrl-C acts as usual).
+    Yields the handler it replaced (restored at the end)."""
+    if handler is None or threading.current_thread() is not threading.main_thread():
+        yield None
+        return
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield previous
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
 def ctrl_c_requests_a_stop(active: bool) -> Iterator[dict[str, Any]]:
     """While ``active`` (and on the main thread), the first Ctrl-C only sets ``flag["stop"]``, which the
     trainer checks after every step; a second Ctrl-C a second or more later interrupts at once as usual
     (under ``torchrun`` a worker gets the terminal's SIGINT and then the agent's copy of it)."""
     flag = {"stop": False, "at": 0.0}
-    if not active or threading.current_thread() is not threading.main_thread():
-        yield flag
-        return
-    previous = signal.getsignal(signal.SIGINT)
 
     def handler(signum, frame):
         if flag["stop"]:
@@ -177,8 +187,5 @@ def ctrl_c_requests_a_stop(active: bool) -> Iterator[dict[str, Any]]:
             raise KeyboardInterrupt
         flag["stop"], flag["at"] = True, time.monotonic()
 
-    signal.signal(signal.SIGINT, handler)
-    try:
+    with handling_sigint(handler if active else None) as previous:
         yield flag
-    finally:
-        signal.signal(signal.SIGINT, previous)
