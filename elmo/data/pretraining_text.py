@@ -1,5 +1,5 @@
 """The text that representations are learnt from, as opposed to the labelled documents a classifier trains on: the
-training split's descriptions, or a share of them (``--text-fraction``, :func:`text_draw`), plus unlabelled
+training split's descriptions, or a share of them (``--text-fraction``), plus unlabelled
 ``--extra-text`` CSV files (docs/commands.md). An extra row is dropped when it repeats another or contains a validation
 or test description (matched without the description's first word, which may be glued to the title's last).
 """
@@ -19,18 +19,6 @@ from .text import tokenize
 
 #: descriptions shorter than this many words are not matched inside extra text (too likely to occur by chance)
 MIN_MATCH_WORDS = 4
-
-
-def text_draw(n: int, fraction: float, seed: int) -> np.ndarray:
-    """The sorted indices of ``round(fraction * n)`` (at least 1) of ``n`` documents drawn at random from ``seed``
-    (a stream of its own, apart from the validation split's and the labelled draw's). Raises ElmoError (field
-    ``text_fraction``) when ``fraction`` is outside ``(0, 1]``."""
-    if not 0.0 < fraction <= 1.0:
-        raise ElmoError(f"text_fraction must be in (0, 1], got {fraction}", field="text_fraction")
-    if fraction == 1.0:
-        return np.arange(n, dtype=np.int64)
-    keep = max(1, int(round(fraction * n)))
-    return np.sort(np.random.default_rng([seed, 2]).permutation(n)[:keep]).astype(np.int64)
 
 
 def read_extra_text(path: str | os.PathLike) -> list[str]:
@@ -61,13 +49,19 @@ def _ends_with_one(corpora: Sequence[Corpus]) -> Callable[[tuple[str, ...]], boo
 
 def pretraining_text(train: Corpus, held_out: Sequence[Corpus], fraction: float = 1.0, seed: int = 0,
                      extra_files: Sequence[str | os.PathLike] = ()) -> tuple[Corpus, dict[str, Any]]:
-    """The text representations are learnt from: ``fraction`` (in ``(0, 1]``) of ``train``, drawn from ``seed``
-    (:func:`text_draw`), plus the new rows of ``extra_files`` (:func:`read_extra_text`; see the module docstring);
+    """The text representations are learnt from: ``round(fraction * n)`` (at least 1; ``fraction`` in ``(0, 1]``) of
+    the n documents of ``train``, drawn from ``seed`` in a stream of its own (apart from the validation split's and the
+    labelled draw's), plus the new rows of ``extra_files`` (:func:`read_extra_text`; see the module docstring);
     ``held_out``: the validation and test splits, whose descriptions must not leak in through extra text. Raises
-    ElmoError on a bad ``fraction`` or an unreadable extra file (naming it). Returns ``(corpus, stats)``: the documents
-    (train's first, in file order, keeping their labels, then the extra rows kept, labelled -1, "no label") and
-    ``{"train_documents", "extra": {file: {"rows", "kept", "held_out", "repeats", "empty"}}}``."""
-    corpus = train.subset(text_draw(len(train), fraction, seed))
+    ElmoError on a bad ``fraction`` (field ``text_fraction``) or an unreadable extra file (naming it). Returns
+    ``(corpus, stats)``: the documents (train's first, in file order, keeping their labels, then the extra rows kept,
+    labelled -1, "no label") and ``{"train_documents", "extra": {file: {"rows", "kept", "held_out", "repeats",
+    "empty"}}}``."""
+    if not 0.0 < fraction <= 1.0:
+        raise ElmoError(f"text_fraction must be in (0, 1], got {fraction}", field="text_fraction")
+    n = len(train)
+    drawn = np.random.default_rng([seed, 2]).permutation(n)[:max(1, int(round(fraction * n)))] if fraction < 1 else None
+    corpus = train.subset(np.arange(n) if drawn is None else np.sort(drawn))
     stats: dict[str, Any] = {"train_documents": len(corpus), "extra": {}}
     if not extra_files:
         return corpus, stats

@@ -10,7 +10,7 @@ import pytest
 from support import SMALL, run_in_process, write_csv, write_tiny_agnews
 
 from elmo.data.corpus import Corpus
-from elmo.data.pretraining_text import pretraining_text, read_extra_text, text_draw
+from elmo.data.pretraining_text import pretraining_text, read_extra_text
 from elmo.data.text import tokenize
 from elmo.errors import ElmoError
 
@@ -20,12 +20,18 @@ def corpus(texts: list[str], labels: list[int] | None = None) -> Corpus:
 
 
 def test_the_draw_is_a_seeded_share():
-    drawn = text_draw(1000, 0.25, seed=3)
+    train = corpus([f"document {i}" for i in range(1000)], list(range(1000)))  # label = index
+
+    def text_draw(documents: Corpus, fraction: float, seed: int) -> np.ndarray:
+        return pretraining_text(documents, [], fraction, seed)[0].labels
+
+    drawn = text_draw(train, 0.25, seed=3)
     assert len(drawn) == 250 and np.array_equal(drawn, np.sort(drawn)) and len(set(drawn.tolist())) == 250
-    assert np.array_equal(drawn, text_draw(1000, 0.25, 3)) and not np.array_equal(drawn, text_draw(1000, 0.25, 4))
-    assert np.array_equal(text_draw(5, 1.0, 0), np.arange(5)) and len(text_draw(5, 0.01, 0)) == 1
+    assert np.array_equal(drawn, text_draw(train, 0.25, 3)) and not np.array_equal(drawn, text_draw(train, 0.25, 4))
+    five = corpus(["a b"] * 5, list(range(5)))
+    assert np.array_equal(text_draw(five, 1.0, 0), np.arange(5)) and len(text_draw(five, 0.01, 0)) == 1
     with pytest.raises(ElmoError, match="text_fraction"):
-        text_draw(10, 0.0, 0)
+        text_draw(five, 0.0, 0)
 
 
 def test_extra_files_in_either_layout_and_a_bad_one_named(tmp_path):
