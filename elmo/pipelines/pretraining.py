@@ -612,11 +612,8 @@ def lm_summary(loaded: PretrainData, run: StartedRun, extra: dict) -> dict:
     out = {"precision": run.precision, "val": {}, "test": {}, "train_tokens": loaded.train_tokens,
            "vocab_size": len(loaded.vocab), "oov_rate": loaded.oov, "documents": loaded.counts, "directions": {},
            **extra, "processes": run.ctx.world_size}
-    if loaded.skipped_lines is not None:
-        out["skipped_lines"] = loaded.skipped_lines
-    if loaded.text_stats is not None:
-        out["pretraining_text"] = loaded.text_stats
-    return out
+    return out | {k: v for k, v in (("skipped_lines", loaded.skipped_lines), ("pretraining_text", loaded.text_stats))
+                  if v is not None}
 
 
 def train_and_write(model: BiLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun, out: dict,

@@ -215,7 +215,22 @@ def fit(model: nn.Module, objective: Objective, config: TrainConfig, device: tor
     run = _Run(model, objective, config, device, amp_dtype, replace(progress, quiet=quiet), optimizer, scaler,
                [p for group in groups for p in group["params"]], EarlyStopping(config.patience, objective.maximize),
                [], checkpoint, CUDA_READ_EVERY if device.type == "cuda" else 1)
-    position = _resume(run) if checkpoint is not None and checkpoint.resume and Path(checkpoint.path).is_file() else Position()
+    position = Position()
+    if checkpoint is not None and checkpoint.resume and Path(checkpoint.path).is_file():  # the saved state, into run
+        state = load_training_state(checkpoint, progress.desc)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scaler.load_state_dict(state["scaler"])
+        run.history[:] = state["history"]
+        run.stopping.load(state)
+        position = Position(config.epochs) if state["done"] else \
+            Position(state["epoch"], state["step"], tuple(state["epoch_totals"]))
+        if distributed.context().is_main:
+            if not state["same_processes"]:
+                print(f"{progress.desc}: the checkpoint was written by {state['written_by']} process(es), this run has "
+                      f"{distributed.context().world_size}: batches continue exactly, dropout masks do not", flush=True)
+            print(f"{progress.desc}: resumed from {checkpoint.path} (epoch {state['epoch'] + 1}, step {state['step']}"
+                  + (", already finished)" if state["done"] else ")"), flush=True)
     with ctrl_c_requests_a_stop(checkpoint is not None) as ctrl_c:
         for epoch in range(position.epoch, config.epochs):
             if unfreezing is not None:
@@ -231,25 +246,6 @@ def fit(model: nn.Module, objective: Objective, config: TrainConfig, device: tor
     run.stopping.restore_best(model)
     model.eval()
     return FitResult(run.history, run.stopping.best_epoch, run.stopping.best_value)
-
-
-def _resume(run: _Run) -> Position:
-    """Load the saved training state into ``run`` and return where to continue."""
-    state = load_training_state(run.checkpoint, run.progress.desc)
-    run.model.load_state_dict(state["model"])
-    run.optimizer.load_state_dict(state["optimizer"])
-    run.scaler.load_state_dict(state["scaler"])
-    run.history[:] = state["history"]
-    run.stopping.load(state)
-    position = Position(state["epoch"], state["step"], tuple(state["epoch_totals"]))
-    desc = run.progress.desc
-    if distributed.context().is_main:
-        if not state["same_processes"]:
-            print(f"{desc}: the checkpoint was written by {state['written_by']} process(es), this run has "
-                  f"{distributed.context().world_size}: batches continue exactly, dropout masks do not", flush=True)
-        print(f"{desc}: resumed from {run.checkpoint.path} (epoch {position.epoch + 1}, step {position.step}"
-              + (", already finished)" if state["done"] else ")"), flush=True)
-    return Position(run.config.epochs) if state["done"] else position
 
 
 def _train_epoch(run: _Run, start: Position, ctrl_c: dict[str, Any]) -> tuple[float, tuple[float, int]]:
