@@ -643,19 +643,6 @@ def train_and_write(model: BiLM, loaded: PretrainData, config: PretrainArgs, run
     return out
 
 
-def lm_card(out: dict, config: PretrainArgs, command: str = "pretrain") -> dict:
-    """The facts of a biLM's model card (:mod:`elmo.model.hub`) from its ``lm.json`` content ``out``: the training
-    text, its tokens, the held-out perplexities per direction and the command (:func:`command_line`)."""
-    docs = out.get("documents", {})
-    text = str(config.train_file) if config.train_file else f"AG News descriptions ({Path(config.data_dir) / 'train.csv'})"
-    text += "".join(f", {docs[k]:,} {k} documents" for k in ("train", "val") if k in docs)
-    text += "".join(f", plus {f}" for f in config.extra_text)
-    perplexity = {split: {d: out[split][f"{d}_perplexity"] for d in DIRECTIONS if f"{d}_perplexity" in out[split]}
-                  for split in ("val", "test") if out.get(split)}
-    return {"text": text, "train_tokens": out.get("train_tokens"), "perplexity": perplexity,
-            "command": command_line(command, config)}
-
-
 def write_outputs(model: BiLM, loaded: PretrainData, fitted: FitResult | dict[str, FitResult], config: PretrainArgs,
                   run: StartedRun, out: dict, started: float, measured: dict[str, dict] | None, stale: list[Path],
                   command: str, keep: Iterable) -> None:
@@ -663,7 +650,7 @@ def write_outputs(model: BiLM, loaded: PretrainData, fitted: FitResult | dict[st
     :func:`train_side_by_side`), delete :func:`overwritten_models` (never the inputs ``keep``), write the model files
     (docs/commands.md, ``pretrain``), set ``stale`` aside (:func:`set_aside_stale`), write ``lm.json`` (``out``
     completed) and the loss curves, delete the training checkpoints and print a table of each direction's
-    perplexities, word accuracy and speed. ``command``: what the model card (:func:`lm_card`) says made it."""
+    perplexities, word accuracy and speed. ``command``: what the model card says made it (:func:`command_line`)."""
     outputs, vocab, shared = run.outputs, loaded.vocab, model.shared_token_layer
     if shared:
         for name in DIRECTIONS:
@@ -681,7 +668,14 @@ def write_outputs(model: BiLM, loaded: PretrainData, fitted: FitResult | dict[st
             evaluate_direction(lm, fitted[lm.direction], loaded.data, run, vocab, out, (measured or {}).get(lm.direction))
         out["bilm_config"] = asdict(model.config)
         histories = {d: out["directions"][d]["history"] for d in out["directions"]}
-    model.vocab, model.card = vocab, lm_card(out, config, command)
+    # the model card's facts (elmo.model.hub): the training text, its tokens, the held-out perplexities, the command
+    text = str(config.train_file) if config.train_file else f"AG News descriptions ({Path(config.data_dir) / 'train.csv'})"
+    text += "".join(f", {out['documents'][k]:,} {k} documents" for k in ("train", "val") if k in out["documents"])
+    text += "".join(f", plus {f}" for f in config.extra_text)
+    shown = {split: {d: out[split][f"{d}_perplexity"] for d in DIRECTIONS if f"{d}_perplexity" in out[split]}
+             for split in ("val", "test") if out[split]}
+    model.vocab, model.card = vocab, {"text": text, "train_tokens": out["train_tokens"], "perplexity": shown,
+                                      "command": command_line(command, config)}
     with phase(out, "saving"):
         if not shared:
             save_bilm(model, vocab, outputs.bilm, {**meta, "card": model.card})

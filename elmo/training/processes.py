@@ -146,21 +146,14 @@ def _interrupt(processes: Iterator[subprocess.Popen] | Sequence[subprocess.Popen
                 process.send_signal(signal.SIGINT)
 
 
-def _stop_with_parent(parent: int) -> None:
-    """Ask the kernel for SIGINT when the parent dies (Linux ``prctl``; elsewhere nothing); stop at once if it has."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGINT)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:
-        os.kill(os.getpid(), signal.SIGINT)
-
-
 def child_main(stream: BinaryIO) -> None:
     """The body of a child process (:data:`CHILD_CODE`): run ``target(arg)`` and write the outcome to the result file.
     An exception other than :class:`ElmoError` ends it with exit status 1 and its traceback in the log."""
     run, parent, started = pickle.load(stream)
-    _stop_with_parent(parent)
+    with contextlib.suppress(OSError, AttributeError):  # SIGINT when the parent dies (Linux prctl; elsewhere nothing)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGINT)
+        if os.getppid() != parent:  # it has already: stop at once
+            os.kill(os.getpid(), signal.SIGINT)
     configure_threads(run.threads)
     called = time.time()
     try:
