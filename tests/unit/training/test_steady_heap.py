@@ -45,4 +45,4 @@ def test_elmo_py_and_each_direction_s_process_keep_the_heap_steady(monkeypatch, 
         pretraining.pretrain(pretraining.PretrainArgs(data_dir=str(tmp_path), models_dir=str(tmp_path / "m"),
                                                       results_dir=str(tmp_path / "r"), images_dir=str(tmp_path / "i")))
     with pytest.raises(Called):
-        pretraining.train_direction(SimpleNamespace(config=pretraining.PretrainArgs()))
+        pretraining.train_direction(SimpleNamespace(config=pretraining.PretrainArgs(), lm=None))
