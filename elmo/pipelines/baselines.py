@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -18,7 +18,7 @@ import torch
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 
-from ..artifacts import environment_info, write_json
+from ..artifacts import environment_info
 from ..data.agnews import CLASS_NAMES, NUM_CLASSES
 from ..data.corpus import Corpus, encode_corpus
 from ..data.vocab import Vocabulary
@@ -35,7 +35,7 @@ from .common import (
     format_results_table,
     option,
     refuse_overwriting,
-    remove_checkpoints,
+    write_results,
 )
 from .task import HeadArgs, TaskData, prepare, report_test, train_and_evaluate
 
@@ -219,8 +219,6 @@ def baselines(config: BaselinesArgs) -> dict:
             f"{cos['h2']['cross_topic']:.3f}; a static embedding: 1.000 for both")
     out["head_mismatch"] = mismatch
     out["labelled_documents"] = len(train)
-    out["config"], out["meta"] = asdict(config), environment_info(config.seed)
-    write_json(outputs.result("baselines"), out)
-    remove_checkpoints(config, [f"baseline_{m}" for m in config.methods])
-    say("\n" + format_results_table(out, config.methods, header="method"))
+    write_results(config, "baselines", out, environment_info(config.seed), [f"baseline_{m}" for m in config.methods],
+                  format_results_table(out, config.methods, header="method"), say)
     return out

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ..artifacts import environment_info, save_checkpoint, write_json
+from ..artifacts import environment_info, save_checkpoint
 from ..data.agnews import CLASS_NAMES
 from ..errors import ElmoError
 from ..inference.layer_cache import CACHE_MODES, cache_dtype, compute_layers, should_cache
@@ -32,7 +32,7 @@ from .common import (
     option,
     phase,
     refuse_overwriting,
-    remove_checkpoints,
+    write_results,
 )
 from .plots import plot_curves
 from .task import HeadArgs, TaskData, prepare, report_test, train_and_evaluate
@@ -159,9 +159,7 @@ def classify(config: ClassifyArgs) -> dict:
             plot_curves({m: [row["val_f1"] for row in out[m]["history"]] for m in config.mixes},
                         outputs.image("classifier_val_f1"), "Classifier validation macro-F1", "macro-F1")
         out["phase_seconds"] = phases["phase_seconds"]
-        out["config"], out["meta"] = asdict(config), {**environment_info(config.seed), "bilm_fingerprint": task.fingerprint}
-        write_json(outputs.result("classification"), out)
-        remove_checkpoints(config, [f"classifier_{m}" for m in config.mixes])
-        run.say("\n" + table)
+        write_results(config, "classification", out, {**environment_info(config.seed), "bilm_fingerprint": task.fingerprint},
+                      [f"classifier_{m}" for m in config.mixes], table, run.say)
     distributed.barrier()
     return out

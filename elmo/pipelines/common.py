@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from ..artifacts import Outputs, PathArg, check_writable, refuse_overwriting_inputs, remove_file
+from ..artifacts import Outputs, PathArg, check_writable, refuse_overwriting_inputs, remove_file, write_json
 from ..data.agnews import CLASS_NAMES
 from ..errors import ElmoError
 from ..runtime import distributed
@@ -216,19 +216,24 @@ def start(config: CommonArgs, kernel_cache_entries: int) -> StartedRun:
 def checkpointing(config: CommonArgs, name: str, **meta: Any) -> Checkpointing:
     """The :class:`~elmo.training.state.Checkpointing` of one training run (``name``, e.g. ``forward_lm``) of a script:
     ``<models-dir>/checkpoints/<name>.pt`` (when it is saved, resumed and deleted: docs/troubleshooting.md,
-    :func:`remove_checkpoints`); its meta holds the flags not in :data:`RESUMABLE_FLAGS` and ``meta``."""
+    :func:`write_results`); its meta holds the flags not in :data:`RESUMABLE_FLAGS` and ``meta``."""
     flags = {k: v for k, v in dataclasses.asdict(config).items() if k not in RESUMABLE_FLAGS}
     return Checkpointing(config.outputs.checkpoint(name), config.checkpoint_every, config.resume,
                          {"flags": flags_meta(flags), **meta})
 
 
-def remove_checkpoints(config: CommonArgs, names: Sequence[str]) -> None:
-    """Delete the training checkpoints of a script that has finished (and the folder when empty)."""
-    for name in names:
-        remove_file(config.outputs.checkpoint(name))
+def write_results(config: CommonArgs, name: str, out: dict, meta: dict, checkpoints: Sequence[str], table: str,
+                  say: Callable[[str], None]) -> None:
+    """How a training command ends, on rank 0: ``out`` with ``config`` and ``meta`` to ``<results-dir>/<name>.json``,
+    the training ``checkpoints`` deleted (and their folder when empty), ``table`` said."""
+    out["config"], out["meta"] = dataclasses.asdict(config), meta
+    write_json(config.outputs.result(name), out)
+    for checkpoint in checkpoints:
+        remove_file(config.outputs.checkpoint(checkpoint))
     folder = config.outputs.checkpoint("x").parent
     if folder.is_dir() and not any(folder.iterdir()):
         folder.rmdir()
+    say("\n" + table)
 
 
 def refuse_overwriting(config: CommonArgs, inputs: Mapping[str, PathArg], outputs: Sequence[Path],

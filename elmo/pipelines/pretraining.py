@@ -26,10 +26,9 @@ from ..artifacts import (
     load_checkpoint,
     remove_file,
     save_checkpoint,
-    write_json,
 )
 from ..data.agnews import load_agnews
-from ..data.corpus import Corpus, EncodedCorpus, encode_corpus
+from ..data.corpus import EncodedCorpus, encode_corpus
 from ..data.pretraining_text import pretraining_text
 from ..data.stream import StreamedCorpus, TextSource
 from ..data.vocab import Vocabulary
@@ -61,9 +60,9 @@ from .common import (
     phase,
     refuse_another_model,
     refuse_overwriting,
-    remove_checkpoints,
     resolve_batch_size,
     start,
+    write_results,
 )
 from .plots import plot_confusion, plot_curves
 
@@ -287,23 +286,6 @@ class PretrainData:
                 + f"{run.threads} threads, {run.precision} training")
 
 
-def prepare_data(config: PretrainArgs) -> tuple[tuple[Corpus, Corpus, Corpus], Vocabulary, dict[str, EncodedCorpus],
-                                                dict]:
-    """AG News train / val / test, the training split replaced by the pre-training text
-    (:func:`elmo.data.pretraining_text.pretraining_text`), the vocabulary built on it, every split encoded:
-    ``((text, val, test), vocab, {"train", "val", "test": EncodedCorpus}, what the pre-training text holds)``. Raises
-    :class:`ElmoError`: bad data or flags (:func:`elmo.data.agnews.load_agnews`), an unreadable ``--extra-text``."""
-    train, val, test = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs,
-                                   config.skip_bad_rows, config.download)
-    text, stats = pretraining_text(train, [val, test], config.text_fraction, config.seed, config.extra_text)
-    splits = (text.cased(), val.cased(), test.cased()) if config.cased else (text, val, test)
-    vocab = config.vocabulary(lambda: Vocabulary.build(splits[0].tokens, config.min_freq, config.max_vocab))
-    model = config.model_config(len(vocab))
-    data = {name: encode_corpus(c.tokens, vocab, c.labels, config.max_length, model.chars_per_token, model.char_scheme)
-            for name, c in zip(("train", "val", "test"), splits)}
-    return splits, vocab, data, stats
-
-
 #: --train-file: Word2Vec (--init-embeddings word2vec) trains on at most this many leading documents.
 WORD2VEC_MAX_DOCS = 100_000
 
@@ -351,13 +333,23 @@ def prepare_stream(config: PretrainArgs) -> PretrainData:
 
 
 def load_data(config: PretrainArgs) -> PretrainData:
-    """AG News (:func:`prepare_data`) or ``--train-file`` (:func:`prepare_stream`), summarised the same way."""
+    """``--train-file`` (:func:`prepare_stream`), else AG News train / val / test, the training split replaced by the
+    pre-training text (:func:`elmo.data.pretraining_text.pretraining_text`), the vocabulary built on it, every split
+    encoded. Raises :class:`ElmoError`: bad data or flags (:func:`elmo.data.agnews.load_agnews`, :func:`prepare_stream`),
+    an unreadable ``--extra-text``."""
     if config.train_file is not None:
         return prepare_stream(config)
-    (train, val, test), vocab, data, text_stats = prepare_data(config)
+    train, val, test = load_agnews(config.data_dir, config.val_fraction, config.seed, config.max_docs,
+                                   config.skip_bad_rows, config.download)
+    text, stats = pretraining_text(train, [val, test], config.text_fraction, config.seed, config.extra_text)
+    text, val, test = (text.cased(), val.cased(), test.cased()) if config.cased else (text, val, test)
+    vocab = config.vocabulary(lambda: Vocabulary.build(text.tokens, config.min_freq, config.max_vocab))
+    model = config.model_config(len(vocab))
+    data = {name: encode_corpus(c.tokens, vocab, c.labels, config.max_length, model.chars_per_token, model.char_scheme)
+            for name, c in (("train", text), ("val", val), ("test", test))}
     oov = {name: vocab.oov_rate(c.tokens) for name, c in (("val", val), ("test", test))}
     return PretrainData(vocab, data, config.data_dir, {k: len(v) for k, v in data.items()}, data["train"].num_tokens,
-                        oov, lambda: train.tokens, text_stats=text_stats)
+                        oov, lambda: text.tokens, text_stats=stats)
 
 
 def fit_direction(lm: LanguageModel | PublishedLM, loaded: PretrainData, config: PretrainArgs, run: StartedRun,
@@ -693,16 +685,14 @@ def write_outputs(model: BiLM, loaded: PretrainData, fitted: FitResult | dict[st
         plot_curves({f"{d} train": [row["train_loss"] for row in rows] for d, rows in histories.items()}
                     | {f"{d} val": [math.log(row["val_perplexity"]) for row in rows] for d, rows in histories.items()},
                     outputs.image("lm_loss"), "biLM loss per epoch", "NLL (nats per word)")
-    out["config"], out["meta"] = asdict(config), environment_info(config.seed)
-    write_json(outputs.result("lm"), out)
-    remove_checkpoints(config, ["published_lm"] if shared else [f"{d}_lm" for d in DIRECTIONS])
     split = "test" if out["test"] else "val"
     lines = [f"direction   val ppl  {split:>5} ppl  {split:>5} top-1  {split:>5} top-5   tokens/s"]
     for d in [d for d in DIRECTIONS if f"{d}_perplexity" in out["val"]]:
         w = out[split][f"{d}_words"]
         lines.append(f"{d:<10}{out['val'][f'{d}_perplexity']:>8.2f}{out[split][f'{d}_perplexity']:>11.2f}"
                      f"{w['top1_accuracy']:>13.3f}{w['top5_accuracy']:>13.3f}{out['tokens_per_second'][d]:>11,.0f}")
-    run.say("\n" + "\n".join(lines))
+    write_results(config, "lm", out, environment_info(config.seed),
+                  ["published_lm"] if shared else [f"{d}_lm" for d in DIRECTIONS], "\n".join(lines), run.say)
 
 
 def measure_direction(lm: Direction, data: dict, device: torch.device) -> dict:

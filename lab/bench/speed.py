@@ -68,7 +68,7 @@ from elmo.model.serialization import load_bilm
 from elmo.model.static import word2vec_vectors
 from elmo.pipelines.classification import ClassifyArgs
 from elmo.pipelines.common import DEFAULT_BATCH_SIZE, option
-from elmo.pipelines.pretraining import PretrainArgs, prepare_data
+from elmo.pipelines.pretraining import PretrainArgs, load_data
 from elmo.pipelines.task import classifier_loss
 from elmo.runtime.device import (
     cap_kernel_caches,
@@ -260,10 +260,10 @@ def _lm_start(cfg: BenchArgs) -> _LMStart:
     device, amp_dtype = _setup(cfg)
     started = time.perf_counter()
     pre = PretrainArgs(data_dir=cfg.data_dir, seed=cfg.seed, batch_size=DEFAULT_BATCH_SIZE)  # the full corpus's
-    _, vocab, data, _ = prepare_data(pre)
+    loaded = load_data(pre)
     load_seconds = time.perf_counter() - started
-    batches = data["train"].batches(pre.batch_size, pre.max_tokens, shuffle=True, seed=cfg.seed)
-    return _LMStart(device, amp_dtype, pre, vocab, data, load_seconds, batches)
+    batches = loaded.data["train"].batches(pre.batch_size, pre.max_tokens, shuffle=True, seed=cfg.seed)
+    return _LMStart(device, amp_dtype, pre, loaded.vocab, loaded.data, load_seconds, batches)
 
 
 def _lm_training_runs(cfg: BenchArgs, start: _LMStart, direction: str) -> tuple[LanguageModel, list[tuple[float, float]]]:
