@@ -44,26 +44,17 @@ def auto_batch_size(batch_size: int | None, train_documents: int | None) -> int:
     return max(MIN_AUTO_BATCH, min(DEFAULT_BATCH_SIZE, train_documents // MIN_STEPS_PER_EPOCH))
 
 
-def auto_batch_reason(train_documents: int) -> str:
-    """Why :func:`auto_batch_size` lowered the batch for ``train_documents`` (printed by :func:`resolve_batch_size`):
-    batches of at most B documents make at least ceil(N / B) steps an epoch, e.g. ``"3,800 training documents: at least
-    254 steps per epoch"``, plus ``"; the smallest automatic batch, 8, cannot promise 250"`` when the floor binds; ``""``
-    for the default."""
-    chosen = auto_batch_size(None, train_documents)
-    if chosen >= DEFAULT_BATCH_SIZE:
-        return ""
-    steps = -(-train_documents // chosen)
-    reason = f"{train_documents:,} training documents: at least {steps:,} steps per epoch"
-    if steps < MIN_STEPS_PER_EPOCH:
-        reason += f"; the smallest automatic batch, {MIN_AUTO_BATCH}, cannot promise {MIN_STEPS_PER_EPOCH}"
-    return reason
-
-
 def resolve_batch_size(config: CommonArgs, train_documents: int | None, say: Callable[[str], None]) -> int:
     """Set and return ``config.batch_size`` as :func:`auto_batch_size` chooses, before training, so the checkpoints and
-    results JSON record (and ``--resume`` compares) the size that ran; say it (why: :func:`auto_batch_reason`)."""
-    chosen = auto_batch_size(config.batch_size, train_documents)
-    why = auto_batch_reason(train_documents) if config.batch_size is None and train_documents is not None else ""
+    results JSON record (and ``--resume`` compares) the size that ran; say it, and why when it lowered the default:
+    batches of at most B documents make at least ceil(N / B) steps an epoch (``3,800 training documents: at least 254
+    steps per epoch``, plus ``; the smallest automatic batch, 8, cannot promise 250`` when the floor binds)."""
+    chosen, why = auto_batch_size(config.batch_size, train_documents), ""
+    if config.batch_size is None and chosen < DEFAULT_BATCH_SIZE:  # lowered, so train_documents is known
+        steps = -(-train_documents // chosen)
+        why = f"{train_documents:,} training documents: at least {steps:,} steps per epoch"
+        if steps < MIN_STEPS_PER_EPOCH:
+            why += f"; the smallest automatic batch, {MIN_AUTO_BATCH}, cannot promise {MIN_STEPS_PER_EPOCH}"
     say(f"batches: up to {chosen} documents{f' ({why})' if why else ''} and {config.max_tokens:,} tokens, padding included "
         "(--batch-size, --max-tokens)")
     config.batch_size = chosen

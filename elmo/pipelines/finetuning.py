@@ -102,10 +102,9 @@ class FinetuneArgs(CommonArgs):
         """These flags as :func:`~elmo.pipelines.pretraining.load_data` takes them for the biLM being fine-tuned
         (``opened``): the text read as it reads it, our biLM's own vocabulary."""
         shared = {f.name: getattr(self, f.name) for f in dataclasses.fields(PretrainArgs) if hasattr(self, f.name)}
-        if opened is None or opened.bilm.shared_token_layer:
-            return FinetuneText(**shared, architecture=self.options_file,
-                                model=None if opened is None else opened.bilm.config)
-        return FinetuneText(**shared, model=opened.bilm.config, fixed_vocab=opened.vocab)  # lower-cased: no architecture
+        ours = opened is not None and not opened.bilm.shared_token_layer  # lower-cased (no architecture), its vocabulary
+        return FinetuneText(**shared, architecture=None if ours else self.options_file,
+                            model=None if opened is None else opened.bilm.config, fixed_vocab=opened.vocab if ours else None)
 
 
 @dataclass

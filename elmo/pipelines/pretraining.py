@@ -467,12 +467,6 @@ def different_models(config: CommonArgs, written: BiLMConfig | None) -> list[tup
     return found
 
 
-def replace_different_models(config: CommonArgs, written: BiLMConfig | None, keep: Iterable = ()) -> None:
-    """Just before the new model is saved: delete :func:`overwritten_models`, so the folder opens as the new model."""
-    for path in overwritten_models(config, written, keep):
-        remove_file(path)
-
-
 def new_model_files(config: CommonArgs, written: BiLMConfig | None) -> list[Path]:
     """The model files a command writes or replaces in ``--models-dir`` (``written``: :func:`different_models`): ours
     ``bilstm.pt`` and the ``save_pretrained`` folder; the published architecture that folder and ``published_lm.pt``."""
@@ -576,20 +570,19 @@ def pretrain(config: PretrainArgs) -> dict:
     with phase(phases, "data"):  # read, split, vocabulary, encoded
         loaded = load_data(config)
     resolve_batch_size(config, loaded.counts["train"], say)
-    vocab = loaded.vocab
     say(f"data: {loaded.source}: " + " / ".join(f"{n} {k}" for k, n in loaded.counts.items()) + " documents, "
         + loaded.described(run))
     if config.architecture is not None:  # the published architecture, initialised as bilm-tf initialises it
-        model = BiLM(replace(config.published_config(), **training_head(config, len(vocab))), seed=config.seed)
+        model = BiLM(replace(config.published_config(), **training_head(config, len(loaded.vocab))), seed=config.seed)
         if config.init_embeddings.startswith("word2vec"):
             say(f"--init-embeddings {config.init_embeddings} does not apply to the character encoder: it starts from "
                 "bilm-tf's initialisation")
         extra = {"architecture": config.architecture, "softmax": config.softmax}
     else:
-        model = BiLM(config.bilm_config(len(vocab)))
+        model = BiLM(config.bilm_config(len(loaded.vocab)))
         # Rank 0's weights reach every rank when fit() wraps the model (DDP broadcasts them): only rank 0 runs Word2Vec.
         with phase(phases, "word2vec"):
-            out_init = init_embeddings(model, vocab, loaded.sentences(), config, say, run.word2vec_workers) \
+            out_init = init_embeddings(model, loaded.vocab, loaded.sentences(), config, say, run.word2vec_workers) \
                 if ctx.is_main else {}
         extra = {"init_embeddings": out_init, "softmax": config.softmax, "concurrent_directions": threads_each is not None,
                  "threads_per_direction": threads_each or run.threads}
@@ -649,11 +642,13 @@ def write_outputs(model: BiLM, loaded: PretrainData, fitted: FitResult | dict[st
             evaluate_direction(model.direction(name), fitted, loaded.data, run, vocab, out)
         out["bilm_config"], out["options"] = model.config.saved(), options_of(model.config)
         out["lm_config"], histories = model.config.head, {"biLM": fitted.history}
-        replace_different_models(config, model.config, keep)
+        for path in overwritten_models(config, model.config, keep):  # so that the folder opens as the new model
+            remove_file(path)
     else:
         meta = {**environment_info(config.seed), "config": asdict(config)}
         vocab.save_pickle(outputs.word2idx)
-        replace_different_models(config, None, keep)
+        for path in overwritten_models(config, None, keep):
+            remove_file(path)
         for lm in map(model.direction, DIRECTIONS):
             with phase(out, "saving"):
                 save_checkpoint(lm_checkpoint(lm, vocab, meta), outputs.lm(lm.direction))

@@ -18,7 +18,7 @@ from elmo.model.bilm import BiLM
 from elmo.model.bilm_config import BiLMConfig
 from elmo.model.published_io import options_of, save_published_bilm
 from elmo.model.serialization import find_bilm
-from elmo.pipelines.pretraining import PretrainArgs, check_files, replace_different_models
+from elmo.pipelines.pretraining import PretrainArgs, check_files, overwritten_models
 
 TINY = BiLMConfig.bilm_tf(char_dim=4, filters=((1, 4), (2, 8)), num_highway=1, hidden_size=16, projection_dim=8)
 WIDER = replace(TINY, hidden_size=32)
@@ -111,5 +111,5 @@ def test_overwrite_never_deletes_an_input_file(tmp_path):
     for name in ("options.json", "weights.hdf5", "config.json", "model.safetensors"):
         (folder / name).write_bytes(b"x")
     config = PretrainArgs(models_dir=str(folder), overwrite=True)
-    replace_different_models(config, None, keep=[folder / "options.json", folder / "weights.hdf5"])
-    assert sorted(p.name for p in folder.iterdir()) == ["options.json", "weights.hdf5"]
+    deleted = overwritten_models(config, None, keep=[folder / "options.json", folder / "weights.hdf5"])
+    assert sorted(p.name for p in deleted) == ["config.json", "model.safetensors"]  # what write_outputs deletes

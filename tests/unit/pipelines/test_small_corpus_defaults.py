@@ -18,7 +18,7 @@ from elmo.pipelines.common import (
     DEFAULT_BATCH_SIZE,
     MIN_AUTO_BATCH,
     MIN_STEPS_PER_EPOCH,
-    auto_batch_reason,
+    CommonArgs,
     auto_batch_size,
     resolve_batch_size,
 )
@@ -58,6 +58,13 @@ def test_resolving_fixes_the_size_in_the_flags_and_says_it_with_why_when_lowered
                        "(--batch-size, --max-tokens)")
     assert said[1] == "batches: up to 64 documents and 4,096 tokens, padding included (--batch-size, --max-tokens)"
     assert said[2] == "batches: up to 16 documents and 8,192 tokens, padding included (--batch-size, --max-tokens)"
+
+
+def auto_batch_reason(documents: int) -> str:
+    """The reason :func:`resolve_batch_size` prints in parentheses for ``documents`` with no --batch-size, or ``""``."""
+    said: list[str] = []
+    resolve_batch_size(CommonArgs(), documents, said.append)
+    return said[0].partition(" documents (")[2].rpartition(") and ")[0]
 
 
 def test_the_reason_printed_for_a_lowered_batch_is_true_where_the_floor_binds_and_where_it_does_not():
