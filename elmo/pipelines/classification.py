@@ -64,11 +64,6 @@ class ClassifyArgs(HeadArgs):
             raise ElmoError("give both --options-file and --weight-file (the published ELMo's two files)")
         self.classifier_config(self.mixes[0])
 
-    @property
-    def published(self) -> tuple[str, str] | None:
-        """``(options.json, weights.hdf5)`` of the published biLM to classify on, or ``None`` (``bilstm.pt``)."""
-        return None if self.options_file is None else (self.options_file, self.weight_file)
-
     def classifier_config(self, mix: str) -> ClassifierConfig:
         """The :class:`~elmo.model.classifier.ClassifierConfig` of the layer mix ``mix``: the head's sizes plus the ELMo
         options. Raises :class:`ElmoError` on a bad size, an unknown mix or a value out of range, naming the field."""
@@ -116,14 +111,15 @@ def classify(config: ClassifyArgs) -> dict:
     classifiers, their checkpoints, ``classification.json``, the plots) that is an input (the biLM's files, AG News),
     naming both before anything is written."""
     files = config.outputs
+    published = None if config.options_file is None else (config.options_file, config.weight_file)  # else bilstm.pt
     written = [files.classifier(), files.result("classification"), files.image("classifier_val_f1")]
     for mix in config.mixes:
         written += [files.classifier(mix), files.checkpoint(f"classifier_{mix}"), files.image(f"confusion_{mix}")]
     refuse_overwriting(config, {"--options-file": config.options_file, "--weight-file": config.weight_file,
-                                "--models-dir (bilstm.pt)": None if config.published else files.bilm}, written)
+                                "--models-dir (bilstm.pt)": None if published else files.bilm}, written)
     phases: dict[str, Any] = {}
     with phase(phases, "data"):  # the biLM and the splits, read and encoded (Word2Vec's x_k included)
-        task = prepare(config, config.published)
+        task = prepare(config, published)
     run, outputs = task.run, task.run.outputs
     with phase(phases, "layer_cache"):
         cache_seconds = None if config.unfreeze_bilm else attach_layer_cache(task, config.cache_layers)
@@ -145,8 +141,7 @@ def classify(config: ClassifyArgs) -> dict:
             with phase(phases, "plots"):  # and the printed result
                 report_test(run, mix, out[mix])
     if run.ctx.is_main:  # the others wait for rank 0's files below, so the job ends as one
-        best = max(config.mixes, key=lambda m: out[m]["val"]["f1"])
-        out["best_mix"] = best
+        out["best_mix"] = best = max(config.mixes, key=lambda m: out[m]["val"]["f1"])
         table = format_results_table(out, config.mixes) + f"\nbest on validation: {best}"
         out["precision"], out["layer_cache_seconds"] = run.precision, cache_seconds
         out["lstm_dtype"] = {"bilm": summary_dtype(lstm_compute_dtypes(task.bilm)),  # the layer cache's (or training's)

@@ -204,7 +204,7 @@ class PretrainArgs(CommonArgs):
         """:meth:`CommonArgs.check` plus the biLM's sizes and the vocabulary and stream flags. Raises
         :class:`ElmoError` naming the flag (or the ``BiLMConfig`` / ``TrainConfig`` field it sets)."""
         super().check()
-        at_least(self, 1, "min_freq", "max_vocab")
+        at_least(self, 1, "min_freq", "max_vocab", "max_val_docs", "stream_buffer")
         self._check_architecture()
         TrainConfig(epochs=self.epochs, lr=self.lr, lr_gamma=self.lr_gamma, warmup_steps=self.warmup_steps)  # flags
         if self.train_file is None:
@@ -214,7 +214,6 @@ class PretrainArgs(CommonArgs):
         elif self.text_fraction != 1.0 or self.extra_text:
             raise ElmoError("--text-fraction and --extra-text shape the AG News pre-training text; with --train-file "
                             "the text is that file")
-        at_least(self, 1, "max_val_docs", "stream_buffer")
 
     def _check_architecture(self) -> None:
         """The size flags, and that the config they give (:meth:`model_config`, its head) builds. Raises ElmoError."""
@@ -515,7 +514,7 @@ def say_stale(config: CommonArgs, written: BiLMConfig | None, keep: Iterable, ru
     return stale
 
 
-def set_aside_stale(stale: list[Path], run: StartedRun) -> None:
+def set_aside_stale(stale: list[Path]) -> None:
     """Once the new biLM is saved: rename each of ``stale`` to its :meth:`~elmo.artifacts.Outputs.stale` name beside
     it (nothing is deleted); one line on stderr. Raises :class:`ElmoError` naming a file that cannot be renamed."""
     moved = []
@@ -526,7 +525,7 @@ def set_aside_stale(stale: list[Path], run: StartedRun) -> None:
         except OSError as exc:
             raise ElmoError(f"cannot move {path} aside to {target}: {exc.strerror or exc}") from None
         moved.append(f"{path.name} -> {target.name}")
-    if moved and run.ctx.is_main:
+    if moved:
         print(f"note: renamed the classifier files of the previous biLM in {stale[0].parent}: {', '.join(moved)}",
               file=sys.stderr, flush=True)
 
@@ -538,9 +537,8 @@ def check_lm_files(config: CommonArgs, written: BiLMConfig | None, inputs: dict[
     (keyed by flag; ``--train-file``, ``--val-file``, ``--test-file`` added) or, without ``--train-file``, AG News.
     Raises :class:`ElmoError` naming the different model's file, or the output and the input it would write over."""
     out = config.outputs
-    if not (config.overwrite or config.resume):
-        found = different_models(config, written)
-        refuse_another_model("--models-dir", out.models, found[0] if found else None, False)
+    found = [] if config.overwrite or config.resume else different_models(config, written)
+    refuse_another_model("--models-dir", out.models, found[0] if found else None, False)
     training = [path for name in ("forward_lm", "backward_lm")
                 for path in (out.checkpoint(name), out.log(name), out.checkpoint(f"{name}.result"))]
     models = [*new_model_files(config, written), out.checkpoint("published_lm")] if written is not None else \
@@ -633,9 +631,9 @@ def write_outputs(model: BiLM, loaded: PretrainData, fitted: FitResult | dict[st
                   command: str, keep: Iterable) -> None:
     """Rank 0, after :func:`train_and_write`: evaluate both directions exactly (unless ``measured`` holds that:
     :func:`train_side_by_side`), delete :func:`overwritten_models` (never the inputs ``keep``), write the model files
-    (docs/commands.md, ``pretrain``), set ``stale`` aside (:func:`set_aside_stale`), write ``lm.json`` (``out``
-    completed) and the loss curves, delete the training checkpoints and print a table of each direction's
-    perplexities, word accuracy and speed. ``command``: what the model card says made it (:func:`command_line`)."""
+    (docs/commands.md, ``pretrain``), set ``stale`` aside (:func:`set_aside_stale`), plot the loss curves and end as
+    :func:`~elmo.pipelines.common.write_results` (``lm.json``; the table: each direction's perplexities, word accuracy
+    and speed). ``command``: what the model card says made it (:func:`command_line`)."""
     outputs, vocab, shared = run.outputs, loaded.vocab, model.shared_token_layer
     if shared:
         for name in DIRECTIONS:
@@ -671,7 +669,7 @@ def write_outputs(model: BiLM, loaded: PretrainData, fitted: FitResult | dict[st
             model.save_pretrained(folder, model_card_kwargs={"repo_id": str(outputs.pretrained_dir)})
         if shared:
             remove_file(outputs.published_lm)  # an earlier version's
-    set_aside_stale(stale, run)
+    set_aside_stale(stale)
     out["tokens_per_second"] = {d: out["directions"][d]["tokens_per_second"] for d in out["directions"]}
     # per history, the dtype its LSTMs computed in at the last step
     out["lstm_dtype"] = {d: rows[-1].get("lstm_dtype") if rows else None for d, rows in histories.items()}
