@@ -386,7 +386,7 @@ class BiLM(nn.Module, HubMixin):
                        plan: HostPlan | None = None) -> list[torch.Tensor]:
         """bilm-tf's architecture: the top LSTM layer ``(B, T + 1, P)`` float32 of each of ``directions`` (0 forward, 1
         backward) in its own reading order, zero past ``n``, what the shared softmax reads (:meth:`loss`, held-out
-        perplexity), differentiable down to the character CNN: position k predicts :meth:`targets`' word k (the
+        perplexity), differentiable down to the character CNN: position k predicts :meth:`LanguageModel.targets`' word k (the
         forward state after ``<S> t_1 .. t_k``, the backward one after ``</S> t_n .. t_{n-k+1}``). ``chars``,
         ``lengths``: as :class:`BiLM`; ``dropout``: bilm-tf's ``DropoutWrapper(input_keep_prob)`` in training
         (:func:`~elmo.model.lstm.projected_stack`), ``None`` = none; ``plan``: the batch's
@@ -405,10 +405,6 @@ class BiLM(nn.Module, HubMixin):
             states.append(top.transpose(0, 1)[restore][:, :x.shape[1] + 1])
         return states
 
-    def targets(self, ids: torch.Tensor, lengths: torch.Tensor, direction: int) -> torch.Tensor:
-        """Direction ``direction``'s (0 forward, 1 backward) targets (:meth:`LanguageModel.targets`)."""
-        return (self.forward_lm, self.backward_lm)[direction].targets(ids, lengths)
-
     def predicted_tops(self, ids: torch.Tensor, lengths: torch.Tensor, chars: torch.Tensor | None,
                        directions: Sequence[int], plan: HostPlan | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """``(top (n, P), targets (n,))`` of each direction's predicted positions (with ``plan``:
@@ -420,7 +416,7 @@ class BiLM(nn.Module, HubMixin):
         states = self.reading_states(chars, lengths, directions, self.dropout if self.training else None, plan)
         out = []
         for d, top in zip(directions, states):
-            targets = self.targets(ids, lengths, d).reshape(-1)
+            targets = (self.forward_lm, self.backward_lm)[d].targets(ids, lengths).reshape(-1)
             kept = (targets != IGNORE_INDEX).nonzero()[:, 0] if plan is None else plan.kept
             out.append((self.dropout(top.reshape(-1, top.shape[-1]).index_select(0, kept)), targets.index_select(0, kept)))
         return out

@@ -168,12 +168,17 @@ class LanguageModel(CachedWeights, Direction):
         ``(h (B, output_size), c (B, hidden_size))`` (``None``: zeros; each row's final states: :meth:`read_to_ends`)."""
         spans = step_chunks([batch] * steps, chunk_size)
         outputs: list[torch.Tensor] = []
-        carried = [None] * len(self.layers) if initial is None else [(h.unsqueeze(0), c.unsqueeze(0)) for h, c in initial]
+        carried = [None] * len(self.layers) if initial is None else \
+            [(h.float(), c.float()) if self.config.clipped else (h.unsqueeze(0), c.unsqueeze(0)) for h, c in initial]
         for first, last in spans:
             x = vectors(first, last)
             pieces = [x]
             for j, lstm in enumerate(self.layers):
-                h, carried[j] = (lstm.batch_first if self.config.clipped else lstm)(self.dropout(x), carried[j])
+                if self.config.clipped:  # ProjectedLSTM: time-major, every row running every step
+                    h, carried[j] = lstm(self.dropout(x).transpose(0, 1), [x.shape[0]] * x.shape[1], carried[j])
+                    h = h.transpose(0, 1)
+                else:
+                    h, carried[j] = lstm(self.dropout(x), carried[j])
                 x = h + x if self.config.residual and j > 0 else h
                 pieces.append(x)
             if len(spans) == 1:

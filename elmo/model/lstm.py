@@ -226,14 +226,6 @@ class ProjectedLSTM(CachedWeights):
             self.bias[cells:2 * cells].fill_(1.0)  # our gate order (i, f, o, j): TF's forget bias
         return self
 
-    def batch_first(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None = None
-                    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-        """:meth:`forward` in :class:`AutocastLSTM`'s call shape, every row running every step: ``x (B, S, I)``,
-        ``state`` ``(h (1, B, P), c (1, B, H))`` or ``None`` → ``(output (B, S, P), (h (1, B, P), c (1, B, H)))``."""
-        out, (h, c) = self(x.transpose(0, 1), [x.shape[0]] * x.shape[1],
-                           None if state is None else (state[0][0].float(), state[1][0].float()))
-        return out.transpose(0, 1), (h[None], c[None])
-
     def weights(self, dtype: torch.dtype, rows: int = 64) -> list[torch.Tensor | None]:
         """``[input_weight, recurrent_weight, projection]`` in ``dtype``, cached (autocast would cast at every step); in
         float32 on a CPU without autograd, packed for oneDNN (:func:`pack_weight`; ``rows``: the batch size)."""

@@ -74,28 +74,6 @@ def vocabulary_token_vectors(bilm: BiLM, vocab: Vocabulary) -> torch.Tensor:
     return vectors
 
 
-@torch.no_grad()
-def sample_positions(model: BiLM, sample: EncodedCorpus,
-                     positions: int = SCALE_FIT_POSITIONS) -> tuple[torch.Tensor, torch.Tensor]:
-    """:meth:`~elmo.model.bilm.BiLM.predicted_tops` ``(n, P)`` float32 and ``(n,)`` of up to ``positions`` predicted
-    words per direction of ``sample`` (biLM in eval mode: no dropout)."""
-    was_training = model.training
-    model.eval()
-    tops, targets = [], []
-    device = model.boundary_chars.device
-    for direction in (0, 1):
-        kept = 0
-        for _, batch in sample.eval_batches(64, 4096):
-            [(top, target)] = model.predicted_tops(*(batch[k].to(device) for k in ("ids", "lengths", "chars")), [direction])
-            tops.append(top.float()[:positions - kept])
-            targets.append(target[:positions - kept])
-            kept += len(targets[-1])
-            if kept >= positions:
-                break
-    model.train(was_training)
-    return torch.cat(tops), torch.cat(targets)
-
-
 def fit_scales(scores: torch.Tensor, log_prior: torch.Tensor, targets: torch.Tensor) -> tuple[float, float, float, float]:
     """``alpha, beta`` minimising the mean NLL of ``targets (n,)`` under ``softmax(alpha · scores + beta · log_prior)``,
     ``scores (n, V)`` float32 dot products ``h · x_w``, ``log_prior (V,)`` log unigram probabilities. Returns ``(alpha,
@@ -146,9 +124,22 @@ def init_softmax_from_token_layer(model: BiLM, vocab: Vocabulary, counts: np.nda
         raise ElmoError(f"target counts have {len(counts)} entries, the vocabulary {len(vocab)}")
     vectors = vocabulary_token_vectors(model, vocab)
     log_prior = unigram_log_probabilities(counts).to(vectors.device)
+    was_training, tops, targets = model.training, [], []
+    model.eval()  # no dropout: BiLM.predicted_tops of up to SCALE_FIT_POSITIONS predicted words per direction
+    for direction in (0, 1):
+        kept = 0
+        for _, batch in sample.eval_batches(64, 4096):
+            [(top, target)] = model.predicted_tops(*(batch[k].to(vectors.device) for k in ("ids", "lengths", "chars")),
+                                                   [direction])
+            tops.append(top.float()[:SCALE_FIT_POSITIONS - kept])
+            targets.append(target[:SCALE_FIT_POSITIONS - kept])
+            kept += len(targets[-1])
+            if kept >= SCALE_FIT_POSITIONS:
+                break
+    model.train(was_training)
+    targets = torch.cat(targets)
     with torch.enable_grad():
-        hidden, targets = sample_positions(model, sample)
-        alpha, beta, nll, unigram = fit_scales(hidden @ vectors.T, log_prior, targets)
+        alpha, beta, nll, unigram = fit_scales(torch.cat(tops) @ vectors.T, log_prior, targets)
     model.softmax.weight.copy_(alpha * vectors)
     model.softmax.bias.copy_(beta * log_prior)
     return {"method": "token-layer", "alpha": alpha, "beta": beta, "sample_positions": len(targets),

@@ -83,8 +83,8 @@ def test_targets_are_the_next_word_in_each_reading_order():
     vocab, ids, lengths, _ = batch([["a", "b", "c"], ["d"]], Vocabulary(["<pad>", "<unk>", "<bos>", "<eos>", *"abcd"]))
     model = BiLM(replace(TINY, vocab_size=len(vocab)))
     ignore = IGNORE_INDEX
-    assert model.targets(ids, lengths, 0).tolist() == [[4, 5, 6, 3], [7, 3, ignore, ignore]]
-    assert model.targets(ids, lengths, 1).tolist() == [[6, 5, 4, 2], [7, 2, ignore, ignore]]
+    assert model.forward_lm.targets(ids, lengths).tolist() == [[4, 5, 6, 3], [7, 3, ignore, ignore]]
+    assert model.backward_lm.targets(ids, lengths).tolist() == [[6, 5, 4, 2], [7, 2, ignore, ignore]]
 
 
 def test_bad_training_heads_are_refused_naming_the_field():
