@@ -447,11 +447,10 @@ class BiLM(nn.Module, HubMixin):
         gradients the same bit for bit. Source: Peters et al. (2018) §3.1 and bilm-tf's ``bilm/training.py``:
         ``0.5 * (loss_fwd + loss_bwd)``, each sentence read from zero LSTM states (unlike bilm-tf). Raises ElmoError:
         ``chars`` missing; no head."""
-        losses = []
-        for d, (top, targets) in zip(directions, self.predicted_tops(ids, lengths, chars, directions, plan)):
-            sampled = isinstance(self.softmax, SampledSoftmax)  # after predicted_tops: it raises without a head
-            counts = None if plan is None or sampled else plan.cluster_counts[d]
-            losses.append(self.softmax(top, targets) if sampled else self.softmax.loss(top, targets, counts)[0])
+        tops = self.predicted_tops(ids, lengths, chars, directions, plan)  # before self.softmax: it raises without a head
+        losses = [self.softmax(top, targets) if isinstance(self.softmax, SampledSoftmax) else
+                  self.softmax.loss(top, targets, None if plan is None else plan.cluster_counts[d])[0]
+                  for d, (top, targets) in zip(directions, tops)]
         return torch.stack(losses).mean(), int((lengths + 1).sum()) if plan is None else plan.units
 
     def boundary_plan(self, device: torch.device) -> WordPlan:

@@ -233,18 +233,16 @@ class LanguageModel(CachedWeights, Direction):
         of predicted words (boundary word included): without ``plan``, the step's one read from the device
         (:meth:`~elmo.model.adaptive_softmax.AdaptiveSoftmax.loss`); with ``plan`` (the batch's :meth:`host_plan`) none."""
         inputs, targets, input_chars = self.reading_order(ids, lengths, chars)
-        top = self.dropout(self.states(inputs, input_chars)[-1])
+        top, targets = self.dropout(self.states(inputs, input_chars)[-1]).flatten(0, 1), targets.flatten()
         if self.config.softmax == "sampled":
-            targets = targets.flatten()
             kept = (targets != IGNORE_INDEX).nonzero()[:, 0] if plan is None else plan.kept
-            loss = self.softmax(top.flatten(0, 1).index_select(0, kept), targets.index_select(0, kept))
+            loss = self.softmax(top.index_select(0, kept), targets.index_select(0, kept))
             return loss, int((lengths + 1).sum()) if plan is None else plan.units
         counts = None if plan is None else plan.cluster_counts[DIRECTIONS.index(self.direction)]
-        loss, n = self.softmax.loss(top.flatten(0, 1), targets.flatten(), counts)
+        loss, n = self.softmax.loss(top, targets, counts)
         return loss, n if plan is None else plan.units
 
-    #: the batch entries a training step's plan is made from, as they were on the host (``Objective.host_keys``)
-    host_keys = ("ids", "lengths")
+    host_keys = ("ids", "lengths")  #: as :attr:`~elmo.model.bilm.BiLM.host_keys`
 
     def host_plan(self, host: dict[str, torch.Tensor]) -> HostPlan:
         """The :class:`~elmo.model.plan.HostPlan` (for :func:`~elmo.model.plan.step_loss`) of a batch from its CPU

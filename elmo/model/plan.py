@@ -53,7 +53,7 @@ class HostPlan:
         units: ``sum(lengths + 1)``, the words each direction predicts.
         cluster_counts: :func:`~elmo.model.adaptive_softmax.cluster_counts` by direction (0 forward, 1 backward);
             ``None`` without cutoffs.
-        order, restore, active: :func:`reading_plan` of ``lengths + 1``, ``order`` and ``restore`` as tensors.
+        order, restore, active: :func:`device_reading_plan` of ``lengths + 1``.
         kept: ``(units,)`` int64, the predicted positions as flat indices into ``(B, T + 1)``, row-major.
         words: :class:`WordPlan` of the tokens; boundaries: that of the ``<S>``, ``</S>`` spellings.
     """
@@ -106,23 +106,17 @@ def plan_batch(lm: PlannedLM, prefix: str = "") -> Callable[[dict], dict]:
 
 def device_reading_plan(read: torch.Tensor | np.ndarray,
                         device: torch.device | None = None) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-    """:func:`reading_plan` of ``read``, an array or a tensor (on a device: the one read back), with ``order`` and
-    ``restore`` as int64 tensors on ``device`` (default: ``read``'s)."""
+    """``(order, restore, active)`` of rows reading ``read[b]`` steps, ``read`` an array or a tensor (on a device: the
+    one read back): the rows sorted longest first (stable) and the inverse permutation, int64 tensors on ``device``
+    (default: ``read``'s), and the rows running at each step."""
     if isinstance(read, torch.Tensor):
         device = read.device if device is None else device
         read = read.cpu().numpy().astype(np.int64)
-    order, restore, active = reading_plan(read)
-    return move(torch.from_numpy(order), device), move(torch.from_numpy(restore), device), active
-
-
-def reading_plan(read: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """``(order, restore, active)`` of rows reading ``read[b]`` steps: the rows sorted longest first (stable), the
-    inverse permutation, and the rows running at each step."""
     order = np.argsort(-read, kind="stable")
     restore = np.argsort(order, kind="stable")
     longest = int(read.max()) if len(read) else 0
     active = (read[:, None] > np.arange(longest)[None, :]).sum(0).tolist()
-    return order, restore, active
+    return move(torch.from_numpy(order), device), move(torch.from_numpy(restore), device), active
 
 
 #: odd multipliers of :func:`unique_rows`' row hash, drawn once (any fixed draw works: collisions are checked)
@@ -167,6 +161,5 @@ def word_plan(chars: np.ndarray, per_pass: int, max_width: int) -> WordPlan:
 def predicted_positions(lengths: torch.Tensor, longest: int) -> torch.Tensor:
     """:attr:`HostPlan.kept` (on the host, ``n + 1`` per row) of ``lengths (B,)`` on the CPU, padded to ``longest``."""
     n = lengths.numpy().astype(np.int64)
-    steps = np.arange(longest + 1)[None, :]
-    return torch.from_numpy((np.arange(len(n))[:, None] * (longest + 1) + steps)[steps < (n + 1)[:, None]])
+    return torch.from_numpy(np.flatnonzero(np.arange(longest + 1)[None, :] < (n + 1)[:, None]))
 
