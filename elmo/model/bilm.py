@@ -333,7 +333,11 @@ class BiLM(nn.Module, HubMixin):
         lengths = lengths.to(x.device)
         sentence = lengths + 2
         # bilm-tf's <S>, </S> through the one token layer, made once for both directions (spellings planned on the host)
-        one = [self._with_boundaries(x, lengths, self.boundary_plan(x.device) if on_host else None)[0]] if shared else []
+        if shared and on_host:  # that plan, cached per device and pass size
+            plans, key = self.__dict__.setdefault("_boundary_plans", {}), (x.device, self.words_per_pass)
+            if key not in plans:
+                plans[key] = word_plan(self.host_boundary_chars.numpy(), key[1], self.token_encoder.max_width).to(x.device)
+        one = [self._with_boundaries(x, lengths, plans[key] if on_host else None)[0]] if shared else []
         first, span = (0, longest + 2) if boundaries else (1, longest)
         skip = 0 if token_layer else 1
         depth, finals = self.config.num_layers, []
@@ -452,14 +456,6 @@ class BiLM(nn.Module, HubMixin):
                   self.softmax.loss(top, targets, None if plan is None else plan.cluster_counts[d])[0]
                   for d, (top, targets) in zip(directions, tops)]
         return torch.stack(losses).mean(), int((lengths + 1).sum()) if plan is None else plan.units
-
-    def boundary_plan(self, device: torch.device) -> WordPlan:
-        """The :class:`~elmo.model.plan.WordPlan` of the ``<S>``, ``</S>`` spellings, made on the host per device."""
-        plans, key = self.__dict__.setdefault("_boundary_plans", {}), (device, self.words_per_pass)
-        if key not in plans:
-            plans[key] = word_plan(self.host_boundary_chars.numpy(), self.words_per_pass,
-                                   self.token_encoder.max_width).to(device)
-        return plans[key]
 
     def _with_boundaries(self, x: torch.Tensor, lengths: torch.Tensor,
                          plan: WordPlan | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -44,10 +44,8 @@ class AutocastLSTM(nn.LSTM):
 
     def forward(self, input: torch.Tensor, hx: tuple[torch.Tensor, torch.Tensor] | None = None):  # noqa: A002
         dtype = autocast_dtype(input.device.type) if isinstance(input, torch.Tensor) else None
-        if dtype is None or not casts_for_kernel(input.device.type):
-            output, state = super().forward(input, hx)
-        else:
-            output, state = self.forward_in(dtype, input, hx)
+        output, state = super().forward(input, hx) if dtype is None or not casts_for_kernel(input.device.type) else \
+            self.forward_in(dtype, input, hx)
         self.compute_dtype = (output.data if isinstance(output, nn.utils.rnn.PackedSequence) else output).dtype
         return output, state
 
