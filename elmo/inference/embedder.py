@@ -32,37 +32,6 @@ CHUNK_BATCHES = 16
 PUBLISHED_URL = "https://s3-us-west-2.amazonaws.com/allennlp/models/elmo/"
 
 
-def is_published(options_file: str | os.PathLike | None, weight_file: str | os.PathLike | None) -> bool:
-    """Whether the pair names bilm-tf's options and weight files rather than one models folder or ``.pt`` file (given
-    as either argument; :func:`~elmo.model.serialization.open_bilm` opens it). Raises ElmoError if neither is given,
-    one of bilm-tf's two files comes without the other, or our biLM comes with a second file."""
-    given = [Path(p) for p in (options_file, weight_file) if p is not None]
-    if not given:
-        raise ElmoError("give options_file and weight_file (the published ELMo files, e.g. from "
-                        f"{PUBLISHED_URL}2x4096_512_2048cnn_2xhighway/) or a models folder / bilstm.pt of our own biLM")
-    ours = [p.is_dir() or p.suffix in (".pt", "") for p in given]  # a models folder (even a missing one) or bilstm.pt
-    if any(ours):
-        if len(given) == 2 and given[0] != given[1]:
-            raise ElmoError(f"{given[ours.index(True)]} is our own biLM: give it alone, without a second file")
-        return False
-    if len(given) == 1:
-        raise ElmoError(f"a published (bilm-tf) biLM needs both files: options_file and weight_file (got only {given[0]})")
-    return True
-
-
-def _check_sentences(sentences: Sequence[Sequence[str]], lowercase: bool = True) -> list[list[str]]:
-    """Token lists, lower-cased for our biLM (training lower-cases). Raises :class:`ElmoError` on non-string input."""
-    if isinstance(sentences, str):
-        raise ElmoError("expected a list of token lists, got a str (tokenize it first: e.tokenize(text))")
-    out = []
-    for i, sentence in enumerate(sentences):
-        if isinstance(sentence, str) or not all(isinstance(t, str) for t in sentence):
-            raise ElmoError(f"sentence {i}: expected a list of str tokens, got {type(sentence).__name__} "
-                            f"{str(sentence)[:60]!r}")
-        out.append([t.lower() for t in sentence] if lowercase else list(sentence))
-    return out
-
-
 class ElmoEmbedder:
     """Contextual vectors of every biLM layer for tokenised sentences, with AllenNLP's ``ElmoEmbedder`` interface: h_0
     (token vectors), h_1 .. h_L (LSTM layers), each ``D = bilm.output_dim`` wide (both directions; paper eq. 1).
@@ -88,8 +57,9 @@ class ElmoEmbedder:
             states: the same vectors (to float rounding), in memory bounded by the chunk. Sets ``bilm.chunk_size``
             (default :data:`elmo.model.bilm.CHUNK_SIZE`; ``None``: one pass whatever the length).
 
-    Raises ElmoError: bad files (:func:`is_published`, :func:`~elmo.model.serialization.open_bilm`); both files and
-    ``bilm``; our biLM without ``vocab``; a bad device, precision or ``chunk_size``.
+    Raises ElmoError: no file; one of bilm-tf's two files without the other; our biLM with a second file; bad files
+    (:func:`~elmo.model.serialization.open_bilm`); both files and ``bilm``; our biLM without ``vocab``; a bad device,
+    precision or ``chunk_size``.
     """
 
     def __init__(self, options_file: str | os.PathLike | None = None, weight_file: str | os.PathLike | None = None,
@@ -105,9 +75,18 @@ class ElmoEmbedder:
             raise ElmoError(f"chunk_size must be a positive number of tokens or None, got {chunk_size!r}",
                             field="chunk_size")
         if bilm is None:
-            pair = is_published(options_file, weight_file)
-            opened = open_bilm(options_file, weight_file) if pair else \
-                open_bilm(options_file if options_file is not None else weight_file)
+            given = [p for p in (options_file, weight_file) if p is not None]
+            if not given:
+                raise ElmoError("give options_file and weight_file (the published ELMo files, e.g. from "
+                                f"{PUBLISHED_URL}2x4096_512_2048cnn_2xhighway/) or a models folder / bilstm.pt of our "
+                                "own biLM")
+            ours = [Path(p).is_dir() or Path(p).suffix in (".pt", "") for p in given]  # a models folder (even missing), .pt
+            if any(ours) and len(given) == 2 and Path(given[0]) != Path(given[1]):
+                raise ElmoError(f"{given[ours.index(True)]} is our own biLM: give it alone, without a second file")
+            if not any(ours) and len(given) == 1:
+                raise ElmoError(f"a published (bilm-tf) biLM needs both files: options_file and weight_file (got only "
+                                f"{given[0]})")
+            opened = open_bilm(given[0]) if any(ours) else open_bilm(*given)
             bilm, vocab = opened.bilm, opened.vocab
         elif options_file is not None or weight_file is not None:
             raise ElmoError("give either a biLM object (bilm=...) or its files (options_file, weight_file), not both")
@@ -185,8 +164,16 @@ class ElmoEmbedder:
             table[missing.to(self.device)] = self._compute_token_vectors([words[i] for i in missing.tolist()])
         return table
 
-    def _embed(self, sentences: list[list[str]], batch_size: int | None) -> list[np.ndarray]:
-        """Vectors of checked token lists, ``batch_size`` sentences per pass (all in one when ``None``)."""
+    def _embed(self, sentences: Sequence[Sequence[str]], batch_size: int | None) -> list[np.ndarray]:
+        """Vectors of token lists (lower-cased for our biLM: training lower-cases), ``batch_size`` sentences per pass
+        (all in one when ``None``). Raises :class:`ElmoError` on input that is not a list of lists of str."""
+        if isinstance(sentences, str):
+            raise ElmoError("expected a list of token lists, got a str (tokenize it first: e.tokenize(text))")
+        for i, sentence in enumerate(sentences):
+            if isinstance(sentence, str) or not all(isinstance(t, str) for t in sentence):
+                raise ElmoError(f"sentence {i}: expected a list of str tokens, got {type(sentence).__name__} "
+                                f"{str(sentence)[:60]!r}")
+        sentences = [list(s) if self.bilm.cased else [t.lower() for t in s] for s in sentences]
         out = [np.zeros((self.num_layers, 0, self.dim), dtype=np.float32) for _ in sentences]
         rows = [i for i, s in enumerate(sentences) if s or self.stateful]  # stateful: an empty row still reads <S> </S>
         if not any(sentences):
@@ -238,7 +225,7 @@ class ElmoEmbedder:
     def embed_batch(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """One float32 array ``(L + 1, n_i, D)`` per token list (``n_i = 0`` for an empty one), in one forward
         pass. Raises ElmoError on input that is not a list of lists of str."""
-        return self._embed(_check_sentences(sentences, not self.bilm.cased), None)
+        return self._embed(sentences, None)
 
     def embed_sentence(self, tokens: Sequence[str]) -> np.ndarray:
         """Vectors of one tokenised sentence: ``(L + 1, n_tokens, D)`` float32 (layer 0, 1, 2 for L = 2)."""
@@ -253,4 +240,4 @@ class ElmoEmbedder:
             raise ElmoError(f"batch_size must be >= 1, got {batch_size}")
         iterator = iter(sentences)
         while chunk := [s for _, s in zip(range(CHUNK_BATCHES * batch_size), iterator)]:
-            yield from self._embed(_check_sentences(chunk, not self.bilm.cased), batch_size)
+            yield from self._embed(chunk, batch_size)

@@ -153,8 +153,7 @@ class HubMixin(PyTorchModelHubMixin, library_name="elmo-toolkit", paper_url=PAPE
 
     def saved_config(self) -> dict[str, Any]:
         """What ``config.json`` holds besides ``card``, as JSON reads it back (tuples as lists)."""
-        return json.loads(json.dumps({"elmo_kind": self.hub_kind, "format_version": FORMAT_VERSION,
-                                      **self.hub_config()}))
+        return json.loads(json.dumps({"format_version": FORMAT_VERSION, **nested_config(self)}))
 
     def saved_difference(self, save_directory: str | os.PathLike) -> tuple[Path, str] | None:
         """``(file, what it is)`` for the first file :meth:`save_pretrained` would replace in ``save_directory`` that is

@@ -25,7 +25,7 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import torch
@@ -221,10 +221,14 @@ def unused_by_options(name: str, config: BiLMConfig) -> str:
     return "no key of the options file accounts for it"
 
 
-def _datasets(path: Path, config: BiLMConfig) -> Iterator[tuple[str, np.ndarray]]:
-    """``(name, float32 array)`` of every expected dataset, shape-checked; first refuses any unexpected dataset."""
+def load_published_bilm(options_file: str | os.PathLike, weight_file: str | os.PathLike) -> BiLM:
+    """A :class:`~elmo.model.bilm.BiLM` from bilm-tf's ``options.json`` and ``weights.hdf5``, in eval
+    mode on the CPU, float32; its ``config.weights_digest`` identifies the weights. Raises ElmoError: as
+    :func:`read_options`; the weight file is missing or not HDF5; a dataset is missing, misshapen (both shapes named)
+    or not numeric, or one the options do not account for (:func:`unused_by_options`)."""
     import h5py
 
+    config, path, arrays = read_options(options_file), Path(weight_file), {}
     if not path.is_file():
         raise ElmoError(f"{path}: weight file not found")
     try:
@@ -247,18 +251,9 @@ def _datasets(path: Path, config: BiLMConfig) -> Iterator[tuple[str, np.ndarray]
             if node.shape != shape:
                 raise ElmoError(f"{path}: dataset {name} has shape {node.shape}, but the options need {shape}")
             try:
-                yield name, np.asarray(node[...], dtype=np.float32)
+                arrays[name] = np.asarray(node[...], dtype=np.float32)
             except (OSError, TypeError, ValueError) as exc:
                 raise ElmoError(f"{path}: dataset {name} cannot be read as float32: {exc}") from None
-
-
-def load_published_bilm(options_file: str | os.PathLike, weight_file: str | os.PathLike) -> BiLM:
-    """A :class:`~elmo.model.bilm.BiLM` from bilm-tf's ``options.json`` and ``weights.hdf5``, in eval
-    mode on the CPU, float32; its ``config.weights_digest`` identifies the weights. Raises ElmoError: as
-    :func:`read_options`; the weight file is missing or not HDF5; a dataset is missing, misshapen (both shapes named)
-    or not numeric, or one the options do not account for (:func:`unused_by_options`)."""
-    config = read_options(options_file)
-    arrays = dict(_datasets(Path(weight_file), config))
     digest = hashlib.sha256(b"".join(f"{n}{a.shape}".encode() + a.reshape(-1)[:4096].tobytes() for n, a in arrays.items()))
     bilm = BiLM(replace(config, weights_digest=digest.hexdigest()[:16]))
     bilm.load_state_dict({key: torch.from_numpy(np.ascontiguousarray(value)) for names, keys, to_ours, _ in _layout(config)
@@ -266,7 +261,7 @@ def load_published_bilm(options_file: str | os.PathLike, weight_file: str | os.P
     for d, stack in enumerate(bilm.stacks()):  # TF's B as read, for writing it back exactly (tf_datasets)
         for layer, lstm in enumerate(stack):
             lstm.tf_bias = torch.from_numpy(arrays[f"{_cell(d, layer)}/B"])
-    bilm.source = (str(Path(options_file).resolve()), str(Path(weight_file).resolve()))
+    bilm.source = (str(Path(options_file).resolve()), str(path.resolve()))
     return bilm.eval()
 
 
