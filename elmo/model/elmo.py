@@ -31,47 +31,16 @@ ELMO_ARGS = ("num_output_representations", "mix", "dropout", "do_layer_norm", "r
              "keep_sentence_boundaries", "scalar_mix_parameters", "vocab_to_cache")
 
 
-def open_elmo_bilm(source: str | os.PathLike | BiLM,
-                   weight_file: str | os.PathLike | None) -> BiLM:
-    """The biLM of :class:`Elmo`'s first two arguments: a :class:`~elmo.model.bilm.BiLM` object (``weight_file``
-    ``None``); bilm-tf's ``options.json`` with its ``weights.hdf5`` (:func:`~elmo.model.published_io.load_published_bilm`);
-    or alone a models folder, ``bilstm.pt``, ``published_lm.pt``, a ``save_pretrained`` folder or Hub id
-    (:func:`~elmo.model.serialization.open_bilm`). Raises ElmoError (one line): ``weight_file`` misplaced or missing,
-    ``source`` of another type, a bad path (named)."""
-    if isinstance(source, nn.Module):
-        if weight_file is not None:
-            raise ElmoError(f"Elmo got a biLM object and weight_file={weight_file!r}: the weights are the biLM's, leave "
-                            "weight_file out (AllenNLP's order: options_file, weight_file, num_output_representations; "
-                            "pass num_output_representations=... by name)")
-        return source
-    if not isinstance(source, (str, os.PathLike)):
-        raise ElmoError(f"Elmo's first argument must be bilm-tf's options file, a models folder or a biLM (BiLM), "
-                        f"got {type(source).__name__}")
-    path = Path(source)
-    if weight_file is None:
-        if path.suffix == ".json" and not path.is_dir():
-            raise ElmoError(f"{path}: bilm-tf's options file needs its weight_file (the weights.hdf5) too")
-        opened = open_bilm(path)
-        if opened.bilm.vocab is None:
-            opened.bilm.vocab = opened.vocab  # save_pretrained then writes it (vocab.txt)
-        return opened.bilm
-    if not isinstance(weight_file, (str, os.PathLike)):
-        raise ElmoError(f"weight_file must be the path of bilm-tf's weights.hdf5, got {type(weight_file).__name__} "
-                        f"{weight_file!r}")
-    if path.is_dir():
-        raise ElmoError(f"{path} is a folder: give it alone (weight_file=None), or bilm-tf's options file with "
-                        f"weight_file {weight_file}")
-    return open_bilm(path, weight_file).bilm
-
-
 class Elmo(nn.Module, HubMixin):
     """ELMo_k = mix(h_{k,0}, .., h_{k,L}) for every token k, with dropout (paper eq. 1). ``save_pretrained`` /
     ``from_pretrained`` (:class:`~elmo.model.hub.HubMixin`) write and read it, its biLM included, as a folder.
 
     Args:
-        options_file, weight_file: the biLM, as :func:`open_elmo_bilm`'s ``source`` and ``weight_file`` (e.g. bilm-tf's
-            ``options.json`` and ``weights.hdf5``); a saved ``Elmo`` folder gives its biLM alone
-            (:meth:`from_pretrained` loads the whole layer).
+        options_file, weight_file: the biLM: a :class:`~elmo.model.bilm.BiLM` object (``weight_file`` ``None``);
+            bilm-tf's ``options.json`` and ``weights.hdf5`` (:func:`~elmo.model.published_io.load_published_bilm`); or
+            alone a models folder, ``bilstm.pt``, ``published_lm.pt``, a ``save_pretrained`` folder or Hub id
+            (:func:`~elmo.model.serialization.open_bilm`; a saved ``Elmo`` folder gives its biLM alone,
+            :meth:`from_pretrained` loads the whole layer).
         num_output_representations: how many ELMo vectors per token, each with its own mix (>= 1).
         requires_grad: fine-tune the biLM, else freeze it (no autograd); it always runs in eval mode (no LM dropout).
         do_layer_norm: normalise each biLM layer before mixing (§3.2): with AllenNLP's call over the batch's positions,
@@ -88,7 +57,8 @@ class Elmo(nn.Module, HubMixin):
         learned_function: (keyword) the network of ``mix="learned_function"``: ``"gate"`` (token-wise scalar mix,
             :class:`~elmo.model.mix.GatedLayerMix`) or ``"mlp"`` (:class:`~elmo.model.mix.LearnedLayerFunction`).
 
-    Raises ElmoError (one line) naming an argument that is invalid or conflicts with another, or :func:`open_elmo_bilm`'s.
+    Raises ElmoError (one line) naming an argument that is invalid (``weight_file`` misplaced or missing included) or
+    conflicts with another, or a bad path.
     Unlike AllenNLP's ``Elmo``, the biLM is stateless (each batch starts from zero LSTM states; AllenNLP's carry over,
     so only its first batch after construction or ``reset_states()`` agrees) and there is no ``module`` argument.
     """
@@ -114,7 +84,30 @@ class Elmo(nn.Module, HubMixin):
         if scalar_mix_parameters is not None and mix == "learned_function":
             raise ElmoError("scalar_mix_parameters fix a scalar mix's weights: use them with mix='trainable_lambda' or "
                             "'frozen_lambda', not 'learned_function'")
-        bilm = open_elmo_bilm(options_file, weight_file)
+        if isinstance(options_file, nn.Module):
+            if weight_file is not None:
+                raise ElmoError(f"Elmo got a biLM object and weight_file={weight_file!r}: the weights are the biLM's, "
+                                "leave weight_file out (AllenNLP's order: options_file, weight_file, "
+                                "num_output_representations; pass num_output_representations=... by name)")
+            bilm = options_file
+        elif not isinstance(options_file, (str, os.PathLike)):
+            raise ElmoError(f"Elmo's first argument must be bilm-tf's options file, a models folder or a biLM (BiLM), "
+                            f"got {type(options_file).__name__}")
+        elif weight_file is None:
+            if Path(options_file).suffix == ".json" and not Path(options_file).is_dir():
+                raise ElmoError(f"{Path(options_file)}: bilm-tf's options file needs its weight_file (the weights.hdf5) too")
+            opened = open_bilm(Path(options_file))
+            bilm = opened.bilm
+            if bilm.vocab is None:
+                bilm.vocab = opened.vocab  # save_pretrained then writes it (vocab.txt)
+        elif not isinstance(weight_file, (str, os.PathLike)):
+            raise ElmoError(f"weight_file must be the path of bilm-tf's weights.hdf5, got {type(weight_file).__name__} "
+                            f"{weight_file!r}")
+        elif Path(options_file).is_dir():
+            raise ElmoError(f"{Path(options_file)} is a folder: give it alone (weight_file=None), or bilm-tf's options "
+                            f"file with weight_file {weight_file}")
+        else:
+            bilm = open_bilm(Path(options_file), weight_file).bilm
         fixed, n = None, bilm.num_layers
         if scalar_mix_parameters is not None:  # one float per layer; a wrong count names both (as AllenNLP)
             try:
