@@ -315,9 +315,8 @@ def load_classifier(path: str | os.PathLike, bilm: BiLM, vocab: Vocabulary) -> t
             raise ElmoError(f"missing keys {missing[:3]}, unexpected keys {list(unexpected)[:3]}")
     except (KeyError, TypeError, RuntimeError, ElmoError) as exc:
         raise ElmoError(f"{path}: inconsistent classifier checkpoint: {str(exc).splitlines()[0]}") from None
-    device = next(bilm.parameters()).device
     model.class_names, model.vocab = list(ckpt.get("class_names", CLASS_NAMES)), vocab
-    return model.to(device).eval(), model.class_names
+    return model.to(next(bilm.parameters()).device).eval(), model.class_names
 
 
 def published_record(bilm: BiLM, vocab: Vocabulary) -> dict[str, Any]:

@@ -252,7 +252,18 @@ class Elmo(nn.Module, HubMixin):
             raise ElmoError(f"character ids have {inputs.shape[-1]} characters per token, but the biLM reads "
                             f"{per_token} (batch_to_ids gives 50, a published biLM's)")
         chars = inputs.reshape(-1, *inputs.shape[-2:])
-        words = self._cached_words(word_inputs, tuple(inputs.shape[:-1]))
+        words = None  # word_inputs (B, T) int64 where the cached vectors serve them
+        if word_inputs is not None and self.vocab_to_cache is None:
+            warnings.warn("Elmo got word_inputs but no vocab_to_cache: they are ignored, the character ids are read "
+                          "(as AllenNLP does)", stacklevel=2)
+        elif word_inputs is not None:
+            if tuple(word_inputs.shape) != tuple(inputs.shape[:-1]):
+                raise ElmoError(f"word_inputs have shape {tuple(word_inputs.shape)}, but the character ids' tokens have "
+                                f"shape {tuple(inputs.shape[:-1])}")
+            words = word_inputs.reshape(-1, inputs.shape[-2]).long()
+            if self.requires_grad or (words.numel() and not
+                                      0 <= int(words.min()) <= int(words.max()) < len(self.vocab_to_cache)):
+                words = None
         mask = words > 0 if words is not None else (chars > 0).any(dim=-1)  # (B, T), AllenNLP's
         lengths, steps = mask.sum(dim=1), mask.shape[1]
         if mask.device.type == "cpu" and not torch.equal(mask, length_mask(lengths, steps)):
@@ -272,23 +283,6 @@ class Elmo(nn.Module, HubMixin):
         lead = inputs.shape[:-2]
         return {"elmo_representations": [r.reshape(*lead, *r.shape[1:]) for r in reps],
                 "mask": out_mask.reshape(*lead, out_mask.shape[-1])}
-
-    def _cached_words(self, word_inputs: torch.Tensor | None, shape: tuple[int, ...]) -> torch.Tensor | None:
-        """``word_inputs`` as ``(B, T)`` int64 if the cached vectors serve them, else ``None`` (:meth:`forward`).
-        Raises ElmoError for a shape other than ``shape``, the ids' ``(..., T)``."""
-        if word_inputs is None:
-            return None
-        if self.vocab_to_cache is None:
-            warnings.warn("Elmo got word_inputs but no vocab_to_cache: they are ignored, the character ids are read "
-                          "(as AllenNLP does)", stacklevel=3)
-            return None
-        if tuple(word_inputs.shape) != shape:
-            raise ElmoError(f"word_inputs have shape {tuple(word_inputs.shape)}, but the character ids' tokens have "
-                            f"shape {shape}")
-        words = word_inputs.reshape(-1, shape[-1]).long()
-        if self.requires_grad or words.numel() and not 0 <= int(words.min()) <= int(words.max()) < len(self.vocab_to_cache):
-            return None
-        return words
 
     def _word_vectors(self) -> torch.Tensor:
         """``(len(vocab_to_cache), P)`` float32 token vectors of :attr:`vocab_to_cache` on the biLM's device, computed

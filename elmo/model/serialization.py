@@ -76,8 +76,7 @@ def published_lm_bilm(path: str | os.PathLike) -> tuple[BiLM, Vocabulary, dict[s
     bilm = model.without_head()
     bilm.config = replace(bilm.config, weights_digest=weights_digest(bilm))
     meta = ckpt.get("meta", {})
-    bilm.vocab, bilm.card = vocab, meta.get("card")
-    bilm.source = (str(Path(path).resolve()),)
+    bilm.vocab, bilm.card, bilm.source = vocab, meta.get("card"), (str(Path(path).resolve()),)
     return bilm.eval(), vocab, meta
 
 
