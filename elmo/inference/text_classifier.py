@@ -76,13 +76,13 @@ class TextClassifier:
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise ElmoError(f"text {i}: expected a str, got {type(text).__name__}")
-            tokens.append(self.embedder.tokenize(text))
-            if not tokens[-1]:
+            words = self.embedder.tokenize(text)
+            if not words:
                 raise ElmoError(f"text {i} holds no word to classify: {text[:60]!r}")
-            if len(tokens[-1]) > self.max_length:
-                warnings.warn(f"text {i} has {len(tokens[-1])} tokens; classifying its first {self.max_length} "
+            if len(words) > self.max_length:
+                warnings.warn(f"text {i} has {len(words)} tokens; classifying its first {self.max_length} "
                               "(the length classification.py trained on)", stacklevel=2)
-                tokens[-1] = tokens[-1][: self.max_length]
+            tokens.append(words[: self.max_length])
         return class_probabilities(self.model, self.embedder.encode(tokens), self.embedder.device, self.embedder.amp_dtype)
 
     def predict(self, texts: Sequence[str]) -> list[str]:
