@@ -162,15 +162,6 @@ def load_agnews(data_dir: str | os.PathLike, val_fraction: float = 0.05, seed: i
     return full.subset(np.sort(order[n_val:])), full.subset(np.sort(order[:n_val])), test
 
 
-def md5sum(path: str | os.PathLike) -> str:
-    """Hex md5 of a file, read in 1 MiB blocks."""
-    digest = hashlib.md5()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _download(url: str, handle, expected_md5: str, quiet: bool, timeout: float) -> None:
     """Stream ``url`` into ``handle`` (progress bar) and check its md5; raises ElmoError as :func:`fetch` does."""
     digest = hashlib.md5()
@@ -205,7 +196,7 @@ def fetch(data_dir: str | os.PathLike, base_url: str = SOURCE_URL, force: bool =
         for name, expected in (checksums or OFFICIAL_MD5).items():
             target = data_dir / name
             if target.is_file() and not force:
-                if md5sum(target) != expected:
+                if hashlib.md5(target.read_bytes()).hexdigest() != expected:
                     raise ElmoError(f"{target} exists but its md5 is not the official {expected}; pass force=True to "
                                     "replace it", field="force")
                 print(f"{target}: present, md5 ok", file=sys.stderr)

@@ -6,7 +6,7 @@ Pure index arithmetic on document lengths (no tensors, no process group): the ca
 
 from __future__ import annotations
 
-from typing import Callable, Generic, Iterator, Sequence, TypeVar
+from typing import Callable, Generic, Iterator, TypeVar
 
 import numpy as np
 
@@ -63,13 +63,6 @@ def rank_share(index: np.ndarray, shard: Shard = SINGLE) -> tuple[np.ndarray, bo
     rank, world_size = shard
     part = index[rank::world_size]
     return (part, False) if len(part) else (index[:1], True)
-
-
-def eval_share(batches: Sequence[T], shard: Shard = SINGLE) -> Sequence[T]:
-    """The evaluation batches rank ``shard[0]`` of ``shard[1]`` computes (every ``world_size``-th); the callers
-    all-reduce their sums."""
-    rank, world_size = shard
-    return batches[rank::world_size]
 
 
 class CountedBatches(Generic[T]):

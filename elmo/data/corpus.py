@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ..errors import ElmoError
-from .batching import SINGLE, CountedBatches, Shard, bucket_batches, eval_share, rank_share
+from .batching import SINGLE, CountedBatches, Shard, bucket_batches, rank_share
 from .chars import scheme_table
 from .layer_store import DiskLayerStore, MemoryLayerStore
 from .text import tokenize
@@ -153,9 +153,9 @@ class EncodedCorpus:
 
     def eval_batches(self, batch_size: int, max_tokens: int | None,
                      shard: Shard = SINGLE) -> Iterator[tuple[np.ndarray, dict[str, torch.Tensor]]]:
-        """Evaluation batches in a fixed order as ``(document indices, collated batch)``; with ``shard`` only that
-        rank's share (:func:`~elmo.data.batching.eval_share`; sum the results over ranks)."""
-        for index in eval_share(self.batches(batch_size, max_tokens), shard):
+        """Evaluation batches in a fixed order as ``(document indices, collated batch)``; with ``shard = (rank,
+        world_size)`` only that rank's share, every ``world_size``-th batch (sum the results over ranks)."""
+        for index in self.batches(batch_size, max_tokens)[shard[0]::shard[1]]:
             yield index, self.collate(index)
 
 

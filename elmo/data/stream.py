@@ -7,6 +7,7 @@ docs/own_corpus_and_scaling.md.
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Iterator
@@ -139,18 +140,16 @@ class StreamedCorpus:
 
     def buffers(self) -> Iterator[EncodedCorpus]:
         """The stream as :class:`~elmo.data.corpus.EncodedCorpus` buffers of about ``buffer_tokens`` tokens each."""
+        encode = functools.partial(encode_corpus, vocab=self.vocab, max_chars=self.max_chars, char_scheme=self.char_scheme)
         docs, size = [], 0
         for doc in self.pieces():
             docs.append(doc)
             size += len(doc)
             if size >= self.buffer_tokens:
-                yield self._encode(docs)
+                yield encode(docs)
                 docs, size = [], 0
         if docs:
-            yield self._encode(docs)
-
-    def _encode(self, docs: list[list[str]]) -> EncodedCorpus:
-        return encode_corpus(docs, self.vocab, max_chars=self.max_chars, char_scheme=self.char_scheme)
+            yield encode(docs)
 
     def epoch_batches(self, batch_size: int, max_tokens: int | None, seed: int,
                       shard: Shard = SINGLE) -> Iterator[dict[str, torch.Tensor]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from elmo.data.batching import bucket_batches, eval_share, rank_share
+from elmo.data.batching import bucket_batches, rank_share
 from elmo.data.corpus import EncodedCorpus
 from elmo.errors import ElmoError
 
@@ -74,11 +74,11 @@ def test_a_rank_left_without_a_document_borrows_the_first_as_a_ghost():
     assert part.tolist() == [7, 8] and not ghost  # a single process takes the whole batch
 
 
-def test_eval_share_deals_out_whole_batches():
-    batches = [np.array([i]) for i in range(7)]
-    shares = [eval_share(batches, (rank, 3)) for rank in range(3)]
-    assert [[int(b[0]) for b in s] for s in shares] == [[0, 3, 6], [1, 4], [2, 5]]
-    assert list(eval_share(batches)) == batches
+def test_eval_batches_deal_out_whole_batches():
+    corpus = EncodedCorpus([[1]] * 7)
+    shares = [[index.tolist() for index, _ in corpus.eval_batches(1, None, (rank, 3))] for rank in range(3)]
+    assert shares == [[[0], [3], [6]], [[1], [4]], [[2], [5]]]
+    assert [index.tolist() for index, _ in corpus.eval_batches(1, None)] == [[i] for i in range(7)]
 
 
 def test_corpus_batches_cover_every_document_once_within_the_token_budget():
