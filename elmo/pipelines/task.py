@@ -194,10 +194,9 @@ def train_and_evaluate(model: SequenceClassifier, data: dict[str, EncodedCorpus]
     for row, accuracy in zip(fitted.history[len(fitted.history) - len(tracked):], tracked):
         row["test_accuracy"] = accuracy  # rows of epochs before a --resume have none
     seconds = time.perf_counter() - started
-    entry: dict[str, Any] = {split: scores(split) for split in ("train", "val", "test")}
-    entry.update({"best_epoch": fitted.best_epoch, "history": fitted.history, "train_seconds": seconds,
-                  "test_predictions": np.asarray(predictions["test"]).tolist()})
-    return entry
+    return {**{split: scores(split) for split in ("train", "val", "test")}, "best_epoch": fitted.best_epoch,
+            "history": fitted.history, "train_seconds": seconds,
+            "test_predictions": np.asarray(predictions["test"]).tolist()}
 
 
 def report_test(run: StartedRun, name: str, entry: dict[str, Any]) -> None:

@@ -65,14 +65,10 @@ def steady_heap() -> bool:
     """Keep the C heap's freed blocks for the next step instead of handing them back, for the rest of the process
     (thresholds: :data:`STEADY_HEAP_MMAP_THRESHOLD`; why, and the loops that must then allocate their pieces once:
     lab/performance.md); returns whether the C library has glibc's ``mallopt`` (else a no-op: macOS, musl)."""
-    libc = ctypes.util.find_library("c")
-    try:
+    libc, mallopt = ctypes.util.find_library("c"), None
+    with contextlib.suppress(OSError):
         mallopt = getattr(ctypes.CDLL(libc), "mallopt", None) if libc else None
-    except OSError:
-        mallopt = None
-    if mallopt is None:
-        return False
-    return bool(mallopt(_M_MMAP_THRESHOLD, STEADY_HEAP_MMAP_THRESHOLD)) and \
+    return mallopt is not None and bool(mallopt(_M_MMAP_THRESHOLD, STEADY_HEAP_MMAP_THRESHOLD)) and \
         bool(mallopt(_M_TRIM_THRESHOLD, 2 * STEADY_HEAP_MMAP_THRESHOLD))
 
 
@@ -128,12 +124,9 @@ def resolve_precision(name: str, device: torch.device, native_bf16: bool | None 
             return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         return torch.bfloat16 if device.type == "cpu" and native_bf16 else None
     if name == "fp16" and device.type != "cuda":
-        if device.type != "cpu":
-            advice = f"use fp32 on {device.type}"
-        elif native_bf16:
-            advice = "on this CPU use bf16 or fp32 (auto picks bf16 here)"
-        else:
-            advice = "on this CPU use fp32 or auto (auto picks fp32 here: this CPU has no native bf16)"
+        advice = (f"use fp32 on {device.type}" if device.type != "cpu"
+                  else "on this CPU use bf16 or fp32 (auto picks bf16 here)" if native_bf16
+                  else "on this CPU use fp32 or auto (auto picks fp32 here: this CPU has no native bf16)")
         raise ElmoError(f"--precision fp16 needs a CUDA device; {advice}")
     if name == "bf16" and device.type == "cpu" and not native_bf16:
         raise ElmoError("--precision bf16 needs a CPU with native bf16 (AVX512-BF16 or AMX-BF16) and this one has "
