@@ -8,6 +8,7 @@ docs/own_corpus_and_scaling.md.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 from pathlib import Path
 from typing import Iterator
@@ -60,13 +61,8 @@ class TextSource:
     def texts(self) -> Iterator[tuple[int, str]]:
         """``(line or row number, raw text)`` of every non-blank document (1-based; a CSV's header is row 1). Raises
         ElmoError on bytes that are not UTF-8 (naming the line) or malformed CSV."""
-        count = 0
-        for number, text in self._csv_texts() if self.text_column is not None else self._lines():
-            if self.max_docs is not None and count >= self.max_docs:
-                return
-            if text.strip():
-                count += 1
-                yield number, text
+        texts = self._csv_texts() if self.text_column is not None else self._lines()
+        yield from itertools.islice(((number, text) for number, text in texts if text.strip()), self.max_docs)
 
     def _lines(self) -> Iterator[tuple[int, str]]:
         with open(self.path, "rb") as handle:
