@@ -95,8 +95,7 @@ def read_agnews(path: str | os.PathLike, skip_bad_rows: bool = False, max_rows: 
         print(f"warning: {path}: skipped " + "; ".join(problems), file=sys.stderr)
         if not keep.any():
             raise ElmoError(f"{path}: every row was skipped; nothing left to use")
-        texts = [t for t, k in zip(texts, keep) if k]
-        tokens = [t for t, k in zip(tokens, keep) if k]
+        texts, tokens = ([x for x, k in zip(xs, keep) if k] for xs in (texts, tokens))
         raw_labels = raw_labels[keep]
     labels = raw_labels.astype(np.int64).to_numpy() - 1
     return Corpus(texts=texts, tokens=tokens, labels=labels, path=str(path))

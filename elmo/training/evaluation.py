@@ -136,13 +136,11 @@ class _DeviceWordRows:
         self.top5: list[torch.Tensor] = []
 
     def score(self, log_probs: torch.Tensor, target: torch.Tensor) -> None:
-        """Add ``log_probs (n, V)`` of the words ``target (n,)``."""
         self.nll = self.nll - log_probs.gather(1, target.unsqueeze(1)).sum(dtype=torch.float64)
         self.targets.append(target)
         self.top5.append(log_probs.topk(5, dim=1).indices)
 
     def result(self) -> tuple[float, np.ndarray, np.ndarray]:
-        """As :meth:`_WordRows.result`."""
         if not self.targets:
             return 0.0, np.empty(0, dtype=np.int64), np.empty((0, 5), dtype=np.int64)
         return (float(self.nll), torch.cat(self.targets).cpu().numpy().astype(np.int64),

@@ -150,11 +150,10 @@ def load_training_state(checkpoint: Checkpointing, desc: str) -> dict[str, Any]:
                         "or with the original flags")
     ctx = distributed.context()
     ranks = state.get("rng_ranks", [state["rng"]])
+    state["written_by"] = len(ranks)
     set_rng_state(ranks[ctx.rank] if len(ranks) == ctx.world_size else state["rng"])
-    state["same_processes"] = len(ranks) == ctx.world_size
-    if not state["same_processes"]:
+    if len(ranks) != ctx.world_size:
         torch.manual_seed(torch.initial_seed() + 7919 * (state["step"] + 1) + ctx.rank)
-        state["written_by"] = len(ranks)
     return state
 
 

@@ -226,7 +226,7 @@ def fit(model: nn.Module, objective: Objective, config: TrainConfig, device: tor
         position = Position(config.epochs) if state["done"] else \
             Position(state["epoch"], state["step"], tuple(state["epoch_totals"]))
         if distributed.context().is_main:
-            if not state["same_processes"]:
+            if state["written_by"] != distributed.context().world_size:
                 print(f"{progress.desc}: the checkpoint was written by {state['written_by']} process(es), this run has "
                       f"{distributed.context().world_size}: batches continue exactly, dropout masks do not", flush=True)
             print(f"{progress.desc}: resumed from {checkpoint.path} (epoch {state['epoch'] + 1}, step {state['step']}"
