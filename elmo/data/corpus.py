@@ -134,11 +134,10 @@ class EncodedCorpus:
 
     def epoch_batches(self, batch_size: int, max_tokens: int | None, seed: int,
                       shard: Shard = SINGLE) -> CountedBatches[dict[str, torch.Tensor]]:
-        """One training epoch: the shuffled batches of :meth:`batches` (pass ``seed + epoch``), collated as iterated.
-        With ``shard = (rank, world_size)`` this rank gets its share of each global batch
-        (:func:`~elmo.data.batching.rank_share`; a zero-weight ``"ghost"`` key marks a share borrowed from a batch
-        with fewer documents than ranks). Returns :class:`~elmo.data.batching.CountedBatches` whose ``len()``, the
-        number of steps, is the same on every rank."""
+        """One training epoch: the shuffled batches of :meth:`batches` (pass ``seed + epoch``), collated as iterated;
+        with ``shard = (rank, world_size)`` this rank's share of each (:func:`~elmo.data.batching.rank_share`, a ghost
+        share marked by a zero-weight ``"ghost"`` key). Returns :class:`~elmo.data.batching.CountedBatches` whose
+        ``len()``, the number of steps, is the same on every rank."""
         index_batches = self.batches(batch_size, max_tokens, shuffle=True, seed=seed)
 
         def collated() -> Iterator[dict[str, torch.Tensor]]:
